@@ -1,0 +1,43 @@
+"""stable-datasets: build datasets once into fingerprinted caches and serve rows to training.
+
+    import stable_datasets as sds
+    ds = sds.load_dataset("digits", split="train")
+"""
+
+__version__ = "0.1.0"
+
+from stable_datasets.builder import (
+    BuilderConfig,
+    DatasetBuilder,
+    DatasetInfo,
+    GeneratorBasedBuilder,
+    Split,
+    SplitGenerator,
+    Version,
+)
+from stable_datasets.dataset.dataset_dict import DatasetDict
+from stable_datasets.dataset.stable_dataset import StableDataset
+from stable_datasets.dataset.transforms import concatenate_datasets
+from stable_datasets.download import DownloadManager, RemoteFile
+from stable_datasets.features import (
+    Array2D,
+    Array3D,
+    Array4D,
+    ClassLabel,
+    Features,
+    Image,
+    List,
+    Sequence,
+    Value,
+)
+from stable_datasets.load import load_builder, load_dataset, open_cache
+from stable_datasets.progress import disable_progress_bars, enable_progress_bars
+from stable_datasets.registry import list_builders
+
+__all__ = [
+    "Array2D", "Array3D", "Array4D", "BuilderConfig", "ClassLabel", "DatasetBuilder", "DatasetDict",
+    "DatasetInfo", "DownloadManager", "Features", "GeneratorBasedBuilder", "Image", "List", "RemoteFile",
+    "Sequence", "Split", "SplitGenerator", "StableDataset", "Value", "Version", "__version__",
+    "concatenate_datasets", "disable_progress_bars", "enable_progress_bars", "list_builders",
+    "load_builder", "load_dataset", "open_cache",
+]

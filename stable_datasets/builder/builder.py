@@ -1,0 +1,333 @@
+"""`DatasetBuilder` / `GeneratorBasedBuilder`: the contract a dataset script implements.
+
+A script defines `_info()` (features and description), `_split_generators(dl_manager)`
+(what files each split needs) and `_generate_examples(**gen_kwargs)` yielding
+`(key, example)`. `prepare()` turns one split into a fingerprinted, atomically published
+cache; a valid cache is reused without calling any of the three.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import inspect
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+from loguru import logger
+
+from stable_datasets.builder.config import BuilderConfig, Version
+from stable_datasets.builder.info import DatasetInfo, SplitGenerator
+from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
+from stable_datasets.cache.lock import exclusive_lock
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.cache.paths import cache_root, downloads_dir, fingerprint_dir, safe_name
+from stable_datasets.cache.publish import discard, make_staging_dir, publish
+from stable_datasets.download.manager import DownloadManager
+from stable_datasets.errors import CacheError, EncodingError, ExampleError, StableDatasetsError
+from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS, BatchEncoder
+from stable_datasets.features.features import Features
+from stable_datasets.layouts import layout_for_storage_format, layout_module
+from stable_datasets.progress import progress
+
+DOWNLOAD_MODES = ("reuse_dataset_if_exists", "force_rebuild", "force_redownload")
+VERIFICATION_MODES = ("basic_checks", "all_checks", "no_checks")
+SPLITS_FILE = "_splits.json"
+
+
+def _snake_case(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+class DatasetBuilder:
+    """Base class of every builder. See the module docstring for the three methods to write."""
+
+    VERSION: ClassVar[Version | str] = Version("1.0.0")
+    BUILDER_CONFIG_CLASS: ClassVar[type[BuilderConfig]] = BuilderConfig
+    BUILDER_CONFIGS: ClassVar[list[BuilderConfig]] = []
+    DEFAULT_CONFIG_NAME: ClassVar[str | None] = None
+    DEFAULT_WRITER_BATCH_SIZE: ClassVar[int | None] = None
+    #: Set by the registry when the class comes from a script file.
+    name: ClassVar[str | None] = None
+    _script_path: ClassVar[str | None] = None
+
+    def __init__(self, config_name: str | None = None, *, config: BuilderConfig | None = None,
+                 cache_dir: str | os.PathLike | None = None, **config_kwargs: Any):
+        self.config = self._resolve_config(config_name, config, config_kwargs)
+        self.cache_root = cache_root(cache_dir)
+        self._info_cache: DatasetInfo | None = None
+
+    # -- identity ------------------------------------------------------------------------
+    @classmethod
+    def builder_name(cls) -> str:
+        if cls.name:
+            return cls.name
+        if cls._script_path:
+            return Path(cls._script_path).stem
+        return _snake_case(cls.__name__.removesuffix("Builder") or cls.__name__)
+
+    @classmethod
+    def _resolve_config(cls, config_name: str | None, config: BuilderConfig | None,
+                        kwargs: dict[str, Any]) -> BuilderConfig:
+        if config is None:
+            configs = {c.name: c for c in cls.BUILDER_CONFIGS}
+            name = config_name or cls.DEFAULT_CONFIG_NAME
+            if configs:
+                if name is None:
+                    if len(configs) > 1:
+                        raise ValueError(f"builder '{cls.builder_name()}' has several configs "
+                                         f"{sorted(configs)}; pass name=...")
+                    name = next(iter(configs))
+                if name not in configs:
+                    raise ValueError(f"builder '{cls.builder_name()}' has no config {name!r}; "
+                                     f"configs are {sorted(configs)}")
+                config = configs[name]
+            else:
+                config = cls.BUILDER_CONFIG_CLASS(name=name or "default")
+        if kwargs:
+            try:
+                config = config.replace(**kwargs)
+            except ValueError as exc:
+                raise ValueError(f"builder '{cls.builder_name()}': {exc}") from None
+        return config
+
+    @property
+    def version(self) -> Version:
+        return Version(self.config.version or self.VERSION)
+
+    @property
+    def info(self) -> DatasetInfo:
+        if self._info_cache is None:
+            self._info_cache = self._info()
+        return self._info_cache
+
+    @property
+    def features(self) -> Features:
+        return self.info.features  # type: ignore[return-value]
+
+    def source_text(self) -> str:
+        """The builder script's source: editing it changes the fingerprint."""
+        path = self._script_path or inspect.getsourcefile(type(self))
+        if path and os.path.isfile(path):
+            return Path(path).read_text(encoding="utf-8")
+        try:
+            return inspect.getsource(type(self))
+        except (OSError, TypeError) as exc:
+            raise StableDatasetsError(f"cannot read the source of builder '{self.builder_name()}' "
+                                      f"to fingerprint it: {exc}") from None
+
+    # -- the three methods a script writes ---------------------------------------------
+    def _info(self) -> DatasetInfo:
+        raise NotImplementedError(f"{type(self).__name__} must implement _info()")
+
+    def _split_generators(self, dl_manager: DownloadManager) -> list[SplitGenerator]:
+        raise NotImplementedError(f"{type(self).__name__} must implement _split_generators(dl_manager)")
+
+    def _generate_examples(self, **gen_kwargs: Any) -> Iterator[tuple[Any, dict[str, Any]]]:
+        raise NotImplementedError(f"{type(self).__name__} must implement _generate_examples(**gen_kwargs)")
+
+    def _fingerprint_extra(self) -> dict[str, Any]:
+        """Hook for subclasses with more inputs (e.g. a tokenizer identity)."""
+        return {}
+
+    # -- fingerprint and directories -----------------------------------------------------
+    def layout_options(self, storage_format: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+        layout = layout_module(layout_for_storage_format(storage_format))
+        options = {**layout.DEFAULT_OPTIONS, "batch_rows": self.DEFAULT_WRITER_BATCH_SIZE or DEFAULT_BATCH_ROWS}
+        unknown = sorted(set(overrides or {}) - set(options))
+        if unknown:
+            raise ValueError(f"unknown layout option(s) {unknown} for storage_format={storage_format!r}; "
+                             f"options are {sorted(options)}")
+        return {**options, **(overrides or {})}
+
+    def fingerprint_inputs(self, storage_format: str = "arrow",
+                           layout_options: dict[str, Any] | None = None) -> dict[str, Any]:
+        return {
+            "builder": self.builder_name(),
+            "source_sha256": hash_text(self.source_text()),
+            "config_name": self.config.name,
+            "config": to_jsonable(self.config, "config"),
+            "version": str(self.version),
+            "features": self.features.to_dict(),
+            "storage_format": storage_format,
+            "layout": layout_for_storage_format(storage_format),
+            "layout_options": self.layout_options(storage_format, layout_options),
+            "cache_format_version": CACHE_FORMAT_VERSION,
+            "extra": to_jsonable(self._fingerprint_extra(), "fingerprint extra"),
+        }
+
+    def fingerprint(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> str:
+        return fingerprint(self.fingerprint_inputs(storage_format, layout_options))
+
+    def cache_dir(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> Path:
+        """The fingerprint directory; each split is a published folder inside it."""
+        return fingerprint_dir(self.cache_root, self.builder_name(), self.config.name, str(self.version),
+                               self.fingerprint(storage_format, layout_options))
+
+    # -- building ------------------------------------------------------------------------
+    def split_names(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None,
+                    dl_manager: DownloadManager | None = None) -> list[str]:
+        """Split names, from the record of an earlier build when there is one."""
+        recorded = self.cache_dir(storage_format, layout_options) / SPLITS_FILE
+        if recorded.is_file():
+            return json.loads(recorded.read_text())
+        return [g.name for g in self._generators(storage_format, layout_options, dl_manager)]
+
+    def _generators(self, storage_format: str, layout_options: dict[str, Any] | None,
+                    dl_manager: DownloadManager | None) -> list[SplitGenerator]:
+        generators = list(self._split_generators(dl_manager or self._download_manager()))
+        names = [g.name for g in generators]
+        if len(set(names)) != len(names):
+            raise StableDatasetsError(f"builder '{self.builder_name()}' returned duplicate split names {names}")
+        directory = self.cache_dir(storage_format, layout_options)
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f".{SPLITS_FILE}.{os.getpid()}"
+        tmp.write_text(json.dumps(names))
+        os.replace(tmp, directory / SPLITS_FILE)
+        return generators
+
+    def _download_manager(self, download_mode: str = "reuse_dataset_if_exists",
+                          verification_mode: str = "basic_checks") -> DownloadManager:
+        return DownloadManager(downloads_dir(self.cache_root),
+                               force_download=download_mode == "force_redownload",
+                               verify_checksums=verification_mode != "no_checks")
+
+    def is_prepared(self, split: str, storage_format: str = "arrow",
+                    layout_options: dict[str, Any] | None = None) -> bool:
+        directory = self.cache_dir(storage_format, layout_options) / safe_name(split)
+        return self._valid_cache(directory, self.fingerprint(storage_format, layout_options))
+
+    @staticmethod
+    def _valid_cache(directory: Path, expected_fingerprint: str) -> bool:
+        if not (directory / METADATA_FILE).is_file():
+            return False
+        try:
+            metadata = CacheMetadata.read(directory)
+            metadata.check_shard_sizes(directory)
+        except CacheError as exc:
+            logger.warning("ignoring unusable cache {}: {}", directory, exc)
+            return False
+        return metadata.fingerprint == expected_fingerprint
+
+    def prepare(self, splits: str | Iterable[str] | None = None, storage_format: str = "arrow", *,
+                download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
+                layout_options: dict[str, Any] | None = None, lock_timeout: float | None = None,
+                soft_lock: bool | None = None) -> dict[str, Path]:
+        """Make sure each split has a valid published cache; return split -> cache directory."""
+        if download_mode not in DOWNLOAD_MODES:
+            raise ValueError(f"download_mode must be one of {DOWNLOAD_MODES}, got {download_mode!r}")
+        if verification_mode not in VERIFICATION_MODES:
+            raise ValueError(f"verification_mode must be one of {VERIFICATION_MODES}, got {verification_mode!r}")
+        options = self.layout_options(storage_format, layout_options)
+        fp = self.fingerprint(storage_format, options)
+        base = self.cache_dir(storage_format, options)
+        force = download_mode != "reuse_dataset_if_exists"
+        dl_manager = self._download_manager(download_mode, verification_mode)
+        generators: dict[str, SplitGenerator] | None = None
+
+        def all_generators() -> dict[str, SplitGenerator]:
+            nonlocal generators
+            if generators is None:
+                generators = {g.name: g for g in self._generators(storage_format, options, dl_manager)}
+            return generators
+
+        if splits is None:
+            wanted = self.split_names(storage_format, options, dl_manager)
+        else:
+            wanted = [splits] if isinstance(splits, str) else list(splits)
+        result: dict[str, Path] = {}
+        for split in wanted:
+            directory = base / safe_name(split)
+            if not force and self._valid_cache(directory, fp):
+                result[split] = directory
+                continue
+            if split not in all_generators():
+                raise ValueError(f"builder '{self.builder_name()}' has no split {split!r}; "
+                                 f"splits are {sorted(all_generators())}")
+            with exclusive_lock(base / f".{safe_name(split)}.lock", timeout=lock_timeout, soft=soft_lock):
+                if force or not self._valid_cache(directory, fp):
+                    self._build_split(all_generators()[split], directory, storage_format, options, fp)
+            result[split] = directory
+        return result
+
+    def _build_split(self, generator: SplitGenerator, directory: Path, storage_format: str,
+                     options: dict[str, Any], fp: str) -> None:
+        layout_name = layout_for_storage_format(storage_format)
+        layout = layout_module(layout_name)
+        features = self.features
+        name, split = self.builder_name(), generator.name
+        logger.info("building {} [{}] split '{}' into {}", name, self.config.name, split, directory)
+        staging = make_staging_dir(directory)
+        try:
+            encoder = BatchEncoder(features, batch_rows=options["batch_rows"])
+            writer_options = {k: v for k, v in options.items() if k != "batch_rows"}
+            writer = layout.Writer(staging, encoder.schema, writer_options)
+            num_rows = 0
+            for key, example in self._keyed_examples(generator, name, split):
+                try:
+                    encoder.add(example)
+                except EncodingError as exc:
+                    raise ExampleError(name, split, key, exc.field, exc.message) from None
+                if encoder.full:
+                    num_rows += encoder.num_pending
+                    writer.write(encoder.flush())
+            if encoder.num_pending or num_rows == 0:
+                num_rows += encoder.num_pending
+                writer.write(encoder.flush())
+            shards = writer.close()
+            from stable_datasets import __version__
+
+            metadata = CacheMetadata(
+                layout=layout_name, features=features.to_dict(), num_rows=num_rows, shards=shards,
+                fingerprint=fp, fingerprint_inputs=self.fingerprint_inputs(storage_format, options),
+                builder_name=name, config_name=self.config.name, version=str(self.version), split=split,
+                layout_options=writer_options, info=self.info.to_dict(), extra=writer.extra_metadata(),
+                cache_format_version=CACHE_FORMAT_VERSION, library_version=__version__,
+                created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            )
+            metadata.write(staging)
+            publish(staging, directory)
+        except BaseException:
+            discard(staging)
+            raise
+        logger.info("published {} rows of {} '{}' to {}", num_rows, name, split, directory)
+
+    def _keyed_examples(self, generator: SplitGenerator, name: str, split: str) -> Iterator[tuple[Any, Any]]:
+        """Examples with their keys checked: pairs, hashable, unique within the split."""
+        seen: set[Any] = set()
+        examples = self._generate_examples(**generator.gen_kwargs)
+        for item in progress(examples, desc=f"{name} {split}", unit=" examples"):
+            if not (isinstance(item, tuple) and len(item) == 2):
+                raise ExampleError(name, split, None, None,
+                                   f"_generate_examples must yield (key, example) pairs, got {type(item).__name__}")
+            key, example = item
+            try:
+                marker = (type(key).__name__, key) if not isinstance(key, (int, str)) else key
+                duplicate = marker in seen
+            except TypeError:
+                raise ExampleError(name, split, key, None, f"example key must be hashable, got {type(key).__name__}") \
+                    from None
+            if duplicate:
+                raise ExampleError(name, split, key, None, "duplicate example key within the split")
+            seen.add(marker)
+            yield key, example
+
+    # -- reading -------------------------------------------------------------------------
+    def as_dataset(self, split: str, storage_format: str = "arrow", **prepare_kwargs: Any):
+        """Prepare one split (if needed) and open it."""
+        from stable_datasets.load import open_cache
+
+        directory = self.prepare(split, storage_format, **prepare_kwargs)[split]
+        return open_cache(directory)
+
+    def __repr__(self) -> str:
+        fields = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
+        return f"{type(self).__name__}(name={self.builder_name()!r}, config={fields})"
+
+
+class GeneratorBasedBuilder(DatasetBuilder):
+    """A builder whose examples come from `_generate_examples` (the usual kind)."""

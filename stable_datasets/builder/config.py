@@ -1,0 +1,63 @@
+"""`Version` and `BuilderConfig`: the knobs of a builder, every field part of the fingerprint."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+
+@functools.total_ordering
+class Version:
+    """A MAJOR.MINOR.PATCH version; compares numerically and prints as text."""
+
+    def __init__(self, version: str | Version, description: str = ""):
+        text = str(version)
+        parts = text.split(".")
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            raise ValueError(f"version must look like '1.2.3', got {text!r}")
+        self.major, self.minor, self.patch = (int(p) for p in parts)
+        self.description = description
+
+    @property
+    def tuple(self) -> tuple[int, int, int]:
+        return (self.major, self.minor, self.patch)
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+    def __repr__(self) -> str:
+        return f"Version('{self}')"
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, str):
+            other = Version(other)
+        return isinstance(other, Version) and self.tuple == other.tuple
+
+    def __lt__(self, other: Version | str) -> bool:
+        return self.tuple < Version(other).tuple
+
+    def __hash__(self) -> int:
+        return hash(self.tuple)
+
+    def fingerprint_identity(self) -> str:
+        return str(self)
+
+
+@dataclass
+class BuilderConfig:
+    """Base config. Subclass it as a dataclass to add fields; each field changes the fingerprint."""
+
+    name: str = "default"
+    version: Version | str | None = None
+    description: str = ""
+    data_dir: str | None = None
+    data_files: Any = None
+
+    def replace(self, **changes: Any) -> BuilderConfig:
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - known)
+        if unknown:
+            raise ValueError(f"{type(self).__name__} has no field(s) {unknown}; fields are {sorted(known)}")
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,76 @@
+"""Zero-copy access to the cells of single-chunk Arrow arrays.
+
+Random row access is the hot path of training: a getter is built once per record batch and
+column, then each call is a numpy index or a memoryview slice of the memory map, with no
+per-cell pyarrow scalar objects.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+CellGetter = Callable[[int], Any]
+
+
+def primitive_view(array: pa.Array) -> np.ndarray | None:
+    """A read-only numpy view of a null-free numeric array, else None."""
+    t = array.type
+    if array.null_count or not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        return None
+    return array.to_numpy(zero_copy_only=True)
+
+
+def _offsets_and_data(array: pa.Array) -> tuple[np.ndarray, memoryview]:
+    large = pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)
+    bufs = array.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)
+    offsets = offsets[array.offset : array.offset + len(array) + 1]
+    data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
+    return offsets, data
+
+
+def binary_values(array: pa.Array, *, as_str: bool = False) -> list:
+    """All cells of a binary/string array as bytes/str, via one offsets read."""
+    if array.null_count:
+        return array.to_pylist()
+    offsets, data = _offsets_and_data(array)
+    bounds = offsets.tolist()
+    if as_str:
+        return [str(data[a:b], "utf-8") for a, b in itertools.pairwise(bounds)]
+    return [data[a:b].tobytes() for a, b in itertools.pairwise(bounds)]
+
+
+def fixed_size_view(array: pa.Array) -> np.ndarray | None:
+    """(rows, width) zero-copy view of a null-free fixed_size_list of numbers, else None."""
+    if array.null_count or not pa.types.is_fixed_size_list(array.type):
+        return None
+    values = array.flatten()
+    view = primitive_view(values)
+    if view is None:
+        return None
+    return view.reshape(len(array), array.type.list_size)
+
+
+def cell_getter(array: pa.Array) -> CellGetter:
+    """A function returning cell k of `array` in its raw form (python scalar, bytes, ndarray...)."""
+    t = array.type
+    if not array.null_count:
+        if pa.types.is_integer(t) or pa.types.is_floating(t):
+            return array.to_numpy(zero_copy_only=True).item
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t):
+            offsets, data = _offsets_and_data(array)
+            bounds = offsets.tolist()
+            return lambda k: data[bounds[k] : bounds[k + 1]].tobytes()
+        if pa.types.is_string(t) or pa.types.is_large_string(t):
+            offsets, data = _offsets_and_data(array)
+            bounds = offsets.tolist()
+            return lambda k: str(data[bounds[k] : bounds[k + 1]], "utf-8")
+        view = fixed_size_view(array)
+        if view is not None:
+            return view.__getitem__
+    return lambda k: array[k].as_py()

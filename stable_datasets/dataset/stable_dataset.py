@@ -1,0 +1,329 @@
+"""`StableDataset`: one split of one or more published caches, with formats and transforms.
+
+Rows live in layout backends (memory-mapped Arrow, Lance, ...); a dataset adds an
+optional indices mapping (select/shuffle/filter/splits) and an output format. Pickling
+carries paths and indices only; each process reopens its own handles.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from stable_datasets.builder.info import DatasetInfo
+from stable_datasets.dataset.formatting import Format, to_torch
+from stable_datasets.features.features import Features
+from stable_datasets.layouts.base import LayoutBackend
+from stable_datasets.tables import ordered_gather
+
+ITER_BATCH_ROWS = 1000
+
+
+class StableDataset:
+    def __init__(self, backends: Sequence[LayoutBackend], *, features: Features, info: DatasetInfo | None = None,
+                 split: str | None = None, indices: np.ndarray | None = None, format: Format | None = None):
+        if not backends:
+            raise ValueError("a dataset needs at least one cache backend")
+        self._backends = list(backends)
+        self._features = features
+        self._info = info or DatasetInfo(features=features)
+        self._split = split
+        self._indices = None if indices is None else np.asarray(indices, dtype=np.int64)
+        sizes = [b.num_rows for b in self._backends]
+        self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self._starts_list = self._starts.tolist()
+        self._format = format or Format()
+        self._plan = self._decode_plan()
+
+    # -- construction helpers ------------------------------------------------------------
+    def _derive(self, *, indices: np.ndarray | str | None = "keep", format: Format | None = None) -> StableDataset:
+        return StableDataset(self._backends, features=self._features, info=self._info, split=self._split,
+                             indices=self._indices if isinstance(indices, str) else indices,
+                             format=format or self._format)
+
+    def _decode_plan(self) -> list[tuple[str, Callable[[Any], Any] | None]]:
+        """Per selected column, the decode function, or None where raw values are final."""
+        fmt = self._format
+        names = fmt.columns or tuple(self._features)
+        plan = []
+        for name in names:
+            feature = self._features[name]
+            identity = fmt.type == "python" and type(feature).__name__ in ("Value", "ClassLabel")
+            plan.append((name, None if identity else
+                         (lambda raw, f=feature: f.decode(raw, numpy=fmt.numpy, decode=fmt.decode))))
+        return plan
+
+    # -- descriptive ---------------------------------------------------------------------
+    @property
+    def features(self) -> Features:
+        return self._features
+
+    @property
+    def info(self) -> DatasetInfo:
+        return self._info
+
+    @property
+    def split(self) -> str | None:
+        return self._split
+
+    @property
+    def column_names(self) -> list[str]:
+        return list(self._features)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self)
+
+    @property
+    def format(self) -> dict[str, Any]:
+        return {"type": self._format.type, "columns": self._format.columns, "decode": self._format.decode}
+
+    @property
+    def cache_files(self) -> list[dict[str, str]]:
+        return [{"filename": str(b.directory / s.path)} for b in self._backends for s in b.metadata.shards]
+
+    @property
+    def cache_dirs(self) -> list[Path]:
+        return [b.directory for b in self._backends]
+
+    def __len__(self) -> int:
+        return int(len(self._indices) if self._indices is not None else self._starts_list[-1])
+
+    def __repr__(self) -> str:
+        return (f"StableDataset(split={self._split!r}, num_rows={len(self)}, "
+                f"features={list(self._features)}, format={self._format.type!r})")
+
+    # -- pickling: paths and indices, never open handles --------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        return {"backends": self._backends, "features": self._features.to_dict(), "info": self._info.to_dict(),
+                "split": self._split, "indices": self._indices, "format": self._format}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        features = Features.from_dict(state["features"])
+        self.__init__(state["backends"], features=features,  # type: ignore[misc]
+                      info=DatasetInfo.from_metadata(features, state["info"]), split=state["split"],
+                      indices=state["indices"], format=state["format"])
+
+    # -- index arithmetic ----------------------------------------------------------------
+    def _physical(self, index: int) -> int:
+        n = len(self)
+        if index < 0:
+            index += n
+        if not 0 <= index < n:
+            raise IndexError(f"index {index} is out of range for a dataset of {n} rows")
+        return int(self._indices[index]) if self._indices is not None else index
+
+    def _physical_many(self, positions: np.ndarray) -> np.ndarray:
+        positions = np.asarray(positions)
+        if positions.dtype == bool:
+            if len(positions) != len(self):
+                raise IndexError(f"boolean mask of length {len(positions)} for a dataset of {len(self)} rows")
+            positions = np.flatnonzero(positions)
+        if positions.size and positions.dtype.kind not in "iu":
+            raise TypeError(f"indices must be integers, got dtype {positions.dtype}")
+        positions = positions.astype(np.int64, copy=False)
+        n = len(self)
+        if positions.size and (positions.min() < -n or positions.max() >= n):
+            bad = positions[(positions < -n) | (positions >= n)][0]
+            raise IndexError(f"index {bad} is out of range for a dataset of {n} rows")
+        positions = np.where(positions < 0, positions + n, positions)
+        return self._indices[positions] if self._indices is not None else positions
+
+    def _raw_row(self, physical: int) -> dict[str, Any]:
+        if len(self._backends) == 1:
+            return self._backends[0].row(physical)
+        part = bisect.bisect_right(self._starts_list, physical) - 1
+        return self._backends[part].row(physical - self._starts_list[part])
+
+    def _take(self, physical: np.ndarray) -> pa.Table:
+        if len(self._backends) == 1:
+            return self._backends[0].take(physical)
+        return ordered_gather(physical, self._starts[:-1], lambda p, local: self._backends[p].take(local),
+                              self._backends[0].schema)
+
+    # -- formatting ----------------------------------------------------------------------
+    def _format_row(self, raw: dict[str, Any]) -> dict[str, Any]:
+        row = {name: raw[name] if fn is None else fn(raw[name]) for name, fn in self._plan}
+        return to_torch(row) if self._format.type == "torch" else row
+
+    def _format_table(self, table: pa.Table) -> Any:
+        """A table -> dict of columns (list or ndarray), or the table itself for "arrow"."""
+        fmt = self._format
+        names = list(fmt.columns or self._features)
+        if fmt.type == "arrow":
+            return table.select(names)
+        columns = {}
+        for name in names:
+            feature = self._features[name]
+            chunks = [feature.decode_array(chunk, numpy=fmt.numpy, decode=fmt.decode)
+                      for chunk in table.column(name).chunks] or [feature.decode_array(
+                          pa.array([], type=feature.arrow_type()), numpy=fmt.numpy, decode=fmt.decode)]
+            if len(chunks) == 1:
+                columns[name] = chunks[0]
+            elif all(isinstance(c, np.ndarray) for c in chunks):
+                columns[name] = np.concatenate(chunks)
+            else:
+                columns[name] = [v for c in chunks for v in c]
+        if fmt.type == "torch":
+            return {k: to_torch(v) for k, v in columns.items()}
+        return columns
+
+    def _rows_of_table(self, table: pa.Table) -> list[dict[str, Any]]:
+        if self._format.type == "arrow":
+            return [table.slice(i, 1) for i in range(table.num_rows)]
+        fmt = self._format
+        names = list(fmt.columns or self._features)
+        columns = []
+        for name in names:
+            feature = self._features[name]
+            values = []
+            for chunk in table.column(name).chunks:
+                decoded = feature.decode_array(chunk, numpy=fmt.numpy, decode=fmt.decode)
+                values.extend(decoded if not isinstance(decoded, np.ndarray) else list(decoded))
+            columns.append(values)
+        rows = [dict(zip(names, cells)) for cells in zip(*columns)]
+        if fmt.type == "torch":
+            return [to_torch(r) for r in rows]
+        return rows
+
+    # -- access --------------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> Any:
+        if isinstance(key, (int, np.integer)):
+            physical = self._physical(int(key))
+            if self._format.type == "arrow":
+                return self._take(np.array([physical]))
+            return self._format_row(self._raw_row(physical))
+        if isinstance(key, str):
+            return self._column(key)
+        if isinstance(key, slice):
+            positions = np.arange(len(self))[key]
+            if self._indices is None and key.step in (None, 1) and len(positions):
+                return self._format_table(self._slice(int(positions[0]), int(positions[-1]) + 1))
+            return self._format_table(self._take(self._physical_many(positions)))
+        if isinstance(key, (list, tuple, range, np.ndarray)):
+            return self._format_table(self._take(self._physical_many(np.asarray(key))))
+        raise TypeError(f"cannot index a dataset with {type(key).__name__}")
+
+    def __getitems__(self, keys: Sequence[int]) -> list[Any]:
+        """A list of rows, as torch's DataLoader asks for a batch of indices."""
+        if self._format.type == "arrow":
+            return [self[int(k)] for k in keys]
+        physical = self._physical_many(np.asarray(keys, dtype=np.int64)).tolist()
+        return [self._format_row(self._raw_row(p)) for p in physical]
+
+    def _slice(self, start: int, stop: int) -> pa.Table:
+        batches = [b for b in self._iter_physical_range(start, stop, max(stop - start, 1))]
+        return pa.Table.from_batches(batches, schema=self._backends[0].schema)
+
+    def _iter_physical_range(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
+        for part, backend in enumerate(self._backends):
+            lo, hi = self._starts_list[part], self._starts_list[part + 1]
+            if hi <= start or lo >= stop:
+                continue
+            yield from backend.iter_batches(max(start, lo) - lo, min(stop, hi) - lo, batch_rows)
+
+    def _column(self, name: str) -> Any:
+        if name not in self._features:
+            raise KeyError(f"no column {name!r}; columns are {list(self._features)}")
+        return self.select_columns([name])._format_table(self._all_rows_table())[name]
+
+    def _all_rows_table(self) -> pa.Table:
+        if self._indices is None:
+            return self._slice(0, len(self))
+        return self._take(self._indices)
+
+    def iter_arrow(self, batch_size: int = ITER_BATCH_ROWS) -> Iterator[pa.Table]:
+        """Stream the rows in order as Arrow tables of up to `batch_size` rows."""
+        if self._indices is None:
+            for batch in self._iter_physical_range(0, len(self), batch_size):
+                yield pa.Table.from_batches([batch])
+            return
+        for lo in range(0, len(self._indices), batch_size):
+            chunk = self._indices[lo:lo + batch_size]
+            first, last = int(chunk[0]), int(chunk[-1])
+            if last - first == len(chunk) - 1 and np.all(np.diff(chunk) == 1):
+                yield self._slice(first, last + 1)
+            else:
+                yield self._take(chunk)
+
+    def iter(self, batch_size: int, drop_last_batch: bool = False) -> Iterator[Any]:
+        """Batches as dicts of columns (or Arrow tables in "arrow" format)."""
+        for table in self.iter_arrow(batch_size):
+            if drop_last_batch and table.num_rows < batch_size:
+                return
+            yield self._format_table(table)
+
+    def __iter__(self) -> Iterator[Any]:
+        for table in self.iter_arrow(ITER_BATCH_ROWS):
+            yield from self._rows_of_table(table)
+
+    # -- formats -------------------------------------------------------------------------
+    def with_format(self, type: str | None = None, columns: Sequence[str] | None = None,
+                    decode: bool = True) -> StableDataset:
+        """A view with another output format; `decode=False` returns stored bytes for images."""
+        if columns is not None:
+            unknown = [c for c in columns if c not in self._features]
+            if unknown:
+                raise KeyError(f"no column(s) {unknown}; columns are {list(self._features)}")
+        return self._derive(format=Format(type or "python", tuple(columns) if columns else None, decode))
+
+    def set_format(self, type: str | None = None, columns: Sequence[str] | None = None, decode: bool = True) -> None:
+        other = self.with_format(type, columns, decode)
+        self._format, self._plan = other._format, other._plan
+
+    def reset_format(self) -> StableDataset:
+        return self.with_format("python")
+
+    def select_columns(self, columns: Sequence[str]) -> StableDataset:
+        return self.with_format(self._format.type, list(columns), self._format.decode)
+
+    # -- transforms (the heavier ones live in dataset/transforms.py) -------------------
+    def select(self, indices: Sequence[int] | np.ndarray | range) -> StableDataset:
+        """Rows at `indices` (in that order), as a new view."""
+        positions = np.asarray(indices if not isinstance(indices, range) else np.arange(
+            indices.start, indices.stop, indices.step), dtype=np.int64)
+        if positions.size and (positions.min() < 0 or positions.max() >= len(self)):
+            raise IndexError(f"select: indices must be in [0, {len(self)}), got range "
+                             f"[{positions.min()}, {positions.max()}]")
+        physical = self._indices[positions] if self._indices is not None else positions
+        return self._derive(indices=physical)
+
+    def shuffle(self, seed: int | None = None, generator: np.random.Generator | None = None) -> StableDataset:
+        rng = generator if generator is not None else np.random.default_rng(seed)
+        return self.select(rng.permutation(len(self)))
+
+    def shard(self, num_shards: int, index: int, contiguous: bool = True) -> StableDataset:
+        if not 0 <= index < num_shards:
+            raise ValueError(f"shard index {index} is not in [0, {num_shards})")
+        n = len(self)
+        if contiguous:
+            div, mod = divmod(n, num_shards)
+            start = div * index + min(index, mod)
+            return self.select(range(start, start + div + (1 if index < mod else 0)))
+        return self.select(range(index, n, num_shards))
+
+    def filter(self, function: Callable[..., Any], *, batched: bool = False, batch_size: int = 1000,
+               with_indices: bool = False, input_columns: Sequence[str] | None = None) -> StableDataset:
+        from stable_datasets.dataset.transforms import filter_positions
+
+        return self.select(filter_positions(self, function, batched=batched, batch_size=batch_size,
+                                            with_indices=with_indices, input_columns=input_columns))
+
+    def map(self, function: Callable[..., Any] | None = None, **kwargs: Any) -> StableDataset:
+        from stable_datasets.dataset.transforms import map_dataset
+
+        return map_dataset(self, function, **kwargs)
+
+    def train_test_split(self, test_size: float | int | None = None, train_size: float | int | None = None,
+                         shuffle: bool = True, seed: int | None = None):
+        from stable_datasets.dataset.transforms import train_test_split
+
+        return train_test_split(self, test_size=test_size, train_size=train_size, shuffle=shuffle, seed=seed)
+
+    def to_arrow(self) -> pa.Table:
+        return self._all_rows_table()

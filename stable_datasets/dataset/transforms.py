@@ -1,0 +1,347 @@
+"""Transforms that run user code over a dataset: filter, map (cached), splits, concatenation."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+import hashlib
+import inspect
+import math
+import pickle
+import types
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from loguru import logger
+
+from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, to_jsonable
+from stable_datasets.cache.lock import exclusive_lock
+from stable_datasets.cache.metadata import CacheMetadata
+from stable_datasets.cache.publish import discard, make_staging_dir, publish
+from stable_datasets.errors import EncodingError, StableDatasetsError
+from stable_datasets.features.encoder import BatchEncoder
+from stable_datasets.features.features import Features, infer_feature
+from stable_datasets.progress import progress
+
+
+# -- batches of user input ----------------------------------------------------------------
+def _input_view(ds, input_columns: Sequence[str] | None):
+    fmt = ds._format
+    return ds.with_format(fmt.type if fmt.type != "arrow" else "python", input_columns, fmt.decode)
+
+
+def _batches(view, batch_size: int):
+    """(start position, dict of columns) over the view, in order."""
+    start = 0
+    for columns in view.iter(batch_size):
+        n = len(next(iter(columns.values()))) if columns else 0
+        yield start, columns
+        start += n
+
+
+def _call(function: Callable, args: list[Any], input_columns: Sequence[str] | None, payload: Any,
+          fn_kwargs: dict[str, Any]) -> Any:
+    if input_columns:
+        return function(*[payload[c] for c in input_columns], *args, **fn_kwargs)
+    return function(payload, *args, **fn_kwargs)
+
+
+# -- filter -------------------------------------------------------------------------------
+def filter_positions(ds, function: Callable, *, batched: bool, batch_size: int, with_indices: bool,
+                     input_columns: Sequence[str] | None) -> np.ndarray:
+    keep: list[np.ndarray] = []
+    view = _input_view(ds, input_columns)
+    for start, columns in progress(_batches(view, batch_size), desc="filter", unit=" batches"):
+        n = len(next(iter(columns.values())))
+        indices = list(range(start, start + n))
+        if batched:
+            mask = np.asarray(_call(function, [indices] if with_indices else [], input_columns, columns, {}),
+                              dtype=bool)
+            if mask.shape != (n,):
+                raise StableDatasetsError(f"filter function returned {mask.shape} values for a batch of {n}")
+        else:
+            names = list(columns)
+            mask = np.fromiter(
+                (bool(_call(function, [i] if with_indices else [], input_columns, dict(zip(names, cells)), {}))
+                 for i, cells in zip(indices, zip(*columns.values()))), dtype=bool, count=n)
+        keep.append(np.flatnonzero(mask) + start)
+    return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
+
+
+# -- function fingerprints -----------------------------------------------------------------
+class UnhashableFunction(Exception):
+    pass
+
+
+def _value_identity(value: Any, depth: int) -> Any:
+    if isinstance(value, types.ModuleType):
+        return {"module": value.__name__}
+    if isinstance(value, (types.FunctionType, functools.partial)) or (callable(value) and hasattr(value, "__code__")):
+        return function_identity(value, depth + 1) if depth < 3 else {"function": getattr(value, "__qualname__", "?")}
+    if isinstance(value, type):
+        return {"class": f"{value.__module__}.{value.__qualname__}"}
+    try:
+        return to_jsonable(value)
+    except TypeError:
+        pass
+    try:
+        return {"pickle_sha256": hashlib.sha256(pickle.dumps(value)).hexdigest()}
+    except Exception as exc:
+        raise UnhashableFunction(f"{type(value).__name__}: {exc}") from None
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def function_identity(fn: Any, depth: int = 0) -> dict[str, Any]:
+    """What a function computes, as hashable JSON: its code, defaults, closure and globals it reads."""
+    if isinstance(fn, functools.partial):
+        return {"partial": function_identity(fn.func, depth), "args": [_value_identity(a, depth) for a in fn.args],
+                "keywords": {k: _value_identity(v, depth) for k, v in fn.keywords.items()}}
+    code = getattr(fn, "__code__", None)
+    if code is None:  # a callable object: its class source and its state
+        cls = type(fn)
+        try:
+            source = inspect.getsource(cls)
+        except (OSError, TypeError):
+            source = f"{cls.__module__}.{cls.__qualname__}"
+        return {"callable": source, "state": _value_identity(fn, depth + 1) if depth < 3 else None}
+    try:
+        source = inspect.getsource(fn)
+    except (OSError, TypeError):
+        source = None
+    identity: dict[str, Any] = {
+        "qualname": getattr(fn, "__qualname__", ""),
+        "code": source or (code.co_code.hex() + repr(code.co_consts)),
+        "defaults": [_value_identity(v, depth) for v in (fn.__defaults__ or ())],
+        "kwdefaults": {k: _value_identity(v, depth) for k, v in (fn.__kwdefaults__ or {}).items()},
+        "closure": [_value_identity(c.cell_contents, depth) for c in (fn.__closure__ or ())],
+    }
+    fn_globals = getattr(fn, "__globals__", {})
+    identity["globals"] = {name: _value_identity(fn_globals[name], depth)
+                           for name in sorted(_code_names(code)) if name in fn_globals}
+    return identity
+
+
+# -- map ------------------------------------------------------------------------------------
+def _rows_from_output(output: Any, n_in: int, batched: bool, what: str) -> list[dict[str, Any]]:
+    if output is None:
+        return [{} for _ in range(n_in)] if batched else [{}]
+    if not isinstance(output, dict):
+        raise StableDatasetsError(f"map function must return a dict (or None), got {type(output).__name__} {what}")
+    if not batched:
+        return [output]
+    lengths = {k: len(v) for k, v in output.items()}
+    if len(set(lengths.values())) > 1:
+        raise StableDatasetsError(f"map function returned columns of different lengths {lengths} {what}")
+    n_out = next(iter(lengths.values())) if lengths else n_in
+    names = list(output)
+    return [dict(zip(names, cells)) for cells in zip(*output.values())] if names else [{} for _ in range(n_out)]
+
+
+def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, batch_size: int = 1000,
+                with_indices: bool = False, input_columns: Sequence[str] | None = None,
+                remove_columns: Sequence[str] | str | None = None, features: Features | dict | None = None,
+                fn_kwargs: dict[str, Any] | None = None, cache_fingerprint: str | None = None,
+                load_from_cache_file: bool = True, desc: str | None = None):
+    """Apply `function` and write the result as a fingerprinted Arrow cache beside the source."""
+    from stable_datasets.layouts import arrow_shards
+    from stable_datasets.load import open_cache
+
+    function = function or (lambda x: None)
+    remove = [remove_columns] if isinstance(remove_columns, str) else list(remove_columns or [])
+    unknown = [c for c in remove if c not in ds.features]
+    if unknown:
+        raise KeyError(f"remove_columns: no column(s) {unknown}; columns are {ds.column_names}")
+    fn_kwargs = dict(fn_kwargs or {})
+    given_features = Features(features) if features is not None else None
+
+    if cache_fingerprint is None:
+        try:
+            fn_id: Any = function_identity(function)
+            fn_id = {"function": fn_id, "fn_kwargs": {k: _value_identity(v, 0) for k, v in fn_kwargs.items()}}
+        except UnhashableFunction as exc:
+            logger.warning("map: cannot fingerprint the function ({}); its result will not be reused", exc)
+            fn_id = {"random": uuid.uuid4().hex}
+    else:
+        fn_id = {"given": cache_fingerprint}
+    source = [(b.metadata.fingerprint, b.directory.name, b.metadata.num_rows) for b in ds._backends]
+    inputs = {
+        "source": source,
+        "indices": None if ds._indices is None else hashlib.sha256(ds._indices.tobytes()).hexdigest(),
+        "map": fn_id, "batched": batched, "batch_size": batch_size, "with_indices": with_indices,
+        "input_columns": list(input_columns or []), "remove_columns": remove,
+        "features": given_features.to_dict() if given_features else None,
+        "format": [ds._format.type, ds._format.decode], "cache_format_version": CACHE_FORMAT_VERSION,
+    }
+    fp = fingerprint(inputs)
+    first = ds._backends[0].directory
+    target = first.parent / f"{first.name.split('.map-')[0]}.map-{fp}"
+
+    def reopen():
+        out = open_cache(target)
+        cols = [c for c in (ds._format.columns or []) if c in out.features] or None
+        return out.with_format(ds._format.type, cols, ds._format.decode)
+
+    if load_from_cache_file and target.is_dir():
+        try:
+            return reopen()
+        except StableDatasetsError as exc:
+            logger.warning("rebuilding map cache {}: {}", target, exc)
+    with exclusive_lock(first.parent / f".{target.name}.lock"):
+        if load_from_cache_file and target.is_dir():
+            return reopen()
+        _write_map(ds, target, function, inputs, fp, batched=batched, batch_size=batch_size,
+                   with_indices=with_indices, input_columns=input_columns, remove=remove,
+                   given_features=given_features, fn_kwargs=fn_kwargs, desc=desc or "map",
+                   writer_cls=arrow_shards.Writer, layout_name=arrow_shards.NAME)
+    return reopen()
+
+
+def _write_map(ds, target, function, inputs, fp, *, batched, batch_size, with_indices, input_columns, remove,
+               given_features, fn_kwargs, desc, writer_cls, layout_name) -> None:
+    from stable_datasets import __version__
+
+    view = _input_view(ds, None)
+    staging = make_staging_dir(target)
+    encoder = writer = out_features = None
+    num_rows = 0
+    try:
+        for start, columns in progress(_batches(view, batch_size), desc=desc, unit=" batches"):
+            names = list(columns)
+            n_in = len(columns[names[0]]) if names else 0
+            in_rows = [dict(zip(names, cells)) for cells in zip(*columns.values())]
+            if batched:
+                payload = columns if not input_columns else {c: columns[c] for c in input_columns}
+                args = [list(range(start, start + n_in))] if with_indices else []
+                out_rows = _rows_from_output(_call(function, args, input_columns, payload, fn_kwargs), n_in, True,
+                                             f"for rows {start}..{start + n_in - 1}")
+                if len(out_rows) != n_in:
+                    kept = [c for c in names if c not in remove and c not in (out_rows[0] if out_rows else {})]
+                    if kept:
+                        raise StableDatasetsError(
+                            f"map function returned {len(out_rows)} rows for a batch of {n_in}; input columns "
+                            f"{kept} cannot be kept, pass remove_columns={kept}")
+                    in_rows = [{} for _ in out_rows]
+            else:
+                out_rows = []
+                for i, row in enumerate(in_rows):
+                    args = [start + i] if with_indices else []
+                    out_rows.extend(_rows_from_output(_call(function, args, input_columns, row, fn_kwargs), 1,
+                                                      False, f"for row {start + i}"))
+            merged = [{**{k: v for k, v in r.items() if k not in remove}, **o} for r, o in zip(in_rows, out_rows)]
+            if not merged:
+                continue
+            if encoder is None:
+                out_features = _output_features(ds.features, merged, given_features)
+                encoder = BatchEncoder(out_features)
+                writer = writer_cls(staging, encoder.schema, dict(arrow_shards_defaults()))
+            for i, row in enumerate(merged):
+                try:
+                    encoder.add(row)
+                except EncodingError as exc:
+                    raise StableDatasetsError(f"map output row {start + i}: {exc}; pass features= to "
+                                              "describe changed or new columns") from None
+                if encoder.full:
+                    num_rows += encoder.num_pending
+                    writer.write(encoder.flush())
+        if encoder is None:  # empty output: keep the columns we would have had
+            out_features = given_features or Features({k: v for k, v in ds.features.items() if k not in remove})
+            encoder = BatchEncoder(out_features)
+            writer = writer_cls(staging, encoder.schema, dict(arrow_shards_defaults()))
+        num_rows += encoder.num_pending
+        writer.write(encoder.flush())
+        shards = writer.close()
+        base = ds._backends[0].metadata
+        CacheMetadata(
+            layout=layout_name, features=out_features.to_dict(), num_rows=num_rows, shards=shards, fingerprint=fp,
+            fingerprint_inputs=inputs, builder_name=base.builder_name, config_name=base.config_name,
+            version=base.version, split=f"{ds.split}.map" if ds.split else "map", layout_options={},
+            info=ds.info.to_dict(), cache_format_version=CACHE_FORMAT_VERSION, library_version=__version__,
+            created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        ).write(staging)
+        publish(staging, target)
+    except BaseException:
+        discard(staging)
+        raise
+
+
+def arrow_shards_defaults() -> dict[str, Any]:
+    from stable_datasets.layouts.arrow_shards import DEFAULT_OPTIONS
+
+    return DEFAULT_OPTIONS
+
+
+def _output_features(source: Features, rows: list[dict[str, Any]], given: Features | None) -> Features:
+    import pyarrow as pa
+
+    out = Features()
+    for name in rows[0]:
+        if given is not None and name in given:
+            out[name] = given[name]
+        elif name in source:
+            out[name] = source[name]
+        else:
+            try:
+                out[name] = infer_feature(pa.array([r[name] for r in rows]).type)
+            except (pa.ArrowException, ValueError) as exc:
+                raise StableDatasetsError(f"map: cannot infer the type of new column {name!r} ({exc}); "
+                                          "pass features=") from None
+    return out
+
+
+# -- splitting and joining ------------------------------------------------------------------
+def train_test_split(ds, *, test_size: float | int | None, train_size: float | int | None, shuffle: bool,
+                     seed: int | None):
+    from stable_datasets.dataset.dataset_dict import DatasetDict
+
+    n = len(ds)
+
+    def count(size: float | int, name: str, rounding: Callable[[float], float]) -> int:
+        if isinstance(size, float):
+            if not 0.0 < size < 1.0:
+                raise ValueError(f"{name}={size} must be in (0, 1) as a fraction")
+            return int(rounding(size * n))
+        if not 0 < size < n:
+            raise ValueError(f"{name}={size} must be in (0, {n}) as a row count")
+        return int(size)
+
+    if test_size is None and train_size is None:
+        test_size = 0.25
+    n_test = count(test_size, "test_size", math.ceil) if test_size is not None else None
+    n_train = count(train_size, "train_size", math.floor) if train_size is not None else None
+    n_test = n - n_train if n_test is None else n_test
+    n_train = n - n_test if n_train is None else n_train
+    if n_train <= 0 or n_test <= 0 or n_train + n_test > n:
+        raise ValueError(f"train_size={n_train} and test_size={n_test} do not fit a dataset of {n} rows")
+    order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
+    return DatasetDict({"train": ds.select(order[n_test:n_test + n_train]), "test": ds.select(order[:n_test])})
+
+
+def concatenate_datasets(datasets: Sequence[Any]):
+    """Rows of each dataset in turn; all must have the same features."""
+    from stable_datasets.dataset.stable_dataset import StableDataset
+
+    if not datasets:
+        raise ValueError("concatenate_datasets needs at least one dataset")
+    first = datasets[0]
+    for other in datasets[1:]:
+        if other.features != first.features:
+            raise ValueError(f"cannot concatenate datasets with different features: {first.features} vs "
+                             f"{other.features}")
+    backends, parts, offset = [], [], 0
+    for ds in datasets:
+        backends.extend(ds._backends)
+        parts.append((ds._indices if ds._indices is not None else np.arange(ds._starts_list[-1])) + offset)
+        offset += ds._starts_list[-1]
+    indices = None if all(ds._indices is None for ds in datasets) else np.concatenate(parts)
+    split = "+".join(str(ds.split) for ds in datasets)
+    return StableDataset(backends, features=first.features, info=first.info, split=split, indices=indices,
+                         format=first._format)

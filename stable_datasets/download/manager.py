@@ -1,0 +1,193 @@
+"""`DownloadManager`: fetch, verify and extract the files a builder needs, once.
+
+Downloads land in `<cache root>/downloads`, named by a hash of the URL. Each file has its
+own lock (never unlinked), is written to `<name>.incomplete` (resumed across attempts and
+processes), checked against its sha256 and renamed into place atomically. Each URL is
+retried with exponential backoff; then mirrors are tried in order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from loguru import logger
+
+from stable_datasets.cache.lock import exclusive_lock
+from stable_datasets.cache.publish import discard, file_sha256, make_staging_dir
+from stable_datasets.download.extract import extract_archive, iter_archive
+from stable_datasets.download.http import FatalURLError, RetryableError, fetch
+from stable_datasets.errors import ChecksumError, DownloadError
+
+
+@dataclass(frozen=True)
+class RemoteFile:
+    """A file to download: its URL, expected sha256, and mirrors to try after it."""
+
+    url: str
+    sha256: str | None = None
+    mirrors: tuple[str, ...] = field(default_factory=tuple)
+    filename: str | None = None
+
+
+def url_rewrites_from_env() -> dict[str, str]:
+    """`STABLE_DATASETS_URL_REWRITES='{"https://a/": "http://mirror/"}'`: prefix substitutions."""
+    text = os.environ.get("STABLE_DATASETS_URL_REWRITES")
+    if not text:
+        return {}
+    try:
+        mapping = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"STABLE_DATASETS_URL_REWRITES is not valid JSON: {exc}") from None
+    return {str(k): str(v) for k, v in mapping.items()}
+
+
+class DownloadManager:
+    def __init__(self, download_dir: str | os.PathLike, *, force_download: bool = False,
+                 verify_checksums: bool = True, max_retries: int = 4, backoff: float = 0.5,
+                 timeout: float = 60.0, url_rewrites: dict[str, str] | None = None):
+        self.download_dir = Path(download_dir)
+        self.force_download = force_download
+        self.verify_checksums = verify_checksums
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.timeout = timeout
+        self.url_rewrites = url_rewrites_from_env() if url_rewrites is None else url_rewrites
+        self._done: set[Path] = set()  # files fetched in this session (force_download applies once)
+        self.downloaded_files: list[Path] = []
+
+    # -- structure helpers ---------------------------------------------------------------
+    @staticmethod
+    def _map(fn: Callable[[Any], Any], obj: Any) -> Any:
+        if isinstance(obj, dict):
+            return {k: DownloadManager._map(fn, v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(DownloadManager._map(fn, v) for v in obj)
+        return fn(obj)
+
+    def download(self, url_or_urls: Any) -> Any:
+        """Download a URL, RemoteFile, or a dict/list of them; returns local paths in the same shape."""
+        return self._map(self._download_one, url_or_urls)
+
+    def extract(self, path_or_paths: Any) -> Any:
+        return self._map(self._extract_one, path_or_paths)
+
+    def download_and_extract(self, url_or_urls: Any) -> Any:
+        return self.extract(self.download(url_or_urls))
+
+    def iter_archive(self, path: str | os.PathLike) -> Iterator[tuple[str, IO[bytes]]]:
+        return iter_archive(Path(path))
+
+    # -- one file ------------------------------------------------------------------------
+    def _rewrite(self, url: str) -> str:
+        for prefix, replacement in self.url_rewrites.items():
+            if url.startswith(prefix):
+                return replacement + url[len(prefix):]
+        return url
+
+    def _download_one(self, spec: str | RemoteFile) -> Path:
+        remote = spec if isinstance(spec, RemoteFile) else RemoteFile(str(spec))
+        name = remote.filename or Path(remote.url.split("?")[0]).name or "file"
+        dest = self.download_dir / f"{hashlib.sha256(remote.url.encode()).hexdigest()[:16]}-{name}"
+        if self._usable(dest, remote):
+            return dest
+        self.download_dir.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(dest.with_name(dest.name + ".lock")):
+            if self._usable(dest, remote):  # another process finished it while we waited
+                return dest
+            self._fetch_any(remote, dest)
+        self._done.add(dest)
+        self.downloaded_files.append(dest)
+        return dest
+
+    def _usable(self, dest: Path, remote: RemoteFile) -> bool:
+        if not dest.is_file() or (self.force_download and dest not in self._done):
+            return False
+        if remote.sha256 and self.verify_checksums:
+            recorded = self._recorded_sha256(dest)
+            if recorded != remote.sha256.lower():
+                return False
+        return True
+
+    @staticmethod
+    def _recorded_sha256(dest: Path) -> str | None:
+        try:
+            return json.loads(dest.with_name(dest.name + ".json").read_text())["sha256"]
+        except (OSError, ValueError, KeyError):
+            return file_sha256(dest) if dest.is_file() else None
+
+    def _fetch_any(self, remote: RemoteFile, dest: Path) -> None:
+        partial = dest.with_name(dest.name + ".incomplete")
+        if self.force_download and partial.exists():
+            partial.unlink()
+        failures: list[str] = []
+        checksum_failures: list[str] = []
+        for original in (remote.url, *remote.mirrors):
+            url = self._rewrite(original)
+            if not self._fetch_with_retries(url, partial, failures):
+                continue
+            digest = file_sha256(partial)
+            if remote.sha256 and self.verify_checksums and digest != remote.sha256.lower():
+                partial.unlink()
+                checksum_failures.append(f"{url}: expected sha256 {remote.sha256}, got {digest}")
+                logger.warning("checksum mismatch for {}: expected {}, got {}", url, remote.sha256, digest)
+                continue
+            os.replace(partial, dest)
+            dest.with_name(dest.name + ".json").write_text(
+                json.dumps({"url": url, "sha256": digest, "size": dest.stat().st_size}))
+            return
+        if checksum_failures and not failures:
+            raise ChecksumError("downloaded file has the wrong checksum:\n  " + "\n  ".join(checksum_failures))
+        raise DownloadError(f"could not download {remote.url}:\n  " + "\n  ".join(failures + checksum_failures))
+
+    def _fetch_with_retries(self, url: str, partial: Path, failures: list[str]) -> bool:
+        for attempt in range(self.max_retries + 1):
+            try:
+                fetch(url, partial, timeout=self.timeout)
+                return True
+            except FatalURLError as exc:
+                failures.append(str(exc))
+                if partial.exists():
+                    partial.unlink()
+                return False
+            except RetryableError as exc:
+                if attempt == self.max_retries:
+                    failures.append(f"{exc} (gave up after {attempt + 1} attempts)")
+                    return False
+                delay = self.backoff * (2 ** attempt)
+                logger.info("retrying {} in {:.1f}s: {}", url, delay, exc)
+                time.sleep(delay)
+        return False
+
+    # -- extraction ----------------------------------------------------------------------
+    def _extract_one(self, path: str | os.PathLike) -> Path:
+        path = Path(path)
+        stat = path.stat()
+        key = hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+        root = self.download_dir / "extracted"
+        target = root / key
+        marker = root / f"{key}.done"
+        if marker.exists() and not self.force_download:
+            return Path(marker.read_text())
+        root.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(root / f"{key}.lock"):
+            if marker.exists() and not self.force_download:
+                return Path(marker.read_text())
+            staging = make_staging_dir(target)
+            try:
+                result = extract_archive(path, staging)
+                if target.exists():
+                    discard(target)
+                os.rename(staging, target)
+            except BaseException:
+                discard(staging)
+                raise
+            final = target / result.relative_to(staging) if result != staging else target
+            marker.write_text(str(final))
+        return final

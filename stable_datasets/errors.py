@@ -1,0 +1,47 @@
+"""Exceptions with enough context (builder, split, example key, field, file) to act on."""
+
+from __future__ import annotations
+
+
+class StableDatasetsError(Exception):
+    """Base class for every error this library raises on purpose."""
+
+
+class EncodingError(StableDatasetsError, ValueError):
+    """A value does not fit its feature. `field` is the dotted path inside the example."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        self.message = message
+        super().__init__(f"field '{field}': {message}" if field else message)
+
+
+class ExampleError(StableDatasetsError, ValueError):
+    """An example from a builder could not be encoded; names builder, split, key and field."""
+
+    def __init__(self, builder: str, split: str, key: object, field: str | None, message: str):
+        self.builder, self.split, self.key, self.field = builder, split, key, field
+        where = f"builder '{builder}', split '{split}', example key {key!r}"
+        if field:
+            where += f", field '{field}'"
+        super().__init__(f"{where}: {message}")
+
+
+class CacheError(StableDatasetsError):
+    """A cache directory is missing, stale, truncated or otherwise unusable."""
+
+
+class ChecksumError(StableDatasetsError):
+    """A downloaded file does not have the expected sha256."""
+
+
+class DownloadError(StableDatasetsError):
+    """A file could not be downloaded from any of its URLs."""
+
+
+class BuilderNotFoundError(StableDatasetsError, FileNotFoundError):
+    """No builder matches a name; the message lists the closest registered names."""
+
+
+class LockTimeoutError(StableDatasetsError, TimeoutError):
+    """Another process held a cache or download lock for longer than the timeout."""

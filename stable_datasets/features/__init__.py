@@ -1,0 +1,13 @@
+"""Feature types: the schema language of builders and caches."""
+
+from stable_datasets.features.array import Array2D, Array3D, Array4D
+from stable_datasets.features.base import FeatureType, feature_from_dict
+from stable_datasets.features.features import Features
+from stable_datasets.features.image import Image
+from stable_datasets.features.sequence import List, Sequence
+from stable_datasets.features.value import ClassLabel, Value
+
+__all__ = [
+    "Array2D", "Array3D", "Array4D", "ClassLabel", "FeatureType", "Features", "Image", "List",
+    "Sequence", "Value", "feature_from_dict",
+]

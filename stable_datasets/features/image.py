@@ -1,0 +1,122 @@
+"""`Image()`: stored as encoded bytes (PNG by default), decoded to RGB uint8 HWC arrays.
+
+Encoding accepts numpy arrays (HW, HW1, HW3 RGB, HW4 RGBA; uint8), already-encoded bytes,
+file paths, `{"bytes": ..., "path": ...}` dicts and objects with `__array__` (PIL images).
+Encoded inputs are checked by decoding them once, so an undecodable file fails the build
+instead of a training step months later.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pyarrow as pa
+
+from stable_datasets.errors import EncodingError
+from stable_datasets.features.base import FeatureType, describe
+
+_FORMATS = {"png": ".png", "jpeg": ".jpg", "jpg": ".jpg", "webp": ".webp"}
+
+
+def decode_image_bytes(data: bytes) -> np.ndarray | None:
+    """Decode encoded image bytes to RGB uint8 HWC, or None if OpenCV cannot read them."""
+    if not data:
+        return None
+    bgr = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
+    if bgr is None:
+        return None
+    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+def encode_image_array(array: np.ndarray, fmt: str = "png", quality: int | None = None) -> bytes:
+    """Encode an RGB/RGBA/grayscale uint8 array; raises ValueError on anything else."""
+    if array.dtype != np.uint8:
+        raise ValueError(f"image arrays must be uint8, got {array.dtype}")
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[:, :, 0]
+    if array.ndim == 3 and array.shape[2] == 3:
+        array = cv2.cvtColor(array, cv2.COLOR_RGB2BGR)
+    elif array.ndim == 3 and array.shape[2] == 4:
+        array = cv2.cvtColor(array, cv2.COLOR_RGBA2BGRA)
+    elif array.ndim != 2:
+        raise ValueError(f"image arrays must be HxW, HxWx1, HxWx3 or HxWx4, got shape {array.shape}")
+    params: list[int] = []
+    if quality is not None:
+        if fmt in ("jpeg", "jpg"):
+            params = [cv2.IMWRITE_JPEG_QUALITY, int(quality)]
+        elif fmt == "webp":
+            params = [cv2.IMWRITE_WEBP_QUALITY, int(quality)]
+    ok, buf = cv2.imencode(_FORMATS[fmt], array, params)
+    if not ok:
+        raise ValueError(f"OpenCV could not encode a {array.shape} image as {fmt}")
+    return buf.tobytes()
+
+
+class Image(FeatureType):
+    """An image cell. `format`/`quality` apply to arrays being encoded; bytes are kept as given."""
+
+    type_name = "Image"
+
+    def __init__(self, format: str = "png", quality: int | None = None):
+        format = format.lower()
+        if format not in _FORMATS:
+            raise ValueError(f"unsupported image format {format!r}; choose one of {sorted(set(_FORMATS))}")
+        self.format = "jpeg" if format == "jpg" else format
+        self.quality = None if quality is None else int(quality)
+
+    def arrow_type(self) -> pa.DataType:
+        return pa.binary()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"_type": "Image", "format": self.format, "quality": self.quality}
+
+    def encode(self, value: Any, field: str) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, dict):
+            if value.get("bytes") is not None:
+                value = value["bytes"]
+            elif value.get("path") is not None:
+                value = value["path"]
+            else:
+                raise EncodingError(field, "image dict has neither 'bytes' nor 'path'")
+        if isinstance(value, (str, os.PathLike)):
+            path = Path(value)
+            try:
+                value = path.read_bytes()
+            except OSError as exc:
+                raise EncodingError(field, f"cannot read image file {str(path)!r}: {exc.strerror}") from None
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            data = bytes(value)
+            if decode_image_bytes(data) is None:
+                head = data[:8].hex()
+                raise EncodingError(field, f"undecodable image: {len(data)} bytes starting with 0x{head}")
+            return data
+        if not isinstance(value, np.ndarray) and hasattr(value, "__array__"):
+            value = np.asarray(value)
+        if isinstance(value, np.ndarray):
+            try:
+                return encode_image_array(value, self.format, self.quality)
+            except ValueError as exc:
+                raise EncodingError(field, str(exc)) from None
+        raise EncodingError(field, f"expected an image (array, bytes, path), got {describe(value)}")
+
+    def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
+        if raw is None or not decode:
+            return raw
+        image = decode_image_bytes(raw)
+        if image is None:
+            raise ValueError(f"stored image of {len(raw)} bytes could not be decoded")
+        return image
+
+    def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
+        from stable_datasets.dataset.cells import binary_values
+
+        values = binary_values(array)
+        if not decode:
+            return values
+        return [self.decode(v) for v in values]

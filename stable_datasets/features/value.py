@@ -1,0 +1,204 @@
+"""Scalar features: `Value(dtype)` and `ClassLabel(names=|num_classes=)`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence as SequenceABC
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from stable_datasets.errors import EncodingError
+from stable_datasets.features.base import FeatureType, describe
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "bool": pa.bool_(),
+    "int8": pa.int8(),
+    "int16": pa.int16(),
+    "int32": pa.int32(),
+    "int64": pa.int64(),
+    "uint8": pa.uint8(),
+    "uint16": pa.uint16(),
+    "uint32": pa.uint32(),
+    "uint64": pa.uint64(),
+    "float16": pa.float16(),
+    "float32": pa.float32(),
+    "float64": pa.float64(),
+    "string": pa.string(),
+    "large_string": pa.large_string(),
+    "binary": pa.binary(),
+    "large_binary": pa.large_binary(),
+}
+_ALIASES = {"float": "float32", "double": "float64", "int": "int64", "str": "string", "bytes": "binary",
+            "boolean": "bool", "half": "float16"}
+
+
+def normalize_dtype(dtype: Any) -> str:
+    """Map numpy dtypes, Python types and aliases to one of the canonical dtype names."""
+    if isinstance(dtype, str):
+        name = _ALIASES.get(dtype, dtype)
+    elif dtype is bool:
+        name = "bool"
+    elif dtype is int:
+        name = "int64"
+    elif dtype is float:
+        name = "float64"
+    elif dtype is str:
+        name = "string"
+    elif dtype is bytes:
+        name = "binary"
+    else:
+        name = np.dtype(dtype).name
+    if name not in _ARROW_TYPES:
+        raise ValueError(f"unsupported dtype {dtype!r}; supported: {', '.join(_ARROW_TYPES)}")
+    return name
+
+
+def numeric_kind(dtype: str) -> str:
+    if dtype == "bool":
+        return "bool"
+    if dtype.startswith("int"):
+        return "int"
+    if dtype.startswith("uint"):
+        return "uint"
+    if dtype.startswith("float"):
+        return "float"
+    if dtype.endswith("string"):
+        return "string"
+    return "binary"
+
+
+class Value(FeatureType):
+    """One scalar of a fixed dtype (bool, int8..uint64, float16..float64, string, binary)."""
+
+    type_name = "Value"
+
+    def __init__(self, dtype: Any):
+        self.dtype = normalize_dtype(dtype)
+        self._kind = numeric_kind(self.dtype)
+        if self._kind in ("int", "uint"):
+            info = np.iinfo(self.dtype)
+            self._lo, self._hi = int(info.min), int(info.max)
+
+    def arrow_type(self) -> pa.DataType:
+        return _ARROW_TYPES[self.dtype]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"_type": "Value", "dtype": self.dtype}
+
+    @property
+    def numpy_dtype(self) -> np.dtype | None:
+        return None if self._kind in ("string", "binary") else np.dtype(self.dtype)
+
+    def encode(self, value: Any, field: str) -> Any:
+        if value is None:
+            return None
+        kind = self._kind
+        if kind in ("int", "uint"):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise EncodingError(field, f"expected an integer for {self.dtype}, got {describe(value)}: {value!r}")
+            value = int(value)
+            if not self._lo <= value <= self._hi:
+                raise EncodingError(field, f"value {value} is out of range for {self.dtype} "
+                                           f"[{self._lo}, {self._hi}]")
+            return value
+        if kind == "float":
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise EncodingError(field, f"expected a number for {self.dtype}, got {describe(value)}: {value!r}")
+            return float(value)
+        if kind == "bool":
+            if not isinstance(value, (bool, np.bool_)):
+                raise EncodingError(field, f"expected a bool, got {describe(value)}: {value!r}")
+            return bool(value)
+        if kind == "string":
+            if not isinstance(value, str):
+                raise EncodingError(field, f"expected a str, got {describe(value)}: {value!r:.80}")
+            return value
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            return bytes(value)
+        raise EncodingError(field, f"expected bytes, got {describe(value)}")
+
+    def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
+        if numpy and raw is not None and self._kind not in ("string", "binary"):
+            return np.asarray(raw, dtype=self.dtype)[()]
+        return raw
+
+    def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
+        from stable_datasets.dataset.cells import binary_values, primitive_view
+
+        if self._kind in ("string", "binary"):
+            return binary_values(array, as_str=self._kind == "string")
+        view = primitive_view(array)
+        if view is None:  # nulls present: numpy gets NaN-able objects, python gets None
+            return array.to_numpy(zero_copy_only=False) if numpy else array.to_pylist()
+        return view if numpy else view.tolist()
+
+
+class ClassLabel(FeatureType):
+    """An integer class id stored as int64; encode accepts an index or a class name."""
+
+    type_name = "ClassLabel"
+
+    def __init__(self, num_classes: int | None = None, names: SequenceABC[str] | None = None,
+                 names_file: str | Path | None = None):
+        if names_file is not None:
+            names = [line.strip() for line in Path(names_file).read_text().splitlines() if line.strip()]
+        if names is not None:
+            names = [str(n) for n in names]
+            if len(set(names)) != len(names):
+                raise ValueError(f"ClassLabel names must be unique, got {names}")
+            if num_classes is not None and num_classes != len(names):
+                raise ValueError(f"num_classes={num_classes} does not match {len(names)} names")
+            num_classes = len(names)
+        elif num_classes is None:
+            raise ValueError("ClassLabel needs names=, names_file= or num_classes=")
+        else:
+            names = [str(i) for i in range(num_classes)]
+        self.names: list[str] = list(names)
+        self.num_classes: int = int(num_classes)
+        self._index = {n: i for i, n in enumerate(self.names)}
+
+    def arrow_type(self) -> pa.DataType:
+        return pa.int64()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"_type": "ClassLabel", "names": list(self.names), "num_classes": self.num_classes}
+
+    def str2int(self, name: str | SequenceABC[str]) -> int | list[int]:
+        if not isinstance(name, str):
+            return [self.str2int(n) for n in name]  # type: ignore[misc]
+        try:
+            return self._index[name]
+        except KeyError:
+            raise ValueError(f"unknown class name {name!r}; names are {self.names}") from None
+
+    def int2str(self, index: int | SequenceABC[int]) -> str | list[str]:
+        if not isinstance(index, (int, np.integer)):
+            return [self.int2str(i) for i in index]  # type: ignore[misc]
+        if not 0 <= int(index) < self.num_classes:
+            raise ValueError(f"class index {index} is out of range [0, {self.num_classes})")
+        return self.names[int(index)]
+
+    def encode(self, value: Any, field: str) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, str):
+            index = self._index.get(value)
+            if index is None:
+                raise EncodingError(field, f"unknown class name {value!r}; names are {self.names[:20]}")
+            return index
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise EncodingError(field, f"expected a class index or name, got {describe(value)}: {value!r}")
+        value = int(value)
+        if not 0 <= value < self.num_classes:
+            raise EncodingError(field, f"label {value} is out of range [0, {self.num_classes})")
+        return value
+
+    def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
+        if numpy and raw is not None:
+            return np.int64(raw)
+        return raw
+
+    def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
+        return Value("int64").decode_array(array, numpy=numpy)

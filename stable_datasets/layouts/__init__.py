@@ -1,0 +1,22 @@
+"""Layouts: one module per physical format, each holding its Writer and its Backend."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+# storage_format (user-facing) -> layout module name
+STORAGE_FORMATS = {"arrow": "arrow_shards"}
+LAYOUTS = {"arrow_shards": "stable_datasets.layouts.arrow_shards"}
+
+
+def layout_module(name: str) -> ModuleType:
+    if name not in LAYOUTS:
+        raise ValueError(f"unknown cache layout {name!r}; known layouts: {sorted(LAYOUTS)}")
+    return importlib.import_module(LAYOUTS[name])
+
+
+def layout_for_storage_format(storage_format: str) -> str:
+    if storage_format not in STORAGE_FORMATS:
+        raise ValueError(f"unknown storage_format {storage_format!r}; choose one of {sorted(STORAGE_FORMATS)}")
+    return STORAGE_FORMATS[storage_format]

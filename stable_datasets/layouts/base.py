@@ -1,0 +1,82 @@
+"""What every layout module provides: a Writer (record batches -> shards) and a Backend
+(shards -> rows). Shared pieces live here so a new format is one new module."""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
+
+
+class LayoutWriter(ABC):
+    """Streams record batches into files under a staging directory."""
+
+    def __init__(self, directory: Path, schema: pa.Schema, options: dict[str, Any]):
+        self.directory = Path(directory)
+        self.schema = schema
+        self.options = options
+
+    @abstractmethod
+    def write(self, batch: pa.RecordBatch) -> None: ...
+
+    @abstractmethod
+    def close(self) -> list[ShardInfo]:
+        """Finish every file and return their descriptions (sizes, checksums, rows)."""
+
+    def extra_metadata(self) -> dict[str, Any]:
+        return {}
+
+
+class LayoutBackend(ABC):
+    """Serves rows of one published cache. Handles are opened lazily, once per process."""
+
+    def __init__(self, directory: str | os.PathLike, metadata: CacheMetadata):
+        self.directory = Path(directory)
+        self.metadata = metadata
+        self._pid: int | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"directory": str(self.directory), "metadata": self.metadata.to_dict()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["directory"], CacheMetadata.from_dict(state["metadata"]))  # type: ignore[misc]
+
+    def ensure_open(self) -> None:
+        pid = os.getpid()
+        if self._pid != pid:
+            self._open()
+            self._pid = pid
+
+    @abstractmethod
+    def _open(self) -> None: ...
+
+    @property
+    def num_rows(self) -> int:
+        return self.metadata.num_rows
+
+    @property
+    @abstractmethod
+    def schema(self) -> pa.Schema: ...
+
+    @abstractmethod
+    def row(self, index: int) -> dict[str, Any]:
+        """Raw cells of one row (see dataset.cells), for the single-row hot path."""
+
+    @abstractmethod
+    def take(self, indices: np.ndarray) -> pa.Table:
+        """Rows at `indices`, in that order, as a table whose columns are single-chunk."""
+
+    @abstractmethod
+    def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
+        """Stream rows [start, stop) in record batches of at most `batch_rows`."""
+
+    def slice(self, start: int, stop: int) -> pa.Table:
+        batches = list(self.iter_batches(start, stop, max(stop - start, 1)))
+        return pa.Table.from_batches(batches, schema=self.schema)

@@ -1,0 +1,69 @@
+"""The front door: `load_dataset`, `load_builder`, `open_cache`."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from stable_datasets.builder.builder import DatasetBuilder
+from stable_datasets.builder.info import DatasetInfo
+from stable_datasets.cache.metadata import CacheMetadata
+from stable_datasets.dataset.dataset_dict import DatasetDict
+from stable_datasets.dataset.splits import parse_split
+from stable_datasets.dataset.stable_dataset import StableDataset
+from stable_datasets.dataset.transforms import concatenate_datasets
+from stable_datasets.features.features import Features
+from stable_datasets.layouts import layout_module
+from stable_datasets.registry import resolve_builder_class
+
+
+def open_cache(cache_dir: str | os.PathLike) -> StableDataset:
+    """Open a published cache from its `_metadata.json` alone: no builder needed."""
+    metadata = CacheMetadata.read(cache_dir)
+    from pathlib import Path
+
+    directory = Path(cache_dir)
+    metadata.check_shard_sizes(directory)
+    backend = layout_module(metadata.layout).Backend(directory, metadata)
+    features = Features.from_dict(metadata.features)
+    return StableDataset([backend], features=features, info=DatasetInfo.from_metadata(features, metadata.info),
+                         split=metadata.split or None)
+
+
+def load_builder(path: str | os.PathLike | type[DatasetBuilder], name: str | None = None, *,
+                 cache_dir: str | os.PathLike | None = None, **config_kwargs: Any) -> DatasetBuilder:
+    """A builder instance from a registered name, a script path or a folder holding a script."""
+    cls = resolve_builder_class(path)
+    return cls(name, cache_dir=cache_dir, **config_kwargs)
+
+
+def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | None = None, *,
+                 name: str | None = None, storage_format: str = "arrow",
+                 cache_dir: str | os.PathLike | None = None, download_mode: str = "reuse_dataset_if_exists",
+                 verification_mode: str = "basic_checks", num_proc: int | None = None,
+                 layout_options: dict[str, Any] | None = None, **config_kwargs: Any) -> StableDataset | DatasetDict:
+    """Reuse a valid cache or build one; a `StableDataset` for `split`, a `DatasetDict` for None.
+
+    `split` follows Hugging Face: "train", "train[:10%]", "train[10:20]", "train+test".
+    """
+    builder = load_builder(path, name, cache_dir=cache_dir, **config_kwargs)
+    prepare = dict(download_mode=download_mode, verification_mode=verification_mode, layout_options=layout_options)
+    if split is None:
+        dirs = builder.prepare(None, storage_format, **prepare)
+        return DatasetDict({s: open_cache(d) for s, d in dirs.items()})
+    parts = parse_split(split)
+    dirs = builder.prepare(list(dict.fromkeys(p.name for p in parts)), storage_format, **prepare)
+    datasets = []
+    for part in parts:
+        ds = open_cache(dirs[part.name])
+        if not part.is_whole:
+            start, stop = part.bounds(len(ds))
+            ds = ds.select(range(start, stop))
+        datasets.append(ds)
+    if len(datasets) == 1:
+        result = datasets[0]
+        result._split = split
+        return result
+    result = concatenate_datasets(datasets)
+    result._split = split
+    return result

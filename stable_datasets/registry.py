@@ -1,0 +1,127 @@
+"""Find builders by name: explicit script path or folder, $STABLE_DATASETS_BUILDERS_PATH,
+the bundled `builders/` folder, then the `stable_datasets.builders` entry-point group."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib.util
+import os
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from stable_datasets.builder.builder import DatasetBuilder
+from stable_datasets.errors import BuilderNotFoundError, StableDatasetsError
+
+ENTRY_POINT_GROUP = "stable_datasets.builders"
+_loaded: dict[tuple[str, str], type[DatasetBuilder]] = {}
+
+
+def bundled_builders_dir() -> Path:
+    """The installed copy (stable_datasets/bundled_builders) or, from a checkout, ./builders."""
+    try:
+        import stable_datasets.bundled_builders as bundled
+
+        return Path(next(iter(bundled.__path__)))
+    except ImportError:
+        return Path(__file__).resolve().parent.parent / "builders"
+
+
+def search_path() -> list[Path]:
+    env = os.environ.get("STABLE_DATASETS_BUILDERS_PATH", "")
+    dirs = [Path(p).expanduser() for p in env.split(os.pathsep) if p]
+    return [*dirs, bundled_builders_dir()]
+
+
+def _script_in_folder(folder: Path) -> Path | None:
+    for candidate in (folder / f"{folder.name}.py", folder / "builder.py"):
+        if candidate.is_file():
+            return candidate
+    scripts = [p for p in folder.glob("*.py") if not p.name.startswith("_")]
+    return scripts[0] if len(scripts) == 1 else None
+
+
+def _entry_points() -> dict[str, metadata.EntryPoint]:
+    return {ep.name: ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def list_builders() -> list[str]:
+    """Every builder name reachable through the search path and entry points."""
+    names: set[str] = set()
+    for folder in search_path():
+        if not folder.is_dir():
+            continue
+        for entry in folder.iterdir():
+            if entry.suffix == ".py" and not entry.name.startswith("_"):
+                names.add(entry.stem)
+            elif entry.is_dir() and not entry.name.startswith(("_", ".")) and _script_in_folder(entry):
+                names.add(entry.name)
+    names.update(_entry_points())
+    return sorted(names)
+
+
+def load_script(path: str | os.PathLike) -> type[DatasetBuilder]:
+    """Import a builder script by path and return the builder class it defines."""
+    path = Path(path).resolve()
+    source = path.read_bytes()
+    key = (str(path), hashlib.sha256(source).hexdigest())
+    if key in _loaded:
+        return _loaded[key]
+    module_name = f"stable_datasets_builder_{path.stem}_{key[1][:12]}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise StableDatasetsError(f"cannot import builder script {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception:
+        sys.modules.pop(module_name, None)
+        raise
+    classes = [obj for obj in vars(module).values()
+               if isinstance(obj, type) and issubclass(obj, DatasetBuilder) and obj.__module__ == module_name]
+    if not classes:
+        raise StableDatasetsError(f"{path} defines no DatasetBuilder subclass")
+    if len(classes) > 1:  # prefer the most derived classes; a script may define a base
+        leaves = [c for c in classes if not any(o is not c and issubclass(o, c) for o in classes)]
+        if len(leaves) != 1:
+            raise StableDatasetsError(f"{path} defines several builders {[c.__name__ for c in leaves]}")
+        classes = leaves
+    cls = classes[0]
+    cls._script_path = str(path)
+    _loaded[key] = cls
+    return cls
+
+
+def resolve_builder_class(path_or_name: str | os.PathLike) -> type[DatasetBuilder]:
+    """A builder class from a script path, a folder holding a script, or a registered name."""
+    if isinstance(path_or_name, type) and issubclass(path_or_name, DatasetBuilder):
+        return path_or_name
+    text = os.fspath(path_or_name)
+    candidate = Path(text).expanduser()
+    if candidate.suffix == ".py":
+        if not candidate.is_file():
+            raise BuilderNotFoundError(f"builder script {text} does not exist")
+        return load_script(candidate)
+    if candidate.is_dir() and (os.sep in text or text.startswith(".")):
+        script = _script_in_folder(candidate)
+        if script is None:
+            raise BuilderNotFoundError(f"folder {text} holds no builder script ({candidate.name}.py or builder.py)")
+        return load_script(script)
+    for folder in search_path():
+        script = folder / f"{text}.py"
+        if script.is_file():
+            return load_script(script)
+        if (folder / text).is_dir() and (script := _script_in_folder(folder / text)):
+            return load_script(script)
+    entry_points = _entry_points()
+    if text in entry_points:
+        loaded = entry_points[text].load()
+        if isinstance(loaded, type) and issubclass(loaded, DatasetBuilder):
+            return loaded
+        raise StableDatasetsError(f"entry point {text!r} in {ENTRY_POINT_GROUP} is not a DatasetBuilder class")
+    close = difflib.get_close_matches(text, list_builders(), n=5, cutoff=0.5)
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise BuilderNotFoundError(f"no builder named {text!r}{hint} (searched {[str(p) for p in search_path()]} "
+                               f"and entry points '{ENTRY_POINT_GROUP}')")
