@@ -56,12 +56,20 @@ class Writer(LayoutWriter):
         self._writer = self._sink = None
 
     def write(self, batch: pa.RecordBatch) -> None:
-        if self._writer is None:
-            self._start_shard()
-        self._writer.write_batch(batch)
-        self._rows += batch.num_rows
-        if self._sink.tell() >= self.options["max_shard_size"]:
-            self._finish_shard()
+        """Append rows, splitting the batch where a shard would pass `max_shard_size`."""
+        limit = self.options["max_shard_size"]
+        row_bytes = max(batch.nbytes / max(batch.num_rows, 1), 1.0)
+        start = 0
+        while start < batch.num_rows:
+            if self._writer is None:
+                self._start_shard()
+            room = limit - self._sink.tell()
+            rows = max(1, min(batch.num_rows - start, int(room // row_bytes)))
+            self._writer.write_batch(batch.slice(start, rows))
+            self._rows += rows
+            start += rows
+            if self._sink.tell() >= limit:
+                self._finish_shard()
 
     def close(self) -> list[ShardInfo]:
         if not self._shards:  # zero rows still publish one readable, empty shard

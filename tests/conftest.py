@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("STABLE_DATASETS_DISABLE_PROGRESS", "1")
+
+
+@pytest.fixture(autouse=True)
+def cache_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own cache root and builder search path."""
+    root = tmp_path / "cache"
+    monkeypatch.setenv("STABLE_DATASETS_CACHE_DIR", str(root))
+    monkeypatch.delenv("STABLE_DATASETS_BUILDERS_PATH", raising=False)
+    monkeypatch.delenv("STABLE_DATASETS_URL_REWRITES", raising=False)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _quiet_logs():
+    from loguru import logger
+
+    logger.disable("stable_datasets")
+    yield
+    logger.enable("stable_datasets")
+
+
+@pytest.fixture
+def write_builder(tmp_path: Path):
+    """Write a builder script `<name>.py` under tmp_path/builders and return its path."""
+
+    def write(name: str, source: str) -> Path:
+        folder = tmp_path / "builders"
+        folder.mkdir(exist_ok=True)
+        path = folder / f"{name}.py"
+        path.write_text(textwrap.dedent(source))
+        return path
+
+    return write
+
+
+TOY_BUILDER = """
+import os
+from dataclasses import dataclass
+import numpy as np
+import stable_datasets as sds
+
+@dataclass
+class ToyConfig(sds.BuilderConfig):
+    rows: int = 50
+
+class Toy(sds.GeneratorBasedBuilder):
+    VERSION = sds.Version("1.0.0")
+    BUILDER_CONFIG_CLASS = ToyConfig
+
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({
+            "id": sds.Value("int64"),
+            "text": sds.Value("string"),
+            "label": sds.ClassLabel(names=["neg", "pos"]),
+            "vec": sds.Sequence(sds.Value("float32")),
+            "grid": sds.Array2D((2, 3), "int16"),
+            "meta": {"score": sds.Value("float64"), "tags": sds.Sequence(sds.Value("string"))},
+        }), description="toy data")
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {"start": 0}), sds.SplitGenerator("test", {"start": 1000})]
+
+    def _generate_examples(self, start):
+        counter = os.environ.get("TOY_COUNTER")
+        if counter:
+            with open(counter, "a") as fh:
+                fh.write("x")
+        for i in range(start, start + self.config.rows):
+            yield i, {
+                "id": i,
+                "text": f"row {i}",
+                "label": i % 2,
+                "vec": [float(i)] * (i % 4),
+                "grid": np.arange(6, dtype=np.int16).reshape(2, 3) + i,
+                "meta": {"score": i / 2, "tags": ["a"] * (i % 3)},
+            }
+"""
+
+
+@pytest.fixture
+def toy_builder(write_builder) -> Path:
+    return write_builder("toy", TOY_BUILDER)

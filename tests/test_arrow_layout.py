@@ -1,0 +1,110 @@
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pyarrow as pa
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.cache.lock import exclusive_lock
+from stable_datasets.errors import LockTimeoutError
+
+
+def test_shards_rotate_by_bytes_and_read_back(toy_builder):
+    ds = sds.load_dataset(str(toy_builder), split="train", rows=300, layout_options={"max_shard_size": 8192})
+    meta = json.loads((ds.cache_dirs[0] / "_metadata.json").read_text())
+    assert len(meta["shards"]) > 2
+    assert [s["path"] for s in meta["shards"]][:2] == ["shard-00000.arrow", "shard-00001.arrow"]
+    assert ds["id"] == list(range(300))
+
+
+def test_shards_are_plain_arrow_ipc_files(toy_builder):
+    ds = sds.load_dataset(str(toy_builder), split="train", rows=10)
+    with pa.memory_map(ds.cache_files[0]["filename"]) as source:
+        table = pa.ipc.open_file(source).read_all()
+    assert table.column("text").to_pylist()[:2] == ["row 0", "row 1"]
+    assert b"stable_datasets.features" in table.schema.metadata
+
+
+def test_compression_option(toy_builder):
+    plain = sds.load_dataset(str(toy_builder), split="train", rows=200)
+    packed = sds.load_dataset(str(toy_builder), split="train", rows=200, layout_options={"compression": "zstd"})
+    assert packed["grid"][5].tolist() == plain["grid"][5].tolist()
+    size = os.path.getsize
+    assert size(packed.cache_files[0]["filename"]) < size(plain.cache_files[0]["filename"])
+
+
+def test_unknown_layout_option(toy_builder):
+    with pytest.raises(ValueError, match=r"unknown layout option\(s\) \['shard_size'\]"):
+        sds.load_dataset(str(toy_builder), split="train", layout_options={"shard_size": 1})
+
+
+def test_zero_row_split(toy_builder):
+    ds = sds.load_dataset(str(toy_builder), split="train", rows=0)
+    assert len(ds) == 0 and ds["id"] == [] and list(ds) == []
+    with pytest.raises(IndexError):
+        ds[0]
+
+
+def test_published_files_are_group_readable(toy_builder):
+    old = os.umask(0o077)
+    try:
+        ds = sds.load_dataset(str(toy_builder), split="train", rows=5)
+    finally:
+        os.umask(old)
+    directory = ds.cache_dirs[0]
+    for path in [directory, *directory.iterdir()]:
+        mode = path.stat().st_mode
+        assert mode & stat.S_IRGRP, path
+        if path.is_dir():
+            assert mode & stat.S_IXGRP
+
+
+def test_lock_timeout_names_the_holder(tmp_path):
+    lock = tmp_path / "x.lock"
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from stable_datasets.cache.lock import exclusive_lock
+        from pathlib import Path
+        with exclusive_lock(Path({str(lock)!r})):
+            print("held", flush=True)
+            time.sleep(30)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(LockTimeoutError, match=f"waiting for lock {lock} \\(held by pid {holder.pid} on"):
+            with exclusive_lock(lock, timeout=0.2):
+                pass
+        with pytest.raises(LockTimeoutError), exclusive_lock(lock, timeout=0.2, soft=False):
+            pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with exclusive_lock(lock, timeout=1):
+        pass
+    assert lock.exists()  # never deleted
+
+
+def test_concurrent_loads_build_once(toy_builder, tmp_path, cache_root):
+    counter = tmp_path / "calls"
+    script = textwrap.dedent(f"""
+        import stable_datasets as sds
+        ds = sds.load_dataset({str(toy_builder)!r}, split="train", rows=2000)
+        print(len(ds), ds[1999]["id"])
+    """)
+    env = {**os.environ, "TOY_COUNTER": str(counter), "STABLE_DATASETS_CACHE_DIR": str(cache_root)}
+    procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    outputs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert outputs == ["2000 1999"] * 4
+    assert counter.read_text() == "x"
+
+
+def test_soft_lock_builds(toy_builder, monkeypatch):
+    monkeypatch.setenv("STABLE_DATASETS_SOFT_LOCK", "1")
+    assert len(sds.load_dataset(str(toy_builder), split="train", rows=3)) == 3

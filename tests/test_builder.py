@@ -1,0 +1,148 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.errors import ExampleError
+
+from .conftest import TOY_BUILDER
+
+BAD_BUILDER = """
+import numpy as np
+import stable_datasets as sds
+
+class Bad(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({
+            "label": sds.ClassLabel(names=["a", "b"]), "grid": sds.Array2D((2, 2), "int32"),
+            "image": sds.Image(), "n": sds.Value("int16")}))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {})]
+
+    def _generate_examples(self):
+        good = {"label": 0, "grid": np.zeros((2, 2), np.int32), "image": np.zeros((2, 2), np.uint8), "n": 1}
+        for i in range(1500):  # past the first batch, so a failure happens after data was written
+            yield f"k{i}", dict(good)
+        yield "bad", BAD
+"""
+
+CASES = [
+    ("{'label': 0, 'grid': np.zeros((2, 2), np.int32), 'image': np.zeros((2, 2), np.uint8)}",
+     "field 'n': missing key 'n'"),
+    ("{'label': 0, 'grid': np.zeros((2, 2), np.int32), 'image': np.zeros((2, 2), np.uint8), 'n': 1, 'x': 1}",
+     "field 'x': unexpected key 'x'"),
+    ("{'label': 0, 'grid': np.zeros((2, 2), np.int32), 'image': np.zeros((2, 2), np.uint8), 'n': 'one'}",
+     "field 'n': expected an integer for int16, got str"),
+    ("{'label': 5, 'grid': np.zeros((2, 2), np.int32), 'image': np.zeros((2, 2), np.uint8), 'n': 1}",
+     r"field 'label': label 5 is out of range \[0, 2\)"),
+    ("{'label': 0, 'grid': np.zeros((3, 2), np.int32), 'image': np.zeros((2, 2), np.uint8), 'n': 1}",
+     r"field 'grid': expected shape \(2, 2\), got \(3, 2\)"),
+    ("{'label': 0, 'grid': np.zeros((2, 2), np.float64), 'image': np.zeros((2, 2), np.uint8), 'n': 1}",
+     "field 'grid': expected dtype int32, got float64"),
+    ("{'label': 0, 'grid': np.zeros((2, 2), np.int32), 'image': b'GIF89a-broken', 'n': 1}",
+     "field 'image': undecodable image"),
+]
+
+
+@pytest.mark.parametrize(("bad", "message"), CASES)
+def test_bad_examples_fail_with_context_and_publish_nothing(write_builder, cache_root, bad, message):
+    path = write_builder("bad", BAD_BUILDER.replace("BAD", bad))
+    with pytest.raises(ExampleError, match=message) as info:
+        sds.load_dataset(str(path), split="train")
+    assert str(info.value).startswith("builder 'bad', split 'train', example key 'bad', ")
+    assert info.value.key == "bad"
+    leftovers = [p.name for p in cache_root.rglob("*") if p.is_dir()]
+    assert not any(name.startswith(".staging") or name == "train" for name in leftovers), leftovers
+
+
+def test_duplicate_keys_are_refused(write_builder, cache_root):
+    path = write_builder("dup", BAD_BUILDER.replace("BAD", "dict(good)").replace('yield "bad"', 'yield "k7"'))
+    with pytest.raises(ExampleError, match="builder 'dup', split 'train', example key 'k7': duplicate example key"):
+        sds.load_dataset(str(path), split="train")
+    assert not list(cache_root.rglob("_metadata.json"))
+
+
+def test_generator_must_yield_pairs(write_builder):
+    path = write_builder("nopair", TOY_BUILDER.replace("yield i, {", "yield {"))
+    with pytest.raises(ExampleError, match="must yield \\(key, example\\) pairs"):
+        sds.load_dataset(str(path), split="train")
+
+
+def test_loading_one_split_builds_only_that_split(toy_builder, cache_root, tmp_path, monkeypatch):
+    counter = tmp_path / "calls"
+    monkeypatch.setenv("TOY_COUNTER", str(counter))
+    ds = sds.load_dataset(str(toy_builder), split="test")
+    assert ds[0]["id"] == 1000
+    assert counter.read_text() == "x"
+    published = sorted(p.parent.name for p in cache_root.rglob("_metadata.json"))
+    assert published == ["test"]
+
+
+def test_configs_defaults_and_overrides(write_builder):
+    source = TOY_BUILDER.replace(
+        "    BUILDER_CONFIG_CLASS = ToyConfig\n",
+        "    BUILDER_CONFIG_CLASS = ToyConfig\n"
+        "    BUILDER_CONFIGS = [ToyConfig(name='small', rows=3), ToyConfig(name='big', rows=9)]\n"
+        "    DEFAULT_CONFIG_NAME = 'big'\n")
+    path = write_builder("cfg", source)
+    assert len(sds.load_dataset(str(path), split="train")) == 9
+    assert len(sds.load_dataset(str(path), split="train", name="small")) == 3
+    assert len(sds.load_dataset(str(path), split="train", name="small", rows=4)) == 4
+    with pytest.raises(ValueError, match=r"has no config 'huge'; configs are \['big', 'small'\]"):
+        sds.load_builder(str(path), "huge")
+    with pytest.raises(ValueError, match=r"ToyConfig has no field\(s\) \['colour'\]"):
+        sds.load_builder(str(path), colour="red")
+
+
+def test_metadata_records_everything(toy_builder, cache_root):
+    ds = sds.load_dataset(str(toy_builder), split="train")
+    directory = ds.cache_dirs[0]
+    meta = json.loads((directory / "_metadata.json").read_text())
+    assert meta["num_rows"] == 50 and meta["split"] == "train" and meta["layout"] == "arrow_shards"
+    assert meta["builder_name"] == "toy" and meta["config_name"] == "default" and meta["version"] == "1.0.0"
+    assert meta["fingerprint"] == directory.parent.name
+    assert meta["fingerprint_inputs"]["config"]["rows"] == 50
+    assert meta["features"] == ds.features.to_dict()
+    assert meta["info"]["description"] == "toy data"
+    assert meta["library_version"] == sds.__version__ and meta["created_at"]
+    from stable_datasets.cache.publish import file_sha256
+
+    for shard in meta["shards"]:
+        path = directory / shard["path"]
+        assert path.stat().st_size == shard["num_bytes"]
+        assert file_sha256(path) == shard["sha256"]
+    assert sum(s["num_rows"] for s in meta["shards"]) == 50
+    relative = directory.relative_to(cache_root).parts
+    assert relative[:3] == ("toy", "default", "1.0.0") and relative[4] == "train"
+
+
+def test_builder_api_without_script(cache_root):
+    class Squares(sds.GeneratorBasedBuilder):
+        def _info(self):
+            return sds.DatasetInfo(features={"x": sds.Value("int32"), "sq": sds.Value("int64")})
+
+        def _split_generators(self, dl_manager):
+            return [sds.SplitGenerator(sds.Split.TRAIN, {"n": 5})]
+
+        def _generate_examples(self, n):
+            for i in range(n):
+                yield i, {"x": i, "sq": i * i}
+
+    ds = sds.load_dataset(Squares, split="train")
+    assert ds["sq"] == [0, 1, 4, 9, 16]
+    assert Squares.builder_name() == "squares"
+    assert isinstance(ds[0]["x"], int)
+    np.testing.assert_array_equal(ds.with_format("numpy")["sq"], [0, 1, 4, 9, 16])
+
+
+def test_unknown_split_and_bad_modes(toy_builder):
+    with pytest.raises(ValueError, match=r"has no split 'validation'; splits are \['test', 'train'\]"):
+        sds.load_dataset(str(toy_builder), split="validation")
+    with pytest.raises(ValueError, match="download_mode must be one of"):
+        sds.load_dataset(str(toy_builder), split="train", download_mode="sometimes")
+    with pytest.raises(ValueError, match="cannot parse split 'train\\[x\\]'"):
+        sds.load_dataset(str(toy_builder), split="train[x]")

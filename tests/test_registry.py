@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+from importlib import metadata
+
+import pytest
+
+import stable_datasets as sds
+from stable_datasets import registry
+from stable_datasets.errors import BuilderNotFoundError, StableDatasetsError
+
+from .conftest import TOY_BUILDER
+
+
+def test_bundled_builders_are_listed():
+    names = sds.list_builders()
+    assert {"digits", "mnist", "cifar10"} <= set(names)
+    assert "__init__" not in names
+
+
+def test_resolve_by_path_folder_and_search_path(tmp_path, monkeypatch, write_builder):
+    script = write_builder("toy", TOY_BUILDER)
+    assert registry.resolve_builder_class(str(script)).builder_name() == "toy"
+    folder = tmp_path / "myset"
+    folder.mkdir()
+    (folder / "myset.py").write_text(TOY_BUILDER)
+    assert registry.resolve_builder_class(str(folder)).builder_name() == "myset"
+    monkeypatch.setenv("STABLE_DATASETS_BUILDERS_PATH", str(script.parent))
+    assert "toy" in sds.list_builders()
+    assert registry.resolve_builder_class("toy").builder_name() == "toy"
+    assert len(sds.load_dataset("toy", split="train", rows=2)) == 2
+
+
+def test_search_path_wins_over_bundled(tmp_path, monkeypatch):
+    folder = tmp_path / "override"
+    folder.mkdir()
+    (folder / "digits.py").write_text(TOY_BUILDER)
+    monkeypatch.setenv("STABLE_DATASETS_BUILDERS_PATH", str(folder))
+    assert registry.resolve_builder_class("digits")._script_path == str((folder / "digits.py").resolve())
+
+
+def test_entry_points(monkeypatch):
+    ep = metadata.EntryPoint(name="plugin_toy", value="stable_datasets.builder.builder:GeneratorBasedBuilder",
+                             group=registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "_entry_points", lambda: {"plugin_toy": ep})
+    assert "plugin_toy" in sds.list_builders()
+    assert registry.resolve_builder_class("plugin_toy") is sds.GeneratorBasedBuilder
+
+
+def test_unknown_name_lists_close_matches():
+    with pytest.raises(BuilderNotFoundError, match="no builder named 'digit'; did you mean 'digits'"):
+        sds.load_builder("digit")
+    with pytest.raises(BuilderNotFoundError, match="builder script /nope/x.py does not exist"):
+        sds.load_builder("/nope/x.py")
+
+
+def test_script_without_builder(write_builder):
+    path = write_builder("empty", "X = 1\n")
+    with pytest.raises(StableDatasetsError, match="defines no DatasetBuilder subclass"):
+        sds.load_builder(str(path))

@@ -1,0 +1,203 @@
+from __future__ import annotations
+
+import multiprocessing
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.errors import StableDatasetsError
+
+
+@pytest.fixture
+def toy(toy_builder):
+    # small shards and batches so reads cross record-batch and shard boundaries
+    return sds.load_dataset(str(toy_builder), split="train", rows=200,
+                            layout_options={"batch_rows": 16, "max_shard_size": 4096})
+
+
+def test_cross_boundaries_fixture_has_many_shards(toy):
+    assert len(toy.cache_files) > 2
+
+
+def test_row_access(toy):
+    row = toy[7]
+    assert row["id"] == 7 and row["text"] == "row 7" and row["label"] == 1
+    assert row["vec"] == [7.0, 7.0, 7.0]
+    np.testing.assert_array_equal(row["grid"], np.arange(6).reshape(2, 3) + 7)
+    assert row["meta"] == {"score": 3.5, "tags": ["a"]}
+    assert toy[-1]["id"] == 199 and toy[np.int64(-200)]["id"] == 0
+    with pytest.raises(IndexError, match="index 200 is out of range for a dataset of 200 rows"):
+        toy[200]
+    with pytest.raises(IndexError):
+        toy[-201]
+
+
+def test_slices_lists_masks_and_columns(toy):
+    assert toy[10:20]["id"] == list(range(10, 20))
+    assert toy[190:]["id"] == list(range(190, 200))
+    assert toy[::50]["id"] == [0, 50, 100, 150]
+    assert toy[[5, 2, 9]]["id"] == [5, 2, 9]
+    assert toy[np.array([199, 0, 100])]["text"] == ["row 199", "row 0", "row 100"]
+    mask = np.zeros(200, dtype=bool)
+    mask[[3, 4]] = True
+    assert toy[mask]["id"] == [3, 4]
+    assert toy["id"] == list(range(200))
+    assert toy[[]]["id"] == []
+    with pytest.raises(KeyError, match="no column 'nope'"):
+        toy["nope"]
+
+
+def test_getitems_matches_getitem(toy):
+    keys = [150, 3, 3, 77, -1]
+    rows = toy.__getitems__(keys)
+    assert [r["id"] for r in rows] == [150, 3, 3, 77, 199]
+    for key, row in zip(keys, rows):
+        assert row["text"] == toy[key]["text"]
+
+
+def test_iteration_in_order_and_after_shuffle(toy):
+    assert [r["id"] for r in toy] == list(range(200))
+    shuffled = toy.shuffle(seed=3)
+    ids = [r["id"] for r in shuffled]
+    assert sorted(ids) == list(range(200)) and ids != list(range(200))
+    assert ids == shuffled["id"] == [shuffled[i]["id"] for i in range(200)]
+    assert ids == [r["id"] for r in toy.shuffle(seed=3)]
+    batches = list(shuffled.iter(batch_size=64))
+    assert [len(b["id"]) for b in batches] == [64, 64, 64, 8]
+    assert sum((b["id"] for b in batches), []) == ids
+
+
+def test_numpy_format(toy):
+    ds = toy.with_format("numpy")
+    row = ds[5]
+    assert isinstance(row["id"], np.int64) and row["id"] == 5
+    assert isinstance(row["vec"], np.ndarray) and row["vec"].dtype == np.float32
+    batch = ds[0:4]
+    assert isinstance(batch["id"], np.ndarray) and batch["id"].tolist() == [0, 1, 2, 3]
+    assert batch["grid"].shape == (4, 2, 3)
+    assert batch["text"] == ["row 0", "row 1", "row 2", "row 3"]
+    assert isinstance(ds["label"], np.ndarray)
+
+
+def test_torch_format(toy):
+    torch = pytest.importorskip("torch")
+    ds = toy.with_format("torch", columns=["id", "grid", "vec"])
+    row = ds[3]
+    assert set(row) == {"id", "grid", "vec"}
+    assert isinstance(row["id"], torch.Tensor) and row["id"].item() == 3
+    assert row["grid"].shape == (2, 3) and row["grid"].dtype == torch.int16
+    batch = ds[0:8]
+    assert batch["grid"].shape == (8, 2, 3)
+
+
+def test_arrow_format(toy):
+    ds = toy.with_format("arrow")
+    table = ds[3:6]
+    assert isinstance(table, pa.Table) and table.column("id").to_pylist() == [3, 4, 5]
+    assert ds[7].column("id").to_pylist() == [7]
+    assert toy.to_arrow().num_rows == 200
+
+
+def test_select_shard_filter_split(toy):
+    sel = toy.select([9, 8, 7])
+    assert sel["id"] == [9, 8, 7]
+    assert sel.select([2])["id"] == [7]
+    with pytest.raises(IndexError, match=r"select: indices must be in \[0, 3\)"):
+        sel.select([3])
+    shards = [toy.shard(3, i)["id"] for i in range(3)]
+    assert [len(s) for s in shards] == [67, 67, 66] and sum(shards, []) == list(range(200))
+    assert toy.shard(4, 1, contiguous=False)["id"][:3] == [1, 5, 9]
+    even = toy.filter(lambda row: row["id"] % 2 == 0)
+    assert len(even) == 100 and even["id"][:3] == [0, 2, 4]
+    big = toy.filter(lambda ids: np.asarray(ids) >= 190, batched=True, input_columns=["id"])
+    assert big["id"] == list(range(190, 200))
+    with_idx = toy.filter(lambda row, i: i < 3, with_indices=True)
+    assert with_idx["id"] == [0, 1, 2]
+    parts = toy.train_test_split(test_size=0.25, seed=0)
+    assert len(parts["train"]) == 150 and len(parts["test"]) == 50
+    assert sorted(parts["train"]["id"] + parts["test"]["id"]) == list(range(200))
+    fixed = toy.train_test_split(test_size=10, shuffle=False)
+    assert fixed["test"]["id"] == list(range(10))
+
+
+def test_map_writes_a_cache_and_reuses_it(toy, tmp_path):
+    calls = tmp_path / "map_calls"
+
+    def add_double(row):
+        with open(calls, "a") as fh:
+            fh.write("x")
+        return {"double": row["id"] * 2}
+
+    mapped = toy.map(add_double)
+    assert mapped["double"][:4] == [0, 2, 4, 6] and mapped.features["double"] == sds.Value("int64")
+    assert mapped["text"][1] == "row 1"
+    assert len(calls.read_text()) == 200
+    again = toy.map(add_double)
+    assert len(calls.read_text()) == 200  # reused, function not called
+    assert again.cache_dirs == mapped.cache_dirs
+    assert mapped.cache_dirs[0].parent == toy.cache_dirs[0].parent
+    assert mapped.cache_dirs[0].name.startswith("train.map-")
+
+    batched = toy.map(lambda b: {"n": [len(t) for t in b["text"]]}, batched=True, batch_size=32,
+                      remove_columns=["vec", "grid"])
+    assert "vec" not in batched.features and batched["n"][:2] == [5, 5]
+
+    other = toy.select([3, 1]).map(add_double)
+    assert other["double"] == [6, 2]
+    assert other.cache_dirs != mapped.cache_dirs
+
+
+def test_map_fingerprint_follows_closures(toy):
+    def make(k):
+        return lambda row: {"y": row["id"] * k}
+
+    a, b = toy.map(make(2)), toy.map(make(3))
+    assert a["y"][5] == 10 and b["y"][5] == 15
+    assert a.cache_dirs != b.cache_dirs
+
+
+def test_map_errors_name_the_problem(toy):
+    with pytest.raises(StableDatasetsError, match="map function returned 2 rows for a batch of 16"):
+        toy.map(lambda b: {"x": [1, 2]}, batched=True, batch_size=16)
+
+
+def test_pickle_carries_paths_not_data(toy):
+    ds = toy.shuffle(seed=1).with_format("numpy")
+    blob = pickle.dumps(ds)
+    assert len(blob) < 20_000
+    assert b"row 17" not in blob
+    again = pickle.loads(blob)
+    assert again["id"].tolist() == ds["id"].tolist()
+    assert again.format == ds.format
+
+
+def _sum_ids(ds):
+    return sum(int(r["id"]) for r in ds)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_dataloader_workers(toy, method):
+    torch = pytest.importorskip("torch")
+    ds = toy.with_format("torch", columns=["id", "grid"])
+    ds[0]  # touch handles in the parent first
+    loader = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2,
+                                         multiprocessing_context=multiprocessing.get_context(method))
+    ids = torch.cat([b["id"] for b in loader])
+    assert ids.tolist() == list(range(200))
+    grids = next(iter(loader))["grid"]
+    assert grids.shape == (32, 2, 3)
+
+
+def test_concatenate_and_split_strings(toy_builder):
+    combo = sds.load_dataset(str(toy_builder), split="train[:10%]+test[-2:]")
+    assert combo["id"] == [0, 1, 2, 3, 4, 1048, 1049]
+    assert combo.split == "train[:10%]+test[-2:]"
+    assert sds.load_dataset(str(toy_builder), split="train[10:12]")["id"] == [10, 11]
+    assert sds.load_dataset(str(toy_builder), split="train[-10%:]")["id"] == [45, 46, 47, 48, 49]
+    both = sds.load_dataset(str(toy_builder), split="train+test")
+    assert len(both) == 100 and both[50]["id"] == 1000 and both[[49, 50]]["id"] == [49, 1000]
+    both_rows = both.__getitems__([99, 0])
+    assert [r["id"] for r in both_rows] == [1049, 0]
