@@ -111,3 +111,28 @@ def test_truncated_shard_is_refused_and_rebuilt(toy_builder, counter):
     rebuilt = _load(toy_builder)
     assert _calls(counter) == 2
     assert rebuilt[10]["id"] == 10
+
+
+def _exec_builder(body: str):
+    namespace: dict = {"sds": sds, "__name__": "notebook_cell"}
+    exec(compile(body, "<notebook>", "exec"), namespace)  # noqa: S102 - a builder with no source file
+    return namespace["Cell"]
+
+
+CELL = """
+class Cell(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features={"x": sds.Value("int64")})
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train")]
+    def _generate_examples(self):
+        for i in range(3):
+            yield i, {"x": i * FACTOR}
+"""
+
+
+def test_builders_without_source_fingerprint_their_bytecode():
+    one = _exec_builder(CELL.replace("FACTOR", "2"))().fingerprint()
+    same = _exec_builder(CELL.replace("FACTOR", "2"))().fingerprint()
+    other = _exec_builder(CELL.replace("FACTOR", "3"))().fingerprint()
+    assert one == same and one != other

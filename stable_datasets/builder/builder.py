@@ -39,6 +39,23 @@ VERIFICATION_MODES = ("basic_checks", "all_checks", "no_checks")
 SPLITS_FILE = "_splits.json"
 
 
+def _code_text(code: Any) -> str:
+    consts = [(_code_text(c) if inspect.iscode(c) else repr(c)) for c in code.co_consts]
+    return f"{code.co_code.hex()}|{consts}|{code.co_names}"
+
+
+def _class_code_text(cls: type) -> str:
+    """Bytecode and attributes of a builder class and its user-defined bases."""
+    parts = []
+    for klass in cls.__mro__:
+        if klass is object or klass.__module__.startswith("stable_datasets."):
+            continue
+        for name, value in sorted(vars(klass).items()):
+            code = getattr(getattr(value, "__func__", value), "__code__", None)
+            parts.append(f"{klass.__qualname__}.{name}={_code_text(code) if code else repr(value)}")
+    return "\n".join(parts)
+
+
 def _snake_case(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
@@ -110,15 +127,21 @@ class DatasetBuilder:
         return self.info.features  # type: ignore[return-value]
 
     def source_text(self) -> str:
-        """The builder script's source: editing it changes the fingerprint."""
-        path = self._script_path or inspect.getsourcefile(type(self))
+        """The builder script's source: editing it changes the fingerprint.
+
+        Classes without a source file (notebooks, exec) fall back to their bytecode.
+        """
+        cls = type(self)
+        try:
+            path = self._script_path or inspect.getsourcefile(cls)
+        except TypeError:
+            path = None
         if path and os.path.isfile(path):
             return Path(path).read_text(encoding="utf-8")
         try:
-            return inspect.getsource(type(self))
-        except (OSError, TypeError) as exc:
-            raise StableDatasetsError(f"cannot read the source of builder '{self.builder_name()}' "
-                                      f"to fingerprint it: {exc}") from None
+            return inspect.getsource(cls)
+        except (OSError, TypeError):
+            return _class_code_text(cls)
 
     # -- the three methods a script writes ---------------------------------------------
     def _info(self) -> DatasetInfo:
