@@ -23,4 +23,4 @@ def test_doc_examples_run(page, tmp_path, monkeypatch):
     blocks = BLOCK.findall(page.read_text())
     namespace: dict = {"__name__": f"docs_{page.stem}"}
     for number, code in enumerate(blocks, 1):
-        exec(compile(code, f"{page.name} block {number}", "exec"), namespace)  # noqa: S102
+        exec(compile(code, f"{page.name} block {number}", "exec"), namespace)

@@ -16,7 +16,8 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.timeout(300)
 def test_wheel_ships_builders_and_finds_them_anywhere(tmp_path):
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+         "-w", str(tmp_path), str(ROOT)],
         capture_output=True, text=True, cwd=tmp_path)
     assert build.returncode == 0, build.stderr
     wheel = next(tmp_path.glob("stable_datasets-*.whl"))
