@@ -18,6 +18,8 @@ import pyarrow as pa
 from stable_datasets.builder.info import DatasetInfo
 from stable_datasets.dataset.formatting import Format, to_torch
 from stable_datasets.features.features import Features
+from stable_datasets.features.image import Image
+from stable_datasets.features.value import ClassLabel, Value
 from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.tables import ordered_gather
 
@@ -39,6 +41,7 @@ class StableDataset:
         self._starts_list = self._starts.tolist()
         self._format = format or Format()
         self._plan = self._decode_plan()
+        self._raw_final = self._raw_rows_are_final
 
     # -- construction helpers ------------------------------------------------------------
     def _derive(self, *, indices: np.ndarray | str | None = "keep", format: Format | None = None) -> StableDataset:
@@ -53,10 +56,17 @@ class StableDataset:
         plan = []
         for name in names:
             feature = self._features[name]
-            identity = fmt.type == "python" and type(feature).__name__ in ("Value", "ClassLabel")
+            identity = fmt.type == "python" and (isinstance(feature, (Value, ClassLabel)) or (
+                isinstance(feature, Image) and not fmt.decode))
             plan.append((name, None if identity else
                          (lambda raw, f=feature: f.decode(raw, numpy=fmt.numpy, decode=fmt.decode))))
         return plan
+
+    @property
+    def _raw_rows_are_final(self) -> bool:
+        """True when backend rows can be returned as they are (no decode, no column subset)."""
+        return self._format.type == "python" and self._format.columns is None and all(
+            fn is None for _, fn in self._plan)
 
     # -- descriptive ---------------------------------------------------------------------
     @property
@@ -148,6 +158,8 @@ class StableDataset:
 
     # -- formatting ----------------------------------------------------------------------
     def _format_row(self, raw: dict[str, Any]) -> dict[str, Any]:
+        if self._raw_final:
+            return raw
         row = {name: raw[name] if fn is None else fn(raw[name]) for name, fn in self._plan}
         return to_torch(row) if self._format.type == "torch" else row
 
@@ -193,6 +205,9 @@ class StableDataset:
 
     # -- access --------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Any:
+        if type(key) is int and self._indices is None and 0 <= key < self._starts_list[-1] and \
+                len(self._backends) == 1 and self._format.type != "arrow":
+            return self._format_row(self._backends[0].row(key))  # the hot path, checked first
         if isinstance(key, (int, np.integer)):
             physical = self._physical(int(key))
             if self._format.type == "arrow":
@@ -214,7 +229,13 @@ class StableDataset:
         if self._format.type == "arrow":
             return [self[int(k)] for k in keys]
         physical = self._physical_many(np.asarray(keys, dtype=np.int64)).tolist()
-        return [self._format_row(self._raw_row(p)) for p in physical]
+        if len(self._backends) == 1:
+            raw_rows = self._backends[0].rows(physical)
+        else:
+            raw_rows = [self._raw_row(p) for p in physical]
+        if self._raw_final:
+            return raw_rows
+        return [self._format_row(r) for r in raw_rows]
 
     def _slice(self, start: int, stop: int) -> pa.Table:
         batches = [b for b in self._iter_physical_range(start, stop, max(stop - start, 1))]
@@ -274,7 +295,7 @@ class StableDataset:
 
     def set_format(self, type: str | None = None, columns: Sequence[str] | None = None, decode: bool = True) -> None:
         other = self.with_format(type, columns, decode)
-        self._format, self._plan = other._format, other._plan
+        self._format, self._plan, self._raw_final = other._format, other._plan, other._raw_final
 
     def reset_format(self) -> StableDataset:
         return self.with_format("python")

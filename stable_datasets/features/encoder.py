@@ -38,7 +38,7 @@ class BatchEncoder:
 
     def add(self, example: Mapping[str, Any]) -> None:
         """Validate and buffer one example; raises EncodingError naming the field."""
-        if not isinstance(example, Mapping):
+        if type(example) is not dict and not isinstance(example, Mapping):
             raise EncodingError("", f"an example must be a dict, got {describe(example)}")
         check_keys(self.features, example)
         encoded = [feature.encode(example[name], name) for name, feature in self._items]

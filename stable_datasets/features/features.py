@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from stable_datasets.errors import EncodingError
@@ -107,7 +108,7 @@ class Features(dict, FeatureType):
 
 def check_keys(features: Mapping[str, Any], example: Mapping[str, Any], field: str = "") -> None:
     """Raise an EncodingError naming the first missing or unexpected key."""
-    if len(example) == len(features) and all(k in example for k in features):
+    if example.keys() == features.keys():
         return
     prefix = f"{field}." if field else ""
     for name in features:
@@ -135,10 +136,27 @@ def infer_feature(arrow_type: pa.DataType) -> FeatureType:
     raise ValueError(f"no feature type for Arrow type {arrow_type}")
 
 
+def binary_array(values: list) -> pa.Array | None:
+    """A binary array built from one join of the cells (pyarrow's per-cell conversion is ~10x
+    slower); None when there are nulls or the cells would overflow 32-bit offsets."""
+    if None in values:
+        return None
+    lengths = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    if lengths.sum() >= 2**31 - 1:
+        return None
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
+
+
 def column_to_arrow(feature: FeatureType, values: list) -> pa.Array:
     """Build one Arrow column from encoded values, using a feature's bulk path when it has one."""
     if isinstance(feature, _ArrayND):
         return feature.to_arrow(values)
+    if isinstance(feature, Image) or (isinstance(feature, Value) and feature.dtype == "binary"):
+        array = binary_array(values)
+        if array is not None:
+            return array
     return pa.array(values, type=feature.arrow_type())
 
 

@@ -2,8 +2,9 @@
 
 Encoding accepts numpy arrays (HW, HW1, HW3 RGB, HW4 RGBA; uint8), already-encoded bytes,
 file paths, `{"bytes": ..., "path": ...}` dicts and objects with `__array__` (PIL images).
-Encoded inputs are checked by decoding them once, so an undecodable file fails the build
-instead of a training step months later.
+Encoded inputs are checked (signature, header and end marker; a full decode for formats
+without a cheap check), so a non-image or truncated file fails the build instead of a
+training step months later.
 """
 
 from __future__ import annotations
@@ -30,6 +31,36 @@ def decode_image_bytes(data: bytes) -> np.ndarray | None:
     if bgr is None:
         return None
     return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+
+
+_PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+_PNG_IEND = b"\x00\x00\x00\x00IEND\xaeB`\x82"
+
+
+def looks_complete(data: bytes) -> bool | None:
+    """Cheap structural check of common formats: True/False, or None for formats it cannot judge.
+
+    It reads the signature, the header and the end marker (or the declared size), so it
+    catches non-images and truncated files without decoding pixels.
+    """
+    if data.startswith(_PNG_SIGNATURE):
+        return (len(data) > 33 and data[12:16] == b"IHDR" and int.from_bytes(data[16:20], "big") > 0
+                and int.from_bytes(data[20:24], "big") > 0 and data.endswith(_PNG_IEND))
+    if data.startswith(b"\xff\xd8\xff"):
+        return data.rfind(b"\xff\xd9", max(len(data) - 1024, 2)) != -1
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return int.from_bytes(data[4:8], "little") + 8 <= len(data)
+    if data[:6] in (b"GIF87a", b"GIF89a"):
+        return data.rstrip(b"\x00").endswith(b"\x3b")
+    if data[:2] == b"BM" and len(data) >= 6:
+        return int.from_bytes(data[2:6], "little") <= len(data)
+    return None
+
+
+def is_decodable(data: bytes) -> bool:
+    """Structural check where the format allows it, else a full decode."""
+    verdict = looks_complete(data)
+    return verdict if verdict is not None else decode_image_bytes(data) is not None
 
 
 def encode_image_array(array: np.ndarray, fmt: str = "png", quality: int | None = None) -> bytes:
@@ -77,6 +108,8 @@ class Image(FeatureType):
     def encode(self, value: Any, field: str) -> Any:
         if value is None:
             return None
+        if type(value) is bytes and looks_complete(value):  # the common case, checked cheaply
+            return value
         if isinstance(value, dict):
             if value.get("bytes") is not None:
                 value = value["bytes"]
@@ -92,7 +125,7 @@ class Image(FeatureType):
                 raise EncodingError(field, f"cannot read image file {str(path)!r}: {exc.strerror}") from None
         if isinstance(value, (bytes, bytearray, memoryview)):
             data = bytes(value)
-            if decode_image_bytes(data) is None:
+            if not is_decodable(data):
                 head = data[:8].hex()
                 raise EncodingError(field, f"undecodable image: {len(data)} bytes starting with 0x{head}")
             return data

@@ -95,6 +95,10 @@ class Value(FeatureType):
         if value is None:
             return None
         kind = self._kind
+        if type(value) is int and kind in ("int", "uint") and self._lo <= value <= self._hi:
+            return value
+        if type(value) is str and kind == "string":
+            return value
         if kind in ("int", "uint"):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
                 raise EncodingError(field, f"expected an integer for {self.dtype}, got {describe(value)}: {value!r}")
@@ -181,6 +185,8 @@ class ClassLabel(FeatureType):
         return self.names[int(index)]
 
     def encode(self, value: Any, field: str) -> Any:
+        if type(value) is int and 0 <= value < self.num_classes:
+            return value
         if value is None:
             return None
         if isinstance(value, str):

@@ -9,6 +9,7 @@ one bisect over batch offsets and read through per-batch cell getters.
 from __future__ import annotations
 
 import bisect
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -78,19 +79,80 @@ class Writer(LayoutWriter):
         return self._shards
 
 
+class _ShardGather:
+    """Gathers rows of one shard with one C++ `take` per column instead of one per record batch.
+
+    A variable-width column becomes a virtual large_binary/large_string array over the whole
+    memory-mapped shard: its offsets are absolute file positions, with one dummy element
+    spanning the bytes between consecutive record batches. Small fixed-width numeric columns
+    are concatenated once. Anything else (nulls, compression, nested types) takes per batch.
+    """
+
+    def __init__(self, whole: pa.Buffer, batches: list[pa.RecordBatch], schema: pa.Schema):
+        self.whole, self.batches, self.schema = whole, batches, schema
+        self.starts = np.cumsum([0] + [b.num_rows for b in batches]).astype(np.int64)
+        self._columns: dict[int, tuple[str, Any]] = {}
+
+    def _inside(self, buffer: pa.Buffer | None) -> bool:
+        base = self.whole.address
+        return buffer is not None and base <= buffer.address and buffer.address + buffer.size <= base + self.whole.size
+
+    def _column(self, j: int) -> tuple[str, Any]:
+        if j in self._columns:
+            return self._columns[j]
+        field_type = self.schema.field(j).type
+        chunks = [b.column(j) for b in self.batches]
+        plan: tuple[str, Any] = ("chunks", chunks)
+        if not any(c.null_count for c in chunks):
+            if pa.types.is_binary(field_type) or pa.types.is_string(field_type):
+                buffers = [c.buffers() for c in chunks]
+                if all(self._inside(b[2]) or len(c) == 0 for b, c in zip(buffers, chunks)):
+                    base = self.whole.address
+                    offsets = np.concatenate([np.zeros(1, np.int64)] + [
+                        np.frombuffer(b[1], np.int32)[c.offset:c.offset + len(c) + 1].astype(np.int64)
+                        + ((b[2].address - base) if b[2] is not None else 0)
+                        for b, c in zip(buffers, chunks)])[1:]
+                    large = pa.large_string() if pa.types.is_string(field_type) else pa.large_binary()
+                    virtual = pa.Array.from_buffers(large, len(offsets) - 1, [None, pa.py_buffer(offsets), self.whole])
+                    plan = ("virtual", virtual)
+            elif (pa.types.is_integer(field_type) or pa.types.is_floating(field_type)) and chunks:
+                plan = ("numpy", np.concatenate([c.to_numpy(zero_copy_only=True) for c in chunks]))
+        self._columns[j] = plan
+        return plan
+
+    def take(self, local: np.ndarray) -> pa.Table:
+        batch_ids = np.searchsorted(self.starts, local, side="right") - 1
+        arrays = []
+        for j, field in enumerate(self.schema):
+            kind, data = self._column(j)
+            if kind == "virtual":
+                arrays.append(data.take(pa.array(local + batch_ids)).cast(field.type))
+            elif kind == "numpy":
+                arrays.append(pa.array(data[local], type=field.type))
+            else:
+                arrays.append(ordered_gather(
+                    local, self.starts[:-1], lambda b, loc, col=data: pa.table({"c": col[b].take(pa.array(loc))}),
+                    pa.schema([pa.field("c", field.type)])).column(0).combine_chunks())
+        return pa.Table.from_arrays(arrays, schema=self.schema)
+
+
 class Backend(LayoutBackend):
     def _open(self) -> None:
         self._batches: list[pa.RecordBatch] = []
         self._schema: pa.Schema | None = None
+        self._shards: list[_ShardGather] = []
         for shard in self.metadata.shards:
-            reader = pa.ipc.open_file(pa.memory_map(str(self.directory / shard.path), "r"))
+            whole = pa.memory_map(str(self.directory / shard.path), "r").read_buffer()
+            reader = pa.ipc.open_file(whole)
             self._schema = self._schema or reader.schema
-            self._batches.extend(reader.get_batch(i) for i in range(reader.num_record_batches))
-        self._batches = [b for b in self._batches if b.num_rows]
+            batches = [b for b in (reader.get_batch(i) for i in range(reader.num_record_batches)) if b.num_rows]
+            self._batches.extend(batches)
+            self._shards.append(_ShardGather(whole, batches, reader.schema))
         sizes = [b.num_rows for b in self._batches]
         self._starts: list[int] = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
+        self._shard_starts = np.cumsum([0] + [int(s.starts[-1]) for s in self._shards]).astype(np.int64)
         self._names = self._schema.names if self._schema is not None else []
-        self._getters: dict[int, list[CellGetter]] = {}
+        self._getters: list[list[CellGetter] | None] = [None] * len(self._batches)
 
     @property
     def schema(self) -> pa.Schema:
@@ -103,24 +165,34 @@ class Backend(LayoutBackend):
         return self._batches
 
     def _batch_getters(self, b: int) -> list[CellGetter]:
-        getters = self._getters.get(b)
-        if getters is None:
-            batch = self._batches[b]
-            getters = self._getters[b] = [cell_getter(batch.column(j)) for j in range(batch.num_columns)]
+        batch = self._batches[b]
+        getters = self._getters[b] = [cell_getter(batch.column(j)) for j in range(batch.num_columns)]
         return getters
 
     def row(self, index: int) -> dict[str, Any]:
-        if self._pid is None:
+        if self._pid != os.getpid():
             self.ensure_open()
         b = bisect.bisect_right(self._starts, index) - 1
         k = index - self._starts[b]
-        return {name: get(k) for name, get in zip(self._names, self._batch_getters(b))}
+        getters = self._getters[b] or self._batch_getters(b)
+        return {name: get(k) for name, get in zip(self._names, getters)}
+
+    def rows(self, indices: list[int]) -> list[dict[str, Any]]:
+        """Many rows through the same cell getters; the loop is kept free of attribute lookups."""
+        self.ensure_open()
+        starts, names, all_getters = self._starts, self._names, self._getters
+        find = bisect.bisect_right
+        out = []
+        for index in indices:
+            b = find(starts, index) - 1
+            k = index - starts[b]
+            getters = all_getters[b] or self._batch_getters(b)
+            out.append({name: get(k) for name, get in zip(names, getters)})
+        return out
 
     def take(self, indices: np.ndarray) -> pa.Table:
         self.ensure_open()
-        batches = self._batches
-        return ordered_gather(indices, np.asarray(self._starts[:-1], dtype=np.int64),
-                              lambda b, local: pa.Table.from_batches([batches[b].take(pa.array(local))]),
+        return ordered_gather(indices, self._shard_starts[:-1], lambda s, local: self._shards[s].take(local),
                               self._schema)
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:

@@ -69,6 +69,10 @@ class LayoutBackend(ABC):
     def row(self, index: int) -> dict[str, Any]:
         """Raw cells of one row (see dataset.cells), for the single-row hot path."""
 
+    def rows(self, indices: list[int]) -> list[dict[str, Any]]:
+        """Raw cells of many rows (a layout may do this in one batched read)."""
+        return [self.row(i) for i in indices]
+
     @abstractmethod
     def take(self, indices: np.ndarray) -> pa.Table:
         """Rows at `indices`, in that order, as a table whose columns are single-chunk."""

@@ -191,3 +191,14 @@ def test_infer_features_from_arrow():
                                      "c": {"d": sds.Value("float64")}})
     stored = sds.Features({"img": sds.Image()})
     assert sds.Features.from_arrow_schema(stored.arrow_schema) == stored
+
+
+@pytest.mark.parametrize("fmt", ["png", "jpeg", "webp"])
+def test_truncated_or_foreign_bytes_are_refused(fmt):
+    rgb = np.random.default_rng(1).integers(0, 256, (16, 16, 3), dtype=np.uint8)
+    good = sds.Image(format=fmt).encode(rgb, "c")
+    assert sds.Image().encode(good, "c") == good
+    with pytest.raises(EncodingError, match="undecodable image"):
+        sds.Image().encode(good[: len(good) // 2], "c")
+    with pytest.raises(EncodingError, match="undecodable image"):
+        sds.Image().encode(b"%PDF-1.4 not an image", "c")
