@@ -98,7 +98,6 @@ def reopen_ours(workdir: Path, rows: int) -> dict:
 
 
 def reopen_hf(workdir: Path, rows: int) -> dict:
-    import datasets
 
     started = time.perf_counter()
     out = build_hf(workdir, rows)  # same generator + features: datasets finds its cache
@@ -114,6 +113,7 @@ def child(kind: str, workdir: Path, rows: int) -> dict:
     logger.disable("stable_datasets")
     started = time.perf_counter()
     import datasets  # noqa: F401 - import both so import cost is not in the timings
+
     import stable_datasets  # noqa: F401
     imported = time.perf_counter() - started
     result = {"build_ours": build_ours, "build_hf": build_hf, "reopen_ours": reopen_ours,

@@ -146,7 +146,8 @@ def binary_array(values: list) -> pa.Array | None:
         return None
     offsets = np.zeros(len(values) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
-    return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(values))])
+    data = pa.py_buffer(b"".join(values))
+    return pa.Array.from_buffers(pa.binary(), len(values), [None, pa.py_buffer(offsets), data])
 
 
 def column_to_arrow(feature: FeatureType, values: list) -> pa.Array:
