@@ -146,3 +146,12 @@ def test_unknown_split_and_bad_modes(toy_builder):
         sds.load_dataset(str(toy_builder), split="train", download_mode="sometimes")
     with pytest.raises(ValueError, match="cannot parse split 'train\\[x\\]'"):
         sds.load_dataset(str(toy_builder), split="train[x]")
+
+
+def test_failed_build_leaves_no_hashing_threads(write_builder):
+    import threading
+
+    path = write_builder("bad", BAD_BUILDER.replace("BAD", "{'label': 9}"))
+    with pytest.raises(ExampleError):
+        sds.load_dataset(str(path), split="train")
+    assert not [t for t in threading.enumerate() if t.name.startswith("hash ")]

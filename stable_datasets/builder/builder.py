@@ -285,6 +285,7 @@ class DatasetBuilder:
         name, split = self.builder_name(), generator.name
         logger.info("building {} [{}] split '{}' into {}", name, self.config.name, split, directory)
         staging = make_staging_dir(directory)
+        writer = None
         try:
             encoder = BatchEncoder(features, batch_rows=options["batch_rows"])
             writer_options = {k: v for k, v in options.items() if k != "batch_rows"}
@@ -315,6 +316,8 @@ class DatasetBuilder:
             metadata.write(staging)
             publish(staging, directory)
         except BaseException:
+            if writer is not None:
+                writer.abort()
             discard(staging)
             raise
         logger.info("published {} rows of {} '{}' to {}", num_rows, name, split, directory)

@@ -269,6 +269,8 @@ def _write_map(ds, target, function, inputs, fp, *, batched, batch_size, with_in
         ).write(staging)
         publish(staging, target)
     except BaseException:
+        if writer is not None:
+            writer.abort()
         discard(staging)
         raise
 

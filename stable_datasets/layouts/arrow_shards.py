@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.cache.hashing import FileHasher
 from stable_datasets.cache.metadata import ShardInfo
-from stable_datasets.cache.publish import file_sha256
 from stable_datasets.dataset.cells import CellGetter, cell_getter
 from stable_datasets.layouts.base import LayoutBackend, LayoutWriter
 from stable_datasets.tables import ordered_gather
@@ -41,6 +41,7 @@ class Writer(LayoutWriter):
         path = self.directory / f"shard-{len(self._shards):05d}.arrow"
         self._sink = pa.OSFile(str(path), "wb")
         self._writer = pa.ipc.new_file(self._sink, self.schema, options=self._ipc_options)
+        self._hasher = FileHasher(path)
         self._rows = 0
         self._shards.append(ShardInfo(path=path.name, num_rows=0, num_bytes=0, sha256=""))
 
@@ -53,7 +54,7 @@ class Writer(LayoutWriter):
         path = self.directory / shard.path
         shard.num_rows = self._rows
         shard.num_bytes = path.stat().st_size
-        shard.sha256 = file_sha256(path)
+        shard.sha256 = self._hasher.finish()
         self._writer = self._sink = None
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -67,10 +68,17 @@ class Writer(LayoutWriter):
             room = limit - self._sink.tell()
             rows = max(1, min(batch.num_rows - start, int(room // row_bytes)))
             self._writer.write_batch(batch.slice(start, rows))
+            self._hasher.advance(self._sink.tell())
             self._rows += rows
             start += rows
             if self._sink.tell() >= limit:
                 self._finish_shard()
+
+    def abort(self) -> None:
+        if self._writer is not None:
+            self._hasher.cancel()
+            self._sink.close()
+            self._writer = self._sink = None
 
     def close(self) -> list[ShardInfo]:
         if not self._shards:  # zero rows still publish one readable, empty shard

@@ -30,6 +30,10 @@ class LayoutWriter(ABC):
     def close(self) -> list[ShardInfo]:
         """Finish every file and return their descriptions (sizes, checksums, rows)."""
 
+    @abstractmethod
+    def abort(self) -> None:
+        """Release files and threads after a failed build (the staging dir is removed after)."""
+
     def extra_metadata(self) -> dict[str, Any]:
         return {}
 
