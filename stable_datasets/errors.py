@@ -15,6 +15,9 @@ class EncodingError(StableDatasetsError, ValueError):
         self.message = message
         super().__init__(f"field '{field}': {message}" if field else message)
 
+    def __reduce__(self):  # crosses process boundaries (num_proc workers) intact
+        return type(self), (self.field, self.message)
+
 
 class ExampleError(StableDatasetsError, ValueError):
     """An example from a builder could not be encoded; names builder, split, key and field."""
@@ -24,7 +27,11 @@ class ExampleError(StableDatasetsError, ValueError):
         where = f"builder '{builder}', split '{split}', example key {key!r}"
         if field:
             where += f", field '{field}'"
+        self.message = message
         super().__init__(f"{where}: {message}")
+
+    def __reduce__(self):
+        return type(self), (self.builder, self.split, self.key, self.field, self.message)
 
 
 class CacheError(StableDatasetsError):

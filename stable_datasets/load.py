@@ -45,9 +45,11 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
     """Reuse a valid cache or build one; a `StableDataset` for `split`, a `DatasetDict` for None.
 
     `split` follows Hugging Face: "train", "train[:10%]", "train[10:20]", "train+test".
+    `num_proc` builds with that many processes when a split's gen_kwargs hold lists (e.g. files).
     """
     builder = load_builder(path, name, cache_dir=cache_dir, **config_kwargs)
-    prepare = dict(download_mode=download_mode, verification_mode=verification_mode, layout_options=layout_options)
+    prepare = dict(download_mode=download_mode, verification_mode=verification_mode, layout_options=layout_options,
+                   num_proc=num_proc)
     if split is None:
         dirs = builder.prepare(None, storage_format, **prepare)
         return DatasetDict({s: open_cache(d) for s, d in dirs.items()})

@@ -155,3 +155,63 @@ def test_failed_build_leaves_no_hashing_threads(write_builder):
     with pytest.raises(ExampleError):
         sds.load_dataset(str(path), split="train")
     assert not [t for t in threading.enumerate() if t.name.startswith("hash ")]
+
+
+SHARDED_BUILDER = """
+import stable_datasets as sds
+
+class Sharded(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features={"part": sds.Value("int32"), "i": sds.Value("int64")})
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {"parts": list(range(5)), "rows": 700})]
+
+    def _generate_examples(self, parts, rows):
+        for part in parts:
+            for i in range(rows):
+                yield KEY, {"part": part, "i": i}
+"""
+
+
+def test_num_proc_builds_the_same_rows_in_order(write_builder):
+    path = write_builder("sharded", SHARDED_BUILDER.replace("KEY", "(part, i)"))
+    sequential = sds.load_dataset(str(path), split="train")
+    parallel = sds.load_dataset(str(path), split="train", num_proc=2, download_mode="force_rebuild")
+    assert parallel.cache_dirs == sequential.cache_dirs  # num_proc is not part of the fingerprint
+    assert len(parallel) == 3500
+    assert parallel["part"] == [p for p in range(5) for _ in range(700)]
+    meta = json.loads((parallel.cache_dirs[0] / "_metadata.json").read_text())
+    assert [s["path"] for s in meta["shards"]] == ["shard-00000.arrow", "shard-00001.arrow"]
+    assert not [p for p in parallel.cache_dirs[0].iterdir() if p.name.startswith(".job")]
+
+
+def test_num_proc_finds_duplicate_keys_across_workers(write_builder, cache_root):
+    path = write_builder("sharded", SHARDED_BUILDER.replace("KEY", "i"))
+    with pytest.raises(ExampleError, match="duplicate example key"):
+        sds.load_dataset(str(path), split="train", num_proc=2)
+    assert not list(cache_root.rglob("_metadata.json"))
+
+
+def test_split_gen_kwargs():
+    from stable_datasets.builder.builder import split_gen_kwargs
+
+    jobs = split_gen_kwargs({"files": ["a", "b", "c"], "labels": [1, 2, 3], "mode": "x"}, 2)
+    assert jobs == [{"files": ["a", "b"], "labels": [1, 2], "mode": "x"},
+                    {"files": ["c"], "labels": [3], "mode": "x"}]
+    assert split_gen_kwargs({"mode": "x"}, 4) == [{"mode": "x"}]
+    assert len(split_gen_kwargs({"files": ["a", "b"]}, 8)) == 2
+    with pytest.raises(ValueError, match="equal lengths"):
+        split_gen_kwargs({"files": ["a"], "labels": [1, 2]}, 2)
+
+
+def test_errors_survive_pickling():
+    import pickle
+
+    from stable_datasets.errors import EncodingError
+
+    err = pickle.loads(pickle.dumps(ExampleError("b", "train", ("k", 1), "f.g", "bad value")))
+    assert str(err) == "builder 'b', split 'train', example key ('k', 1), field 'f.g': bad value"
+    assert err.key == ("k", 1) and err.field == "f.g"
+    enc = pickle.loads(pickle.dumps(EncodingError("a.b", "nope")))
+    assert str(enc) == "field 'a.b': nope" and enc.field == "a.b"

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import inspect
+import itertools
 import json
+import multiprocessing
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -24,7 +27,7 @@ from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.lock import exclusive_lock
-from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.cache.paths import cache_root, downloads_dir, fingerprint_dir, safe_name
 from stable_datasets.cache.publish import discard, make_staging_dir, publish
 from stable_datasets.download.manager import DownloadManager
@@ -54,6 +57,33 @@ def _class_code_text(cls: type) -> str:
             code = getattr(getattr(value, "__func__", value), "__code__", None)
             parts.append(f"{klass.__qualname__}.{name}={_code_text(code) if code else repr(value)}")
     return "\n".join(parts)
+
+
+_FORKED_JOBS: list[Any] = []
+
+
+def _run_forked_job(index: int) -> Any:
+    return _FORKED_JOBS[index]()
+
+
+def split_gen_kwargs(gen_kwargs: dict[str, Any], num_jobs: int) -> list[dict[str, Any]]:
+    """Divide the list-valued gen_kwargs into at most `num_jobs` contiguous, ordered groups.
+
+    Lists must all have the same length (they describe the same items, e.g. files and their
+    labels); other values are passed to every job unchanged.
+    """
+    lists = {k: v for k, v in gen_kwargs.items() if isinstance(v, list)}
+    if num_jobs <= 1 or not lists:
+        return [gen_kwargs]
+    lengths = {k: len(v) for k, v in lists.items()}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"to build with num_proc, list gen_kwargs must have equal lengths, got {lengths}")
+    n = next(iter(lengths.values()))
+    num_jobs = min(num_jobs, n)
+    if num_jobs <= 1:
+        return [gen_kwargs]
+    bounds = [round(i * n / num_jobs) for i in range(num_jobs + 1)]
+    return [{**gen_kwargs, **{k: v[lo:hi] for k, v in lists.items()}} for lo, hi in itertools.pairwise(bounds)]
 
 
 def _snake_case(name: str) -> str:
@@ -239,7 +269,7 @@ class DatasetBuilder:
     def prepare(self, splits: str | Iterable[str] | None = None, storage_format: str = "arrow", *,
                 download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                 layout_options: dict[str, Any] | None = None, lock_timeout: float | None = None,
-                soft_lock: bool | None = None) -> dict[str, Path]:
+                soft_lock: bool | None = None, num_proc: int | None = None) -> dict[str, Path]:
         """Make sure each split has a valid published cache; return split -> cache directory."""
         if download_mode not in DOWNLOAD_MODES:
             raise ValueError(f"download_mode must be one of {DOWNLOAD_MODES}, got {download_mode!r}")
@@ -273,25 +303,52 @@ class DatasetBuilder:
                                  f"splits are {sorted(all_generators())}")
             with exclusive_lock(base / f".{safe_name(split)}.lock", timeout=lock_timeout, soft=soft_lock):
                 if force or not self._valid_cache(directory, fp):
-                    self._build_split(all_generators()[split], directory, storage_format, options, fp)
+                    self._build_split(all_generators()[split], directory, storage_format, options, fp, num_proc)
             result[split] = directory
         return result
 
     def _build_split(self, generator: SplitGenerator, directory: Path, storage_format: str,
-                     options: dict[str, Any], fp: str) -> None:
+                     options: dict[str, Any], fp: str, num_proc: int | None = None) -> None:
         layout_name = layout_for_storage_format(storage_format)
-        layout = layout_module(layout_name)
-        features = self.features
         name, split = self.builder_name(), generator.name
         logger.info("building {} [{}] split '{}' into {}", name, self.config.name, split, directory)
+        writer_options = {k: v for k, v in options.items() if k != "batch_rows"}
         staging = make_staging_dir(directory)
-        writer = None
         try:
-            encoder = BatchEncoder(features, batch_rows=options["batch_rows"])
-            writer_options = {k: v for k, v in options.items() if k != "batch_rows"}
-            writer = layout.Writer(staging, encoder.schema, writer_options)
-            num_rows = 0
-            for key, example in self._keyed_examples(generator, name, split):
+            jobs = split_gen_kwargs(generator.gen_kwargs, num_proc or 1)
+            if num_proc and num_proc > 1 and len(jobs) == 1:
+                logger.info("num_proc={} ignored: the gen_kwargs of split '{}' have no list to divide", num_proc, split)
+            if len(jobs) == 1:
+                shards, num_rows, extra, _ = self._write_part(split, jobs[0], staging, layout_name, options)
+            else:
+                shards, num_rows, extra = self._write_parts_in_parallel(split, jobs, staging, layout_name, options)
+            from stable_datasets import __version__
+
+            CacheMetadata(
+                layout=layout_name, features=self.features.to_dict(), num_rows=num_rows, shards=shards,
+                fingerprint=fp, fingerprint_inputs=self.fingerprint_inputs(storage_format, options),
+                builder_name=name, config_name=self.config.name, version=str(self.version), split=split,
+                layout_options=writer_options, info=self.info.to_dict(), extra=extra,
+                cache_format_version=CACHE_FORMAT_VERSION, library_version=__version__,
+                created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            ).write(staging)
+            publish(staging, directory)
+        except BaseException:
+            discard(staging)
+            raise
+        logger.info("published {} rows of {} '{}' to {}", num_rows, name, split, directory)
+
+    def _write_part(self, split: str, gen_kwargs: dict[str, Any], directory: Path, layout_name: str,
+                    options: dict[str, Any]) -> tuple[list[ShardInfo], int, dict[str, Any], set[Any]]:
+        """Encode and write the examples of one set of gen_kwargs; return shards, rows, extra, keys."""
+        name = self.builder_name()
+        encoder = BatchEncoder(self.features, batch_rows=options["batch_rows"])
+        writer_options = {k: v for k, v in options.items() if k != "batch_rows"}
+        writer = layout_module(layout_name).Writer(directory, encoder.schema, writer_options)
+        seen: set[Any] = set()
+        num_rows = 0
+        try:
+            for key, example in self._keyed_examples(gen_kwargs, name, split, seen):
                 try:
                     encoder.add(example)
                 except EncodingError as exc:
@@ -302,30 +359,44 @@ class DatasetBuilder:
             if encoder.num_pending or num_rows == 0:
                 num_rows += encoder.num_pending
                 writer.write(encoder.flush())
-            shards = writer.close()
-            from stable_datasets import __version__
-
-            metadata = CacheMetadata(
-                layout=layout_name, features=features.to_dict(), num_rows=num_rows, shards=shards,
-                fingerprint=fp, fingerprint_inputs=self.fingerprint_inputs(storage_format, options),
-                builder_name=name, config_name=self.config.name, version=str(self.version), split=split,
-                layout_options=writer_options, info=self.info.to_dict(), extra=writer.extra_metadata(),
-                cache_format_version=CACHE_FORMAT_VERSION, library_version=__version__,
-                created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            )
-            metadata.write(staging)
-            publish(staging, directory)
+            return writer.close(), num_rows, writer.extra_metadata(), seen
         except BaseException:
-            if writer is not None:
-                writer.abort()
-            discard(staging)
+            writer.abort()
             raise
-        logger.info("published {} rows of {} '{}' to {}", num_rows, name, split, directory)
 
-    def _keyed_examples(self, generator: SplitGenerator, name: str, split: str) -> Iterator[tuple[Any, Any]]:
-        """Examples with their keys checked: pairs, hashable, unique within the split."""
+    def _write_parts_in_parallel(self, split: str, jobs: list[dict[str, Any]], staging: Path, layout_name: str,
+                                 options: dict[str, Any]) -> tuple[list[ShardInfo], int, dict[str, Any]]:
+        """Each job writes into its own folder in a forked worker; shards are then renumbered in order."""
+        global _FORKED_JOBS
+        folders = [staging / f".job-{i:05d}" for i in range(len(jobs))]
+        for folder in folders:
+            folder.mkdir()
+        # Forked workers inherit the jobs, so builders defined in notebooks need no pickling.
+        _FORKED_JOBS = [functools.partial(self._write_part, split, kw, folder, layout_name, options)
+                        for kw, folder in zip(jobs, folders)]
+        try:
+            with multiprocessing.get_context("fork").Pool(len(jobs)) as pool:
+                results = pool.map(_run_forked_job, range(len(jobs)))
+        finally:
+            _FORKED_JOBS = []
+        shards: list[ShardInfo] = []
         seen: set[Any] = set()
-        examples = self._generate_examples(**generator.gen_kwargs)
+        for folder, (part_shards, _, _, keys) in zip(folders, results):
+            duplicate = next(iter(seen & keys), None)
+            if duplicate is not None:
+                raise ExampleError(self.builder_name(), split, duplicate[1] if isinstance(duplicate, tuple)
+                                   else duplicate, None, "duplicate example key within the split")
+            seen |= keys
+            for shard in part_shards:
+                renamed = re.sub(r"\d+", f"{len(shards):05d}", shard.path, count=1)
+                os.replace(folder / shard.path, staging / renamed)
+                shards.append(dataclasses.replace(shard, path=renamed))
+            folder.rmdir()
+        return shards, sum(r[1] for r in results), results[0][2]
+    def _keyed_examples(self, gen_kwargs: dict[str, Any], name: str, split: str,
+                        seen: set[Any]) -> Iterator[tuple[Any, Any]]:
+        """Examples with their keys checked: pairs, hashable, unique within the split."""
+        examples = self._generate_examples(**gen_kwargs)
         for item in progress(examples, desc=f"{name} {split}", unit=" examples"):
             if not (isinstance(item, tuple) and len(item) == 2):
                 raise ExampleError(name, split, None, None,
