@@ -215,3 +215,15 @@ def test_errors_survive_pickling():
     assert err.key == ("k", 1) and err.field == "f.g"
     enc = pickle.loads(pickle.dumps(EncodingError("a.b", "nope")))
     assert str(enc) == "field 'a.b': nope" and enc.field == "a.b"
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "lance"])
+def test_failed_build_publishes_nothing_in_any_layout(write_builder, cache_root, storage_format):
+    import threading
+
+    path = write_builder("bad", BAD_BUILDER.replace("BAD", "{'label': 9}"))
+    with pytest.raises(ExampleError, match="field 'label': label 9 is out of range"):
+        sds.load_dataset(str(path), split="train", storage_format=storage_format)
+    assert not list(cache_root.rglob("_metadata.json"))
+    assert not [p for p in cache_root.rglob(".staging*")]
+    assert not [t for t in threading.enumerate() if t.name in ("lance writer",) or t.name.startswith("hash ")]

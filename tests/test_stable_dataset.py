@@ -10,12 +10,22 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.errors import StableDatasetsError
 
+LAYOUTS = {
+    # small shards/fragments and batches so reads cross record-batch and file boundaries
+    "arrow": {"batch_rows": 16, "max_shard_size": 4096},
+    "lance": {"batch_rows": 16, "max_rows_per_file": 64, "max_rows_per_group": 16},
+}
+
+
+@pytest.fixture(params=sorted(LAYOUTS))
+def storage_format(request) -> str:
+    return request.param
+
 
 @pytest.fixture
-def toy(toy_builder):
-    # small shards and batches so reads cross record-batch and shard boundaries
-    return sds.load_dataset(str(toy_builder), split="train", rows=200,
-                            layout_options={"batch_rows": 16, "max_shard_size": 4096})
+def toy(toy_builder, storage_format):
+    return sds.load_dataset(str(toy_builder), split="train", rows=200, storage_format=storage_format,
+                            layout_options=LAYOUTS[storage_format])
 
 
 def test_cross_boundaries_fixture_has_many_shards(toy):
@@ -140,6 +150,7 @@ def test_map_writes_a_cache_and_reuses_it(toy, tmp_path):
     assert again.cache_dirs == mapped.cache_dirs
     assert mapped.cache_dirs[0].parent == toy.cache_dirs[0].parent
     assert mapped.cache_dirs[0].name.startswith("train.map-")
+    assert sds.open_cache(mapped.cache_dirs[0])._backends[0].metadata.layout == "arrow_shards"
 
     batched = toy.map(lambda b: {"n": [len(t) for t in b["text"]]}, batched=True, batch_size=32,
                       remove_columns=["vec", "grid"])
@@ -191,13 +202,29 @@ def test_dataloader_workers(toy, method):
     assert grids.shape == (32, 2, 3)
 
 
-def test_concatenate_and_split_strings(toy_builder):
-    combo = sds.load_dataset(str(toy_builder), split="train[:10%]+test[-2:]")
+def test_concatenate_and_split_strings(toy_builder, storage_format):
+    fmt = {"storage_format": storage_format}
+    combo = sds.load_dataset(str(toy_builder), split="train[:10%]+test[-2:]", **fmt)
     assert combo["id"] == [0, 1, 2, 3, 4, 1048, 1049]
     assert combo.split == "train[:10%]+test[-2:]"
-    assert sds.load_dataset(str(toy_builder), split="train[10:12]")["id"] == [10, 11]
-    assert sds.load_dataset(str(toy_builder), split="train[-10%:]")["id"] == [45, 46, 47, 48, 49]
-    both = sds.load_dataset(str(toy_builder), split="train+test")
+    assert sds.load_dataset(str(toy_builder), split="train[10:12]", **fmt)["id"] == [10, 11]
+    assert sds.load_dataset(str(toy_builder), split="train[-10%:]", **fmt)["id"] == [45, 46, 47, 48, 49]
+    both = sds.load_dataset(str(toy_builder), split="train+test", **fmt)
     assert len(both) == 100 and both[50]["id"] == 1000 and both[[49, 50]]["id"] == [49, 1000]
     both_rows = both.__getitems__([99, 0])
     assert [r["id"] for r in both_rows] == [1049, 0]
+
+
+def test_lance_cache_is_a_lance_dataset(toy_builder):
+    import lance
+
+    ds = sds.load_dataset(str(toy_builder), split="train", storage_format="lance", rows=30)
+    native = lance.dataset(str(ds.cache_dirs[0] / "data.lance"))
+    assert native.count_rows() == 30
+    assert native.take([7]).column("text").to_pylist() == ["row 7"]
+    meta = ds._backends[0].metadata
+    assert meta.layout == "lance_rows"
+    assert sum(s.num_rows for s in meta.shards) == 30
+    assert any(s.path.startswith("data.lance/data/") for s in meta.shards)
+    arrow = sds.load_dataset(str(toy_builder), split="train", rows=30)
+    assert arrow.cache_dirs[0].parent != ds.cache_dirs[0].parent  # storage format is in the fingerprint

@@ -74,3 +74,12 @@ def cell_getter(array: pa.Array) -> CellGetter:
         if view is not None:
             return view.__getitem__
     return lambda k: array[k].as_py()
+
+
+def table_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """Raw cells of every row of a (small) table, through one getter per column."""
+    batch = table.combine_chunks()
+    getters = [(name, cell_getter(batch.column(name).chunk(0) if batch.column(name).num_chunks
+                                  else pa.array([], type=batch.schema.field(name).type)))
+               for name in batch.column_names]
+    return [{name: get(k) for name, get in getters} for k in range(batch.num_rows)]

@@ -6,8 +6,11 @@ import importlib
 from types import ModuleType
 
 # storage_format (user-facing) -> layout module name
-STORAGE_FORMATS = {"arrow": "arrow_shards"}
-LAYOUTS = {"arrow_shards": "stable_datasets.layouts.arrow_shards"}
+STORAGE_FORMATS = {"arrow": "arrow_shards", "lance": "lance_rows"}
+LAYOUTS = {
+    "arrow_shards": "stable_datasets.layouts.arrow_shards",
+    "lance_rows": "stable_datasets.layouts.lance_rows",
+}
 
 
 def layout_module(name: str) -> ModuleType:
