@@ -221,7 +221,7 @@ def test_errors_survive_pickling():
 def test_failed_build_publishes_nothing_in_any_layout(write_builder, cache_root, storage_format):
     import threading
 
-    path = write_builder("bad", BAD_BUILDER.replace("BAD", "{'label': 9}"))
+    path = write_builder("bad", BAD_BUILDER.replace("BAD", "{**good, 'label': 9}"))
     with pytest.raises(ExampleError, match="field 'label': label 9 is out of range"):
         sds.load_dataset(str(path), split="train", storage_format=storage_format)
     assert not list(cache_root.rglob("_metadata.json"))
