@@ -29,6 +29,9 @@ from stable_datasets.features import (
     List,
     Sequence,
     Value,
+    Video,
+    VideoDecodeConfig,
+    VideoRef,
 )
 from stable_datasets.load import load_builder, load_dataset, open_cache
 from stable_datasets.progress import disable_progress_bars, enable_progress_bars
@@ -37,7 +40,8 @@ from stable_datasets.registry import list_builders
 __all__ = [
     "Array2D", "Array3D", "Array4D", "BuilderConfig", "ClassLabel", "DatasetBuilder", "DatasetDict",
     "DatasetInfo", "DownloadManager", "Features", "GeneratorBasedBuilder", "Image", "List", "RemoteFile",
-    "Sequence", "Split", "SplitGenerator", "StableDataset", "Value", "Version", "__version__",
+    "Sequence", "Split", "SplitGenerator", "StableDataset", "Value", "Version", "Video", "VideoDecodeConfig",
+    "VideoRef", "__version__",
     "concatenate_datasets", "disable_progress_bars", "enable_progress_bars", "list_builders",
     "load_builder", "load_dataset", "open_cache",
 ]

@@ -27,6 +27,7 @@ from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.lock import exclusive_lock
+from stable_datasets.cache.media import media_store
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.cache.paths import cache_root, downloads_dir, fingerprint_dir, safe_name
 from stable_datasets.cache.publish import discard, make_staging_dir, publish
@@ -319,16 +320,18 @@ class DatasetBuilder:
             if num_proc and num_proc > 1 and len(jobs) == 1:
                 logger.info("num_proc={} ignored: the gen_kwargs of split '{}' have no list to divide", num_proc, split)
             if len(jobs) == 1:
-                shards, num_rows, extra, _ = self._write_part(split, jobs[0], staging, layout_name, options)
+                shards, media, num_rows, extra, _ = self._write_part(split, jobs[0], staging, layout_name, options,
+                                                                     directory.parent)
             else:
-                shards, num_rows, extra = self._write_parts_in_parallel(split, jobs, staging, layout_name, options)
+                shards, media, num_rows, extra = self._write_parts_in_parallel(split, jobs, staging, layout_name,
+                                                                               options)
             from stable_datasets import __version__
 
             CacheMetadata(
                 layout=layout_name, features=self.features.to_dict(), num_rows=num_rows, shards=shards,
                 fingerprint=fp, fingerprint_inputs=self.fingerprint_inputs(storage_format, options),
                 builder_name=name, config_name=self.config.name, version=str(self.version), split=split,
-                layout_options=writer_options, info=self.info.to_dict(), extra=extra,
+                layout_options=writer_options, info=self.info.to_dict(), extra=extra, media=media,
                 cache_format_version=CACHE_FORMAT_VERSION, library_version=__version__,
                 created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             ).write(staging)
@@ -339,8 +342,14 @@ class DatasetBuilder:
         logger.info("published {} rows of {} '{}' to {}", num_rows, name, split, directory)
 
     def _write_part(self, split: str, gen_kwargs: dict[str, Any], directory: Path, layout_name: str,
-                    options: dict[str, Any]) -> tuple[list[ShardInfo], int, dict[str, Any], set[Any]]:
-        """Encode and write the examples of one set of gen_kwargs; return shards, rows, extra, keys."""
+                    options: dict[str, Any], media_root: Path) -> tuple[list[ShardInfo], list[ShardInfo], int,
+                                                                        dict[str, Any], set[Any]]:
+        """Encode and write the examples of one set of gen_kwargs.
+
+        Returns shards, media files (those that path-stored videos placed in the shared store,
+        relative to the split directory, so opening and verifying the cache checks them), row
+        count, layout extras and the example keys seen.
+        """
         name = self.builder_name()
         encoder = BatchEncoder(self.features, batch_rows=options["batch_rows"])
         writer_options = {k: v for k, v in options.items() if k != "batch_rows"}
@@ -348,31 +357,36 @@ class DatasetBuilder:
         seen: set[Any] = set()
         num_rows = 0
         try:
-            for key, example in self._keyed_examples(gen_kwargs, name, split, seen):
-                try:
-                    encoder.add(example)
-                except EncodingError as exc:
-                    raise ExampleError(name, split, key, exc.field, exc.message) from None
-                if encoder.full:
+            with media_store(media_root) as store:
+                for key, example in self._keyed_examples(gen_kwargs, name, split, seen):
+                    try:
+                        encoder.add(example)
+                    except EncodingError as exc:
+                        raise ExampleError(name, split, key, exc.field, exc.message) from None
+                    if encoder.full:
+                        num_rows += encoder.num_pending
+                        writer.write(encoder.flush())
+                if encoder.num_pending or num_rows == 0:
                     num_rows += encoder.num_pending
                     writer.write(encoder.flush())
-            if encoder.num_pending or num_rows == 0:
-                num_rows += encoder.num_pending
-                writer.write(encoder.flush())
-            return writer.close(), num_rows, writer.extra_metadata(), seen
+            shards = writer.close()
         except BaseException:
             writer.abort()
             raise
+        media = [ShardInfo(path=f"../{relative}", num_rows=0, num_bytes=size, sha256=Path(relative).name.split(".")[0])
+                 for relative, size in sorted(store.used.items())]
+        return shards, media, num_rows, writer.extra_metadata(), seen
 
     def _write_parts_in_parallel(self, split: str, jobs: list[dict[str, Any]], staging: Path, layout_name: str,
-                                 options: dict[str, Any]) -> tuple[list[ShardInfo], int, dict[str, Any]]:
+                                 options: dict[str, Any]) -> tuple[list[ShardInfo], list[ShardInfo], int,
+                                                                   dict[str, Any]]:
         """Each job writes into its own folder in a forked worker; shards are then renumbered in order."""
         global _FORKED_JOBS
         folders = [staging / f".job-{i:05d}" for i in range(len(jobs))]
         for folder in folders:
             folder.mkdir()
         # Forked workers inherit the jobs, so builders defined in notebooks need no pickling.
-        _FORKED_JOBS = [functools.partial(self._write_part, split, kw, folder, layout_name, options)
+        _FORKED_JOBS = [functools.partial(self._write_part, split, kw, folder, layout_name, options, staging.parent)
                         for kw, folder in zip(jobs, folders)]
         try:
             with multiprocessing.get_context("fork").Pool(len(jobs)) as pool:
@@ -380,19 +394,21 @@ class DatasetBuilder:
         finally:
             _FORKED_JOBS = []
         shards: list[ShardInfo] = []
+        media: dict[str, ShardInfo] = {}
         seen: set[Any] = set()
-        for folder, (part_shards, _, _, keys) in zip(folders, results):
+        for folder, (part_shards, part_media, _, _, keys) in zip(folders, results):
             duplicate = next(iter(seen & keys), None)
             if duplicate is not None:
                 raise ExampleError(self.builder_name(), split, duplicate[1] if isinstance(duplicate, tuple)
                                    else duplicate, None, "duplicate example key within the split")
             seen |= keys
+            media.update({m.path: m for m in part_media})
             for shard in part_shards:
                 renamed = re.sub(r"\d+", f"{len(shards):05d}", shard.path, count=1)
                 os.replace(folder / shard.path, staging / renamed)
                 shards.append(dataclasses.replace(shard, path=renamed))
             folder.rmdir()
-        return shards, sum(r[1] for r in results), results[0][2]
+        return shards, sorted(media.values(), key=lambda m: m.path), sum(r[2] for r in results), results[0][3]
     def _keyed_examples(self, gen_kwargs: dict[str, Any], name: str, split: str,
                         seen: set[Any]) -> Iterator[tuple[Any, Any]]:
         """Examples with their keys checked: pairs, hashable, unique within the split."""

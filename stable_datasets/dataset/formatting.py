@@ -19,6 +19,7 @@ class Format:
     type: str = "python"
     columns: tuple[str, ...] | None = None
     decode: bool = True
+    video_decode: Any = None  # a VideoDecodeConfig, or None for VideoRef cells
 
     def __post_init__(self) -> None:
         if self.type not in FORMAT_TYPES:

@@ -20,6 +20,7 @@ from stable_datasets.dataset.formatting import Format, to_torch
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
 from stable_datasets.features.value import ClassLabel, Value
+from stable_datasets.features.video import VideoDecodeConfig, bind_videos
 from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.tables import ordered_gather
 
@@ -40,6 +41,7 @@ class StableDataset:
         self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._starts_list = self._starts.tolist()
         self._format = format or Format()
+        self._read_features = bind_videos(features, self._backends[0].directory.parent, self._format.video_decode)
         self._plan = self._decode_plan()
         self._raw_final = self._raw_rows_are_final
 
@@ -55,7 +57,7 @@ class StableDataset:
         names = fmt.columns or tuple(self._features)
         plan = []
         for name in names:
-            feature = self._features[name]
+            feature = self._read_features[name]
             identity = fmt.type == "python" and (isinstance(feature, (Value, ClassLabel)) or (
                 isinstance(feature, Image) and not fmt.decode))
             plan.append((name, None if identity else
@@ -171,7 +173,7 @@ class StableDataset:
             return table.select(names)
         columns = {}
         for name in names:
-            feature = self._features[name]
+            feature = self._read_features[name]
             chunks = [feature.decode_array(chunk, numpy=fmt.numpy, decode=fmt.decode)
                       for chunk in table.column(name).chunks] or [feature.decode_array(
                           pa.array([], type=feature.arrow_type()), numpy=fmt.numpy, decode=fmt.decode)]
@@ -192,7 +194,7 @@ class StableDataset:
         names = list(fmt.columns or self._features)
         columns = []
         for name in names:
-            feature = self._features[name]
+            feature = self._read_features[name]
             values = []
             for chunk in table.column(name).chunks:
                 decoded = feature.decode_array(chunk, numpy=fmt.numpy, decode=fmt.decode)
@@ -291,11 +293,23 @@ class StableDataset:
             unknown = [c for c in columns if c not in self._features]
             if unknown:
                 raise KeyError(f"no column(s) {unknown}; columns are {list(self._features)}")
-        return self._derive(format=Format(type or "python", tuple(columns) if columns else None, decode))
+        return self._derive(format=Format(type or "python", tuple(columns) if columns else None, decode,
+                                          self._format.video_decode))
+
+    def with_video_decode(self, config: VideoDecodeConfig | None) -> StableDataset:
+        """A view whose Video cells decode to frames as `config` says (None: VideoRef cells)."""
+        fmt = self._format
+        return self._derive(format=Format(fmt.type, fmt.columns, fmt.decode, config))
+
+    def set_video_decode(self, config: VideoDecodeConfig | None) -> None:
+        other = self.with_video_decode(config)
+        self._format, self._read_features = other._format, other._read_features
+        self._plan, self._raw_final = other._plan, other._raw_final
 
     def set_format(self, type: str | None = None, columns: Sequence[str] | None = None, decode: bool = True) -> None:
         other = self.with_format(type, columns, decode)
-        self._format, self._plan, self._raw_final = other._format, other._plan, other._raw_final
+        self._format, self._read_features = other._format, other._read_features
+        self._plan, self._raw_final = other._plan, other._raw_final
 
     def reset_format(self) -> StableDataset:
         return self.with_format("python")

@@ -6,8 +6,9 @@ from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
 from stable_datasets.features.sequence import List, Sequence
 from stable_datasets.features.value import ClassLabel, Value
+from stable_datasets.features.video import Video, VideoDecodeConfig, VideoRef
 
 __all__ = [
     "Array2D", "Array3D", "Array4D", "ClassLabel", "FeatureType", "Features", "Image", "List",
-    "Sequence", "Value", "feature_from_dict",
+    "Sequence", "Value", "Video", "VideoDecodeConfig", "VideoRef", "feature_from_dict",
 ]

@@ -1,0 +1,321 @@
+"""`Video(storage=...)`: video cells, and their read-time decoding with OpenCV.
+
+Three storage modes:
+- "path": the cache owns a content-addressed copy of the file (hard-linked where possible);
+- "bytes": the encoded file is stored inline in the row;
+- "frames": each video is decoded once at build time into WebP frames, one Lance row per
+  frame (the `lance_video_frames` layout serves windows of frames).
+
+Rows give a `VideoRef` (path, bytes, extension, media type, size, checksum) unless a
+`VideoDecodeConfig` is set on the dataset, in which case they give decoded frames.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pyarrow as pa
+
+from stable_datasets.errors import EncodingError
+from stable_datasets.features.base import FeatureType, describe
+
+STORAGES = ("path", "bytes", "frames")
+MEDIA_TYPES = {"mp4": "video/mp4", "avi": "video/x-msvideo", "mkv": "video/x-matroska", "webm": "video/webm",
+               "mov": "video/quicktime", "mpg": "video/mpeg", "gif": "image/gif"}
+STORAGE_TYPE = pa.struct([("path", pa.string()), ("bytes", pa.binary()), ("extension", pa.string()),
+                          ("size", pa.int64()), ("sha256", pa.string())])
+
+
+def sniff_extension(head: bytes) -> str | None:
+    """The container of encoded video bytes, from their first bytes."""
+    if head[4:8] == b"ftyp":
+        return "mov" if head[8:10] == b"qt" else "mp4"
+    if head[:4] == b"RIFF" and head[8:11] == b"AVI":
+        return "avi"
+    if head[:4] == b"\x1a\x45\xdf\xa3":
+        return "webm" if b"webm" in head[:64] else "mkv"
+    if head[:4] in (b"\x00\x00\x01\xba", b"\x00\x00\x01\xb3"):
+        return "mpg"
+    if head[:6] in (b"GIF87a", b"GIF89a"):
+        return "gif"
+    return None
+
+
+@dataclass(frozen=True)
+class VideoRef:
+    """A stored video: a file path ("path" storage) or inline bytes ("bytes" storage)."""
+
+    path: str | None
+    bytes: bytes | None
+    extension: str
+    media_type: str
+    size: int
+    checksum: str
+
+    def read_bytes(self) -> bytes:
+        return self.bytes if self.bytes is not None else Path(self.path).read_bytes()  # type: ignore[arg-type]
+
+    @contextlib.contextmanager
+    def local_path(self) -> Iterator[str]:
+        """A filesystem path for decoders; inline bytes go to a temp file removed on exit."""
+        if self.path is not None:
+            yield self.path
+            return
+        fd, name = tempfile.mkstemp(suffix=f".{self.extension}", prefix="sds-video-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(self.bytes or b"")
+            yield name
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+
+
+@dataclass(frozen=True)
+class VideoDecodeConfig:
+    """How rows decode videos at read time (not part of any fingerprint)."""
+
+    num_frames: int = 16
+    sampling: str = "uniform"  # "uniform": evenly over the video; "random": a random strided clip
+    frame_stride: int = 1
+    resize: int | tuple[int, int] | None = None  # shorter side, or (height, width)
+    output: str = "numpy"  # or "torch"
+    layout: str = "THWC"  # or "TCHW"
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_frames < 1 or self.frame_stride < 1:
+            raise ValueError("num_frames and frame_stride must be at least 1")
+        if self.sampling not in ("uniform", "random"):
+            raise ValueError(f"sampling must be 'uniform' or 'random', got {self.sampling!r}")
+        if self.output not in ("numpy", "torch"):
+            raise ValueError(f"output must be 'numpy' or 'torch', got {self.output!r}")
+        if self.layout not in ("THWC", "TCHW"):
+            raise ValueError(f"layout must be 'THWC' or 'TCHW', got {self.layout!r}")
+
+
+def resize_frame(frame: np.ndarray, resize: int | tuple[int, int] | None) -> np.ndarray:
+    """Resize to (height, width), or so the shorter side is `resize` (aspect ratio kept)."""
+    if resize is None:
+        return frame
+    h, w = frame.shape[:2]
+    if isinstance(resize, int):
+        scale = resize / min(h, w)
+        size = (max(1, round(w * scale)), max(1, round(h * scale)))
+    else:
+        size = (int(resize[1]), int(resize[0]))
+    if size == (w, h):
+        return frame
+    return cv2.resize(frame, size, interpolation=cv2.INTER_AREA if size[0] < w else cv2.INTER_LINEAR)
+
+
+def sample_indices(num_available: int, config: VideoDecodeConfig, rng: np.random.Generator) -> np.ndarray:
+    """Frame indices to decode; short videos repeat their last frame."""
+    n, stride = config.num_frames, config.frame_stride
+    if config.sampling == "uniform":
+        return np.linspace(0, max(num_available - 1, 0), n).round().astype(np.int64)
+    span = (n - 1) * stride + 1
+    start = int(rng.integers(0, num_available - span + 1)) if num_available >= span else 0
+    return np.minimum(start + stride * np.arange(n), max(num_available - 1, 0))
+
+
+def read_frames(path: str, indices: np.ndarray, resize: int | tuple[int, int] | None = None) -> np.ndarray:
+    """Decode the frames at `indices` (any order, repeats allowed) as RGB uint8 (T, H, W, C)."""
+    capture = cv2.VideoCapture(path)
+    if not capture.isOpened():
+        raise ValueError(f"OpenCV cannot open video {path}")
+    try:
+        wanted = sorted(set(int(i) for i in indices))
+        frames: dict[int, np.ndarray] = {}
+        position = 0
+        if wanted and wanted[0] > 0:
+            capture.set(cv2.CAP_PROP_POS_FRAMES, wanted[0])
+            position = wanted[0]
+        for index in wanted:
+            while position < index:
+                if not capture.grab():
+                    break
+                position += 1
+            ok, frame = capture.read()
+            position += 1
+            if not ok:
+                break
+            frames[index] = resize_frame(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB), resize)
+    finally:
+        capture.release()
+    if not frames:
+        raise ValueError(f"no frames could be decoded from {path}")
+    last = frames[max(frames)]
+    return np.stack([frames.get(int(i), last) for i in indices])
+
+
+def count_frames(path: str) -> int:
+    capture = cv2.VideoCapture(path)
+    try:
+        count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+        if count > 0:
+            return count
+        count = 0
+        while capture.grab():
+            count += 1
+        return count
+    finally:
+        capture.release()
+
+
+def decode_video(ref: VideoRef, config: VideoDecodeConfig) -> Any:
+    """Sample and decode frames of one video as the config says."""
+    seed = None if config.seed is None else [config.seed, int(ref.checksum[:15], 16)]
+    rng = np.random.default_rng(seed)
+    with ref.local_path() as path:
+        indices = sample_indices(count_frames(path), config, rng)
+        frames = read_frames(path, indices, config.resize)
+    if config.layout == "TCHW":
+        frames = np.ascontiguousarray(frames.transpose(0, 3, 1, 2))
+    if config.output == "torch":
+        import torch
+
+        return torch.from_numpy(frames)
+    return frames
+
+
+class Video(FeatureType):
+    type_name = "Video"
+
+    def __init__(self, storage: str = "path"):
+        if storage not in STORAGES:
+            raise ValueError(f"Video storage must be one of {STORAGES}, got {storage!r}")
+        self.storage = storage
+        # set per dataset when reading (never part of the canonical dict)
+        self.media_root: Path | None = None
+        self.decode_config: VideoDecodeConfig | None = None
+
+    def arrow_type(self) -> pa.DataType:
+        return STORAGE_TYPE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"_type": "Video", "storage": self.storage}
+
+    def bound(self, media_root: Path | None, decode_config: VideoDecodeConfig | None) -> Video:
+        """A copy that resolves stored paths against `media_root` and decodes as configured."""
+        copy = Video(self.storage)
+        copy.media_root, copy.decode_config = media_root, decode_config
+        return copy
+
+    # -- write ---------------------------------------------------------------------------
+    def encode(self, value: Any, field: str) -> Any:
+        from stable_datasets.cache.media import current_media_store
+
+        if value is None:
+            return None
+        if isinstance(value, VideoRef):
+            value = value.bytes if value.bytes is not None else value.path
+        if isinstance(value, dict):
+            value = value.get("bytes") if value.get("bytes") is not None else value.get("path")
+        if isinstance(value, (str, os.PathLike)):
+            path = Path(value)
+            try:
+                size = path.stat().st_size
+                with open(path, "rb") as fh:
+                    head = fh.read(64)
+            except OSError as exc:
+                raise EncodingError(field, f"cannot read video file {str(path)!r}: {exc.strerror}") from None
+            extension = sniff_extension(head)
+            if extension is None and size and _opens_in_opencv(path):  # a container we do not sniff
+                extension = path.suffix.lstrip(".").lower() or "bin"
+            if extension is None:
+                raise EncodingError(field, f"{str(path)!r} is not a recognised video file "
+                                           f"({size} bytes starting with 0x{head[:8].hex()})")
+            sha = _file_sha256(path)
+            if self.storage == "bytes":
+                return {"path": None, "bytes": path.read_bytes(), "extension": extension, "size": size, "sha256": sha}
+            if self.storage == "frames":
+                return {"path": str(path.resolve()), "bytes": None, "extension": extension, "size": size,
+                        "sha256": sha}
+            store = current_media_store()
+            if store is None:
+                raise EncodingError(field, "Video(storage='path') can only be encoded while building a cache")
+            return {"path": store.put_file(path, sha, extension), "bytes": None, "extension": extension,
+                    "size": size, "sha256": sha}
+        if isinstance(value, (bytes, bytearray, memoryview)):
+            data = bytes(value)
+            extension = sniff_extension(data[:64])
+            if extension is None:
+                raise EncodingError(field, f"not a recognised video: {len(data)} bytes starting with "
+                                           f"0x{data[:8].hex()}")
+            sha = hashlib.sha256(data).hexdigest()
+            if self.storage == "path":
+                store = current_media_store()
+                if store is None:
+                    raise EncodingError(field, "Video(storage='path') can only be encoded while building a cache")
+                return {"path": store.put_bytes(data, sha, extension), "bytes": None, "extension": extension,
+                        "size": len(data), "sha256": sha}
+            return {"path": None, "bytes": data, "extension": extension, "size": len(data), "sha256": sha}
+        raise EncodingError(field, f"expected a video (path, bytes or VideoRef), got {describe(value)}")
+
+    # -- read ----------------------------------------------------------------------------
+    def to_ref(self, raw: dict[str, Any]) -> VideoRef:
+        path = raw.get("path")
+        if path is not None and self.storage == "path":
+            if self.media_root is None:
+                raise ValueError("this Video feature is not bound to a cache directory")
+            path = str(self.media_root / path)
+        extension = raw["extension"]
+        return VideoRef(path=path, bytes=raw.get("bytes"), extension=extension,
+                        media_type=MEDIA_TYPES.get(extension, "application/octet-stream"), size=raw["size"],
+                        checksum=raw["sha256"])
+
+    def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
+        if raw is None:
+            return None
+        ref = self.to_ref(raw)
+        if decode and self.decode_config is not None:
+            return decode_video(ref, self.decode_config)
+        return ref
+
+
+def _opens_in_opencv(path: Path) -> bool:
+    capture = cv2.VideoCapture(str(path))
+    try:
+        return capture.isOpened() and capture.grab()
+    finally:
+        capture.release()
+
+
+def _file_sha256(path: Path) -> str:
+    from stable_datasets.cache.publish import file_sha256
+
+    return file_sha256(path)
+
+
+def bind_videos(features: Any, media_root: Path | None, decode_config: VideoDecodeConfig | None) -> Any:
+    """A copy of `features` whose Video features are bound for reading; the same object if none."""
+    from stable_datasets.features.features import Features
+    from stable_datasets.features.sequence import Sequence
+
+    def bind(feature: Any) -> Any:
+        if isinstance(feature, Video):
+            return feature.bound(media_root, decode_config)
+        if isinstance(feature, Features):
+            return Features({k: bind(v) for k, v in feature.items()})
+        if isinstance(feature, Sequence):
+            return Sequence(bind(feature.feature), length=feature.length)
+        return feature
+
+    def has_video(feature: Any) -> bool:
+        if isinstance(feature, Video):
+            return True
+        if isinstance(feature, Features):
+            return any(has_video(v) for v in feature.values())
+        return isinstance(feature, Sequence) and has_video(feature.feature)
+
+    return bind(features) if has_video(features) else features
