@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from stable_datasets.builder.builder import DatasetBuilder
@@ -17,16 +18,19 @@ from stable_datasets.layouts import layout_module
 from stable_datasets.registry import resolve_builder_class
 
 
-def open_cache(cache_dir: str | os.PathLike) -> StableDataset:
-    """Open a published cache from its `_metadata.json` alone: no builder needed."""
-    metadata = CacheMetadata.read(cache_dir)
-    from pathlib import Path
+def open_cache(cache_dir: str | os.PathLike, **layout_options: Any) -> StableDataset:
+    """Open a published cache from its `_metadata.json` alone: no builder needed.
 
+    `layout_options` are read-time options of the cache's layout (e.g. `window_length` for
+    video frame caches).
+    """
+    metadata = CacheMetadata.read(cache_dir)
     directory = Path(cache_dir)
     metadata.check_shard_sizes(directory)
-    backend = layout_module(metadata.layout).Backend(directory, metadata)
-    features = Features.from_dict(metadata.features)
-    return StableDataset([backend], features=features, info=DatasetInfo.from_metadata(features, metadata.info),
+    backend = layout_module(metadata.layout).Backend(directory, metadata, **layout_options)
+    stored = Features.from_dict(metadata.features)
+    features = backend.dataset_features(stored)
+    return StableDataset([backend], features=features, info=DatasetInfo.from_metadata(stored, metadata.info),
                          split=metadata.split or None)
 
 

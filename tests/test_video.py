@@ -4,12 +4,13 @@ import glob
 import os
 import pickle
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import stable_datasets as sds
-from stable_datasets.errors import CacheError, EncodingError, ExampleError
+from stable_datasets.errors import CacheError, EncodingError, ExampleError, StableDatasetsError
 from stable_datasets.features.video import count_frames, read_frames, sample_indices
 
 SMALL = {"train_videos": 6, "test_videos": 2}
@@ -113,3 +114,110 @@ class Vids(sds.GeneratorBasedBuilder):
         sds.Video().encode(b"\x00\x00\x00\x18ftypmp42" + b"\x00" * 40, "v")
     with pytest.raises(ValueError, match="Video storage must be one of"):
         sds.Video(storage="cloud")
+
+
+def _frames(**kwargs):
+    return sds.load_dataset("moving_digits", name="frames", split="train", **SMALL, **kwargs)
+
+
+def test_frames_layout_serves_windows():
+    ds = _frames()
+    meta = ds._backends[0].metadata
+    assert meta.layout == "lance_video_frames"
+    videos = meta.extra["videos"]
+    assert meta.extra["num_videos"] == 6 and [v["frames"] for v in videos] == [20] * 6
+    assert [v["first_row"] for v in videos] == [0, 20, 40, 60, 80, 100]
+    assert (videos[0]["height"], videos[0]["width"]) == (64, 64)
+    assert len(ds) == 6 * 2  # default window_length=8, hop=8: starts 0 and 8 in each 20-frame video
+    row = ds[3]
+    assert row["video"].shape == (8, 64, 64, 3) and row["video"].dtype == np.uint8
+    assert (row["video_index"], row["start_frame"], row["frame_indices"]) == (1, 8, list(range(8, 16)))
+    source = ds.features  # window features: the video column plus window coordinates and the other columns
+    assert list(source) == ["video", "video_index", "start_frame", "frame_indices", "digits"]
+    windows = ds.with_frame_windows(window_length=5, frame_stride=3, hop=2)
+    span = 4 * 3 + 1
+    assert len(windows) == 6 * len(range(0, 20 - span + 1, 2))
+    assert windows[1]["frame_indices"] == [2, 5, 8, 11, 14]
+    none = ds.with_frame_windows(window_length=8, min_video_frames=21)
+    assert len(none) == 0
+
+
+def test_frames_match_the_source_video():
+    path_ds = sds.load_dataset("moving_digits", name="path", split="train", **SMALL)
+    frames_ds = _frames()
+    ref = path_ds[1]["video"]
+    source = read_frames(ref.path, np.arange(8, 16))
+    window = frames_ds[3]["video"]  # video 1, frames 8..15
+    assert frames_ds[3]["digits"] == path_ds[1]["digits"]
+    assert np.abs(source.astype(int) - window.astype(int)).mean() < 4  # WebP q90 of the same decoded frames
+
+
+def test_frames_batches_formats_and_pickling():
+    ds = _frames().with_frame_windows(window_length=4)
+    batch = ds.__getitems__([0, 7, 3])
+    assert [(b["video_index"], b["start_frame"]) for b in batch] == [(0, 0), (1, 8), (0, 12)]
+    assert batch[1]["video"].shape == (4, 64, 64, 3)
+    raw = ds.with_format("python", decode=False)[0]["video"]
+    assert len(raw) == 4 and raw[0][:4] == b"RIFF" and raw[0][8:12] == b"WEBP"
+    again = pickle.loads(pickle.dumps(ds))
+    assert len(again) == len(ds)
+    np.testing.assert_array_equal(again[5]["video"], ds[5]["video"])
+    assert [r["video_index"] for r in ds.shuffle(seed=0)][:3] == ds.shuffle(seed=0)["video_index"][:3]
+    with pytest.raises(ValueError, match="call it before select"):
+        ds.shuffle(seed=0).with_frame_windows(window_length=2)
+    with pytest.raises(ValueError, match=r"unknown video window option\(s\) \['stride'\]"):
+        sds.open_cache(ds.cache_dirs[0], stride=2)
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_frames_in_dataloader_workers(method):
+    torch = pytest.importorskip("torch")
+    import multiprocessing
+
+    ds = _frames().with_frame_windows(window_length=4).with_format("torch", columns=["video", "video_index"])
+    ds[0]
+    loader = torch.utils.data.DataLoader(ds, batch_size=5, num_workers=2,
+                                         multiprocessing_context=multiprocessing.get_context(method))
+    batches = list(loader)
+    assert batches[0]["video"].shape == (5, 4, 64, 64, 3)
+    assert torch.cat([b["video_index"] for b in batches]).tolist() == ds.with_format("python")["video_index"]
+
+
+def test_frame_resize_keeps_aspect_ratio():
+    ds = _frames(layout_options={"frame_resize": 32, "webp_quality": 70})
+    assert ds[0]["video"].shape == (8, 32, 32, 3)
+    assert ds._backends[0].metadata.extra["videos"][0]["height"] == 32
+
+
+def _corrupt_builder(write_builder, tmp_path):
+    good = sds.load_dataset("moving_digits", name="path", split="test", **SMALL)[0]["video"].path
+    broken = tmp_path / "broken.mp4"
+    broken.write_bytes(Path(good).read_bytes()[:200])  # a valid header, then nothing decodable
+    return write_builder("vids", f"""
+import stable_datasets as sds
+
+class Vids(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features={{"video": sds.Video(storage="frames"), "n": sds.Value("int32")}})
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train")]
+    def _generate_examples(self):
+        yield "a", {{"video": {good!r}, "n": 1}}
+        yield "b", {{"video": {str(broken)!r}, "n": 2}}
+        yield "c", {{"video": {good!r}, "n": 3}}
+"""), broken
+
+
+def test_corrupt_videos_are_skipped_and_counted(write_builder, tmp_path):
+    script, _ = _corrupt_builder(write_builder, tmp_path)
+    ds = sds.load_dataset(str(script), split="train").with_frame_windows(window_length=20)
+    meta = ds._backends[0].metadata
+    assert meta.extra["skipped_videos"] == 1 and meta.extra["num_videos"] == 2
+    assert ds["n"] == [1, 3]
+
+
+def test_corrupt_videos_fail_when_asked(write_builder, tmp_path, cache_root):
+    script, broken = _corrupt_builder(write_builder, tmp_path)
+    with pytest.raises(StableDatasetsError, match=f"video {broken} could not be decoded: "):
+        sds.load_dataset(str(script), split="train", layout_options={"skip_corrupt": False})
+    assert not [p for p in cache_root.rglob("_metadata.json") if "vids" in str(p)]

@@ -189,8 +189,14 @@ class DatasetBuilder:
         return {}
 
     # -- fingerprint and directories -----------------------------------------------------
+    def layout_name(self, storage_format: str) -> str:
+        """The layout a storage format maps to; a Video(storage="frames") column implies video frames."""
+        from stable_datasets.layouts.lance_video_frames import NAME, frames_video_column
+
+        return NAME if frames_video_column(self.features) else layout_for_storage_format(storage_format)
+
     def layout_options(self, storage_format: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-        layout = layout_module(layout_for_storage_format(storage_format))
+        layout = layout_module(self.layout_name(storage_format))
         options = {**layout.DEFAULT_OPTIONS, "batch_rows": self.DEFAULT_WRITER_BATCH_SIZE or DEFAULT_BATCH_ROWS}
         unknown = sorted(set(overrides or {}) - set(options))
         if unknown:
@@ -208,7 +214,7 @@ class DatasetBuilder:
             "version": str(self.version),
             "features": self.features.to_dict(),
             "storage_format": storage_format,
-            "layout": layout_for_storage_format(storage_format),
+            "layout": self.layout_name(storage_format),
             "layout_options": self.layout_options(storage_format, layout_options),
             "cache_format_version": CACHE_FORMAT_VERSION,
             "extra": to_jsonable(self._fingerprint_extra(), "fingerprint extra"),
@@ -310,7 +316,7 @@ class DatasetBuilder:
 
     def _build_split(self, generator: SplitGenerator, directory: Path, storage_format: str,
                      options: dict[str, Any], fp: str, num_proc: int | None = None) -> None:
-        layout_name = layout_for_storage_format(storage_format)
+        layout_name = self.layout_name(storage_format)
         name, split = self.builder_name(), generator.name
         logger.info("building {} [{}] split '{}' into {}", name, self.config.name, split, directory)
         writer_options = {k: v for k, v in options.items() if k != "batch_rows"}

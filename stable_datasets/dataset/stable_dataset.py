@@ -301,6 +301,23 @@ class StableDataset:
         fmt = self._format
         return self._derive(format=Format(fmt.type, fmt.columns, fmt.decode, config))
 
+    def with_frame_windows(self, *, window_length: int | None = None, frame_stride: int | None = None,
+                           hop: int | None = None, min_video_frames: int | None = None) -> StableDataset:
+        """For video-frame caches: serve windows of `window_length` frames, `frame_stride` apart,
+        starting every `hop` frames (default: window_length), from videos of at least
+        `min_video_frames` frames. Rows change, so call it before select/shuffle/filter."""
+        if self._indices is not None:
+            raise ValueError("with_frame_windows changes the rows; call it before select, shuffle or filter")
+        changes = {k: v for k, v in {"window_length": window_length, "frame_stride": frame_stride, "hop": hop,
+                                     "min_video_frames": min_video_frames}.items() if v is not None}
+        backends = []
+        for backend in self._backends:
+            if backend.metadata.layout != "lance_video_frames":
+                raise ValueError(f"with_frame_windows needs a video-frames cache, not {backend.metadata.layout}")
+            backends.append(type(backend)(backend.directory, backend.metadata, **{**backend.options, **changes}))
+        return StableDataset(backends, features=self._features, info=self._info, split=self._split,
+                             format=self._format)
+
     def set_video_decode(self, config: VideoDecodeConfig | None) -> None:
         other = self.with_video_decode(config)
         self._format, self._read_features = other._format, other._read_features

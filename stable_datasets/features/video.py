@@ -172,6 +172,14 @@ def count_frames(path: str) -> int:
         capture.release()
 
 
+def decode_window(frames: list[bytes]) -> np.ndarray:
+    """WebP frames -> RGB uint8 (T, H, W, C)."""
+    decoded = [cv2.imdecode(np.frombuffer(f, np.uint8), cv2.IMREAD_COLOR) for f in frames]
+    if any(d is None for d in decoded):
+        raise ValueError("a stored video frame could not be decoded")
+    return cv2.cvtColor(np.concatenate(decoded), cv2.COLOR_BGR2RGB).reshape(len(decoded), *decoded[0].shape)
+
+
 def decode_video(ref: VideoRef, config: VideoDecodeConfig) -> Any:
     """Sample and decode frames of one video as the config says."""
     seed = None if config.seed is None else [config.seed, int(ref.checksum[:15], 16)]
@@ -277,6 +285,8 @@ class Video(FeatureType):
     def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
         if raw is None:
             return None
+        if isinstance(raw, list):  # a window of WebP frames from the video-frames layout
+            return decode_window(raw) if decode else raw
         ref = self.to_ref(raw)
         if decode and self.decode_config is not None:
             return decode_video(ref, self.decode_config)

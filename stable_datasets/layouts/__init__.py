@@ -10,6 +10,7 @@ STORAGE_FORMATS = {"arrow": "arrow_shards", "lance": "lance_rows"}
 LAYOUTS = {
     "arrow_shards": "stable_datasets.layouts.arrow_shards",
     "lance_rows": "stable_datasets.layouts.lance_rows",
+    "lance_video_frames": "stable_datasets.layouts.lance_video_frames",
 }
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
+from stable_datasets.features.features import Features
 
 
 class LayoutWriter(ABC):
@@ -41,16 +42,22 @@ class LayoutWriter(ABC):
 class LayoutBackend(ABC):
     """Serves rows of one published cache. Handles are opened lazily, once per process."""
 
-    def __init__(self, directory: str | os.PathLike, metadata: CacheMetadata):
+    def __init__(self, directory: str | os.PathLike, metadata: CacheMetadata, **options: Any):
         self.directory = Path(directory)
         self.metadata = metadata
+        self.options = options  # read-time options of the layout (never part of a fingerprint)
         self._pid: int | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"directory": str(self.directory), "metadata": self.metadata.to_dict()}
+        return {"directory": str(self.directory), "metadata": self.metadata.to_dict(), "options": self.options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["directory"], CacheMetadata.from_dict(state["metadata"]))  # type: ignore[misc]
+        self.__init__(state["directory"], CacheMetadata.from_dict(state["metadata"]),  # type: ignore[misc]
+                      **state.get("options", {}))
+
+    def dataset_features(self, stored: Features) -> Features:
+        """The features of the rows this backend serves (a layout may serve other rows than it stores)."""
+        return stored
 
     def ensure_open(self) -> None:
         pid = os.getpid()

@@ -1,0 +1,257 @@
+"""`lance_video_frames`: every video decoded once at build time into WebP frames in Lance.
+
+Write: the builder's batches carry each example's source video (a path or bytes). Worker
+processes decode each video once, resize its frames keeping the aspect ratio, and
+WebP-encode them. The frames stream into `data.lance` (one row per frame: video_index,
+frame_index, frame) through the threaded Lance writer of `lance_rows`. `videos.arrow`
+keeps each video's other columns and its frame record (frames, height, width, first row,
+source checksum), which is also listed in `_metadata.json`. Memory holds one batch of
+videos' frames at most; corrupt videos are skipped and counted, or fail the build.
+
+Read: rows are frame windows (`window_length`, `frame_stride`, `hop`, `min_video_frames`).
+A batch of windows is one Lance `take` of all of its frames; decoding WebP to
+(T, H, W, C) uint8 happens in the Video feature, so `decode=False` gives the WebP bytes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+import pyarrow as pa
+from loguru import logger
+
+from stable_datasets.cache.metadata import ShardInfo
+from stable_datasets.cache.publish import file_sha256
+from stable_datasets.dataset.cells import table_rows
+from stable_datasets.errors import StableDatasetsError
+from stable_datasets.features.features import Features, binary_array
+from stable_datasets.features.sequence import Sequence
+from stable_datasets.features.value import Value
+from stable_datasets.features.video import Video, VideoRef, resize_frame
+from stable_datasets.layouts import lance_rows
+from stable_datasets.layouts.base import LayoutBackend, LayoutWriter
+
+NAME = "lance_video_frames"
+DEFAULT_OPTIONS: dict[str, Any] = {"frame_resize": None, "webp_quality": 90, "skip_corrupt": True,
+                                   "max_rows_per_file": 1 << 20, "max_rows_per_group": 1024}
+READ_OPTIONS: dict[str, Any] = {"window_length": 8, "frame_stride": 1, "hop": None, "min_video_frames": None}
+FRAMES_SCHEMA = pa.schema([("video_index", pa.int32()), ("frame_index", pa.int32()), ("frame", pa.binary())])
+VIDEOS_FILE = "videos.arrow"
+WINDOW_COLUMNS = ("video_index", "start_frame", "frame_indices")
+
+
+def frames_video_column(features: Features) -> str | None:
+    """The top-level Video(storage="frames") column, if any (at most one is allowed)."""
+    names = [n for n, f in features.items() if isinstance(f, Video) and f.storage == "frames"]
+    if len(names) > 1:
+        raise ValueError(f"at most one Video(storage='frames') column per dataset, got {names}")
+    return names[0] if names else None
+
+
+def encode_frames(job: tuple[str | None, bytes | None, str, str, Any, int]) -> tuple[list[bytes], int, int] | str:
+    """Worker: decode one video and WebP-encode its frames; an error message if it cannot."""
+    path, data, extension, sha256, resize, quality = job
+    ref = VideoRef(path=path, bytes=data, extension=extension, media_type="", size=0, checksum=sha256)
+    frames: list[bytes] = []
+    height = width = 0
+    try:
+        with ref.local_path() as local:
+            capture = cv2.VideoCapture(local)
+            if not capture.isOpened():
+                return "OpenCV cannot open it"
+            try:
+                while True:
+                    ok, frame = capture.read()
+                    if not ok:
+                        break
+                    frame = resize_frame(frame, resize)
+                    height, width = frame.shape[:2]
+                    ok, buffer = cv2.imencode(".webp", frame, [cv2.IMWRITE_WEBP_QUALITY, int(quality)])
+                    if not ok:
+                        return f"WebP encoding failed at frame {len(frames)}"
+                    frames.append(buffer.tobytes())
+            finally:
+                capture.release()
+    except OSError as exc:
+        return str(exc)
+    if not frames:
+        return "no decodable frames"
+    return frames, height, width
+
+
+class Writer(LayoutWriter):
+    def __init__(self, directory: Path, schema: pa.Schema, options: dict[str, Any]):
+        super().__init__(directory, schema, {**DEFAULT_OPTIONS, **options})
+        features = Features.from_arrow_schema(schema)
+        column = frames_video_column(features)
+        if column is None:
+            raise StableDatasetsError("the lance_video_frames layout needs a Video(storage='frames') column")
+        self._video_column = column
+        self._other_columns = [name for name in schema.names if name != column]
+        workers = min(4, os.cpu_count() or 1)  # not an option: it cannot change the frames
+        # Workers start before the Lance writer thread exists; spawn keeps them clear of Lance's threads.
+        self._pool = multiprocessing.get_context("spawn").Pool(workers) if workers > 0 else None
+        self._frames = lance_rows.Writer(directory, FRAMES_SCHEMA, {
+            "max_rows_per_file": self.options["max_rows_per_file"],
+            "max_rows_per_group": self.options["max_rows_per_group"]})
+        self._videos: list[dict[str, Any]] = []
+        self._others: list[pa.RecordBatch] = []
+        self._skipped = 0
+        self._next_row = 0
+        self._seen_rows = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        resize, quality = self.options["frame_resize"], self.options["webp_quality"]
+        resize = tuple(resize) if isinstance(resize, list) else resize
+        sources = batch.column(self._video_column).to_pylist()  # one small dict per video, not per frame
+        jobs = [(s["path"], s["bytes"], s["extension"], s["sha256"], resize, quality) for s in sources]
+        results = self._pool.imap(encode_frames, jobs) if self._pool else map(encode_frames, jobs)
+        kept = []
+        for position, (source, result) in enumerate(zip(sources, results)):
+            row = self._seen_rows + position
+            if isinstance(result, str):
+                where = source["path"] or f"inline video of row {row} (sha256 {source['sha256'][:12]})"
+                if not self.options["skip_corrupt"]:
+                    raise StableDatasetsError(f"video {where} could not be decoded: {result}")
+                self._skipped += 1
+                logger.warning("skipping video {}: {} ({} skipped so far)", where, result, self._skipped)
+                continue
+            frames, height, width = result
+            index = len(self._videos)
+            self._frames.write(pa.RecordBatch.from_arrays(
+                [pa.array(np.full(len(frames), index, np.int32)), pa.array(np.arange(len(frames), dtype=np.int32)),
+                 binary_array(frames)], schema=FRAMES_SCHEMA))
+            self._videos.append({"frames": len(frames), "height": height, "width": width, "first_row": self._next_row,
+                                 "source_sha256": source["sha256"], "source": source["path"]})
+            self._next_row += len(frames)
+            kept.append(position)
+        self._seen_rows += batch.num_rows
+        if kept:
+            self._others.append(batch.select(self._other_columns).take(pa.array(kept)))
+
+    def close(self) -> list[ShardInfo]:
+        self._close_pool()
+        shards = self._frames.close()
+        other_schema = pa.schema([self.schema.field(n) for n in self._other_columns])
+        others = pa.Table.from_batches(self._others, schema=other_schema)
+        records = {key: [v[key] for v in self._videos] for key in ("frames", "height", "width", "first_row")}
+        table = others.append_column("num_frames", pa.array(records["frames"], pa.int64()))
+        for key in ("height", "width", "first_row"):
+            table = table.append_column(key, pa.array(records[key], pa.int64()))
+        table = table.append_column("source_sha256", pa.array([v["source_sha256"] for v in self._videos], pa.string()))
+        path = self.directory / VIDEOS_FILE
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        return [*shards, ShardInfo(path=VIDEOS_FILE, num_rows=table.num_rows, num_bytes=path.stat().st_size,
+                                   sha256=file_sha256(path))]
+
+    def _close_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+            self._pool.join()
+            self._pool = None
+
+    def abort(self) -> None:
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+        self._frames.abort()
+
+    def extra_metadata(self) -> dict[str, Any]:
+        return {"video_column": self._video_column, "frame_format": "webp", "num_videos": len(self._videos),
+                "skipped_videos": self._skipped, "videos": self._videos}
+
+
+class Backend(LayoutBackend):
+    """Serves windows of frames; the window options are read-time options (not fingerprinted)."""
+
+    def __init__(self, directory: Any, metadata: Any, **options: Any):
+        unknown = sorted(set(options) - set(READ_OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown video window option(s) {unknown}; options are {sorted(READ_OPTIONS)}")
+        super().__init__(directory, metadata, **{**READ_OPTIONS, **options})
+        self._window_index()
+
+    def _window_index(self) -> None:
+        length, stride = int(self.options["window_length"]), int(self.options["frame_stride"])
+        if length < 1 or stride < 1:
+            raise ValueError("window_length and frame_stride must be at least 1")
+        hop = int(self.options["hop"] or length)
+        span = (length - 1) * stride + 1
+        minimum = max(int(self.options["min_video_frames"] or span), span)
+        videos = self.metadata.extra.get("videos", [])
+        pairs = [(v, start) for v, record in enumerate(videos) if record["frames"] >= minimum
+                 for start in range(0, record["frames"] - span + 1, hop)]
+        self._win = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        self._first_row = np.asarray([v["first_row"] for v in videos], dtype=np.int64)
+        self._offsets = stride * np.arange(length, dtype=np.int64)
+
+    @property
+    def num_rows(self) -> int:
+        return len(self._win)
+
+    def dataset_features(self, stored: Features) -> Features:
+        column = self.metadata.extra["video_column"]
+        others = {k: v for k, v in stored.items() if k != column}
+        return Features({column: stored[column], "video_index": Value("int64"), "start_frame": Value("int64"),
+                         "frame_indices": Sequence(Value("int64")), **others})
+
+    def _open(self) -> None:
+        import lance
+
+        self._frames = lance.dataset(str(self.directory / lance_rows.DATASET_DIR))
+        with pa.memory_map(str(self.directory / VIDEOS_FILE)) as source:
+            videos = pa.ipc.open_file(source).read_all()
+        stored = Features.from_dict(self.metadata.features)
+        column = self.metadata.extra["video_column"]
+        self._others = videos.select([n for n in stored if n != column])
+        features = self.dataset_features(stored)
+        self._schema = pa.schema([pa.field(column, pa.list_(pa.binary()))] + [
+            pa.field(n, features[n].arrow_type()) for n in features if n != column])
+
+    @property
+    def schema(self) -> pa.Schema:
+        self.ensure_open()
+        return self._schema
+
+    def take(self, indices: np.ndarray) -> pa.Table:
+        self.ensure_open()
+        indices = np.asarray(indices, dtype=np.int64)
+        video, start = self._win[indices, 0], self._win[indices, 1]
+        frame_indices = start[:, None] + self._offsets[None, :]
+        rows = (self._first_row[video][:, None] + frame_indices).ravel()
+        length = len(self._offsets)
+        if len(rows):
+            frames = self._frames.take(pa.array(rows), columns=["frame"]).column("frame").combine_chunks()
+        else:
+            frames = pa.array([], pa.binary())
+        windows = pa.ListArray.from_arrays(pa.array(np.arange(0, len(rows) + 1, length, dtype=np.int32)), frames)
+        flat_indices = pa.array(frame_indices.ravel())
+        columns = {self.metadata.extra["video_column"]: windows, "video_index": pa.array(video),
+                   "start_frame": pa.array(start),
+                   "frame_indices": pa.ListArray.from_arrays(
+                       pa.array(np.arange(0, len(rows) + 1, length, dtype=np.int32)), flat_indices)}
+        others = self._others.take(pa.array(video)).combine_chunks()
+        for name in others.column_names:
+            columns[name] = others.column(name).combine_chunks() if others.num_rows else pa.array(
+                [], type=others.schema.field(name).type)
+        return pa.Table.from_pydict(columns, schema=self._schema)
+
+    def row(self, index: int) -> dict[str, Any]:
+        return self.rows([index])[0]
+
+    def rows(self, indices: list[int]) -> list[dict[str, Any]]:
+        return table_rows(self.take(np.asarray(indices, dtype=np.int64)))
+
+    def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
+        for lo in range(start, stop, batch_rows):
+            table = self.take(np.arange(lo, min(lo + batch_rows, stop)))
+            yield from table.to_batches()
+
