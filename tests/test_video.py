@@ -221,3 +221,18 @@ def test_corrupt_videos_fail_when_asked(write_builder, tmp_path, cache_root):
     with pytest.raises(StableDatasetsError, match=f"video {broken} could not be decoded: "):
         sds.load_dataset(str(script), split="train", layout_options={"skip_corrupt": False})
     assert not [p for p in cache_root.rglob("_metadata.json") if "vids" in str(p)]
+
+
+def test_frames_build_from_a_script_without_main_guard(tmp_path, cache_root):
+    """Spawn-style workers would re-run this script in every worker; the build must not."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text("import stable_datasets as sds\n"
+                      "ds = sds.load_dataset('moving_digits', name='frames', split='test', train_videos=2, "
+                      "test_videos=3)\nprint('rows', len(ds))\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "STABLE_DATASETS_CACHE_DIR": str(cache_root)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "rows 6"

@@ -230,7 +230,10 @@ class StableDataset:
         """A list of rows, as torch's DataLoader asks for a batch of indices."""
         if self._format.type == "arrow":
             return [self[int(k)] for k in keys]
-        physical = self._physical_many(np.asarray(keys, dtype=np.int64)).tolist()
+        physical = self._physical_many(np.asarray(keys, dtype=np.int64))
+        if all(b.batched_reads for b in self._backends):  # one take, decoded column by column
+            return self._rows_of_table(self._take(physical))
+        physical = physical.tolist()
         if len(self._backends) == 1:
             raw_rows = self._backends[0].rows(physical)
         else:

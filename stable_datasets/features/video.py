@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import itertools
 import os
 import tempfile
 from collections.abc import Iterator
@@ -172,12 +173,58 @@ def count_frames(path: str) -> int:
         capture.release()
 
 
+def _decode_frame(data: bytes) -> np.ndarray:
+    frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    if frame is None:
+        raise ValueError(f"a stored video frame of {len(data)} bytes could not be decoded")
+    return frame
+
+
+def _stack_rgb(frames: list[np.ndarray]) -> np.ndarray:
+    return cv2.cvtColor(np.concatenate(frames), cv2.COLOR_BGR2RGB).reshape(len(frames), *frames[0].shape)
+
+
 def decode_window(frames: list[bytes]) -> np.ndarray:
     """WebP frames -> RGB uint8 (T, H, W, C)."""
-    decoded = [cv2.imdecode(np.frombuffer(f, np.uint8), cv2.IMREAD_COLOR) for f in frames]
-    if any(d is None for d in decoded):
-        raise ValueError("a stored video frame could not be decoded")
-    return cv2.cvtColor(np.concatenate(decoded), cv2.COLOR_BGR2RGB).reshape(len(decoded), *decoded[0].shape)
+    return _stack_rgb([_decode_frame(f) for f in frames])
+
+
+_decoder_pool: tuple[int, Any] | None = None
+
+
+def decode_threads() -> int:
+    """Threads for batch frame decoding: $STABLE_DATASETS_DECODE_THREADS, else the cores (at most 4);
+    one inside torch DataLoader workers, which are already one process per core."""
+    env = os.environ.get("STABLE_DATASETS_DECODE_THREADS")
+    if env:
+        return max(1, int(env))
+    try:
+        from torch.utils.data import get_worker_info
+
+        if get_worker_info() is not None:
+            return 1
+    except ImportError:
+        pass
+    return min(4, os.cpu_count() or 1)
+
+
+def decode_windows(windows: list[list[bytes] | None]) -> list[np.ndarray | None]:
+    """Decode many windows at once: one group of whole windows per thread (cv2 releases the GIL)."""
+    global _decoder_pool
+
+    def decode_group(group: list[list[bytes] | None]) -> list[np.ndarray | None]:
+        return [None if w is None else decode_window(w) for w in group]
+
+    threads = min(decode_threads(), len(windows))
+    if threads <= 1 or sum(len(w) for w in windows if w) <= 8:
+        return decode_group(windows)
+    if _decoder_pool is None or _decoder_pool[0] != os.getpid():  # pools do not survive fork
+        from concurrent.futures import ThreadPoolExecutor
+
+        _decoder_pool = (os.getpid(), ThreadPoolExecutor(decode_threads(), thread_name_prefix="sds-decode"))
+    bounds = np.linspace(0, len(windows), threads + 1).round().astype(int)
+    groups = [windows[lo:hi] for lo, hi in itertools.pairwise(bounds)]
+    return [w for part in _decoder_pool[1].map(decode_group, groups) for w in part]
 
 
 def decode_video(ref: VideoRef, config: VideoDecodeConfig) -> Any:
@@ -281,6 +328,11 @@ class Video(FeatureType):
         return VideoRef(path=path, bytes=raw.get("bytes"), extension=extension,
                         media_type=MEDIA_TYPES.get(extension, "application/octet-stream"), size=raw["size"],
                         checksum=raw["sha256"])
+
+    def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
+        if decode and pa.types.is_list(array.type):  # windows of WebP frames: decode the batch at once
+            return decode_windows(array.to_pylist())
+        return super().decode_array(array, numpy=numpy, decode=decode)
 
     def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
         if raw is None:

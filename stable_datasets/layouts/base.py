@@ -42,6 +42,9 @@ class LayoutWriter(ABC):
 class LayoutBackend(ABC):
     """Serves rows of one published cache. Handles are opened lazily, once per process."""
 
+    #: True when a batch of rows is best read as one table (one `take`) and decoded column-wise.
+    batched_reads = False
+
     def __init__(self, directory: str | os.PathLike, metadata: CacheMetadata, **options: Any):
         self.directory = Path(directory)
         self.metadata = metadata

@@ -119,6 +119,8 @@ class Writer(LayoutWriter):
 
 
 class Backend(LayoutBackend):
+    batched_reads = True
+
     def _open(self) -> None:
         import lance
 

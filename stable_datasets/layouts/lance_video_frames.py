@@ -54,6 +54,11 @@ def frames_video_column(features: Features) -> str | None:
     return names[0] if names else None
 
 
+def _quiet_opencv_threads() -> None:
+    """In a forked worker OpenCV's own thread pool is gone; one thread per worker process."""
+    cv2.setNumThreads(1)
+
+
 def encode_frames(job: tuple[str | None, bytes | None, str, str, Any, int]) -> tuple[list[bytes], int, int] | str:
     """Worker: decode one video and WebP-encode its frames; an error message if it cannot."""
     path, data, extension, sha256, resize, quality = job
@@ -95,8 +100,11 @@ class Writer(LayoutWriter):
         self._video_column = column
         self._other_columns = [name for name in schema.names if name != column]
         workers = min(4, os.cpu_count() or 1)  # not an option: it cannot change the frames
-        # Workers start before the Lance writer thread exists; spawn keeps them clear of Lance's threads.
-        self._pool = multiprocessing.get_context("spawn").Pool(workers) if workers > 0 else None
+        # Fork, not spawn: spawn and forkserver re-import the user's __main__, so a script without a
+        # main guard would run again in every worker. The workers only touch OpenCV and numpy, never
+        # Lance, and start before our Lance writer thread does.
+        self._pool = multiprocessing.get_context("fork").Pool(workers, initializer=_quiet_opencv_threads) \
+            if workers > 1 else None
         self._frames = lance_rows.Writer(directory, FRAMES_SCHEMA, {
             "max_rows_per_file": self.options["max_rows_per_file"],
             "max_rows_per_group": self.options["max_rows_per_group"]})
@@ -171,6 +179,8 @@ class Writer(LayoutWriter):
 
 class Backend(LayoutBackend):
     """Serves windows of frames; the window options are read-time options (not fingerprinted)."""
+
+    batched_reads = True
 
     def __init__(self, directory: Any, metadata: Any, **options: Any):
         unknown = sorted(set(options) - set(READ_OPTIONS))

@@ -1,0 +1,139 @@
+"""Lance layouts: our overhead over Lance's own `take`, Lance vs Arrow random access, and
+video windows from the frame layout vs decoding the same windows from the source files.
+
+    python benchmarks/bench_lance_video.py --rows 100000 --videos 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def best_of(fn, repeats: int = 3) -> float:
+    """Best wall time of `repeats` runs, with the cyclic GC paused as `timeit` does."""
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        gc.disable()
+        try:
+            started = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - started)
+        finally:
+            gc.enable()
+    return min(times)
+
+
+BUILDER = '''
+import sys
+sys.path.insert(0, {here!r})
+import stable_datasets as sds
+from bench_arrow_vs_hf import examples
+
+class Rows(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features={{"image": sds.Image(), "label": sds.ClassLabel(num_classes=10)}})
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {{"n": {rows}}})]
+    def _generate_examples(self, n):
+        yield from examples(n)
+'''
+
+
+def rows_section(workdir: Path, rows: int) -> list[tuple[str, float, float, str]]:
+    import lance
+
+    import stable_datasets as sds
+
+    script = workdir / "rows.py"
+    script.write_text(BUILDER.format(here=str(Path(__file__).resolve().parent), rows=rows))
+    lance_ds = sds.load_dataset(str(script), split="train", storage_format="lance", cache_dir=workdir / "c")
+    arrow_ds = sds.load_dataset(str(script), split="train", cache_dir=workdir / "c")
+    lance_raw, arrow_raw = (d.with_format("python", decode=False) for d in (lance_ds, arrow_ds))
+    native = lance.dataset(str(lance_ds.cache_dirs[0] / "data.lance"))
+    rng = np.random.default_rng(0)
+    batches = [rng.integers(0, rows, 256) for _ in range(100)]
+    singles = rng.integers(0, rows, 2000).tolist()
+    lists = [b.tolist() for b in batches]
+    t_native = best_of(lambda: [native.take(b) for b in batches])
+    t_ours = best_of(lambda: [lance_raw.__getitems__(b) for b in lists])
+    out = [("Lance `__getitems__` (256 random rows, to Python rows) vs `lance.dataset().take` (to a Table)",
+            t_ours / len(batches) * 1e3, t_native / len(batches) * 1e3, "ms/batch")]
+    t_lance = best_of(lambda: [lance_raw[i] for i in singles])
+    t_arrow = best_of(lambda: [arrow_raw[i] for i in singles])
+    out.append(("random `ds[i]`: Lance layout vs Arrow layout", t_lance / len(singles) * 1e6,
+                t_arrow / len(singles) * 1e6, "µs/row"))
+    t_lance = best_of(lambda: [lance_raw.__getitems__(b) for b in lists])
+    t_arrow = best_of(lambda: [arrow_raw.__getitems__(b) for b in lists])
+    out.append(("random `__getitems__` of 256: Lance layout vs Arrow layout", t_lance / len(lists) * 1e3,
+                t_arrow / len(lists) * 1e3, "ms/batch"))
+    return out
+
+
+def video_section(workdir: Path, videos: int) -> list[tuple[str, float, float, str]]:
+    import stable_datasets as sds
+    from stable_datasets.features.video import read_frames
+
+    common = {"train_videos": videos, "test_videos": 1, "cache_dir": workdir / "v"}
+    frames = sds.load_dataset("moving_digits", name="frames", split="train", **common)
+    frames = frames.with_frame_windows(window_length=8, hop=1)
+    paths = sds.load_dataset("moving_digits", name="path", split="train", **common)
+    files = [ref.path for ref in paths.select_columns(["video"])["video"]]
+    rng = np.random.default_rng(0)
+    picks = rng.integers(0, len(frames), 512).tolist()
+    coords = [(frames._backends[0]._win[i, 0], frames._backends[0]._win[i, 1]) for i in picks]
+    batches = [picks[i:i + 16] for i in range(0, len(picks), 16)]
+
+    def ours():
+        for batch in batches:
+            frames.__getitems__(batch)
+
+    def opencv():
+        for video, start in coords:
+            read_frames(files[video], np.arange(start, start + 8))
+
+    check = frames[picks[0]]["video"]
+    direct = read_frames(files[coords[0][0]], np.arange(coords[0][1], coords[0][1] + 8))
+    assert check.shape == direct.shape
+    t_ours, t_cv = best_of(ours), best_of(opencv)
+    return [("random 8-frame windows: frame layout (batches of 16) vs OpenCV from the MP4 files",
+             len(picks) / t_ours, len(picks) / t_cv, "windows/s")]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--videos", type=int, default=300)
+    args = parser.parse_args()
+    os.environ["STABLE_DATASETS_DISABLE_PROGRESS"] = "1"
+    from loguru import logger
+
+    logger.disable("stable_datasets")
+    workdir = Path(tempfile.mkdtemp(prefix="bench-lance-", dir=os.environ.get("BENCH_DIR")))
+    try:
+        results = rows_section(workdir, args.rows) + video_section(workdir, args.videos)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    import lance
+
+    print(f"\n{args.rows:,} rows of ~3 KB PNG + label; {args.videos} moving_digits videos of 20 frames (64x64); "
+          f"pylance {lance.__version__}, {os.cpu_count()} cores\n")
+    print("| measure | ours | reference | unit | ratio (ours / reference) |")
+    print("| --- | ---: | ---: | --- | ---: |")
+    for name, ours, ref, unit in results:
+        print(f"| {name} | {ours:,.3g} | {ref:,.3g} | {unit} | {ours / ref:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
