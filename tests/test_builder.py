@@ -96,6 +96,10 @@ def test_configs_defaults_and_overrides(write_builder):
         sds.load_builder(str(path), "huge")
     with pytest.raises(ValueError, match=r"ToyConfig has no field\(s\) \['colour'\]"):
         sds.load_builder(str(path), colour="red")
+    with pytest.raises(ValueError, match="ToyConfig.rows expects int, got str '3'"):
+        sds.load_builder(str(path), rows="3")
+    with pytest.raises(ValueError, match="ToyConfig.rows expects int, got bool True"):
+        sds.load_builder(str(path), rows=True)
 
 
 def test_metadata_records_everything(toy_builder, cache_root):

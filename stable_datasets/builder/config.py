@@ -56,8 +56,22 @@ class BuilderConfig:
     data_files: Any = None
 
     def replace(self, **changes: Any) -> BuilderConfig:
-        known = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(changes) - known)
+        fields = {f.name: f for f in dataclasses.fields(self)}
+        unknown = sorted(set(changes) - set(fields))
         if unknown:
-            raise ValueError(f"{type(self).__name__} has no field(s) {unknown}; fields are {sorted(known)}")
+            raise ValueError(f"{type(self).__name__} has no field(s) {unknown}; fields are {sorted(fields)}")
+        for name, value in changes.items():
+            expected = _SIMPLE_TYPES.get(str(fields[name].type).replace("typing.", ""))
+            if expected is not None and (not isinstance(value, expected) or
+                                         (isinstance(value, bool) and bool not in expected)):
+                wanted = getattr(fields[name].type, "__name__", fields[name].type)
+                raise ValueError(f"{type(self).__name__}.{name} expects {wanted}, "
+                                 f"got {type(value).__name__} {value!r}")
         return dataclasses.replace(self, **changes)
+
+
+# Annotations checked on override (others, e.g. unions or containers, are passed through).
+_SIMPLE_TYPES: dict[str, tuple[type, ...]] = {
+    "int": (int,), "float": (int, float), "str": (str,), "bool": (bool,),
+    "<class 'int'>": (int,), "<class 'float'>": (int, float), "<class 'str'>": (str,), "<class 'bool'>": (bool,),
+}

@@ -1,0 +1,142 @@
+"""What is on disk: every published cache under a root, whether it is current, and checks.
+
+Used by the command line (`stable-datasets ls/verify/prune/rm`) and usable from Python.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.cache.publish import STAGING_PREFIX, TRASH_PREFIX, file_sha256
+from stable_datasets.errors import CacheError
+
+
+@dataclass
+class CacheEntry:
+    directory: Path
+    metadata: CacheMetadata
+    status: str = "unknown"  # "current", "stale" (the builder now has another fingerprint), "unknown"
+
+    @property
+    def size(self) -> int:
+        return sum(s.num_bytes for s in self.metadata.shards)
+
+    @property
+    def age_seconds(self) -> float:
+        return time.time() - (self.directory / METADATA_FILE).stat().st_mtime
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.metadata
+        return {"path": str(self.directory), "name": m.builder_name, "config": m.config_name, "version": m.version,
+                "split": m.split, "layout": m.layout, "rows": m.num_rows, "bytes": self.size,
+                "fingerprint": m.fingerprint, "created_at": m.created_at, "status": self.status}
+
+
+def find_caches(root: Path) -> list[CacheEntry]:
+    """Every published cache (a folder with _metadata.json) under `root`, staging excluded."""
+    entries = []
+    if not root.is_dir():
+        return entries
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith((STAGING_PREFIX, TRASH_PREFIX))
+                       and not d.endswith(".lance") and d != "downloads"]
+        if METADATA_FILE in filenames:
+            try:
+                entries.append(CacheEntry(Path(dirpath), CacheMetadata.read(dirpath)))
+            except CacheError:
+                continue
+            dirnames[:] = []
+    return sorted(entries, key=lambda e: (e.metadata.builder_name, e.metadata.config_name, e.metadata.split,
+                                          str(e.directory)))
+
+
+def find_staging(root: Path) -> list[Path]:
+    """Staging and trash folders left by builds that died."""
+    if not root.is_dir():
+        return []
+    found = []
+    for dirpath, dirnames, _ in os.walk(root):
+        for name in list(dirnames):
+            if name.startswith((STAGING_PREFIX, TRASH_PREFIX)):
+                found.append(Path(dirpath) / name)
+                dirnames.remove(name)
+    return sorted(found)
+
+
+def staging_is_orphaned(path: Path, max_age_seconds: float) -> bool:
+    """A staging folder nobody owns: its pid is dead on this host, or it is older than the limit.
+
+    Staging names end in `-<host>-<pid>-<random>` (see cache.publish.make_staging_dir).
+    """
+    if path.name.startswith(TRASH_PREFIX) or time.time() - path.stat().st_mtime > max_age_seconds:
+        return True
+    try:
+        head, pid_text, _ = path.name.rsplit("-", 2)
+        pid = int(pid_text)
+    except ValueError:
+        return False
+    if not head.endswith(f"-{socket.gethostname()}"):
+        return False  # another host's build: only its age can tell
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def verify_cache(directory: Path) -> list[str]:
+    """Recompute every checksum and size against _metadata.json; return the problems found."""
+    try:
+        metadata = CacheMetadata.read(directory)
+    except CacheError as exc:
+        return [str(exc)]
+    problems = []
+    for shard in [*metadata.shards, *metadata.media]:
+        path = directory / shard.path
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+            continue
+        size = path.stat().st_size
+        if size != shard.num_bytes:
+            problems.append(f"{path}: {size} bytes, expected {shard.num_bytes}")
+            continue
+        digest = file_sha256(path)
+        if digest != shard.sha256:
+            problems.append(f"{path}: sha256 {digest}, expected {shard.sha256}")
+    if not problems:
+        problems.extend(_check_rows(directory, metadata))
+    return problems
+
+
+def _check_rows(directory: Path, metadata: CacheMetadata) -> list[str]:
+    """Open the cache and count its stored rows."""
+    from stable_datasets.load import open_cache
+
+    try:
+        backend = open_cache(directory)._backends[0]
+        if metadata.layout == "lance_video_frames":  # rows are windows; count the stored frames
+            import lance
+
+            stored = sum(v["frames"] for v in metadata.extra.get("videos", []))
+            counted = lance.dataset(str(directory / "data.lance")).count_rows()
+        else:
+            stored = metadata.num_rows
+            counted = sum(b.num_rows for b in backend.iter_batches(0, backend.num_rows, 65536))
+    except Exception as exc:
+        return [f"{directory}: cannot be read ({type(exc).__name__}: {exc})"]
+    if counted != stored:
+        return [f"{directory}: holds {counted} rows, _metadata.json says {stored}"]
+    return []
+
+
+def remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

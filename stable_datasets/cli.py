@@ -1,0 +1,279 @@
+"""`stable-datasets`: build, list, inspect, verify and clean caches from the shell.
+
+Exit codes: 0 ok, 1 a problem was found (corrupt or missing cache, nothing to remove),
+2 a usage error. `--json` prints machine-readable output instead of tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from stable_datasets.cache.inventory import (
+    CacheEntry,
+    find_caches,
+    find_staging,
+    remove_tree,
+    staging_is_orphaned,
+    verify_cache,
+)
+from stable_datasets.cache.metadata import METADATA_FILE
+from stable_datasets.cache.paths import cache_root
+
+OK, PROBLEM, USAGE = 0, 1, 2
+
+
+def _size(num: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if num < 1024 or unit == "TiB":
+            return f"{num:.0f} {unit}" if unit == "B" else f"{num:.1f} {unit}"
+        num /= 1024
+    return f"{num:.1f} TiB"
+
+
+def _age(seconds: float) -> str:
+    for unit, span in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= span:
+            return f"{seconds / span:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows)]
+    lines = ["  ".join(str(c).ljust(w) for c, w in zip(header, widths)).rstrip()]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def _parse_sets(items: Sequence[str]) -> dict[str, Any]:
+    """`--set rows=100 --set name=x`: values parsed as JSON when they parse, else kept as text."""
+    out: dict[str, Any] = {}
+    for item in items:
+        if "=" not in item:
+            raise SystemExit(f"stable-datasets: --set needs KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            out[key] = json.loads(value)
+        except ValueError:
+            out[key] = value
+    return out
+
+
+def cache_status(entry: CacheEntry) -> str:
+    """"current" if the builder today would produce this fingerprint, "stale" if not, else "unknown"."""
+    from stable_datasets.cache.fingerprint import to_jsonable
+    from stable_datasets.load import load_builder
+
+    meta = entry.metadata
+    inputs = meta.fingerprint_inputs
+    if not inputs.get("builder") or ".map" in entry.directory.name:
+        return "unknown"
+    try:
+        builder = load_builder(inputs["builder"], meta.config_name or None)
+        defaults = to_jsonable(builder.config)
+        overrides = {k: v for k, v in inputs.get("config", {}).items() if defaults.get(k) != v}
+        if overrides:
+            builder = load_builder(inputs["builder"], meta.config_name or None, **overrides)
+        options = {k: v for k, v in inputs.get("layout_options", {}).items()}
+        current = builder.fingerprint(inputs.get("storage_format", "arrow"), options)
+    except Exception:
+        return "unknown"
+    return "current" if current == meta.fingerprint else "stale"
+
+
+# -- commands ---------------------------------------------------------------------------------
+def cmd_build(args: argparse.Namespace) -> int:
+    from stable_datasets.load import load_dataset
+
+    result = load_dataset(args.name, split=args.split, name=args.config, storage_format=args.storage_format,
+                          cache_dir=args.cache_dir, num_proc=args.num_proc, download_mode=args.download_mode,
+                          **_parse_sets(args.set))
+    splits = result.items() if isinstance(result, dict) else [(args.split, result)]
+    rows = [{"split": s, "rows": len(ds), "path": str(ds.cache_dirs[0])} for s, ds in splits]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(_table([[r["split"], r["rows"], r["path"]] for r in rows], ["split", "rows", "path"]))
+    return OK
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    entries = find_caches(cache_root(args.cache_dir))
+    for entry in entries:
+        entry.status = cache_status(entry)
+    if args.json:
+        print(json.dumps([e.to_dict() | {"age_seconds": round(e.age_seconds)} for e in entries], indent=2))
+        return OK
+    if not entries:
+        print(f"no caches under {cache_root(args.cache_dir)}")
+        return OK
+    rows = [[e.metadata.builder_name, e.metadata.config_name, e.metadata.version, e.metadata.split,
+             e.metadata.layout, f"{e.metadata.num_rows:,}", _size(e.size), _age(e.age_seconds), e.status]
+            for e in entries]
+    print(_table(rows, ["name", "config", "version", "split", "layout", "rows", "size", "age", "status"]))
+    return OK
+
+
+def _resolve_targets(target: str, root: Path) -> list[CacheEntry]:
+    path = Path(target)
+    if (path / METADATA_FILE).is_file():
+        from stable_datasets.cache.metadata import CacheMetadata
+
+        return [CacheEntry(path, CacheMetadata.read(path))]
+    return [e for e in find_caches(root) if e.metadata.builder_name == target]
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    root = cache_root(args.cache_dir)
+    entries = _resolve_targets(args.target, root)
+    if entries:
+        info = [{**e.to_dict(), "features": e.metadata.features, "fingerprint_inputs": e.metadata.fingerprint_inputs,
+                 "info": e.metadata.info, "shards": len(e.metadata.shards)} for e in entries]
+    else:
+        from stable_datasets.load import load_builder
+
+        try:
+            builder = load_builder(args.target, args.config, cache_dir=args.cache_dir)
+        except Exception as exc:
+            print(f"stable-datasets: no cache or builder named {args.target!r}: {exc}", file=sys.stderr)
+            return PROBLEM
+        info = [{"name": builder.builder_name(), "config": builder.config.name, "version": str(builder.version),
+                 "configs": [c.name for c in builder.BUILDER_CONFIGS], "features": builder.features.to_dict(),
+                 "info": builder.info.to_dict(), "fingerprint": builder.fingerprint(),
+                 "fingerprint_inputs": builder.fingerprint_inputs(), "cache_dir": str(builder.cache_dir())}]
+    if args.json:
+        print(json.dumps(info, indent=2, default=str))
+        return OK
+    for item in info:
+        for key in ("name", "config", "version", "split", "layout", "rows", "fingerprint", "path", "cache_dir",
+                    "configs"):
+            if key in item:
+                print(f"{key:12} {item[key]}")
+        print("features:")
+        for name, spec in item["features"].items():
+            print(f"  {name}: {json.dumps(spec)}")
+        inputs = dict(item["fingerprint_inputs"])
+        inputs.pop("features", None)
+        print("fingerprint inputs:")
+        for key, value in inputs.items():
+            print(f"  {key}: {json.dumps(value, default=str)}")
+        print()
+    return OK
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    entries = _resolve_targets(args.target, cache_root(args.cache_dir))
+    if not entries:
+        print(f"stable-datasets: no cache found for {args.target!r}", file=sys.stderr)
+        return PROBLEM
+    report = [{"path": str(e.directory), "problems": verify_cache(e.directory)} for e in entries]
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for item in report:
+            print(f"{'ok ' if not item['problems'] else 'BAD'} {item['path']}")
+            for problem in item["problems"]:
+                print(f"    {problem}")
+    return PROBLEM if any(item["problems"] for item in report) else OK
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    root = cache_root(args.cache_dir)
+    doomed: list[tuple[str, Path]] = []
+    for entry in find_caches(root):
+        if cache_status(entry) == "stale":
+            doomed.append(("stale cache", entry.directory))
+    for staging in find_staging(root):
+        if staging_is_orphaned(staging, args.max_staging_age * 3600):
+            doomed.append(("orphaned staging", staging))
+    for _kind, path in doomed:
+        if not args.dry_run:
+            remove_tree(path)
+    if args.json:
+        print(json.dumps([{"kind": k, "path": str(p), "removed": not args.dry_run} for k, p in doomed], indent=2))
+    else:
+        verb = "would remove" if args.dry_run else "removed"
+        for kind, path in doomed:
+            print(f"{verb} {kind}: {path}")
+        if not doomed:
+            print("nothing to prune")
+    return OK
+
+
+def cmd_rm(args: argparse.Namespace) -> int:
+    root = cache_root(args.cache_dir)
+    entries = [e for e in find_caches(root) if e.metadata.builder_name == args.name
+               and (args.config is None or e.metadata.config_name == args.config)]
+    if not entries:
+        print(f"stable-datasets: no caches of {args.name!r} under {root}", file=sys.stderr)
+        return PROBLEM
+    for entry in entries:
+        if not args.dry_run:
+            remove_tree(entry.directory)
+    if args.json:
+        print(json.dumps([{"path": str(e.directory), "removed": not args.dry_run} for e in entries], indent=2))
+    else:
+        for entry in entries:
+            print(f"{'would remove' if args.dry_run else 'removed'} {entry.directory}")
+    return OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stable-datasets", description=__doc__.split("\n")[0])
+    parser.add_argument("--cache-dir", help="cache root (default: $STABLE_DATASETS_CACHE_DIR or "
+                                            "~/.cache/stable_datasets)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    build = sub.add_parser("build", help="build (or reuse) a dataset's caches")
+    build.add_argument("name", help="builder name, script path or folder")
+    build.add_argument("--split", help="one split (default: all)")
+    build.add_argument("--storage-format", default="arrow", choices=["arrow", "lance"])
+    build.add_argument("--config", help="builder config name")
+    build.add_argument("--num-proc", type=int)
+    build.add_argument("--download-mode", default="reuse_dataset_if_exists",
+                       choices=["reuse_dataset_if_exists", "force_rebuild", "force_redownload"])
+    build.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
+    build.set_defaults(func=cmd_build)
+
+    sub.add_parser("ls", help="list every cache: rows, size, age, current or stale").set_defaults(func=cmd_ls)
+
+    info = sub.add_parser("info", help="features, splits and fingerprint inputs of a builder or cache")
+    info.add_argument("target", help="builder name, or a cache directory")
+    info.add_argument("--config")
+    info.set_defaults(func=cmd_info)
+
+    verify = sub.add_parser("verify", help="recompute every checksum and row count")
+    verify.add_argument("target", help="a cache directory, or a builder name (all its caches)")
+    verify.set_defaults(func=cmd_verify)
+
+    prune = sub.add_parser("prune", help="remove stale caches and orphaned staging directories")
+    prune.add_argument("--dry-run", action="store_true")
+    prune.add_argument("--max-staging-age", type=float, default=24.0, metavar="HOURS",
+                       help="staging directories older than this are orphaned even if their owner lives")
+    prune.set_defaults(func=cmd_prune)
+
+    rm = sub.add_parser("rm", help="remove every cache of a builder")
+    rm.add_argument("name")
+    rm.add_argument("--config")
+    rm.add_argument("--dry-run", action="store_true")
+    rm.set_defaults(func=cmd_rm)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"stable-datasets: {exc}", file=sys.stderr)
+        return USAGE if isinstance(exc, ValueError) else PROBLEM
+
+
+if __name__ == "__main__":
+    sys.exit(main())

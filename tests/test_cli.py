@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.cli import main
+
+from .conftest import TOY_BUILDER
+
+
+def run(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+@pytest.fixture
+def toy_on_path(write_builder, monkeypatch):
+    path = write_builder("toy", TOY_BUILDER)
+    monkeypatch.setenv("STABLE_DATASETS_BUILDERS_PATH", str(path.parent))
+    return path
+
+
+def test_build_ls_info_json(capsys, toy_on_path):
+    code, out = run(capsys, "--json", "build", "toy", "--set", "rows=7")
+    assert code == 0
+    built = json.loads(out)
+    assert {b["split"]: b["rows"] for b in built} == {"train": 7, "test": 7}
+    code, out = run(capsys, "--json", "ls")
+    listed = json.loads(out)
+    assert sorted((e["split"], e["rows"], e["status"]) for e in listed) == [("test", 7, "current"),
+                                                                           ("train", 7, "current")]
+    code, out = run(capsys, "ls")
+    assert "toy" in out and "arrow_shards" in out and "current" in out
+    code, out = run(capsys, "info", built[0]["path"])
+    assert code == 0 and "fingerprint" in out and '"_type": "ClassLabel"' in out
+
+
+def test_stale_caches_are_listed_and_pruned(capsys, toy_on_path, write_builder):
+    run(capsys, "build", "toy", "--split", "train")
+    write_builder("toy", TOY_BUILDER.replace('description="toy data"', 'description="edited"'))
+    code, out = run(capsys, "--json", "ls")
+    assert [e["status"] for e in json.loads(out)] == ["stale"]
+    code, out = run(capsys, "prune", "--dry-run")
+    assert code == 0 and "would remove stale cache" in out
+    assert len(json.loads(run(capsys, "--json", "ls")[1])) == 1
+    code, out = run(capsys, "prune")
+    assert "removed stale cache" in out
+    assert json.loads(run(capsys, "--json", "ls")[1]) == []
+
+
+def test_prune_removes_orphaned_staging(capsys, cache_root):
+    dead = cache_root / "x" / "default" / "1.0.0" / "abc" / f".staging-train-{socket.gethostname()}-999999-deadbeef"
+    alive = dead.with_name(f".staging-train-{socket.gethostname()}-{os.getpid()}-cafecafe")
+    dead.mkdir(parents=True)
+    alive.mkdir()
+    _code, out = run(capsys, "prune")
+    assert f"removed orphaned staging: {dead}" in out
+    assert not dead.exists() and alive.exists()
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "lance"])
+def test_verify_finds_flipped_bytes_and_truncation(capsys, toy_builder, storage_format):
+    ds = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format)
+    directory = ds.cache_dirs[0]
+    assert run(capsys, "verify", str(directory))[0] == 0
+    shard = max((directory / s.path for s in ds._backends[0].metadata.shards), key=lambda p: p.stat().st_size)
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    code, out = run(capsys, "verify", str(directory))
+    assert code == 1 and f"{shard}: sha256" in out and "BAD" in out
+    shard.write_bytes(bytes(data[:100]))
+    code, out = run(capsys, "--json", "verify", str(directory))
+    assert code == 1 and json.loads(out)[0]["problems"] == [f"{shard}: 100 bytes, expected {len(data)}"]
+
+
+def test_rm_and_exit_codes(capsys, toy_on_path):
+    run(capsys, "build", "toy", "--split", "test")
+    code, out = run(capsys, "rm", "toy", "--dry-run")
+    assert code == 0 and "would remove" in out
+    code, out = run(capsys, "rm", "toy")
+    assert code == 0 and "removed" in out
+    assert run(capsys, "rm", "toy")[0] == 1
+    assert run(capsys, "verify", "nothing-here")[0] == 1
+    with pytest.raises(SystemExit) as exc:
+        main(["frobnicate"])
+    assert exc.value.code == 2
+    assert main(["build", "toy", "--split", "test", "--set", "rows=-"]) == 2
+    assert "ToyConfig.rows expects int, got str '-'" in capsys.readouterr().err
