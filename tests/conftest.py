@@ -74,7 +74,15 @@ class Toy(sds.GeneratorBasedBuilder):
         if counter:
             with open(counter, "a") as fh:
                 fh.write("x")
+        kill_at = int(os.environ.get("TOY_KILL_AT", "-1"))
+        pause = float(os.environ.get("TOY_SLEEP", "0"))
         for i in range(start, start + self.config.rows):
+            if i - start == kill_at:
+                import signal
+                os.kill(os.getpid(), signal.SIGKILL)
+            if pause:
+                import time
+                time.sleep(pause)
             yield i, {
                 "id": i,
                 "text": f"row {i}",

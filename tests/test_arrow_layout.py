@@ -90,7 +90,7 @@ def test_lock_timeout_names_the_holder(tmp_path):
     assert lock.exists()  # never deleted
 
 
-def test_concurrent_loads_build_once(toy_builder, tmp_path, cache_root):
+def test_eight_concurrent_loads_build_once(toy_builder, tmp_path, cache_root):
     counter = tmp_path / "calls"
     script = textwrap.dedent(f"""
         import stable_datasets as sds
@@ -99,9 +99,9 @@ def test_concurrent_loads_build_once(toy_builder, tmp_path, cache_root):
     """)
     env = {**os.environ, "TOY_COUNTER": str(counter), "STABLE_DATASETS_CACHE_DIR": str(cache_root)}
     procs = [subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
-             for _ in range(4)]
-    outputs = [p.communicate(timeout=120)[0].strip() for p in procs]
-    assert outputs == ["2000 1999"] * 4
+             for _ in range(8)]
+    outputs = [p.communicate(timeout=180)[0].strip() for p in procs]
+    assert outputs == ["2000 1999"] * 8
     assert counter.read_text() == "x"
 
 

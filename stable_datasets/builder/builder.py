@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import errno
 import functools
 import inspect
 import itertools
@@ -17,6 +18,8 @@ import json
 import multiprocessing
 import os
 import re
+import socket
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -26,11 +29,12 @@ from loguru import logger
 from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
+from stable_datasets.cache.journal import JOURNAL_FILE, ShardJournal
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.media import media_store
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.cache.paths import cache_root, downloads_dir, fingerprint_dir, safe_name
-from stable_datasets.cache.publish import discard, make_staging_dir, publish
+from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import CacheError, EncodingError, ExampleError, StableDatasetsError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS, BatchEncoder
@@ -65,6 +69,13 @@ _FORKED_JOBS: list[Any] = []
 
 def _run_forked_job(index: int) -> Any:
     return _FORKED_JOBS[index]()
+
+
+def _has_path_videos(features: Features) -> bool:
+    """Path-stored videos register media files as they encode, so their builds restart instead of resuming."""
+    from stable_datasets.features.video import Video
+
+    return any(isinstance(f, Video) and f.storage == "path" for f in features.values())
 
 
 def split_gen_kwargs(gen_kwargs: dict[str, Any], num_jobs: int) -> list[dict[str, Any]]:
@@ -320,14 +331,17 @@ class DatasetBuilder:
         name, split = self.builder_name(), generator.name
         logger.info("building {} [{}] split '{}' into {}", name, self.config.name, split, directory)
         writer_options = {k: v for k, v in options.items() if k != "batch_rows"}
-        staging = make_staging_dir(directory)
+        jobs = split_gen_kwargs(generator.gen_kwargs, num_proc or 1)
+        if num_proc and num_proc > 1 and len(jobs) == 1:
+            logger.info("num_proc={} ignored: the gen_kwargs of split '{}' have no list to divide", num_proc, split)
+        resumable = (len(jobs) == 1 and layout_module(layout_name).Writer.supports_resume
+                     and not _has_path_videos(self.features))
+        staging, resume = self._claim_staging(directory, resumable)
+        journal = ShardJournal(staging) if resumable else None
         try:
-            jobs = split_gen_kwargs(generator.gen_kwargs, num_proc or 1)
-            if num_proc and num_proc > 1 and len(jobs) == 1:
-                logger.info("num_proc={} ignored: the gen_kwargs of split '{}' have no list to divide", num_proc, split)
             if len(jobs) == 1:
                 shards, media, num_rows, extra, _ = self._write_part(split, jobs[0], staging, layout_name, options,
-                                                                     directory.parent)
+                                                                     directory.parent, resume, journal)
             else:
                 shards, media, num_rows, extra = self._write_parts_in_parallel(split, jobs, staging, layout_name,
                                                                                options)
@@ -341,15 +355,43 @@ class DatasetBuilder:
                 cache_format_version=CACHE_FORMAT_VERSION, library_version=__version__,
                 created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             ).write(staging)
+            for bookkeeping in (JOURNAL_FILE, OWNER_FILE):
+                (staging / bookkeeping).unlink(missing_ok=True)
             publish(staging, directory)
-        except BaseException:
-            discard(staging)
+        except BaseException as exc:
+            # An interrupt or a full disk keeps the journaled shards for the next run; bad data does not.
+            if not (resumable and isinstance(exc, (KeyboardInterrupt, OSError))):
+                discard(staging)
+            if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+                raise CacheError(f"no space left on device while building {name} '{split}' in {staging}; nothing "
+                                 "was published. Free space (or point STABLE_DATASETS_CACHE_DIR elsewhere) and run "
+                                 "again: finished shards are journaled and will be reused") from exc
             raise
         logger.info("published {} rows of {} '{}' to {}", num_rows, name, split, directory)
 
+    @staticmethod
+    def _claim_staging(directory: Path, resumable: bool) -> tuple[Path, tuple[list[ShardInfo], int] | None]:
+        """The split's staging dir (we hold its build lock); what a killed build left is resumed or cleared."""
+        staging = directory.parent / f"{STAGING_PREFIX}{directory.name}"
+        resume = None
+        if staging.exists():
+            if resumable and (staging / JOURNAL_FILE).exists():
+                shards, rows_done = ShardJournal(staging).recover()
+                if shards:
+                    resume = (shards, rows_done)
+                    logger.info("resuming the build in {} after {} rows in {} shards", staging, rows_done,
+                                len(shards))
+            if resume is None:
+                discard(staging)
+        staging.mkdir(parents=True, exist_ok=True)
+        (staging / OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                                      "started": time.time()}))
+        return staging, resume
+
     def _write_part(self, split: str, gen_kwargs: dict[str, Any], directory: Path, layout_name: str,
-                    options: dict[str, Any], media_root: Path) -> tuple[list[ShardInfo], list[ShardInfo], int,
-                                                                        dict[str, Any], set[Any]]:
+                    options: dict[str, Any], media_root: Path, resume: tuple[list[ShardInfo], int] | None = None,
+                    journal: ShardJournal | None = None) -> tuple[list[ShardInfo], list[ShardInfo], int,
+                                                                  dict[str, Any], set[Any]]:
         """Encode and write the examples of one set of gen_kwargs.
 
         Returns shards, media files (those that path-stored videos placed in the shared store,
@@ -361,10 +403,18 @@ class DatasetBuilder:
         writer_options = {k: v for k, v in options.items() if k != "batch_rows"}
         writer = layout_module(layout_name).Writer(directory, encoder.schema, writer_options)
         seen: set[Any] = set()
-        num_rows = 0
+        num_rows = skip = 0
+        if journal is not None:
+            if resume is not None:
+                writer.resume_from(resume[0], journal)
+                num_rows = skip = resume[1]
+            else:
+                writer.journal = journal
         try:
             with media_store(media_root) as store:
-                for key, example in self._keyed_examples(gen_kwargs, name, split, seen):
+                for index, (key, example) in enumerate(self._keyed_examples(gen_kwargs, name, split, seen)):
+                    if index < skip:  # already in a journaled shard; the key still counts for duplicates
+                        continue
                     try:
                         encoder.add(example)
                     except EncodingError as exc:

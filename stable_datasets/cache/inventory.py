@@ -5,6 +5,7 @@ Used by the command line (`stable-datasets ls/verify/prune/rm`) and usable from 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
-from stable_datasets.cache.publish import STAGING_PREFIX, TRASH_PREFIX, file_sha256
+from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, TRASH_PREFIX, file_sha256
 from stable_datasets.errors import CacheError
 
 
@@ -77,12 +78,18 @@ def staging_is_orphaned(path: Path, max_age_seconds: float) -> bool:
     """
     if path.name.startswith(TRASH_PREFIX) or time.time() - path.stat().st_mtime > max_age_seconds:
         return True
+    owner = path / OWNER_FILE
     try:
-        head, pid_text, _ = path.name.rsplit("-", 2)
-        pid = int(pid_text)
-    except ValueError:
+        if owner.is_file():  # a builder's staging dir (fixed name, resumable)
+            info = json.loads(owner.read_text())
+            host, pid = info["host"], int(info["pid"])
+        else:  # a pid-named staging dir (map caches, extraction)
+            head, pid_text, _ = path.name.rsplit("-", 2)
+            host, pid = head.rsplit("-", 1)[-1], int(pid_text)
+            host = socket.gethostname() if head.endswith(f"-{socket.gethostname()}") else host
+    except (ValueError, KeyError, OSError):
         return False
-    if not head.endswith(f"-{socket.gethostname()}"):
+    if host != socket.gethostname():
         return False  # another host's build: only its age can tell
     try:
         os.kill(pid, 0)

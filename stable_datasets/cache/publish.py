@@ -16,6 +16,7 @@ from pathlib import Path
 
 STAGING_PREFIX = ".staging-"
 TRASH_PREFIX = ".trash-"
+OWNER_FILE = "_owner"  # {"host", "pid", "started"} of the process writing a staging directory
 
 
 def current_umask() -> int:

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.cache.hashing import FileHasher
+from stable_datasets.cache.journal import ShardJournal
 from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.dataset.cells import CellGetter, cell_getter
 from stable_datasets.layouts.base import LayoutBackend, LayoutWriter
@@ -28,6 +29,8 @@ DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "compression": N
 
 
 class Writer(LayoutWriter):
+    supports_resume = True
+
     def __init__(self, directory: Path, schema: pa.Schema, options: dict[str, Any]):
         super().__init__(directory, schema, {**DEFAULT_OPTIONS, **options})
         compression = self.options["compression"]
@@ -36,6 +39,14 @@ class Writer(LayoutWriter):
         self._sink: pa.NativeFile | None = None
         self._writer: pa.ipc.RecordBatchFileWriter | None = None
         self._rows = 0
+        self._rows_done = 0  # rows in finished shards
+        self.journal: ShardJournal | None = None
+
+    def resume_from(self, shards: list[ShardInfo], journal: ShardJournal) -> None:
+        """Continue after shards a killed build finished; new shards are numbered after them."""
+        self._shards = list(shards)
+        self._rows_done = sum(s.num_rows for s in shards)
+        self.journal = journal
 
     def _start_shard(self) -> None:
         path = self.directory / f"shard-{len(self._shards):05d}.arrow"
@@ -54,8 +65,11 @@ class Writer(LayoutWriter):
         path = self.directory / shard.path
         shard.num_rows = self._rows
         shard.num_bytes = path.stat().st_size
-        shard.sha256 = self._hasher.finish()
+        shard.sha256 = self._hasher.finish()  # also fsyncs the shard
         self._writer = self._sink = None
+        self._rows_done += self._rows
+        if self.journal is not None:
+            self.journal.append(shard, self._rows_done)
 
     def write(self, batch: pa.RecordBatch) -> None:
         """Append rows, splitting the batch where a shard would pass `max_shard_size`."""

@@ -19,6 +19,9 @@ from stable_datasets.features.features import Features
 class LayoutWriter(ABC):
     """Streams record batches into files under a staging directory."""
 
+    #: True when the writer can journal finished shards and continue after them (see cache.journal).
+    supports_resume = False
+
     def __init__(self, directory: Path, schema: pa.Schema, options: dict[str, Any]):
         self.directory = Path(directory)
         self.schema = schema

@@ -1,0 +1,60 @@
+"""The shard journal that lets a killed build resume instead of starting over.
+
+Each line records one finished shard (closed, hashed, fsynced) and how many examples the
+build had written when it finished. A build that finds a staging directory with a journal
+keeps the shards whose size and checksum still match, deletes everything else (the shard
+that was being written when the process died), and continues after the last kept row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from stable_datasets.cache.metadata import ShardInfo
+from stable_datasets.cache.publish import file_sha256
+
+JOURNAL_FILE = "_journal.jsonl"
+
+
+class ShardJournal:
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.path = directory / JOURNAL_FILE
+
+    def append(self, shard: ShardInfo, rows_done: int) -> None:
+        line = json.dumps({"path": shard.path, "num_rows": shard.num_rows, "num_bytes": shard.num_bytes,
+                           "sha256": shard.sha256, "rows_done": rows_done})
+        with open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    def recover(self) -> tuple[list[ShardInfo], int]:
+        """Shards that survived intact and the rows they hold; every other file is removed."""
+        kept: list[ShardInfo] = []
+        rows_done = 0
+        lines = self.path.read_text(encoding="utf-8").splitlines() if self.path.exists() else []
+        for line in lines:
+            try:
+                entry = json.loads(line)
+            except ValueError:  # torn last line
+                break
+            shard = ShardInfo.from_dict(entry)
+            path = self.directory / shard.path
+            if not path.is_file() or path.stat().st_size != shard.num_bytes or file_sha256(path) != shard.sha256:
+                break
+            kept.append(shard)
+            rows_done = int(entry["rows_done"])
+        keep = {s.path for s in kept}
+        for entry in self.directory.iterdir():
+            if entry.name not in keep and entry.name != JOURNAL_FILE:
+                if entry.is_dir():
+                    import shutil
+
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink()
+        self.path.write_text("".join(line + "\n" for line in lines[:len(kept)]), encoding="utf-8")
+        return kept, rows_done
