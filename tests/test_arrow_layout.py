@@ -108,3 +108,15 @@ def test_eight_concurrent_loads_build_once(toy_builder, tmp_path, cache_root):
 def test_soft_lock_builds(toy_builder, monkeypatch):
     monkeypatch.setenv("STABLE_DATASETS_SOFT_LOCK", "1")
     assert len(sds.load_dataset(str(toy_builder), split="train", rows=3)) == 3
+
+
+def test_lock_files_are_group_writable_under_any_umask(tmp_path):
+    old = os.umask(0o077)
+    try:
+        lock = tmp_path / "shared.lock"
+        with exclusive_lock(lock):
+            pass
+    finally:
+        os.umask(old)
+    for path in (lock, tmp_path / "shared.lock.owner"):
+        assert path.stat().st_mode & (stat.S_IRGRP | stat.S_IWGRP) == stat.S_IRGRP | stat.S_IWGRP, path

@@ -61,8 +61,10 @@ def exclusive_lock(lock_path: Path, *, timeout: float | None = None, soft: bool 
         logger.debug("acquired {} after {:.1f}s", lock_path, time.monotonic() - started)
     try:
         with contextlib.suppress(OSError):
-            (lock_path.parent / (lock_path.name + ".owner")).write_text(
-                f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n")
+            owner = lock_path.parent / (lock_path.name + ".owner")
+            since = time.strftime("%Y-%m-%d %H:%M:%S")
+            owner.write_text(f"pid {os.getpid()} on {socket.gethostname()} since {since}\n")
+            os.chmod(owner, 0o664)  # the next holder may be another user of the group
         yield
     finally:
         lock.release()
