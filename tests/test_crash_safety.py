@@ -97,3 +97,11 @@ def test_disk_full_fails_clearly_and_keeps_the_journal(toy_builder, cache_root, 
     monkeypatch.setattr(arrow_shards.Writer, "write", real_write)
     ds = sds.load_dataset(str(toy_builder), split="train", rows=2000, layout_options=SMALL_SHARDS)
     assert ds["id"] == list(range(2000))
+
+
+def test_verify_reports_every_injected_corruption(tmp_path):
+    from tests.stress.corruption_sweep import build_caches, sweep
+
+    for name, directory in build_caches(tmp_path / "caches").items():
+        detected, injected, misses = sweep(directory)
+        assert injected >= 4 and detected == injected, (name, misses)
