@@ -61,11 +61,12 @@ def test_corrupted_journal_tail_is_rebuilt(toy_builder, cache_root):
     assert verify_cache(ds.cache_dirs[0]) == []
 
 
-@pytest.mark.parametrize("storage_format", ["arrow", "lance"])
+@pytest.mark.parametrize("storage_format", ["arrow", "lance", "parquet"])
 def test_random_kills_never_break_loading(toy_builder, cache_root, storage_format):
     """A small version of tests/stress/crash_test.py: kill at random points, then load and verify."""
     rng = random.Random(7)
-    options = SMALL_SHARDS if storage_format == "arrow" else {"batch_rows": 50, "max_rows_per_file": 300}
+    options = {"arrow": SMALL_SHARDS, "lance": {"batch_rows": 50, "max_rows_per_file": 300},
+               "parquet": {**SMALL_SHARDS, "row_group_bytes": 4096}}[storage_format]
     for _ in range(3):
         with contextlib.suppress(subprocess.TimeoutExpired):  # subprocess.run SIGKILLs the child on timeout
             _build_in_subprocess(toy_builder, cache_root, 1500, {"TOY_SLEEP": "0.0004"}, storage_format, options,

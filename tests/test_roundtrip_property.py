@@ -90,7 +90,7 @@ def same(expected, actual) -> bool:
     return expected == actual and type(expected) is type(actual)
 
 
-@pytest.mark.parametrize("storage_format", ["arrow", "lance"])
+@pytest.mark.parametrize("storage_format", ["arrow", "lance", "parquet"])
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(case=datasets())
 def test_random_features_and_rows_round_trip(storage_format, case):

@@ -14,6 +14,7 @@ LAYOUTS = {
     # small shards/fragments and batches so reads cross record-batch and file boundaries
     "arrow": {"batch_rows": 16, "max_shard_size": 4096},
     "lance": {"batch_rows": 16, "max_rows_per_file": 64, "max_rows_per_group": 16},
+    "parquet": {"batch_rows": 16, "max_shard_size": 4096, "row_group_bytes": 1024},
 }
 
 

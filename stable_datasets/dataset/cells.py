@@ -73,6 +73,11 @@ def cell_getter(array: pa.Array) -> CellGetter:
         view = fixed_size_view(array)
         if view is not None:
             return view.__getitem__
+        if pa.types.is_list(t) or pa.types.is_large_list(t):
+            values = primitive_view(array.flatten())
+            if values is not None:  # a list of numbers: a numpy slice, no per-element objects
+                bounds = (np.asarray(array.offsets) - array.offsets[0].as_py()).tolist()
+                return lambda k: values[bounds[k]:bounds[k + 1]]
     return lambda k: array[k].as_py()
 
 

@@ -264,10 +264,22 @@ class StableDataset:
         return self._take(self._indices)
 
     def iter_arrow(self, batch_size: int = ITER_BATCH_ROWS) -> Iterator[pa.Table]:
-        """Stream the rows in order as Arrow tables of up to `batch_size` rows."""
+        """Stream the rows in order as Arrow tables of exactly `batch_size` rows (the last may be short)."""
         if self._indices is None:
+            pending: list[pa.RecordBatch] = []
+            held = 0
             for batch in self._iter_physical_range(0, len(self), batch_size):
-                yield pa.Table.from_batches([batch])
+                pending.append(batch)
+                held += batch.num_rows
+                if held >= batch_size:  # storage batches need not line up with the requested size
+                    table = pa.Table.from_batches(pending)
+                    for lo in range(0, held - held % batch_size, batch_size):
+                        yield table.slice(lo, batch_size)
+                    rest = held % batch_size
+                    pending = table.slice(held - rest).to_batches() if rest else []
+                    held = rest
+            if held:
+                yield pa.Table.from_batches(pending)
             return
         for lo in range(0, len(self._indices), batch_size):
             chunk = self._indices[lo:lo + batch_size]

@@ -62,6 +62,8 @@ class Sequence(FeatureType):
             return None
         if numpy and self._numeric:
             return np.asarray(raw, dtype=self.feature.numpy_dtype)
+        if isinstance(raw, np.ndarray):  # a zero-copy slice from a list<number> column
+            return raw.tolist()
         inner = self.feature
         return [inner.decode(v, numpy=numpy, decode=decode) for v in raw]
 

@@ -6,11 +6,12 @@ import importlib
 from types import ModuleType
 
 # storage_format (user-facing) -> layout module name
-STORAGE_FORMATS = {"arrow": "arrow_shards", "lance": "lance_rows"}
+STORAGE_FORMATS = {"arrow": "arrow_shards", "lance": "lance_rows", "parquet": "parquet_shards"}
 LAYOUTS = {
     "arrow_shards": "stable_datasets.layouts.arrow_shards",
     "lance_rows": "stable_datasets.layouts.lance_rows",
     "lance_video_frames": "stable_datasets.layouts.lance_video_frames",
+    "parquet_shards": "stable_datasets.layouts.parquet_shards",
 }
 
 

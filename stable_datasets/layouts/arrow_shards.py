@@ -17,88 +17,31 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.cache.hashing import FileHasher
-from stable_datasets.cache.journal import ShardJournal
-from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.dataset.cells import CellGetter, cell_getter
-from stable_datasets.layouts.base import LayoutBackend, LayoutWriter
+from stable_datasets.layouts.base import LayoutBackend
+from stable_datasets.layouts.sharded import ShardedFileWriter
 from stable_datasets.tables import ordered_gather
 
 NAME = "arrow_shards"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "compression": None}
 
 
-class Writer(LayoutWriter):
-    supports_resume = True
+class Writer(ShardedFileWriter):
+    suffix = ".arrow"
 
     def __init__(self, directory: Path, schema: pa.Schema, options: dict[str, Any]):
         super().__init__(directory, schema, {**DEFAULT_OPTIONS, **options})
         compression = self.options["compression"]
         self._ipc_options = pa.ipc.IpcWriteOptions(compression=compression) if compression else None
-        self._shards: list[ShardInfo] = []
-        self._sink: pa.NativeFile | None = None
-        self._writer: pa.ipc.RecordBatchFileWriter | None = None
-        self._rows = 0
-        self._rows_done = 0  # rows in finished shards
-        self.journal: ShardJournal | None = None
 
-    def resume_from(self, shards: list[ShardInfo], journal: ShardJournal) -> None:
-        """Continue after shards a killed build finished; new shards are numbered after them."""
-        self._shards = list(shards)
-        self._rows_done = sum(s.num_rows for s in shards)
-        self.journal = journal
+    def _open_file(self, sink: pa.NativeFile) -> pa.ipc.RecordBatchFileWriter:
+        return pa.ipc.new_file(sink, self.schema, options=self._ipc_options)
 
-    def _start_shard(self) -> None:
-        path = self.directory / f"shard-{len(self._shards):05d}.arrow"
-        self._sink = pa.OSFile(str(path), "wb")
-        self._writer = pa.ipc.new_file(self._sink, self.schema, options=self._ipc_options)
-        self._hasher = FileHasher(path)
-        self._rows = 0
-        self._shards.append(ShardInfo(path=path.name, num_rows=0, num_bytes=0, sha256=""))
+    def _write_slice(self, file: pa.ipc.RecordBatchFileWriter, batch: pa.RecordBatch) -> None:
+        file.write_batch(batch)
 
-    def _finish_shard(self) -> None:
-        if self._writer is None:
-            return
-        self._writer.close()
-        self._sink.close()
-        shard = self._shards[-1]
-        path = self.directory / shard.path
-        shard.num_rows = self._rows
-        shard.num_bytes = path.stat().st_size
-        shard.sha256 = self._hasher.finish()  # also fsyncs the shard
-        self._writer = self._sink = None
-        self._rows_done += self._rows
-        if self.journal is not None:
-            self.journal.append(shard, self._rows_done)
-
-    def write(self, batch: pa.RecordBatch) -> None:
-        """Append rows, splitting the batch where a shard would pass `max_shard_size`."""
-        limit = self.options["max_shard_size"]
-        row_bytes = max(batch.nbytes / max(batch.num_rows, 1), 1.0)
-        start = 0
-        while start < batch.num_rows:
-            if self._writer is None:
-                self._start_shard()
-            room = limit - self._sink.tell()
-            rows = max(1, min(batch.num_rows - start, int(room // row_bytes)))
-            self._writer.write_batch(batch.slice(start, rows))
-            self._hasher.advance(self._sink.tell())
-            self._rows += rows
-            start += rows
-            if self._sink.tell() >= limit:
-                self._finish_shard()
-
-    def abort(self) -> None:
-        if self._writer is not None:
-            self._hasher.cancel()
-            self._sink.close()
-            self._writer = self._sink = None
-
-    def close(self) -> list[ShardInfo]:
-        if not self._shards:  # zero rows still publish one readable, empty shard
-            self._start_shard()
-        self._finish_shard()
-        return self._shards
+    def _close_file(self, file: pa.ipc.RecordBatchFileWriter) -> None:
+        file.close()
 
 
 class _ShardGather:

@@ -57,6 +57,8 @@ def build_caches(root: Path) -> dict[str, Path]:
                                          layout_options={"max_shard_size": 16 << 10}).cache_dirs[0],
         "lance_rows": sds.load_dataset("digits", split="test", storage_format="lance", cache_dir=root,
                                        layout_options={"max_rows_per_file": 100}).cache_dirs[0],
+        "parquet_shards": sds.load_dataset("digits", split="test", storage_format="parquet", cache_dir=root,
+                                           layout_options={"max_shard_size": 16 << 10}).cache_dirs[0],
         "lance_video_frames": sds.load_dataset("moving_digits", name="frames", split="train", cache_dir=root,
                                                **small).cache_dirs[0],
         "arrow_shards + path videos": sds.load_dataset("moving_digits", name="path", split="train", cache_dir=root,

@@ -31,6 +31,7 @@ ROWS = 3000
 LAYOUTS = {
     "arrow": {"max_shard_size": 32 << 10, "batch_rows": 50},
     "lance": {"batch_rows": 50, "max_rows_per_file": 400},
+    "parquet": {"max_shard_size": 32 << 10, "batch_rows": 50, "row_group_bytes": 8 << 10},
 }
 
 LOAD = textwrap.dedent("""

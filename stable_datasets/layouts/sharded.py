@@ -1,0 +1,108 @@
+"""Writers that rotate numbered shard files: shared by the Arrow IPC and Parquet layouts.
+
+A shard ends once it passes `max_shard_size` bytes (batches are split at that point). Each
+finished shard is hashed and fsynced by a background thread while the next is written, and
+journaled, so a killed build resumes after its last finished shard (see cache.journal).
+A subclass only says how one file is opened, appended to and closed.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from stable_datasets.cache.hashing import FileHasher
+from stable_datasets.cache.journal import ShardJournal
+from stable_datasets.cache.metadata import ShardInfo
+from stable_datasets.layouts.base import LayoutWriter
+
+
+class ShardedFileWriter(LayoutWriter):
+    supports_resume = True
+    suffix = ".bin"
+
+    def __init__(self, directory: Path, schema: pa.Schema, options: dict[str, Any]):
+        super().__init__(directory, schema, options)
+        self._shards: list[ShardInfo] = []
+        self._sink: pa.NativeFile | None = None
+        self._file: Any = None
+        self._rows = 0
+        self._rows_done = 0  # rows in finished shards
+        self.journal: ShardJournal | None = None
+
+    # -- format-specific ----------------------------------------------------------------
+    @abstractmethod
+    def _open_file(self, sink: pa.NativeFile) -> Any: ...
+
+    @abstractmethod
+    def _write_slice(self, file: Any, batch: pa.RecordBatch) -> None: ...
+
+    @abstractmethod
+    def _close_file(self, file: Any) -> None: ...
+
+    def _max_rows_per_write(self, row_bytes: float) -> int:
+        """How many rows one write may hold (a Parquet row group is one write)."""
+        return 1 << 62
+
+    # -- shared ---------------------------------------------------------------------------
+    def resume_from(self, shards: list[ShardInfo], journal: ShardJournal) -> None:
+        """Continue after shards a killed build finished; new shards are numbered after them."""
+        self._shards = list(shards)
+        self._rows_done = sum(s.num_rows for s in shards)
+        self.journal = journal
+
+    def _start_shard(self) -> None:
+        path = self.directory / f"shard-{len(self._shards):05d}{self.suffix}"
+        self._sink = pa.OSFile(str(path), "wb")
+        self._file = self._open_file(self._sink)
+        self._hasher = FileHasher(path)
+        self._rows = 0
+        self._shards.append(ShardInfo(path=path.name, num_rows=0, num_bytes=0, sha256=""))
+
+    def _finish_shard(self) -> None:
+        if self._file is None:
+            return
+        self._close_file(self._file)
+        self._sink.close()
+        shard = self._shards[-1]
+        path = self.directory / shard.path
+        shard.num_rows = self._rows
+        shard.num_bytes = path.stat().st_size
+        shard.sha256 = self._hasher.finish()  # also fsyncs the shard
+        self._file = self._sink = None
+        self._rows_done += self._rows
+        if self.journal is not None:
+            self.journal.append(shard, self._rows_done)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Append rows, splitting the batch where a shard would pass `max_shard_size`."""
+        limit = self.options["max_shard_size"]
+        row_bytes = max(batch.nbytes / max(batch.num_rows, 1), 1.0)
+        per_write = self._max_rows_per_write(row_bytes)
+        start = 0
+        while start < batch.num_rows:
+            if self._file is None:
+                self._start_shard()
+            room = limit - self._sink.tell()
+            rows = max(1, min(batch.num_rows - start, int(room // row_bytes), per_write))
+            self._write_slice(self._file, batch.slice(start, rows))
+            self._hasher.advance(self._sink.tell())
+            self._rows += rows
+            start += rows
+            if self._sink.tell() >= limit:
+                self._finish_shard()
+
+    def abort(self) -> None:
+        if self._file is not None:
+            self._hasher.cancel()
+            self._sink.close()
+            self._file = self._sink = None
+
+    def close(self) -> list[ShardInfo]:
+        if not self._shards:  # zero rows still publish one readable, empty shard
+            self._start_shard()
+        self._finish_shard()
+        return self._shards

@@ -1,0 +1,172 @@
+"""Bin packing of sequence lengths into packs of `pack_size` tokens.
+
+`first_fit`, `first_fit_decreasing` and `first_fit_shuffle` give the same bins as
+Megatron-Bridge's reference algorithms (an item longer than the pack gets a bin of its own),
+in O(n log n) with a max segment tree over bins. `first_fit_shuffle` shuffles with its own
+`numpy.random.RandomState(seed)`, which reproduces the reference run after
+`np.random.seed(seed)` without touching the global RNG. `best_fit_decreasing` puts each item,
+longest first, into the fullest bin that still has room (as TRL's best-fit packing does).
+
+Every function returns a list of bins, each a list of the *lengths* packed into it;
+`pack_indices` returns the item indices instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+ALGORITHMS = ("first_fit", "first_fit_decreasing", "first_fit_shuffle", "best_fit_decreasing")
+
+
+def _first_fit_order(lengths: np.ndarray, order: np.ndarray, pack_size: int) -> list[list[int]]:
+    """Item indices per bin, placing items in `order` into the first bin with room."""
+    n = len(order)
+    if n == 0:
+        return []
+    size = 1
+    while size < n:
+        size *= 2
+    tree = np.full(2 * size, -(1 << 62), dtype=np.int64).tolist()  # max remaining room per subtree
+    bins: list[list[int]] = []
+    room: list[int] = []
+    lengths_list = lengths.tolist()
+    for item in order.tolist():
+        need = lengths_list[item]
+        if tree[1] >= need:  # descend to the leftmost bin with room
+            node = 1
+            while node < size:
+                node = 2 * node if tree[2 * node] >= need else 2 * node + 1
+            b = node - size
+            bins[b].append(item)
+            room[b] -= need
+        else:
+            b = len(bins)
+            bins.append([item])
+            room.append(pack_size - need)
+            node = b + size
+        value = room[b]
+        node = b + size
+        tree[node] = value
+        node //= 2
+        while node:
+            left, right = tree[2 * node], tree[2 * node + 1]
+            best = left if left >= right else right
+            if tree[node] == best:
+                break
+            tree[node] = best
+            node //= 2
+    return bins
+
+
+def _best_fit_order(lengths: np.ndarray, order: np.ndarray, pack_size: int) -> list[list[int]]:
+    """Item indices per bin: each item goes to the bin with the least room that still fits it."""
+    bins: list[list[int]] = []
+    # stacks of bin ids by remaining room, and a max segment tree over room values 0..pack_size
+    by_room: list[list[int]] = [[] for _ in range(pack_size + 1)]
+    size = 1
+    while size < pack_size + 1:
+        size *= 2
+    count = [0] * (2 * size)  # number of bins per room value, summed over subtrees
+    lengths_list = lengths.tolist()
+
+    def add(r: int, delta: int) -> None:
+        node = r + size
+        while node:
+            count[node] += delta
+            node //= 2
+
+    def smallest_room_at_least(need: int) -> int:
+        """The smallest room value >= need with a bin, or -1."""
+        lo, hi = need + size, pack_size + size
+        if lo > hi:
+            return -1
+        # walk the range [lo, hi] left to right by canonical segments
+        left_nodes, right_nodes = [], []
+        while lo <= hi:
+            if lo & 1:
+                left_nodes.append(lo)
+                lo += 1
+            if not hi & 1:
+                right_nodes.append(hi)
+                hi -= 1
+            lo //= 2
+            hi //= 2
+        for node in left_nodes + right_nodes[::-1]:
+            if count[node]:
+                while node < size:
+                    node = 2 * node if count[2 * node] else 2 * node + 1
+                return node - size
+        return -1
+
+    for item in order.tolist():
+        need = lengths_list[item]
+        r = smallest_room_at_least(need) if need <= pack_size else -1
+        if r == -1:
+            b = len(bins)
+            bins.append([item])
+            left = pack_size - need
+        else:
+            b = by_room[r].pop()
+            add(r, -1)
+            bins[b].append(item)
+            left = r - need
+        if left >= 0:
+            by_room[left].append(b)
+            add(left, 1)
+    return bins
+
+
+def pack_indices(seqlens: Sequence[int] | np.ndarray, pack_size: int, algorithm: str = "first_fit_shuffle",
+                 seed: int | None = 0) -> list[list[int]]:
+    """Bins of item indices (into `seqlens`) for the chosen algorithm."""
+    lengths = np.asarray(seqlens, dtype=np.int64)
+    if pack_size <= 0:
+        raise ValueError(f"pack_size must be positive, got {pack_size}")
+    if algorithm == "first_fit":
+        order = np.arange(len(lengths))
+    elif algorithm == "first_fit_decreasing":
+        order = np.argsort(-lengths, kind="stable")
+    elif algorithm == "first_fit_shuffle":
+        order = np.arange(len(lengths))
+        np.random.RandomState(seed).shuffle(order)
+    elif algorithm == "best_fit_decreasing":
+        return _best_fit_order(lengths, np.argsort(-lengths, kind="stable"), pack_size)
+    else:
+        raise ValueError(f"unknown packing algorithm {algorithm!r}; choose one of {ALGORITHMS}")
+    return _first_fit_order(lengths, order, pack_size)
+
+
+def _lengths(seqlens: Sequence[int] | np.ndarray, bins: list[list[int]]) -> list[list[int]]:
+    values = np.asarray(seqlens, dtype=np.int64).tolist()
+    return [[values[i] for i in b] for b in bins]
+
+
+def first_fit(seqlens: Sequence[int], pack_size: int) -> list[list[int]]:
+    return _lengths(seqlens, pack_indices(seqlens, pack_size, "first_fit"))
+
+
+def first_fit_decreasing(seqlens: Sequence[int], pack_size: int) -> list[list[int]]:
+    return _lengths(seqlens, pack_indices(seqlens, pack_size, "first_fit_decreasing"))
+
+
+def first_fit_shuffle(seqlens: Sequence[int], pack_size: int, seed: int | None = 0) -> list[list[int]]:
+    return _lengths(seqlens, pack_indices(seqlens, pack_size, "first_fit_shuffle", seed))
+
+
+def best_fit_decreasing(seqlens: Sequence[int], pack_size: int) -> list[list[int]]:
+    return _lengths(seqlens, pack_indices(seqlens, pack_size, "best_fit_decreasing"))
+
+
+def packing_metadata(seqlens: Sequence[int], bins: list[list[int]], pack_size: int) -> dict[str, float | int]:
+    """The statistics Megatron-Bridge writes beside packed files (bins hold lengths)."""
+    packed = [sum(b) for b in bins]
+    return {
+        "dataset_max_seqlen": int(max(seqlens)),
+        "max_samples_per_bin": max(len(b) for b in bins),
+        "packing_factor": round(len(seqlens) / len(bins), 2),
+        "packing_efficiency": round(sum(packed) / len(packed) / pack_size * 100, 2),
+        "pack_size": pack_size,
+        "min_packed_seqlen": min(packed),
+    }
