@@ -76,8 +76,8 @@ def test_moving_digits_storage_modes(storage):
 def test_path_storage_lists_and_checks_media_files(tmp_path):
     ds = sds.load_dataset("moving_digits", split="train", **SMALL)
     meta = ds._backends[0].metadata
-    assert len(meta.media) == 6 and all(m.path.startswith("../videos/") for m in meta.media)
-    victim = ds.cache_dirs[0] / meta.media[0].path
+    assert len(meta.extra_files) == 6 and all(m.path.startswith("../videos/") for m in meta.extra_files)
+    victim = ds.cache_dirs[0] / meta.extra_files[0].path
     victim.write_bytes(victim.read_bytes()[:100])
     with pytest.raises(CacheError, match=r"videos/.*\.mp4: shard is 100 bytes"):
         sds.open_cache(ds.cache_dirs[0])

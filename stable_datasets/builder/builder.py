@@ -199,6 +199,14 @@ class DatasetBuilder:
         """Hook for subclasses with more inputs (e.g. a tokenizer identity)."""
         return {}
 
+    def _split_extra(self, split: str) -> dict[str, Any]:
+        """Hook: entries for the split's `_metadata.json` "extra", read after its examples are written."""
+        return {}
+
+    def _split_files(self, split: str) -> dict[str, str | bytes]:
+        """Hook: small files (name -> content) published inside the split's cache and checked like shards."""
+        return {}
+
     # -- fingerprint and directories -----------------------------------------------------
     def layout_name(self, storage_format: str) -> str:
         """The layout a storage format maps to; a Video(storage="frames") column implies video frames."""
@@ -347,11 +355,16 @@ class DatasetBuilder:
                                                                                options)
             from stable_datasets import __version__
 
+            for file_name, content in self._split_files(split).items():  # files a builder ships with the split
+                data = content.encode() if isinstance(content, str) else content
+                (staging / file_name).write_bytes(data)
+                media.append(ShardInfo(path=file_name, num_rows=0, num_bytes=len(data), sha256=hash_text(data)))
+            extra = {**extra, **self._split_extra(split)}
             CacheMetadata(
                 layout=layout_name, features=self.features.to_dict(), num_rows=num_rows, shards=shards,
                 fingerprint=fp, fingerprint_inputs=self.fingerprint_inputs(storage_format, options),
                 builder_name=name, config_name=self.config.name, version=str(self.version), split=split,
-                layout_options=writer_options, info=self.info.to_dict(), extra=extra, media=media,
+                layout_options=writer_options, info=self.info.to_dict(), extra=extra, extra_files=media,
                 cache_format_version=CACHE_FORMAT_VERSION, library_version=__version__,
                 created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             ).write(staging)
@@ -394,7 +407,7 @@ class DatasetBuilder:
                                                                   dict[str, Any], set[Any]]:
         """Encode and write the examples of one set of gen_kwargs.
 
-        Returns shards, media files (those that path-stored videos placed in the shared store,
+        Returns shards, extra files (media that path-stored videos placed in the shared store,
         relative to the split directory, so opening and verifying the cache checks them), row
         count, layout extras and the example keys seen.
         """

@@ -46,6 +46,8 @@ def to_jsonable(obj: Any, where: str = "value") -> Any:
         return to_jsonable(obj.value, where)
     if isinstance(obj, (bytes, bytearray)):
         return {"_bytes_sha256": hashlib.sha256(obj).hexdigest()}
+    if hasattr(obj, "fingerprint_identity") and not isinstance(obj, type):  # objects that describe themselves
+        return to_jsonable(obj.fingerprint_identity(), where)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: to_jsonable(getattr(obj, f.name), f"{where}.{f.name}") for f in dataclasses.fields(obj)}
     if isinstance(obj, dict):
@@ -54,8 +56,6 @@ def to_jsonable(obj: Any, where: str = "value") -> Any:
         return [to_jsonable(v, f"{where}[{i}]") for i, v in enumerate(obj)]
     if isinstance(obj, (set, frozenset)):
         return sorted((to_jsonable(v, where) for v in obj), key=repr)
-    if hasattr(obj, "fingerprint_identity"):
-        return to_jsonable(obj.fingerprint_identity(), where)
     raise TypeError(f"{where}: cannot fingerprint a value of type {type(obj).__name__} ({obj!r:.80}); "
                     "use JSON-like values (str, int, float, bool, list, dict, Path) in configs")
 

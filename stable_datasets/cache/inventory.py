@@ -107,7 +107,7 @@ def verify_cache(directory: Path) -> list[str]:
     except CacheError as exc:
         return [str(exc)]
     problems = []
-    for shard in [*metadata.shards, *metadata.media]:
+    for shard in [*metadata.shards, *metadata.extra_files]:
         path = directory / shard.path
         if not path.is_file():
             problems.append(f"{path}: missing")

@@ -42,8 +42,9 @@ class CacheMetadata:
     layout_options: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
-    #: files outside the split directory that rows refer to (path-stored videos), relative to it
-    media: list[ShardInfo] = field(default_factory=list)
+    #: other files the cache depends on, relative to its directory: path-stored videos in the shared
+    #: media store, packing metadata beside packed shards. Checked on open and by verify like shards.
+    extra_files: list[ShardInfo] = field(default_factory=list)
     cache_format_version: int = 1
     library_version: str = ""
     created_at: str = ""
@@ -62,7 +63,7 @@ class CacheMetadata:
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
         kwargs["shards"] = [ShardInfo.from_dict(s) for s in data.get("shards", [])]
-        kwargs["media"] = [ShardInfo.from_dict(s) for s in data.get("media", [])]
+        kwargs["extra_files"] = [ShardInfo.from_dict(s) for s in data.get("extra_files", [])]
         return cls(**kwargs)
 
     def write(self, directory: Path) -> Path:
@@ -86,8 +87,8 @@ class CacheMetadata:
             raise CacheError(f"{path}: unreadable cache metadata ({exc})") from None
 
     def check_shard_sizes(self, directory: Path) -> None:
-        """Cheap integrity check on open: every shard and media file exists with its recorded size."""
-        for shard in [*self.shards, *self.media]:
+        """Cheap integrity check on open: every shard and extra file exists with its recorded size."""
+        for shard in [*self.shards, *self.extra_files]:
             path = directory / shard.path
             try:
                 size = path.stat().st_size

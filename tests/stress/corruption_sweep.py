@@ -25,7 +25,7 @@ def sweep(directory: Path) -> tuple[int, int, list[str]]:
     from stable_datasets.cache.metadata import CacheMetadata
 
     metadata = CacheMetadata.read(directory)
-    files = [directory / s.path for s in [*metadata.shards, *metadata.media]]
+    files = [directory / s.path for s in [*metadata.shards, *metadata.extra_files]]
     detected = injected = 0
     misses = []
     assert verify_cache(directory) == [], "the cache must be clean before the sweep"

@@ -1,0 +1,54 @@
+"""Chat SFT data from your own JSONL or Parquet files.
+
+Each record is `{"messages": [{"role", "content"}, ...]}`, a `{"prompt", "response"}` pair, or
+ShareGPT `{"conversations": [{"from", "value"}, ...]}`. `data_files` is a path, a list of paths
+(the "train" split) or a dict of split -> path(s):
+
+    sds.load_dataset("sft", split="train", data_files={"train": "chat.jsonl"},
+                     storage_format="parquet", packing=PackingConfig(pack_size=4096))
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import stable_datasets as sds
+from stable_datasets.sft import ChatSFTBuilder
+
+
+class Sft(ChatSFTBuilder):
+    VERSION = sds.Version("1.0.0")
+
+    def _description(self) -> str:
+        return "Chat conversations for supervised fine-tuning, read from JSONL or Parquet files."
+
+    def _split_generators(self, dl_manager):
+        files = self.config.data_files
+        if not files:
+            raise ValueError("the 'sft' builder needs data_files= (a path, a list, or a dict of split -> paths)")
+        if not isinstance(files, dict):
+            files = {"train": files}
+        generators = []
+        for split, paths in files.items():
+            paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+            local = [str(Path(p)) if Path(p).exists() else str(dl_manager.download(p)) for p in paths]
+            generators.append(sds.SplitGenerator(split, {"split": split, "files": local}))
+        return generators
+
+    def _conversations(self, split, files):
+        for path in files:
+            name = Path(path).name
+            if path.endswith(".parquet"):
+                import pyarrow.parquet as pq
+
+                for number, record in enumerate(pq.read_table(path).to_pylist()):
+                    yield f"{name}:{number}", record
+                continue
+            with open(path, encoding="utf-8") as fh:
+                for number, line in enumerate(fh):
+                    if line.strip():
+                        try:
+                            yield f"{name}:{number}", json.loads(line)
+                        except ValueError as exc:
+                            raise ValueError(f"{path}, line {number + 1}: not JSON ({exc})") from None

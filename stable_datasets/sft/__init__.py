@@ -1,0 +1,23 @@
+"""Packed SFT: tokenize conversations, pack them, cache the packs, serve Megatron batches."""
+
+from stable_datasets.sft.builder import ChatSFTBuilder, ChatSFTConfig
+from stable_datasets.sft.collate import collate_packed
+from stable_datasets.sft.dataset import PackedRowError, PackedSFTDataset
+from stable_datasets.sft.pack import PACKED_FEATURES, PackingConfig, pack_sequences, write_packed_parquet
+from stable_datasets.sft.packing import (
+    ALGORITHMS,
+    best_fit_decreasing,
+    first_fit,
+    first_fit_decreasing,
+    first_fit_shuffle,
+    pack_indices,
+    packing_metadata,
+)
+from stable_datasets.sft.tokenize import ByteTokenizer, chat_tokenizer, normalize_messages
+
+__all__ = [
+    "ALGORITHMS", "PACKED_FEATURES", "ByteTokenizer", "ChatSFTBuilder", "ChatSFTConfig", "PackedRowError",
+    "PackedSFTDataset", "PackingConfig", "best_fit_decreasing", "chat_tokenizer", "collate_packed", "first_fit",
+    "first_fit_decreasing", "first_fit_shuffle", "normalize_messages", "pack_indices", "pack_sequences",
+    "packing_metadata", "write_packed_parquet",
+]

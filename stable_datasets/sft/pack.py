@@ -1,0 +1,156 @@
+"""Tokenized sequences -> packs, and the files Megatron-Bridge reads.
+
+A sequence of n tokens occupies n - 1 positions of a pack (inputs drop the last token, labels
+the first), so packing uses `len(ids) - 1` as each item's size, as Megatron-Bridge does.
+Each pack row holds `input_ids` (int32), `loss_mask` (int8, shifted left by one within each
+sequence: position i says whether token i + 1 is trained on) and `seq_start_id` (int32,
+starting at 0).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from loguru import logger
+
+from stable_datasets.features.features import Features
+from stable_datasets.features.sequence import Sequence as SequenceFeature
+from stable_datasets.features.value import Value
+from stable_datasets.sft.packing import ALGORITHMS, pack_indices, packing_metadata
+
+PACKED_FEATURES = Features({"input_ids": SequenceFeature(Value("int32")), "loss_mask": SequenceFeature(Value("int8")),
+                            "seq_start_id": SequenceFeature(Value("int32"))})
+
+
+@dataclass
+class PackingConfig:
+    """How conversations become packs; every field (and the tokenizer's identity) is fingerprinted."""
+
+    tokenizer: Any = None  # None: the built-in ByteTokenizer
+    pack_size: int = 4096
+    algorithm: str = "first_fit_shuffle"
+    seed: int = 0
+    loss_on: str = "assistant"  # or "all"
+    overlong: str = "skip"  # or "truncate"
+    eos_id: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"unknown packing algorithm {self.algorithm!r}; choose one of {ALGORITHMS}")
+        if self.overlong not in ("skip", "truncate"):
+            raise ValueError(f"overlong must be 'skip' or 'truncate', got {self.overlong!r}")
+        if self.pack_size < 2:
+            raise ValueError(f"pack_size must be at least 2, got {self.pack_size}")
+
+    def chat_tokenizer(self):
+        from stable_datasets.sft.tokenize import chat_tokenizer
+
+        return chat_tokenizer(self.tokenizer, self.eos_id)
+
+    def fingerprint_identity(self) -> dict[str, Any]:
+        return {"tokenizer": self.chat_tokenizer().identity(), "pack_size": self.pack_size,
+                "algorithm": self.algorithm, "seed": self.seed, "loss_on": self.loss_on, "overlong": self.overlong,
+                "extra": self.extra}
+
+
+@dataclass
+class PackResult:
+    rows: list[dict[str, np.ndarray]]
+    metadata: dict[str, Any]
+    skipped: int = 0
+    truncated: int = 0
+
+
+def pack_sequences(sequences: Sequence[tuple[np.ndarray, np.ndarray]], pack_size: int,
+                   algorithm: str = "first_fit_shuffle", seed: int = 0, overlong: str = "skip") -> PackResult:
+    """Pack (input_ids, loss_mask) pairs (mask aligned with input_ids) into rows."""
+    kept: list[tuple[np.ndarray, np.ndarray]] = []
+    skipped = truncated = 0
+    for ids, mask in sequences:
+        if len(ids) - 1 > pack_size:
+            if overlong == "skip":
+                skipped += 1
+                continue
+            ids, mask = ids[: pack_size + 1], mask[: pack_size + 1]
+            truncated += 1
+        if len(ids) >= 2:
+            kept.append((ids, mask))
+    if skipped:
+        logger.warning("skipped {} sequences longer than pack_size={} (overlong='truncate' keeps them cut)",
+                       skipped, pack_size)
+    if not kept:
+        raise ValueError("no sequence fits the pack size; nothing to pack")
+    lengths = np.fromiter((len(ids) - 1 for ids, _ in kept), dtype=np.int64, count=len(kept))
+    bins = pack_indices(lengths, pack_size, algorithm, seed)
+    rows = []
+    for members in bins:
+        parts = [kept[i] for i in members]
+        starts = np.cumsum([0] + [len(ids) for ids, _ in parts[:-1]]).astype(np.int32)
+        shifted = [np.append(mask[1:], 0).astype(np.int8) for _, mask in parts]
+        rows.append({"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32),
+                     "loss_mask": np.concatenate(shifted), "seq_start_id": starts})
+    metadata = packing_metadata(lengths, [[int(lengths[i]) for i in b] for b in bins], pack_size)
+    return PackResult(rows=rows, metadata=metadata, skipped=skipped, truncated=truncated)
+
+
+def metadata_file_name(pack_size: int) -> str:
+    return f"{pack_size}_metadata.jsonl"
+
+
+def metadata_file_text(metadata: dict[str, Any]) -> str:
+    """Megatron-Bridge reads this file with json.load: a JSON list of metadata dicts."""
+    return json.dumps([metadata])
+
+
+def packed_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
+    rows = list(rows)
+    columns = {}
+    for name, dtype in (("input_ids", np.int32), ("loss_mask", np.int8), ("seq_start_id", np.int32)):
+        values = [np.asarray(r[name], dtype=dtype) for r in rows]
+        offsets = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int32)
+        flat = np.concatenate(values) if values else np.zeros(0, dtype)
+        columns[name] = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
+    return pa.table(columns, schema=PACKED_FEATURES.arrow_schema)
+
+
+def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path, *,
+                         pack_metadata: dict[str, Any] | None = None, row_group_bytes: int = 1 << 20,
+                         compression: str = "zstd") -> Path:
+    """Write packs as a Megatron-Bridge `*.idx.parquet` file, with `{pack_size}_metadata.jsonl` beside it.
+
+    `rows` may be dicts, a PackedSFTDataset or a StableDataset of packs. Row groups hold about
+    `row_group_bytes` of data each.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.name.endswith(".parquet"):
+        path = path.with_name(path.name + ".idx.parquet")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if hasattr(rows, "__getitem__") and hasattr(rows, "__len__") and not isinstance(rows, list):
+        source = rows
+        rows = (_as_stored(source[i]) for i in range(len(source)))
+    table = packed_table(rows)
+    per_row = max(table.nbytes / max(table.num_rows, 1), 1.0)
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, row_group_size=max(1, int(row_group_bytes // per_row)), compression=compression)
+    tmp.replace(path)
+    if pack_metadata is not None:
+        (path.parent / metadata_file_name(int(pack_metadata["pack_size"]))).write_text(
+            metadata_file_text(pack_metadata))
+    return path
+
+
+def _as_stored(item: dict[str, Any]) -> dict[str, Any]:
+    """A dataset item ({input_ids, seq_boundaries, loss_mask} or a stored row) -> stored columns."""
+    if "seq_start_id" in item:
+        return item
+    return {"input_ids": item["input_ids"], "loss_mask": item["loss_mask"],
+            "seq_start_id": np.asarray(item["seq_boundaries"])[:-1]}

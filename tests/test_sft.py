@@ -1,0 +1,326 @@
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.errors import StableDatasetsError
+from stable_datasets.sft import (
+    ALGORITHMS,
+    ByteTokenizer,
+    PackedRowError,
+    PackedSFTDataset,
+    PackingConfig,
+    best_fit_decreasing,
+    chat_tokenizer,
+    collate_packed,
+    first_fit,
+    first_fit_decreasing,
+    first_fit_shuffle,
+    pack_sequences,
+    packing_metadata,
+    write_packed_parquet,
+)
+
+
+# -- packing ------------------------------------------------------------------------------------
+def _reference_first_fit(seqlens, pack_size):
+    """Megatron-Bridge's first fit, written the slow, obvious way."""
+    bins, room = [], []
+    for s in seqlens:
+        for i, r in enumerate(room):
+            if r >= s:
+                bins[i].append(s)
+                room[i] -= s
+                break
+        else:
+            bins.append([s])
+            room.append(pack_size - s)
+    return bins
+
+
+def test_issue_example_and_oversized_items():
+    assert first_fit_decreasing([1111, 8192, 4096, 1000], 2048) == [[8192], [4096], [1111], [1000]]
+    assert first_fit([5, 5, 10, 1], 10) == [[5, 5], [10], [1]]
+
+
+def test_first_fit_family_matches_the_reference():
+    rng = np.random.default_rng(0)
+    for _ in range(100):
+        lengths = rng.integers(0, 3000, rng.integers(0, 200)).tolist()
+        assert first_fit(lengths, 2048) == _reference_first_fit(lengths, 2048)
+        assert first_fit_decreasing(lengths, 2048) == _reference_first_fit(sorted(lengths, reverse=True), 2048)
+        state = np.random.get_state()
+        shuffled = list(lengths)
+        np.random.seed(11)
+        np.random.shuffle(shuffled)  # what Megatron-Bridge does with the global RNG
+        np.random.set_state(state)
+        assert first_fit_shuffle(lengths, 2048, seed=11) == _reference_first_fit(shuffled, 2048)
+
+
+def test_first_fit_shuffle_leaves_the_global_rng_alone():
+    state = np.random.get_state()
+    first_fit_shuffle(list(range(1, 100)), 128, seed=3)
+    assert np.array_equal(np.random.get_state()[1], state[1])
+
+
+def test_best_fit_decreasing_packs_tightly():
+    lengths = [7, 5, 4, 3, 3, 2, 1, 9, 6]
+    bins = best_fit_decreasing(lengths, 10)
+    assert sorted(sum(bins, [])) == sorted(lengths)
+    assert all(sum(b) <= 10 for b in bins)
+    assert len(bins) == 4  # 9+1, 7+3, 6+4, 5+3+2
+    assert best_fit_decreasing([12, 3], 10) == [[12], [3]]
+
+
+def test_packing_metadata_fields():
+    meta = packing_metadata([4, 6, 3], [[4, 6], [3]], 10)
+    assert meta == {"dataset_max_seqlen": 6, "max_samples_per_bin": 2, "packing_factor": 1.5,
+                    "packing_efficiency": 65.0, "pack_size": 10, "min_packed_seqlen": 3}
+
+
+# -- collate ------------------------------------------------------------------------------------
+A = {"input_ids": np.array([10, 11, 12, 13, 20, 21, 22, 23]), "seq_boundaries": [0, 4, 8],
+     "loss_mask": np.ones(8, np.int8)}
+B = {"input_ids": np.arange(30, 38), "seq_boundaries": [0, 8], "loss_mask": np.ones(8, np.int8)}
+
+
+def test_collate_matches_the_issue_example():
+    out = collate_packed([A, B], eos_id=2, max_seq_length=8, return_tensors="numpy")
+    assert out["cu_seqlens_q"].tolist() == [[0, 3, 6, 7], [0, 7, 7, 7]]
+    assert out["cu_seqlens_kv"].tolist() == out["cu_seqlens_q"].tolist()
+    assert out["max_seqlen_q"].tolist() == [[3], [7]] == out["max_seqlen_kv"].tolist()
+    assert out["padding_mask"].tolist() == [[False] * 6 + [True], [False] * 7]
+    assert out["tokens"].tolist() == [[10, 11, 12, 20, 21, 22, 2], [30, 31, 32, 33, 34, 35, 36]]
+    assert out["labels"].tolist() == [[11, 12, 13, 21, 22, 23, 2], [31, 32, 33, 34, 35, 36, 37]]
+    assert out["position_ids"].tolist() == [[0, 1, 2, 0, 1, 2, 0], list(range(7))]
+    assert out["loss_mask"].tolist() == [[1] * 6 + [0], [1] * 7]
+    assert out["token_count"] == [6, 7]
+    assert out["cu_seqlens_q"].dtype == np.int32
+    assert "cu_seqlens_q_padded" not in out
+
+
+def test_collate_legacy_keys_and_tensors():
+    torch = pytest.importorskip("torch")
+    legacy = collate_packed([A, B], eos_id=2, max_seq_length=8, legacy_keys=True)
+    assert isinstance(legacy["tokens"], torch.Tensor) and legacy["tokens"].dtype == torch.int64
+    assert legacy["cu_seqlens"].tolist() == [[0, 3, 6, 7, -1], [0, 7, -1, -1, -1]]
+    assert legacy["cu_seqlens_argmin"].tolist() == [[4], [2]]
+    assert legacy["max_seqlen"].tolist() == [[3], [7]]
+    assert "padding_mask" not in legacy and "cu_seqlens_q" not in legacy
+
+
+def test_collate_padding_options():
+    per_seq = collate_packed([A, B], eos_id=2, max_seq_length=16, pad_seq_to_mult=4, return_tensors="numpy")
+    assert per_seq["cu_seqlens_q"].tolist() == [[0, 3, 6, 6], [0, 7, 7, 7]]
+    assert per_seq["cu_seqlens_q_padded"].tolist() == [[0, 4, 8, 16], [0, 8, 16, 16]]
+    assert per_seq["tokens"][0, :8].tolist() == [10, 11, 12, 2, 20, 21, 22, 2]
+    assert per_seq["position_ids"][0, :8].tolist() == [0, 1, 2, 3, 0, 1, 2, 3]
+    fixed = collate_packed([A], eos_id=2, max_seq_length=8, pad_to_max_length=True, return_tensors="numpy")
+    assert fixed["tokens"].shape == (1, 8)
+    rounded = collate_packed([A], eos_id=2, max_seq_length=64, return_tensors="numpy")
+    assert rounded["tokens"].shape == (1, 16)  # rounded up to pad_seq_length_to_mult
+    meta = {"max_samples_per_bin": 3, "dataset_max_seqlen": 4, "min_packed_seqlen": 5, "pack_size": 8}
+    graph = collate_packed([A, B], eos_id=2, max_seq_length=8, pad_cu_seqlens=True, pack_metadata=meta,
+                           return_tensors="numpy")
+    assert graph["cu_seqlens_q"].shape == (2, 5) and graph["max_seqlen_q"].tolist() == [[4], [4]]
+    with pytest.raises(ValueError, match="pad_cu_seqlens=True needs pack_metadata"):
+        collate_packed([A], eos_id=2, max_seq_length=8, pad_cu_seqlens=True)
+    full_loss = collate_packed([{**A, "input_ids": np.array([10, 2, 12, 13, 20, 21, 22, 23])}], eos_id=2,
+                               max_seq_length=8, answer_only_loss=False, return_tensors="numpy")
+    assert full_loss["loss_mask"][0, :6].tolist() == [1, 0, 1, 1, 1, 1]
+
+
+# -- tokenization and packing -------------------------------------------------------------------
+CHAT = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+
+
+def test_byte_tokenizer_masks_assistant_tokens():
+    tok = chat_tokenizer(ByteTokenizer())
+    ids, mask = tok.encode_chat(CHAT)
+    assert ids == [257, 261, 104, 105, 259, 262, 121, 111, 259, 258]
+    assert mask == [False] * 5 + [False, True, True, True, True]
+    _, everything = tok.encode_chat(CHAT, loss_on="all")
+    assert all(everything)
+
+
+def test_pack_rows_shift_the_mask_and_start_at_zero():
+    seqs = [(np.array([1, 2, 3, 4]), np.array([0, 0, 1, 1], np.int8)), (np.array([5, 6, 7]), np.array([0, 1, 1]))]
+    result = pack_sequences(seqs, pack_size=10, algorithm="first_fit")
+    row = result.rows[0]
+    assert row["input_ids"].tolist() == [1, 2, 3, 4, 5, 6, 7]
+    assert row["loss_mask"].tolist() == [0, 1, 1, 0, 1, 1, 0]  # shifted left by one within each sequence
+    assert row["seq_start_id"].tolist() == [0, 4]
+    assert result.metadata["pack_size"] == 10 and result.metadata["max_samples_per_bin"] == 2
+    long = [(np.arange(20), np.ones(20, np.int8)), *seqs]
+    assert pack_sequences(long, 10).skipped == 1
+    cut = pack_sequences(long, 10, overlong="truncate")
+    assert cut.truncated == 1 and max(len(r["input_ids"]) for r in cut.rows) <= 11 + 7
+
+
+def test_tokenizers_and_chat_template_tokenizers():
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models, pre_tokenizers, trainers
+
+    tok = tokenizers.Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel()
+    tok.train_from_iterator(["hello world, this is python text"] * 20,
+                            trainers.BpeTrainer(vocab_size=300, special_tokens=["<unk>", "</s>"]))
+    wrapped = chat_tokenizer(tok)
+    ids, mask = wrapped.encode_chat(CHAT)
+    assert ids[-1] == wrapped.eos_id == tok.token_to_id("</s>")
+    assert any(mask) and not all(mask) and mask[-1]
+
+    class Templated:  # the shape of a transformers tokenizer with a chat template
+        eos_token_id = 99
+        chat_template = "{role}:{content};"
+
+        def apply_chat_template(self, messages, tokenize=True):
+            return [ord(c) for m in messages for c in f"{m['role'][0]}:{m['content']};"]
+
+        def get_vocab(self):
+            return {"a": 1}
+
+    ids, mask = chat_tokenizer(Templated()).encode_chat(CHAT)
+    assert ids == [ord(c) for c in "u:hi;a:yo;"] + [99]
+    assert mask == [False] * 5 + [True] * 5 + [True]
+
+
+def test_tokenizer_identity_is_in_the_fingerprint():
+    a = sds.load_builder("python_docs_sft", packing=PackingConfig(pack_size=1024)).fingerprint()
+    b = sds.load_builder("python_docs_sft", packing=PackingConfig(pack_size=1024, loss_on="all")).fingerprint()
+    c = sds.load_builder("python_docs_sft", packing=PackingConfig(pack_size=2048)).fingerprint()
+    assert len({a, b, c}) == 3
+    tokenizers = pytest.importorskip("tokenizers")
+    from tokenizers import models
+
+    t1 = tokenizers.Tokenizer(models.WordLevel({"a": 0, "</s>": 1}, unk_token="a"))
+    t2 = tokenizers.Tokenizer(models.WordLevel({"a": 0, "b": 2, "</s>": 1}, unk_token="a"))
+    f1 = sds.load_builder("python_docs_sft", packing=PackingConfig(tokenizer=t1)).fingerprint()
+    f2 = sds.load_builder("python_docs_sft", packing=PackingConfig(tokenizer=t2)).fingerprint()
+    assert f1 != f2
+
+
+# -- builders, layouts and PackedSFTDataset -------------------------------------------------------
+@pytest.mark.parametrize("storage_format", ["parquet", "arrow", "lance"])
+def test_python_docs_sft_packs_in_every_layout(storage_format):
+    ds = sds.load_dataset("python_docs_sft", split="test", storage_format=storage_format,
+                          packing=PackingConfig(pack_size=2048, algorithm="best_fit_decreasing"))
+    meta = ds._backends[0].metadata
+    assert meta.extra["pack_metadata"]["pack_size"] == 2048
+    assert (ds.cache_dirs[0] / "2048_metadata.jsonl").is_file()
+    packs = PackedSFTDataset(ds, eos_id=ByteTokenizer.EOS)
+    assert len(packs) == len(ds) and packs.collate_settings["max_seq_length"] == 2048
+    item = packs[0]
+    assert item["input_ids"].dtype == np.int32 and item["seq_boundaries"][0] == 0
+    assert item["seq_boundaries"][-1] == len(item["input_ids"])
+    batch = packs.collate_fn([packs[i] for i in range(min(3, len(packs)))])
+    assert batch["tokens"].shape[1] <= 2048
+
+
+def test_packed_parquet_is_plain_parquet_for_megatron_and_duckdb(tmp_path):
+    duckdb = pytest.importorskip("duckdb")
+    ds = sds.load_dataset("python_docs_sft", split="test", storage_format="parquet",
+                          packing=PackingConfig(pack_size=1024))
+    files = sorted(ds.cache_dirs[0].glob("*.idx.parquet"))
+    assert files
+    # Megatron-Bridge's reader: read a row group, to_pylist, index a row
+    rows = pq.ParquetFile(files[0]).read_row_group(0).to_pylist()
+    assert set(rows[0]) == {"input_ids", "loss_mask", "seq_start_id"} and rows[0]["seq_start_id"][0] == 0
+    count = duckdb.sql(f"select count(*) from '{files[0]}'").fetchall()[0][0]
+    assert count == len(ds)
+    sizes = [pq.ParquetFile(f).metadata.row_group(0).total_byte_size for f in files]
+    assert max(sizes) < 3 << 20  # row groups are sized in bytes (~1 MiB), not by a thousand rows
+    meta = json.loads((ds.cache_dirs[0] / "1024_metadata.jsonl").read_text())
+    assert isinstance(meta, list) and meta[0]["pack_size"] == 1024
+
+
+def test_packed_dataset_reads_megatron_files_with_any_int_types(tmp_path):
+    table = pa.table({
+        "input_ids": pa.array([[1, 2, 3, 4, 5], [6, 7, 8]], pa.list_(pa.int64())),
+        "loss_mask": pa.array([[0, 1, 1, 0, 1], [1, 1, 0]], pa.list_(pa.int32())),
+        "seq_start_id": pa.array([[0, 3], [0]], pa.list_(pa.int64())),
+    })
+    path = tmp_path / "training_8.idx.parquet"
+    pq.write_table(table, path)
+    (tmp_path / "8_metadata.jsonl").write_text(json.dumps([{"pack_size": 8, "max_samples_per_bin": 2,
+                                                            "dataset_max_seqlen": 4, "min_packed_seqlen": 2}]))
+    packs = PackedSFTDataset(str(tmp_path), eos_id=0)
+    assert packs[0]["seq_boundaries"].tolist() == [0, 3, 5]
+    assert packs.collate_settings["max_seq_length"] == 8
+    assert packs[-1]["loss_mask"].tolist() == [0, 0, 0]  # negative index: the same pack, no loss
+    assert packs[1]["loss_mask"].tolist() == [1, 1, 0]
+    out = write_packed_parquet(packs, tmp_path / "copy" / "again", pack_metadata=packs.pack_metadata[0])
+    again = PackedSFTDataset(out, eos_id=0)
+    assert again[0]["input_ids"].tolist() == [1, 2, 3, 4, 5] and again.pack_metadata[0]["pack_size"] == 8
+
+
+def test_nemo_npy_needs_allow_pickle(tmp_path):
+    rows = np.array([{"input_ids": [1, 2, 3], "loss_mask": [0, 1, 0], "seq_start_id": [0]},
+                     {"input_ids": [4, 5, 6, 7], "loss_mask": [1, 1, 1, 0], "seq_start_id": [0, 2]}], dtype=object)
+    path = tmp_path / "packed_8.npy"
+    np.save(path, rows, allow_pickle=True)
+    with pytest.raises(StableDatasetsError, match="pickled object array"):
+        PackedSFTDataset(path)
+    packs = PackedSFTDataset(path, allow_pickle=True)
+    assert len(packs) == 2 and packs[1]["seq_boundaries"].tolist() == [0, 2, 4]
+
+
+def test_samples_mapping_epochs_and_own_rng(tmp_path):
+    ds = sds.load_dataset("python_docs_sft", split="test", packing=PackingConfig(pack_size=1024))
+    n = len(ds)
+    state = np.random.get_state()
+    packs = PackedSFTDataset(ds, max_num_samples=2 * n + 3, seed=5)
+    assert np.array_equal(np.random.get_state()[1], state[1])
+    mapping = packs.samples_mapping
+    assert len(packs) == 2 * n + 3
+    assert sorted(mapping[:n]) == list(range(n)) and sorted(mapping[n:2 * n]) == list(range(n))
+    assert np.array_equal(mapping, PackedSFTDataset(ds, max_num_samples=2 * n + 3, seed=5).samples_mapping)
+    assert not np.array_equal(mapping, PackedSFTDataset(ds, max_num_samples=2 * n + 3, seed=6).samples_mapping)
+
+
+@pytest.mark.parametrize(("column", "values", "message"), [
+    ("loss_mask", [[1, 1]], "loss_mask has 2 entries for 3 input_ids"),
+    ("seq_start_id", [[1]], "seq_start_id must start at 0"),
+    ("seq_start_id", [[0, 2, 1]], "seq_start_id must increase"),
+    ("seq_start_id", [[0, 3]], "seq_start_id 3 is past the end of 3 input_ids"),
+])
+def test_bad_rows_are_named(tmp_path, column, values, message):
+    data = {"input_ids": [[1, 2, 3]], "loss_mask": [[0, 1, 1]], "seq_start_id": [[0]]}
+    data[column] = values
+    path = tmp_path / "bad.idx.parquet"
+    pq.write_table(pa.table({k: pa.array(v, pa.list_(pa.int32())) for k, v in data.items()}), path)
+    with pytest.raises(PackedRowError, match=message):
+        PackedSFTDataset(path)[0]
+
+
+def test_sft_builder_reads_jsonl_and_parquet(tmp_path):
+    jsonl = tmp_path / "chat.jsonl"
+    jsonl.write_text("\n".join(json.dumps(r) for r in [
+        {"messages": CHAT},
+        {"prompt": "2+2?", "response": "4"},
+        {"conversations": [{"from": "human", "value": "hey"}, {"from": "gpt", "value": "hello"}]},
+    ]) + "\n")
+    parquet = tmp_path / "chat.parquet"
+    pq.write_table(pa.Table.from_pylist([{"prompt": "a", "response": "b"}]), parquet)
+    ds = sds.load_dataset("sft", data_files={"train": [str(jsonl)], "test": str(parquet)})
+    assert ds.num_rows == {"train": 3, "test": 1}
+    assert ds["train"][1]["messages"] == [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]
+    assert ds["train"][2]["messages"][1] == {"role": "assistant", "content": "hello"}
+    packed = sds.load_dataset("sft", split="train", data_files=str(jsonl), packing=PackingConfig(pack_size=64))
+    assert len(packed) == 1 and PackedSFTDataset(packed)[0]["seq_boundaries"].tolist()[:1] == [0]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"text": "no chat here"}) + "\n")
+    with pytest.raises(ValueError, match="record 'bad.jsonl:0': a chat record needs 'messages'"):
+        sds.load_dataset("sft", split="train", data_files=str(bad))
+
+
+def test_every_algorithm_builds():
+    for algorithm in ALGORITHMS:
+        ds = sds.load_dataset("python_docs_sft", split="test", packing=PackingConfig(pack_size=4096,
+                                                                                     algorithm=algorithm))
+        assert ds._backends[0].metadata.extra["pack_metadata"]["packing_efficiency"] > 50
