@@ -13,11 +13,12 @@ from stable_datasets.sft.packing import (
     pack_indices,
     packing_metadata,
 )
+from stable_datasets.sft.sampler import PackedSampler, row_group_starts
 from stable_datasets.sft.tokenize import ByteTokenizer, chat_tokenizer, normalize_messages
 
 __all__ = [
     "ALGORITHMS", "PACKED_FEATURES", "ByteTokenizer", "ChatSFTBuilder", "ChatSFTConfig", "PackedRowError",
-    "PackedSFTDataset", "PackingConfig", "best_fit_decreasing", "chat_tokenizer", "collate_packed", "first_fit",
-    "first_fit_decreasing", "first_fit_shuffle", "normalize_messages", "pack_indices", "pack_sequences",
-    "packing_metadata", "write_packed_parquet",
+    "PackedSFTDataset", "PackedSampler", "PackingConfig", "best_fit_decreasing", "chat_tokenizer",
+    "collate_packed", "first_fit", "first_fit_decreasing", "first_fit_shuffle", "normalize_messages",
+    "pack_indices", "pack_sequences", "packing_metadata", "row_group_starts", "write_packed_parquet",
 ]
