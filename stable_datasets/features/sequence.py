@@ -73,8 +73,8 @@ class Sequence(FeatureType):
 
             values = primitive_view(array.flatten())
             if values is not None:
-                offsets = np.asarray(array.offsets) - array.offsets[0].as_py()
-                return np.split(values, offsets[1:-1])
+                offsets = primitive_view(array.offsets)
+                return np.split(values, (offsets - offsets[0])[1:-1])
         return super().decode_array(array, numpy=numpy, decode=decode)
 
 

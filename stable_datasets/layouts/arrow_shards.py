@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.dataset.cells import CellGetter, cell_getter
+from stable_datasets.dataset.cells import CellGetter, cell_getter, primitive_view
 from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.layouts.sharded import ShardedFileWriter
 from stable_datasets.tables import ordered_gather
@@ -81,7 +81,7 @@ class _ShardGather:
                     virtual = pa.Array.from_buffers(large, len(offsets) - 1, [None, pa.py_buffer(offsets), self.whole])
                     plan = ("virtual", virtual)
             elif (pa.types.is_integer(field_type) or pa.types.is_floating(field_type)) and chunks:
-                plan = ("numpy", np.concatenate([c.to_numpy(zero_copy_only=True) for c in chunks]))
+                plan = ("numpy", np.concatenate([primitive_view(c) for c in chunks]))
         self._columns[j] = plan
         return plan
 

@@ -1,0 +1,278 @@
+"""Packed SFT: our readers vs the Megatron-Bridge reader design and NeMo .npy files.
+
+    python benchmarks/bench_packed_sft.py --packs 100000
+
+Data: `--packs` packs of up to 4096 tokens, filled with sequences whose lengths follow a
+log-normal distribution (median ~400 tokens), random token ids, answer-only loss masks.
+The same packs are built into our Parquet layout (1 MiB row groups), our Arrow layout, a
+Parquet file with Megatron-style 1000-row groups, and a NeMo-style pickled .npy file.
+
+The "Megatron-Bridge reader design" below is written from its description: it keeps one
+decoded row group, turned into Python lists with `to_pylist`, and decodes another on a miss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute
+import pyarrow.parquet as pq
+
+PACK = 4096
+CHUNK = 2000
+
+
+def pack_chunk(chunk: int, count: int) -> list[dict[str, np.ndarray]]:
+    """Deterministic packs for one chunk (so every copy of the data is identical)."""
+    rng = np.random.default_rng([7, chunk])
+    packs = []
+    for _ in range(count):
+        lengths = []
+        while True:
+            n = int(np.clip(rng.lognormal(6.0, 0.9), 16, PACK))
+            if sum(lengths) + n > PACK:
+                break
+            lengths.append(n)
+        lengths = lengths or [PACK]
+        ids = rng.integers(0, 32000, sum(lengths), dtype=np.int32)
+        mask = np.zeros(sum(lengths), np.int8)
+        starts = np.cumsum([0, *lengths[:-1]]).astype(np.int32)
+        for start, n in zip(starts, lengths):
+            mask[start + n // 3:start + n - 1] = 1  # answer tokens (shifted mask)
+        packs.append({"input_ids": ids, "loss_mask": mask, "seq_start_id": starts})
+    return packs
+
+
+def all_chunks(total: int):
+    for chunk, lo in enumerate(range(0, total, CHUNK)):
+        yield pack_chunk(chunk, min(CHUNK, total - lo))
+
+
+BUILDER = '''
+import sys
+sys.path.insert(0, {here!r})
+import stable_datasets as sds
+from stable_datasets.sft import PACKED_FEATURES
+from bench_packed_sft import all_chunks
+
+class Packs(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features=PACKED_FEATURES)
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {{"total": {total}}})]
+    def _generate_examples(self, total):
+        n = 0
+        for chunk in all_chunks(total):
+            for pack in chunk:
+                yield n, pack
+                n += 1
+'''
+
+
+class MegatronStyleReader:
+    """One cached row group as Python lists; a miss decodes and converts another."""
+
+    def __init__(self, path: str):
+        self.file = pq.ParquetFile(path)
+        sizes = [self.file.metadata.row_group(g).num_rows for g in range(self.file.metadata.num_row_groups)]
+        self.starts = np.cumsum([0, *sizes])
+        self.cached_group = -1
+        self.rows: list[dict] = []
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def __getitem__(self, idx: int) -> dict:
+        group = int(np.searchsorted(self.starts, idx, side="right") - 1)
+        if group != self.cached_group:
+            self.rows = self.file.read_row_group(group).to_pylist()
+            self.cached_group = group
+        row = self.rows[idx - self.starts[group]]
+        return {"input_ids": row["input_ids"], "seq_boundaries": row["seq_start_id"] + [len(row["input_ids"])],
+                "loss_mask": row["loss_mask"]}
+
+
+def timed(fn, repeats: int = 1) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        gc.collect()
+        started = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+# ru_maxrss survives fork+exec on Linux (a child would report its parent's peak); VmHWM does not.
+PEAK_RSS = """
+def peak_rss_mib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+"""
+OPEN_OURS = PEAK_RSS + """
+import time
+t = time.perf_counter()
+from stable_datasets.sft import PackedSFTDataset
+imported = time.perf_counter() - t
+t = time.perf_counter()
+ds = PackedSFTDataset({path!r}, eos_id=0)
+ds[len(ds) - 1]
+print(imported, time.perf_counter() - t, len(ds), peak_rss_mib())
+"""
+OPEN_NPY = PEAK_RSS + """
+import time
+t = time.perf_counter()
+import numpy as np
+imported = time.perf_counter() - t
+t = time.perf_counter()
+data = np.load({path!r}, allow_pickle=True)
+data[len(data) - 1]["input_ids"]
+print(imported, time.perf_counter() - t, len(data), peak_rss_mib())
+"""
+
+
+def fresh(code: str, path: str) -> list[float]:
+    out = subprocess.run([sys.executable, "-c", code.format(path=path)], capture_output=True, text=True, check=True)
+    return [float(x) for x in out.stdout.split()]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--packs", type=int, default=100_000)
+    parser.add_argument("--lengths", type=int, default=1_000_000)
+    args = parser.parse_args()
+    os.environ["STABLE_DATASETS_DISABLE_PROGRESS"] = "1"
+    from loguru import logger
+
+    logger.disable("stable_datasets")
+    import stable_datasets as sds
+    from stable_datasets.sft import ALGORITHMS, PackedSFTDataset, pack_indices, packing_metadata
+
+    work = Path(tempfile.mkdtemp(prefix="bench-sft-", dir=os.environ.get("BENCH_DIR")))
+    results: list[tuple[str, str, str]] = []
+    try:
+        script = work / "packs.py"
+        script.write_text(BUILDER.format(here=str(Path(__file__).resolve().parent), total=args.packs))
+        started = time.perf_counter()
+        parquet_ds = sds.load_dataset(str(script), split="train", storage_format="parquet", cache_dir=work / "c")
+        build_parquet = time.perf_counter() - started
+        arrow_ds = sds.load_dataset(str(script), split="train", cache_dir=work / "c")
+        megatron_file = work / "megatron_style.parquet"
+        npy_file = work / "nemo_packed.npy"
+        writer = None
+        objects = []
+        for chunk in all_chunks(args.packs):
+            table = pa.table({
+                "input_ids": pa.array([p["input_ids"] for p in chunk], pa.list_(pa.int32())),
+                "loss_mask": pa.array([p["loss_mask"] for p in chunk], pa.list_(pa.int8())),
+                "seq_start_id": pa.array([p["seq_start_id"] for p in chunk], pa.list_(pa.int32()))})
+            writer = writer or pq.ParquetWriter(megatron_file, table.schema, compression="zstd")
+            writer.write_table(table, row_group_size=1000)
+            objects.extend(chunk)
+        writer.close()
+        np.save(npy_file, np.array(objects, dtype=object), allow_pickle=True)
+        total_tokens = sum(len(p["input_ids"]) for p in objects)
+        del objects
+        gc.collect()
+
+        # 1. random access with a shuffled samples_mapping
+        ours = PackedSFTDataset(parquet_ds.cache_dirs[0], max_num_samples=args.packs, seed=1, eos_id=0)
+        order = ours.samples_mapping
+        ours_n, theirs_n = 5000, 300
+        t_ours = timed(lambda: [ours[i] for i in range(ours_n)])
+        theirs_same = MegatronStyleReader(str(next(parquet_ds.cache_dirs[0].glob("*.idx.parquet"))))
+        t_theirs = timed(lambda: [theirs_same[int(order[i])] for i in range(theirs_n)])
+        results.append(("random packs/s, shuffled samples_mapping, our Parquet layout (1 MiB row groups)",
+                        f"{ours_n / t_ours:,.0f} vs {theirs_n / t_theirs:,.0f} (Megatron design, same file)",
+                        f"{(ours_n / t_ours) / (theirs_n / t_theirs):.0f}x"))
+        ours_meg = PackedSFTDataset(str(megatron_file), max_num_samples=args.packs, seed=1, eos_id=0)
+        theirs_meg = MegatronStyleReader(str(megatron_file))
+        t_ours_m = timed(lambda: [ours_meg[i] for i in range(300)])
+        t_theirs_m = timed(lambda: [theirs_meg[int(order[i])] for i in range(60)])
+        results.append(("the same on a file with Megatron-style 1000-row groups",
+                        f"{300 / t_ours_m:,.0f} vs {60 / t_theirs_m:,.1f}",
+                        f"{(300 / t_ours_m) / (60 / t_theirs_m):.0f}x"))
+        from stable_datasets.sft import PackedSampler, row_group_starts
+
+        local_order = list(PackedSampler(len(ours.samples_mapping), seed=1,
+                                         locality_starts=row_group_starts(ours), window_row_groups=8))
+        plain = PackedSFTDataset(parquet_ds.cache_dirs[0], eos_id=0)
+        t_local = timed(lambda: [plain[i] for i in local_order[:ours_n]])
+        results.append(("our Parquet layout read in PackedSampler's locality-aware order (windows of 8 row groups)",
+                        f"{ours_n / t_local:,.0f} vs {theirs_n / t_theirs:,.0f} (Megatron design, same file)",
+                        f"{(ours_n / t_local) / (theirs_n / t_theirs):.0f}x"))
+        arrow_random = PackedSFTDataset(arrow_ds.cache_dirs[0], max_num_samples=args.packs, seed=1, eos_id=0)
+        t_arrow = timed(lambda: [arrow_random[i] for i in range(ours_n)])
+        results.append(("random packs/s from our Arrow layout, shuffled samples_mapping",
+                        f"{ours_n / t_arrow:,.0f} vs {theirs_n / t_theirs:,.0f} (Megatron design on Parquet)",
+                        f"{(ours_n / t_arrow) / (theirs_n / t_theirs):.0f}x"))
+        results.append(("our Parquet reader vs the Megatron design on its own 1000-row-group file",
+                        f"{ours_n / t_ours:,.0f} vs {60 / t_theirs_m:,.1f}",
+                        f"{(ours_n / t_ours) / (60 / t_theirs_m):.0f}x"))
+
+        # 2. token throughput from the Arrow layout, against memcpy of the same bytes
+        arrow_packs = PackedSFTDataset(arrow_ds.cache_dirs[0], eos_id=0)
+        buffer = np.empty(PACK, np.int32)
+
+        def stream():
+            for i in range(len(arrow_packs)):
+                ids = arrow_packs[i]["input_ids"]
+                buffer[:len(ids)] = ids
+
+        column = arrow_ds.with_format("arrow")._all_rows_table().column("input_ids")
+        flat = np.concatenate([c.flatten().to_numpy() for c in column.chunks])
+        offsets = np.concatenate([[0], np.cumsum(pa.compute.list_value_length(column).to_numpy())])
+
+        def memcpy():
+            for a, b in itertools.pairwise(offsets):
+                buffer[:b - a] = flat[a:b]
+
+        t_stream, t_copy = timed(stream, 2), timed(memcpy, 2)
+        gbytes = total_tokens * 4 / 1e9
+        results.append(("token throughput, Arrow layout, one process (pack by pack into a buffer)",
+                        f"{gbytes / t_stream:.2f} GB/s ({len(arrow_packs) / t_stream:,.0f} packs/s) vs memcpy "
+                        f"{gbytes / t_copy:.2f} GB/s", f"{t_copy / t_stream:.2f} of memcpy"))
+
+        # 3. opening in a fresh process
+        _, t_open_arrow, n_arrow, rss_arrow = fresh(OPEN_OURS, str(arrow_ds.cache_dirs[0]))
+        _, t_open_parquet, _, rss_parquet = fresh(OPEN_OURS, str(parquet_ds.cache_dirs[0]))
+        _, t_open_npy, n_npy, rss_npy = fresh(OPEN_NPY, str(npy_file))
+        assert n_arrow == n_npy == args.packs
+        results.append(("open 100k packs in a fresh process: Arrow cache / Parquet cache / NeMo .npy",
+                        f"{t_open_arrow * 1e3:.0f} ms ({rss_arrow:.0f} MiB) / {t_open_parquet * 1e3:.0f} ms "
+                        f"({rss_parquet:.0f} MiB) / {t_open_npy * 1e3:.0f} ms ({rss_npy:.0f} MiB)",
+                        f"{t_open_npy / t_open_arrow:.0f}x faster than .npy"))
+
+        # 4. packing 1M sequence lengths
+        lengths = np.clip(np.random.default_rng(0).lognormal(6.0, 0.9, args.lengths).astype(np.int64), 16, PACK)
+        for algorithm in ALGORITHMS:
+            started = time.perf_counter()
+            bins = pack_indices(lengths, PACK, algorithm, seed=0)
+            elapsed = time.perf_counter() - started
+            meta = packing_metadata(lengths, [[int(lengths[i]) for i in b] for b in bins], PACK)
+            results.append((f"pack {args.lengths:,} lengths: {algorithm}",
+                            f"{elapsed:.2f} s, {len(bins):,} packs", f"{meta['packing_efficiency']}% efficient"))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"\n{args.packs:,} packs of up to {PACK} tokens ({total_tokens / args.packs:,.0f} on average); "
+          f"Parquet build {build_parquet:.1f} s; {os.cpu_count()} cores\n")
+    print("| measure | result | ratio |")
+    print("| --- | --- | --- |")
+    for name, value, ratio in results:
+        print(f"| {name} | {value} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
