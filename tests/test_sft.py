@@ -375,3 +375,21 @@ def test_locality_aware_shuffle_stays_within_windows(tmp_path):
         packs[index]
     source = packs._source
     assert source.misses == 10  # every row group decoded exactly once
+
+
+@pytest.mark.parametrize("method", ["fork", "spawn"])
+def test_packed_dataset_in_dataloader_workers(method):
+    torch = pytest.importorskip("torch")
+    import multiprocessing
+
+    ds = sds.load_dataset("python_docs_sft", split="test", storage_format="parquet",
+                          packing=PackingConfig(pack_size=1024))
+    packs = PackedSFTDataset(ds.cache_dirs[0], eos_id=ByteTokenizer.EOS)
+    packs[0]  # open the reader in the parent first
+    sampler = PackedSampler(len(packs), seed=0)
+    loader = torch.utils.data.DataLoader(packs, batch_size=4, sampler=sampler, collate_fn=packs.collate_fn,
+                                         num_workers=2, multiprocessing_context=multiprocessing.get_context(method))
+    counts = [b["tokens"].shape[0] for b in loader]
+    assert sum(counts) == len(packs)
+    first = next(iter(torch.utils.data.DataLoader(packs, batch_size=2, collate_fn=packs.collate_fn)))
+    assert first["tokens"].dtype == torch.int64 and first["cu_seqlens_q"].dtype == torch.int32
