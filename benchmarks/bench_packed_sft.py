@@ -81,11 +81,12 @@ class Packs(sds.GeneratorBasedBuilder):
 
 
 class MegatronStyleReader:
-    """One cached row group as Python lists; a miss decodes and converts another."""
+    """One cached row group as Python lists; a miss decodes and converts another (files may be a glob)."""
 
-    def __init__(self, path: str):
-        self.file = pq.ParquetFile(path)
-        sizes = [self.file.metadata.row_group(g).num_rows for g in range(self.file.metadata.num_row_groups)]
+    def __init__(self, paths: list[str]):
+        self.files = [pq.ParquetFile(p) for p in paths]
+        self.groups = [(f, g) for f, file in enumerate(self.files) for g in range(file.metadata.num_row_groups)]
+        sizes = [self.files[f].metadata.row_group(g).num_rows for f, g in self.groups]
         self.starts = np.cumsum([0, *sizes])
         self.cached_group = -1
         self.rows: list[dict] = []
@@ -96,7 +97,8 @@ class MegatronStyleReader:
     def __getitem__(self, idx: int) -> dict:
         group = int(np.searchsorted(self.starts, idx, side="right") - 1)
         if group != self.cached_group:
-            self.rows = self.file.read_row_group(group).to_pylist()
+            f, g = self.groups[group]
+            self.rows = self.files[f].read_row_group(g).to_pylist()
             self.cached_group = group
         row = self.rows[idx - self.starts[group]]
         return {"input_ids": row["input_ids"], "seq_boundaries": row["seq_start_id"] + [len(row["input_ids"])],
@@ -191,13 +193,13 @@ def main() -> None:
         order = ours.samples_mapping
         ours_n, theirs_n = 5000, 300
         t_ours = timed(lambda: [ours[i] for i in range(ours_n)])
-        theirs_same = MegatronStyleReader(str(next(parquet_ds.cache_dirs[0].glob("*.idx.parquet"))))
+        theirs_same = MegatronStyleReader([str(p) for p in sorted(parquet_ds.cache_dirs[0].glob("*.idx.parquet"))])
         t_theirs = timed(lambda: [theirs_same[int(order[i])] for i in range(theirs_n)])
         results.append(("random packs/s, shuffled samples_mapping, our Parquet layout (1 MiB row groups)",
                         f"{ours_n / t_ours:,.0f} vs {theirs_n / t_theirs:,.0f} (Megatron design, same file)",
                         f"{(ours_n / t_ours) / (theirs_n / t_theirs):.0f}x"))
         ours_meg = PackedSFTDataset(str(megatron_file), max_num_samples=args.packs, seed=1, eos_id=0)
-        theirs_meg = MegatronStyleReader(str(megatron_file))
+        theirs_meg = MegatronStyleReader([str(megatron_file)])
         t_ours_m = timed(lambda: [ours_meg[i] for i in range(300)])
         t_theirs_m = timed(lambda: [theirs_meg[int(order[i])] for i in range(60)])
         results.append(("the same on a file with Megatron-style 1000-row groups",
