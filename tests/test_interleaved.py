@@ -1,0 +1,328 @@
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.interleaved import (
+    INTERLEAVED_SCHEMA,
+    InterleavedBatch,
+    InterleavedParquetReader,
+    InterleavedParquetWriter,
+    InterleavedReadError,
+    InterleavedWebdatasetReader,
+    InterleavedWebdatasetWriter,
+    MaterializeError,
+    SchemaError,
+    align_table,
+    build_source_ref,
+    escape_key,
+    parse_source_ref,
+    reconcile_schema,
+    resolve_schema,
+    split_member,
+    unescape_key,
+)
+from stable_datasets.interleaved.mint_shards import write_mint_shards
+
+
+@pytest.fixture
+def shards(tmp_path):
+    return write_mint_shards(tmp_path / "tars", num_samples=24, samples_per_shard=10, tiff_every=10)
+
+
+def _tar(path, members):
+    with tarfile.open(path, "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return path
+
+
+def _images(batch):
+    t = batch.table
+    return t.filter(pc.equal(t.column("modality"), "image"))
+
+
+# -- schema, keys, batch -----------------------------------------------------------------------
+def test_schema_and_keys():
+    assert INTERLEAVED_SCHEMA.names == ["sample_id", "position", "modality", "content_type", "text_content",
+                                        "binary_content", "source_ref", "materialize_error"]
+    assert INTERLEAVED_SCHEMA.field("position").type == pa.int32()
+    assert INTERLEAVED_SCHEMA.field("binary_content").type == pa.large_binary()
+    for sample_id in ["a/b:c.d", "plain", "x.y.z", "100%", "ünïcode ☃", ""]:
+        key = escape_key(sample_id)
+        assert "." not in key and "/" not in key
+        assert split_member(f"{key}.3.png") == (key, "3.png")
+        assert unescape_key(key) == sample_id
+    assert escape_key("a/b:c.d") == "a%2Fb%3Ac%2Ed"
+    assert parse_source_ref(build_source_ref("p.tar", "m.png", 512, 10, 2)) == {
+        "path": "p.tar", "member": "m.png", "byte_offset": 512, "byte_size": 10, "frame_index": 2}
+
+
+def test_reconcile_align_resolve(caplog):
+    a = pa.schema([("position", pa.int64()), ("score", pa.int32()), ("tag", pa.dictionary(pa.int8(), pa.string()))])
+    b = pa.schema([("score", pa.int64()), ("note", pa.string())])
+    merged = reconcile_schema([a, b])
+    assert merged.field("position").type == pa.int32()
+    assert merged.field("score").type == pa.int64() and merged.field("tag").type == pa.string()
+    with pytest.raises(SchemaError, match="column 'score' has incompatible types int64 and string"):
+        reconcile_schema([b, pa.schema([("score", pa.string())])])
+    table = pa.table({"sample_id": ["s", "s"], "position": pa.array([-1, 0], pa.int64()),
+                      "modality": ["metadata", "text"],
+                      "tag": pa.array(["x", "y"]).dictionary_encode()})
+    aligned = align_table(table, merged)
+    assert aligned.schema.field("position").type == pa.int32()
+    assert aligned.column("tag").type == pa.string() and aligned.column("note").null_count == 2
+    narrow = pa.schema([*INTERLEAVED_SCHEMA, pa.field("big", pa.int32())])
+    with pytest.raises(SchemaError, match="column 'big' is int64 but the schema says int32"):
+        align_table(table.append_column("big", pa.array([1, 2], pa.int64())), narrow)
+    from loguru import logger
+
+    logger.enable("stable_datasets")
+    messages = []
+    handle = logger.add(messages.append, level="WARNING")
+    try:
+        resolved = resolve_schema(merged, schema=pa.schema([("x", pa.int8())]), schema_overrides={"x": pa.int64()})
+    finally:
+        logger.remove(handle)
+        logger.disable("stable_datasets")
+    assert resolved.field("x").type == pa.int8() and "schema= wins" in "".join(map(str, messages))
+    assert resolve_schema(merged, schema_overrides={"score": pa.float64()}).field("score").type == pa.float64()
+    with pytest.raises(SchemaError, match="reserved columns"):
+        resolve_schema(merged, schema_overrides={"position": pa.int64()})
+
+
+def test_batch_validate_and_samples():
+    table = pa.table({"sample_id": ["b", "a", "b", "a"], "position": pa.array([0, -1, -1, 0], pa.int32()),
+                      "modality": ["text", "metadata", "metadata", "image"],
+                      "source_ref": [None] * 4})
+    batch = InterleavedBatch(align_table(table, INTERLEAVED_SCHEMA)).validate()
+    assert batch.num_items == 2 and batch.count("text") == 1 and batch.count() == 4
+    assert [s.column("sample_id")[0].as_py() for s in batch] == ["b", "a"]
+    assert [s.column("position").to_pylist() for s in batch] == [[-1, 0], [-1, 0]]
+    bad = table.set_column(2, "modality", pa.array(["text", "metadata", "metadata", "video"]))
+    with pytest.raises(SchemaError, match=r"unknown modalities \['video'\]"):
+        InterleavedBatch(bad).validate()
+    dup = table.set_column(1, "position", pa.array([0, -1, -1, -1], pa.int32()))
+    with pytest.raises(SchemaError, match="metadata rows have position -1"):
+        InterleavedBatch(dup).validate()
+
+
+# -- webdataset reader -------------------------------------------------------------------------
+def test_reader_places_items_and_keeps_metadata(shards):
+    batch = InterleavedWebdatasetReader(shards).read().validate()
+    assert batch.num_items == 24
+    first = next(iter(batch))
+    rows = first.to_pylist()
+    record = json.loads(rows[0]["text_content"])
+    assert rows[0]["modality"] == "metadata" and rows[0]["position"] == -1
+    assert rows[0]["url"] == record["url"] and json.loads(rows[0]["tags"]) == record["tags"]  # non-strings as JSON
+    for row in rows[1:]:
+        if row["modality"] == "text":
+            assert row["text_content"] == record["texts"][row["position"]]
+        else:
+            assert record["images"][row["position"]] is not None
+    assert sum(1 for r in rows if r["modality"] == "text") == sum(1 for t in record["texts"] if t is not None)
+
+
+def test_lazy_refs_point_at_the_bytes_and_materialize_matches(shards):
+    lazy = _images(InterleavedWebdatasetReader(shards).read())
+    eager = _images(InterleavedWebdatasetReader(shards, materialize_on_read=True).read())
+    assert lazy.column("binary_content").null_count == lazy.num_rows
+    for ref, data in zip(lazy.column("source_ref").to_pylist()[:10], eager.column("binary_content").to_pylist()):
+        ref = parse_source_ref(ref)
+        with open(ref["path"], "rb") as fh:
+            fh.seek(ref["byte_offset"])
+            assert fh.read(ref["byte_size"]) == data
+
+
+def test_multi_frame_tiff_gives_one_row_per_frame(shards):
+    batch = InterleavedWebdatasetReader(shards).read()
+    tiff = batch.table.filter(pc.equal(batch.table.column("content_type"), "image/tiff"))
+    frames = [parse_source_ref(r)["frame_index"] for r in tiff.column("source_ref").to_pylist()]
+    assert frames[:3] == [0, 1, 2] and len(set(tiff.column("sample_id").to_pylist())) == 3
+
+
+def test_tokens_resolve_to_members_or_the_default(tmp_path):
+    png = b"\x89PNG\r\n\x1a\nfake"
+    path = _tar(tmp_path / "t.tar", [
+        ("s1.json", json.dumps({"texts": ["a", None, None], "images": [None, "s1.1.png", "pic.png"],
+                                "alt": [None, "first", "second"], "sid": "custom"}).encode()),
+        ("s1.1.png", png), ("s1.pic.png", png + b"2"),
+        ("s2.json", json.dumps({"texts": [None, "b"], "images": ["whatever", None], "sid": "other"}).encode()),
+        ("s2.jpg", b"\xff\xd8only"),
+    ])
+    reader = InterleavedWebdatasetReader(path, materialize_on_read=True, per_image_fields=("alt",))
+    batch = reader.read()
+    images = _images(batch).to_pylist()
+    assert [(r["sample_id"], r["position"], r["binary_content"]) for r in images] == [
+        ("s1", 1, png), ("s1", 2, png + b"2"), ("s2", 0, b"\xff\xd8only")]
+    assert [r["alt"] for r in images] == ["first", "second", None]
+    custom = InterleavedWebdatasetReader(path, sample_id_field="sid").read()
+    assert "custom" in custom.table.column("sample_id").to_pylist()
+    only = InterleavedWebdatasetReader(path, fields=["sid"]).read()
+    assert "alt" not in only.table.column_names
+
+
+def test_max_batch_bytes_never_splits_a_sample(shards):
+    batches = list(InterleavedWebdatasetReader(shards, max_batch_bytes=4000, materialize_on_read=True))
+    assert len(batches) > 3
+    seen = set()
+    for batch in batches:
+        ids = set(batch.table.column("sample_id").to_pylist())
+        assert not ids & seen
+        seen |= ids
+        assert batch.source_files
+    assert len(seen) == 24
+
+
+def test_unsafe_oversized_and_truncated_tars(tmp_path):
+    evil = _tar(tmp_path / "evil.tar", [("../escape.json", b"{}"), ("/abs.json", b"{}"),
+                                        ("ok.json", json.dumps({"texts": ["x"]}).encode())])
+    reader = InterleavedWebdatasetReader(evil)
+    assert reader.read().num_items == 1
+    assert sorted(m.split(":", 1)[1] for m in reader.unsafe_members) == ["../escape.json", "/abs.json"]
+    assert not (tmp_path.parent / "escape.json").exists()
+    big = _tar(tmp_path / "big.tar", [("b.json", b"{}"), ("b.png", b"x" * 5000)])
+    with pytest.raises(InterleavedReadError, match=r"member 'b.png' is 5000 bytes, over the 1000-byte limit"):
+        InterleavedWebdatasetReader(big, max_member_bytes=1000).read()
+    data = (tmp_path / "big.tar").read_bytes()
+    (tmp_path / "cut.tar").write_bytes(data[:1500])  # inside b.png's header
+    with pytest.raises(InterleavedReadError, match=r"cut.tar: truncated or corrupt tar at byte 1024"):
+        InterleavedWebdatasetReader(tmp_path / "cut.tar").read()
+    (tmp_path / "cut2.tar").write_bytes(data[:3000])  # inside b.png's data
+    with pytest.raises(InterleavedReadError, match=r"cut2.tar: truncated tar, member 'b.png' at byte 1536"):
+        InterleavedWebdatasetReader(tmp_path / "cut2.tar").read()
+    no_id = _tar(tmp_path / "noid.tar", [("q.json", b"{}")])
+    with pytest.raises(InterleavedReadError, match="noid.tar:q.json: no 'sid' field"):
+        InterleavedWebdatasetReader(no_id, sample_id_field="sid").read()
+
+
+# -- parquet, writers, round trips -------------------------------------------------------------
+def test_round_trip_tar_parquet_tar(shards, tmp_path):
+    original = InterleavedWebdatasetReader(shards, materialize_on_read=True).read()
+    with InterleavedParquetWriter(tmp_path / "pq") as writer:
+        for batch in InterleavedWebdatasetReader(shards):  # lazy rows: the writer materializes them
+            writer.write(batch)
+    curated = InterleavedParquetReader(tmp_path / "pq").read()
+    assert curated.num_items == 24 and _images(curated).column("binary_content").null_count == 0
+    with InterleavedWebdatasetWriter(tmp_path / "tars2", samples_per_shard=7) as writer:
+        writer.write(curated)
+    assert len(writer.files_written) == 4
+    again = InterleavedWebdatasetReader(tmp_path / "tars2", materialize_on_read=True).read()
+
+    def docs(batch):
+        out = {}
+        for sample in batch:
+            rows = sample.to_pylist()
+            out[rows[0]["sample_id"]] = ([(r["position"], r["modality"], r["text_content"] if r["modality"] == "text"
+                                           else r["binary_content"]) for r in rows[1:]],
+                                         {k: v for k, v in rows[0].items() if k in ("url", "score", "tags")})
+        return out
+
+    assert docs(again) == docs(original)
+
+
+def test_tar_keys_round_trip_awkward_sample_ids(tmp_path):
+    table = pa.table({"sample_id": ["a/b:c.d", "a/b:c.d", "x.y"], "position": pa.array([-1, 0, 0], pa.int32()),
+                      "modality": ["metadata", "text", "text"], "text_content": ['{"k": 1}', "hello", "world"]})
+    with InterleavedWebdatasetWriter(tmp_path / "out") as writer:
+        writer.write(InterleavedBatch(align_table(table, INTERLEAVED_SCHEMA)))
+    with tarfile.open(writer.files_written[0]) as tar:
+        names = tar.getnames()
+    assert "a%2Fb%3Ac%2Ed.json" in names
+    back = InterleavedWebdatasetReader(tmp_path / "out").read()
+    assert sorted(set(back.table.column("sample_id").to_pylist())) == ["a/b:c.d", "x.y"]
+
+
+def test_writer_modes_and_unknown_modalities(shards, tmp_path):
+    batch = InterleavedWebdatasetReader(shards[:1]).read()
+    with InterleavedParquetWriter(tmp_path / "out") as w:
+        w.write(batch)
+    with pytest.raises(FileExistsError, match="mode='error'"):
+        InterleavedParquetWriter(tmp_path / "out")
+    with InterleavedParquetWriter(tmp_path / "out", mode="append") as w:
+        w.write(batch)
+    assert sorted(p.name for p in (tmp_path / "out").glob("*.parquet")) == ["part-00000.parquet", "part-00001.parquet"]
+    with InterleavedParquetWriter(tmp_path / "out", mode="ignore") as w:
+        w.write(batch)
+    assert len(list((tmp_path / "out").glob("*.parquet"))) == 2
+    with InterleavedParquetWriter(tmp_path / "out", mode="overwrite") as w:
+        w.write(batch)
+    assert len(list((tmp_path / "out").glob("*.parquet"))) == 1
+    odd = batch.table.set_column(2, "modality", pa.array(["audio"] * batch.num_rows))
+    with pytest.raises(ValueError, match=r"unknown modalities \['audio'\]"):
+        InterleavedWebdatasetWriter(tmp_path / "x").write(InterleavedBatch(odd))
+
+
+@pytest.mark.parametrize(("policy", "kept_images", "kept_samples"), [("warn", 3, 2), ("drop_row", 2, 2),
+                                                                     ("drop_sample", 1, 1)])
+def test_materialize_error_policies(tmp_path, policy, kept_images, kept_samples):
+    good = _tar(tmp_path / "g.tar", [("x.json", b"{}"), ("x.png", b"PNGDATA")])
+    ref = build_source_ref(str(good), "x.png", 512 + 512 + 512, 7)  # json header+data, png header
+    missing = build_source_ref(str(tmp_path / "gone.tar"), "x.png", 0, 7)
+    table = align_table(pa.table({
+        "sample_id": ["s1", "s1", "s1", "s2"], "position": pa.array([-1, 0, 1, 0], pa.int32()),
+        "modality": ["metadata", "image", "image", "image"], "source_ref": [None, ref, missing, ref]}),
+        INTERLEAVED_SCHEMA)
+    with pytest.raises(MaterializeError, match="could not materialize 1 image rows; first: sample 's1' position 1"):
+        InterleavedParquetWriter(tmp_path / "strict").write(table)
+    with InterleavedParquetWriter(tmp_path / policy, on_materialize_error=policy) as w:
+        w.write(table)
+    written = pq.read_table(w.files_written[0])
+    images = written.filter(pc.equal(written.column("modality"), "image"))
+    assert images.num_rows == kept_images
+    assert len(set(written.column("sample_id").to_pylist())) == kept_samples
+    assert b"PNGDATA" in images.column("binary_content").to_pylist()
+
+
+def test_parquet_reader_projection_nulls_and_byte_batches(shards, tmp_path):
+    with InterleavedParquetWriter(tmp_path / "pq") as w:
+        for batch in InterleavedWebdatasetReader(shards):
+            w.write(batch)
+    extra = pa.table({"sample_id": ["z", "z"], "position": pa.array([-1, 0], pa.int32()),
+                      "modality": ["metadata", "text"], "text_content": ["{}", "zzz"], "only_here": ["yes", None]})
+    pq.write_table(align_table(extra, pa.schema([*INTERLEAVED_SCHEMA, pa.field("only_here", pa.string())])),
+                   tmp_path / "pq" / "part-09999.parquet")
+    everything = InterleavedParquetReader(tmp_path / "pq").read()
+    assert everything.table.column("only_here").null_count == everything.num_rows - 1
+    projected = InterleavedParquetReader(tmp_path / "pq", fields=["score"]).read()
+    assert "url" not in projected.table.column_names and "score" in projected.table.column_names
+    batches = list(InterleavedParquetReader(tmp_path / "pq", max_batch_bytes=20_000))
+    assert len(batches) > 2
+    seen = set()
+    for batch in batches:
+        ids = set(batch.table.column("sample_id").to_pylist())
+        assert not ids & seen
+        seen |= ids
+        assert all(str(f).endswith(".parquet") for f in batch.source_files)
+    assert len(seen) == 25
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet"])
+def test_interleaved_builder_serves_documents(shards, tmp_path, storage_format):
+    ds = sds.load_dataset("interleaved", split="train", data_files=str(shards[0].parent / "*.tar"),
+                          storage_format=storage_format)
+    assert len(ds) == 24
+    doc = ds[0]
+    assert doc["sample_id"] == "doc000000" and len(doc["texts"]) == len(doc["images"])
+    kinds = [(t is not None, i is not None) for t, i in zip(doc["texts"], doc["images"])]
+    assert all(a != b for a, b in kinds)  # every slot holds exactly one item
+    frames = [i for i in doc["images"] if i is not None]
+    assert all(f.shape == (32, 32, 3) and f.dtype == np.uint8 for f in frames)
+    assert len(frames) == sum(1 for t in doc["texts"] if t is None)
+    assert json.loads(doc["metadata"])["url"] == "https://example.org/doc000000"
+    with InterleavedParquetWriter(tmp_path / "pq") as w:
+        for batch in InterleavedWebdatasetReader(shards):
+            w.write(batch)
+    from_parquet = sds.load_dataset("interleaved", split="train", data_files=str(tmp_path / "pq" / "*.parquet"))
+    assert from_parquet[5]["texts"] == ds[5]["texts"]
