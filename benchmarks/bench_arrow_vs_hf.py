@@ -12,7 +12,6 @@ in fresh subprocesses; all reads run in this process, alternating between the li
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import resource
@@ -26,6 +25,9 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from timing import best_of  # noqa: E402
+
 POOL = 512  # distinct images cycled through by the generator
 
 
@@ -132,21 +134,6 @@ def run_child(kind: str, workdir: Path, rows: int) -> dict:
 
 
 # -- reads (in this process) ---------------------------------------------------------------
-def best_of(fn, repeats: int = 3) -> float:
-    """Best wall time of `repeats` runs, with the cyclic GC paused as `timeit` does (for both libraries)."""
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        gc.disable()
-        try:
-            started = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - started)
-        finally:
-            gc.enable()
-    return min(times)
-
-
 def measure_reads(ours, hf, rows: int, arrow_files: list[str]) -> list[tuple[str, float, float, str]]:
     import pyarrow as pa
 

@@ -7,48 +7,17 @@ video windows from the frame layout vs decoding the same windows from the source
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-
-def best_of(fn, repeats: int = 3) -> float:
-    """Best wall time of `repeats` runs, with the cyclic GC paused as `timeit` does."""
-    times = []
-    for _ in range(repeats):
-        gc.collect()
-        gc.disable()
-        try:
-            started = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - started)
-        finally:
-            gc.enable()
-    return min(times)
-
-
-BUILDER = '''
-import sys
-sys.path.insert(0, {here!r})
-import stable_datasets as sds
-from bench_arrow_vs_hf import examples
-
-class Rows(sds.GeneratorBasedBuilder):
-    def _info(self):
-        return sds.DatasetInfo(features={{"image": sds.Image(), "label": sds.ClassLabel(num_classes=10)}})
-    def _split_generators(self, dl_manager):
-        return [sds.SplitGenerator("train", {{"n": {rows}}})]
-    def _generate_examples(self, n):
-        yield from examples(n)
-'''
+from bench_arrow_vs_hf import BUILDER_SOURCE
+from timing import best_of
 
 
 def rows_section(workdir: Path, rows: int) -> list[tuple[str, float, float, str]]:
@@ -57,7 +26,7 @@ def rows_section(workdir: Path, rows: int) -> list[tuple[str, float, float, str]
     import stable_datasets as sds
 
     script = workdir / "rows.py"
-    script.write_text(BUILDER.format(here=str(Path(__file__).resolve().parent), rows=rows))
+    script.write_text(BUILDER_SOURCE.format(here=str(Path(__file__).resolve().parent), rows=rows))
     lance_ds = sds.load_dataset(str(script), split="train", storage_format="lance", cache_dir=workdir / "c")
     arrow_ds = sds.load_dataset(str(script), split="train", cache_dir=workdir / "c")
     lance_raw, arrow_raw = (d.with_format("python", decode=False) for d in (lance_ds, arrow_ds))

@@ -10,14 +10,13 @@ document's passthrough fields as JSON text.
 
 from __future__ import annotations
 
-import glob
 import json
-from pathlib import Path
 
 import cv2
 import numpy as np
 
 import stable_datasets as sds
+from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.interleaved import (
     RESERVED_COLUMNS,
     InterleavedParquetReader,
@@ -37,18 +36,8 @@ class Interleaved(sds.GeneratorBasedBuilder):
                                    "images": sds.Sequence(sds.Image()), "metadata": sds.Value("string")}))
 
     def _split_generators(self, dl_manager):
-        files = self.config.data_files
-        if not files:
-            raise ValueError("the 'interleaved' builder needs data_files= (tar or Parquet paths or globs)")
-        if not isinstance(files, dict):
-            files = {"train": files}
-        out = []
-        for split, spec in files.items():
-            specs = [spec] if isinstance(spec, (str, Path)) else list(spec)
-            paths = sorted(p for s in specs for p in (glob.glob(str(s)) if any(c in str(s) for c in "*?[")
-                                                      else [str(s)]))
-            out.append(sds.SplitGenerator(split, {"paths": paths}))
-        return out
+        return [sds.SplitGenerator(split, {"paths": paths})
+                for split, paths in normalize_data_files(self.config.data_files, "interleaved").items()]
 
     def _generate_examples(self, paths):
         tars = [p for p in paths if p.endswith(".tar")]

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import stable_datasets as sds
+from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.sft import ChatSFTBuilder
 
 
@@ -24,15 +25,9 @@ class Sft(ChatSFTBuilder):
         return "Chat conversations for supervised fine-tuning, read from JSONL or Parquet files."
 
     def _split_generators(self, dl_manager):
-        files = self.config.data_files
-        if not files:
-            raise ValueError("the 'sft' builder needs data_files= (a path, a list, or a dict of split -> paths)")
-        if not isinstance(files, dict):
-            files = {"train": files}
         generators = []
-        for split, paths in files.items():
-            paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
-            local = [str(Path(p)) if Path(p).exists() else str(dl_manager.download(p)) for p in paths]
+        for split, paths in normalize_data_files(self.config.data_files, "sft").items():
+            local = [p if Path(p).exists() else str(dl_manager.download(p)) for p in paths]
             generators.append(sds.SplitGenerator(split, {"split": split, "files": local}))
         return generators
 

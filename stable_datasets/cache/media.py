@@ -13,9 +13,10 @@ import contextvars
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 MEDIA_DIR = "videos"
 
@@ -26,30 +27,28 @@ class MediaStore:
     used: dict[str, int] = field(default_factory=dict)  # relative path -> size
 
     def put_file(self, source: Path, sha256: str, extension: str) -> str:
-        relative = f"{MEDIA_DIR}/{sha256}.{extension}"
-        target = self.root / relative
-        if not target.exists():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}")
+        def link_or_copy(tmp: Path) -> None:
             try:
                 os.link(source, tmp)
             except OSError:  # another filesystem, or links not allowed: copy instead
                 shutil.copyfile(source, tmp)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, target)
-        self.used[relative] = target.stat().st_size
-        return relative
+
+        return self._place(sha256, extension, link_or_copy)
 
     def put_bytes(self, data: bytes, sha256: str, extension: str) -> str:
+        return self._place(sha256, extension, lambda tmp: tmp.write_bytes(data))
+
+    def _place(self, sha256: str, extension: str, write: Callable[[Path], Any]) -> str:
+        """Put content at `videos/<sha256>.<ext>` once (temp name, then rename) and record its use."""
         relative = f"{MEDIA_DIR}/{sha256}.{extension}"
         target = self.root / relative
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
             tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}")
-            tmp.write_bytes(data)
+            write(tmp)
             os.chmod(tmp, 0o644)
             os.replace(tmp, target)
-        self.used[relative] = len(data)
+        self.used[relative] = target.stat().st_size
         return relative
 
 

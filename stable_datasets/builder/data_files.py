@@ -1,0 +1,32 @@
+"""`data_files` of builders that read the user's files: a path, a glob, a list, or split -> those."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+from typing import Any
+
+
+def normalize_data_files(data_files: Any, builder: str, default_split: str = "train") -> dict[str, list[str]]:
+    """{split: [paths]} with globs expanded; a missing or empty pattern is an error naming it."""
+    if not data_files:
+        raise ValueError(f"the '{builder}' builder needs data_files= (a path, a glob, a list, or a dict of "
+                         "split -> paths)")
+    if not isinstance(data_files, dict):
+        data_files = {default_split: data_files}
+    out: dict[str, list[str]] = {}
+    for split, spec in data_files.items():
+        specs = [spec] if isinstance(spec, (str, os.PathLike)) else list(spec)
+        paths: list[str] = []
+        for item in specs:
+            text = str(item)
+            if any(ch in text for ch in "*?["):
+                matched = sorted(glob.glob(text))
+                if not matched:
+                    raise FileNotFoundError(f"data_files pattern {text!r} of split '{split}' matches no file")
+                paths.extend(matched)
+            else:
+                paths.append(str(Path(text)) if "://" not in text else text)
+        out[str(split)] = paths
+    return out
