@@ -229,3 +229,25 @@ def test_lance_cache_is_a_lance_dataset(toy_builder):
     assert any(s.path.startswith("data.lance/data/") for s in meta.shards)
     arrow = sds.load_dataset(str(toy_builder), split="train", rows=30)
     assert arrow.cache_dirs[0].parent != ds.cache_dirs[0].parent  # storage format is in the fingerprint
+
+
+def _forked_child_reads(cache_dir, queue):
+    from stable_datasets.layouts.lance_access import LanceProxy
+
+    ds = sds.open_cache(cache_dir)
+    rows = ds.__getitems__([3, 0])
+    queue.put((type(ds._backends[0]._dataset).__name__, [r["id"] for r in rows], len(list(ds)),
+               isinstance(ds._backends[0]._dataset, LanceProxy)))
+
+
+def test_forked_children_read_lance_through_a_fresh_runtime(toy_builder):
+    ds = sds.load_dataset(str(toy_builder), split="train", storage_format="lance", rows=20)
+    ds[0]  # the parent now has a Lance runtime
+    assert type(ds._backends[0]._dataset).__name__ == "LanceDataset"
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_forked_child_reads, args=(ds.cache_dirs[0], queue))
+    child.start()
+    name, ids, count, proxied = queue.get(timeout=60)
+    child.join(timeout=30)
+    assert proxied and name == "LanceProxy" and ids == [3, 0] and count == 20

@@ -26,6 +26,7 @@ from stable_datasets.cache.publish import file_sha256
 from stable_datasets.dataset.cells import table_rows
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.layouts.base import LayoutBackend, LayoutWriter
+from stable_datasets.layouts.lance_access import open_lance
 
 # pylance warns before every fork once imported. Our handles are reopened per process id,
 # so forked DataLoader workers are safe; the warning would only mislead.
@@ -122,9 +123,7 @@ class Backend(LayoutBackend):
     batched_reads = True
 
     def _open(self) -> None:
-        import lance
-
-        self._dataset = lance.dataset(str(self.directory / DATASET_DIR))
+        self._dataset = open_lance(str(self.directory / DATASET_DIR))
         self._schema = self._dataset.schema
 
     @property

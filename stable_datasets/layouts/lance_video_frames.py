@@ -36,6 +36,7 @@ from stable_datasets.features.value import Value
 from stable_datasets.features.video import Video, VideoRef, resize_frame
 from stable_datasets.layouts import lance_rows
 from stable_datasets.layouts.base import LayoutBackend, LayoutWriter
+from stable_datasets.layouts.lance_access import open_lance
 
 NAME = "lance_video_frames"
 DEFAULT_OPTIONS: dict[str, Any] = {"frame_resize": None, "webp_quality": 90, "skip_corrupt": True,
@@ -214,9 +215,7 @@ class Backend(LayoutBackend):
                          "frame_indices": Sequence(Value("int64")), **others})
 
     def _open(self) -> None:
-        import lance
-
-        self._frames = lance.dataset(str(self.directory / lance_rows.DATASET_DIR))
+        self._frames = open_lance(str(self.directory / lance_rows.DATASET_DIR))
         with pa.memory_map(str(self.directory / VIDEOS_FILE)) as source:
             videos = pa.ipc.open_file(source).read_all()
         stored = Features.from_dict(self.metadata.features)

@@ -1,0 +1,139 @@
+"""Opening Lance datasets safely after fork.
+
+pylance keeps a process-wide async runtime whose threads do not survive fork(), so a forked
+child that uses the inherited runtime can hang. Opening handles per process id is not enough
+on its own. A process forked from a parent that had Lance open therefore reads through
+`LanceProxy`: a helper subprocess (started with subprocess, which works inside daemonic
+DataLoader workers) with its own fresh runtime, answering `take` and scan requests as
+Arrow IPC over its stdin/stdout. Processes that never inherited a Lance runtime open datasets
+directly. `STABLE_DATASETS_LANCE_FORK_PROXY=0` turns the proxy off.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+_lance_opened = False  # this process has a Lance runtime (it opened a dataset)
+_forked_after_lance = False  # this process was forked from one that did
+
+
+def _after_fork_in_child() -> None:
+    global _forked_after_lance, _lance_opened
+    if _lance_opened:
+        _forked_after_lance, _lance_opened = True, False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def open_lance(uri: str) -> Any:
+    """A `lance.LanceDataset`, or a LanceProxy in a process forked from a Lance-using parent."""
+    global _lance_opened
+    if _forked_after_lance and os.environ.get("STABLE_DATASETS_LANCE_FORK_PROXY", "1") != "0":
+        return LanceProxy(uri)
+    import lance
+
+    _lance_opened = True
+    return lance.dataset(uri)
+
+
+def _write_message(stream: Any, payload: bytes) -> None:
+    stream.write(struct.pack("<Q", len(payload)))
+    stream.write(payload)
+    stream.flush()
+
+
+def _read_message(stream: Any) -> bytes | None:
+    header = stream.read(8)
+    if len(header) < 8:
+        return None
+    (size,) = struct.unpack("<Q", header)
+    return stream.read(size)
+
+
+def _table_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+class LanceProxy:
+    """The subset of `lance.LanceDataset` our backends use, served by a helper process."""
+
+    def __init__(self, uri: str):
+        self.uri = uri
+        self._lock = threading.Lock()
+        self._process = subprocess.Popen([sys.executable, "-m", "stable_datasets.layouts.lance_access", uri],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ})
+        self.schema = self._call({"op": "schema"}).schema
+
+    def _call(self, request: dict[str, Any]) -> pa.Table:
+        with self._lock:
+            _write_message(self._process.stdin, json.dumps(request).encode())
+            reply = _read_message(self._process.stdout)
+        if reply is None:
+            raise RuntimeError(f"the Lance helper process for {self.uri} stopped")
+        if reply.startswith(b"ERR"):
+            raise RuntimeError(reply[3:].decode())
+        return pa.ipc.open_stream(reply).read_all()
+
+    def take(self, indices: Any, columns: list[str] | None = None) -> pa.Table:
+        values = indices.to_pylist() if isinstance(indices, pa.Array) else [int(i) for i in indices]
+        return self._call({"op": "take", "indices": values, "columns": columns})
+
+    def to_batches(self, offset: int = 0, limit: int | None = None, batch_size: int | None = None,
+                   **_: Any) -> Iterator[pa.RecordBatch]:
+        table = self._call({"op": "scan", "offset": offset, "limit": limit})
+        yield from table.to_batches(max_chunksize=batch_size)
+
+    def count_rows(self) -> int:
+        return self._call({"op": "count"}).column(0)[0].as_py()
+
+    def __del__(self) -> None:
+        process = getattr(self, "_process", None)
+        if process is not None and process.poll() is None:
+            try:
+                process.stdin.close()
+                process.wait(timeout=5)
+            except Exception:
+                process.kill()
+
+
+def _serve(uri: str) -> None:
+    """The helper: answer requests on stdin with Arrow IPC on stdout until stdin closes."""
+    import lance
+
+    dataset = lance.dataset(uri)
+    source, sink = sys.stdin.buffer, sys.stdout.buffer
+    while (message := _read_message(source)) is not None:
+        request = json.loads(message)
+        try:
+            op = request["op"]
+            if op == "schema":
+                table = dataset.schema.empty_table()
+            elif op == "take":
+                table = dataset.take(request["indices"], columns=request.get("columns"))
+            elif op == "scan":
+                table = dataset.to_table(offset=request["offset"], limit=request["limit"])
+            elif op == "count":
+                table = pa.table({"n": [dataset.count_rows()]})
+            else:
+                raise ValueError(f"unknown request {op!r}")
+            _write_message(sink, _table_bytes(table))
+        except Exception as exc:
+            _write_message(sink, b"ERR" + f"{type(exc).__name__}: {exc}".encode())
+
+
+if __name__ == "__main__":
+    _serve(sys.argv[1])
