@@ -23,14 +23,18 @@ from stable_datasets.features.base import FeatureType, describe
 _FORMATS = {"png": ".png", "jpeg": ".jpg", "jpg": ".jpg", "webp": ".webp"}
 
 
+# OpenCV >= 4.10 decodes straight to RGB, saving a colour conversion and a copy per image.
+READ_RGB = getattr(cv2, "IMREAD_COLOR_RGB", cv2.IMREAD_COLOR)
+
+
 def decode_image_bytes(data: bytes) -> np.ndarray | None:
     """Decode encoded image bytes to RGB uint8 HWC, or None if OpenCV cannot read them."""
     if not data:
         return None
-    bgr = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), cv2.IMREAD_COLOR)
-    if bgr is None:
+    image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), READ_RGB)
+    if image is None:
         return None
-    return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)
+    return cv2.cvtColor(image, cv2.COLOR_BGR2RGB) if READ_RGB == cv2.IMREAD_COLOR else image
 
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

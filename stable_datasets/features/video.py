@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.base import FeatureType, describe
+from stable_datasets.features.image import READ_RGB
 
 STORAGES = ("path", "bytes", "frames")
 MEDIA_TYPES = {"mp4": "video/mp4", "avi": "video/x-msvideo", "mkv": "video/x-matroska", "webm": "video/webm",
@@ -174,13 +175,15 @@ def count_frames(path: str) -> int:
 
 
 def _decode_frame(data: bytes) -> np.ndarray:
-    frame = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+    frame = cv2.imdecode(np.frombuffer(data, np.uint8), READ_RGB)
     if frame is None:
         raise ValueError(f"a stored video frame of {len(data)} bytes could not be decoded")
     return frame
 
 
 def _stack_rgb(frames: list[np.ndarray]) -> np.ndarray:
+    if READ_RGB != cv2.IMREAD_COLOR:  # already RGB
+        return np.stack(frames)
     return cv2.cvtColor(np.concatenate(frames), cv2.COLOR_BGR2RGB).reshape(len(frames), *frames[0].shape)
 
 
