@@ -190,6 +190,8 @@ class StableDataset:
     def _rows_of_table(self, table: pa.Table) -> list[dict[str, Any]]:
         if self._format.type == "arrow":
             return [table.slice(i, 1) for i in range(table.num_rows)]
+        if self._raw_final:  # Python rows with nothing to decode: pyarrow's C++ conversion is the fastest
+            return table.to_pylist()
         fmt = self._format
         names = list(fmt.columns or self._features)
         columns = []
