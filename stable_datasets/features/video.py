@@ -174,8 +174,21 @@ def count_frames(path: str) -> int:
         capture.release()
 
 
-def _decode_frame(data: bytes) -> np.ndarray:
-    frame = cv2.imdecode(np.frombuffer(data, np.uint8), READ_RGB)
+def _frame_views(windows: pa.Array) -> list[list[np.ndarray] | None]:
+    """Each window's frames as zero-copy uint8 views of the Arrow buffer (no bytes objects)."""
+    if windows.null_count or windows.flatten().null_count:
+        return [None if w is None else [np.frombuffer(f, np.uint8) for f in w] for w in windows.to_pylist()]
+    frames = windows.flatten()
+    data = np.frombuffer(frames.buffers()[2], np.uint8) if len(frames) else np.zeros(0, np.uint8)
+    bounds = np.frombuffer(frames.buffers()[1], np.int32)[frames.offset:frames.offset + len(frames) + 1].tolist()
+    views = [data[a:b] for a, b in itertools.pairwise(bounds)]
+    starts = np.frombuffer(windows.buffers()[1], np.int32)[windows.offset:windows.offset + len(windows) + 1]
+    starts = (starts - starts[0]).tolist()
+    return [views[a:b] for a, b in itertools.pairwise(starts)]
+
+
+def _decode_frame(data: bytes | np.ndarray) -> np.ndarray:
+    frame = cv2.imdecode(data if isinstance(data, np.ndarray) else np.frombuffer(data, np.uint8), READ_RGB)
     if frame is None:
         raise ValueError(f"a stored video frame of {len(data)} bytes could not be decoded")
     return frame
@@ -334,7 +347,7 @@ class Video(FeatureType):
 
     def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
         if decode and pa.types.is_list(array.type):  # windows of WebP frames: decode the batch at once
-            return decode_windows(array.to_pylist())
+            return decode_windows(_frame_views(array))
         return super().decode_array(array, numpy=numpy, decode=decode)
 
     def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
