@@ -124,11 +124,6 @@ class Backend(LayoutBackend):
         self.ensure_open()
         return self._schema
 
-    @property
-    def record_batches(self) -> list[pa.RecordBatch]:
-        self.ensure_open()
-        return self._batches
-
     def _batch_getters(self, b: int) -> list[CellGetter]:
         batch = self._batches[b]
         getters = self._getters[b] = [cell_getter(batch.column(j)) for j in range(batch.num_columns)]

@@ -131,12 +131,6 @@ class Backend(LayoutBackend):
         self.ensure_open()
         return self._schema
 
-    @property
-    def lance_dataset(self):
-        """The underlying `lance.LanceDataset`, opened in this process."""
-        self.ensure_open()
-        return self._dataset
-
     def row(self, index: int) -> dict[str, Any]:
         return self.rows([index])[0]
 

@@ -44,7 +44,6 @@ DEFAULT_OPTIONS: dict[str, Any] = {"frame_resize": None, "webp_quality": 90, "sk
 READ_OPTIONS: dict[str, Any] = {"window_length": 8, "frame_stride": 1, "hop": None, "min_video_frames": None}
 FRAMES_SCHEMA = pa.schema([("video_index", pa.int32()), ("frame_index", pa.int32()), ("frame", pa.binary())])
 VIDEOS_FILE = "videos.arrow"
-WINDOW_COLUMNS = ("video_index", "start_frame", "frame_indices")
 
 
 def frames_video_column(features: Features) -> str | None:
