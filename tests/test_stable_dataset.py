@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 import pickle
 
 import numpy as np
@@ -251,3 +252,34 @@ def test_forked_children_read_lance_through_a_fresh_runtime(toy_builder):
     name, ids, count, proxied = queue.get(timeout=60)
     child.join(timeout=30)
     assert proxied and name == "LanceProxy" and ids == [3, 0] and count == 20
+
+
+def test_a_process_that_only_wrote_lance_still_forks_safely(toy_builder, cache_root):
+    """Building a Lance cache starts the runtime too; a fork after it must use the helper."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(f"""
+        import multiprocessing
+        import stable_datasets as sds
+        from stable_datasets.layouts import lance_access
+        builder = sds.load_builder({str(toy_builder)!r}, rows=12)
+        directory = builder.prepare("train", "lance")["train"]   # writes, never opens for reading
+        assert lance_access._lance_opened
+
+        def child(queue):
+            ds = sds.open_cache(directory)
+            queue.put((type(ds._backends[0].ensure_open() or ds._backends[0]._dataset).__name__, len(list(ds))))
+
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        process = context.Process(target=child, args=(queue,))
+        process.start()
+        print(*queue.get(timeout=60))
+        process.join(timeout=30)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "STABLE_DATASETS_CACHE_DIR": str(cache_root)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["LanceProxy", "12"]

@@ -131,10 +131,10 @@ def _check_rows(directory: Path, metadata: CacheMetadata) -> list[str]:
     try:
         backend = open_cache(directory)._backends[0]
         if metadata.layout == "lance_video_frames":  # rows are windows; count the stored frames
-            import lance
+            from stable_datasets.layouts.lance_access import open_lance
 
             stored = sum(v["frames"] for v in metadata.extra.get("videos", []))
-            counted = lance.dataset(str(directory / "data.lance")).count_rows()
+            counted = open_lance(str(directory / "data.lance")).count_rows()
         else:
             stored = metadata.num_rows
             counted = sum(b.num_rows for b in backend.iter_batches(0, backend.num_rows, 65536))

@@ -36,15 +36,21 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def lance_module() -> Any:
+    """`import lance` for writing: the runtime starts, so forked children must not reuse it."""
+    global _lance_opened
+    import lance
+
+    _lance_opened = True
+    return lance
+
+
 def open_lance(uri: str) -> Any:
     """A `lance.LanceDataset`, or a LanceProxy in a process forked from a Lance-using parent."""
     global _lance_opened
     if _forked_after_lance and os.environ.get("STABLE_DATASETS_LANCE_FORK_PROXY", "1") != "0":
         return LanceProxy(uri)
-    import lance
-
-    _lance_opened = True
-    return lance.dataset(uri)
+    return lance_module().dataset(uri)
 
 
 def _write_message(stream: Any, payload: bytes) -> None:

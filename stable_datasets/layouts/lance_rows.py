@@ -26,7 +26,7 @@ from stable_datasets.cache.publish import file_sha256
 from stable_datasets.dataset.cells import table_rows
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.layouts.base import LayoutBackend, LayoutWriter
-from stable_datasets.layouts.lance_access import open_lance
+from stable_datasets.layouts.lance_access import lance_module, open_lance
 
 # pylance warns before every fork once imported. Our handles are reopened per process id,
 # so forked DataLoader workers are safe; the warning would only mislead.
@@ -44,10 +44,8 @@ class _Abort(Exception):
 
 def describe_files(directory: Path, dataset_dir: str = DATASET_DIR) -> list[ShardInfo]:
     """Every file of a Lance dataset with size and checksum; data files carry their row counts."""
-    import lance
-
     rows_by_file: dict[str, int] = {}
-    dataset = lance.dataset(str(directory / dataset_dir))
+    dataset = open_lance(str(directory / dataset_dir))
     for fragment in dataset.get_fragments():
         for data_file in fragment.data_files():
             rows_by_file[f"{dataset_dir}/data/{data_file.path}"] = fragment.count_rows()
@@ -79,11 +77,9 @@ class Writer(LayoutWriter):
             yield item
 
     def _run(self) -> None:
-        import lance
-
         try:
             reader = pa.RecordBatchReader.from_batches(self.schema, self._batches())
-            lance.write_dataset(reader, str(self.directory / DATASET_DIR), schema=self.schema, mode="create",
+            lance_module().write_dataset(reader, str(self.directory / DATASET_DIR), schema=self.schema, mode="create",
                                 max_rows_per_file=self.options["max_rows_per_file"],
                                 max_rows_per_group=self.options["max_rows_per_group"])
         except BaseException as exc:  # reported to the building thread
