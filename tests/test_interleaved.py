@@ -326,3 +326,19 @@ def test_interleaved_builder_serves_documents(shards, tmp_path, storage_format):
             w.write(batch)
     from_parquet = sds.load_dataset("interleaved", split="train", data_files=str(tmp_path / "pq" / "*.parquet"))
     assert from_parquet[5]["texts"] == ds[5]["texts"]
+
+
+def test_materialize_mixes_local_and_fsspec_paths(tmp_path):
+    fsspec = pytest.importorskip("fsspec")
+    local = _tar(tmp_path / "local.tar", [("a.json", b"{}"), ("a.png", b"LOCALPNG")])
+    with fsspec.open("memory://bucket/remote.bin", "wb") as fh:
+        fh.write(b"xxxxREMOTEPNGyyyy")
+    table = align_table(pa.table({
+        "sample_id": ["a", "a", "b"], "position": pa.array([-1, 0, 0], pa.int32()),
+        "modality": ["metadata", "image", "image"],
+        "source_ref": [None, build_source_ref(str(local), "a.png", 1536, 8),
+                       build_source_ref("memory://bucket/remote.bin", None, 4, 9)]}), INTERLEAVED_SCHEMA)
+    with InterleavedParquetWriter(tmp_path / "out") as writer:
+        writer.write(table)
+    written = pq.read_table(writer.files_written[0])
+    assert _images(InterleavedBatch(written)).column("binary_content").to_pylist() == [b"LOCALPNG", b"REMOTEPNG"]
