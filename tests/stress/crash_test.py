@@ -2,11 +2,12 @@
 
     python tests/stress/crash_test.py --kills 30
 
-For each layout: time one uninterrupted build, then for each trial start a build in a fresh
-cache root, kill it with SIGKILL at a random moment spread over that time, and load the
-split in a new process (which resumes from the journal where the layout supports it).
-Every load must succeed with the right rows, and every published cache must pass verify.
-The suite runs a small version of this (tests/test_crash_safety.py).
+For each layout (Arrow, Lance, Parquet, and Lance video frames built from `moving_digits`):
+time one uninterrupted build, then for each trial start a build in a fresh cache root, kill
+it with SIGKILL at a random moment spread over that time, and load the split in a new
+process (which resumes from the journal where the layout supports it). Every load must
+succeed with the right rows, and every published cache must pass verify. The suite runs a
+small version of this (tests/test_crash_safety.py).
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ LAYOUTS = {
     "arrow": {"max_shard_size": 32 << 10, "batch_rows": 50},
     "lance": {"batch_rows": 50, "max_rows_per_file": 400},
     "parquet": {"max_shard_size": 32 << 10, "batch_rows": 50, "row_group_bytes": 8 << 10},
+    "video_frames": {},
 }
+
+VIDEOS = 40  # moving_digits videos for the video-frames layout
 
 LOAD = textwrap.dedent("""
     import json, sys
@@ -43,17 +47,26 @@ LOAD = textwrap.dedent("""
     script, fmt, options, rows = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
     root = Path(sys.argv[5])
     resumable = any((p / JOURNAL_FILE).exists() for p in root.rglob(".staging-train"))
-    ds = sds.load_dataset(script, split="train", rows=rows, storage_format=fmt, layout_options=options)
-    ok_rows = ds["id"] == list(range(rows))
+    if fmt == "video_frames":
+        ds = sds.load_dataset("moving_digits", name="frames", split="train", train_videos=rows, test_videos=1)
+        ok_rows = ds._backends[0].metadata.extra["num_videos"] == rows and len(ds) == 2 * rows
+    else:
+        ds = sds.load_dataset(script, split="train", rows=rows, storage_format=fmt, layout_options=options)
+        ok_rows = ds["id"] == list(range(rows))
     problems = verify_cache(ds.cache_dirs[0])
     print(json.dumps({"rows_ok": ok_rows, "problems": problems, "had_journal": resumable}))
 """)
 
 
 def run_build(script: Path, root: Path, fmt: str, options: dict, kill_after: float | None) -> int:
-    code = (f"import stable_datasets as sds\n"
-            f"sds.load_dataset({str(script)!r}, split='train', rows={ROWS}, storage_format={fmt!r}, "
-            f"layout_options={options!r})\n")
+    if fmt == "video_frames":
+        code = ("import stable_datasets as sds\n"
+                f"sds.load_dataset('moving_digits', name='frames', split='train', train_videos={VIDEOS}, "
+                "test_videos=1)\n")
+    else:
+        code = (f"import stable_datasets as sds\n"
+                f"sds.load_dataset({str(script)!r}, split='train', rows={ROWS}, storage_format={fmt!r}, "
+                f"layout_options={options!r})\n")
     env = {**os.environ, "STABLE_DATASETS_CACHE_DIR": str(root), "TOY_SLEEP": "0.0003"}
     proc = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
@@ -87,7 +100,8 @@ def main() -> None:
             kill_after = rng.uniform(0.05, 1.0) * duration
             code = run_build(script, root, fmt, options, kill_after)
             killed += code == -signal.SIGKILL
-            load = subprocess.run([sys.executable, "-c", LOAD, str(script), fmt, json.dumps(options), str(ROWS),
+            rows = VIDEOS if fmt == "video_frames" else ROWS
+            load = subprocess.run([sys.executable, "-c", LOAD, str(script), fmt, json.dumps(options), str(rows),
                                    str(root)], env={**os.environ, "STABLE_DATASETS_CACHE_DIR": str(root)},
                                   capture_output=True, text=True)
             try:
