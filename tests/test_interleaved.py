@@ -342,3 +342,28 @@ def test_materialize_mixes_local_and_fsspec_paths(tmp_path):
         writer.write(table)
     written = pq.read_table(writer.files_written[0])
     assert _images(InterleavedBatch(written)).column("binary_content").to_pylist() == [b"LOCALPNG", b"REMOTEPNG"]
+
+
+@pytest.mark.parametrize("tar_format", [tarfile.PAX_FORMAT, tarfile.GNU_FORMAT, tarfile.USTAR_FORMAT])
+def test_tar_index_agrees_with_tarfile(tmp_path, tar_format):
+    from stable_datasets.interleaved.tar_index import TarFormatError, iter_tar
+
+    path = tmp_path / "t.tar"
+    long_name = "deep/" * 30 + "member.json" if tar_format != tarfile.USTAR_FORMAT else "folder/" * 12 + "m.json"
+    with tarfile.open(path, "w", format=tar_format) as tar:
+        for name, data in [("a.json", b"{}"), (long_name, b"x" * 700), ("dir/ünï.png", b"\x89PNG" * 100)]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        directory = tarfile.TarInfo("just-a-dir")
+        directory.type = tarfile.DIRTYPE
+        tar.addfile(directory)
+    data = path.read_bytes()
+    ours = [(m.name, m.offset_data, m.size) for m in iter_tar(path, memoryview(data))]
+    with tarfile.open(path) as tar:
+        theirs = [(m.name, m.offset_data, m.size) for m in tar if m.isfile()]
+    assert ours == theirs
+    broken = bytearray(data)
+    broken[10] ^= 0xFF  # inside the first header's name
+    with pytest.raises(TarFormatError, match="bad header checksum"):
+        list(iter_tar(path, memoryview(bytes(broken))))

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import mimetypes
 import os
-import tarfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -35,6 +34,7 @@ from stable_datasets.errors import StableDatasetsError
 from stable_datasets.interleaved.batch import InterleavedBatch
 from stable_datasets.interleaved.keys import split_member, unescape_key
 from stable_datasets.interleaved.schema import RESERVED_COLUMNS, build_source_ref, reconcile_schema
+from stable_datasets.interleaved.tar_index import TarFormatError, TarMember, iter_tar, map_file
 
 DEFAULT_JSON_EXTENSIONS = ("json",)
 DEFAULT_IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff")
@@ -78,46 +78,41 @@ class InterleavedWebdatasetReader:
         self.unsafe_members: list[str] = []
 
     # -- tar walking -------------------------------------------------------------------------
-    def _groups(self, path: str) -> Iterator[tuple[str, list[tarfile.TarInfo], tarfile.TarFile]]:
-        """(key, members) for each run of members sharing a key, with unsafe members reported."""
-        size = os.path.getsize(path)
-        with tarfile.open(path, "r:") as tar:
+    def _groups(self, path: str) -> Iterator[tuple[str, list[TarMember], Any]]:
+        """(key, members, read) for each run of members sharing a key; unsafe members are reported."""
+        mapped, view = map_file(path)
+        try:
             current_key, members = None, []
-            offset = 0
-            while True:
-                try:
-                    member = tar.next()
-                except (tarfile.ReadError, EOFError) as exc:
-                    raise InterleavedReadError(f"{path}: truncated or corrupt tar at byte {offset} ({exc})") from None
-                if member is None:
-                    break
-                offset = member.offset
-                if not member.isfile():
-                    continue
-                name = PurePosixPath(member.name)
-                if name.is_absolute() or ".." in name.parts:
-                    self.unsafe_members.append(f"{path}:{member.name}")
-                    continue
-                if member.offset_data + member.size > size:
-                    raise InterleavedReadError(f"{path}: truncated tar, member {member.name!r} at byte "
-                                               f"{member.offset_data} needs {member.size} bytes")
-                if member.size > self.max_member_bytes:
-                    raise InterleavedReadError(f"{path}: member {member.name!r} is {member.size} bytes, over the "
-                                               f"{self.max_member_bytes}-byte limit (max_member_bytes)")
-                key, _ = split_member(member.name)
-                if key != current_key and members:
-                    yield current_key, members, tar
-                    members = []
-                current_key = key
-                members.append(member)
+
+            def read(member: TarMember) -> bytes:
+                return bytes(view[member.offset_data:member.offset_data + member.size])
+
+            try:
+                for member in iter_tar(path, view):
+                    name = PurePosixPath(member.name)
+                    if name.is_absolute() or ".." in name.parts:
+                        self.unsafe_members.append(f"{path}:{member.name}")
+                        continue
+                    if member.offset_data + member.size > len(view):
+                        raise InterleavedReadError(f"{path}: truncated tar, member {member.name!r} at byte "
+                                                   f"{member.offset_data} needs {member.size} bytes")
+                    if member.size > self.max_member_bytes:
+                        raise InterleavedReadError(f"{path}: member {member.name!r} is {member.size} bytes, over "
+                                                   f"the {self.max_member_bytes}-byte limit (max_member_bytes)")
+                    key, _ = split_member(member.name)
+                    if key != current_key and members:
+                        yield current_key, members, read
+                        members = []
+                    current_key = key
+                    members.append(member)
+            except TarFormatError as exc:
+                raise InterleavedReadError(str(exc)) from None
             if members:
-                yield current_key, members, tar
-            end = tar.offset
-        with open(path, "rb") as fh:  # a complete tar ends in zero blocks; tarfile stops quietly at a cut header
-            fh.seek(end)
-            tail = fh.read()
-        if len(tail) < 1024 or tail.strip(b"\0"):
-            raise InterleavedReadError(f"{path}: truncated or corrupt tar at byte {end}")
+                yield current_key, members, read
+        finally:
+            view.release()
+            if mapped is not None:
+                mapped.close()
         if self.unsafe_members:
             from loguru import logger
 
@@ -125,9 +120,9 @@ class InterleavedWebdatasetReader:
                            self.unsafe_members[0])
 
     # -- one sample -----------------------------------------------------------------------------
-    def _sample_rows(self, path: str, key: str, members: list[tarfile.TarInfo], tar: tarfile.TarFile,
-                     json_member: tarfile.TarInfo) -> list[dict[str, Any]]:
-        raw = tar.extractfile(json_member).read()
+    def _sample_rows(self, path: str, key: str, members: list[TarMember], read: Any,
+                     json_member: TarMember) -> list[dict[str, Any]]:
+        raw = read(json_member)
         try:
             record = json.loads(raw)
         except ValueError as exc:
@@ -172,7 +167,7 @@ class InterleavedWebdatasetReader:
             content_type = mimetypes.types_map.get(f".{extension}", "application/octet-stream")
             data = None
             if self.materialize_on_read or extension in ("tif", "tiff"):
-                data = tar.extractfile(member).read()
+                data = read(member)
             frames = tiff_frame_count(data) if extension in ("tif", "tiff") else 1
             for frame in range(frames):
                 rows.append({"sample_id": sample_id, "position": position, "modality": "image",
@@ -190,11 +185,11 @@ class InterleavedWebdatasetReader:
         held = 0
         for path in self.paths:
             files.append(path)
-            for key, members, tar in self._groups(path):
+            for key, members, read in self._groups(path):
                 json_members = [m for m in members if split_member(m.name)[1].rsplit(".", 1)[-1].lower()
                                 in self.json_extensions]
                 for json_member in json_members:
-                    sample = self._sample_rows(path, key, members, tar, json_member)
+                    sample = self._sample_rows(path, key, members, read, json_member)
                     rows.extend(sample)
                     held += sum(len(r.get("text_content") or "") + len(r.get("binary_content") or b"")
                                 for r in sample)

@@ -1,0 +1,110 @@
+"""A fast, strict reader of tar member headers (ustar, PAX and GNU long names).
+
+Python's `tarfile` spends most of a shard read parsing headers one object at a time. This
+walks the 512-byte headers of a memory-mapped tar directly: it checks each header's checksum,
+applies PAX `path`/`size` records and GNU long names, and yields every regular file with its
+data offset and size, so member bytes are one slice of the map. Anything malformed (a bad
+checksum, a header or data cut short, bytes after the end that are not zero) raises
+`TarFormatError` with the byte offset.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+class TarFormatError(ValueError):
+    def __init__(self, message: str, offset: int):
+        super().__init__(message)
+        self.offset = offset
+
+
+@dataclass(frozen=True)
+class TarMember:
+    name: str
+    offset_data: int
+    size: int
+
+
+def _text(field: bytes) -> str:
+    return field.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
+
+
+def _number(field: bytes, offset: int) -> int:
+    if field[:1] and field[0] & 0x80:  # GNU base-256 for large values
+        return int.from_bytes(field[1:], "big")
+    digits = field.split(b"\0", 1)[0].strip()
+    try:
+        return int(digits or b"0", 8)
+    except ValueError:
+        raise TarFormatError(f"bad number {field!r} in the tar header at byte {offset}", offset) from None
+
+
+def _pax_records(data: bytes) -> dict[str, str]:
+    records: dict[str, str] = {}
+    pos = 0
+    while pos < len(data):
+        space = data.index(b" ", pos)
+        length = int(data[pos:space])
+        key, _, value = data[space + 1:pos + length - 1].partition(b"=")
+        records[key.decode()] = value.decode("utf-8", "surrogateescape")
+        pos += length
+    return records
+
+
+def iter_tar(path: str | os.PathLike, view: memoryview) -> Iterator[TarMember]:
+    """Regular-file members of the tar held in `view`, in order."""
+    total = len(view)
+    pos = 0
+    pending_name: str | None = None
+    pending_size: int | None = None
+    while True:
+        if pos + 512 > total:
+            raise TarFormatError(f"{path}: truncated or corrupt tar at byte {pos}", pos)
+        header = bytes(view[pos:pos + 512])
+        if header == bytes(512):
+            tail = view[pos:]
+            if len(tail) < 1024 or any(tail):
+                raise TarFormatError(f"{path}: truncated or corrupt tar at byte {pos}", pos)
+            return
+        stored = _number(header[148:156], pos)
+        if stored != sum(header[:148]) + 256 + sum(header[156:]):
+            raise TarFormatError(f"{path}: truncated or corrupt tar at byte {pos} (bad header checksum)", pos)
+        name = _text(header[0:100])
+        if header[257:262] == b"ustar" and header[345:500].strip(b"\0"):
+            name = f"{_text(header[345:500])}/{name}"
+        size = _number(header[124:136], pos)
+        kind = header[156:157]
+        data = pos + 512
+        end = data + size
+        if kind in (b"x", b"g", b"L"):
+            if end > total:
+                raise TarFormatError(f"{path}: truncated tar, extended header at byte {data}", data)
+            if kind == b"x":
+                records = _pax_records(bytes(view[data:end]))
+                pending_name = records.get("path", pending_name)
+                pending_size = int(records["size"]) if "size" in records else pending_size
+            elif kind == b"L":
+                pending_name = _text(bytes(view[data:end]))
+            pos = data + -(-size // 512) * 512
+            continue
+        if pending_name is not None:
+            name, pending_name = pending_name, None
+        if pending_size is not None:
+            size, pending_size = pending_size, None
+            end = data + size
+        if kind in (b"0", b"\0", b"7"):
+            yield TarMember(name, data, size)
+        pos = data + -(-size // 512) * 512
+
+
+def map_file(path: str | os.PathLike) -> tuple[mmap.mmap | None, memoryview]:
+    """A read-only map of the file (None and an empty view for an empty file)."""
+    with open(path, "rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return None, memoryview(b"")
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    return mapped, memoryview(mapped)
