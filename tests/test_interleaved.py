@@ -346,7 +346,7 @@ def test_materialize_mixes_local_and_fsspec_paths(tmp_path):
 
 @pytest.mark.parametrize("tar_format", [tarfile.PAX_FORMAT, tarfile.GNU_FORMAT, tarfile.USTAR_FORMAT])
 def test_tar_index_agrees_with_tarfile(tmp_path, tar_format):
-    from stable_datasets.interleaved.tar_index import TarFormatError, iter_tar
+    from stable_datasets.interleaved.tar_format import TarFormatError, iter_tar
 
     path = tmp_path / "t.tar"
     long_name = "deep/" * 30 + "member.json" if tar_format != tarfile.USTAR_FORMAT else "folder/" * 12 + "m.json"
@@ -367,3 +367,16 @@ def test_tar_index_agrees_with_tarfile(tmp_path, tar_format):
     broken[10] ^= 0xFF  # inside the first header's name
     with pytest.raises(TarFormatError, match="bad header checksum"):
         list(iter_tar(path, memoryview(bytes(broken))))
+
+
+def test_tar_writer_output_reads_back_with_tarfile(tmp_path):
+    from stable_datasets.interleaved.tar_format import TarWriter
+
+    long_name = "k" * 150 + ".json"
+    members = [("short.json", b"{}"), (long_name, b"x" * 513), ("empty.png", b"")]
+    writer = TarWriter(open(tmp_path / "w.tar", "wb"))  # noqa: SIM115
+    for name, data in members:
+        writer.add(name, data)
+    writer.close()
+    with tarfile.open(tmp_path / "w.tar") as tar:
+        assert [(m.name, tar.extractfile(m).read()) for m in tar] == members

@@ -34,7 +34,7 @@ from stable_datasets.errors import StableDatasetsError
 from stable_datasets.interleaved.batch import InterleavedBatch
 from stable_datasets.interleaved.keys import split_member, unescape_key
 from stable_datasets.interleaved.schema import RESERVED_COLUMNS, build_source_ref, reconcile_schema
-from stable_datasets.interleaved.tar_index import TarFormatError, TarMember, iter_tar, map_file
+from stable_datasets.interleaved.tar_format import TarFormatError, TarMember, iter_tar, map_file
 
 DEFAULT_JSON_EXTENSIONS = ("json",)
 DEFAULT_IMAGE_EXTENSIONS = ("jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff")

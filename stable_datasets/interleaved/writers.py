@@ -9,11 +9,9 @@ first, and `on_materialize_error` decides what a failure does: "error", "warn",
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import shutil
-import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from stable_datasets.interleaved.batch import InterleavedBatch
 from stable_datasets.interleaved.keys import escape_key
 from stable_datasets.interleaved.materialize import materialize
 from stable_datasets.interleaved.schema import MODALITIES, RESERVED_COLUMNS, parse_source_ref
+from stable_datasets.interleaved.tar_format import TarWriter
 
 MODES = ("error", "overwrite", "append", "ignore")
 
@@ -104,18 +103,15 @@ class InterleavedWebdatasetWriter(_Writer):
         super().__init__(path, mode=mode, on_materialize_error=on_materialize_error)
         self.samples_per_shard = samples_per_shard
         self.texts_field, self.images_field = texts_field, images_field
-        self._tar: tarfile.TarFile | None = None
+        self._tar: TarWriter | None = None
         self._samples_in_shard = 0
 
     def _add(self, name: str, data: bytes) -> None:
-        info = tarfile.TarInfo(name)
-        info.size = len(data)
-        info.mtime = 0
-        self._tar.addfile(info, io.BytesIO(data))
+        self._tar.add(name, data)
 
     def _open_shard(self) -> None:
         self._final, self._tmp = self._target()
-        self._tar = tarfile.open(self._tmp, "w", format=tarfile.PAX_FORMAT)  # noqa: SIM115 - closed with the shard
+        self._tar = TarWriter(open(self._tmp, "wb"))  # noqa: SIM115 - closed with the shard
         self._samples_in_shard = 0
 
     def _close_shard(self) -> None:
@@ -132,15 +128,18 @@ class InterleavedWebdatasetWriter(_Writer):
         if self.skip:
             return
         table = self._prepare(batch)
-        for sample in InterleavedBatch(table).samples():
+        samples: dict[str, list[dict[str, Any]]] = {}
+        for row in table.to_pylist():  # grouped in Python: one pass, first-appearance order
+            samples.setdefault(row["sample_id"], []).append(row)
+        for rows in samples.values():
             if self._tar is None or self._samples_in_shard >= self.samples_per_shard:
                 self._close_shard()
                 self._open_shard()
-            self._write_sample(sample)
+            rows.sort(key=lambda r: (r["position"], parse_source_ref(r.get("source_ref")).get("frame_index") or 0))
+            self._write_sample(rows)
             self._samples_in_shard += 1
 
-    def _write_sample(self, sample: pa.Table) -> None:
-        rows = sample.to_pylist()  # one document: a handful of rows
+    def _write_sample(self, rows: list[dict[str, Any]]) -> None:
         sample_id = rows[0]["sample_id"]
         key = escape_key(sample_id)
         meta = next((r for r in rows if r["modality"] == "metadata"), None)

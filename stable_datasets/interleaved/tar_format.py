@@ -1,4 +1,4 @@
-"""A fast, strict reader of tar member headers (ustar, PAX and GNU long names).
+"""Tar members, read and written fast and strictly (ustar, PAX and GNU long names).
 
 Python's `tarfile` spends most of a shard read parsing headers one object at a time. This
 walks the 512-byte headers of a memory-mapped tar directly: it checks each header's checksum,
@@ -6,6 +6,9 @@ applies PAX `path`/`size` records and GNU long names, and yields every regular f
 data offset and size, so member bytes are one slice of the map. Anything malformed (a bad
 checksum, a header or data cut short, bytes after the end that are not zero) raises
 `TarFormatError` with the byte offset.
+
+`TarWriter` writes regular files with ustar headers (a PAX record carries names over 100
+bytes) and the two zero blocks that end an archive; `tarfile` reads what it writes.
 """
 
 from __future__ import annotations
@@ -108,3 +111,57 @@ def map_file(path: str | os.PathLike) -> tuple[mmap.mmap | None, memoryview]:
             return None, memoryview(b"")
         mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     return mapped, memoryview(mapped)
+
+
+def _octal(value: int, width: int) -> bytes:
+    return f"{value:0{width - 1}o}".encode() + b"\0"
+
+
+def _header(name: bytes, size: int, kind: bytes) -> bytes:
+    header = bytearray(512)
+    header[0:len(name)] = name
+    header[100:108] = _octal(0o644, 8)
+    header[108:116] = _octal(0, 8)
+    header[116:124] = _octal(0, 8)
+    header[124:136] = _octal(size, 12)
+    header[136:148] = _octal(0, 12)
+    header[148:156] = b" " * 8
+    header[156:157] = kind
+    header[257:265] = b"ustar\x0000"
+    header[148:156] = f"{sum(header):06o}".encode() + b"\0 "
+    return bytes(header)
+
+
+class TarWriter:
+    """Append regular files to an uncompressed tar; `close()` writes the end-of-archive blocks."""
+
+    def __init__(self, fileobj):
+        self.fileobj = fileobj
+
+    def add(self, name: str, data: bytes) -> None:
+        encoded = name.encode("utf-8")
+        if len(encoded) > 100:  # a PAX extended header carries the full name
+            body = _pax_entry("path", encoded)
+            self._write(_header(b"././@PaxHeader", len(body), b"x"), body)
+            encoded = encoded[:100]
+        self._write(_header(encoded, len(data), b"0"), data)
+
+    def _write(self, header: bytes, data: bytes) -> None:
+        self.fileobj.write(header)
+        self.fileobj.write(data)
+        pad = -len(data) % 512
+        if pad:
+            self.fileobj.write(bytes(pad))
+
+    def close(self) -> None:
+        self.fileobj.write(bytes(1024))
+        self.fileobj.close()
+
+
+def _pax_entry(key: str, value: bytes) -> bytes:
+    """One PAX record: "<length> key=value\n", where length counts itself."""
+    payload = b" " + key.encode() + b"=" + value + b"\n"
+    length = len(payload) + 1
+    while len(str(length)) + len(payload) != length:
+        length = len(str(length)) + len(payload)
+    return str(length).encode() + payload
