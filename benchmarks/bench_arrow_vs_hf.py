@@ -26,7 +26,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from timing import best_of  # noqa: E402
+from common import best_of  # noqa: E402
 
 POOL = 512  # distinct images cycled through by the generator
 

@@ -16,13 +16,16 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import sys
 import tarfile
-import tempfile
 import time
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import print_table, quiet, work_dir
 
 
 def timed(fn) -> tuple[float, object]:
@@ -35,10 +38,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--docs", type=int, default=20_000)
     args = parser.parse_args()
-    os.environ["STABLE_DATASETS_DISABLE_PROGRESS"] = "1"
-    from loguru import logger
-
-    logger.disable("stable_datasets")
+    quiet()
     import json
 
     import webdataset as wds
@@ -51,7 +51,7 @@ def main() -> None:
     )
     from stable_datasets.interleaved.mint_shards import write_mint_shards
 
-    work = Path(tempfile.mkdtemp(prefix="bench-interleaved-", dir=os.environ.get("BENCH_DIR")))
+    work = work_dir("bench-interleaved-")
     rows = []
     try:
         tars = write_mint_shards(work / "tars", num_samples=args.docs, samples_per_shard=1000)
@@ -123,10 +123,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"\n{args.docs:,} documents in {len(tars)} shards, {megabytes:,.1f} MB of tars; {os.cpu_count()} cores\n")
-    print("| measure | result | ratio |")
-    print("| --- | --- | --- |")
-    for name, value, ratio in rows:
-        print(f"| {name} | {value} | {ratio} |")
+    print_table(["measure", "result", "ratio"], rows)
 
 
 if __name__ == "__main__":

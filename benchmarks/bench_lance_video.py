@@ -10,14 +10,13 @@ import argparse
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_arrow_vs_hf import BUILDER_SOURCE
-from timing import best_of
+from common import best_of, quiet, work_dir
 
 
 def rows_section(workdir: Path, rows: int) -> list[tuple[str, float, float, str]]:
@@ -91,11 +90,8 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--videos", type=int, default=300)
     args = parser.parse_args()
-    os.environ["STABLE_DATASETS_DISABLE_PROGRESS"] = "1"
-    from loguru import logger
-
-    logger.disable("stable_datasets")
-    workdir = Path(tempfile.mkdtemp(prefix="bench-lance-", dir=os.environ.get("BENCH_DIR")))
+    quiet()
+    workdir = work_dir("bench-lance-")
     try:
         results = rows_section(workdir, args.rows) + video_section(workdir, args.videos)
     finally:

@@ -1,0 +1,48 @@
+"""Helpers shared by the benchmarks: timing, quiet mode, scratch folders, tables."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+
+
+def best_of(fn: Callable[[], object], repeats: int = 3) -> float:
+    """Best wall time of `repeats` runs, with the cyclic GC paused as `timeit` does (for every side)."""
+    times = []
+    for _ in range(repeats):
+        gc.collect()
+        gc.disable()
+        try:
+            started = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - started)
+        finally:
+            gc.enable()
+    return min(times)
+
+
+def quiet() -> None:
+    """No progress bars or log lines from the library while measuring."""
+    import os
+
+    from loguru import logger
+
+    os.environ["STABLE_DATASETS_DISABLE_PROGRESS"] = "1"
+    logger.disable("stable_datasets")
+
+
+def work_dir(prefix: str):
+    """A scratch folder for one run ($BENCH_DIR chooses the disk)."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("BENCH_DIR")))
+
+
+def print_table(header: list[str], rows: list[tuple]) -> None:
+    print("| " + " | ".join(header) + " |")
+    print("| " + " | ".join("---" for _ in header) + " |")
+    for row in rows:
+        print("| " + " | ".join(str(cell) for cell in row) + " |")
