@@ -102,3 +102,10 @@ def table_rows(table: pa.Table) -> list[dict[str, Any]]:
                                   else pa.array([], type=batch.schema.field(name).type)))
                for name in batch.column_names]
     return [{name: get(k) for name, get in getters} for k in range(batch.num_rows)]
+
+
+def compile_row_builder(names: list[str]) -> Callable[[list[CellGetter], int], dict[str, Any]]:
+    """`lambda g, k: {"a": g[0](k), "b": g[1](k)}` for these column names, compiled once per schema:
+    the single-row hot path then builds its dict without a zip or a comprehension frame."""
+    items = ", ".join(f"{name!r}: g[{j}](k)" for j, name in enumerate(names))
+    return eval(f"lambda g, k: {{{items}}}")

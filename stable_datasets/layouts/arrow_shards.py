@@ -9,7 +9,6 @@ one bisect over batch offsets and read through per-batch cell getters.
 from __future__ import annotations
 
 import bisect
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.dataset.cells import CellGetter, cell_getter, primitive_view
-from stable_datasets.layouts.base import LayoutBackend
+from stable_datasets.dataset.cells import CellGetter, cell_getter, compile_row_builder, primitive_view
+from stable_datasets.layouts.base import LayoutBackend, fork_generation
 from stable_datasets.layouts.sharded import ShardedFileWriter
 from stable_datasets.tables import ordered_gather
 
@@ -118,6 +117,7 @@ class Backend(LayoutBackend):
         self._shard_starts = np.cumsum([0] + [int(s.starts[-1]) for s in self._shards]).astype(np.int64)
         self._names = self._schema.names if self._schema is not None else []
         self._getters: list[list[CellGetter] | None] = [None] * len(self._batches)
+        self._build_row = compile_row_builder(self._names)
 
     @property
     def schema(self) -> pa.Schema:
@@ -130,24 +130,21 @@ class Backend(LayoutBackend):
         return getters
 
     def row(self, index: int) -> dict[str, Any]:
-        if self._pid != os.getpid():
+        if self._generation != fork_generation() or self._pid is None:
             self.ensure_open()
         b = bisect.bisect_right(self._starts, index) - 1
-        k = index - self._starts[b]
         getters = self._getters[b] or self._batch_getters(b)
-        return {name: get(k) for name, get in zip(self._names, getters)}
+        return self._build_row(getters, index - self._starts[b])
 
     def rows(self, indices: list[int]) -> list[dict[str, Any]]:
         """Many rows through the same cell getters; the loop is kept free of attribute lookups."""
         self.ensure_open()
-        starts, names, all_getters = self._starts, self._names, self._getters
+        starts, all_getters, build = self._starts, self._getters, self._build_row
         find = bisect.bisect_right
         out = []
         for index in indices:
             b = find(starts, index) - 1
-            k = index - starts[b]
-            getters = all_getters[b] or self._batch_getters(b)
-            out.append({name: get(k) for name, get in zip(names, getters)})
+            out.append(build(all_getters[b] or self._batch_getters(b), index - starts[b]))
         return out
 
     def take(self, indices: np.ndarray) -> pa.Table:

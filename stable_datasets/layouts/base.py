@@ -42,6 +42,22 @@ class LayoutWriter(ABC):
         return {}
 
 
+_fork_generation = 0  # bumped in every forked child: handles opened before a fork are stale
+
+
+def _after_fork() -> None:
+    global _fork_generation
+    _fork_generation += 1
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def fork_generation() -> int:
+    return _fork_generation
+
+
 class LayoutBackend(ABC):
     """Serves rows of one published cache. Handles are opened lazily, once per process."""
 
@@ -53,6 +69,7 @@ class LayoutBackend(ABC):
         self.metadata = metadata
         self.options = options  # read-time options of the layout (never part of a fingerprint)
         self._pid: int | None = None
+        self._generation = -1  # the fork generation the handles were opened in
 
     def __getstate__(self) -> dict[str, Any]:
         return {"directory": str(self.directory), "metadata": self.metadata.to_dict(), "options": self.options}
@@ -66,10 +83,10 @@ class LayoutBackend(ABC):
         return stored
 
     def ensure_open(self) -> None:
-        pid = os.getpid()
-        if self._pid != pid:
+        """Open handles on first use, and again in a new process (a fork, or an unpickled copy)."""
+        if self._generation != _fork_generation or self._pid is None:
             self._open()
-            self._pid = pid
+            self._pid, self._generation = os.getpid(), _fork_generation
 
     @abstractmethod
     def _open(self) -> None: ...
