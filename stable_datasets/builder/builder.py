@@ -39,7 +39,7 @@ from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import CacheError, EncodingError, ExampleError, StableDatasetsError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS, BatchEncoder
 from stable_datasets.features.features import Features
-from stable_datasets.layouts import layout_for_storage_format, layout_module
+from stable_datasets.layouts import layout_for, layout_module
 from stable_datasets.progress import progress
 
 DOWNLOAD_MODES = ("reuse_dataset_if_exists", "force_rebuild", "force_redownload")
@@ -210,9 +210,7 @@ class DatasetBuilder:
     # -- fingerprint and directories -----------------------------------------------------
     def layout_name(self, storage_format: str) -> str:
         """The layout a storage format maps to; a Video(storage="frames") column implies video frames."""
-        from stable_datasets.layouts.lance_video_frames import NAME, frames_video_column
-
-        return NAME if frames_video_column(self.features) else layout_for_storage_format(storage_format)
+        return layout_for(self.features, storage_format)
 
     def layout_options(self, storage_format: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         layout = layout_module(self.layout_name(storage_format))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
+from stable_datasets.features import Features, Video
+
 # storage_format (user-facing) -> layout module name
 STORAGE_FORMATS = {"arrow": "arrow_shards", "lance": "lance_rows", "parquet": "parquet_shards"}
 LAYOUTS = {
@@ -25,3 +27,16 @@ def layout_for_storage_format(storage_format: str) -> str:
     if storage_format not in STORAGE_FORMATS:
         raise ValueError(f"unknown storage_format {storage_format!r}; choose one of {sorted(STORAGE_FORMATS)}")
     return STORAGE_FORMATS[storage_format]
+
+
+def frames_video_column(features: Features) -> str | None:
+    """The top-level Video(storage="frames") column, if any (at most one is allowed)."""
+    names = [n for n, f in features.items() if isinstance(f, Video) and f.storage == "frames"]
+    if len(names) > 1:
+        raise ValueError(f"at most one Video(storage='frames') column per dataset, got {names}")
+    return names[0] if names else None
+
+
+def layout_for(features: Features, storage_format: str) -> str:
+    """The layout a builder's data goes to: a Video(storage="frames") column implies video frames."""
+    return "lance_video_frames" if frames_video_column(features) else layout_for_storage_format(storage_format)

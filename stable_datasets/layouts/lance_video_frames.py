@@ -33,8 +33,8 @@ from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features, binary_array
 from stable_datasets.features.sequence import Sequence
 from stable_datasets.features.value import Value
-from stable_datasets.features.video import Video, VideoRef, resize_frame
-from stable_datasets.layouts import lance_rows
+from stable_datasets.features.video import VideoRef, resize_frame
+from stable_datasets.layouts import frames_video_column, lance_rows
 from stable_datasets.layouts.base import LayoutBackend, LayoutWriter
 from stable_datasets.layouts.lance_access import open_lance
 
@@ -45,13 +45,6 @@ READ_OPTIONS: dict[str, Any] = {"window_length": 8, "frame_stride": 1, "hop": No
 FRAMES_SCHEMA = pa.schema([("video_index", pa.int32()), ("frame_index", pa.int32()), ("frame", pa.binary())])
 VIDEOS_FILE = "videos.arrow"
 
-
-def frames_video_column(features: Features) -> str | None:
-    """The top-level Video(storage="frames") column, if any (at most one is allowed)."""
-    names = [n for n, f in features.items() if isinstance(f, Video) and f.storage == "frames"]
-    if len(names) > 1:
-        raise ValueError(f"at most one Video(storage='frames') column per dataset, got {names}")
-    return names[0] if names else None
 
 
 def _quiet_opencv_threads() -> None:
