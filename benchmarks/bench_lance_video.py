@@ -54,35 +54,44 @@ def video_section(workdir: Path, videos: int) -> list[tuple[str, float, float, s
     from stable_datasets.features.video import read_frames
 
     common = {"train_videos": videos, "test_videos": 1, "cache_dir": workdir / "v"}
-    frames = sds.load_dataset("moving_digits", name="frames", split="train", **common)
-    frames = frames.with_frame_windows(window_length=8, hop=1)
     paths = sds.load_dataset("moving_digits", name="path", split="train", **common)
     files = [ref.path for ref in paths.select_columns(["video"])["video"]]
     rng = np.random.default_rng(0)
-    picks = rng.integers(0, len(frames), 512).tolist()
-    coords = [(frames._backends[0]._win[i, 0], frames._backends[0]._win[i, 1]) for i in picks]
-    batches = [picks[i:i + 16] for i in range(0, len(picks), 16)]
+    out = []
+    disk = {}
+    for quality in (90, "lossless"):
+        frames = sds.load_dataset("moving_digits", name="frames", split="train",
+                                  layout_options={"webp_quality": quality}, **common)
+        disk[quality] = sum(f.stat().st_size for f in frames.cache_dirs[0].rglob("*") if f.is_file()) / 2**20
+        frames = frames.with_frame_windows(window_length=8, hop=1)
+        picks = rng.integers(0, len(frames), 512).tolist()
+        coords = [(frames._backends[0]._win[i, 0], frames._backends[0]._win[i, 1]) for i in picks]
+        batches = [picks[i:i + 16] for i in range(0, len(picks), 16)]
 
-    def ours():
-        for batch in batches:
-            frames.__getitems__(batch)
+        def ours(frames=frames, batches=batches):
+            for batch in batches:
+                frames.__getitems__(batch)
 
-    def opencv():
-        for video, start in coords:
-            read_frames(files[video], np.arange(start, start + 8))
+        def opencv(coords=coords):
+            for video, start in coords:
+                read_frames(files[video], np.arange(start, start + 8))
 
-    check = frames[picks[0]]["video"]
-    direct = read_frames(files[coords[0][0]], np.arange(coords[0][1], coords[0][1] + 8))
-    assert check.shape == direct.shape
-    t_ours, t_cv = best_of(ours), best_of(opencv)
-    os.environ["STABLE_DATASETS_DECODE_THREADS"] = "1"
-    try:
-        t_single = best_of(ours)
-    finally:
-        del os.environ["STABLE_DATASETS_DECODE_THREADS"]
-    return [("random 8-frame windows: frame layout (batches of 16) vs OpenCV from the MP4 files",
-             len(picks) / t_ours, len(picks) / t_cv, "windows/s"),
-            ("the same, frame decoding on one thread", len(picks) / t_single, len(picks) / t_cv, "windows/s")]
+        check = frames[picks[0]]["video"]
+        direct = read_frames(files[coords[0][0]], np.arange(coords[0][1], coords[0][1] + 8))
+        assert check.shape == direct.shape
+        t_ours, t_cv = best_of(ours), best_of(opencv)
+        os.environ["STABLE_DATASETS_DECODE_THREADS"] = "1"
+        try:
+            t_single = best_of(ours)
+        finally:
+            del os.environ["STABLE_DATASETS_DECODE_THREADS"]
+        label = "WebP quality 90" if quality == 90 else "lossless WebP"
+        out += [(f"random 8-frame windows: frame layout, {label} (batches of 16) vs OpenCV from the MP4 files",
+                 len(picks) / t_ours, len(picks) / t_cv, "windows/s"),
+                (f"the same, {label}, frame decoding on one thread", len(picks) / t_single, len(picks) / t_cv,
+                 "windows/s")]
+    out.append(("frame cache on disk: WebP quality 90 vs lossless", disk[90], disk["lossless"], "MiB"))
+    return out
 
 
 def main() -> None:

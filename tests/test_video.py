@@ -189,6 +189,20 @@ def test_frame_resize_keeps_aspect_ratio():
     assert ds._backends[0].metadata.extra["videos"][0]["height"] == 32
 
 
+def test_lossless_frames_equal_the_decoded_source_video():
+    windows = _frames(layout_options={"webp_quality": "lossless"}).with_frame_windows(window_length=8, hop=4)
+    files = [ref.path for ref in sds.load_dataset("moving_digits", name="path", split="train", **SMALL)["video"]]
+    for row in (0, 5):
+        w = windows[row]
+        assert np.array_equal(w["video"], read_frames(files[w["video_index"]], np.asarray(w["frame_indices"])))
+
+
+@pytest.mark.parametrize("quality", [0, 101, 90.5, "best", True])
+def test_bad_webp_quality_is_rejected_before_building(quality):
+    with pytest.raises(ValueError, match=r"webp_quality must be an int from 1 to 100 or 'lossless', got"):
+        _frames(layout_options={"webp_quality": quality})
+
+
 def _corrupt_builder(write_builder, tmp_path):
     good = sds.load_dataset("moving_digits", name="path", split="test", **SMALL)[0]["video"].path
     broken = tmp_path / "broken.mp4"

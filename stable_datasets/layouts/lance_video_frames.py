@@ -47,14 +47,23 @@ VIDEOS_FILE = "videos.arrow"
 
 
 
+def webp_params(quality: Any) -> list[int]:
+    """OpenCV WebP parameters for the `webp_quality` option: 1-100 (lossy) or "lossless" (exact frames)."""
+    if quality == "lossless":
+        return [cv2.IMWRITE_WEBP_QUALITY, 101]  # OpenCV encodes lossless above 100
+    if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
+        raise ValueError(f"layout option webp_quality must be an int from 1 to 100 or 'lossless', got {quality!r}")
+    return [cv2.IMWRITE_WEBP_QUALITY, quality]
+
+
 def _quiet_opencv_threads() -> None:
     """In a forked worker OpenCV's own thread pool is gone; one thread per worker process."""
     cv2.setNumThreads(1)
 
 
-def encode_frames(job: tuple[str | None, bytes | None, str, str, Any, int]) -> tuple[list[bytes], int, int] | str:
+def encode_frames(job: tuple[str | None, bytes | None, str, str, Any, list[int]]) -> tuple[list[bytes], int, int] | str:
     """Worker: decode one video and WebP-encode its frames; an error message if it cannot."""
-    path, data, extension, sha256, resize, quality = job
+    path, data, extension, sha256, resize, params = job
     ref = VideoRef(path=path, bytes=data, extension=extension, media_type="", size=0, checksum=sha256)
     frames: list[bytes] = []
     height = width = 0
@@ -70,7 +79,7 @@ def encode_frames(job: tuple[str | None, bytes | None, str, str, Any, int]) -> t
                         break
                     frame = resize_frame(frame, resize)
                     height, width = frame.shape[:2]
-                    ok, buffer = cv2.imencode(".webp", frame, [cv2.IMWRITE_WEBP_QUALITY, int(quality)])
+                    ok, buffer = cv2.imencode(".webp", frame, params)
                     if not ok:
                         return f"WebP encoding failed at frame {len(frames)}"
                     frames.append(buffer.tobytes())
@@ -86,6 +95,7 @@ def encode_frames(job: tuple[str | None, bytes | None, str, str, Any, int]) -> t
 class Writer(LayoutWriter):
     def __init__(self, directory: Path, schema: pa.Schema, options: dict[str, Any]):
         super().__init__(directory, schema, {**DEFAULT_OPTIONS, **options})
+        self._webp_params = webp_params(self.options["webp_quality"])
         features = Features.from_arrow_schema(schema)
         column = frames_video_column(features)
         if column is None:
@@ -108,10 +118,10 @@ class Writer(LayoutWriter):
         self._seen_rows = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
-        resize, quality = self.options["frame_resize"], self.options["webp_quality"]
+        resize = self.options["frame_resize"]
         resize = tuple(resize) if isinstance(resize, list) else resize
         sources = batch.column(self._video_column).to_pylist()  # one small dict per video, not per frame
-        jobs = [(s["path"], s["bytes"], s["extension"], s["sha256"], resize, quality) for s in sources]
+        jobs = [(s["path"], s["bytes"], s["extension"], s["sha256"], resize, self._webp_params) for s in sources]
         results = self._pool.imap(encode_frames, jobs) if self._pool else map(encode_frames, jobs)
         kept = []
         for position, (source, result) in enumerate(zip(sources, results)):
