@@ -173,16 +173,21 @@ def test_tokens_resolve_to_members_or_the_default(tmp_path):
     assert "alt" not in only.table.column_names
 
 
+def _sample_ids_in_one_batch_each(batches) -> int:
+    """Checks no sample is split over two batches; returns how many samples there are."""
+    seen: set[str] = set()
+    for batch in batches:
+        ids = set(batch.table.column("sample_id").to_pylist())
+        assert not ids & seen, f"samples {sorted(ids & seen)} appear in two batches"
+        seen |= ids
+    return len(seen)
+
+
 def test_max_batch_bytes_never_splits_a_sample(shards):
     batches = list(InterleavedWebdatasetReader(shards, max_batch_bytes=4000, materialize_on_read=True))
     assert len(batches) > 3
-    seen = set()
-    for batch in batches:
-        ids = set(batch.table.column("sample_id").to_pylist())
-        assert not ids & seen
-        seen |= ids
-        assert batch.source_files
-    assert len(seen) == 24
+    assert _sample_ids_in_one_batch_each(batches) == 24
+    assert all(batch.source_files for batch in batches)
 
 
 def test_unsafe_oversized_and_truncated_tars(tmp_path):
@@ -299,13 +304,8 @@ def test_parquet_reader_projection_nulls_and_byte_batches(shards, tmp_path):
     assert "url" not in projected.table.column_names and "score" in projected.table.column_names
     batches = list(InterleavedParquetReader(tmp_path / "pq", max_batch_bytes=20_000))
     assert len(batches) > 2
-    seen = set()
-    for batch in batches:
-        ids = set(batch.table.column("sample_id").to_pylist())
-        assert not ids & seen
-        seen |= ids
-        assert all(str(f).endswith(".parquet") for f in batch.source_files)
-    assert len(seen) == 25
+    assert _sample_ids_in_one_batch_each(batches) == 25
+    assert all(str(f).endswith(".parquet") for batch in batches for f in batch.source_files)
 
 
 @pytest.mark.parametrize("storage_format", ["arrow", "parquet"])
