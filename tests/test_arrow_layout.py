@@ -44,6 +44,21 @@ def test_unknown_layout_option(toy_builder):
         sds.load_dataset(str(toy_builder), split="train", layout_options={"shard_size": 1})
 
 
+@pytest.mark.parametrize(("storage_format", "options", "message"), [
+    ("arrow", {"max_shard_size": 0}, "max_shard_size must be a positive int, got 0"),
+    ("arrow", {"compression": "gzip"}, r"compression must be one of \[None, 'lz4', 'zstd'\], got 'gzip'"),
+    ("parquet", {"row_group_bytes": "1MB"}, "row_group_bytes must be a positive int, got '1MB'"),
+    ("parquet", {"compression_level": 2.5}, "compression_level must be an int or None, got 2.5"),
+    ("lance", {"max_rows_per_group": True}, "max_rows_per_group must be a positive int, got True"),
+])
+def test_bad_layout_option_values_fail_before_building(toy_builder, tmp_path, storage_format, options, message):
+    cache = tmp_path / "cache"
+    with pytest.raises(ValueError, match=f"layout option {message}"):
+        sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format, cache_dir=cache,
+                         layout_options=options)
+    assert not cache.exists() or list(cache.rglob("*")) == []  # resolved before any folder is made
+
+
 def test_zero_row_split(toy_builder):
     ds = sds.load_dataset(str(toy_builder), split="train", rows=0)
     assert len(ds) == 0 and ds["id"] == [] and list(ds) == []

@@ -203,6 +203,12 @@ def test_bad_webp_quality_is_rejected_before_building(quality):
         _frames(layout_options={"webp_quality": quality})
 
 
+@pytest.mark.parametrize("resize", [0, [32], [32, 0], "48", 32.0])
+def test_bad_frame_resize_is_rejected(resize):
+    with pytest.raises(ValueError, match=r"frame_resize must be None, a positive int \(the shorter side\) or"):
+        _frames(layout_options={"frame_resize": resize})
+
+
 def _corrupt_builder(write_builder, tmp_path):
     good = sds.load_dataset("moving_digits", name="path", split="test", **SMALL)[0]["video"].path
     broken = tmp_path / "broken.mp4"

@@ -219,7 +219,9 @@ class DatasetBuilder:
         if unknown:
             raise ValueError(f"unknown layout option(s) {unknown} for storage_format={storage_format!r}; "
                              f"options are {sorted(options)}")
-        return {**options, **(overrides or {})}
+        options = {**options, **(overrides or {})}
+        layout.check_options(options)
+        return options
 
     def fingerprint_inputs(self, storage_format: str = "arrow",
                            layout_options: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -17,12 +17,17 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.dataset.cells import CellGetter, cell_getter, compile_row_builder, primitive_view
-from stable_datasets.layouts.base import LayoutBackend, fork_generation
+from stable_datasets.layouts.base import LayoutBackend, fork_generation, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import ShardedFileWriter
 from stable_datasets.tables import ordered_gather
 
 NAME = "arrow_shards"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "compression": None}
+
+
+def check_options(options: dict[str, Any]) -> None:
+    require_positive_ints(options, "max_shard_size")
+    require_choice(options, "compression", (None, "lz4", "zstd"))
 
 
 class Writer(ShardedFileWriter):

@@ -16,6 +16,19 @@ from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.features.features import Features
 
 
+def require_positive_ints(options: dict[str, Any], *names: str) -> None:
+    """Reject bad layout option values when the options are resolved, before anything is built."""
+    for name in names:
+        value = options[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"layout option {name} must be a positive int, got {value!r}")
+
+
+def require_choice(options: dict[str, Any], name: str, choices: tuple[Any, ...]) -> None:
+    if options[name] not in choices:
+        raise ValueError(f"layout option {name} must be one of {list(choices)}, got {options[name]!r}")
+
+
 class LayoutWriter(ABC):
     """Streams record batches into files under a staging directory."""
 

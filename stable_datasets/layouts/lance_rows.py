@@ -25,7 +25,7 @@ from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.cache.publish import file_sha256
 from stable_datasets.dataset.cells import table_rows
 from stable_datasets.errors import StableDatasetsError
-from stable_datasets.layouts.base import LayoutBackend, LayoutWriter
+from stable_datasets.layouts.base import LayoutBackend, LayoutWriter, require_positive_ints
 from stable_datasets.layouts.lance_access import lance_module, open_lance
 
 # pylance warns before every fork once imported. Our handles are reopened per process id,
@@ -35,6 +35,10 @@ warnings.filterwarnings("ignore", message="lance is not fork-safe", category=Use
 NAME = "lance_rows"
 DATASET_DIR = "data.lance"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_rows_per_file": 1 << 20, "max_rows_per_group": 1024}
+
+
+def check_options(options: dict[str, Any]) -> None:
+    require_positive_ints(options, "max_rows_per_file", "max_rows_per_group")
 _END = object()
 
 

@@ -35,7 +35,7 @@ from stable_datasets.features.sequence import Sequence
 from stable_datasets.features.value import Value
 from stable_datasets.features.video import VideoRef, resize_frame
 from stable_datasets.layouts import frames_video_column, lance_rows
-from stable_datasets.layouts.base import LayoutBackend, LayoutWriter
+from stable_datasets.layouts.base import LayoutBackend, LayoutWriter, require_choice
 from stable_datasets.layouts.lance_access import open_lance
 
 NAME = "lance_video_frames"
@@ -54,6 +54,17 @@ def webp_params(quality: Any) -> list[int]:
     if isinstance(quality, bool) or not isinstance(quality, int) or not 1 <= quality <= 100:
         raise ValueError(f"layout option webp_quality must be an int from 1 to 100 or 'lossless', got {quality!r}")
     return [cv2.IMWRITE_WEBP_QUALITY, quality]
+
+
+def check_options(options: dict[str, Any]) -> None:
+    lance_rows.check_options(options)
+    webp_params(options["webp_quality"])
+    require_choice(options, "skip_corrupt", (True, False))
+    resize = options["frame_resize"]
+    sizes = list(resize) if isinstance(resize, (list, tuple)) and len(resize) == 2 else [resize]
+    if resize is not None and not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
+        raise ValueError(f"layout option frame_resize must be None, a positive int (the shorter side) or "
+                         f"[height, width], got {resize!r}")
 
 
 def _quiet_opencv_threads() -> None:

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stable_datasets.dataset.cells import CellGetter, cell_getter
-from stable_datasets.layouts.base import LayoutBackend
+from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import ShardedFileWriter
 from stable_datasets.tables import ordered_gather
 
@@ -33,6 +33,14 @@ NAME = "parquet_shards"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "row_group_bytes": 1 << 20,
                                    "compression": "zstd", "compression_level": 3}
 READ_OPTIONS: dict[str, Any] = {"cache_row_groups": 16}
+
+
+def check_options(options: dict[str, Any]) -> None:
+    require_positive_ints(options, "max_shard_size", "row_group_bytes")
+    require_choice(options, "compression", (None, "none", "snappy", "gzip", "brotli", "lz4", "zstd"))
+    level = options["compression_level"]
+    if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
+        raise ValueError(f"layout option compression_level must be an int or None, got {level!r}")
 
 
 class Writer(ShardedFileWriter):
