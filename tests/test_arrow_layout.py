@@ -46,6 +46,7 @@ def test_unknown_layout_option(toy_builder):
 
 @pytest.mark.parametrize(("storage_format", "options", "message"), [
     ("arrow", {"max_shard_size": 0}, "max_shard_size must be a positive int, got 0"),
+    ("arrow", {"batch_rows": -5}, "batch_rows must be a positive int, got -5"),
     ("arrow", {"compression": "gzip"}, r"compression must be one of \[None, 'lz4', 'zstd'\], got 'gzip'"),
     ("parquet", {"row_group_bytes": "1MB"}, "row_group_bytes must be a positive int, got '1MB'"),
     ("parquet", {"compression_level": 2.5}, "compression_level must be an int or None, got 2.5"),

@@ -40,6 +40,7 @@ from stable_datasets.errors import CacheError, EncodingError, ExampleError, Stab
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS, BatchEncoder
 from stable_datasets.features.features import Features
 from stable_datasets.layouts import layout_for, layout_module
+from stable_datasets.layouts.base import require_positive_ints
 from stable_datasets.progress import progress
 
 DOWNLOAD_MODES = ("reuse_dataset_if_exists", "force_rebuild", "force_redownload")
@@ -220,6 +221,7 @@ class DatasetBuilder:
             raise ValueError(f"unknown layout option(s) {unknown} for storage_format={storage_format!r}; "
                              f"options are {sorted(options)}")
         options = {**options, **(overrides or {})}
+        require_positive_ints(options, "batch_rows")
         layout.check_options(options)
         return options
 
