@@ -60,6 +60,12 @@ def test_bad_layout_option_values_fail_before_building(toy_builder, tmp_path, st
     assert not cache.exists() or list(cache.rglob("*")) == []  # resolved before any folder is made
 
 
+def test_open_cache_rejects_read_options_the_layout_does_not_have(toy_builder):
+    ds = sds.load_dataset(str(toy_builder), split="train", rows=5)
+    with pytest.raises(ValueError, match=r"unknown read option\(s\) \['window_length'\]; options are \[\]"):
+        sds.open_cache(ds.cache_dirs[0], window_length=8)
+
+
 def test_zero_row_split(toy_builder):
     ds = sds.load_dataset(str(toy_builder), split="train", rows=0)
     assert len(ds) == 0 and ds["id"] == [] and list(ds) == []

@@ -120,24 +120,16 @@ def verify_cache(directory: Path) -> list[str]:
         if digest != shard.sha256:
             problems.append(f"{path}: sha256 {digest}, expected {shard.sha256}")
     if not problems:
-        problems.extend(_check_rows(directory, metadata))
+        problems.extend(_check_rows(directory))
     return problems
 
 
-def _check_rows(directory: Path, metadata: CacheMetadata) -> list[str]:
+def _check_rows(directory: Path) -> list[str]:
     """Open the cache and count its stored rows."""
     from stable_datasets.load import open_cache
 
     try:
-        backend = open_cache(directory)._backends[0]
-        if metadata.layout == "lance_video_frames":  # rows are windows; count the stored frames
-            from stable_datasets.layouts.lance_access import open_lance
-
-            stored = sum(v["frames"] for v in metadata.extra.get("videos", []))
-            counted = open_lance(str(directory / "data.lance")).count_rows()
-        else:
-            stored = metadata.num_rows
-            counted = sum(b.num_rows for b in backend.iter_batches(0, backend.num_rows, 65536))
+        counted, stored = open_cache(directory)._backends[0].stored_row_counts()
     except Exception as exc:
         return [f"{directory}: cannot be read ({type(exc).__name__}: {exc})"]
     if counted != stored:

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.dataset.cells import CellGetter, cell_getter, compile_row_builder, primitive_view
-from stable_datasets.layouts.base import LayoutBackend, fork_generation, require_choice, require_positive_ints
+from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import ShardedFileWriter
 from stable_datasets.tables import ordered_gather
 
@@ -135,8 +135,7 @@ class Backend(LayoutBackend):
         return getters
 
     def row(self, index: int) -> dict[str, Any]:
-        if self._generation != fork_generation() or self._pid is None:
-            self.ensure_open()
+        self.ensure_open()
         b = bisect.bisect_right(self._starts, index) - 1
         getters = self._getters[b] or self._batch_getters(b)
         return self._build_row(getters, index - self._starts[b])

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
+from stable_datasets.dataset.cells import table_rows
 from stable_datasets.features.features import Features
 
 
@@ -67,22 +68,24 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-def fork_generation() -> int:
-    return _fork_generation
-
-
 class LayoutBackend(ABC):
     """Serves rows of one published cache. Handles are opened lazily, once per process."""
 
     #: True when a batch of rows is best read as one table (one `take`) and decoded column-wise.
     batched_reads = False
+    #: read-time options the layout accepts, with their defaults; `read_options_name` names them in errors.
+    READ_OPTIONS: dict[str, Any] = {}
+    read_options_name = "read"
 
     def __init__(self, directory: str | os.PathLike, metadata: CacheMetadata, **options: Any):
+        unknown = sorted(set(options) - set(self.READ_OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown {self.read_options_name} option(s) {unknown}; "
+                             f"options are {sorted(self.READ_OPTIONS)}")
         self.directory = Path(directory)
         self.metadata = metadata
-        self.options = options  # read-time options of the layout (never part of a fingerprint)
-        self._pid: int | None = None
-        self._generation = -1  # the fork generation the handles were opened in
+        self.options = {**self.READ_OPTIONS, **options}  # read-time options (never part of a fingerprint)
+        self._generation = -1  # the fork generation the handles were opened in; -1: not opened
 
     def __getstate__(self) -> dict[str, Any]:
         return {"directory": str(self.directory), "metadata": self.metadata.to_dict(), "options": self.options}
@@ -97,9 +100,9 @@ class LayoutBackend(ABC):
 
     def ensure_open(self) -> None:
         """Open handles on first use, and again in a new process (a fork, or an unpickled copy)."""
-        if self._generation != _fork_generation or self._pid is None:
+        if self._generation != _fork_generation:
             self._open()
-            self._pid, self._generation = os.getpid(), _fork_generation
+            self._generation = _fork_generation
 
     @abstractmethod
     def _open(self) -> None: ...
@@ -128,6 +131,24 @@ class LayoutBackend(ABC):
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         """Stream rows [start, stop) in record batches of at most `batch_rows`."""
 
+    def stored_row_counts(self) -> tuple[int, int]:
+        """(rows counted by reading the stored data, rows `_metadata.json` records), for verify."""
+        self.ensure_open()
+        return sum(b.num_rows for b in self.iter_batches(0, self.num_rows, 65536)), self.metadata.num_rows
+
     def slice(self, start: int, stop: int) -> pa.Table:
         batches = list(self.iter_batches(start, stop, max(stop - start, 1)))
         return pa.Table.from_batches(batches, schema=self.schema)
+
+
+class TableBackend(LayoutBackend):
+    """A layout whose rows, single or many, come from one batched `take` (Lance: a random row
+    costs a Rust call whatever the batch size, so a row is a batch of one)."""
+
+    batched_reads = True
+
+    def row(self, index: int) -> dict[str, Any]:
+        return self.rows([index])[0]
+
+    def rows(self, indices: list[int]) -> list[dict[str, Any]]:
+        return table_rows(self.take(np.asarray(indices, dtype=np.int64)))

@@ -4,7 +4,7 @@ Write: Lance pulls record batches from a reader while our build loop pushes them
 Lance writer runs in a thread fed through a bounded queue: memory stays at about two
 batches and no intermediate IPC copy is made. Read: `take` for random and batched access,
 fragment scans for iteration. Lance handles are not fork-safe, so they are opened lazily
-and reopened whenever the process id changes (see LayoutBackend.ensure_open).
+and reopened in every new process (see LayoutBackend.ensure_open).
 """
 
 from __future__ import annotations
@@ -23,12 +23,11 @@ import pyarrow as pa
 
 from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.cache.publish import file_sha256
-from stable_datasets.dataset.cells import table_rows
 from stable_datasets.errors import StableDatasetsError
-from stable_datasets.layouts.base import LayoutBackend, LayoutWriter, require_positive_ints
+from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_positive_ints
 from stable_datasets.layouts.lance_access import lance_module, open_lance
 
-# pylance warns before every fork once imported. Our handles are reopened per process id,
+# pylance warns before every fork once imported. Our handles are reopened in every new process,
 # so forked DataLoader workers are safe; the warning would only mislead.
 warnings.filterwarnings("ignore", message="lance is not fork-safe", category=UserWarning)
 
@@ -39,6 +38,8 @@ DEFAULT_OPTIONS: dict[str, Any] = {"max_rows_per_file": 1 << 20, "max_rows_per_g
 
 def check_options(options: dict[str, Any]) -> None:
     require_positive_ints(options, "max_rows_per_file", "max_rows_per_group")
+
+
 _END = object()
 
 
@@ -119,9 +120,7 @@ class Writer(LayoutWriter):
             self._thread.join(timeout=30)
 
 
-class Backend(LayoutBackend):
-    batched_reads = True
-
+class Backend(TableBackend):
     def _open(self) -> None:
         self._dataset = open_lance(str(self.directory / DATASET_DIR))
         self._schema = self._dataset.schema
@@ -130,13 +129,6 @@ class Backend(LayoutBackend):
     def schema(self) -> pa.Schema:
         self.ensure_open()
         return self._schema
-
-    def row(self, index: int) -> dict[str, Any]:
-        return self.rows([index])[0]
-
-    def rows(self, indices: list[int]) -> list[dict[str, Any]]:
-        """One batched `take` for all indices."""
-        return table_rows(self.take(np.asarray(indices, dtype=np.int64)))
 
     def take(self, indices: np.ndarray) -> pa.Table:
         self.ensure_open()

@@ -28,14 +28,13 @@ from loguru import logger
 
 from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.cache.publish import file_sha256
-from stable_datasets.dataset.cells import table_rows
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features, binary_array
 from stable_datasets.features.sequence import Sequence
 from stable_datasets.features.value import Value
 from stable_datasets.features.video import VideoRef, resize_frame
 from stable_datasets.layouts import frames_video_column, lance_rows
-from stable_datasets.layouts.base import LayoutBackend, LayoutWriter, require_choice
+from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
 from stable_datasets.layouts.lance_access import open_lance
 
 NAME = "lance_video_frames"
@@ -191,16 +190,14 @@ class Writer(LayoutWriter):
                 "skipped_videos": self._skipped, "videos": self._videos}
 
 
-class Backend(LayoutBackend):
+class Backend(TableBackend):
     """Serves windows of frames; the window options are read-time options (not fingerprinted)."""
 
-    batched_reads = True
+    READ_OPTIONS = READ_OPTIONS
+    read_options_name = "video window"
 
     def __init__(self, directory: Any, metadata: Any, **options: Any):
-        unknown = sorted(set(options) - set(READ_OPTIONS))
-        if unknown:
-            raise ValueError(f"unknown video window option(s) {unknown}; options are {sorted(READ_OPTIONS)}")
-        super().__init__(directory, metadata, **{**READ_OPTIONS, **options})
+        super().__init__(directory, metadata, **options)
         self._window_index()
 
     def _window_index(self) -> None:
@@ -249,28 +246,24 @@ class Backend(LayoutBackend):
         video, start = self._win[indices, 0], self._win[indices, 1]
         frame_indices = start[:, None] + self._offsets[None, :]
         rows = (self._first_row[video][:, None] + frame_indices).ravel()
-        length = len(self._offsets)
         if len(rows):
             frames = self._frames.take(pa.array(rows), columns=["frame"]).column("frame").combine_chunks()
         else:
             frames = pa.array([], pa.binary())
-        windows = pa.ListArray.from_arrays(pa.array(np.arange(0, len(rows) + 1, length, dtype=np.int32)), frames)
-        flat_indices = pa.array(frame_indices.ravel())
-        columns = {self.metadata.extra["video_column"]: windows, "video_index": pa.array(video),
-                   "start_frame": pa.array(start),
-                   "frame_indices": pa.ListArray.from_arrays(
-                       pa.array(np.arange(0, len(rows) + 1, length, dtype=np.int32)), flat_indices)}
+        window_offsets = pa.array(np.arange(0, len(rows) + 1, len(self._offsets), dtype=np.int32))
+        columns = {self.metadata.extra["video_column"]: pa.ListArray.from_arrays(window_offsets, frames),
+                   "video_index": pa.array(video), "start_frame": pa.array(start),
+                   "frame_indices": pa.ListArray.from_arrays(window_offsets, pa.array(frame_indices.ravel()))}
         others = self._others.take(pa.array(video)).combine_chunks()
         for name in others.column_names:
             columns[name] = others.column(name).combine_chunks() if others.num_rows else pa.array(
                 [], type=others.schema.field(name).type)
         return pa.Table.from_pydict(columns, schema=self._schema)
 
-    def row(self, index: int) -> dict[str, Any]:
-        return self.rows([index])[0]
-
-    def rows(self, indices: list[int]) -> list[dict[str, Any]]:
-        return table_rows(self.take(np.asarray(indices, dtype=np.int64)))
+    def stored_row_counts(self) -> tuple[int, int]:
+        """Rows are windows; what is stored and recorded is frames."""
+        self.ensure_open()
+        return self._frames.count_rows(), sum(v["frames"] for v in self.metadata.extra.get("videos", []))
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         for lo in range(start, stop, batch_rows):

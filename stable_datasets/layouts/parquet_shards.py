@@ -139,11 +139,8 @@ class ParquetRowGroups:
 
 
 class Backend(LayoutBackend):
-    def __init__(self, directory: Any, metadata: Any, **options: Any):
-        unknown = sorted(set(options) - set(READ_OPTIONS))
-        if unknown:
-            raise ValueError(f"unknown Parquet read option(s) {unknown}; options are {sorted(READ_OPTIONS)}")
-        super().__init__(directory, metadata, **{**READ_OPTIONS, **options})
+    READ_OPTIONS = READ_OPTIONS
+    read_options_name = "Parquet read"
 
     def _open(self) -> None:
         paths = [self.directory / s.path for s in self.metadata.shards if s.path.endswith(".parquet")]
@@ -159,8 +156,7 @@ class Backend(LayoutBackend):
         return self.row_groups.schema
 
     def row(self, index: int) -> dict[str, Any]:
-        if self._pid != os.getpid():
-            self.ensure_open()
+        self.ensure_open()
         return self._groups.row(index)
 
     def take(self, indices: np.ndarray) -> pa.Table:
