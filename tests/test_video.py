@@ -189,6 +189,16 @@ def test_frame_resize_keeps_aspect_ratio():
     assert ds._backends[0].metadata.extra["videos"][0]["height"] == 32
 
 
+def test_verify_counts_stored_frames_not_windows():
+    from stable_datasets.cache.inventory import verify_cache
+
+    ds = _frames()
+    frames = sum(v["frames"] for v in ds._backends[0].metadata.extra["videos"])
+    assert frames == 6 * 20 and len(ds) != frames
+    assert ds._backends[0].stored_row_counts() == (frames, frames)
+    assert verify_cache(ds.cache_dirs[0]) == []
+
+
 def test_lossless_frames_equal_the_decoded_source_video():
     windows = _frames(layout_options={"webp_quality": "lossless"}).with_frame_windows(window_length=8, hop=4)
     files = [ref.path for ref in sds.load_dataset("moving_digits", name="path", split="train", **SMALL)["video"]]

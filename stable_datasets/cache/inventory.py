@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
-from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, TRASH_PREFIX, file_sha256
+from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, TRASH_PREFIX
 from stable_datasets.errors import CacheError
 
 
@@ -106,19 +106,7 @@ def verify_cache(directory: Path) -> list[str]:
         metadata = CacheMetadata.read(directory)
     except CacheError as exc:
         return [str(exc)]
-    problems = []
-    for shard in [*metadata.shards, *metadata.extra_files]:
-        path = directory / shard.path
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-            continue
-        size = path.stat().st_size
-        if size != shard.num_bytes:
-            problems.append(f"{path}: {size} bytes, expected {shard.num_bytes}")
-            continue
-        digest = file_sha256(path)
-        if digest != shard.sha256:
-            problems.append(f"{path}: sha256 {digest}, expected {shard.sha256}")
+    problems = [p for shard in [*metadata.shards, *metadata.extra_files] if (p := shard.problem(directory))]
     if not problems:
         problems.extend(_check_rows(directory))
     return problems

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 from stable_datasets.cache.metadata import ShardInfo
-from stable_datasets.cache.publish import file_sha256
 
 JOURNAL_FILE = "_journal.jsonl"
 
@@ -42,8 +42,7 @@ class ShardJournal:
             except ValueError:  # torn last line
                 break
             shard = ShardInfo.from_dict(entry)
-            path = self.directory / shard.path
-            if not path.is_file() or path.stat().st_size != shard.num_bytes or file_sha256(path) != shard.sha256:
+            if shard.problem(self.directory) is not None:
                 break
             kept.append(shard)
             rows_done = int(entry["rows_done"])
@@ -51,8 +50,6 @@ class ShardJournal:
         for entry in self.directory.iterdir():
             if entry.name not in keep and entry.name != JOURNAL_FILE:
                 if entry.is_dir():
-                    import shutil
-
                     shutil.rmtree(entry, ignore_errors=True)
                 else:
                     entry.unlink()

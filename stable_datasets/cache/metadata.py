@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import CacheError
 
 METADATA_FILE = "_metadata.json"
@@ -25,6 +26,19 @@ class ShardInfo:
     def from_dict(cls, data: dict[str, Any]) -> ShardInfo:
         return cls(path=data["path"], num_rows=int(data["num_rows"]), num_bytes=int(data["num_bytes"]),
                    sha256=data["sha256"])
+
+    def problem(self, directory: Path) -> str | None:
+        """What is wrong with this file under `directory` (missing, wrong size, wrong sha256), else None."""
+        path = directory / self.path
+        if not path.is_file():
+            return f"{path}: missing"
+        size = path.stat().st_size
+        if size != self.num_bytes:
+            return f"{path}: {size} bytes, expected {self.num_bytes}"
+        digest = file_sha256(path)
+        if digest != self.sha256:
+            return f"{path}: sha256 {digest}, expected {self.sha256}"
+        return None
 
 
 @dataclass

@@ -26,6 +26,8 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.cache.media import MediaStore, current_media_store
+from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.base import FeatureType, describe
 from stable_datasets.features.image import READ_RGB
@@ -284,8 +286,6 @@ class Video(FeatureType):
 
     # -- write ---------------------------------------------------------------------------
     def encode(self, value: Any, field: str) -> Any:
-        from stable_datasets.cache.media import current_media_store
-
         if value is None:
             return None
         if isinstance(value, VideoRef):
@@ -306,17 +306,12 @@ class Video(FeatureType):
             if extension is None:
                 raise EncodingError(field, f"{str(path)!r} is not a recognised video file "
                                            f"({size} bytes starting with 0x{head[:8].hex()})")
-            sha = _file_sha256(path)
+            sha = file_sha256(path)
             if self.storage == "bytes":
-                return {"path": None, "bytes": path.read_bytes(), "extension": extension, "size": size, "sha256": sha}
+                return _cell(None, path.read_bytes(), extension, size, sha)
             if self.storage == "frames":
-                return {"path": str(path.resolve()), "bytes": None, "extension": extension, "size": size,
-                        "sha256": sha}
-            store = current_media_store()
-            if store is None:
-                raise EncodingError(field, "Video(storage='path') can only be encoded while building a cache")
-            return {"path": store.put_file(path, sha, extension), "bytes": None, "extension": extension,
-                    "size": size, "sha256": sha}
+                return _cell(str(path.resolve()), None, extension, size, sha)
+            return _cell(_building_store(field).put_file(path, sha, extension), None, extension, size, sha)
         if isinstance(value, (bytes, bytearray, memoryview)):
             data = bytes(value)
             extension = sniff_extension(data[:64])
@@ -325,12 +320,8 @@ class Video(FeatureType):
                                            f"0x{data[:8].hex()}")
             sha = hashlib.sha256(data).hexdigest()
             if self.storage == "path":
-                store = current_media_store()
-                if store is None:
-                    raise EncodingError(field, "Video(storage='path') can only be encoded while building a cache")
-                return {"path": store.put_bytes(data, sha, extension), "bytes": None, "extension": extension,
-                        "size": len(data), "sha256": sha}
-            return {"path": None, "bytes": data, "extension": extension, "size": len(data), "sha256": sha}
+                return _cell(_building_store(field).put_bytes(data, sha, extension), None, extension, len(data), sha)
+            return _cell(None, data, extension, len(data), sha)
         raise EncodingError(field, f"expected a video (path, bytes or VideoRef), got {describe(value)}")
 
     # -- read ----------------------------------------------------------------------------
@@ -369,10 +360,17 @@ def _opens_in_opencv(path: Path) -> bool:
         capture.release()
 
 
-def _file_sha256(path: Path) -> str:
-    from stable_datasets.cache.publish import file_sha256
+def _cell(path: str | None, data: bytes | None, extension: str, size: int, sha256: str) -> dict[str, Any]:
+    """A stored video cell (STORAGE_TYPE)."""
+    return {"path": path, "bytes": data, "extension": extension, "size": size, "sha256": sha256}
 
-    return file_sha256(path)
+
+def _building_store(field: str) -> MediaStore:
+    """The media store of the build in progress: path-stored videos are copied into the cache."""
+    store = current_media_store()
+    if store is None:
+        raise EncodingError(field, "Video(storage='path') can only be encoded while building a cache")
+    return store
 
 
 def bind_videos(features: Any, media_root: Path | None, decode_config: VideoDecodeConfig | None) -> Any:
