@@ -26,7 +26,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from common import best_of  # noqa: E402
+from common import best_of, print_table  # noqa: E402
 
 POOL = 512  # distinct images cycled through by the generator
 
@@ -236,12 +236,9 @@ def main() -> None:
             *reads]
     print(f"\n{args.rows:,} rows of ~{np.mean([len(b) for b in image_pool()]) / 1024:.1f} KB PNG + int label; "
           f"datasets {datasets.__version__}, stable-datasets {sds.__version__}, {os.cpu_count()} cores\n")
-    print("| measure | stable-datasets | datasets | unit | speedup |")
-    print("| --- | ---: | ---: | --- | ---: |")
-    for name, ours_v, hf_v, unit in rows:
-        speedup = "" if hf_v != hf_v else f"{hf_v / ours_v:.1f}x"
-        hf_text = "" if hf_v != hf_v else f"{hf_v:,.3g}"
-        print(f"| {name} | {ours_v:,.3g} | {hf_text} | {unit} | {speedup} |")
+    table = [(name, f"{ours_v:,.3g}", "" if hf_v != hf_v else f"{hf_v:,.3g}", unit,
+              "" if hf_v != hf_v else f"{hf_v / ours_v:.1f}x") for name, ours_v, hf_v, unit in rows]
+    print_table(["measure", "stable-datasets", "datasets", "unit", "speedup"], table, right=(1, 2, 4))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_arrow_vs_hf import BUILDER_SOURCE
-from common import best_of, quiet, work_dir
+from common import best_of, print_table, quiet, work_dir
 
 
 def rows_section(workdir: Path, rows: int) -> list[tuple[str, float, float, str]]:
@@ -109,10 +109,9 @@ def main() -> None:
 
     print(f"\n{args.rows:,} rows of ~3 KB PNG + label; {args.videos} moving_digits videos of 20 frames (64x64); "
           f"pylance {lance.__version__}, {os.cpu_count()} cores\n")
-    print("| measure | ours | reference | unit | ratio (ours / reference) |")
-    print("| --- | ---: | ---: | --- | ---: |")
-    for name, ours, ref, unit in results:
-        print(f"| {name} | {ours:,.3g} | {ref:,.3g} | {unit} | {ours / ref:.2f} |")
+    print_table(["measure", "ours", "reference", "unit", "ratio (ours / reference)"],
+                [(name, f"{ours:,.3g}", f"{ref:,.3g}", unit, f"{ours / ref:.2f}") for name, ours, ref, unit in results],
+                right=(1, 2, 4))
 
 
 if __name__ == "__main__":

@@ -41,8 +41,9 @@ def work_dir(prefix: str):
     return Path(tempfile.mkdtemp(prefix=prefix, dir=os.environ.get("BENCH_DIR")))
 
 
-def print_table(header: list[str], rows: list[tuple]) -> None:
+def print_table(header: list[str], rows: list[tuple], right: tuple[int, ...] = ()) -> None:
+    """A Markdown table; columns whose index is in `right` are right-aligned (numbers)."""
     print("| " + " | ".join(header) + " |")
-    print("| " + " | ".join("---" for _ in header) + " |")
+    print("| " + " | ".join("---:" if j in right else "---" for j in range(len(header))) + " |")
     for row in rows:
         print("| " + " | ".join(str(cell) for cell in row) + " |")

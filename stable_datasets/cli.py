@@ -23,16 +23,18 @@ from stable_datasets.cache.inventory import (
 )
 from stable_datasets.cache.metadata import METADATA_FILE
 from stable_datasets.cache.paths import cache_root
+from stable_datasets.layouts import STORAGE_FORMATS
 
 OK, PROBLEM, USAGE = 0, 1, 2
 
 
 def _size(num: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if num < 1024 or unit == "TiB":
-            return f"{num:.0f} {unit}" if unit == "B" else f"{num:.1f} {unit}"
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    power = 0
+    while num >= 1024 and power < len(units) - 1:
         num /= 1024
-    return f"{num:.1f} TiB"
+        power += 1
+    return f"{num:.0f} B" if power == 0 else f"{num:.1f} {units[power]}"
 
 
 def _age(seconds: float) -> str:
@@ -78,8 +80,7 @@ def cache_status(entry: CacheEntry) -> str:
         overrides = {k: v for k, v in inputs.get("config", {}).items() if defaults.get(k) != v}
         if overrides:
             builder = load_builder(inputs["builder"], meta.config_name or None, **overrides)
-        options = {k: v for k, v in inputs.get("layout_options", {}).items()}
-        current = builder.fingerprint(inputs.get("storage_format", "arrow"), options)
+        current = builder.fingerprint(inputs.get("storage_format", "arrow"), dict(inputs.get("layout_options", {})))
     except Exception:
         return "unknown"
     return "current" if current == meta.fingerprint else "stale"
@@ -232,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     build = sub.add_parser("build", help="build (or reuse) a dataset's caches")
     build.add_argument("name", help="builder name, script path or folder")
     build.add_argument("--split", help="one split (default: all)")
-    build.add_argument("--storage-format", default="arrow", choices=["arrow", "lance"])
+    build.add_argument("--storage-format", default="arrow", choices=sorted(STORAGE_FORMATS))
     build.add_argument("--config", help="builder config name")
     build.add_argument("--num-proc", type=int)
     build.add_argument("--download-mode", default="reuse_dataset_if_exists",

@@ -39,6 +39,16 @@ def test_build_ls_info_json(capsys, toy_on_path):
     assert code == 0 and "fingerprint" in out and '"_type": "ClassLabel"' in out
 
 
+@pytest.mark.parametrize(("storage_format", "layout"), [("lance", "lance_rows"), ("parquet", "parquet_shards")])
+def test_build_takes_every_storage_format(capsys, toy_on_path, storage_format, layout):
+    code, out = run(capsys, "--json", "build", "toy", "--split", "train", "--storage-format", storage_format,
+                    "--set", "rows=4")
+    assert code == 0
+    built = json.loads(out)
+    assert [b["rows"] for b in built] == [4]
+    assert sds.open_cache(built[0]["path"])._backends[0].metadata.layout == layout
+
+
 def test_stale_caches_are_listed_and_pruned(capsys, toy_on_path, write_builder):
     run(capsys, "build", "toy", "--split", "train")
     write_builder("toy", TOY_BUILDER.replace('description="toy data"', 'description="edited"'))

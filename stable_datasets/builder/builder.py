@@ -99,6 +99,11 @@ def split_gen_kwargs(gen_kwargs: dict[str, Any], num_jobs: int) -> list[dict[str
     return [{**gen_kwargs, **{k: v[lo:hi] for k, v in lists.items()}} for lo, hi in itertools.pairwise(bounds)]
 
 
+def _writer_options(options: dict[str, Any]) -> dict[str, Any]:
+    """Layout options minus `batch_rows`, which sizes the encoder's batches, not the files."""
+    return {k: v for k, v in options.items() if k != "batch_rows"}
+
+
 def _snake_case(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
@@ -340,7 +345,6 @@ class DatasetBuilder:
         layout_name = self.layout_name(storage_format)
         name, split = self.builder_name(), generator.name
         logger.info("building {} [{}] split '{}' into {}", name, self.config.name, split, directory)
-        writer_options = {k: v for k, v in options.items() if k != "batch_rows"}
         jobs = split_gen_kwargs(generator.gen_kwargs, num_proc or 1)
         if num_proc and num_proc > 1 and len(jobs) == 1:
             logger.info("num_proc={} ignored: the gen_kwargs of split '{}' have no list to divide", num_proc, split)
@@ -366,7 +370,7 @@ class DatasetBuilder:
                 layout=layout_name, features=self.features.to_dict(), num_rows=num_rows, shards=shards,
                 fingerprint=fp, fingerprint_inputs=self.fingerprint_inputs(storage_format, options),
                 builder_name=name, config_name=self.config.name, version=str(self.version), split=split,
-                layout_options=writer_options, info=self.info.to_dict(), extra=extra, extra_files=media,
+                layout_options=_writer_options(options), info=self.info.to_dict(), extra=extra, extra_files=media,
                 cache_format_version=CACHE_FORMAT_VERSION, library_version=__version__,
                 created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             ).write(staging)
@@ -415,8 +419,7 @@ class DatasetBuilder:
         """
         name = self.builder_name()
         encoder = BatchEncoder(self.features, batch_rows=options["batch_rows"])
-        writer_options = {k: v for k, v in options.items() if k != "batch_rows"}
-        writer = layout_module(layout_name).Writer(directory, encoder.schema, writer_options)
+        writer = layout_module(layout_name).Writer(directory, encoder.schema, _writer_options(options))
         seen: set[Any] = set()
         num_rows = skip = 0
         if journal is not None:
@@ -480,6 +483,7 @@ class DatasetBuilder:
                 shards.append(dataclasses.replace(shard, path=renamed))
             folder.rmdir()
         return shards, sorted(media.values(), key=lambda m: m.path), sum(r[2] for r in results), results[0][3]
+
     def _keyed_examples(self, gen_kwargs: dict[str, Any], name: str, split: str,
                         seen: set[Any]) -> Iterator[tuple[Any, Any]]:
         """Examples with their keys checked: pairs, hashable, unique within the split."""

@@ -8,6 +8,13 @@ from pathlib import Path
 from typing import Any
 
 
+def glob_pattern(text: str) -> list[str] | None:
+    """The sorted matches of `text` when it is a glob pattern (has *, ? or [), else None."""
+    if not any(ch in text for ch in "*?["):
+        return None
+    return sorted(glob.glob(text))
+
+
 def normalize_data_files(data_files: Any, builder: str, default_split: str = "train") -> dict[str, list[str]]:
     """{split: [paths]} with globs expanded; a missing or empty pattern is an error naming it."""
     if not data_files:
@@ -21,12 +28,12 @@ def normalize_data_files(data_files: Any, builder: str, default_split: str = "tr
         paths: list[str] = []
         for item in specs:
             text = str(item)
-            if any(ch in text for ch in "*?["):
-                matched = sorted(glob.glob(text))
-                if not matched:
-                    raise FileNotFoundError(f"data_files pattern {text!r} of split '{split}' matches no file")
-                paths.extend(matched)
-            else:
+            matched = glob_pattern(text)
+            if matched is None:
                 paths.append(str(Path(text)) if "://" not in text else text)
+            elif not matched:
+                raise FileNotFoundError(f"data_files pattern {text!r} of split '{split}' matches no file")
+            else:
+                paths.extend(matched)
         out[str(split)] = paths
     return out

@@ -336,12 +336,13 @@ class StableDataset:
                              format=self._format)
 
     def set_video_decode(self, config: VideoDecodeConfig | None) -> None:
-        other = self.with_video_decode(config)
-        self._format, self._read_features = other._format, other._read_features
-        self._plan, self._raw_final = other._plan, other._raw_final
+        self._adopt_format(self.with_video_decode(config))
 
     def set_format(self, type: str | None = None, columns: Sequence[str] | None = None, decode: bool = True) -> None:
-        other = self.with_format(type, columns, decode)
+        self._adopt_format(self.with_format(type, columns, decode))
+
+    def _adopt_format(self, other: StableDataset) -> None:
+        """In-place formatting: take the format and everything derived from it from `other`."""
         self._format, self._read_features = other._format, other._read_features
         self._plan, self._raw_final = other._plan, other._raw_final
 

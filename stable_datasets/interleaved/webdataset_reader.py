@@ -30,6 +30,7 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.builder.data_files import glob_pattern
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.interleaved.batch import InterleavedBatch
 from stable_datasets.interleaved.keys import split_member, unescape_key
@@ -232,10 +233,8 @@ def _expand(paths: Any, suffixes: tuple[str, ...]) -> list[str]:
         path = Path(item)
         if path.is_dir():
             out.extend(str(p) for p in sorted(path.iterdir()) if p.name.endswith(suffixes))
-        elif any(ch in str(item) for ch in "*?["):
-            import glob
-
-            out.extend(sorted(glob.glob(str(item))))
+        elif (matched := glob_pattern(str(item))) is not None:
+            out.extend(matched)
         else:
             out.append(str(item))
     if not out:

@@ -10,7 +10,6 @@ replacement by the dataset's own RNG (the global numpy RNG is never touched).
 from __future__ import annotations
 
 import functools
-import glob
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from stable_datasets.builder.data_files import glob_pattern
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.sft.collate import collate_packed
 
@@ -41,11 +41,10 @@ def _resolve_files(paths: Any) -> tuple[str, list[Path]]:
             if not found:
                 raise FileNotFoundError(f"{path} holds no .parquet or .npy packed files and no cache")
             files.extend(found)
-        elif any(ch in str(item) for ch in "*?["):
-            matched = sorted(Path(p) for p in glob.glob(str(item)))
+        elif (matched := glob_pattern(str(item))) is not None:
             if not matched:
                 raise FileNotFoundError(f"no files match {item}")
-            files.extend(matched)
+            files.extend(sorted(Path(p) for p in matched))
         elif path.is_file():
             files.append(path)
         else:
