@@ -124,11 +124,6 @@ class Backend(LayoutBackend):
         self._getters: list[list[CellGetter] | None] = [None] * len(self._batches)
         self._build_row = compile_row_builder(self._names)
 
-    @property
-    def schema(self) -> pa.Schema:
-        self.ensure_open()
-        return self._schema
-
     def _batch_getters(self, b: int) -> list[CellGetter]:
         batch = self._batches[b]
         getters = self._getters[b] = [cell_getter(batch.column(j)) for j in range(batch.num_columns)]

@@ -112,8 +112,10 @@ class LayoutBackend(ABC):
         return self.metadata.num_rows
 
     @property
-    @abstractmethod
-    def schema(self) -> pa.Schema: ...
+    def schema(self) -> pa.Schema:
+        """The Arrow schema of the rows served; `_open` sets `_schema`."""
+        self.ensure_open()
+        return self._schema
 
     @abstractmethod
     def row(self, index: int) -> dict[str, Any]:

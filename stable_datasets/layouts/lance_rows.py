@@ -125,11 +125,6 @@ class Backend(TableBackend):
         self._dataset = open_lance(str(self.directory / DATASET_DIR))
         self._schema = self._dataset.schema
 
-    @property
-    def schema(self) -> pa.Schema:
-        self.ensure_open()
-        return self._schema
-
     def take(self, indices: np.ndarray) -> pa.Table:
         self.ensure_open()
         if not len(indices):

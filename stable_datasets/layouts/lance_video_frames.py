@@ -235,11 +235,6 @@ class Backend(TableBackend):
         self._schema = pa.schema([pa.field(column, pa.list_(pa.binary()))] + [
             pa.field(n, features[n].arrow_type()) for n in features if n != column])
 
-    @property
-    def schema(self) -> pa.Schema:
-        self.ensure_open()
-        return self._schema
-
     def take(self, indices: np.ndarray) -> pa.Table:
         self.ensure_open()
         indices = np.asarray(indices, dtype=np.int64)
