@@ -55,14 +55,16 @@ class PackedSampler:
 
     def _rank_order(self) -> np.ndarray:
         order = self._global_order()
-        per_rank = len(order) // self.world_size if self.drop_last else -(-len(order) // self.world_size)
+        per_rank = len(self)
         if not self.drop_last and per_rank * self.world_size > len(order):  # pad by wrapping around
             order = np.concatenate([order, order[: per_rank * self.world_size - len(order)]])
         return order[self.rank: per_rank * self.world_size: self.world_size]
 
     def __len__(self) -> int:
-        per_rank = self.num_samples // self.world_size if self.drop_last else -(-self.num_samples // self.world_size)
-        return per_rank
+        """Samples per rank per epoch."""
+        if self.drop_last:
+            return self.num_samples // self.world_size
+        return -(-self.num_samples // self.world_size)
 
     def __iter__(self) -> Iterator[int]:
         order = self._rank_order()
