@@ -16,7 +16,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_arrow_vs_hf import BUILDER_SOURCE
-from common import best_of, print_table, quiet, work_dir
+from common import best_of_each, print_table, quiet, work_dir
 
 
 def rows_section(workdir: Path, rows: int) -> list[tuple[str, float, float, str]]:
@@ -34,16 +34,16 @@ def rows_section(workdir: Path, rows: int) -> list[tuple[str, float, float, str]
     batches = [rng.integers(0, rows, 256) for _ in range(100)]
     singles = rng.integers(0, rows, 2000).tolist()
     lists = [b.tolist() for b in batches]
-    t_native = best_of(lambda: [native.take(b) for b in batches])
-    t_ours = best_of(lambda: [lance_raw.__getitems__(b) for b in lists])
+    t_ours, t_native = best_of_each([lambda: [lance_raw.__getitems__(b) for b in lists],
+                                     lambda: [native.take(b) for b in batches]], repeats=7)
     out = [("Lance `__getitems__` (256 random rows, to Python rows) vs `lance.dataset().take` (to a Table)",
             t_ours / len(batches) * 1e3, t_native / len(batches) * 1e3, "ms/batch")]
-    t_lance = best_of(lambda: [lance_raw[i] for i in singles])
-    t_arrow = best_of(lambda: [arrow_raw[i] for i in singles])
+    t_lance, t_arrow = best_of_each([lambda: [lance_raw[i] for i in singles],
+                                     lambda: [arrow_raw[i] for i in singles]])
     out.append(("random `ds[i]`: Lance layout vs Arrow layout", t_lance / len(singles) * 1e6,
                 t_arrow / len(singles) * 1e6, "µs/row"))
-    t_lance = best_of(lambda: [lance_raw.__getitems__(b) for b in lists])
-    t_arrow = best_of(lambda: [arrow_raw.__getitems__(b) for b in lists])
+    t_lance, t_arrow = best_of_each([lambda: [lance_raw.__getitems__(b) for b in lists],
+                                     lambda: [arrow_raw.__getitems__(b) for b in lists]])
     out.append(("random `__getitems__` of 256: Lance layout vs Arrow layout", t_lance / len(lists) * 1e3,
                 t_arrow / len(lists) * 1e3, "ms/batch"))
     return out
@@ -64,7 +64,7 @@ def video_section(workdir: Path, videos: int) -> list[tuple[str, float, float, s
                                   layout_options={"webp_quality": quality}, **common)
         disk[quality] = sum(f.stat().st_size for f in frames.cache_dirs[0].rglob("*") if f.is_file()) / 2**20
         frames = frames.with_frame_windows(window_length=8, hop=1)
-        picks = rng.integers(0, len(frames), 512).tolist()
+        picks = rng.integers(0, len(frames), 2048).tolist()
         coords = [(frames._backends[0]._win[i, 0], frames._backends[0]._win[i, 1]) for i in picks]
         batches = [picks[i:i + 16] for i in range(0, len(picks), 16)]
 
@@ -79,12 +79,14 @@ def video_section(workdir: Path, videos: int) -> list[tuple[str, float, float, s
         check = frames[picks[0]]["video"]
         direct = read_frames(files[coords[0][0]], np.arange(coords[0][1], coords[0][1] + 8))
         assert check.shape == direct.shape
-        t_ours, t_cv = best_of(ours), best_of(opencv)
-        os.environ["STABLE_DATASETS_DECODE_THREADS"] = "1"
-        try:
-            t_single = best_of(ours)
-        finally:
-            del os.environ["STABLE_DATASETS_DECODE_THREADS"]
+        def ours_one_thread():
+            os.environ["STABLE_DATASETS_DECODE_THREADS"] = "1"
+            try:
+                ours()
+            finally:
+                del os.environ["STABLE_DATASETS_DECODE_THREADS"]
+
+        t_ours, t_cv, t_single = best_of_each([ours, opencv, ours_one_thread])
         label = "WebP quality 90" if quality == 90 else "lossless WebP"
         out += [(f"random 8-frame windows: frame layout, {label} (batches of 16) vs OpenCV from the MP4 files",
                  len(picks) / t_ours, len(picks) / t_cv, "windows/s"),

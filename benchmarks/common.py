@@ -22,6 +22,16 @@ def best_of(fn: Callable[[], object], repeats: int = 3) -> float:
     return min(times)
 
 
+def best_of_each(fns: list[Callable[[], object]], repeats: int = 5) -> list[float]:
+    """Best wall time of each function, run in turns (a, b, a, b, ...) so that a slow spell on a
+    shared machine hits every side alike instead of one side's whole measurement."""
+    best = [float("inf")] * len(fns)
+    for _ in range(repeats):
+        for i, fn in enumerate(fns):
+            best[i] = min(best[i], best_of(fn, 1))
+    return best
+
+
 def quiet() -> None:
     """No progress bars or log lines from the library while measuring."""
     import os

@@ -25,10 +25,13 @@ def test_wheel_ships_builders_and_finds_them_anywhere(tmp_path):
         names = zf.namelist()
         zf.extractall(tmp_path / "site")
     assert "stable_datasets/bundled_builders/digits.py" in names
+    modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "stable_datasets").rglob("*.py")}
+    assert modules <= set(names), f"modules missing from the wheel: {sorted(modules - set(names))}"
     assert not any(n.startswith("builders/") for n in names)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    code = ("import stable_datasets as sds, stable_datasets.registry as r;"
+    code = ("import stable_datasets as sds, stable_datasets.registry as r, stable_datasets.sft,"
+            "stable_datasets.interleaved;"
             "print(sds.list_builders()); print(r.resolve_builder_class('digits')._script_path)")
     env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"), "PYTHONSAFEPATH": "1"}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=elsewhere, env=env)

@@ -232,6 +232,24 @@ def test_lance_cache_is_a_lance_dataset(toy_builder):
     assert arrow.cache_dirs[0].parent != ds.cache_dirs[0].parent  # storage format is in the fingerprint
 
 
+def test_lance_reads_by_fragment_equal_lance_take(toy_builder):
+    import lance
+
+    from stable_datasets.layouts.lance_access import RowTaker
+
+    ds = sds.load_dataset(str(toy_builder), split="train", storage_format="lance", rows=200,
+                          layout_options=LAYOUTS["lance"])
+    native = lance.dataset(str(ds.cache_dirs[0] / "data.lance"))
+    taker = RowTaker(native)
+    assert len(taker.fragments) == 4  # 200 rows in files of 64
+    rng = np.random.default_rng(0)
+    cases = [np.arange(200), np.arange(199, -1, -1), np.array([63, 64]), np.array([5, 5, 5]), np.array([199]),
+             *(rng.integers(0, 200, n) for n in (2, 17, 300))]
+    for rows in cases:
+        assert taker.take(rows).equals(native.take(rows)), rows
+    assert taker.take(np.array([130, 2]), columns=["text"]).to_pylist() == [{"text": "row 130"}, {"text": "row 2"}]
+
+
 def _forked_child_reads(cache_dir, queue):
     from stable_datasets.layouts.lance_access import LanceProxy
 

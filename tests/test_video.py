@@ -207,6 +207,36 @@ def test_lossless_frames_equal_the_decoded_source_video():
         assert np.array_equal(w["video"], read_frames(files[w["video_index"]], np.asarray(w["frame_indices"])))
 
 
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_frame_batches_across_lance_fragments_are_exact(monkeypatch, threads):
+    """Small Lance files put windows across fragment boundaries; overlapping and repeated windows
+    in one batch still get exactly the source frames, whatever the number of decode threads."""
+    monkeypatch.setenv("STABLE_DATASETS_DECODE_THREADS", threads)
+    options = {"webp_quality": "lossless", "max_rows_per_file": 7, "max_rows_per_group": 3}
+    windows = _frames(layout_options=options).with_frame_windows(window_length=6, hop=1)
+    backend = windows._backends[0]
+    backend.ensure_open()
+    assert len(backend._frame_rows.fragments) == 18  # 120 frames in files of 7 rows
+    files = [ref.path for ref in sds.load_dataset("moving_digits", name="path", split="train", **SMALL)["video"]]
+    picks = [44, 3, 4, 3, len(windows) - 1, 0, 20, 21, 22, 44]
+    batch = windows.__getitems__(picks)
+    for pick, row in zip(picks, batch):
+        assert row["frame_indices"] == windows[pick]["frame_indices"]
+        expected = read_frames(files[row["video_index"]], np.asarray(row["frame_indices"]))
+        assert np.array_equal(row["video"], expected), pick
+
+
+def test_a_window_with_frames_of_different_sizes_is_refused():
+    import cv2
+
+    from stable_datasets.features.video import decode_window
+
+    small, large = (cv2.imencode(".webp", np.zeros((h, 8, 3), np.uint8))[1] for h in (8, 16))
+    assert decode_window([small, small]).shape == (2, 8, 8, 3)
+    with pytest.raises(ValueError, match=r"stored frame 1 of a window is \(16, 8\), frame 0 is \(8, 8\)"):
+        decode_window([small, large])
+
+
 @pytest.mark.parametrize("quality", [0, 101, 90.5, "best", True])
 def test_bad_webp_quality_is_rejected_before_building(quality):
     with pytest.raises(ValueError, match=r"webp_quality must be an int from 1 to 100 or 'lossless', got"):

@@ -196,15 +196,20 @@ def _decode_frame(data: bytes | np.ndarray) -> np.ndarray:
     return frame
 
 
-def _stack_rgb(frames: list[np.ndarray]) -> np.ndarray:
-    if READ_RGB != cv2.IMREAD_COLOR:  # already RGB
-        return np.stack(frames)
-    return cv2.cvtColor(np.concatenate(frames), cv2.COLOR_BGR2RGB).reshape(len(frames), *frames[0].shape)
-
-
-def decode_window(frames: list[bytes]) -> np.ndarray:
-    """WebP frames -> RGB uint8 (T, H, W, C)."""
-    return _stack_rgb([_decode_frame(f) for f in frames])
+def decode_window(frames: list[bytes] | list[np.ndarray]) -> np.ndarray:
+    """WebP frames -> RGB uint8 (T, H, W, C), each frame decoded straight into its slot."""
+    first = _decode_frame(frames[0])
+    window = np.empty((len(frames), *first.shape), np.uint8)
+    window[0] = first
+    for t in range(1, len(frames)):
+        frame = _decode_frame(frames[t])
+        if frame.shape != first.shape:
+            raise ValueError(f"stored frame {t} of a window is {frame.shape[:2]}, frame 0 is {first.shape[:2]}")
+        window[t] = frame
+    if READ_RGB == cv2.IMREAD_COLOR:  # OpenCV before 4.11 decodes BGR only
+        flat = window.reshape(-1, *first.shape[1:])
+        cv2.cvtColor(flat, cv2.COLOR_BGR2RGB, dst=flat)
+    return window
 
 
 _decoder_pool: tuple[int, Any] | None = None
@@ -226,23 +231,31 @@ def decode_threads() -> int:
     return min(4, os.cpu_count() or 1)
 
 
-def decode_windows(windows: list[list[bytes] | None]) -> list[np.ndarray | None]:
-    """Decode many windows at once: one group of whole windows per thread (cv2 releases the GIL)."""
+def _decode_group(windows: list[list[np.ndarray] | None]) -> list[np.ndarray | None]:
+    return [None if w is None else decode_window(w) for w in windows]
+
+
+def decode_windows(windows: list[list[np.ndarray] | None]) -> list[np.ndarray | None]:
+    """Decode many windows at once: whole windows split by frame count over the calling thread
+    and a small pool (cv2 releases the GIL while it decodes)."""
     global _decoder_pool
-
-    def decode_group(group: list[list[bytes] | None]) -> list[np.ndarray | None]:
-        return [None if w is None else decode_window(w) for w in group]
-
+    counts = np.fromiter((len(w) if w else 0 for w in windows), np.int64, len(windows))
     threads = min(decode_threads(), len(windows))
-    if threads <= 1 or sum(len(w) for w in windows if w) <= 8:
-        return decode_group(windows)
+    if threads <= 1 or counts.sum() <= 8:
+        return _decode_group(windows)
     if _decoder_pool is None or _decoder_pool[0] != os.getpid():  # pools do not survive fork
         from concurrent.futures import ThreadPoolExecutor
 
-        _decoder_pool = (os.getpid(), ThreadPoolExecutor(decode_threads(), thread_name_prefix="sds-decode"))
-    bounds = np.linspace(0, len(windows), threads + 1).round().astype(int)
+        _decoder_pool = (os.getpid(), ThreadPoolExecutor(decode_threads() - 1, thread_name_prefix="sds-decode"))
+    # group boundaries at equal shares of frames, so every thread finishes at about the same time
+    cuts = np.searchsorted(np.cumsum(counts), counts.sum() * np.arange(1, threads) / threads, side="left") + 1
+    bounds = [0, *np.minimum(cuts, len(windows)).tolist(), len(windows)]
     groups = [windows[lo:hi] for lo, hi in itertools.pairwise(bounds)]
-    return [w for part in _decoder_pool[1].map(decode_group, groups) for w in part]
+    pending = [_decoder_pool[1].submit(_decode_group, g) for g in groups[1:]]
+    decoded = _decode_group(groups[0])  # the calling thread takes a share instead of waiting
+    for future in pending:
+        decoded.extend(future.result())
+    return decoded
 
 
 def decode_video(ref: VideoRef, config: VideoDecodeConfig) -> Any:

