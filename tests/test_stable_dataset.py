@@ -70,6 +70,41 @@ def test_getitems_matches_getitem(toy):
         assert row["text"] == toy[key]["text"]
 
 
+PLAIN_BUILDER = """
+import stable_datasets as sds
+
+class Plain(sds.GeneratorBasedBuilder):
+    VERSION = sds.Version("1.0.0")
+
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({
+            "id": sds.Value("int64"), "blob": sds.Value("binary"), "text": sds.Value("string")}))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {})]
+
+    def _generate_examples(self):
+        for i in range(200):
+            yield i, {"id": i, "blob": bytes([i % 256]) * (i % 7), "text": "t" * (i % 3)}
+"""
+
+
+def test_getitems_of_plain_python_rows_keeps_order_and_gives_each_row_its_own_dict(write_builder, storage_format):
+    """Rows of plain values take the backend's direct path (Lance: reordered after conversion)."""
+    raw = sds.load_dataset(str(write_builder("plain", PLAIN_BUILDER)), split="train", storage_format=storage_format,
+                           layout_options=LAYOUTS[storage_format])
+    keys = [150, 3, 3, 77, -1, 64, 63]
+    rows = raw.__getitems__(keys)
+    assert raw._raw_final
+    ids = [150, 3, 3, 77, 199, 64, 63]
+    assert rows == [{"id": i, "blob": bytes([i]) * (i % 7), "text": "t" * (i % 3)} for i in ids]
+    assert rows == [raw[k] for k in keys]
+    rows[1]["id"] = -1
+    assert rows[2] == raw[3]
+    assert raw.__getitems__([]) == [] and raw.__getitems__([5]) == [raw[5]]
+    assert raw.__getitems__(list(range(200))) == list(raw)
+
+
 def test_iteration_in_order_and_after_shuffle(toy):
     assert [r["id"] for r in toy] == list(range(200))
     shuffled = toy.shuffle(seed=3)

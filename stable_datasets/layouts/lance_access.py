@@ -73,19 +73,37 @@ class RowTaker:
         self.starts = np.cumsum([0] + [f.metadata.physical_rows for f in fragments])
 
     def take(self, rows: np.ndarray, columns: list[str] | None = None) -> pa.Table:
+        table, order = self.take_distinct(rows, columns)
+        if order is None:
+            return table
+        if any(column.num_chunks > 1 for column in table.columns):
+            table = table.combine_chunks()  # a take over many binary chunks is slow
+        return table.take(pa.array(order))
+
+    def python_rows(self, rows: np.ndarray) -> list[dict[str, Any]]:
+        """`take(rows).to_pylist()`, reordering the Python rows rather than copying the Arrow cells."""
+        table, order = self.take_distinct(rows)
+        distinct = table.to_pylist()
+        if order is None:
+            return distinct
+        if len(distinct) == len(order):
+            return [distinct[i] for i in order.tolist()]
+        # a repeated row gets its own dict each time (the values in plain rows are immutable)
+        return [dict(distinct[i]) for i in order.tolist()]
+
+    def take_distinct(self, rows: np.ndarray, columns: list[str] | None = None) -> tuple[pa.Table, np.ndarray | None]:
+        """The sorted distinct rows, and the positions in them that give `rows` (None: same order)."""
         rows = np.asarray(rows, dtype=np.int64)
         if not self.fragments:
-            return self.dataset.take(rows, columns=columns)
+            return self.dataset.take(rows, columns=columns), None
         distinct, order = np.unique(rows, return_inverse=True)
         bounds = np.searchsorted(distinct, self.starts)
         parts = [fragment.take(distinct[lo:hi] - start, columns=columns)
                  for fragment, start, lo, hi in zip(self.fragments, self.starts, bounds, bounds[1:]) if hi > lo]
         table = parts[0] if len(parts) == 1 else pa.concat_tables(parts).combine_chunks()
         if len(distinct) == len(rows) and bool((distinct == rows).all()):
-            return table  # asked in sorted order already
-        if any(column.num_chunks > 1 for column in table.columns):
-            table = table.combine_chunks()  # a take over many binary chunks is slow
-        return table.take(pa.array(order))
+            return table, None
+        return table, order
 
 
 def _write_message(stream: Any, payload: bytes) -> None:

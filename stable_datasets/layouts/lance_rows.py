@@ -132,6 +132,10 @@ class Backend(TableBackend):
             return self._schema.empty_table()
         return self._rows.take(indices)
 
+    def python_rows(self, indices: np.ndarray) -> list[dict[str, Any]]:
+        self.ensure_open()
+        return self._rows.python_rows(indices) if len(indices) else []
+
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         self.ensure_open()
         if stop <= start:
