@@ -90,7 +90,7 @@ class Plain(sds.GeneratorBasedBuilder):
 
 
 def test_getitems_of_plain_python_rows_keeps_order_and_gives_each_row_its_own_dict(write_builder, storage_format):
-    """Rows of plain values take the backend's direct path (Lance: reordered after conversion)."""
+    """Rows of plain values are converted in one step; repeated keys still give separate dicts."""
     raw = sds.load_dataset(str(write_builder("plain", PLAIN_BUILDER)), split="train", storage_format=storage_format,
                            layout_options=LAYOUTS[storage_format])
     keys = [150, 3, 3, 77, -1, 64, 63]

@@ -234,8 +234,6 @@ class StableDataset:
             return [self[int(k)] for k in keys]
         physical = self._physical_many(np.asarray(keys, dtype=np.int64))
         if all(b.batched_reads for b in self._backends):  # one take, decoded column by column
-            if self._raw_final and len(self._backends) == 1:
-                return self._backends[0].python_rows(physical)
             return self._rows_of_table(self._take(physical))
         physical = physical.tolist()
         if len(self._backends) == 1:

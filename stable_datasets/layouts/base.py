@@ -154,7 +154,3 @@ class TableBackend(LayoutBackend):
 
     def rows(self, indices: list[int]) -> list[dict[str, Any]]:
         return table_rows(self.take(np.asarray(indices, dtype=np.int64)))
-
-    def python_rows(self, indices: np.ndarray) -> list[dict[str, Any]]:
-        """Rows as plain Python values (nothing left to decode), in one C++ conversion."""
-        return self.take(indices).to_pylist()

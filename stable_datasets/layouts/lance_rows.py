@@ -25,7 +25,7 @@ from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_positive_ints
-from stable_datasets.layouts.lance_access import RowTaker, lance_module, open_lance
+from stable_datasets.layouts.lance_access import lance_module, open_lance
 
 # pylance warns before every fork once imported. Our handles are reopened in every new process,
 # so forked DataLoader workers are safe; the warning would only mislead.
@@ -123,18 +123,13 @@ class Writer(LayoutWriter):
 class Backend(TableBackend):
     def _open(self) -> None:
         self._dataset = open_lance(str(self.directory / DATASET_DIR))
-        self._rows = RowTaker(self._dataset)
         self._schema = self._dataset.schema
 
     def take(self, indices: np.ndarray) -> pa.Table:
         self.ensure_open()
         if not len(indices):
             return self._schema.empty_table()
-        return self._rows.take(indices)
-
-    def python_rows(self, indices: np.ndarray) -> list[dict[str, Any]]:
-        self.ensure_open()
-        return self._rows.python_rows(indices) if len(indices) else []
+        return self._dataset.take(np.asarray(indices, dtype=np.int64))  # an ndarray is the cheapest form
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         self.ensure_open()
