@@ -128,6 +128,7 @@ def test_frames_layout_serves_windows():
     assert meta.extra["num_videos"] == 6 and [v["frames"] for v in videos] == [20] * 6
     assert [v["first_row"] for v in videos] == [0, 20, 40, 60, 80, 100]
     assert (videos[0]["height"], videos[0]["width"]) == (64, 64)
+    assert videos[0]["fps"] == 10.0 and (videos[0]["source_height"], videos[0]["source_width"]) == (64, 64)
     assert len(ds) == 6 * 2  # default window_length=8, hop=8: starts 0 and 8 in each 20-frame video
     row = ds[3]
     assert row["video"].shape == (8, 64, 64, 3) and row["video"].dtype == np.uint8
@@ -186,7 +187,37 @@ def test_frames_in_dataloader_workers(method):
 def test_frame_resize_keeps_aspect_ratio():
     ds = _frames(layout_options={"frame_resize": 32, "webp_quality": 70})
     assert ds[0]["video"].shape == (8, 32, 32, 3)
-    assert ds._backends[0].metadata.extra["videos"][0]["height"] == 32
+    record = ds._backends[0].metadata.extra["videos"][0]
+    assert (record["height"], record["width"], record["source_height"], record["source_width"]) == (32, 32, 64, 64)
+
+
+def test_video_encoding_keeps_a_bounded_number_of_videos_in_flight():
+    """Workers run at most `ahead` videos past the one the writer is consuming."""
+    import threading
+    import time
+    from multiprocessing.pool import ThreadPool
+
+    from stable_datasets.layouts.lance_video_frames import ordered_bounded_map
+
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def work(item):
+        with lock:
+            started.append(item)
+        time.sleep(0.001 * (item % 3))
+        return item * 10
+
+    seen_ahead = []
+    with ThreadPool(4) as pool:
+        results = []
+        for value in ordered_bounded_map(pool, work, range(40), ahead=3):
+            time.sleep(0.005)  # a slow consumer: without the bound, every item would have started
+            with lock:
+                seen_ahead.append(len(started) - len(results))
+            results.append(value)
+    assert results == [i * 10 for i in range(40)]
+    assert max(seen_ahead) <= 3 + 1 and sorted(started) == list(range(40))
 
 
 def test_verify_counts_stored_frames_not_windows():

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.builder.info import DatasetInfo
+from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset.formatting import Format, to_torch
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
@@ -102,6 +103,12 @@ class StableDataset:
     @property
     def cache_dirs(self) -> list[Path]:
         return [b.directory for b in self._backends]
+
+    @property
+    def cache_metadata(self) -> list[CacheMetadata]:
+        """The `_metadata.json` of each cache behind this dataset (fingerprint, layout, shards, and
+        what the layout records, such as each video's record in a frames cache)."""
+        return [b.metadata for b in self._backends]
 
     def __len__(self) -> int:
         return int(len(self._indices) if self._indices is not None else self._starts_list[-1])

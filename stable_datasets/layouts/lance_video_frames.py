@@ -4,9 +4,10 @@ Write: the builder's batches carry each example's source video (a path or bytes)
 processes decode each video once, resize its frames keeping the aspect ratio, and
 WebP-encode them. The frames stream into `data.lance` (one row per frame: video_index,
 frame_index, frame) through the threaded Lance writer of `lance_rows`. `videos.arrow`
-keeps each video's other columns and its frame record (frames, height, width, first row,
-source checksum), which is also listed in `_metadata.json`. Memory holds one batch of
-videos' frames at most; corrupt videos are skipped and counted, or fail the build.
+keeps each video's other columns and its record (frames, height, width, frame rate, size
+before resizing, first row, source checksum), which is also listed in `_metadata.json`.
+Memory holds the frames of a few videos at most (twice the workers); corrupt videos are
+skipped and counted, or fail the build.
 
 Read: rows are frame windows (`window_length`, `frame_stride`, `hop`, `min_video_frames`).
 A batch of windows is one Lance `take` of all of its frames; decoding WebP to
@@ -15,9 +16,11 @@ A batch of windows is one Lance `take` of all of its frames; decoding WebP to
 
 from __future__ import annotations
 
+import collections
+import itertools
 import multiprocessing
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +46,9 @@ DEFAULT_OPTIONS: dict[str, Any] = {"frame_resize": None, "webp_quality": 90, "sk
 READ_OPTIONS: dict[str, Any] = {"window_length": 8, "frame_stride": 1, "hop": None, "min_video_frames": None}
 FRAMES_SCHEMA = pa.schema([("video_index", pa.int32()), ("frame_index", pa.int32()), ("frame", pa.binary())])
 VIDEOS_FILE = "videos.arrow"
+RECORD_FIELDS = [("frames", pa.int64()), ("height", pa.int64()), ("width", pa.int64()), ("fps", pa.float64()),
+                 ("source_height", pa.int64()), ("source_width", pa.int64()), ("first_row", pa.int64()),
+                 ("source_sha256", pa.string()), ("source", pa.string())]
 
 
 
@@ -71,22 +77,28 @@ def _quiet_opencv_threads() -> None:
     cv2.setNumThreads(1)
 
 
-def encode_frames(job: tuple[str | None, bytes | None, str, str, Any, list[int]]) -> tuple[list[bytes], int, int] | str:
-    """Worker: decode one video and WebP-encode its frames; an error message if it cannot."""
+def encode_frames(job: tuple[str | None, bytes | None, str, str, Any, list[int]]) -> dict[str, Any] | str:
+    """Worker: decode one video and WebP-encode its frames; an error message if it cannot.
+
+    Returns the frames with the video's own metadata: its frame rate and its size before any
+    `frame_resize`.
+    """
     path, data, extension, sha256, resize, params = job
     ref = VideoRef(path=path, bytes=data, extension=extension, media_type="", size=0, checksum=sha256)
     frames: list[bytes] = []
-    height = width = 0
+    height = width = source_height = source_width = 0
     try:
         with ref.local_path() as local:
             capture = cv2.VideoCapture(local)
             if not capture.isOpened():
                 return "OpenCV cannot open it"
             try:
+                fps = float(capture.get(cv2.CAP_PROP_FPS) or 0.0)
                 while True:
                     ok, frame = capture.read()
                     if not ok:
                         break
+                    source_height, source_width = frame.shape[:2]
                     frame = resize_frame(frame, resize)
                     height, width = frame.shape[:2]
                     ok, buffer = cv2.imencode(".webp", frame, params)
@@ -99,7 +111,25 @@ def encode_frames(job: tuple[str | None, bytes | None, str, str, Any, list[int]]
         return str(exc)
     if not frames:
         return "no decodable frames"
-    return frames, height, width
+    return {"frames": frames, "height": height, "width": width, "fps": fps, "source_height": source_height,
+            "source_width": source_width}
+
+
+def ordered_bounded_map(pool: Any, fn: Callable[[Any], Any], items: Iterable[Any], ahead: int) -> Iterator[Any]:
+    """`pool.imap(fn, items)` with at most `ahead` items submitted and not yet consumed.
+
+    `imap` submits every item at once, so when the consumer (here the Lance writer) is slower
+    than the workers, finished results pile up: for a batch of long videos, all their frames.
+    """
+    pending: collections.deque[Any] = collections.deque()
+    source = iter(items)
+    for item in itertools.islice(source, ahead):
+        pending.append(pool.apply_async(fn, (item,)))
+    while pending:
+        result = pending.popleft().get()
+        for item in itertools.islice(source, 1):
+            pending.append(pool.apply_async(fn, (item,)))
+        yield result
 
 
 class Writer(LayoutWriter):
@@ -118,6 +148,7 @@ class Writer(LayoutWriter):
         # Lance, and start before our Lance writer thread does.
         self._pool = multiprocessing.get_context("fork").Pool(workers, initializer=_quiet_opencv_threads) \
             if workers > 1 else None
+        self._ahead = 2 * workers  # videos being encoded or waiting to be written
         self._frames = lance_rows.Writer(directory, FRAMES_SCHEMA, {
             "max_rows_per_file": self.options["max_rows_per_file"],
             "max_rows_per_group": self.options["max_rows_per_group"]})
@@ -132,7 +163,8 @@ class Writer(LayoutWriter):
         resize = tuple(resize) if isinstance(resize, list) else resize
         sources = batch.column(self._video_column).to_pylist()  # one small dict per video, not per frame
         jobs = [(s["path"], s["bytes"], s["extension"], s["sha256"], resize, self._webp_params) for s in sources]
-        results = self._pool.imap(encode_frames, jobs) if self._pool else map(encode_frames, jobs)
+        results = ordered_bounded_map(self._pool, encode_frames, jobs, self._ahead) if self._pool else \
+            map(encode_frames, jobs)
         kept = []
         for position, (source, result) in enumerate(zip(sources, results)):
             row = self._seen_rows + position
@@ -143,12 +175,12 @@ class Writer(LayoutWriter):
                 self._skipped += 1
                 logger.warning("skipping video {}: {} ({} skipped so far)", where, result, self._skipped)
                 continue
-            frames, height, width = result
+            frames = result.pop("frames")
             index = len(self._videos)
             self._frames.write(pa.RecordBatch.from_arrays(
                 [pa.array(np.full(len(frames), index, np.int32)), pa.array(np.arange(len(frames), dtype=np.int32)),
                  binary_array(frames)], schema=FRAMES_SCHEMA))
-            self._videos.append({"frames": len(frames), "height": height, "width": width, "first_row": self._next_row,
+            self._videos.append({"frames": len(frames), **result, "first_row": self._next_row,
                                  "source_sha256": source["sha256"], "source": source["path"]})
             self._next_row += len(frames)
             kept.append(position)
@@ -161,11 +193,10 @@ class Writer(LayoutWriter):
         shards = self._frames.close()
         other_schema = pa.schema([self.schema.field(n) for n in self._other_columns])
         others = pa.Table.from_batches(self._others, schema=other_schema)
-        records = {key: [v[key] for v in self._videos] for key in ("frames", "height", "width", "first_row")}
-        table = others.append_column("num_frames", pa.array(records["frames"], pa.int64()))
-        for key in ("height", "width", "first_row"):
-            table = table.append_column(key, pa.array(records[key], pa.int64()))
-        table = table.append_column("source_sha256", pa.array([v["source_sha256"] for v in self._videos], pa.string()))
+        # each video's record rides in one struct column after the others, so no name can clash
+        records = pa.array(self._videos, pa.struct(RECORD_FIELDS)) if self._videos else pa.array([], pa.struct(
+            RECORD_FIELDS))
+        table = others.append_column("_frame_record", records)
         path = self.directory / VIDEOS_FILE
         with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
@@ -231,7 +262,7 @@ class Backend(TableBackend):
             videos = pa.ipc.open_file(source).read_all()
         stored = Features.from_dict(self.metadata.features)
         column = self.metadata.extra["video_column"]
-        self._others = videos.select([n for n in stored if n != column])
+        self._others = videos.select(list(range(len(stored) - 1)))  # the record column comes last
         features = self.dataset_features(stored)
         self._schema = pa.schema([pa.field(column, pa.list_(pa.binary()))] + [
             pa.field(n, features[n].arrow_type()) for n in features if n != column])
