@@ -85,7 +85,7 @@ class Plain(sds.GeneratorBasedBuilder):
 
     def _generate_examples(self):
         for i in range(200):
-            yield i, {"id": i, "blob": bytes([i % 256]) * (i % 7), "text": "t" * (i % 3)}
+            yield i, {"id": i, "blob": bytes([i % 256]) * (i % 7), "text": "é" * (i % 3)}
 """
 
 
@@ -97,12 +97,30 @@ def test_getitems_of_plain_python_rows_keeps_order_and_gives_each_row_its_own_di
     rows = raw.__getitems__(keys)
     assert raw._raw_final
     ids = [150, 3, 3, 77, 199, 64, 63]
-    assert rows == [{"id": i, "blob": bytes([i]) * (i % 7), "text": "t" * (i % 3)} for i in ids]
+    assert rows == [{"id": i, "blob": bytes([i]) * (i % 7), "text": "é" * (i % 3)} for i in ids]
     assert rows == [raw[k] for k in keys]
     rows[1]["id"] = -1
     assert rows[2] == raw[3]
     assert raw.__getitems__([]) == [] and raw.__getitems__([5]) == [raw[5]]
     assert raw.__getitems__(list(range(200))) == list(raw)
+    many = raw.__getitems__(keys * 4)  # a batch read a column at a time
+    assert many == raw.__getitems__(keys) * 4 and many[0] is not many[7]
+
+
+def test_large_getitems_batches_equal_single_rows(toy):
+    """Batches of 16 or more rows are read a column at a time; they must equal row-by-row reads."""
+    rng = np.random.default_rng(5)
+    keys = [*rng.integers(-200, 200, 60).tolist(), 0, 199, 0, 63, 64]
+    for ds in (toy, toy.with_format("python", decode=False), toy.with_format("numpy")):
+        rows = ds.__getitems__(keys)
+        singles = [ds[k] for k in keys]
+        assert [r["id"] for r in rows] == [k % 200 for k in keys]
+        for row, single in zip(rows, singles):
+            assert row.keys() == single.keys()
+            for name in row:
+                np.testing.assert_equal(row[name], single[name])
+    shuffled = toy.shuffle(seed=1)
+    assert [r["text"] for r in shuffled.__getitems__(list(range(40)))] == shuffled["text"][:40]
 
 
 def test_iteration_in_order_and_after_shuffle(toy):
