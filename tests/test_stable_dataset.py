@@ -123,6 +123,18 @@ def test_large_getitems_batches_equal_single_rows(toy):
     assert [r["text"] for r in shuffled.__getitems__(list(range(40)))] == shuffled["text"][:40]
 
 
+def test_iterating_scattered_rows_in_several_batches_equals_indexing(toy_builder, storage_format):
+    ds = sds.load_dataset(str(toy_builder), split="train", rows=2300, storage_format=storage_format,
+                          layout_options=LAYOUTS[storage_format])
+    for view in (ds.shuffle(seed=4), ds.select(range(2299, -1, -2)).with_format("numpy")):
+        rows = list(view)
+        assert len(rows) == len(view) and [r["id"] for r in rows[:3]] == [view[i]["id"] for i in range(3)]
+        for i in (0, 999, 1000, len(view) - 1):
+            for name in rows[i]:
+                np.testing.assert_equal(rows[i][name], view[i][name])
+    assert [r["id"] for r in ds.shuffle(seed=4)] == ds.shuffle(seed=4)["id"]
+
+
 def test_iteration_in_order_and_after_shuffle(toy):
     assert [r["id"] for r in toy] == list(range(200))
     shuffled = toy.shuffle(seed=3)

@@ -306,6 +306,12 @@ class StableDataset:
             yield self._format_table(table)
 
     def __iter__(self) -> Iterator[Any]:
+        if self._indices is not None and self._format.type != "arrow" and \
+                not all(b.batched_reads for b in self._backends):
+            # scattered rows (after shuffle or select) read fastest a batch at a time, as __getitems__ does
+            for lo in range(0, len(self), ITER_BATCH_ROWS):
+                yield from self.__getitems__(np.arange(lo, min(lo + ITER_BATCH_ROWS, len(self))))
+            return
         for table in self.iter_arrow(ITER_BATCH_ROWS):
             yield from self._rows_of_table(table)
 
