@@ -10,7 +10,8 @@ Memory holds the frames of a few videos at most (twice the workers); corrupt vid
 skipped and counted, or fail the build.
 
 Read: rows are frame windows (`window_length`, `frame_stride`, `hop`, `min_video_frames`).
-A batch of windows is one Lance `take` of all of its frames; decoding WebP to
+A batch of windows reads all of its frames at once (one `take` per Lance fragment, see
+RowTaker); decoding WebP to
 (T, H, W, C) uint8 happens in the Video feature, so `decode=False` gives the WebP bytes.
 """
 
@@ -49,7 +50,6 @@ VIDEOS_FILE = "videos.arrow"
 RECORD_FIELDS = [("frames", pa.int64()), ("height", pa.int64()), ("width", pa.int64()), ("fps", pa.float64()),
                  ("source_height", pa.int64()), ("source_width", pa.int64()), ("first_row", pa.int64()),
                  ("source_sha256", pa.string()), ("source", pa.string())]
-
 
 
 def webp_params(quality: Any) -> list[int]:
