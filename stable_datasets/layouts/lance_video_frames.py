@@ -11,8 +11,8 @@ skipped and counted, or fail the build.
 
 Read: rows are frame windows (`window_length`, `frame_stride`, `hop`, `min_video_frames`).
 A batch of windows reads all of its frames at once (one `take` per Lance fragment, see
-RowTaker); decoding WebP to
-(T, H, W, C) uint8 happens in the Video feature, so `decode=False` gives the WebP bytes.
+RowTaker); decoding WebP to (T, H, W, C) uint8 happens in the Video feature, so
+`decode=False` gives the WebP bytes.
 """
 
 from __future__ import annotations
