@@ -132,30 +132,42 @@ def sample_indices(num_available: int, config: VideoDecodeConfig, rng: np.random
     return np.minimum(start + stride * np.arange(n), max(num_available - 1, 0))
 
 
-def read_frames(path: str, indices: np.ndarray, resize: int | tuple[int, int] | None = None) -> np.ndarray:
-    """Decode the frames at `indices` (any order, repeats allowed) as RGB uint8 (T, H, W, C)."""
+@contextlib.contextmanager
+def open_video(path: str) -> Iterator[Any]:
+    """An OpenCV capture of `path`, released on exit; a clear error if OpenCV cannot open it."""
     capture = cv2.VideoCapture(path)
-    if not capture.isOpened():
-        raise ValueError(f"OpenCV cannot open video {path}")
     try:
-        wanted = sorted(set(int(i) for i in indices))
-        frames: dict[int, np.ndarray] = {}
-        position = 0
-        if wanted and wanted[0] > 0:
-            capture.set(cv2.CAP_PROP_POS_FRAMES, wanted[0])
-            position = wanted[0]
-        for index in wanted:
-            while position < index:
-                if not capture.grab():
-                    break
-                position += 1
-            ok, frame = capture.read()
-            position += 1
-            if not ok:
-                break
-            frames[index] = resize_frame(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB), resize)
+        if not capture.isOpened():
+            raise ValueError(f"OpenCV cannot open video {path}")
+        yield capture
     finally:
         capture.release()
+
+
+def read_frames(path: str, indices: np.ndarray, resize: int | tuple[int, int] | None = None) -> np.ndarray:
+    """Decode the frames at `indices` (any order, repeats allowed) as RGB uint8 (T, H, W, C)."""
+    with open_video(path) as capture:
+        return _read_open_frames(capture, path, indices, resize)
+
+
+def _read_open_frames(capture: Any, path: str, indices: np.ndarray,
+                      resize: int | tuple[int, int] | None) -> np.ndarray:
+    wanted = sorted(set(int(i) for i in indices))
+    frames: dict[int, np.ndarray] = {}
+    position = 0
+    if wanted and wanted[0] > 0:
+        capture.set(cv2.CAP_PROP_POS_FRAMES, wanted[0])
+        position = wanted[0]
+    for index in wanted:
+        while position < index:
+            if not capture.grab():
+                break
+            position += 1
+        ok, frame = capture.read()
+        position += 1
+        if not ok:
+            break
+        frames[index] = resize_frame(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB), resize)
     if not frames:
         raise ValueError(f"no frames could be decoded from {path}")
     last = frames[max(frames)]
@@ -163,17 +175,18 @@ def read_frames(path: str, indices: np.ndarray, resize: int | tuple[int, int] | 
 
 
 def count_frames(path: str) -> int:
-    capture = cv2.VideoCapture(path)
+    """Frames in a video: the container's count, else counted by grabbing every frame."""
     try:
-        count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
-        if count > 0:
+        with open_video(path) as capture:
+            count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+            if count > 0:
+                return count
+            count = 0
+            while capture.grab():
+                count += 1
             return count
-        count = 0
-        while capture.grab():
-            count += 1
-        return count
-    finally:
-        capture.release()
+    except ValueError:
+        return 0
 
 
 def _frame_views(windows: pa.Array) -> list[list[np.ndarray] | None]:
@@ -262,9 +275,10 @@ def decode_video(ref: VideoRef, config: VideoDecodeConfig) -> Any:
     """Sample and decode frames of one video as the config says."""
     seed = None if config.seed is None else [config.seed, int(ref.checksum[:15], 16)]
     rng = np.random.default_rng(seed)
-    with ref.local_path() as path:
-        indices = sample_indices(count_frames(path), config, rng)
-        frames = read_frames(path, indices, config.resize)
+    with ref.local_path() as path, open_video(path) as capture:  # one open serves the count and the frames
+        count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
+        indices = sample_indices(count if count > 0 else count_frames(path), config, rng)
+        frames = _read_open_frames(capture, path, indices, config.resize)
     if config.layout == "TCHW":
         frames = np.ascontiguousarray(frames.transpose(0, 3, 1, 2))
     if config.output == "torch":
