@@ -123,6 +123,23 @@ def test_large_getitems_batches_equal_single_rows(toy):
     assert [r["text"] for r in shuffled.__getitems__(list(range(40)))] == shuffled["text"][:40]
 
 
+def test_arrow_batch_reads_past_the_gather_memory_fall_back_to_cells(toy_builder, monkeypatch):
+    from stable_datasets.layouts import arrow_shards
+
+    def read(budget):
+        monkeypatch.setattr(arrow_shards, "GATHER_MEMORY", budget)
+        ds = sds.load_dataset(str(toy_builder), split="train", rows=200, layout_options=LAYOUTS["arrow"])
+        rows = ds.with_format("python", decode=False).__getitems__(list(range(199, -1, -7)))
+        return rows, {kind for kind, _ in ds._backends[0]._columns._plans.values()}
+
+    gathered, kinds = read(1 << 20)
+    assert kinds == {"numpy", "str", "cells"}  # id and label, text, then the nested and array columns
+    by_cells, kinds = read(1000)  # room for the text offsets (~850 bytes), not for 200 int64 ids (1,600)
+    assert kinds == {"str", "cells"}
+    for a, b in zip(gathered, by_cells, strict=True):
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in a)
+
+
 def test_iterating_scattered_rows_in_several_batches_equals_indexing(toy_builder, storage_format):
     ds = sds.load_dataset(str(toy_builder), split="train", rows=2300, storage_format=storage_format,
                           layout_options=LAYOUTS[storage_format])

@@ -30,6 +30,9 @@ from stable_datasets.tables import ordered_gather
 
 NAME = "arrow_shards"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "compression": None}
+# Index arrays one opened cache may build for reading batches a column at a time (_ColumnGather):
+# enough for one string column of 60M rows; columns past it are read row by row instead.
+GATHER_MEMORY = 256 << 20
 
 
 def check_options(options: dict[str, Any]) -> None:
@@ -118,14 +121,22 @@ class _ColumnGather:
     Reading row after row in Python, each row waits for its own cache misses (offsets, then
     bytes). Here a column's offsets for the whole batch of rows come from one numpy gather over
     an array spanning every record batch, so those misses overlap; only the copies of the cells
-    remain per row. Built per column on first use: a binary or string column costs 8 bytes a
-    row (its offsets, widened, with one extra entry per record batch), a numeric column a copy
-    of its values. Other columns (nulls, nested types) go through the per-batch cell getters.
+    remain per row. Built per column on first use: a binary or string column costs 4 bytes a
+    row (its offsets, with one extra entry per record batch; 8 for large types), a numeric
+    column a copy of its values. Past GATHER_MEMORY bytes per cache, and for other columns
+    (nulls, nested types), cells come through the per-batch cell getters instead.
     """
 
     def __init__(self, batches: list[pa.RecordBatch], getters: Any):
         self.batches, self.getters = batches, getters
         self._plans: dict[int, tuple[str, Any]] = {}
+        self._spent = 0
+
+    def _affordable(self, nbytes: int) -> bool:
+        if self._spent + nbytes > GATHER_MEMORY:
+            return False
+        self._spent += nbytes
+        return True
 
     def _plan(self, j: int) -> tuple[str, Any]:
         if j in self._plans:
@@ -135,18 +146,22 @@ class _ColumnGather:
         plan: tuple[str, Any] = ("cells", None)
         variable = pa.types.is_binary(field_type) or pa.types.is_string(field_type) or \
             pa.types.is_large_binary(field_type) or pa.types.is_large_string(field_type)
+        rows = sum(len(c) for c in chunks)
         if chunks and not any(c.null_count for c in chunks):
             if variable:
-                wide = pa.types.is_large_binary(field_type) or pa.types.is_large_string(field_type)
-                offsets = np.concatenate([np.frombuffer(c.buffers()[1], np.int64 if wide else np.int32)
-                                          [c.offset:c.offset + len(c) + 1] for c in chunks]).astype(np.int64)
-                views = [memoryview(c.buffers()[2]) if c.buffers()[2] is not None else memoryview(b"")
-                         for c in chunks]
-                kind = "str" if pa.types.is_string(field_type) or pa.types.is_large_string(field_type) else "bytes"
-                plan = (kind, (offsets, views))
+                width = np.int64 if pa.types.is_large_binary(field_type) or pa.types.is_large_string(field_type) \
+                    else np.int32  # each batch's offsets index its own data buffer, so they keep their width
+                if self._affordable((rows + len(chunks)) * np.dtype(width).itemsize):
+                    offsets = np.concatenate([np.frombuffer(c.buffers()[1], width)[c.offset:c.offset + len(c) + 1]
+                                              for c in chunks])
+                    views = [memoryview(c.buffers()[2]) if c.buffers()[2] is not None else memoryview(b"")
+                             for c in chunks]
+                    kind = "str" if pa.types.is_string(field_type) or pa.types.is_large_string(field_type) \
+                        else "bytes"
+                    plan = (kind, (offsets, views))
             else:
                 values = [primitive_view(c) for c in chunks]
-                if all(v is not None for v in values):
+                if all(v is not None for v in values) and self._affordable(rows * values[0].itemsize):
                     plan = ("numpy", np.concatenate(values))
         self._plans[j] = plan
         return plan
