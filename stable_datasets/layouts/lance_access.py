@@ -67,8 +67,8 @@ class RowTaker:
     def __init__(self, dataset: Any):
         self.dataset = dataset
         fragments = dataset.get_fragments() if hasattr(dataset, "get_fragments") else []
-        if any(f.metadata.deletion_file is not None for f in fragments):
-            fragments = []  # offsets inside a fragment would not be row numbers
+        if any(f.metadata.deletion_file is not None or f.metadata.physical_rows is None for f in fragments):
+            fragments = []  # offsets inside a fragment would not be row numbers, or cannot be placed
         self.fragments = fragments
         self.starts = np.cumsum([0] + [f.metadata.physical_rows for f in fragments])
 
