@@ -331,6 +331,15 @@ def test_lance_reads_by_fragment_equal_lance_take(toy_builder):
         assert taker.take(rows).equals(native.take(rows)), rows
     assert taker.take(np.array([130, 2]), columns=["text"]).to_pylist() == [{"text": "row 130"}, {"text": "row 2"}]
 
+    import shutil
+
+    copy = ds.cache_dirs[0].parent / "copy.lance"  # a dataset with a deleted row: offsets are not row numbers
+    shutil.copytree(ds.cache_dirs[0] / "data.lance", copy)
+    edited = lance.dataset(str(copy))
+    edited.delete("id = 5")
+    taker = RowTaker(edited)
+    assert taker.fragments == [] and taker.take(np.array([70, 5])).column("id").to_pylist() == [71, 6]
+
 
 def _forked_child_reads(cache_dir, queue):
     from stable_datasets.layouts.lance_access import LanceProxy
