@@ -239,9 +239,12 @@ class Backend(TableBackend):
         span = (length - 1) * stride + 1
         minimum = max(int(self.options["min_video_frames"] or span), span)
         videos = self.metadata.extra.get("videos", [])
-        pairs = [(v, start) for v, record in enumerate(videos) if record["frames"] >= minimum
-                 for start in range(0, record["frames"] - span + 1, hop)]
-        self._win = np.asarray(pairs, dtype=np.int64).reshape(-1, 2)
+        frames = np.asarray([v["frames"] for v in videos], dtype=np.int64)
+        # windows per video, then (video, start) for every window, without a Python loop over windows
+        counts = np.where(frames >= minimum, (frames - span) // hop + 1, 0)
+        video = np.repeat(np.arange(len(videos), dtype=np.int64), counts)
+        first_window = np.repeat(np.cumsum(counts) - counts, counts)
+        self._win = np.stack([video, (np.arange(len(video), dtype=np.int64) - first_window) * hop], axis=1)
         self._first_row = np.asarray([v["first_row"] for v in videos], dtype=np.int64)
         self._offsets = stride * np.arange(length, dtype=np.int64)
 
