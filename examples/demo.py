@@ -34,6 +34,21 @@ def main() -> None:
     small = sds.load_dataset("digits", split="train[:10%]+test")
     print(f"'train[:10%]+test': {len(small)} rows")
 
+    lance_ds = sds.load_dataset("digits", split="train", storage_format="lance")
+    rows = lance_ds.__getitems__([3, 1, 4])
+    print(f"\nthe same split as a Lance cache: {len(lance_ds)} rows, __getitems__([3, 1, 4]) labels "
+          f"{[r['label'] for r in rows]} (Arrow: {ds[[3, 1, 4]]['label']})")
+
+    videos = sds.load_dataset("moving_digits", name="frames", split="train", train_videos=16, test_videos=4)
+    windows = videos.with_frame_windows(window_length=8, hop=4)
+    record = videos.cache_metadata[0].extra["videos"][0]
+    batch = windows.__getitems__([0, 5, 9])
+    coordinates = [(w["video_index"], w["start_frame"]) for w in batch]
+    print(f"moving_digits as WebP frames in Lance: {len(videos)} windows of 8 frames from "
+          f"{videos.cache_metadata[0].extra['num_videos']} videos ({record['frames']} frames of "
+          f"{record['height']}x{record['width']} at {record['fps']:g} fps each); {len(windows)} windows with hop=4; "
+          f"a batch of 3: {[tuple(w['video'].shape) for w in batch]}, (video, start frame) {coordinates}")
+
     try:
         import torch
     except ImportError:
