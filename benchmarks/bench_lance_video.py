@@ -53,9 +53,10 @@ def rows_section(workdir: Path, rows: int) -> list[tuple[str, float, float, str]
     return out
 
 
-def window_times(frames, files: list[str], rng: np.random.Generator, count: int) -> tuple[float, float, float]:
+def window_times(frames, files: list[str], rng: np.random.Generator, count: int) -> tuple[float, ...]:
     """Seconds for `count` random 8-frame windows: ours (batches of 16), OpenCV opening the source
-    file, seeking and decoding each window, and ours with frame decoding on one thread."""
+    file, seeking and decoding each window, and ours with frame decoding on one thread; then the
+    CPU seconds of ours and of OpenCV."""
     from stable_datasets.features.video import read_frames
 
     frames = frames.with_frame_windows(window_length=8, hop=1)
@@ -80,7 +81,62 @@ def window_times(frames, files: list[str], rng: np.random.Generator, count: int)
 
     direct = read_frames(files[coords[0][0]], np.arange(coords[0][1], coords[0][1] + 8))
     assert frames[picks[0]]["video"].shape == direct.shape
-    return tuple(best_of_each([ours, opencv, ours_one_thread]))
+    cpu = [(cpu_seconds(ours), cpu_seconds(opencv)) for _ in range(3)]  # in turns, the least of each
+    return (*best_of_each([ours, opencv, ours_one_thread]), *(min(side) for side in zip(*cpu)))
+
+
+def cpu_seconds(fn) -> float:
+    """CPU seconds this process spends running `fn`, all its threads together."""
+    import resource
+
+    def spent() -> float:
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return usage.ru_utime + usage.ru_stime
+
+    before = spent()
+    fn()
+    return spent() - before
+
+
+class OpenCVWindows:
+    """The reference as a torch Dataset: each window decoded from its source file with OpenCV."""
+
+    def __init__(self, files: list[str], windows: np.ndarray):
+        self.files, self.windows = files, windows
+
+    def __len__(self) -> int:
+        return len(self.windows)
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        from stable_datasets.features.video import read_frames
+
+        video, start = self.windows[index]
+        return read_frames(self.files[video], np.arange(start, start + 8))
+
+
+def loader_times(frames, files: list[str], rng: np.random.Generator, count: int) -> tuple[float, float] | None:
+    """Seconds for `count` random windows through torch DataLoaders (batches of 16, 2 workers each,
+    kept alive between passes): ours, and OpenCV decoding the source files in the same workers."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    frames = frames.with_frame_windows(window_length=8, hop=1)
+    picks = rng.integers(0, len(frames), count).tolist()
+    ours = frames.with_format("torch", columns=["video"])
+    theirs = OpenCVWindows(files, frames._backends[0]._win)
+    loaders = [torch.utils.data.DataLoader(ds, batch_size=16, sampler=picks, num_workers=2, persistent_workers=True,
+                                           prefetch_factor=4) for ds in (ours, theirs)]
+
+    def run(loader):
+        def one_pass():
+            for _ in loader:
+                pass
+        return one_pass
+
+    for loader in loaders:
+        run(loader)()  # start the workers
+    return tuple(best_of_each([run(loader) for loader in loaders], repeats=3))
 
 
 def video_section(workdir: Path, videos: int) -> list[tuple[str, float, float, str]]:
@@ -103,12 +159,19 @@ def video_section(workdir: Path, videos: int) -> list[tuple[str, float, float, s
                                       layout_options={"webp_quality": quality}, **common)
             disk[quality] = sum(f.stat().st_size for f in frames.cache_dirs[0].rglob("*") if f.is_file()) / 2**20
             picks = 2048 if canvas == 64 else 512
-            t_ours, t_cv, t_single = window_times(frames, files, rng, picks)
+            t_ours, t_cv, t_single, cpu_ours, cpu_cv = window_times(frames, files, rng, picks)
             label = "WebP quality 90" if quality == 90 else "lossless WebP"
             out += [(f"random 8-frame windows ({clips}): frame layout, {label}, batches of 16 vs OpenCV from "
                      "the MP4 files", picks / t_ours, picks / t_cv, "windows/s"),
                     (f"the same, {label}, frame decoding on one thread", picks / t_single, picks / t_cv,
                      "windows/s")]
+            if canvas == 64 and quality == 90:
+                out.append((f"the same, {label}, CPU time of all threads", cpu_ours / picks * 1e6,
+                            cpu_cv / picks * 1e6, "CPU µs/window"))
+            timed = loader_times(frames, files, rng, picks) if canvas == 64 and quality == 90 else None
+            if timed:
+                out.append((f"the same, {label}, through torch DataLoaders (2 workers each)", picks / timed[0],
+                            picks / timed[1], "windows/s"))
         if len(disk) == 2:
             out.append((f"frame cache on disk ({clips}): WebP quality 90 vs lossless", disk[90], disk["lossless"],
                         "MiB"))
