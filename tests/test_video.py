@@ -257,6 +257,23 @@ def test_frame_batches_across_lance_fragments_are_exact(monkeypatch, threads):
         assert np.array_equal(row["video"], expected), pick
 
 
+def test_decode_threads_share_the_cores_among_dataloader_workers(monkeypatch):
+    import types
+
+    torch_data = pytest.importorskip("torch.utils.data")
+    from stable_datasets.features import video
+
+    monkeypatch.delenv("STABLE_DATASETS_DECODE_THREADS", raising=False)
+    monkeypatch.setattr(video.os, "sched_getaffinity", lambda pid: set(range(8)), raising=False)
+    assert video.decode_threads() == 4  # at most 4 outside workers
+    for workers, threads in ((1, 4), (2, 4), (3, 2), (8, 1), (16, 1)):
+        info = types.SimpleNamespace(num_workers=workers)
+        monkeypatch.setattr(torch_data, "get_worker_info", lambda info=info: info)
+        assert video.decode_threads() == threads, workers
+    monkeypatch.setenv("STABLE_DATASETS_DECODE_THREADS", "3")
+    assert video.decode_threads() == 3
+
+
 def test_a_window_with_frames_of_different_sizes_is_refused():
     import cv2
 

@@ -16,6 +16,7 @@ import contextlib
 import hashlib
 import itertools
 import os
+import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -229,19 +230,17 @@ _decoder_pool: tuple[int, Any] | None = None
 
 
 def decode_threads() -> int:
-    """Threads for batch frame decoding: $STABLE_DATASETS_DECODE_THREADS, else the cores (at most 4);
-    one inside torch DataLoader workers, which are already one process per core."""
+    """Threads for batch frame decoding: $STABLE_DATASETS_DECODE_THREADS, else the cores (at most 4).
+    Inside torch DataLoader workers, the cores are shared out among the workers (at least one each)."""
     env = os.environ.get("STABLE_DATASETS_DECODE_THREADS")
     if env:
         return max(1, int(env))
-    try:
-        from torch.utils.data import get_worker_info
-
-        if get_worker_info() is not None:
-            return 1
-    except ImportError:
-        pass
-    return min(4, os.cpu_count() or 1)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    loader = sys.modules.get("torch.utils.data")  # not imported: not in a DataLoader worker either
+    worker = loader.get_worker_info() if loader is not None else None
+    if worker is not None:
+        cores //= worker.num_workers
+    return max(1, min(4, cores))
 
 
 def _decode_group(windows: list[list[np.ndarray] | None]) -> list[np.ndarray | None]:
