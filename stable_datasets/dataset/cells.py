@@ -37,7 +37,8 @@ def primitive_view(array: pa.Array) -> np.ndarray | None:
     return np.frombuffer(data, dtype=dtype)[array.offset:array.offset + len(array)]
 
 
-def _offsets_and_data(array: pa.Array) -> tuple[np.ndarray, memoryview]:
+def offsets_and_data(array: pa.Array) -> tuple[np.ndarray, memoryview]:
+    """A null-free binary or string array's offsets (a numpy view, int32 or int64) and data buffer."""
     large = pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)
     bufs = array.buffers()
     offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)
@@ -50,17 +51,15 @@ def _bounds_and_data(array: pa.Array) -> tuple[memoryview, memoryview]:
     """The offsets as a memoryview of the Arrow buffer itself: indexing it makes each int on the
     fly from packed memory, where a Python list of ints would chase a pointer per cell (a cache
     miss per random row on large shards)."""
-    large = pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)
-    bufs = array.buffers()
-    bounds = memoryview(bufs[1]).cast("q" if large else "i")[array.offset:array.offset + len(array) + 1]
-    return bounds, memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
+    offsets, data = offsets_and_data(array)
+    return memoryview(offsets), data
 
 
 def binary_values(array: pa.Array, *, as_str: bool = False) -> list:
     """All cells of a binary/string array as bytes/str, via one offsets read."""
     if array.null_count:
         return array.to_pylist()
-    offsets, data = _offsets_and_data(array)
+    offsets, data = offsets_and_data(array)
     bounds = offsets.tolist()
     if as_str:
         return [str(data[a:b], "utf-8") for a, b in itertools.pairwise(bounds)]

@@ -22,6 +22,7 @@ from stable_datasets.dataset.cells import (
     cell_getter,
     compile_row_builder,
     compile_rows_builder,
+    offsets_and_data,
     primitive_view,
 )
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
@@ -142,23 +143,14 @@ class _ColumnGather:
         if j in self._plans:
             return self._plans[j]
         chunks = [b.column(j) for b in self.batches]
-        field_type = chunks[0].type if chunks else pa.null()
         plan: tuple[str, Any] = ("cells", None)
-        variable = pa.types.is_binary(field_type) or pa.types.is_string(field_type) or \
-            pa.types.is_large_binary(field_type) or pa.types.is_large_string(field_type)
-        rows = sum(len(c) for c in chunks)
         if chunks and not any(c.null_count for c in chunks):
-            if variable:
-                width = np.int64 if pa.types.is_large_binary(field_type) or pa.types.is_large_string(field_type) \
-                    else np.int32  # each batch's offsets index its own data buffer, so they keep their width
-                if self._affordable((rows + len(chunks)) * np.dtype(width).itemsize):
-                    offsets = np.concatenate([np.frombuffer(c.buffers()[1], width)[c.offset:c.offset + len(c) + 1]
-                                              for c in chunks])
-                    views = [memoryview(c.buffers()[2]) if c.buffers()[2] is not None else memoryview(b"")
-                             for c in chunks]
-                    kind = "str" if pa.types.is_string(field_type) or pa.types.is_large_string(field_type) \
-                        else "bytes"
-                    plan = (kind, (offsets, views))
+            field_type, rows = chunks[0].type, sum(len(c) for c in chunks)
+            text = pa.types.is_string(field_type) or pa.types.is_large_string(field_type)
+            if text or pa.types.is_binary(field_type) or pa.types.is_large_binary(field_type):
+                parts = [offsets_and_data(c) for c in chunks]  # each batch's offsets index its own data buffer
+                if self._affordable((rows + len(parts)) * parts[0][0].itemsize):
+                    plan = ("str" if text else "bytes", (np.concatenate([o for o, _ in parts]), [d for _, d in parts]))
             else:
                 values = [primitive_view(c) for c in chunks]
                 if all(v is not None for v in values) and self._affordable(rows * values[0].itemsize):
