@@ -194,9 +194,7 @@ class Writer(LayoutWriter):
         other_schema = pa.schema([self.schema.field(n) for n in self._other_columns])
         others = pa.Table.from_batches(self._others, schema=other_schema)
         # each video's record rides in one struct column after the others, so no name can clash
-        records = pa.array(self._videos, pa.struct(RECORD_FIELDS)) if self._videos else pa.array([], pa.struct(
-            RECORD_FIELDS))
-        table = others.append_column("_frame_record", records)
+        table = others.append_column("_frame_record", pa.array(self._videos, pa.struct(RECORD_FIELDS)))
         path = self.directory / VIDEOS_FILE
         with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
