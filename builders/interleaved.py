@@ -4,16 +4,14 @@
 
 A row is `{"sample_id", "texts", "images", "metadata"}`. `texts` and `images` are aligned,
 one slot per item in document order: a text or None, an image (decoded to an RGB array when
-read) or None. Each frame of a multi-frame TIFF gets its own slot. `metadata` is the
-document's passthrough fields as JSON text.
+read) or None. An image token naming a multi-frame TIFF is one frame of it (the reader's
+`frame_index`), materialized as that frame alone. `metadata` is the document's passthrough
+fields as JSON text.
 """
 
 from __future__ import annotations
 
 import json
-
-import cv2
-import numpy as np
 
 import stable_datasets as sds
 from stable_datasets.builder.data_files import normalize_data_files
@@ -53,23 +51,13 @@ class Interleaved(sds.GeneratorBasedBuilder):
     @staticmethod
     def _document(rows):
         meta = next((r for r in rows if r["modality"] == "metadata"), {})
-        # one slot per item, in (position, frame) order: every frame of a TIFF gets its own slot
         items = sorted((r for r in rows if r["modality"] != "metadata"),
                        key=lambda r: (r["position"], parse_source_ref(r.get("source_ref")).get("frame_index") or 0))
         texts = [r["text_content"] if r["modality"] == "text" else None for r in items]
-        images = [_image(r) if r["modality"] == "image" and r.get("binary_content") is not None else None
+        # a row whose bytes could not be read (or whose TIFF frame could not be cut) is an empty slot
+        images = [r["binary_content"] if r["modality"] == "image" and not r.get("materialize_error") else None
                   for r in items]
         passthrough = {k: v for k, v in meta.items() if k not in RESERVED_COLUMNS and v is not None}
         return rows[0]["sample_id"], {"sample_id": rows[0]["sample_id"], "texts": texts, "images": images,
                                       "metadata": json.dumps(passthrough, sort_keys=True)}
 
-
-def _image(row):
-    """Encoded bytes, or for a frame of a multi-frame TIFF that frame as an array."""
-    frame = parse_source_ref(row.get("source_ref")).get("frame_index")
-    if frame is None:
-        return row["binary_content"]
-    ok, frames = cv2.imdecodemulti(np.frombuffer(row["binary_content"], np.uint8), cv2.IMREAD_COLOR)
-    if not ok or frame >= len(frames):
-        raise ValueError(f"sample {row['sample_id']!r}: TIFF frame {frame} cannot be decoded")
-    return cv2.cvtColor(frames[frame], cv2.COLOR_BGR2RGB)

@@ -4,6 +4,7 @@ import io
 import json
 import tarfile
 
+import cv2
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -138,25 +139,39 @@ def test_lazy_refs_point_at_the_bytes_and_materialize_matches(shards):
     lazy = _images(InterleavedWebdatasetReader(shards).read())
     eager = _images(InterleavedWebdatasetReader(shards, materialize_on_read=True).read())
     assert lazy.column("binary_content").null_count == lazy.num_rows
-    for ref, data in zip(lazy.column("source_ref").to_pylist()[:10], eager.column("binary_content").to_pylist()):
+    assert eager.column("materialize_error").null_count == eager.num_rows
+    tiffs = 0
+    for ref, data in zip(lazy.column("source_ref").to_pylist(), eager.column("binary_content").to_pylist()):
         ref = parse_source_ref(ref)
         with open(ref["path"], "rb") as fh:
             fh.seek(ref["byte_offset"])
-            assert fh.read(ref["byte_size"]) == data
+            whole = fh.read(ref["byte_size"])
+        if "frame_index" not in ref:
+            assert whole == data
+            continue
+        tiffs += 1  # a frame ref materializes as that frame alone
+        alone = _frames(data)
+        assert len(alone) == 1 and np.array_equal(alone[0], _frames(whole)[ref["frame_index"]])
+    assert tiffs > 3
 
 
-def test_multi_frame_tiff_gives_one_row_per_frame(shards):
+def test_mint_pdf_documents_take_one_tiff_frame_per_token(shards):
     batch = InterleavedWebdatasetReader(shards).read()
     tiff = batch.table.filter(pc.equal(batch.table.column("content_type"), "image/tiff"))
-    frames = [parse_source_ref(r)["frame_index"] for r in tiff.column("source_ref").to_pylist()]
-    assert frames[:3] == [0, 1, 2] and len(set(tiff.column("sample_id").to_pylist())) == 3
+    first = tiff.filter(pc.equal(tiff.column("sample_id"), "doc000000"))
+    record = json.loads(batch.table.column("text_content")[0].as_py())
+    tokens = [t for t in record["images"] if t is not None]
+    assert tokens[0] == "page_0_image_0" and first.num_rows == len(tokens)
+    refs = [parse_source_ref(r) for r in first.column("source_ref").to_pylist()]
+    assert [(r["member"], r["frame_index"]) for r in refs] == [("doc000000.tiff", k) for k in range(len(tokens))]
+    assert sorted(set(tiff.column("sample_id").to_pylist())) == ["doc000000", "doc000010", "doc000020"]
 
 
 def test_tokens_resolve_to_members_or_the_default(tmp_path):
     png = b"\x89PNG\r\n\x1a\nfake"
     path = _tar(tmp_path / "t.tar", [
         ("s1.json", json.dumps({"texts": ["a", None, None], "images": [None, "s1.1.png", "pic.png"],
-                                "alt": [None, "first", "second"], "sid": "custom"}).encode()),
+                                "alt": ["first", "second"], "sid": "custom"}).encode()),
         ("s1.1.png", png), ("s1.pic.png", png + b"2"),
         ("s2.json", json.dumps({"texts": [None, "b"], "images": ["whatever", None], "sid": "other"}).encode()),
         ("s2.jpg", b"\xff\xd8only"),
@@ -380,3 +395,307 @@ def test_tar_writer_output_reads_back_with_tarfile(tmp_path):
     writer.close()
     with tarfile.open(tmp_path / "w.tar") as tar:
         assert [(m.name, tar.extractfile(m).read()) for m in tar] == members
+
+
+# -- NeMo Curator compatibility: their inputs and expected values --------------------------------
+# (tests/stages/interleaved/test_multimodal_reader.py and test_multimodal_writer.py in NVIDIA-NeMo/Curator)
+def _multi_frame_tiff(n_frames, width=64, height=48):
+    """Frames of distinct solid colours and sizes (width + i, height + i), as Curator's tests build them."""
+    frames = [np.full((height + i, width + i, 3), ((160 + 50 * i) % 256, (80 + 30 * i) % 256, (40 * i) % 256),
+                      np.uint8) for i in range(n_frames)]
+    return cv2.imencodemulti(".tiff", frames)[1].tobytes()
+
+
+def _frames(data):
+    ok, frames = cv2.imdecodemulti(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    assert ok
+    return frames
+
+
+def _doc_tar(path, payload, json_name="sample.json", **members):
+    return _tar(path, [(json_name, json.dumps(payload).encode()), *members.items()])
+
+
+def _rows(batch, modality):
+    t = batch.table
+    return t.filter(pc.equal(t.column("modality"), modality)).to_pylist()
+
+
+@pytest.fixture
+def warnings_logged():
+    from loguru import logger
+
+    messages: list[str] = []
+    logger.enable("stable_datasets")
+    handle = logger.add(lambda m: messages.append(str(m)), level="WARNING")
+    yield messages
+    logger.remove(handle)
+    logger.disable("stable_datasets")
+
+
+def test_curator_tiff_tokens_select_frames_one_row_each(tmp_path):
+    tiff = _multi_frame_tiff(3)
+    payload = {"pdf_name": "doc.pdf", "texts": ["text_0", None, None], "images": [None, "page_1_img", "page_2_img"]}
+    path = _tar(tmp_path / "tiff-frames.tar", [("sample.json", json.dumps(payload).encode()), ("doc.pdf.tiff", tiff)])
+    reader = InterleavedWebdatasetReader(path, sample_id_field="pdf_name", image_extensions=(".tiff",),
+                                         materialize_on_read=True)
+    images = _rows(reader.read(), "image")
+    assert [(r["position"], parse_source_ref(r["source_ref"])["frame_index"]) for r in images] == [(1, 0), (2, 1)]
+    whole = _frames(tiff)
+    for k, row in enumerate(images):
+        alone = _frames(row["binary_content"])
+        assert len(alone) == 1 and len(row["binary_content"]) < len(tiff) and row["materialize_error"] is None
+        assert alone[0].shape == (48 + k, 64 + k, 3) and np.array_equal(alone[0], whole[k])
+    # lazily read, then materialized by a writer: the same single frames
+    with InterleavedParquetWriter(tmp_path / "pq") as writer:
+        writer.write(InterleavedWebdatasetReader(path, sample_id_field="pdf_name").read())
+    written = _rows(InterleavedParquetReader(tmp_path / "pq").read(), "image")
+    assert [r["binary_content"] for r in written] == [r["binary_content"] for r in images]
+
+
+def test_curator_tiff_frame_index_with_fake_bytes_and_out_of_range(tmp_path):
+    payload = {"pdf_name": "doc.pdf", "texts": ["text1", "text2", "text3"],
+               "images": [None, "page_0_image_15", "page_1_image_22"]}
+    path = _tar(tmp_path / "sub.tar", [("sample.json", json.dumps(payload).encode()), ("doc.pdf.tiff", b"TIFF_DATA")])
+    batch = InterleavedWebdatasetReader(path, sample_id_field="pdf_name", image_extensions=(".tiff",)).read()
+    refs = [parse_source_ref(r["source_ref"]) for r in _rows(batch, "image")]
+    assert [(r["member"], r["frame_index"]) for r in refs] == [("doc.pdf.tiff", 0), ("doc.pdf.tiff", 1)]
+    assert [r["position"] for r in _rows(batch, "image")] == [1, 2]
+    assert [r["position"] for r in _rows(batch, "text")] == [0, 1, 2]
+    one = _multi_frame_tiff(1)
+    payload = {"pdf_name": "doc.pdf", "texts": [None, None], "images": ["frame_0", "frame_1_oob"]}
+    path = _tar(tmp_path / "oob.tar", [("sample.json", json.dumps(payload).encode()), ("doc.pdf.tiff", one)])
+    good, bad = _rows(InterleavedWebdatasetReader(path, sample_id_field="pdf_name", image_extensions=(".tiff",),
+                                                  materialize_on_read=True).read(), "image")
+    assert good["materialize_error"] is None and len(_frames(good["binary_content"])) == 1
+    assert bad["binary_content"] == one  # the whole file is kept, with the reason
+    assert "cannot extract frame 1" in bad["materialize_error"] and "it has 1 frames" in bad["materialize_error"]
+
+
+def test_curator_tokens_name_any_member_and_dotted_json_extensions(tmp_path):
+    payload = {"doc_id": "doc-custom", "source_doc": "custom.pdf", "captions": ["a", "b"],
+               "frames": ["custom-image.jpg"], "primary_image": "custom-image.jpg", "p_hash": "abc123"}
+    path = _tar(tmp_path / "alt-shard-00000.tar", [("sample-xyz.meta.json", json.dumps(payload).encode()),
+                                                   ("custom-image.jpg", b"custom-image-bytes")])
+    for extensions in [(".meta.json",), (".json",), ("json",)]:
+        batch = InterleavedWebdatasetReader(path, sample_id_field="doc_id", texts_field="captions",
+                                            images_field="frames", image_member_field="primary_image",
+                                            json_extensions=extensions, materialize_on_read=True,
+                                            fields=("p_hash",)).read()
+        assert set(batch.table.column("sample_id").to_pylist()) == {"doc-custom"}, extensions
+        assert [r["text_content"] for r in _rows(batch, "text")] == ["a", "b"]
+        (image,) = _rows(batch, "image")
+        assert image["binary_content"] == b"custom-image-bytes" and image["p_hash"] is None
+        assert _rows(batch, "metadata")[0]["p_hash"] == "abc123"
+    key_from_name = InterleavedWebdatasetReader(path, json_extensions=(".meta.json",)).read()
+    assert key_from_name.table.column("sample_id")[0].as_py() == "sample-xyz"
+    a, b = _multi_frame_tiff(2, width=30, height=20), _multi_frame_tiff(3, width=50, height=40)
+    payload = {"pdf_name": "doc.pdf", "texts": [None, None, None, None],
+               "images": ["a.tiff", "a.tiff", "b.tiff", "b.tiff"]}
+    path = _tar(tmp_path / "multi-tiff.tar", [("sample.json", json.dumps(payload).encode()), ("a.tiff", a),
+                                              ("b.tiff", b)])
+    batch = InterleavedWebdatasetReader(path, sample_id_field="pdf_name", image_extensions=(".tiff",)).read()
+    refs = [parse_source_ref(r["source_ref"]) for r in _rows(batch, "image")]
+    assert [(r["member"], r["frame_index"]) for r in refs] == [("a.tiff", 0), ("a.tiff", 1), ("b.tiff", 0),
+                                                                ("b.tiff", 1)]
+    payload = {"doc_id": "doc-ct", "captions": ["hello"], "frames": ["token.png"], "primary_image": "fallback.jpg"}
+    path = _tar(tmp_path / "ct.tar", [("sample.meta.json", json.dumps(payload).encode()), ("token.png", b"png"),
+                                      ("fallback.jpg", b"jpg")])
+    batch = InterleavedWebdatasetReader(path, sample_id_field="doc_id", texts_field="captions", images_field="frames",
+                                        image_member_field="primary_image", json_extensions=(".meta.json",)).read()
+    assert _rows(batch, "image")[0]["content_type"] == "image/png"
+
+
+def test_no_documents_in_a_tar_is_said(tmp_path, warnings_logged):
+    path = _tar(tmp_path / "t.tar", [("a.meta", b"{}"), ("a.jpg", b"x")])
+    assert InterleavedWebdatasetReader(path).read().num_rows == 0
+    assert any("no document" in m and "a.meta" not in m and ".json" in m for m in warnings_logged)
+
+
+def test_curator_per_item_fields_follow_the_kth_non_none_item(tmp_path, warnings_logged):
+    payload = {"pdf_name": "doc.pdf", "texts": ["hello", None, "world"], "images": [None, "img_token", None],
+               "text_scores": [0.95, 0.42], "image_metadata": [{"height": 100, "width": 200}],
+               "url": "https://example.com"}
+    path = _doc_tar(tmp_path / "per.tar", payload, **{"image.jpg": b"abc"})
+    batch = InterleavedWebdatasetReader(path, per_text_fields=("text_scores",),
+                                        per_image_fields=("image_metadata",)).read()
+    assert [(r["text_content"], r["text_scores"]) for r in _rows(batch, "text")] == [("hello", 0.95),
+                                                                                     ("world", 0.42)]
+    assert [r["image_metadata"] for r in _rows(batch, "image")] == ['{"height": 100, "width": 200}']
+    meta = _rows(batch, "metadata")[0]
+    assert meta["url"] == "https://example.com" and meta["text_scores"] is None and meta["image_metadata"] is None
+    payload["text_scores"] = [0.95]  # one short: the second text gets null, and it is said
+    batch = InterleavedWebdatasetReader(_doc_tar(tmp_path / "short.tar", payload),
+                                        per_text_fields=("text_scores",)).read()
+    assert [r["text_scores"] for r in _rows(batch, "text")] == [0.95, None]
+    assert any("'text_scores' has 1 values" in m for m in warnings_logged)
+    payload["image_metadata"] = "not-a-list"
+    with pytest.raises(InterleavedReadError, match="field 'image_metadata' must be a list, got str"):
+        InterleavedWebdatasetReader(_doc_tar(tmp_path / "bad.tar", payload),
+                                    per_image_fields=("image_metadata",)).read()
+
+
+def test_curator_passthrough_keeps_json_types(tmp_path):
+    payload = {"doc_id": "doc-all", "source_doc": "all.pdf", "captions": ["hello"], "frames": ["image.jpg"],
+               "primary_image": "image.jpg", "p_hash": "phash-1", "score": 0.91, "aux": {"page": 3}}
+    path = _doc_tar(tmp_path / "all.tar", payload, "sample.meta.json", **{"image.jpg": b"abc"})
+    batch = InterleavedWebdatasetReader(path, sample_id_field="doc_id", texts_field="captions",
+                                        images_field="frames", image_member_field="primary_image",
+                                        json_extensions=(".meta.json",)).read()
+    meta = _rows(batch, "metadata")[0]
+    assert meta["p_hash"] == "phash-1" and meta["score"] == 0.91 and meta["aux"] == '{"page": 3}'
+    assert batch.table.schema.field("score").type == pa.float64()
+    assert "captions" not in batch.table.column_names and "frames" not in batch.table.column_names
+
+
+def _curator_rows(*rows):
+    """Rows the way Curator's make_row builds them: every reserved column, plus extra columns."""
+    base = dict.fromkeys([*INTERLEAVED_SCHEMA.names, *(k for r in rows for k in r)])
+    return InterleavedBatch(pa.Table.from_pylist([{**base, **r} for r in rows]))
+
+
+def _written_json(writer):
+    with tarfile.open(writer.files_written[0]) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar}
+
+
+def test_curator_writer_keeps_per_row_fields_ids_and_numbers(tmp_path):
+    png = b"\x89PNG\r\n"
+    batch = _curator_rows(
+        {"sample_id": "s1", "position": -1, "modality": "metadata", "url": "http://example.com", "score": 0.91},
+        {"sample_id": "s1", "position": 0, "modality": "text", "text_content": "intro text"},
+        *[{"sample_id": "s1", "position": p, "modality": "image", "content_type": "image/png", "binary_content": png,
+           "image_alt_text": alt} for p, alt in [(1, "a cat on a chair"), (2, None), (3, "a dog in a park")]])
+    with InterleavedWebdatasetWriter(tmp_path / "img", materialize_on_write=False) as writer:
+        writer.write(batch)
+    members = _written_json(writer)
+    payload = json.loads(members["s1.json"])
+    assert payload["image_alt_text"] == ["a cat on a chair", None, "a dog in a park"]
+    assert payload["url"] == "http://example.com" and payload["score"] == 0.91 and payload["sample_id"] == "s1"
+    assert payload["images"] == [None, "s1.1.png", "s1.2.png", "s1.3.png"] and members["s1.2.png"] == png
+    back = InterleavedWebdatasetReader(writer.files_written, sample_id_field="sample_id",
+                                       per_image_fields=("image_alt_text",)).read()
+    assert [r["image_alt_text"] for r in _rows(back, "image")] == ["a cat on a chair", None, "a dog in a park"]
+    assert _rows(back, "metadata")[0]["score"] == 0.91
+
+    batch = _curator_rows(
+        {"sample_id": "s1", "position": -1, "modality": "metadata"},
+        *[{"sample_id": "s1", "position": p, "modality": "text", "text_content": t, "text_confidence": c}
+          for p, t, c in [(0, "first paragraph", 0.95), (1, "second paragraph", None), (2, "third paragraph", 0.72)]])
+    with InterleavedWebdatasetWriter(tmp_path / "txt", materialize_on_write=False) as writer:
+        writer.write(batch)
+    assert json.loads(_written_json(writer)["s1.json"])["text_confidence"] == [0.95, None, 0.72]
+    back = InterleavedWebdatasetReader(writer.files_written, sample_id_field="sample_id",
+                                       per_text_fields=("text_confidence",)).read()
+    assert [r["text_confidence"] for r in _rows(back, "text")] == [0.95, None, 0.72]
+
+    batch = _curator_rows(
+        {"sample_id": "s1", "position": -1, "modality": "metadata"},
+        {"sample_id": "s1", "position": 0, "modality": "text", "text_content": "intro", "confidence": "text_conf_A"},
+        {"sample_id": "s1", "position": 1, "modality": "image", "content_type": "image/png", "binary_content": png,
+         "confidence": "img_conf_B"},
+        {"sample_id": "s1", "position": 2, "modality": "text", "text_content": "outro"})
+    with InterleavedWebdatasetWriter(tmp_path / "mixed", materialize_on_write=False) as writer:
+        writer.write(batch)
+    assert json.loads(_written_json(writer)["s1.json"])["confidence"] == ["text_conf_A", "img_conf_B", None]
+    meta = _rows(InterleavedWebdatasetReader(writer.files_written, sample_id_field="sample_id").read(), "metadata")
+    assert json.loads(meta[0]["confidence"]) == ["text_conf_A", "img_conf_B", None]
+
+    alt = ["北极熊", None, "الدب القطبي"]
+    batch = _curator_rows({"sample_id": "a/b:c.d", "position": -1, "modality": "metadata"},
+                          *[{"sample_id": "a/b:c.d", "position": p, "modality": "image", "content_type": "image/png",
+                             "binary_content": png, "image_alt_text": a} for p, a in enumerate(alt)])
+    with InterleavedWebdatasetWriter(tmp_path / "utf8", materialize_on_write=False) as writer:
+        writer.write(batch)
+    raw = _written_json(writer)["a%2Fb%3Ac%2Ed.json"]
+    assert "\\u" not in raw.decode() and "北极熊".encode() in raw
+    back = InterleavedWebdatasetReader(writer.files_written, sample_id_field="sample_id",
+                                       per_image_fields=("image_alt_text",)).read()
+    assert set(back.table.column("sample_id").to_pylist()) == {"a/b:c.d"}
+    assert [r["image_alt_text"] for r in _rows(back, "image")] == alt
+
+
+def test_round_trip_restores_json_structures_and_edits(shards, tmp_path):
+    batch = InterleavedWebdatasetReader(shards[:1], per_image_fields=()).read()
+    table = batch.table
+    score = table.schema.get_field_index("score")
+    meta = pc.equal(table.column("modality"), "metadata")
+    table = table.set_column(score, "score", pc.if_else(meta, pa.scalar(0.5), table.column("score")))
+    with InterleavedWebdatasetWriter(tmp_path / "out") as writer:
+        writer.write(InterleavedBatch(table))
+    raw = next(d for n, d in _written_json(writer).items() if n.endswith(".json"))
+    record = json.loads(raw)
+    assert record["score"] == 0.5 and isinstance(record["tags"], list)  # the edit is kept, the list is a list again
+
+
+def test_curator_keys_with_dots_are_separate_documents(tmp_path):
+    from urllib.parse import quote
+
+    members = []
+    for sample_id in ["doc.1", "doc.2", "doc", "a/b c.d"]:
+        key = quote(sample_id, safe="")  # how Curator's writer names members
+        payload = {"sample_id": sample_id, "texts": [sample_id, None], "images": [None, f"{key}.1.jpg"]}
+        members += [(f"{key}.json", json.dumps(payload).encode()), (f"{key}.1.jpg", sample_id.encode())]
+    path = _tar(tmp_path / "curator.tar", members)
+    for sample_id_field in (None, "sample_id"):
+        batch = InterleavedWebdatasetReader(path, sample_id_field=sample_id_field, materialize_on_read=True).read()
+        assert [(r["sample_id"], r["binary_content"]) for r in _rows(batch, "image")] == [
+            ("doc.1", b"doc.1"), ("doc.2", b"doc.2"), ("doc", b"doc"), ("a/b c.d", b"a/b c.d")]
+        assert [r["text_content"] for r in _rows(batch, "text")] == ["doc.1", "doc.2", "doc", "a/b c.d"]
+    assert unescape_key("50%off") == "50%off"  # a '%' that escapes nothing stays
+
+
+def test_curator_texts_must_be_a_list(tmp_path):
+    path = _doc_tar(tmp_path / "s.tar", {"pdf_name": "doc.pdf", "texts": "not a list", "images": []})
+    with pytest.raises(InterleavedReadError, match=r"s.tar:sample.json: field 'texts' must be a list, got str"):
+        InterleavedWebdatasetReader(path).read()
+    path = _doc_tar(tmp_path / "n.tar", {"pdf_name": "doc.pdf", "texts": ["hello"], "images": None})
+    assert [r["modality"] for r in InterleavedWebdatasetReader(path).read().table.to_pylist()] == ["metadata", "text"]
+
+
+def test_curator_no_materialize_on_write_leaves_lazy_rows_null(tmp_path):
+    batch = _curator_rows({"sample_id": "s1", "position": 0, "modality": "image", "content_type": "image/jpeg",
+                           "source_ref": build_source_ref("/fake/img.jpg")})
+    with InterleavedParquetWriter(tmp_path / "pq", materialize_on_write=False) as writer:
+        writer.write(batch)
+    written = pq.read_table(writer.files_written[0]).to_pylist()
+    assert written[0]["binary_content"] is None and written[0]["materialize_error"] is None
+    with InterleavedWebdatasetWriter(tmp_path / "tar", materialize_on_write=False) as writer:
+        writer.write(batch)
+    members = _written_json(writer)
+    assert list(members) == ["s1.json"] and json.loads(members["s1.json"])["images"] == ["s1.0.jpg"]
+    with pytest.raises(MaterializeError, match="could not materialize 1 image rows"):
+        InterleavedParquetWriter(tmp_path / "strict").write(batch)
+
+
+def test_parquet_writer_schema_and_overrides(shards, tmp_path):
+    batch = InterleavedWebdatasetReader(shards[:1]).read()
+    with InterleavedParquetWriter(tmp_path / "o", schema_overrides={"score": pa.string()}) as writer:
+        writer.write(batch)
+    written = pq.read_table(writer.files_written[0])
+    assert written.schema.field("score").type == pa.string() and "url" in written.column_names
+    scores = [v for v in batch.table.column("score").to_pylist() if v is not None]
+    assert [v for v in written.column("score").to_pylist() if v is not None] == [str(v) for v in scores]
+    exact = pa.schema([*INTERLEAVED_SCHEMA, pa.field("url", pa.large_string())])
+    with InterleavedParquetWriter(tmp_path / "s", schema=exact) as writer:
+        writer.write(batch)
+    assert pq.read_schema(writer.files_written[0]).names == exact.names
+    with pytest.raises(SchemaError, match="column 'score' cannot be cast from double to the declared int8"):
+        InterleavedParquetWriter(tmp_path / "bad", schema_overrides={"score": pa.int8()}).write(batch)
+
+
+def test_requested_fields_absent_everywhere_are_null(shards, tmp_path, warnings_logged):
+    with InterleavedParquetWriter(tmp_path / "pq") as writer:
+        writer.write(InterleavedWebdatasetReader(shards[:1]).read())
+    batch = InterleavedParquetReader(tmp_path / "pq", fields=("nonexistent_field", "url")).read()
+    assert batch.table.column("nonexistent_field").null_count == batch.num_rows
+    assert "url" in batch.table.column_names and "score" not in batch.table.column_names
+    assert any("'nonexistent_field'" in m and "filling with null" in m for m in warnings_logged)
+    payload = {"pdf_name": "doc.pdf", "texts": ["t"], "images": []}
+    batch = InterleavedWebdatasetReader(_doc_tar(tmp_path / "m.tar", payload), fields=("p_hash",)).read()
+    assert batch.table.column("p_hash").to_pylist() == [None, None]
+    assert any("'p_hash' not found" in m for m in warnings_logged)
+    empty = _tar(tmp_path / "empty.tar", [("image.jpg", b"abc")])
+    assert "p_hash" in InterleavedWebdatasetReader(empty, fields=("p_hash",)).read().table.column_names
+    assert reconcile_schema(pa.schema([("score", pa.int32())])) == reconcile_schema([pa.schema([("score",
+                                                                                                 pa.int32())])])

@@ -33,7 +33,9 @@ class InterleavedBatch:
         return int(pc.sum(pc.equal(self.table.column("modality"), modality)).as_py() or 0)
 
     def validate(self) -> InterleavedBatch:
-        """Check required columns, known modalities, and unique (position, frame) per sample."""
+        """Check required columns, known modalities, and one item per (position, modality, frame) in a sample.
+
+        A text and an image may share a position (NeMo Curator's tars have such documents)."""
         for name in REQUIRED_COLUMNS:
             if name not in self.table.column_names:
                 raise SchemaError(f"missing required column {name!r}")
@@ -52,9 +54,9 @@ class InterleavedBatch:
             if (mod == "metadata") != (pos == -1):
                 raise SchemaError(f"sample {sid!r}: metadata rows have position -1 and only they do "
                                   f"(got {mod} at {pos})")
-            key = (sid, pos, parse_source_ref(ref).get("frame_index"))
+            key = (sid, pos, mod, parse_source_ref(ref).get("frame_index"))
             if key in seen:
-                raise SchemaError(f"sample {sid!r} has two items at position {pos}")
+                raise SchemaError(f"sample {sid!r} has two {mod} items at position {pos}")
             seen.add(key)
         return self
 

@@ -5,11 +5,15 @@ treats slashes as folders, so a key may contain neither. Percent-encoding every 
 outside [A-Za-z0-9_-] (dots, slashes and '%' included) is injective and reversible: the
 sample_id "a/b:c.d" becomes "a%2Fb%3Ac%2Ed" and comes back unchanged. (Quoting with
 urllib's `quote(safe="")` leaves dots alone and so breaks the key split.)
+
+Reading undoes any percent-encoding, ours or `quote`'s (NeMo Curator names members that way),
+and leaves a '%' that starts no valid escape as it is.
 """
 
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
 _SAFE = re.compile(r"[A-Za-z0-9_\-]")
 
@@ -20,16 +24,7 @@ def escape_key(sample_id: str) -> str:
 
 
 def unescape_key(key: str) -> str:
-    out = bytearray()
-    i = 0
-    while i < len(key):
-        if key[i] == "%":
-            out.append(int(key[i + 1:i + 3], 16))
-            i += 3
-        else:
-            out.extend(key[i].encode())
-            i += 1
-    return out.decode("utf-8")
+    return unquote(key)
 
 
 def split_member(name: str) -> tuple[str, str]:

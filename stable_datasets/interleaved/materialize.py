@@ -3,6 +3,11 @@
 A ref with a byte range is a ranged read of the file: plain `open` for local paths, fsspec for
 URLs (`s3://`, `http://`, ...), so one batch may mix both. A ref with only a tar member is
 extracted from the tar; a ref with only a path reads the whole file.
+
+A ref with a `frame_index` names one frame of a multi-frame TIFF (a MINT-1T PDF document is
+one TIFF with a frame per page image): the row gets that frame alone, as a single-frame TIFF.
+If the frame cannot be cut out, the row keeps the whole file's bytes and `materialize_error`
+says which frame failed, so nothing read is thrown away.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import tarfile
 from collections import defaultdict
 from typing import Any
 
+import cv2
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from loguru import logger
@@ -38,6 +45,42 @@ def _open(path: str):
     return fsspec.open(path, "rb").open()
 
 
+_TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
+
+
+def tiff_frames(data: bytes) -> list[np.ndarray] | None:
+    """Every frame of a TIFF, pixels unchanged (depth and channels kept); None if it is not a readable TIFF."""
+    if data[:4] not in _TIFF_MAGIC:
+        return None
+    ok, frames = cv2.imdecodemulti(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
+    return list(frames) if ok and frames else None
+
+
+def tiff_frame_bytes(frames: list[np.ndarray] | None, index: int, what: str) -> bytes:
+    """Frame `index` as a single-frame TIFF; MaterializeError naming `what` if there is no such frame."""
+    if frames is None:
+        raise MaterializeError(f"cannot extract frame {index} from {what}: not a readable TIFF")
+    if not 0 <= index < len(frames):
+        raise MaterializeError(f"cannot extract frame {index} from {what}: it has {len(frames)} frames")
+    ok, encoded = cv2.imencode(".tiff", frames[index])
+    if not ok:
+        raise MaterializeError(f"cannot extract frame {index} from {what}: OpenCV could not encode it")
+    return encoded.tobytes()
+
+
+class FrameCutter:
+    """Cuts frames out of TIFF bytes, decoding each file once while its frames are asked for in a row."""
+
+    def __init__(self):
+        self._key: Any = None
+        self._frames: list[np.ndarray] | None = None
+
+    def cut(self, key: Any, data: bytes, index: int, what: str) -> bytes:
+        if key != self._key:
+            self._key, self._frames = key, tiff_frames(data)
+        return tiff_frame_bytes(self._frames, index, what)
+
+
 def read_ref(ref: dict[str, Any]) -> bytes:
     path = ref["path"]
     if ref.get("byte_offset") is not None and ref.get("byte_size") is not None:
@@ -58,7 +101,7 @@ def read_ref(ref: dict[str, Any]) -> bytes:
 
 
 def materialize(table: pa.Table, on_error: str = "error") -> pa.Table:
-    """Read the bytes of image rows that have a source_ref but no binary_content."""
+    """Read the bytes of image rows that have a source_ref but no binary_content, then apply `on_error`."""
     if on_error not in POLICIES:
         raise ValueError(f"on_materialize_error must be one of {POLICIES}, got {on_error!r}")
     if not table.num_rows:
@@ -67,43 +110,54 @@ def materialize(table: pa.Table, on_error: str = "error") -> pa.Table:
     refs = table.column("source_ref").to_pylist()
     modality = table.column("modality").to_pylist()
     errors = table.column("materialize_error").to_pylist()
-    todo: dict[str, list[int]] = defaultdict(list)
+    todo: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
     for i, (data, ref, mod) in enumerate(zip(binary, refs, modality)):
         if mod == "image" and data is None and ref:
-            todo[parse_source_ref(ref)["path"]].append(i)
-    failed: list[int] = [i for i, (data, mod, err) in enumerate(zip(binary, modality, errors))
-                         if mod == "image" and data is None and not refs[i] and err]
-    cache: dict[tuple, bytes] = {}
+            parsed = parse_source_ref(ref)
+            todo[parsed["path"]].append((i, parsed))
+    cutter = FrameCutter()
     for path, rows in todo.items():
-        for i in rows:
-            ref = parse_source_ref(refs[i])
+        cache: dict[tuple, bytes] = {}
+        rows.sort(key=lambda item: (item[1].get("byte_offset") or 0, item[1].get("member") or "",
+                                   item[1].get("frame_index") or 0))
+        for i, ref in rows:
             key = (path, ref.get("member"), ref.get("byte_offset"))
             try:
                 if key not in cache:
                     cache[key] = read_ref(ref)
-                binary[i] = cache[key]
+                binary[i], errors[i] = cache[key], None
+                if ref.get("frame_index") is not None:
+                    binary[i] = cutter.cut(key, cache[key], int(ref["frame_index"]),
+                                           f"{path}:{ref.get('member') or ''}".rstrip(":"))
             except (OSError, MaterializeError, tarfile.TarError) as exc:
                 errors[i] = f"{type(exc).__name__}: {exc}"
-                failed.append(i)
-    if failed and on_error == "error":
-        first = failed[0]
-        raise MaterializeError(f"could not materialize {len(failed)} image rows; first: sample "
-                               f"{table.column('sample_id')[first].as_py()!r} position "
-                               f"{table.column('position')[first].as_py()}: {errors[first]}")
     table = table.set_column(table.schema.get_field_index("binary_content"), "binary_content",
                              pa.array(binary, pa.large_binary()))
     table = table.set_column(table.schema.get_field_index("materialize_error"), "materialize_error",
                              pa.array(errors, pa.string()))
-    if not failed:
+    return apply_error_policy(table, on_error)
+
+
+def apply_error_policy(table: pa.Table, on_error: str = "error") -> pa.Table:
+    """What rows with `materialize_error` set become: an error, a warning, or dropped (row or sample)."""
+    if on_error not in POLICIES:
+        raise ValueError(f"on_materialize_error must be one of {POLICIES}, got {on_error!r}")
+    if not table.num_rows or "materialize_error" not in table.column_names:
         return table
+    failed = pc.is_valid(table.column("materialize_error"))
+    count = int(pc.sum(failed).as_py() or 0)
+    if not count:
+        return table
+    if on_error == "error":
+        first = pc.index(failed, True).as_py()
+        raise MaterializeError(f"could not materialize {count} image rows; first: sample "
+                               f"{table.column('sample_id')[first].as_py()!r} position "
+                               f"{table.column('position')[first].as_py()}: "
+                               f"{table.column('materialize_error')[first].as_py()}")
     if on_error == "warn":
-        logger.warning("{} image rows could not be materialized; kept with materialize_error set", len(failed))
+        logger.warning("{} image rows could not be materialized; kept with materialize_error set", count)
         return table
-    keep = [True] * table.num_rows
     if on_error == "drop_row":
-        for i in failed:
-            keep[i] = False
-    else:  # drop_sample
-        bad = {table.column("sample_id")[i].as_py() for i in failed}
-        keep = pc.invert(pc.is_in(table.column("sample_id"), pa.array(sorted(bad)))).to_pylist()
-    return table.filter(pa.array(keep))
+        return table.filter(pc.invert(failed))
+    bad = pc.unique(table.column("sample_id").filter(failed))
+    return table.filter(pc.invert(pc.is_in(table.column("sample_id"), bad)))

@@ -2,9 +2,11 @@
 
 Documents alternate paragraphs of Python's own documentation (`pydoc_data.topics`) with
 images of scikit-learn's handwritten digits (PNG members). Every `tiff_every`-th document
-also carries a multi-frame TIFF member (several digits, one per frame). The layout:
-`{key}.json` with `texts` / `images` lists aligned by position and metadata fields
-(`url`, `score`, `tags`, ...), and `{key}.{n}.png` / `{key}.{n}.tif` image members.
+is laid out like a MINT-1T PDF document instead: its image tokens (`page_{n}_image_0`, not
+member names) resolve to the document's one multi-frame TIFF, `{key}.tiff`, whose frame k is
+the k-th image. The
+layout: `{key}.json` with `texts` / `images` lists aligned by position and metadata fields
+(`url`, `score`, `tags`, ...), and `{key}.{n}.png` members named in full by their tokens.
 """
 
 from __future__ import annotations
@@ -56,23 +58,23 @@ def write_mint_shards(folder: str | Path, *, num_samples: int = 100, samples_per
         texts: list[str | None] = []
         images: list[str | None] = []
         members: list[tuple[str, bytes]] = []
+        pdf_like = bool(tiff_every) and n % tiff_every == 0
+        pages: list[np.ndarray] = []
         for position in range(length):
             if position % 2 == 1:
                 digit = digits[int(rng.integers(len(digits)))]
-                name = f"{position}.png"
-                members.append((f"{key}.{name}", cv2.imencode(".png", digit)[1].tobytes()))
                 texts.append(None)
-                images.append(name)
+                if pdf_like:
+                    images.append(f"page_{len(pages)}_image_0")
+                    pages.append(digit)
+                else:
+                    images.append(f"{key}.{position}.png")
+                    members.append((images[-1], cv2.imencode(".png", digit)[1].tobytes()))
             else:
                 texts.append(paragraphs[int(rng.integers(len(paragraphs)))])
                 images.append(None)
-        if tiff_every and n % tiff_every == 0:
-            frames = [digits[int(i)] for i in rng.integers(len(digits), size=3)]
-            ok, data = cv2.imencodemulti(".tif", frames)
-            if ok:
-                texts.append(None)
-                images.append(f"{length}.tif")
-                members.append((f"{key}.{length}.tif", data.tobytes()))
+        if pages:
+            members.append((f"{key}.tiff", cv2.imencodemulti(".tiff", pages)[1].tobytes()))
         record = {"texts": texts, "images": images, "url": f"https://example.org/{key}",
                   "score": round(float(rng.random()), 4), "tags": ["python", "digits"][: int(rng.integers(1, 3))],
                   "language": "en"}

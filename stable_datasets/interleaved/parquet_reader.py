@@ -7,6 +7,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from loguru import logger
 
 from stable_datasets.interleaved.batch import InterleavedBatch
 from stable_datasets.interleaved.schema import RESERVED_COLUMNS, align_table, reconcile_schema, resolve_schema
@@ -15,7 +16,9 @@ from stable_datasets.interleaved.webdataset_reader import _expand
 
 class InterleavedParquetReader:
     """Column projection is pushed down to Parquet; passthrough columns missing from a file are
-    filled with nulls; `max_batch_bytes` splits batches at sample boundaries only."""
+    filled with nulls (a requested field no file has too, with a warning); `max_batch_bytes`
+    splits batches at sample boundaries only. A `schema=` or `schema_overrides=` the user
+    declares is cast to with checked casts."""
 
     def __init__(self, paths: str | os.PathLike | Sequence[str | os.PathLike], *, fields: Sequence[str] | None = None,
                  max_batch_bytes: int | None = None, schema: pa.Schema | None = None,
@@ -24,18 +27,21 @@ class InterleavedParquetReader:
         self.max_batch_bytes = max_batch_bytes
         observed = reconcile_schema(pq.read_schema(p) for p in self.paths)
         target = resolve_schema(observed, schema=schema, schema_overrides=schema_overrides)
+        self.declared = schema is not None or bool(schema_overrides)
         if fields is not None:
-            unknown = sorted(set(fields) - set(target.names))
+            unknown = [f for f in dict.fromkeys(fields) if f not in target.names]
             if unknown:
-                raise ValueError(f"fields {unknown} are not in the data; columns are {target.names}")
-            target = pa.schema([f for f in target if f.name in RESERVED_COLUMNS or f.name in fields])
+                logger.warning("requested fields {} are in none of the {} files (filling with null); columns are {}",
+                               unknown, len(self.paths), target.names)
+            target = pa.schema([*(f for f in target if f.name in RESERVED_COLUMNS or f.name in fields),
+                                *(pa.field(name, pa.null()) for name in unknown)])
         self.schema = target
 
     def _file_batches(self, path: str) -> Iterator[pa.Table]:
         handle = pq.ParquetFile(path)
         present = [n for n in self.schema.names if n in handle.schema_arrow.names]
         for batch in handle.iter_batches(columns=present):
-            yield align_table(pa.Table.from_batches([batch]), self.schema)
+            yield align_table(pa.Table.from_batches([batch]), self.schema, declared=self.declared)
 
     def __iter__(self) -> Iterator[InterleavedBatch]:
         pending: list[pa.Table] = []

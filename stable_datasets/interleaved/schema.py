@@ -12,7 +12,9 @@ and what was observed. The rules:
 - passthrough columns only widen safely (int32 -> int64, string -> large_string), and are
   never cast from large to small types;
 - dictionary-encoded columns are unwrapped;
-- an explicit `schema=` wins over `schema_overrides=` (with a warning).
+- an explicit `schema=` wins over `schema_overrides=` (with a warning), and what the user
+  declares is cast to with Arrow's checked casts (`align_table(..., declared=True)`): a
+  value that does not fit raises instead of being cut.
 """
 
 from __future__ import annotations
@@ -77,11 +79,14 @@ def _merge_types(name: str, a: pa.DataType, b: pa.DataType) -> pa.DataType:
         return b
     if (b, a) in _WIDER:
         return a
-    raise SchemaError(f"column {name!r} has incompatible types {a} and {b} across inputs")
+    raise SchemaError(f"column {name!r} has incompatible types {a} and {b} across inputs; declare its type "
+                      f"with schema_overrides={{{name!r}: ...}}")
 
 
-def reconcile_schema(schemas: Iterable[pa.Schema]) -> pa.Schema:
-    """One schema for several inputs: reserved columns canonical, passthrough columns widened safely."""
+def reconcile_schema(schemas: pa.Schema | Iterable[pa.Schema]) -> pa.Schema:
+    """One schema for one or several inputs: reserved columns canonical, passthrough columns widened safely."""
+    if isinstance(schemas, pa.Schema):
+        schemas = [schemas]
     passthrough: dict[str, pa.DataType] = {}
     for schema in schemas:
         for field in schema:
@@ -122,8 +127,11 @@ def _cast_reserved(name: str, column: pa.ChunkedArray, target: pa.DataType) -> p
     return column.cast(target)
 
 
-def align_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Make `table` fit `schema`: missing columns as nulls, safe casts only, dictionaries unwrapped."""
+def align_table(table: pa.Table, schema: pa.Schema, *, declared: bool = False) -> pa.Table:
+    """Make `table` fit `schema`: missing columns as nulls, dictionaries unwrapped, extra columns dropped.
+
+    Passthrough columns only widen, unless the schema was `declared` by the user: then any
+    checked Arrow cast is made (0.91 -> "0.91" works, 300 -> int8 raises)."""
     columns = []
     for field in schema:
         if field.name not in table.column_names:
@@ -141,6 +149,12 @@ def align_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
         if source != field.type:
             if pa.types.is_null(source) or (source, field.type) in _WIDER:
                 column = column.cast(field.type)
+            elif declared:
+                try:
+                    column = column.cast(field.type, safe=True)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise SchemaError(f"column {field.name!r} cannot be cast from {source} to the declared "
+                                      f"{field.type}: {exc}") from None
             else:
                 raise SchemaError(f"column {field.name!r} is {source} but the schema says {field.type}; "
                                   "only safe widening casts are made")

@@ -3,16 +3,25 @@
 Both are context managers with `write(batch)`. They have four modes: "error" (the target
 must not exist), "overwrite", "append" (new parts after the existing ones) and "ignore"
 (an existing target is left alone and nothing is written). Lazy image rows are materialized
-first, and `on_materialize_error` decides what a failure does: "error", "warn",
-"drop_row" or "drop_sample". Each part or shard is written to a temp name and renamed.
+first (unless `materialize_on_write=False`, which leaves them null), and
+`on_materialize_error` decides what a row with `materialize_error` set becomes: "error",
+"warn", "drop_row" or "drop_sample". Each part or shard is written to a temp name and renamed.
+
+The tar writer writes what the reader reads back: `{key}.json` holds `sample_id`, the
+`texts` / `images` lists (an image token is its member's full name, `{key}.{position}.{ext}`,
+which NeMo Curator's reader resolves too), the metadata row's passthrough values with their
+types, and each per-item passthrough column as a list (one entry per image row, per text
+row, or per item when both kinds carry values).
 """
 
 from __future__ import annotations
 
 import json
+import mimetypes
 import os
 import shutil
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pyarrow as pa
@@ -20,8 +29,15 @@ import pyarrow.parquet as pq
 
 from stable_datasets.interleaved.batch import InterleavedBatch
 from stable_datasets.interleaved.keys import escape_key
-from stable_datasets.interleaved.materialize import materialize
-from stable_datasets.interleaved.schema import MODALITIES, RESERVED_COLUMNS, parse_source_ref
+from stable_datasets.interleaved.materialize import apply_error_policy, materialize
+from stable_datasets.interleaved.schema import (
+    MODALITIES,
+    RESERVED_COLUMNS,
+    align_table,
+    parse_source_ref,
+    reconcile_schema,
+    resolve_schema,
+)
 from stable_datasets.interleaved.tar_format import TarWriter
 
 MODES = ("error", "overwrite", "append", "ignore")
@@ -31,12 +47,14 @@ class _Writer:
     pattern = "part-{:05d}"
     suffix = ""
 
-    def __init__(self, path: str | os.PathLike, *, mode: str = "error", on_materialize_error: str = "error"):
+    def __init__(self, path: str | os.PathLike, *, mode: str = "error", on_materialize_error: str = "error",
+                 materialize_on_write: bool = True):
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
         self.path = Path(path)
         self.mode = mode
         self.on_materialize_error = on_materialize_error
+        self.materialize_on_write = materialize_on_write
         self.skip = False
         existing = sorted(self.path.glob(f"*{self.suffix}")) if self.path.is_dir() else []
         if existing:
@@ -70,21 +88,33 @@ class _Writer:
         unknown = set(table.column("modality").to_pylist()) - set(MODALITIES)
         if unknown:
             raise ValueError(f"unknown modalities {sorted(unknown)}; known: {MODALITIES}")
-        return materialize(table, self.on_materialize_error)
+        if self.materialize_on_write:
+            return materialize(table, self.on_materialize_error)
+        return apply_error_policy(table, self.on_materialize_error)
 
 
 class InterleavedParquetWriter(_Writer):
+    """Parquet parts; `schema=` (exact columns) or `schema_overrides=` (some column types) fix what is written."""
+
     suffix = ".parquet"
 
     def __init__(self, path: str | os.PathLike, *, mode: str = "error", on_materialize_error: str = "error",
-                 compression: str = "zstd", row_group_bytes: int = 64 << 20):
-        super().__init__(path, mode=mode, on_materialize_error=on_materialize_error)
+                 materialize_on_write: bool = True, compression: str = "zstd", row_group_bytes: int = 64 << 20,
+                 schema: pa.Schema | None = None, schema_overrides: Mapping[str, pa.DataType] | None = None):
+        super().__init__(path, mode=mode, on_materialize_error=on_materialize_error,
+                         materialize_on_write=materialize_on_write)
         self.compression, self.row_group_bytes = compression, row_group_bytes
+        self.schema, self.schema_overrides = schema, schema_overrides
 
     def write(self, batch: InterleavedBatch | pa.Table) -> None:
         if self.skip:
             return
         table = self._prepare(batch)
+        if self.schema is not None or self.schema_overrides:
+            target = resolve_schema(table.schema, schema=self.schema, schema_overrides=self.schema_overrides)
+            table = align_table(table, target, declared=True)
+        else:
+            table = align_table(table, reconcile_schema(table.schema))
         final, tmp = self._target()
         rows_per_group = max(1, int(self.row_group_bytes // max(table.nbytes / max(table.num_rows, 1), 1)))
         pq.write_table(table, tmp, compression=self.compression, row_group_size=rows_per_group)
@@ -99,8 +129,10 @@ class InterleavedWebdatasetWriter(_Writer):
     suffix = ".tar"
 
     def __init__(self, path: str | os.PathLike, *, mode: str = "error", on_materialize_error: str = "error",
-                 samples_per_shard: int = 1000, texts_field: str = "texts", images_field: str = "images"):
-        super().__init__(path, mode=mode, on_materialize_error=on_materialize_error)
+                 materialize_on_write: bool = True, samples_per_shard: int = 1000, texts_field: str = "texts",
+                 images_field: str = "images"):
+        super().__init__(path, mode=mode, on_materialize_error=on_materialize_error,
+                         materialize_on_write=materialize_on_write)
         self.samples_per_shard = samples_per_shard
         self.texts_field, self.images_field = texts_field, images_field
         self._tar: TarWriter | None = None
@@ -143,16 +175,17 @@ class InterleavedWebdatasetWriter(_Writer):
         sample_id = rows[0]["sample_id"]
         key = escape_key(sample_id)
         meta = next((r for r in rows if r["modality"] == "metadata"), None)
-        record: dict[str, Any] = {}
+        original: dict[str, Any] = {}
         if meta and meta.get("text_content"):
             try:
-                record = json.loads(meta["text_content"])
+                original = json.loads(meta["text_content"])
             except ValueError:
-                record = {}
-        if meta:
-            for name, value in meta.items():
-                if name not in RESERVED_COLUMNS and value is not None and name not in record:
-                    record[name] = _from_json_text(value)
+                original = {}
+        record = dict(original) if isinstance(original, dict) else {}
+        passthrough = [n for n in rows[0] if n not in RESERVED_COLUMNS]
+        on_meta = {n for n in passthrough if meta and meta.get(n) is not None}
+        for name in on_meta:
+            record[name] = _restore(meta[name], record.get(name))
         items = [r for r in rows if r["modality"] != "metadata"]
         length = max((r["position"] for r in items), default=-1) + 1
         texts: list[Any] = [None] * length
@@ -163,21 +196,56 @@ class InterleavedWebdatasetWriter(_Writer):
                 texts[r["position"]] = r["text_content"]
                 continue
             ref = parse_source_ref(r.get("source_ref"))
-            extension = (ref.get("member") or "").rsplit(".", 1)[-1] if ref.get("member") else \
-                (r.get("content_type") or "image/png").split("/")[-1]
-            token = f"{r['position']}.{extension}"
+            extension = _extension(ref.get("member"), r.get("content_type"))
+            token = f"{key}.{r['position']}.{extension}"
             images[r["position"]] = token
             if token not in written and r.get("binary_content") is not None:
-                self._add(f"{key}.{token}", r["binary_content"])
+                self._add(token, r["binary_content"])
                 written.add(token)
+        for name in passthrough:
+            if name not in on_meta:
+                values = _per_item_values(name, items)
+                if values is not None:
+                    kept = record.get(name) if isinstance(record.get(name), list) else []
+                    record[name] = [_restore(v, _at(kept, i)) for i, v in enumerate(values)]
+        record["sample_id"] = sample_id
         record[self.texts_field], record[self.images_field] = texts, images
         self._add(f"{key}.json", json.dumps(record, ensure_ascii=False).encode("utf-8"))
 
 
-def _from_json_text(value: Any) -> Any:
-    if isinstance(value, str):
+_EXTENSIONS = {"image/jpeg": "jpg", "image/png": "png", "image/tiff": "tiff", "image/webp": "webp",
+               "image/gif": "gif", "image/bmp": "bmp"}
+
+
+def _extension(member: str | None, content_type: str | None) -> str:
+    """The image member's extension: the source member's, else from the content type, else "bin"."""
+    if member and "." in PurePosixPath(member).name:
+        return member.rsplit(".", 1)[-1]
+    if content_type in _EXTENSIONS:
+        return _EXTENSIONS[content_type]
+    guessed = mimetypes.guess_extension(content_type or "", strict=False)
+    return guessed.lstrip(".") if guessed else "bin"
+
+
+def _per_item_values(name: str, items: list[dict[str, Any]]) -> list[Any] | None:
+    """A per-item column as the JSON list the reader reads back: per image, per text, or per item if both."""
+    images = [r.get(name) for r in items if r["modality"] == "image"]
+    texts = [r.get(name) for r in items if r["modality"] == "text"]
+    on_images, on_texts = any(v is not None for v in images), any(v is not None for v in texts)
+    if on_images and on_texts:
+        return [r.get(name) for r in items]
+    return images if on_images else texts if on_texts else None
+
+
+def _restore(value: Any, original: Any) -> Any:
+    """A cell as a JSON value: JSON text goes back to a list or object where the source JSON had one."""
+    if isinstance(value, str) and isinstance(original, (dict, list)):
         try:
             return json.loads(value)
         except ValueError:
             return value
     return value
+
+
+def _at(values: list, index: int) -> Any:
+    return values[index] if index < len(values) else None
