@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.cache import upstream
 from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import CacheError
 
@@ -36,7 +37,7 @@ class ShardInfo:
         if size != self.num_bytes:
             return f"{path}: {size} bytes, expected {self.num_bytes}"
         digest = file_sha256(path)
-        if digest != self.sha256:
+        if self.sha256 and digest != self.sha256:  # upstream caches record no checksums
             return f"{path}: sha256 {digest}, expected {self.sha256}"
         return None
 
@@ -96,7 +97,13 @@ class CacheMetadata:
         except FileNotFoundError:
             raise CacheError(f"{directory}: not a stable-datasets cache (no {METADATA_FILE})") from None
         try:
-            return cls.from_dict(json.loads(text))
+            data = json.loads(text)
+        except ValueError as exc:
+            raise CacheError(f"{path}: unreadable cache metadata ({exc})") from None
+        if upstream.is_upstream(data):  # a cache written by the upstream stable-datasets: opened read-only
+            return upstream.upstream_metadata(Path(directory), data)
+        try:
+            return cls.from_dict(data)
         except (ValueError, KeyError, TypeError) as exc:
             raise CacheError(f"{path}: unreadable cache metadata ({exc})") from None
 

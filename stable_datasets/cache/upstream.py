@@ -1,0 +1,112 @@
+"""Caches written by the upstream stable-datasets (galilai-group/stable-datasets), opened read-only.
+
+Upstream's `_metadata.json` names a `layout` ("arrow-shards", "lance-rows" or
+"lance-video-frames"). An "arrow-shards" cache lists its files as `shard_filenames`
+(`shard-NNNNN.arrow`) with `shard_row_counts`; an empty split has zero shards. It records no
+features and no checksums: each Arrow field's metadata names only its feature class
+(`stable_datasets.feature`). `upstream_metadata` reads such a cache as our `CacheMetadata`:
+shards with their sizes on disk, features rebuilt from the Arrow schema. Nothing is written.
+
+What upstream did not store cannot come back: a ClassLabel column is served as its int64
+values (the names are in the builder), an Array3D/Array4D column as the raw bytes (the shape
+is in the builder). Both are said in a warning. Lance caches (rows, video frames) and Video
+columns are refused with what to do.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import pyarrow as pa
+from loguru import logger
+
+from stable_datasets.errors import CacheError
+
+UPSTREAM_LAYOUTS = ("arrow-shards", "lance-rows", "lance-video-frames")
+_FEATURE_KEY = b"stable_datasets.feature"
+_warned: set[str] = set()  # directories whose losses were already said in this process
+
+
+def is_upstream(raw: Any) -> bool:
+    """Whether a parsed `_metadata.json` has upstream's form (its layout names, no `shards` list)."""
+    return isinstance(raw, dict) and raw.get("layout") in UPSTREAM_LAYOUTS and "shards" not in raw
+
+
+def _value(dtype: pa.DataType, where: str):
+    from stable_datasets.features import Value
+
+    try:
+        return Value(str(dtype))
+    except ValueError:
+        raise CacheError(f"{where}: Arrow type {dtype} has no stable-datasets feature") from None
+
+
+def _feature(field: pa.Field, where: str, lost: list[str]):
+    from stable_datasets.features import Image, Sequence
+
+    kind = (field.metadata or {}).get(_FEATURE_KEY, b"").decode()
+    where = f"{where}: column {field.name!r}"
+    if kind == "Image":
+        return Image()
+    if kind == "ClassLabel":
+        lost.append(f"{field.name!r} (ClassLabel: served as int64 values, names not stored upstream)")
+        return _value(field.type, where)
+    if kind in ("Array3D", "Array4D"):
+        lost.append(f"{field.name!r} ({kind}: served as raw bytes, shape not stored upstream)")
+        return _value(field.type, where)
+    if kind == "Video":
+        raise CacheError(f"{where} is an upstream Video column, which this library stores differently; rebuild the "
+                         "dataset with this library (load_dataset(..., download_mode='force_rebuild'))")
+    if pa.types.is_list(field.type) or pa.types.is_large_list(field.type):
+        return Sequence(_value(field.type.value_type, where))
+    return _value(field.type, where)
+
+
+def _shard_schema(path: Path) -> pa.Schema:
+    try:
+        with pa.memory_map(str(path)) as source:
+            return pa.ipc.open_file(source).schema
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise CacheError(f"{path}: not an Arrow IPC file ({exc})") from None
+
+
+def upstream_metadata(directory: Path, raw: dict[str, Any]):
+    """Our metadata for an upstream cache directory, checked against the files that are there."""
+    from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
+    from stable_datasets.features import Features
+
+    where = f"{directory / METADATA_FILE}"
+    layout = raw["layout"]
+    if layout != "arrow-shards":
+        raise CacheError(f"{where}: an upstream stable-datasets {layout!r} cache cannot be opened by this library "
+                         "(only upstream 'arrow-shards' caches can); rebuild the dataset with this library "
+                         "(load_dataset(..., download_mode='force_rebuild'))")
+    try:
+        names = [str(n) for n in raw["shard_filenames"]]
+        counts = [int(c) for c in raw["shard_row_counts"]]
+        num_rows, num_shards = int(raw["num_rows"]), int(raw["num_shards"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CacheError(f"{where}: unreadable upstream arrow-shards metadata ({exc!r})") from None
+    if not len(names) == len(counts) == num_shards or sum(counts) != num_rows or min(counts, default=0) < 0:
+        raise CacheError(f"{where}: upstream metadata lists {len(names)} shards with {len(counts)} row counts "
+                         f"summing to {sum(counts)}, but records {num_shards} shards and {num_rows} rows")
+    shards = []
+    for name, count in zip(names, counts):
+        if PurePosixPath(name).name != name or name in ("", ".", ".."):
+            raise CacheError(f"{where}: shard name {name!r} is not a file name in the cache directory")
+        path = directory / name
+        if not path.is_file():
+            raise CacheError(f"{path}: shard listed in {METADATA_FILE} is missing")
+        shards.append(ShardInfo(path=name, num_rows=count, num_bytes=path.stat().st_size, sha256=""))
+    lost: list[str] = []
+    schema = _shard_schema(directory / names[0]) if names else pa.schema([])
+    features = Features({f.name: _feature(f, where, lost) for f in schema})
+    if lost and str(directory) not in _warned:
+        _warned.add(str(directory))
+        logger.warning("{}: upstream cache opened read-only; {}", directory, "; ".join(lost))
+    return CacheMetadata(layout="arrow_shards", features=features.to_dict(), num_rows=num_rows, shards=shards,
+                         fingerprint=str(raw.get("schema_fingerprint", "")),
+                         extra={"upstream": {k: raw[k] for k in ("format", "layout", "cache_format_version",
+                                                                 "compression", "lineage") if k in raw}},
+                         cache_format_version=int(raw.get("cache_format_version") or 1))

@@ -1,0 +1,107 @@
+"""Caches written by the upstream stable-datasets open read-only (issue 13 item 11).
+
+The fixtures write `_metadata.json` and shards the way upstream's `cache.py` does
+(galilai-group/stable-datasets: `write_sharded_arrow_cache`, layout "arrow-shards",
+`shard-NNNNN.arrow`, `stable_datasets.feature` field metadata, zero shards for an empty split).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import cv2
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.errors import CacheError
+
+
+def _field(name, dtype, feature):
+    return pa.field(name, dtype, metadata={b"stable_datasets.feature": feature.encode()})
+
+
+SCHEMA = pa.schema([_field("image", pa.large_binary(), "Image"), _field("label", pa.int64(), "ClassLabel"),
+                    _field("caption", pa.string(), "Value"), _field("tokens", pa.list_(pa.int64()), "Sequence"),
+                    _field("volume", pa.large_binary(), "Array3D")])
+
+
+def _digits(n):
+    from sklearn.datasets import load_digits
+
+    return np.round(load_digits().images[:n] * (255 / 16)).astype(np.uint8)
+
+
+def write_upstream_cache(directory, rows_per_shard, schema=SCHEMA, layout="arrow-shards"):
+    """An upstream arrow-shards cache: one IPC file per entry of `rows_per_shard`."""
+    directory.mkdir(parents=True)
+    digits = _digits(max(sum(rows_per_shard), 1))
+    names, row = [], 0
+    for shard, count in enumerate(rows_per_shard):
+        names.append(f"shard-{shard:05d}.arrow")
+        images = [cv2.imencode(".png", digits[row + i])[1].tobytes() for i in range(count)]
+        batch = pa.record_batch([
+            pa.array(images, pa.large_binary()), pa.array([(row + i) % 10 for i in range(count)], pa.int64()),
+            pa.array([f"digit {row + i}" for i in range(count)]), pa.array([[row + i, 1] for i in range(count)]),
+            pa.array([np.full((2, 2, 2), row + i, np.uint8).tobytes() for i in range(count)], pa.large_binary())],
+            schema=SCHEMA)
+        with pa.OSFile(str(directory / names[-1]), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+            writer.write_batch(batch)
+        row += count
+    meta = {"cache_format_version": 1, "format": "arrow", "layout": layout, "schema_fingerprint": "0123456789abcdef",
+            "num_rows": row, "num_shards": len(names), "shard_row_counts": list(rows_per_shard),
+            "shard_filenames": names, "shard_size_target_bytes": None}
+    (directory / "_metadata.json").write_text(json.dumps(meta, indent=2))
+    return directory
+
+
+def test_upstream_arrow_shards_open_read_only(tmp_path):
+    cache = write_upstream_cache(tmp_path / "mnist_default_train_abc", [3, 4])
+    before = {p.name: p.read_bytes() for p in cache.iterdir()}
+    ds = sds.open_cache(cache)
+    assert len(ds) == 7 and list(ds.features) == ["image", "label", "caption", "tokens", "volume"]
+    row = ds[5]
+    assert np.array_equal(row["image"], cv2.cvtColor(_digits(7)[5], cv2.COLOR_GRAY2RGB))
+    assert row["label"] == 5 and row["caption"] == "digit 5" and row["tokens"] == [5, 1]
+    assert row["volume"] == bytes([5] * 8)
+    assert [r["caption"] for r in ds.select([6, 0])] == ["digit 6", "digit 0"]
+    again = pickle.loads(pickle.dumps(ds))
+    assert again[3]["caption"] == "digit 3"
+    assert {p.name: p.read_bytes() for p in cache.iterdir()} == before  # nothing written
+
+
+def test_upstream_empty_split_has_zero_shards(tmp_path):
+    ds = sds.open_cache(write_upstream_cache(tmp_path / "empty", []))
+    assert len(ds) == 0 and list(ds) == []
+
+
+def test_upstream_caches_we_cannot_serve_say_what_to_do(tmp_path):
+    lance = write_upstream_cache(tmp_path / "lance", [1], layout="lance-rows")
+    with pytest.raises(CacheError, match="upstream stable-datasets 'lance-rows' cache cannot be opened.*force_rebuild"):
+        sds.open_cache(lance)
+    video = pa.schema([_field("video", pa.struct([("path", pa.string())]), "Video")])
+    cache = tmp_path / "video"
+    cache.mkdir()
+    with pa.OSFile(str(cache / "shard-00000.arrow"), "wb") as sink, pa.ipc.new_file(sink, video) as writer:
+        writer.write_batch(pa.record_batch([pa.array([{"path": "a.mp4"}])], schema=video))
+    (cache / "_metadata.json").write_text(json.dumps({"format": "arrow", "layout": "arrow-shards", "num_rows": 1,
+                                                      "num_shards": 1, "shard_row_counts": [1],
+                                                      "shard_filenames": ["shard-00000.arrow"]}))
+    with pytest.raises(CacheError, match="column 'video' is an upstream Video column"):
+        sds.open_cache(cache)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"num_rows": 8}, "summing to 7, but records 2 shards and 8 rows"),
+    ({"shard_filenames": ["shard-00000.arrow", "../../etc/passwd"]}, "is not a file name in the cache directory"),
+    ({"shard_filenames": ["shard-00000.arrow", "shard-00009.arrow"]}, "shard-00009.arrow: shard listed in"),
+    ({"shard_row_counts": "lots"}, "unreadable upstream arrow-shards metadata"),
+])
+def test_damaged_upstream_metadata_is_an_error(tmp_path, change, message):
+    cache = write_upstream_cache(tmp_path / "c", [3, 4])
+    meta = json.loads((cache / "_metadata.json").read_text())
+    (cache / "_metadata.json").write_text(json.dumps({**meta, **change}))
+    with pytest.raises(CacheError, match=message):
+        sds.open_cache(cache)
