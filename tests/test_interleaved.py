@@ -25,6 +25,7 @@ from stable_datasets.interleaved import (
     align_table,
     build_source_ref,
     escape_key,
+    materialize,
     parse_source_ref,
     reconcile_schema,
     resolve_schema,
@@ -469,7 +470,7 @@ def test_curator_tiff_frame_index_with_fake_bytes_and_out_of_range(tmp_path):
                                                   materialize_on_read=True).read(), "image")
     assert good["materialize_error"] is None and len(_frames(good["binary_content"])) == 1
     assert bad["binary_content"] == one  # the whole file is kept, with the reason
-    assert "cannot extract frame 1" in bad["materialize_error"] and "it has 1 frames" in bad["materialize_error"]
+    assert "cannot extract frame 1 from" in bad["materialize_error"] and "no such frame" in bad["materialize_error"]
 
 
 def test_curator_tokens_name_any_member_and_dotted_json_extensions(tmp_path):
@@ -699,3 +700,39 @@ def test_requested_fields_absent_everywhere_are_null(shards, tmp_path, warnings_
     assert "p_hash" in InterleavedWebdatasetReader(empty, fields=("p_hash",)).read().table.column_names
     assert reconcile_schema(pa.schema([("score", pa.int32())])) == reconcile_schema([pa.schema([("score",
                                                                                                  pa.int32())])])
+
+
+def test_frame_refs_on_other_images_and_damaged_tiffs(tmp_path):
+    import subprocess
+    import sys
+
+    png = cv2.imencode(".png", np.zeros((4, 4, 3), np.uint8))[1].tobytes()
+    path = _tar(tmp_path / "p.tar", [("s.json", b"{}"), ("s.tif", png)])
+    refs = [build_source_ref(str(path), "s.tif", 1536, len(png), k) for k in (0, 1)]
+    table = align_table(pa.table({"sample_id": ["s", "s"], "position": pa.array([0, 1], pa.int32()),
+                                  "modality": ["image", "image"], "source_ref": refs}), INTERLEAVED_SCHEMA)
+    first, second = materialize(table, "warn").to_pylist()
+    assert first["binary_content"] == png and first["materialize_error"] is None  # one image is its own frame 0
+    assert "not a TIFF, so it has one frame" in second["materialize_error"]
+    # damaged TIFFs: every outcome is a value or a materialize_error, never a crash of the process
+    tiff = bytearray(_multi_frame_tiff(3))
+    rng = np.random.default_rng(0)
+    (tmp_path / "damaged").mkdir()
+    for n in range(40):
+        copy = bytearray(tiff)
+        for at in rng.integers(4, len(copy), size=1 + n % 4):
+            copy[at] ^= 0xFF
+        (tmp_path / "damaged" / f"{n}.tif").write_bytes(bytes(copy[: len(copy) - (n % 3) * 100]))
+    script = f"""
+import pathlib
+from stable_datasets.interleaved.materialize import MaterializeError, tiff_frame
+for path in sorted(pathlib.Path({str(tmp_path / "damaged")!r}).iterdir()):
+    for k in range(4):
+        try:
+            tiff_frame(path.read_bytes(), k, str(path))
+        except MaterializeError:
+            pass
+print("done")
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]

@@ -48,37 +48,25 @@ def _open(path: str):
 _TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")
 
 
-def tiff_frames(data: bytes) -> list[np.ndarray] | None:
-    """Every frame of a TIFF, pixels unchanged (depth and channels kept); None if it is not a readable TIFF."""
+def tiff_frame(data: bytes, index: int, what: str) -> bytes:
+    """Frame `index` of a TIFF as a single-frame TIFF, pixels unchanged (depth and channels kept).
+
+    Only that frame is decoded, so a many-page document costs one page per row, not all of them.
+    Bytes that are not a TIFF (a PNG named .tif) are one image: their frame 0 is themselves.
+    MaterializeError names `what` if there is no such frame."""
     if data[:4] not in _TIFF_MAGIC:
-        return None
-    ok, frames = cv2.imdecodemulti(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
-    return list(frames) if ok and frames else None
-
-
-def tiff_frame_bytes(frames: list[np.ndarray] | None, index: int, what: str) -> bytes:
-    """Frame `index` as a single-frame TIFF; MaterializeError naming `what` if there is no such frame."""
-    if frames is None:
-        raise MaterializeError(f"cannot extract frame {index} from {what}: not a readable TIFF")
-    if not 0 <= index < len(frames):
-        raise MaterializeError(f"cannot extract frame {index} from {what}: it has {len(frames)} frames")
-    ok, encoded = cv2.imencode(".tiff", frames[index])
+        if index == 0:
+            return data
+        raise MaterializeError(f"cannot extract frame {index} from {what}: not a TIFF, so it has one frame")
+    ok, frames = (False, ()) if index < 0 else cv2.imdecodemulti(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED,
+                                                                  None, (index, index + 1))
+    if not ok or not frames:
+        raise MaterializeError(f"cannot extract frame {index} from {what}: the TIFF has no such frame "
+                               "(or it cannot be decoded)")
+    ok, encoded = cv2.imencode(".tiff", frames[0])
     if not ok:
         raise MaterializeError(f"cannot extract frame {index} from {what}: OpenCV could not encode it")
     return encoded.tobytes()
-
-
-class FrameCutter:
-    """Cuts frames out of TIFF bytes, decoding each file once while its frames are asked for in a row."""
-
-    def __init__(self):
-        self._key: Any = None
-        self._frames: list[np.ndarray] | None = None
-
-    def cut(self, key: Any, data: bytes, index: int, what: str) -> bytes:
-        if key != self._key:
-            self._key, self._frames = key, tiff_frames(data)
-        return tiff_frame_bytes(self._frames, index, what)
 
 
 def read_ref(ref: dict[str, Any]) -> bytes:
@@ -115,11 +103,8 @@ def materialize(table: pa.Table, on_error: str = "error") -> pa.Table:
         if mod == "image" and data is None and ref:
             parsed = parse_source_ref(ref)
             todo[parsed["path"]].append((i, parsed))
-    cutter = FrameCutter()
     for path, rows in todo.items():
         cache: dict[tuple, bytes] = {}
-        rows.sort(key=lambda item: (item[1].get("byte_offset") or 0, item[1].get("member") or "",
-                                   item[1].get("frame_index") or 0))
         for i, ref in rows:
             key = (path, ref.get("member"), ref.get("byte_offset"))
             try:
@@ -127,7 +112,7 @@ def materialize(table: pa.Table, on_error: str = "error") -> pa.Table:
                     cache[key] = read_ref(ref)
                 binary[i], errors[i] = cache[key], None
                 if ref.get("frame_index") is not None:
-                    binary[i] = cutter.cut(key, cache[key], int(ref["frame_index"]),
+                    binary[i] = tiff_frame(cache[key], int(ref["frame_index"]),
                                            f"{path}:{ref.get('member') or ''}".rstrip(":"))
             except (OSError, MaterializeError, tarfile.TarError) as exc:
                 errors[i] = f"{type(exc).__name__}: {exc}"

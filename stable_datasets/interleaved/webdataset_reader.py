@@ -41,7 +41,7 @@ from stable_datasets.builder.data_files import glob_pattern
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.interleaved.batch import InterleavedBatch
 from stable_datasets.interleaved.keys import split_member, unescape_key
-from stable_datasets.interleaved.materialize import FrameCutter, MaterializeError
+from stable_datasets.interleaved.materialize import MaterializeError, tiff_frame
 from stable_datasets.interleaved.schema import (
     INTERLEAVED_SCHEMA,
     RESERVED_COLUMNS,
@@ -258,7 +258,6 @@ class InterleavedWebdatasetReader:
                     per_image: dict[str, list]) -> list[dict]:
         default = self._default_member(tar, record, tokens, key, sample_id)
         frames_used: dict[str, int] = {}
-        cutter = FrameCutter()
         rows: list[dict] = []
         for position, token in enumerate(tokens):
             if token is None:
@@ -281,7 +280,7 @@ class InterleavedWebdatasetReader:
                 row["binary_content"] = tar.read(member)
                 if frame is not None:
                     try:
-                        row["binary_content"] = cutter.cut(name, row["binary_content"], frame, f"{tar.path}:{name}")
+                        row["binary_content"] = tiff_frame(row["binary_content"], frame, f"{tar.path}:{name}")
                     except MaterializeError as exc:
                         row["materialize_error"] = f"{type(exc).__name__}: {exc}"
         self._check_lengths(where, per_image, len(rows), "image")
