@@ -34,21 +34,24 @@ def _digits(n):
     return np.round(load_digits().images[:n] * (255 / 16)).astype(np.uint8)
 
 
+def _batch(row, count):
+    digits = _digits(row + count)
+    images = [cv2.imencode(".png", digits[row + i])[1].tobytes() for i in range(count)]
+    return pa.record_batch([
+        pa.array(images, pa.large_binary()), pa.array([(row + i) % 10 for i in range(count)], pa.int64()),
+        pa.array([f"digit {row + i}" for i in range(count)]), pa.array([[row + i, 1] for i in range(count)]),
+        pa.array([np.full((2, 2, 2), row + i, np.uint8).tobytes() for i in range(count)], pa.large_binary())],
+        schema=SCHEMA)
+
+
 def write_upstream_cache(directory, rows_per_shard, schema=SCHEMA, layout="arrow-shards"):
     """An upstream arrow-shards cache: one IPC file per entry of `rows_per_shard`."""
     directory.mkdir(parents=True)
-    digits = _digits(max(sum(rows_per_shard), 1))
     names, row = [], 0
     for shard, count in enumerate(rows_per_shard):
         names.append(f"shard-{shard:05d}.arrow")
-        images = [cv2.imencode(".png", digits[row + i])[1].tobytes() for i in range(count)]
-        batch = pa.record_batch([
-            pa.array(images, pa.large_binary()), pa.array([(row + i) % 10 for i in range(count)], pa.int64()),
-            pa.array([f"digit {row + i}" for i in range(count)]), pa.array([[row + i, 1] for i in range(count)]),
-            pa.array([np.full((2, 2, 2), row + i, np.uint8).tobytes() for i in range(count)], pa.large_binary())],
-            schema=SCHEMA)
         with pa.OSFile(str(directory / names[-1]), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
-            writer.write_batch(batch)
+            writer.write_batch(_batch(row, count))
         row += count
     meta = {"cache_format_version": 1, "format": "arrow", "layout": layout, "schema_fingerprint": "0123456789abcdef",
             "num_rows": row, "num_shards": len(names), "shard_row_counts": list(rows_per_shard),
@@ -57,9 +60,22 @@ def write_upstream_cache(directory, rows_per_shard, schema=SCHEMA, layout="arrow
     return directory
 
 
-def test_upstream_arrow_shards_open_read_only(tmp_path):
-    cache = write_upstream_cache(tmp_path / "mnist_default_train_abc", [3, 4])
-    before = {p.name: p.read_bytes() for p in cache.iterdir()}
+def write_upstream_lance_cache(directory, num_rows):
+    """An upstream lance-rows cache: a Lance dataset at the cache root (`write_lance_cache`)."""
+    import lance
+
+    lance.write_dataset(pa.Table.from_batches([_batch(0, num_rows)]), str(directory))
+    meta = {"cache_format_version": 1, "format": "lance", "layout": "lance-rows",
+            "schema_fingerprint": "0123456789abcdef", "num_rows": num_rows}
+    (directory / "_metadata.json").write_text(json.dumps(meta, indent=2))
+    return directory
+
+
+@pytest.mark.parametrize("layout", ["arrow-shards", "lance-rows"])
+def test_upstream_caches_open_read_only(tmp_path, layout):
+    cache = tmp_path / "mnist_default_train_abc"
+    cache = write_upstream_cache(cache, [3, 4]) if layout == "arrow-shards" else write_upstream_lance_cache(cache, 7)
+    before = {str(p): p.read_bytes() for p in cache.rglob("*") if p.is_file()}
     ds = sds.open_cache(cache)
     assert len(ds) == 7 and list(ds.features) == ["image", "label", "caption", "tokens", "volume"]
     row = ds[5]
@@ -69,7 +85,7 @@ def test_upstream_arrow_shards_open_read_only(tmp_path):
     assert [r["caption"] for r in ds.select([6, 0])] == ["digit 6", "digit 0"]
     again = pickle.loads(pickle.dumps(ds))
     assert again[3]["caption"] == "digit 3"
-    assert {p.name: p.read_bytes() for p in cache.iterdir()} == before  # nothing written
+    assert {str(p): p.read_bytes() for p in cache.rglob("*") if p.is_file()} == before  # nothing written
 
 
 def test_upstream_empty_split_has_zero_shards(tmp_path):
@@ -78,9 +94,13 @@ def test_upstream_empty_split_has_zero_shards(tmp_path):
 
 
 def test_upstream_caches_we_cannot_serve_say_what_to_do(tmp_path):
-    lance = write_upstream_cache(tmp_path / "lance", [1], layout="lance-rows")
-    with pytest.raises(CacheError, match="upstream stable-datasets 'lance-rows' cache cannot be opened.*force_rebuild"):
-        sds.open_cache(lance)
+    frames = write_upstream_cache(tmp_path / "frames", [1], layout="lance-video-frames")
+    with pytest.raises(CacheError, match="upstream stable-datasets 'lance-video-frames' cache cannot be opened.*"
+                                         "force_rebuild"):
+        sds.open_cache(frames)
+    not_lance = write_upstream_cache(tmp_path / "not-lance", [1], layout="lance-rows")
+    with pytest.raises(CacheError, match="not-lance: not a readable Lance dataset"):
+        sds.open_cache(not_lance)
     video = pa.schema([_field("video", pa.struct([("path", pa.string())]), "Video")])
     cache = tmp_path / "video"
     cache.mkdir()

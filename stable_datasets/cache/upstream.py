@@ -2,15 +2,16 @@
 
 Upstream's `_metadata.json` names a `layout` ("arrow-shards", "lance-rows" or
 "lance-video-frames"). An "arrow-shards" cache lists its files as `shard_filenames`
-(`shard-NNNNN.arrow`) with `shard_row_counts`; an empty split has zero shards. It records no
-features and no checksums: each Arrow field's metadata names only its feature class
-(`stable_datasets.feature`). `upstream_metadata` reads such a cache as our `CacheMetadata`:
-shards with their sizes on disk, features rebuilt from the Arrow schema. Nothing is written.
+(`shard-NNNNN.arrow`) with `shard_row_counts`; an empty split has zero shards. A "lance-rows"
+cache is a Lance dataset at the cache root. Neither records features or checksums: each
+Arrow field's metadata names only its feature class (`stable_datasets.feature`).
+`upstream_metadata` reads such a cache as our `CacheMetadata`: files with their sizes on
+disk, features rebuilt from the Arrow schema. Nothing is written.
 
 What upstream did not store cannot come back: a ClassLabel column is served as its int64
 values (the names are in the builder), an Array3D/Array4D column as the raw bytes (the shape
-is in the builder). Both are said in a warning. Lance caches (rows, video frames) and Video
-columns are refused with what to do.
+is in the builder). Both are said in a warning. Lance video-frame caches and Video columns
+are refused with what to do.
 """
 
 from __future__ import annotations
@@ -73,15 +74,16 @@ def _shard_schema(path: Path) -> pa.Schema:
 
 def upstream_metadata(directory: Path, raw: dict[str, Any]):
     """Our metadata for an upstream cache directory, checked against the files that are there."""
-    from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
-    from stable_datasets.features import Features
+    from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
 
     where = f"{directory / METADATA_FILE}"
     layout = raw["layout"]
+    if layout == "lance-rows":
+        return _lance_rows(directory, raw, where)
     if layout != "arrow-shards":
         raise CacheError(f"{where}: an upstream stable-datasets {layout!r} cache cannot be opened by this library "
-                         "(only upstream 'arrow-shards' caches can); rebuild the dataset with this library "
-                         "(load_dataset(..., download_mode='force_rebuild'))")
+                         "(upstream 'arrow-shards' and 'lance-rows' caches can); rebuild the dataset with this "
+                         "library (load_dataset(..., download_mode='force_rebuild'))")
     try:
         names = [str(n) for n in raw["shard_filenames"]]
         counts = [int(c) for c in raw["shard_row_counts"]]
@@ -99,14 +101,39 @@ def upstream_metadata(directory: Path, raw: dict[str, Any]):
         if not path.is_file():
             raise CacheError(f"{path}: shard listed in {METADATA_FILE} is missing")
         shards.append(ShardInfo(path=name, num_rows=count, num_bytes=path.stat().st_size, sha256=""))
-    lost: list[str] = []
     schema = _shard_schema(directory / names[0]) if names else pa.schema([])
+    return _metadata("arrow_shards", directory, raw, where, schema, num_rows, shards, {})
+
+
+def _lance_rows(directory: Path, raw: dict[str, Any], where: str):
+    from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
+    from stable_datasets.layouts.lance_access import open_lance
+
+    try:
+        num_rows = int(raw["num_rows"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CacheError(f"{where}: unreadable upstream lance-rows metadata ({exc!r})") from None
+    try:
+        schema = open_lance(str(directory)).schema
+    except Exception as exc:  # Lance raises OSError, ValueError or its own errors for a damaged dataset
+        raise CacheError(f"{directory}: not a readable Lance dataset ({type(exc).__name__}: {exc})") from None
+    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name != METADATA_FILE)
+    shards = [ShardInfo(path=p.relative_to(directory).as_posix(), num_rows=0, num_bytes=p.stat().st_size, sha256="")
+              for p in files]
+    return _metadata("lance_rows", directory, raw, where, schema, num_rows, shards, {"dataset_dir": "."})
+
+
+def _metadata(layout: str, directory: Path, raw: dict[str, Any], where: str, schema: pa.Schema, num_rows: int,
+              shards: list, extra: dict[str, Any]):
+    from stable_datasets.cache.metadata import CacheMetadata
+    from stable_datasets.features import Features
+
+    lost: list[str] = []
     features = Features({f.name: _feature(f, where, lost) for f in schema})
     if lost and str(directory) not in _warned:
         _warned.add(str(directory))
         logger.warning("{}: upstream cache opened read-only; {}", directory, "; ".join(lost))
-    return CacheMetadata(layout="arrow_shards", features=features.to_dict(), num_rows=num_rows, shards=shards,
-                         fingerprint=str(raw.get("schema_fingerprint", "")),
-                         extra={"upstream": {k: raw[k] for k in ("format", "layout", "cache_format_version",
-                                                                 "compression", "lineage") if k in raw}},
+    upstream = {k: raw[k] for k in ("format", "layout", "cache_format_version", "compression", "lineage") if k in raw}
+    return CacheMetadata(layout=layout, features=features.to_dict(), num_rows=num_rows, shards=shards,
+                         fingerprint=str(raw.get("schema_fingerprint", "")), extra={**extra, "upstream": upstream},
                          cache_format_version=int(raw.get("cache_format_version") or 1))

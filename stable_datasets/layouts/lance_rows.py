@@ -122,7 +122,8 @@ class Writer(LayoutWriter):
 
 class Backend(TableBackend):
     def _open(self) -> None:
-        self._dataset = open_lance(str(self.directory / DATASET_DIR))
+        # caches of the upstream stable-datasets keep the Lance dataset at the cache root ("dataset_dir": ".")
+        self._dataset = open_lance(str(self.directory / self.metadata.extra.get("dataset_dir", DATASET_DIR)))
         self._schema = self._dataset.schema
 
     def take(self, indices: np.ndarray) -> pa.Table:
