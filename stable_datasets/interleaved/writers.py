@@ -21,7 +21,7 @@ import mimetypes
 import os
 import shutil
 from collections.abc import Mapping
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -167,11 +167,12 @@ class InterleavedWebdatasetWriter(_Writer):
             if self._tar is None or self._samples_in_shard >= self.samples_per_shard:
                 self._close_shard()
                 self._open_shard()
-            rows.sort(key=lambda r: (r["position"], parse_source_ref(r.get("source_ref")).get("frame_index") or 0))
-            self._write_sample(rows)
+            refs = [parse_source_ref(r["source_ref"]) if r["modality"] == "image" else {} for r in rows]
+            order = sorted(range(len(rows)), key=lambda i: (rows[i]["position"], refs[i].get("frame_index") or 0))
+            self._write_sample([rows[i] for i in order], [refs[i] for i in order])
             self._samples_in_shard += 1
 
-    def _write_sample(self, rows: list[dict[str, Any]]) -> None:
+    def _write_sample(self, rows: list[dict[str, Any]], refs: list[dict[str, Any]]) -> None:
         sample_id = rows[0]["sample_id"]
         key = escape_key(sample_id)
         meta = next((r for r in rows if r["modality"] == "metadata"), None)
@@ -186,16 +187,15 @@ class InterleavedWebdatasetWriter(_Writer):
         on_meta = {n for n in passthrough if meta and meta.get(n) is not None}
         for name in on_meta:
             record[name] = _restore(meta[name], record.get(name))
-        items = [r for r in rows if r["modality"] != "metadata"]
-        length = max((r["position"] for r in items), default=-1) + 1
+        items = [(r, ref) for r, ref in zip(rows, refs) if r["modality"] != "metadata"]
+        length = max((r["position"] for r, _ in items), default=-1) + 1
         texts: list[Any] = [None] * length
         images: list[Any] = [None] * length
         written: set[str] = set()
-        for r in items:
+        for r, ref in items:
             if r["modality"] == "text":
                 texts[r["position"]] = r["text_content"]
                 continue
-            ref = parse_source_ref(r.get("source_ref"))
             extension = _extension(ref.get("member"), r.get("content_type"))
             token = f"{key}.{r['position']}.{extension}"
             images[r["position"]] = token
@@ -204,7 +204,7 @@ class InterleavedWebdatasetWriter(_Writer):
                 written.add(token)
         for name in passthrough:
             if name not in on_meta:
-                values = _per_item_values(name, items)
+                values = _per_item_values(name, [r for r, _ in items])
                 if values is not None:
                     kept = record.get(name) if isinstance(record.get(name), list) else []
                     record[name] = [_restore(v, _at(kept, i)) for i, v in enumerate(values)]
@@ -219,8 +219,9 @@ _EXTENSIONS = {"image/jpeg": "jpg", "image/png": "png", "image/tiff": "tiff", "i
 
 def _extension(member: str | None, content_type: str | None) -> str:
     """The image member's extension: the source member's, else from the content type, else "bin"."""
-    if member and "." in PurePosixPath(member).name:
-        return member.rsplit(".", 1)[-1]
+    base = (member or "").rpartition("/")[2]
+    if "." in base:
+        return base.rpartition(".")[2]
     if content_type in _EXTENSIONS:
         return _EXTENSIONS[content_type]
     guessed = mimetypes.guess_extension(content_type or "", strict=False)
