@@ -184,7 +184,7 @@ class InterleavedWebdatasetWriter(_Writer):
                 original = {}
         record = dict(original) if isinstance(original, dict) else {}
         passthrough = [n for n in rows[0] if n not in RESERVED_COLUMNS]
-        on_meta = {n for n in passthrough if meta and meta.get(n) is not None}
+        on_meta = [n for n in passthrough if meta and meta.get(n) is not None]
         for name in on_meta:
             record[name] = _restore(meta[name], record.get(name))
         items = [(r, ref) for r, ref in zip(rows, refs) if r["modality"] != "metadata"]
