@@ -706,6 +706,8 @@ def test_frame_refs_on_other_images_and_damaged_tiffs(tmp_path):
     import subprocess
     import sys
 
+    from stable_datasets.interleaved.materialize import tiff_frame
+
     png = cv2.imencode(".png", np.zeros((4, 4, 3), np.uint8))[1].tobytes()
     path = _tar(tmp_path / "p.tar", [("s.json", b"{}"), ("s.tif", png)])
     refs = [build_source_ref(str(path), "s.tif", 1536, len(png), k) for k in (0, 1)]
@@ -714,6 +716,15 @@ def test_frame_refs_on_other_images_and_damaged_tiffs(tmp_path):
     first, second = materialize(table, "warn").to_pylist()
     assert first["binary_content"] == png and first["materialize_error"] is None  # one image is its own frame 0
     assert "not a TIFF, so it has one frame" in second["materialize_error"]
+    with pytest.raises(MaterializeError, match="cannot extract frame 0 from x: not an image"):
+        tiff_frame(b"not-an-image", 0, "x")
+    # MINT-1T PDFs are JPEG-compressed TIFFs: a cut RGBA frame keeps every decoded pixel and the alpha
+    rgba = [np.full((32, 32, 4), ((150 + 30 * i) % 256, (100 + 40 * i) % 256, (50 * i) % 256, 255), np.uint8)
+            for i in range(2)]
+    jpeg_in_tiff = cv2.imencodemulti(".tiff", rgba, [cv2.IMWRITE_TIFF_COMPRESSION, 7])[1].tobytes()
+    for k, frame in enumerate(_frames(jpeg_in_tiff)):
+        (alone,) = _frames(tiff_frame(jpeg_in_tiff, k, "x"))
+        assert alone.shape == (32, 32, 4) and np.array_equal(alone, frame)
     # damaged TIFFs: every outcome is a value or a materialize_error, never a crash of the process
     tiff = bytearray(_multi_frame_tiff(3))
     rng = np.random.default_rng(0)

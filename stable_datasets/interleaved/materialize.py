@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from loguru import logger
 
+from stable_datasets.features.image import is_decodable
 from stable_datasets.interleaved.schema import parse_source_ref
 
 POLICIES = ("error", "warn", "drop_row", "drop_sample")
@@ -52,9 +53,11 @@ def tiff_frame(data: bytes, index: int, what: str) -> bytes:
     """Frame `index` of a TIFF as a single-frame TIFF, pixels unchanged (depth and channels kept).
 
     Only that frame is decoded, so a many-page document costs one page per row, not all of them.
-    Bytes that are not a TIFF (a PNG named .tif) are one image: their frame 0 is themselves.
-    MaterializeError names `what` if there is no such frame."""
+    An image that is not a TIFF (a PNG named .tif) is its own frame 0. MaterializeError names
+    `what` if there is no such frame, or the bytes are no image at all."""
     if data[:4] not in _TIFF_MAGIC:
+        if not is_decodable(data):
+            raise MaterializeError(f"cannot extract frame {index} from {what}: not an image")
         if index == 0:
             return data
         raise MaterializeError(f"cannot extract frame {index} from {what}: not a TIFF, so it has one frame")
