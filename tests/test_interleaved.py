@@ -747,3 +747,15 @@ print("done")
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "done", done.stderr[-2000:]
+
+
+def test_integer_and_float_json_numbers_meet_as_float64(tmp_path):
+    big = _doc_tar(tmp_path / "a.tar", {"texts": ["x"], "score": 2**53 + 1})
+    floats = _doc_tar(tmp_path / "b.tar", {"texts": ["y"], "score": 0.5}, "other.json")
+    with pytest.raises(SchemaError, match=r"column 'score' cannot be cast from int64 to double: Integer value "
+                                          r"9007199254740993 not in range"):
+        InterleavedWebdatasetReader([big, floats]).read()  # never a float that silently drops digits
+    ints = _doc_tar(tmp_path / "c.tar", {"texts": ["x"], "score": 1})
+    batch = InterleavedWebdatasetReader([ints, floats]).read()
+    assert batch.table.schema.field("score").type == pa.float64()
+    assert [r["score"] for r in _rows(batch, "metadata")] == [1.0, 0.5]

@@ -10,7 +10,8 @@ and what was observed. The rules:
 - reserved columns always get their canonical types (an int64 `position` becomes int32,
   checked for range);
 - passthrough columns only widen safely (int32 -> int64, string -> large_string), and are
-  never cast from large to small types;
+  never cast from large to small types; integers meeting floats become float64 (a JSON
+  `"score": 1` in one file and `0.5` in another), checked so that no integer loses digits;
 - dictionary-encoded columns are unwrapped;
 - an explicit `schema=` wins over `schema_overrides=` (with a warning), and what the user
   declares is cast to with Arrow's checked casts (`align_table(..., declared=True)`): a
@@ -69,6 +70,10 @@ _WIDER = [  # (narrow, wide) pairs that widen without loss
 ]
 
 
+def _number_kind(t: pa.DataType) -> str | None:
+    return "int" if pa.types.is_integer(t) else "float" if pa.types.is_floating(t) else None
+
+
 def _merge_types(name: str, a: pa.DataType, b: pa.DataType) -> pa.DataType:
     a, b = _unwrap(a), _unwrap(b)
     if a == b or pa.types.is_null(b):
@@ -79,6 +84,8 @@ def _merge_types(name: str, a: pa.DataType, b: pa.DataType) -> pa.DataType:
         return b
     if (b, a) in _WIDER:
         return a
+    if {_number_kind(a), _number_kind(b)} == {"int", "float"}:
+        return pa.float64()
     raise SchemaError(f"column {name!r} has incompatible types {a} and {b} across inputs; declare its type "
                       f"with schema_overrides={{{name!r}: ...}}")
 
@@ -149,12 +156,13 @@ def align_table(table: pa.Table, schema: pa.Schema, *, declared: bool = False) -
         if source != field.type:
             if pa.types.is_null(source) or (source, field.type) in _WIDER:
                 column = column.cast(field.type)
-            elif declared:
+            elif declared or (_number_kind(source) == "int" and field.type == pa.float64()):
                 try:
                     column = column.cast(field.type, safe=True)
                 except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                    raise SchemaError(f"column {field.name!r} cannot be cast from {source} to the declared "
-                                      f"{field.type}: {exc}") from None
+                    target = f"the declared {field.type}" if declared else field.type
+                    raise SchemaError(f"column {field.name!r} cannot be cast from {source} to {target}: "
+                                      f"{exc}") from None
             else:
                 raise SchemaError(f"column {field.name!r} is {source} but the schema says {field.type}; "
                                   "only safe widening casts are made")
