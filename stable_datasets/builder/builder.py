@@ -32,8 +32,8 @@ from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint,
 from stable_datasets.cache.journal import JOURNAL_FILE, ShardJournal
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.media import media_store
-from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
-from stable_datasets.cache.paths import cache_root, downloads_dir, fingerprint_dir, safe_name
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo, read_published
+from stable_datasets.cache.paths import cache_root, downloads_dir, fingerprint_dir, split_folder_name
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import CacheError, EncodingError, ExampleError, StableDatasetsError
@@ -45,7 +45,7 @@ from stable_datasets.progress import progress
 
 DOWNLOAD_MODES = ("reuse_dataset_if_exists", "force_rebuild", "force_redownload")
 VERIFICATION_MODES = ("basic_checks", "all_checks", "no_checks")
-SPLITS_FILE = "_splits.json"
+SPLITS_FILE = ".splits.json"  # hidden: no split folder name starts with a dot
 
 
 def _code_text(code: Any) -> str:
@@ -284,7 +284,7 @@ class DatasetBuilder:
 
     def is_prepared(self, split: str, storage_format: str = "arrow",
                     layout_options: dict[str, Any] | None = None) -> bool:
-        directory = self.cache_dir(storage_format, layout_options) / safe_name(split)
+        directory = self.cache_dir(storage_format, layout_options) / split_folder_name(split)
         return self._valid_cache(directory, self.fingerprint(storage_format, layout_options))
 
     @staticmethod
@@ -292,8 +292,8 @@ class DatasetBuilder:
         if not (directory / METADATA_FILE).is_file():
             return False
         try:
-            metadata = CacheMetadata.read(directory)
-            metadata.check_shard_sizes(directory)
+            pin, metadata = read_published(directory)
+            pin.release()
         except CacheError as exc:
             logger.warning("ignoring unusable cache {}: {}", directory, exc)
             return False
@@ -327,14 +327,14 @@ class DatasetBuilder:
             wanted = [splits] if isinstance(splits, str) else list(splits)
         result: dict[str, Path] = {}
         for split in wanted:
-            directory = base / safe_name(split)
+            directory = base / split_folder_name(split)
             if not force and self._valid_cache(directory, fp):
                 result[split] = directory
                 continue
             if split not in all_generators():
                 raise ValueError(f"builder '{self.builder_name()}' has no split {split!r}; "
                                  f"splits are {sorted(all_generators())}")
-            with exclusive_lock(base / f".{safe_name(split)}.lock", timeout=lock_timeout, soft=soft_lock):
+            with exclusive_lock(base / f".{split_folder_name(split)}.lock", timeout=lock_timeout, soft=soft_lock):
                 if force or not self._valid_cache(directory, fp):
                     self._build_split(all_generators()[split], directory, storage_format, options, fp, num_proc)
             result[split] = directory

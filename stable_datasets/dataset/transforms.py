@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from loguru import logger
 
+from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, to_jsonable
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import CacheMetadata
@@ -172,7 +173,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
             fn_id = {"random": uuid.uuid4().hex}
     else:
         fn_id = {"given": cache_fingerprint}
-    source = [(b.metadata.fingerprint, b.directory.name, b.metadata.num_rows) for b in ds._backends]
+    source = [(b.metadata.fingerprint, published_path(b.directory).name, b.metadata.num_rows) for b in ds._backends]
     inputs = {
         "source": source,
         "indices": None if ds._indices is None else hashlib.sha256(ds._indices.tobytes()).hexdigest(),
@@ -182,7 +183,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
         "format": [ds._format.type, ds._format.decode], "cache_format_version": CACHE_FORMAT_VERSION,
     }
     fp = fingerprint(inputs)
-    first = ds._backends[0].directory
+    first = published_path(ds._backends[0].directory)  # the split's link, not one build of it
     target = first.parent / f"{first.name.split('.map-')[0]}.map-{fp}"
 
     def reopen():
