@@ -158,6 +158,21 @@ def remove_build_if_unused(build_dir: Path) -> bool:
     return True
 
 
+def build_in_use(build_dir: Path) -> bool:
+    """Whether a reader pins `build_dir` now (a probe: the answer may change right after)."""
+    try:
+        fd = os.open(build_dir / METADATA_FILE, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)  # closing releases the probe's lock
+
+
 def superseded_builds(final_dir: Path) -> list[Path]:
     """Build folders of `final_dir` that its link does not point to."""
     current = current_build(final_dir).name

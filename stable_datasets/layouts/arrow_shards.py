@@ -183,7 +183,7 @@ class Backend(LayoutBackend):
             reader = pa.ipc.open_file(whole)
             self._schema = self._schema or reader.schema
             batches = [b for b in (reader.get_batch(i) for i in range(reader.num_record_batches)) if b.num_rows]
-            self.check_shard_rows(shard, sum(b.num_rows for b in batches))
+            self.check_rows(self.directory / shard.path, sum(b.num_rows for b in batches), shard.num_rows)
             self._batches.extend(batches)
             self._shards.append(_ShardGather(whole, batches, reader.schema))
         sizes = [b.num_rows for b in self._batches]

@@ -101,11 +101,11 @@ class LayoutBackend(ABC):
             return f"num_rows is {metadata.num_rows} but the shards record {recorded} rows"
         return None
 
-    def check_shard_rows(self, shard: ShardInfo, rows: int) -> None:
-        """Refuse a shard whose file holds another number of rows than `_metadata.json` records for it."""
-        if rows != shard.num_rows:
-            raise CacheError(f"{self.directory / shard.path}: holds {rows} rows but {METADATA_FILE} records "
-                             f"{shard.num_rows}; the cache is corrupt (rebuild it with download_mode='force_rebuild')")
+    def check_rows(self, path: Path, found: int, recorded: int, unit: str = "rows") -> None:
+        """Refuse stored data holding another number of rows than `_metadata.json` records for it."""
+        if found != recorded:
+            raise CacheError(f"{path}: holds {found} {unit} but {METADATA_FILE} records {recorded}; the cache is "
+                             "corrupt (rebuild it with download_mode='force_rebuild')")
 
     def __getstate__(self) -> dict[str, Any]:
         return {"directory": str(self.directory), "metadata": self.metadata.to_dict(), "options": self.options}

@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
+from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.cache.publish import file_sha256
-from stable_datasets.errors import CacheError, StableDatasetsError
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_positive_ints
 from stable_datasets.layouts.lance_access import lance_module, open_lance
 
@@ -124,11 +124,7 @@ class Backend(TableBackend):
     def _open(self) -> None:
         self._dataset = open_lance(str(self.directory / DATASET_DIR))
         self._schema = self._dataset.schema
-        rows = self._dataset.count_rows()
-        if rows != self.metadata.num_rows:
-            raise CacheError(f"{self.directory / DATASET_DIR}: holds {rows} rows but {METADATA_FILE} records "
-                             f"{self.metadata.num_rows}; the cache is corrupt (rebuild it with "
-                             "download_mode='force_rebuild')")
+        self.check_rows(self.directory / DATASET_DIR, self._dataset.count_rows(), self.metadata.num_rows)
 
     def stored_row_counts(self) -> tuple[int, int]:
         self.ensure_open()

@@ -30,9 +30,9 @@ import numpy as np
 import pyarrow as pa
 from loguru import logger
 
-from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
+from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.cache.publish import file_sha256
-from stable_datasets.errors import CacheError, StableDatasetsError
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features, binary_array
 from stable_datasets.features.sequence import Sequence
 from stable_datasets.features.value import Value
@@ -286,13 +286,11 @@ class Backend(TableBackend):
     def _open(self) -> None:
         self._frames = open_lance(str(self.directory / lance_rows.DATASET_DIR))
         self._frame_rows = RowTaker(self._frames)
-        frames, recorded = self._frames.count_rows(), int(sum(v["frames"] for v in self.metadata.extra["videos"]))
-        if frames != recorded:
-            raise CacheError(f"{self.directory / lance_rows.DATASET_DIR}: holds {frames} frames but {METADATA_FILE} "
-                             f"records {recorded}; the cache is corrupt (rebuild it with download_mode='force_rebuild')")
+        self.check_rows(self.directory / lance_rows.DATASET_DIR, self._frames.count_rows(),
+                        sum(v["frames"] for v in self.metadata.extra["videos"]), "frames")
         with pa.memory_map(str(self.directory / VIDEOS_FILE)) as source:
             videos = pa.ipc.open_file(source).read_all()
-        self.check_shard_rows(next(s for s in self.metadata.shards if s.path == VIDEOS_FILE), videos.num_rows)
+        self.check_rows(self.directory / VIDEOS_FILE, videos.num_rows, len(self.metadata.extra["videos"]), "videos")
         stored = Features.from_dict(self.metadata.features)
         column = self.metadata.extra["video_column"]
         self._others = videos.select(list(range(len(stored) - 1)))  # the record column comes last

@@ -151,7 +151,7 @@ class Backend(LayoutBackend):
         self._groups = ParquetRowGroups([self.directory / s.path for s in shards],
                                         cache_row_groups=self.options["cache_row_groups"])
         for shard, rows in zip(shards, self._groups.file_rows()):
-            self.check_shard_rows(shard, rows)
+            self.check_rows(self.directory / shard.path, rows, shard.num_rows)
 
     def stored_row_counts(self) -> tuple[int, int]:
         return sum(self.row_groups.file_rows()), self.metadata.num_rows
