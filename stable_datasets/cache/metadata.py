@@ -21,6 +21,7 @@ _REQUIRED = {"layout": str, "features": dict, "num_rows": int, "shards": list}
 _OPTIONAL = {"fingerprint": str, "fingerprint_inputs": dict, "builder_name": str, "config_name": str, "version": str,
              "split": str, "layout_options": dict, "info": dict, "extra": dict, "extra_files": list,
              "cache_format_version": int, "library_version": str, "created_at": str}
+_JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
 
 
 class MetadataProblem(ValueError):
@@ -124,7 +125,7 @@ class CacheMetadata:
                 continue
             value = data[key]
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-                raise MetadataProblem(f"{key} must be a {kind.__name__}, got {type(value).__name__} {value!r:.80}")
+                raise MetadataProblem(f"{key} must be {_JSON_NAMES[kind]}, got {type(value).__name__} {value!r:.80}")
         _require_count(data["num_rows"], "num_rows")
         shards = [ShardInfo.checked(s, f"shards[{i}]", inside=True) for i, s in enumerate(data["shards"])]
         extra_files = [ShardInfo.checked(s, f"extra_files[{i}]", inside=False)
