@@ -30,7 +30,7 @@ from stable_datasets.errors import CacheError
 METADATA_FILE = "_metadata.json"  # cache.metadata imports this module, so the name is repeated here
 BUILD_MARK = "@"  # never produced by paths.split_folder_name, so `<split>@<id>` cannot be another split's folder
 _BUILD_NAME = re.compile(r"^(?P<base>.+)@(?P<id>[0-9a-f]{16})$")
-_TRASH_PREFIX = ".trash-"  # same as cache.publish.TRASH_PREFIX (that module imports this one)
+TRASH_PREFIX = ".trash-"  # what is being deleted
 _RESOLVE_ATTEMPTS = 50
 
 
@@ -67,7 +67,7 @@ def point_to(final_dir: Path, build_dir: Path) -> None:
     os.symlink(build_dir.name, link)
     try:
         if final_dir.is_dir() and not final_dir.is_symlink():  # an older plain directory: move it out of the way
-            trash = final_dir.parent / f"{_TRASH_PREFIX}{final_dir.name}-{uuid.uuid4().hex[:8]}"
+            trash = final_dir.parent / f"{TRASH_PREFIX}{final_dir.name}-{uuid.uuid4().hex[:8]}"
             os.rename(final_dir, trash)
             shutil.rmtree(trash, ignore_errors=True)
         os.replace(link, final_dir)
@@ -133,11 +133,19 @@ def pin_current(final_dir: Path) -> BuildPin:
     raise CacheError(f"{final_dir}: not a stable-datasets cache (no {METADATA_FILE})")
 
 
+def _open_for_exclusive_lock(path: Path) -> int:
+    """Read-write where we may: where flock is emulated with POSIX locks (NFS), an exclusive lock needs it."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+
+
 def remove_build_if_unused(build_dir: Path) -> bool:
     """Remove a build nobody has pinned (True), or leave it (False): never waits for readers."""
     fd = None
     try:
-        fd = os.open(build_dir / METADATA_FILE, os.O_RDONLY | os.O_CLOEXEC)
+        fd = _open_for_exclusive_lock(build_dir / METADATA_FILE)
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except FileNotFoundError:
         pass  # no metadata: nobody can have pinned it
@@ -146,7 +154,7 @@ def remove_build_if_unused(build_dir: Path) -> bool:
             os.close(fd)
         return False
     try:
-        trash = build_dir.parent / f"{_TRASH_PREFIX}{build_dir.name}-{uuid.uuid4().hex[:8]}"
+        trash = build_dir.parent / f"{TRASH_PREFIX}{build_dir.name}-{uuid.uuid4().hex[:8]}"
         os.rename(build_dir, trash)  # under the exclusive lock: a reader that pins later sees it gone
     except OSError as exc:
         logger.debug("cannot remove superseded build {}: {}", build_dir, exc)
@@ -161,7 +169,7 @@ def remove_build_if_unused(build_dir: Path) -> bool:
 def build_in_use(build_dir: Path) -> bool:
     """Whether a reader pins `build_dir` now (a probe: the answer may change right after)."""
     try:
-        fd = os.open(build_dir / METADATA_FILE, os.O_RDONLY | os.O_CLOEXEC)
+        fd = _open_for_exclusive_lock(build_dir / METADATA_FILE)
     except OSError:
         return False
     try:

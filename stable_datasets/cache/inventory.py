@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stable_datasets.cache.builds import (
+    TRASH_PREFIX,
     build_base,
     build_in_use,
     current_build,
@@ -24,7 +25,7 @@ from stable_datasets.cache.builds import (
     superseded_builds,
 )
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
-from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, TRASH_PREFIX
+from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX
 from stable_datasets.errors import CacheError
 
 

@@ -18,7 +18,6 @@ from pathlib import Path
 from stable_datasets.cache.builds import new_build_dir, point_to, remove_superseded
 
 STAGING_PREFIX = ".staging-"
-TRASH_PREFIX = ".trash-"
 OWNER_FILE = "_owner"  # {"host", "pid", "started"} of the process writing a staging directory
 
 
