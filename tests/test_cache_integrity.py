@@ -49,17 +49,22 @@ def test_names_that_cannot_be_folders_are_refused(name, message):
         split_folder_name(name)
 
 
-def test_every_split_gets_its_own_rows(write_builder):
-    names = [n for n in TRICKY_SPLITS if "/" not in n and "%" not in n and "@" not in n]  # what parse_split takes
+def test_every_split_gets_its_own_rows(write_builder, cache_root):
+    names = [n for n in TRICKY_SPLITS if "/" not in n]  # SplitGenerator refuses "/" (and "[]+:")
     path = write_builder("splits", SPLITS_BUILDER.replace("NAMES", repr(names)))
-    for name in names:
-        ds = sds.load_dataset(str(path), split=name)
-        assert ds["split"] == [name] * 3, name
-    both = sds.load_dataset(str(path))
-    assert sorted(both) == sorted(names) and all(both[n]["split"] == [n] * 3 for n in names)
-    folders = {published_path(both[n].cache_dirs[0]).name for n in names}
-    assert len(folders) == len(names)
+    every = sds.load_dataset(str(path))  # split=None builds every split, whatever its name
+    assert sorted(every) == sorted(names) and all(every[n]["split"] == [n] * 3 for n in names)
+    assert len({published_path(every[n].cache_dirs[0]) for n in names}) == len(names)
+    for name in [n for n in names if "%" not in n and "@" not in n]:  # what parse_split reads
+        assert sds.load_dataset(str(path), split=name)["split"] == [name] * 3, name
     assert sds.load_dataset(str(path), split="测试")["split"] == ["测试"] * 3
+
+
+def test_config_folders_are_one_to_one(cache_root):
+    from stable_datasets.cache.paths import fingerprint_dir
+
+    folders = {fingerprint_dir(cache_root, "b", config, "1.0.0", "f") for config in ("a/b", "a_b", "a.b", ".a", "a")}
+    assert len(folders) == 5
 
 
 def test_a_split_name_that_cannot_be_stored_fails_the_build_clearly(write_builder):
