@@ -413,3 +413,17 @@ class StableDataset:
 
     def to_arrow(self) -> pa.Table:
         return self._all_rows_table()
+
+    @property
+    def is_whole(self) -> bool:
+        """True when the rows are every stored row in stored order (no select, shuffle or filter)."""
+        return self._indices is None
+
+    def to_ray(self, *, ray_address: str | None = None, override_num_blocks: int | None = None) -> Any:
+        """A Ray Data `Dataset` of the stored columns, read by Ray's workers (needs the `ray` extra)."""
+        from stable_datasets.write.engines import import_ray
+
+        import_ray()  # says how to install Ray when it is missing
+        from stable_datasets.dataset.ray_data import to_ray
+
+        return to_ray(self, ray_address=ray_address, override_num_blocks=override_num_blocks)
