@@ -231,6 +231,11 @@ class Backend(TableBackend):
     def _open(self) -> None:
         self._dataset = open_lance(str(self.directory / DATASET_DIR))
         self._schema = self._dataset.schema
+        self.check_rows(self.directory / DATASET_DIR, self._dataset.count_rows(), self.metadata.num_rows)
+
+    def stored_row_counts(self) -> tuple[int, int]:
+        self.ensure_open()
+        return self._dataset.count_rows(), self.metadata.num_rows
 
     def take(self, indices: np.ndarray) -> pa.Table:
         self.ensure_open()
