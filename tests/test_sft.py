@@ -21,6 +21,7 @@ from stable_datasets.sft import (
     first_fit,
     first_fit_decreasing,
     first_fit_shuffle,
+    pack_indices,
     pack_sequences,
     packing_metadata,
     write_packed_parquet,
@@ -90,7 +91,8 @@ B = {"input_ids": np.arange(30, 38), "seq_boundaries": [0, 8], "loss_mask": np.o
 
 
 def test_collate_matches_the_issue_example():
-    out = collate_packed([A, B], eos_id=2, max_seq_length=8, return_tensors="numpy")
+    # Megatron-Bridge's test_collate_fn_supports_different_sequence_counts (pad_seq_length_to_mult=1)
+    out = collate_packed([A, B], eos_id=2, max_seq_length=8, pad_seq_length_to_mult=1, return_tensors="numpy")
     assert out["cu_seqlens_q"].tolist() == [[0, 3, 6, 7], [0, 7, 7, 7]]
     assert out["cu_seqlens_kv"].tolist() == out["cu_seqlens_q"].tolist()
     assert out["max_seqlen_q"].tolist() == [[3], [7]] == out["max_seqlen_kv"].tolist()
@@ -106,7 +108,7 @@ def test_collate_matches_the_issue_example():
 
 def test_collate_legacy_keys_and_tensors():
     torch = pytest.importorskip("torch")
-    legacy = collate_packed([A, B], eos_id=2, max_seq_length=8, legacy_keys=True)
+    legacy = collate_packed([A, B], eos_id=2, max_seq_length=8, pad_seq_length_to_mult=1, legacy_keys=True)
     assert isinstance(legacy["tokens"], torch.Tensor) and legacy["tokens"].dtype == torch.int64
     assert legacy["cu_seqlens"].tolist() == [[0, 3, 6, 7, -1], [0, 7, -1, -1, -1]]
     assert legacy["cu_seqlens_argmin"].tolist() == [[4], [2]]
@@ -135,6 +137,38 @@ def test_collate_padding_options():
     assert full_loss["loss_mask"][0, :6].tolist() == [1, 0, 1, 1, 1, 1]
 
 
+def test_collate_context_parallel_prepadded_pack():
+    # Megatron-Bridge test_collate_fn_marks_offline_alignment_padding (default pad_seq_length_to_mult 16)
+    item = {"input_ids": np.array([10, 11, 12, 2, 2, 20, 21, 2, 2, 2]), "seq_boundaries": [0, 5, 10],
+            "loss_mask": np.ones(10, np.int64)}
+    out = collate_packed([item], eos_id=2, max_seq_length=8, pad_seq_to_mult=4, return_tensors="numpy")
+    assert out["tokens"].tolist() == [[10, 11, 12, 2, 20, 21, 2, 2]]
+    assert out["cu_seqlens_q"].tolist() == [[0, 3, 5]] == out["cu_seqlens_kv"].tolist()
+    assert out["cu_seqlens_q_padded"].tolist() == [[0, 4, 8]] == out["cu_seqlens_kv_padded"].tolist()
+    assert out["padding_mask"].tolist() == [[False, False, False, True, False, False, True, True]]
+    assert out["max_seqlen_q"].tolist() == [[4]]
+    legacy = collate_packed([item], eos_id=2, max_seq_length=8, pad_seq_to_mult=4, legacy_keys=True,
+                            return_tensors="numpy")
+    assert legacy["cu_seqlens"].tolist() == [[0, 4, 8, -1]]
+    assert legacy["cu_seqlens_unpadded"].tolist() == [[0, 3, 5, -1]]
+    assert legacy["cu_seqlens_unpadded_argmin"].tolist() == [[3]]
+    plain = collate_packed([item], eos_id=2, max_seq_length=8, pad_seq_length_to_mult=1, legacy_keys=True,
+                           return_tensors="numpy")
+    assert "cu_seqlens_unpadded" not in plain  # only with per-sequence padding, as in NeMo
+
+
+def test_collate_trailing_padding_and_padded_length():
+    # Megatron-Bridge test_collate_fn_marks_offline_trailing_padding_without_alignment
+    item = {"input_ids": np.array([10, 11, 12, 2]), "seq_boundaries": [0, 4], "loss_mask": np.ones(4, np.int64)}
+    out = collate_packed([item], eos_id=2, max_seq_length=8, pad_to_max_length=True, return_tensors="numpy")
+    assert out["tokens"].tolist() == [[10, 11, 12, 2, 2, 2, 2, 2]]
+    assert out["cu_seqlens_q"].tolist() == [[0, 3, 8]] and "cu_seqlens_q_padded" not in out
+    assert out["padding_mask"].tolist() == [[False] * 3 + [True] * 5]
+    # padded length = min(max_seq_length, longest rounded up): 3 -> 16 -> 10
+    rounded = collate_packed([item], eos_id=2, max_seq_length=10, return_tensors="numpy")
+    assert rounded["tokens"].shape == (1, 10) and rounded["cu_seqlens_q"].tolist() == [[0, 3, 10]]
+
+
 # -- tokenization and packing -------------------------------------------------------------------
 CHAT = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
 
@@ -152,14 +186,100 @@ def test_pack_rows_shift_the_mask_and_start_at_zero():
     seqs = [(np.array([1, 2, 3, 4]), np.array([0, 0, 1, 1], np.int8)), (np.array([5, 6, 7]), np.array([0, 1, 1]))]
     result = pack_sequences(seqs, pack_size=10, algorithm="first_fit")
     row = result.rows[0]
-    assert row["input_ids"].tolist() == [1, 2, 3, 4, 5, 6, 7]
-    assert row["loss_mask"].tolist() == [0, 1, 1, 0, 1, 1, 0]  # shifted left by one within each sequence
-    assert row["seq_start_id"].tolist() == [0, 4]
+    assert row["input_ids"].tolist() == [5, 6, 7, 1, 2, 3, 4]  # Megatron's pipeline packs the shortest first
+    assert row["loss_mask"].tolist() == [1, 1, 0, 0, 1, 1, 0]  # shifted left by one within each sequence
+    assert row["seq_start_id"].tolist() == [0, 3]
     assert result.metadata["pack_size"] == 10 and result.metadata["max_samples_per_bin"] == 2
     long = [(np.arange(20), np.ones(20, np.int8)), *seqs]
     assert pack_sequences(long, 10).skipped == 1
     cut = pack_sequences(long, 10, overlong="truncate")
     assert cut.truncated == 1 and max(len(r["input_ids"]) for r in cut.rows) <= 11 + 7
+
+
+def _megatron_pipeline(lengths, pack_size, algorithm, seed):
+    """Megatron-Bridge's create_hist -> create_packing_strategy -> fill_packing_strategy, on item ids.
+
+    Written here from its behaviour: lengths grouped by value, the algorithm run over the
+    ascending list under np.random.seed(seed), then per length (shortest first) one
+    np.random.permutation of that length's items, popped from the end into the bins.
+    """
+    by_length = {}
+    for item, n in enumerate(lengths):
+        by_length.setdefault(n, []).append(item)
+    ascending = [n for n in sorted(by_length) for _ in by_length[n]]
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        if algorithm == "first_fit_shuffle":
+            order = list(ascending)
+            np.random.shuffle(order)
+        elif algorithm == "first_fit_decreasing":
+            order = sorted(ascending, reverse=True)
+        else:
+            order = ascending
+        bins = _reference_first_fit(order, pack_size)
+        handed = {n: np.array(by_length[n])[np.random.permutation(len(by_length[n]))].tolist()
+                  for n in range(pack_size + 1) if n in by_length}
+    finally:
+        np.random.set_state(state)
+    return [[handed[n].pop() for n in b] for b in bins]
+
+
+@pytest.mark.parametrize("algorithm", ["first_fit", "first_fit_decreasing", "first_fit_shuffle"])
+def test_pack_indices_gives_megatron_pipeline_bins(algorithm):
+    rng = np.random.default_rng(5)
+    for trial in range(300 if algorithm == "first_fit_shuffle" else 100):
+        pack_size = int(rng.choice([16, 64, 2048]))
+        lengths = rng.integers(1, pack_size + 1, rng.integers(1, 120)).tolist()
+        if trial % 3 == 0:  # many equal lengths: which item fills which slot is the second draw
+            lengths = rng.integers(1, 6, len(lengths)).tolist()
+        seed = int(rng.integers(0, 2**31))
+        assert pack_indices(lengths, pack_size, algorithm, seed) == _megatron_pipeline(
+            lengths, pack_size, algorithm, seed), (lengths, pack_size, seed)
+
+
+def test_pack_sequences_matches_megatron_prepare_on_their_seed_test():
+    # Megatron-Bridge test_configured_seed_controls_offline_packing: runtime lengths (6, 6, 4, 4),
+    # pack 10, seed 777, first_fit_shuffle
+    seqs = [(np.array([i * 10 + t for t in range(n + 1)]), np.ones(n + 1, np.int8)) for i, n in enumerate((6, 6, 4, 4))]
+    result = pack_sequences(seqs, pack_size=10, algorithm="first_fit_shuffle", seed=777)
+    expected = _megatron_pipeline([6, 6, 4, 4], 10, "first_fit_shuffle", 777)
+    assert [r["input_ids"].tolist() for r in result.rows] == [
+        np.concatenate([seqs[i][0] for i in b]).tolist() for b in expected]
+    before = np.random.get_state()[1].copy()
+    pack_sequences(seqs, pack_size=10, seed=777)
+    assert np.array_equal(np.random.get_state()[1], before)  # no global RNG
+
+
+def test_pack_sequences_pads_each_sequence_for_context_parallelism():
+    # Megatron-Bridge test_tokenize_dataset_caps_runtime_padding_target_to_pack_size: stored lengths
+    # 16, 17, 20, 21, max_seq_length 16, multiple 8 -> every stored sequence is 17 long
+    seqs = [(np.arange(n) + 100, np.ones(n, np.int8)) for n in (16, 17, 20, 21)]
+    cut = pack_sequences(seqs, 16, "first_fit", overlong="truncate", pad_seq_to_mult=8, pad_id=2)
+    assert cut.truncated == 2
+    stored = [np.diff([*r["seq_start_id"], len(r["input_ids"])]).tolist() for r in cut.rows]
+    assert sorted(sum(stored, [])) == [17, 17, 17, 17]
+    assert pack_sequences(seqs, 16, pad_seq_to_mult=8, pad_id=2).skipped == 2
+    # ... test_tokenize_dataset_ceil_uses_runtime_length_not_stored_length: 17 and 18 -> 17 and 25
+    seqs = [(np.arange(n) + 100, np.ones(n, np.int8)) for n in (17, 18)]
+    rows = pack_sequences(seqs, 40, "first_fit", pad_seq_to_mult=8, pad_id=2).rows
+    assert [np.diff([*r["seq_start_id"], len(r["input_ids"])]).tolist() for r in rows] == [[17, 25]]
+    padded = rows[0]["input_ids"][17:].tolist()
+    assert padded == list(range(100, 118)) + [2] * 7
+    assert rows[0]["loss_mask"][17:].tolist() == [1] * 17 + [0] * 8  # no loss on padding
+    # and the collate finds the real lengths again
+    out = collate_packed([{"input_ids": rows[0]["input_ids"], "loss_mask": rows[0]["loss_mask"],
+                           "seq_boundaries": [0, 17, 42]}], eos_id=2, max_seq_length=40, pad_seq_to_mult=8,
+                         return_tensors="numpy")
+    assert out["cu_seqlens_q_padded"].tolist() == [[0, 16, 40]]
+    assert out["cu_seqlens_q"].tolist() == [[0, 16, 34]]  # up to the last non-EOS token (these have no EOS)
+    with pytest.raises(ValueError, match="needs pad_id"):
+        pack_sequences(seqs, 40, pad_seq_to_mult=8)
+    with pytest.raises(ValueError, match="pad_seq_to_mult must be a positive int"):
+        PackingConfig(pad_seq_to_mult=0)
+    assert PackingConfig(pad_seq_to_mult=8).fingerprint_identity() != PackingConfig().fingerprint_identity()
+    assert PackingConfig(pad_seq_to_mult=8).pack_kwargs() == {"pad_seq_to_mult": 8, "pad_id": ByteTokenizer.EOS}
+    assert PackingConfig().pack_kwargs() == {}
 
 
 def test_tokenizers_and_chat_template_tokenizers():

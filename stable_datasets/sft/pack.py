@@ -39,6 +39,7 @@ class PackingConfig:
     loss_on: str = "assistant"  # or "all"
     overlong: str = "skip"  # or "truncate"
     eos_id: int | None = None
+    pad_seq_to_mult: int = 1  # > 1: each sequence padded with EOS to a multiple (context parallelism)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -48,6 +49,7 @@ class PackingConfig:
             raise ValueError(f"overlong must be 'skip' or 'truncate', got {self.overlong!r}")
         if self.pack_size < 2:
             raise ValueError(f"pack_size must be at least 2, got {self.pack_size}")
+        _check_pad_multiple(self.pad_seq_to_mult, self.pack_size)
 
     def chat_tokenizer(self):
         from stable_datasets.sft.tokenize import chat_tokenizer
@@ -57,7 +59,20 @@ class PackingConfig:
     def fingerprint_identity(self) -> dict[str, Any]:
         return {"tokenizer": self.chat_tokenizer().identity(), "pack_size": self.pack_size,
                 "algorithm": self.algorithm, "seed": self.seed, "loss_on": self.loss_on, "overlong": self.overlong,
-                "extra": self.extra}
+                "pad_seq_to_mult": self.pad_seq_to_mult, "extra": self.extra}
+
+    def pack_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of `pack_sequences` beyond the positional ones (padding needs the EOS id)."""
+        if self.pad_seq_to_mult == 1:
+            return {}
+        return {"pad_seq_to_mult": self.pad_seq_to_mult, "pad_id": self.chat_tokenizer().eos_id}
+
+
+def _check_pad_multiple(pad_seq_to_mult: int, pack_size: int) -> None:
+    if isinstance(pad_seq_to_mult, bool) or not isinstance(pad_seq_to_mult, int) or pad_seq_to_mult < 1:
+        raise ValueError(f"pad_seq_to_mult must be a positive int, got {pad_seq_to_mult!r}")
+    if pad_seq_to_mult > pack_size:
+        raise ValueError(f"pack_size={pack_size} must be at least pad_seq_to_mult={pad_seq_to_mult}")
 
 
 @dataclass
@@ -69,19 +84,38 @@ class PackResult:
 
 
 def pack_sequences(sequences: Sequence[tuple[np.ndarray, np.ndarray]], pack_size: int,
-                   algorithm: str = "first_fit_shuffle", seed: int = 0, overlong: str = "skip") -> PackResult:
-    """Pack (input_ids, loss_mask) pairs (mask aligned with input_ids) into rows."""
+                   algorithm: str = "first_fit_shuffle", seed: int = 0, overlong: str = "skip", *,
+                   pad_seq_to_mult: int = 1, pad_id: int | None = None) -> PackResult:
+    """Pack (input_ids, loss_mask) pairs (mask aligned with input_ids) into rows.
+
+    With `pad_seq_to_mult > 1` each sequence is padded with `pad_id` (the EOS id) and a zero
+    loss mask until its length after the label shift is a multiple of `pad_seq_to_mult`, as
+    Megatron-Bridge prepares packs for context parallelism; `collate_packed(pad_seq_to_mult=)`
+    finds the real lengths again. A sequence whose padded length passes the largest multiple
+    that fits in `pack_size` is overlong (skipped, or cut to that multiple with `overlong="truncate"`).
+    """
+    _check_pad_multiple(pad_seq_to_mult, pack_size)
+    if pad_seq_to_mult > 1 and pad_id is None:
+        raise ValueError("pack_sequences(pad_seq_to_mult>1) needs pad_id=, the tokenizer's EOS id")
+    cap = pack_size // pad_seq_to_mult * pad_seq_to_mult  # the longest runtime length that stays a multiple
     kept: list[tuple[np.ndarray, np.ndarray]] = []
     skipped = truncated = 0
     for ids, mask in sequences:
-        if len(ids) - 1 > pack_size:
+        target = -(-(len(ids) - 1) // pad_seq_to_mult) * pad_seq_to_mult
+        if target > cap:
             if overlong == "skip":
                 skipped += 1
                 continue
-            ids, mask = ids[: pack_size + 1], mask[: pack_size + 1]
+            ids, mask = ids[: cap + 1], mask[: cap + 1]
+            target = cap
             truncated += 1
-        if len(ids) >= 2:
-            kept.append((ids, mask))
+        if len(ids) < 2:
+            continue
+        if target + 1 > len(ids):
+            pad = target + 1 - len(ids)
+            ids = np.concatenate([np.asarray(ids), np.full(pad, pad_id, dtype=np.asarray(ids).dtype)])
+            mask = np.concatenate([np.asarray(mask), np.zeros(pad, dtype=np.asarray(mask).dtype)])
+        kept.append((ids, mask))
     if skipped:
         logger.warning("skipped {} sequences longer than pack_size={} (overlong='truncate' keeps them cut)",
                        skipped, pack_size)
