@@ -26,6 +26,7 @@ from stable_datasets.sft import (
     packing_metadata,
     write_packed_parquet,
 )
+from stable_datasets.sft.pack import packed_table
 
 
 # -- packing ------------------------------------------------------------------------------------
@@ -513,3 +514,137 @@ def test_packed_dataset_in_dataloader_workers(method):
     assert sum(counts) == len(packs)
     first = next(iter(torch.utils.data.DataLoader(packs, batch_size=2, collate_fn=packs.collate_fn)))
     assert first["tokens"].dtype == torch.int64 and first["cu_seqlens_q"].dtype == torch.int32
+
+
+# -- opening Megatron-Bridge files ----------------------------------------------------------------
+def _pack_rows(first: int, count: int) -> list[dict]:
+    return [{"input_ids": np.arange(first + i, first + i + 4, dtype=np.int32), "loss_mask": np.ones(4, np.int8),
+             "seq_start_id": np.array([0, 2], np.int32)} for i in range(count)]
+
+
+def test_literal_path_with_glob_characters_and_metadata_by_pack_size(tmp_path):
+    literal = write_packed_parquet(_pack_rows(100, 3), tmp_path / "shard_[01].idx.parquet")
+    write_packed_parquet(_pack_rows(0, 5), tmp_path / "shard_0.idx.parquet")  # what the glob would match
+    packs = PackedSFTDataset(str(literal), eos_id=2)
+    assert len(packs) == 3 and packs[0]["input_ids"].tolist() == [100, 101, 102, 103]
+    folder = tmp_path / "packed"
+    for size in (2048, 4096):
+        write_packed_parquet(_pack_rows(size, 2), folder / f"training_{size}.idx.parquet",
+                             pack_metadata={"pack_size": size, "max_samples_per_bin": size // 1024,
+                                            "dataset_max_seqlen": 9, "min_packed_seqlen": 3})
+    assert sorted(p.name for p in folder.glob("*_metadata.jsonl")) == ["2048_metadata.jsonl", "4096_metadata.jsonl"]
+    big = PackedSFTDataset(str(folder / "training_4096.idx.parquet"), eos_id=2)
+    assert big.collate_settings["max_seq_length"] == 4096 and big.pack_metadata[0]["max_samples_per_bin"] == 4
+    small = PackedSFTDataset(folder / "training_2048.idx.parquet", eos_id=2)
+    assert small.collate_settings["max_seq_length"] == 2048
+
+
+def test_bad_files_are_value_errors_that_say_which(tmp_path):
+    from stable_datasets.sft import PackedFilesError, PackedFilesNotFoundError
+
+    no_mask = tmp_path / "no_mask.idx.parquet"
+    pq.write_table(pa.table({"input_ids": [[1, 2]], "seq_start_id": [[0]]}), no_mask)
+    with pytest.raises(PackedFilesError, match=r"no_mask.idx.parquet has no column\(s\) \['loss_mask'\]"):
+        PackedSFTDataset(no_mask)
+    empty = tmp_path / "empty.idx.parquet"
+    empty.write_bytes(b"")
+    with pytest.raises(PackedFilesError, match=r"empty.idx.parquet is empty \(0 bytes\)"):
+        PackedSFTDataset(empty)
+    garbage = tmp_path / "garbage.idx.parquet"
+    garbage.write_bytes(b"not parquet at all")
+    with pytest.raises(PackedFilesError, match="garbage.idx.parquet is not a readable Parquet file"):
+        PackedSFTDataset(garbage)
+    no_rows = tmp_path / "none" / "zero.idx.parquet"
+    no_rows.parent.mkdir()
+    pq.write_table(packed_table([]), no_rows)
+    with pytest.raises(PackedFilesError, match="hold no packs"):
+        PackedSFTDataset(no_rows)
+    for target, message in [(tmp_path / "missing.idx.parquet", "missing.idx.parquet does not exist"),
+                            (tmp_path / "absent_*.parquet", "no files match the pattern"),
+                            (tmp_path / "vacant", "folder .*vacant holds no")]:
+        if target.name == "vacant":
+            target.mkdir()
+        with pytest.raises(PackedFilesNotFoundError, match=message) as caught:
+            PackedSFTDataset(str(target))
+        assert isinstance(caught.value, ValueError) and isinstance(caught.value, FileNotFoundError)
+
+
+def test_megatron_constructor_arguments(tmp_path):
+    from types import SimpleNamespace
+
+    path = write_packed_parquet(_pack_rows(10, 4), tmp_path / "data" / "training_16.idx.parquet")
+    meta = tmp_path / "elsewhere.jsonl"
+    meta.write_text(json.dumps([{"pack_size": 16, "max_samples_per_bin": 3, "dataset_max_seqlen": 3,
+                                 "min_packed_seqlen": 3}]))
+    packs = PackedSFTDataset(file_path=str(path), tokenizer=SimpleNamespace(eos_id=2), max_seq_length=8,
+                             return_cu_seqlen=False, pack_metadata_file_path=str(meta), seed=1234)
+    assert packs.collate_settings["eos_id"] == 2 and packs.pack_metadata[0]["max_samples_per_bin"] == 3
+    batch = packs.collate_fn([packs[0], packs[1]])
+    assert "cu_seqlens_q" not in batch
+    assert tuple(batch["attention_mask"].shape) == (2, 1, 8, 8)
+    assert batch["attention_mask"][0, 0, 0].tolist() == [False] + [True] * 7  # causal: True is masked
+    with_cu = PackedSFTDataset(file_path=str(path), tokenizer=SimpleNamespace(eos_id=2), max_seq_length=8,
+                               pad_cu_seqlens=True, pad_to_max_length=True, pack_metadata_file_path=str(meta))
+    assert tuple(with_cu.collate_fn([with_cu[0]])["cu_seqlens_q"].shape) == (1, 5)  # max_samples_per_bin + 2
+    with pytest.raises(ValueError, match="has no eos_id"):
+        PackedSFTDataset(path, tokenizer=object())
+    with pytest.raises(TypeError, match="paths= or file_path="):
+        PackedSFTDataset(path, file_path=path)
+
+
+def test_pickling_keeps_reader_settings_and_never_unpickles_what_the_user_did_not_allow(tmp_path):
+    import pickle
+
+    folder = tmp_path / "packs"
+    write_packed_parquet(_pack_rows(0, 6), folder / "training_16.idx.parquet", row_group_bytes=40)
+    packs = PackedSFTDataset(str(folder), cache_row_groups=3, max_open_files=2, eos_id=2)
+    packs[0]
+    copy = pickle.loads(pickle.dumps(packs))
+    assert copy._source.capacity == 3 and copy._source.max_open_files == 2 and copy.allow_pickle is False
+    assert copy[5]["input_ids"].tolist() == [5, 6, 7, 8]
+    # the folder's Parquet file is swapped for a pickled .npy between pickling and unpickling
+    blob = pickle.dumps(packs)
+    for f in folder.iterdir():
+        f.unlink()
+    marker = tmp_path / "code_ran"
+    evil = np.array([_RunsCode(str(marker))], dtype=object)
+    np.save(folder / "training_16.npy", evil, allow_pickle=True)
+    restored = pickle.loads(blob)
+    with pytest.raises(ValueError, match="training_16.idx.parquet can no longer be read"):
+        restored[1]
+    assert not marker.exists()
+
+
+class _RunsCode:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_thousands_of_shards_under_a_small_file_limit(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    table = packed_table(_pack_rows(0, 1))
+    for i in range(5000):
+        pq.write_table(table.set_column(0, "input_ids", pa.array([[i, i + 1, i + 2, i + 3]], pa.list_(pa.int32()))),
+                       folder / f"shard_{i:05d}.idx.parquet")
+    code = textwrap.dedent(f"""
+        import resource, numpy as np
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+        from stable_datasets.sft import PackedSFTDataset
+        packs = PackedSFTDataset({str(folder)!r}, max_num_samples=5000, seed=3)
+        firsts = [int(packs[i]["input_ids"][0]) for i in range(len(packs))]
+        assert sorted(firsts) == list(range(5000)), firsts[:10]
+        assert firsts == packs.samples_mapping.tolist()
+        print("ok", len(packs._source._handles))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["ok", "64"]

@@ -63,32 +63,109 @@ class Writer(ShardedFileWriter):
         file.close()
 
 
+def read_footer(path: str) -> pq.FileMetaData:
+    """A Parquet file's footer (the file is closed again), or a ValueError naming the file and the fault."""
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"Parquet file {path} does not exist") from None
+    if size == 0:
+        raise ValueError(f"Parquet file {path} is empty (0 bytes)")
+    try:
+        return pq.read_metadata(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise ValueError(f"{path} is not a readable Parquet file ({size} bytes): {exc}") from exc
+
+
+def row_group_rows(meta: pq.FileMetaData) -> np.ndarray:
+    """Rows per row group, read from the footer."""
+    return np.fromiter((meta.row_group(g).num_rows for g in range(meta.num_row_groups)), dtype=np.int64,
+                       count=meta.num_row_groups)
+
+
 class ParquetRowGroups:
-    """Random access to rows of Parquet files through an LRU of decoded row groups."""
+    """Random access to rows of Parquet files through an LRU of decoded row groups.
+
+    Footers are read once up front (row counts, schema, required columns); file handles are
+    then opened on first use and kept in a bounded pool (`max_open_files`), so thousands of
+    shards open under a small `ulimit -n`. Pickling carries paths and row counts only; each
+    process (pid) opens its own handles, and a file whose row count changed since is refused.
+    """
 
     def __init__(self, paths: Sequence[str | os.PathLike], columns: Sequence[str] | None = None,
-                 cache_row_groups: int = READ_OPTIONS["cache_row_groups"]):
+                 cache_row_groups: int = READ_OPTIONS["cache_row_groups"], max_open_files: int = 64):
         self.paths = [str(p) for p in paths]
         self.columns = list(columns) if columns else None
         self.capacity = max(1, int(cache_row_groups))
-        self._files: list[pq.ParquetFile] = []
-        groups: list[tuple[int, int]] = []
-        sizes: list[int] = []
+        self.max_open_files = max(1, int(max_open_files))
+        group_file: list[np.ndarray] = []
+        group_index: list[np.ndarray] = []
+        sizes: list[np.ndarray] = []
+        self.file_rows: list[int] = []
+        schema = None
         for f, path in enumerate(self.paths):
-            handle = pq.ParquetFile(path)
-            self._files.append(handle)
-            for g in range(handle.metadata.num_row_groups):
-                rows = handle.metadata.row_group(g).num_rows
-                if rows:
-                    groups.append((f, g))
-                    sizes.append(rows)
-        self._groups = groups
-        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            meta = read_footer(path)
+            file_schema = meta.schema.to_arrow_schema()
+            schema = schema if schema is not None else file_schema
+            if self.columns:
+                names = set(file_schema.names)
+                missing = [c for c in self.columns if c not in names]
+                if missing:
+                    raise ValueError(f"{path} has no column(s) {missing} (required: {self.columns}; "
+                                     f"found: {sorted(names)})")
+            rows = row_group_rows(meta)
+            self.file_rows.append(int(rows.sum()))
+            keep = np.flatnonzero(rows)
+            group_file.append(np.full(len(keep), f, np.int32))
+            group_index.append(keep.astype(np.int32))
+            sizes.append(rows[keep])
+        self._group_file = np.concatenate(group_file) if group_file else np.zeros(0, np.int32)
+        self._group_index = np.concatenate(group_index) if group_index else np.zeros(0, np.int32)
+        counts = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self._starts_list = self.starts.tolist()
-        schema = self._files[0].schema_arrow if self._files else pa.schema([])
+        schema = schema if schema is not None else pa.schema([])
         self.schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns else schema
+        self._reset_handles()
+
+    def _reset_handles(self) -> None:
+        self._pid = os.getpid()
+        self._handles: OrderedDict[int, pq.ParquetFile] = OrderedDict()
         self._cache: OrderedDict[int, tuple[pa.RecordBatch, list[CellGetter]]] = OrderedDict()
         self.hits = self.misses = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for name in ("_handles", "_cache", "_pid"):
+            state.pop(name)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset_handles()
+
+    def _file(self, f: int) -> pq.ParquetFile:
+        """The open handle of file `f`, from the bounded pool (per process)."""
+        if self._pid != os.getpid():
+            self._reset_handles()  # handles and decoded groups of another process are not ours
+        handle = self._handles.get(f)
+        if handle is not None:
+            self._handles.move_to_end(f)
+            return handle
+        path = self.paths[f]
+        try:
+            handle = pq.ParquetFile(path)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise ValueError(f"{path} can no longer be read as Parquet: {exc}") from exc
+        if handle.metadata.num_rows != self.file_rows[f]:
+            handle.close()
+            raise ValueError(f"{path} changed since it was opened: {handle.metadata.num_rows} rows, "
+                             f"not {self.file_rows[f]}")
+        self._handles[f] = handle
+        if len(self._handles) > self.max_open_files:
+            _, oldest = self._handles.popitem(last=False)
+            oldest.close()
+        return handle
 
     @property
     def num_rows(self) -> int:
@@ -102,8 +179,8 @@ class ParquetRowGroups:
             self.hits += 1
             return cached
         self.misses += 1
-        f, g = self._groups[index]
-        table = self._files[f].read_row_group(g, columns=self.columns)
+        f, g = int(self._group_file[index]), int(self._group_index[index])
+        table = self._file(f).read_row_group(g, columns=self.columns)
         batch = table.combine_chunks().to_batches()[0] if table.num_rows else self.schema.empty_table()
         getters = [cell_getter(batch.column(j)) for j in range(batch.num_columns)]
         self._cache[index] = (batch, getters)
@@ -127,11 +204,11 @@ class ParquetRowGroups:
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         g = max(bisect.bisect_right(self._starts_list, start) - 1, 0)
-        while start < stop and g < len(self._groups):
+        while start < stop and g < len(self._group_file):
             lo = start - self._starts_list[g]
             hi = min(stop, self._starts_list[g + 1]) - self._starts_list[g]
-            f, group = self._groups[g]
-            batch = self._files[f].read_row_group(group, columns=self.columns).combine_chunks().to_batches()[0]
+            f, group = int(self._group_file[g]), int(self._group_index[g])
+            batch = self._file(f).read_row_group(group, columns=self.columns).combine_chunks().to_batches()[0]
             for off in range(lo, hi, batch_rows):
                 yield batch.slice(off, min(batch_rows, hi - off))
             start = self._starts_list[g + 1]

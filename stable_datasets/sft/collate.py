@@ -17,6 +17,9 @@ their physical boundaries in the `*_padded` keys; the real length of each sequen
 its last non-EOS token, as in Megatron-Bridge. Sequences not padded at pack time are padded
 here with EOS.
 
+`return_cu_seqlen=False` (no THD attention) gives `padding_mask` and a causal `attention_mask`
+of shape (batch, 1, L, L), True where attention is masked, instead of the cu_seqlens keys.
+
 Padded length: min(max_seq_length, the longest row rounded up to `pad_seq_length_to_mult`),
 as Megatron-Bridge computes it; `max_seq_length` with `pad_to_max_length=True`.
 `cu_seqlens` rows end at the padded length and are padded with it (zero-length sequences),
@@ -41,7 +44,8 @@ def collate_packed(batch: Sequence[Mapping[str, Any]], *, eos_id: int, max_seq_l
                    pad_to_max_length: bool = False, pad_seq_length_to_mult: int = 16, pad_seq_to_mult: int = 1,
                    answer_only_loss: bool = True, pad_cu_seqlens: bool = False,
                    pack_metadata: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None,
-                   legacy_keys: bool = False, return_tensors: str | None = None) -> dict[str, Any]:
+                   legacy_keys: bool = False, return_cu_seqlen: bool = True,
+                   return_tensors: str | None = None) -> dict[str, Any]:
     """Collate packs into one batch (see the module docstring for the exact layout)."""
     rows = []  # per pack: tokens, labels, loss, positions, padded seq lengths, real seq lengths
     for item in batch:
@@ -143,6 +147,11 @@ def collate_packed(batch: Sequence[Mapping[str, Any]], *, eos_id: int, max_seq_l
 
     out: dict[str, Any] = {"tokens": tokens, "labels": labels, "loss_mask": loss_mask, "position_ids": position_ids,
                            "token_count": token_count}
+    if not return_cu_seqlen:  # no THD kernel: one causal mask per row (True = masked), as Megatron-Bridge gives
+        causal = ~np.tril(np.ones((max_length, max_length), dtype=bool))
+        out.update({"padding_mask": padding_mask,
+                    "attention_mask": np.broadcast_to(causal, (len(rows), 1, max_length, max_length)).copy()})
+        return _to_tensors(out) if return_tensors != "numpy" else out
     if legacy_keys:
         # NeMo layout: one extra -1 column so argmin always finds the end
         cu_padded = as_matrix(padded_cu, extra=1)
