@@ -9,6 +9,7 @@ starting at 0).
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -155,15 +156,24 @@ def packed_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
 
 
 def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path, *,
-                         pack_metadata: dict[str, Any] | None = None, row_group_bytes: int = 1 << 20,
-                         compression: str = "zstd") -> Path:
+                         pack_metadata: dict[str, Any] | None = None, row_group_bytes: int | None = None,
+                         row_group_rows: int | None = None, compression: str = "zstd") -> Path:
     """Write packs as a Megatron-Bridge `*.idx.parquet` file, with `{pack_size}_metadata.jsonl` beside it.
 
-    `rows` may be dicts, a PackedSFTDataset or a StableDataset of packs. Row groups hold about
-    `row_group_bytes` of data each.
+    `rows` may be dicts, a PackedSFTDataset or a StableDataset of packs, and are written in
+    chunks (memory stays bounded). Row groups are sized as the `parquet_shards` layout sizes
+    them: `row_group_bytes` of data, at most `row_group_rows` rows (defaults: the layout's).
     """
     import pyarrow.parquet as pq
 
+    from stable_datasets.layouts import parquet_shards
+
+    options = dict(parquet_shards.DEFAULT_OPTIONS, compression=compression)
+    if row_group_bytes is not None:
+        options["row_group_bytes"] = row_group_bytes
+    if row_group_rows is not None:
+        options["row_group_rows"] = row_group_rows
+    parquet_shards.check_options(options)
     path = Path(path)
     if not path.name.endswith(".parquet"):
         path = path.with_name(path.name + ".idx.parquet")
@@ -171,11 +181,26 @@ def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path,
     if hasattr(rows, "__getitem__") and hasattr(rows, "__len__") and not isinstance(rows, list):
         source = rows
         rows = (_as_stored(source[i]) for i in range(len(source)))
-    table = packed_table(rows)
-    per_row = max(table.nbytes / max(table.num_rows, 1), 1.0)
+    schema = PACKED_FEATURES.arrow_schema
     tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, row_group_size=max(1, int(row_group_bytes // per_row)), compression=compression)
-    tmp.replace(path)
+    try:
+        with pq.ParquetWriter(tmp, schema, **parquet_shards.writer_settings(options, schema)) as writer:
+            rows = iter(rows)
+            pending = packed_table(itertools.islice(rows, 256))  # sizes the row groups
+            per_group = parquet_shards.rows_per_group(options, pending.nbytes / max(pending.num_rows, 1))
+            while True:
+                more = packed_table(itertools.islice(rows, max(per_group, 1024)))
+                if more.num_rows:
+                    pending = pa.concat_tables([pending, more])
+                whole = pending.num_rows // per_group * per_group if more.num_rows else pending.num_rows
+                if whole:  # only whole row groups until the last one
+                    writer.write_table(pending.slice(0, whole), row_group_size=per_group)
+                    pending = pending.slice(whole)
+                if not more.num_rows:
+                    break
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     if pack_metadata is not None:
         (path.parent / metadata_file_name(int(pack_metadata["pack_size"]))).write_text(
             metadata_file_text(pack_metadata))
