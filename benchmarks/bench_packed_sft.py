@@ -207,7 +207,7 @@ def row_group_sweep(packs: int, work: Path) -> list[tuple[str, ...]]:
         t_theirs = timed(functools.partial(read_each, theirs, order[:n_theirs]))
         _, t_open, _, _ = fresh(OPEN_OURS, str(path))
         results.append((label, f"{meta.num_row_groups:,}", f"{packs / meta.num_row_groups:.1f}",
-                        f"{meta.serialized_size / 1e6:.2f}", f"{path.stat().st_size / 1e6:,.0f}",
+                        f"{meta.serialized_size / 1e6:.2f}", f"{path.stat().st_size / 1e6:,.1f}",
                         f"{t_open * 1e3:.0f}", f"{t_ours / n * 1e3:.2f}", f"{n / t_ours:,.0f}",
                         f"{n_theirs / t_theirs:,.0f}", f"{(n / t_ours) / (n_theirs / t_theirs):.1f}x"))
         path.unlink()
