@@ -648,3 +648,22 @@ def test_thousands_of_shards_under_a_small_file_limit(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["ok", "64"]
+
+
+def test_row_groups_by_rows_with_page_index_and_delta_encoded_ids(tmp_path):
+    rows = _pack_rows(0, 50)
+    path = write_packed_parquet(rows, tmp_path / "training_16.idx.parquet", row_group_rows=3)
+    meta = pq.read_metadata(path)
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [3] * 16 + [2]
+    ids = meta.row_group(0).column(0)
+    assert ids.path_in_schema == "input_ids.list.element" and "DELTA_BINARY_PACKED" in ids.encodings
+    assert ids.has_offset_index and ids.has_column_index and ids.is_stats_set
+    packs = PackedSFTDataset(path)
+    assert [packs[i]["input_ids"][0] for i in (49, 0, 25)] == [49, 0, 25]
+    # the layout option: a cache whose row groups hold at most 2 rows
+    ds = sds.load_dataset("python_docs_sft", split="test", storage_format="parquet",
+                          packing=PackingConfig(pack_size=1024), layout_options={"row_group_rows": 2})
+    files = sorted(ds.cache_dirs[0].glob("*.idx.parquet"))
+    metas = [pq.read_metadata(f) for f in files]
+    assert max(m.row_group(g).num_rows for m in metas for g in range(m.num_row_groups)) == 2
+    assert PackedSFTDataset(ds.cache_dirs[0])[len(ds) - 1]["input_ids"].tolist() == ds[len(ds) - 1]["input_ids"]
