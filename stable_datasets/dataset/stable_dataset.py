@@ -391,11 +391,14 @@ class StableDataset:
         return self.select(range(index, n, num_shards))
 
     def filter(self, function: Callable[..., Any], *, batched: bool = False, batch_size: int = 1000,
-               with_indices: bool = False, input_columns: Sequence[str] | None = None) -> StableDataset:
+               with_indices: bool = False, input_columns: Sequence[str] | None = None, num_proc: int | None = None,
+               engine: str = "process") -> StableDataset:
+        """Rows for which `function` is true, as a view; `num_proc` runs it in parallel ranges."""
         from stable_datasets.dataset.transforms import filter_positions
 
         return self.select(filter_positions(self, function, batched=batched, batch_size=batch_size,
-                                            with_indices=with_indices, input_columns=input_columns))
+                                            with_indices=with_indices, input_columns=input_columns,
+                                            num_proc=num_proc, engine=engine))
 
     def map(self, function: Callable[..., Any] | None = None, **kwargs: Any) -> StableDataset:
         from stable_datasets.dataset.transforms import map_dataset

@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from stable_datasets.dataset.cells import CellGetter, cell_getter
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
-from stable_datasets.layouts.sharded import ShardedFileWriter
+from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
 from stable_datasets.tables import ordered_gather
 
 NAME = "parquet_shards"
@@ -88,6 +88,10 @@ def _integer_leaves(schema: pa.Schema) -> list[str]:
         elif (pa.types.is_list(f.type) or pa.types.is_large_list(f.type)) and pa.types.is_integer(f.type.value_type):
             paths.append(f"{f.name}.list.element")
     return paths
+
+
+#: parallel parts' shards, moved into the cache and renumbered in order
+merge_parts = merge_numbered_shards
 
 
 class Writer(ShardedFileWriter):

@@ -77,6 +77,69 @@ def _check_pad_multiple(pad_seq_to_mult: int, pack_size: int) -> None:
 
 
 @dataclass
+class PackPlan:
+    """Which sequences go in which pack: `bins` hold indices into the sequences given to `plan_packs`."""
+
+    bins: list[list[int]]
+    metadata: dict[str, Any]
+    limit: int  # a sequence keeps at most this many tokens (pack_size + 1; more only when skipped)
+    skipped: int = 0
+    truncated: int = 0
+
+
+def plan_packs(token_counts: np.ndarray, pack_size: int, algorithm: str = "first_fit_shuffle", seed: int = 0,
+               overlong: str = "skip", *, pad_seq_to_mult: int = 1) -> PackPlan:
+    """Bins over every sequence of a split, from token counts alone (a sequence of n tokens fills
+    n - 1 positions). Overlong sequences are skipped or cut to pack_size + 1 tokens; sequences
+    of fewer than 2 tokens are left out.
+
+    With `pad_seq_to_mult > 1` a sequence fills its n - 1 positions rounded up to a multiple
+    (`pack_row` pads it so), and it is overlong when that passes the largest multiple that fits
+    in `pack_size` (cut to that multiple with `overlong="truncate"`), as Megatron-Bridge does."""
+    _check_pad_multiple(pad_seq_to_mult, pack_size)
+    counts = np.asarray(token_counts, dtype=np.int64)
+    cap = pack_size // pad_seq_to_mult * pad_seq_to_mult  # the longest padded length that fits
+    padded = -(-(counts - 1) // pad_seq_to_mult) * pad_seq_to_mult
+    overlong_mask = padded > cap
+    skipped = int(overlong_mask.sum()) if overlong == "skip" else 0
+    truncated = int(overlong_mask.sum()) if overlong == "truncate" else 0
+    if skipped:
+        logger.warning("skipped {} sequences longer than pack_size={} (overlong='truncate' keeps them cut)",
+                       skipped, pack_size)
+    kept = np.flatnonzero((counts >= 2) & ~(overlong_mask if overlong == "skip" else False))
+    if not len(kept):
+        raise ValueError("no sequence fits the pack size; nothing to pack")
+    lengths = np.minimum(padded[kept], cap)
+    bins = pack_indices(lengths, pack_size, algorithm, seed)
+    metadata = packing_metadata(lengths, [[int(lengths[i]) for i in b] for b in bins], pack_size)
+    return PackPlan(bins=[[int(kept[i]) for i in b] for b in bins], metadata=metadata, limit=cap + 1,
+                    skipped=skipped, truncated=truncated)
+
+
+def pack_row(sequences: Sequence[tuple[np.ndarray, np.ndarray]], limit: int, *, pad_seq_to_mult: int = 1,
+             pad_id: int | None = None) -> dict[str, np.ndarray]:
+    """One pack from its (input_ids, loss_mask) sequences, each cut to `limit` tokens and, with
+    `pad_seq_to_mult > 1`, padded with `pad_id` (zero loss) to a multiple after the label shift."""
+    parts = [(ids[:limit], mask[:limit]) for ids, mask in sequences]
+    if pad_seq_to_mult > 1:
+        if pad_id is None:
+            raise ValueError("pad_seq_to_mult > 1 needs pad_id=, the tokenizer's EOS id")
+        parts = [_pad_to_multiple(ids, mask, pad_seq_to_mult, pad_id) for ids, mask in parts]
+    starts = np.cumsum([0] + [len(ids) for ids, _ in parts[:-1]]).astype(np.int32)
+    shifted = [np.append(mask[1:], 0).astype(np.int8) for _, mask in parts]
+    return {"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32),
+            "loss_mask": np.concatenate(shifted), "seq_start_id": starts}
+
+
+def _pad_to_multiple(ids: np.ndarray, mask: np.ndarray, multiple: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    pad = -(-(len(ids) - 1) // multiple) * multiple + 1 - len(ids)
+    if pad <= 0:
+        return ids, mask
+    return (np.concatenate([np.asarray(ids, dtype=np.int32), np.full(pad, pad_id, np.int32)]),
+            np.concatenate([np.asarray(mask, dtype=np.int8), np.zeros(pad, np.int8)]))
+
+
+@dataclass
 class PackResult:
     rows: list[dict[str, np.ndarray]]
     metadata: dict[str, Any]
@@ -92,47 +155,15 @@ def pack_sequences(sequences: Sequence[tuple[np.ndarray, np.ndarray]], pack_size
     With `pad_seq_to_mult > 1` each sequence is padded with `pad_id` (the EOS id) and a zero
     loss mask until its length after the label shift is a multiple of `pad_seq_to_mult`, as
     Megatron-Bridge prepares packs for context parallelism; `collate_packed(pad_seq_to_mult=)`
-    finds the real lengths again. A sequence whose padded length passes the largest multiple
-    that fits in `pack_size` is overlong (skipped, or cut to that multiple with `overlong="truncate"`).
+    finds the real lengths again (see `plan_packs` for overlong sequences).
     """
-    _check_pad_multiple(pad_seq_to_mult, pack_size)
     if pad_seq_to_mult > 1 and pad_id is None:
         raise ValueError("pack_sequences(pad_seq_to_mult>1) needs pad_id=, the tokenizer's EOS id")
-    cap = pack_size // pad_seq_to_mult * pad_seq_to_mult  # the longest runtime length that stays a multiple
-    kept: list[tuple[np.ndarray, np.ndarray]] = []
-    skipped = truncated = 0
-    for ids, mask in sequences:
-        target = -(-(len(ids) - 1) // pad_seq_to_mult) * pad_seq_to_mult
-        if target > cap:
-            if overlong == "skip":
-                skipped += 1
-                continue
-            ids, mask = ids[: cap + 1], mask[: cap + 1]
-            target = cap
-            truncated += 1
-        if len(ids) < 2:
-            continue
-        if target + 1 > len(ids):
-            pad = target + 1 - len(ids)
-            ids = np.concatenate([np.asarray(ids), np.full(pad, pad_id, dtype=np.asarray(ids).dtype)])
-            mask = np.concatenate([np.asarray(mask), np.zeros(pad, dtype=np.asarray(mask).dtype)])
-        kept.append((ids, mask))
-    if skipped:
-        logger.warning("skipped {} sequences longer than pack_size={} (overlong='truncate' keeps them cut)",
-                       skipped, pack_size)
-    if not kept:
-        raise ValueError("no sequence fits the pack size; nothing to pack")
-    lengths = np.fromiter((len(ids) - 1 for ids, _ in kept), dtype=np.int64, count=len(kept))
-    bins = pack_indices(lengths, pack_size, algorithm, seed)
-    rows = []
-    for members in bins:
-        parts = [kept[i] for i in members]
-        starts = np.cumsum([0] + [len(ids) for ids, _ in parts[:-1]]).astype(np.int32)
-        shifted = [np.append(mask[1:], 0).astype(np.int8) for _, mask in parts]
-        rows.append({"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32),
-                     "loss_mask": np.concatenate(shifted), "seq_start_id": starts})
-    metadata = packing_metadata(lengths, [[int(lengths[i]) for i in b] for b in bins], pack_size)
-    return PackResult(rows=rows, metadata=metadata, skipped=skipped, truncated=truncated)
+    plan = plan_packs(np.fromiter((len(ids) for ids, _ in sequences), np.int64, count=len(sequences)), pack_size,
+                      algorithm, seed, overlong, pad_seq_to_mult=pad_seq_to_mult)
+    rows = [pack_row([sequences[i] for i in members], plan.limit, pad_seq_to_mult=pad_seq_to_mult, pad_id=pad_id)
+            for members in plan.bins]
+    return PackResult(rows=rows, metadata=plan.metadata, skipped=plan.skipped, truncated=plan.truncated)
 
 
 def metadata_file_name(pack_size: int) -> str:
