@@ -63,7 +63,7 @@ class PackingConfig:
                 "pad_seq_to_mult": self.pad_seq_to_mult, "extra": self.extra}
 
     def pack_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of `pack_sequences` beyond the positional ones (padding needs the EOS id)."""
+        """Keyword arguments for `pack_sequences` and `pack_row` (`plan_packs` takes `pad_seq_to_mult` alone)."""
         if self.pad_seq_to_mult == 1:
             return {}
         return {"pad_seq_to_mult": self.pad_seq_to_mult, "pad_id": self.chat_tokenizer().eos_id}
