@@ -178,13 +178,14 @@ def read_each(reader, indices: np.ndarray) -> None:
         reader[i]
 
 
-def row_group_sweep(packs: int, work: Path) -> list[tuple[str, ...]]:
+def row_group_sweep(packs: int, work: Path, chosen: list[int] | None = None) -> list[tuple[str, ...]]:
     """Row-group size against decode time per random pack, footer size, open time and file size."""
     from stable_datasets.sft import PackedSFTDataset, write_packed_parquet
 
     results = []
     order = np.random.default_rng(1).permutation(packs)
-    for label, kwargs in ROW_GROUP_SETTINGS:
+    settings = [ROW_GROUP_SETTINGS[i] for i in chosen] if chosen else ROW_GROUP_SETTINGS
+    for label, kwargs in settings:
         path = work / f"sweep_{len(results)}.idx.parquet"
         if kwargs is None:  # the file as the layout wrote it before: 1 MiB groups, pyarrow's default dictionaries
             writer = None
@@ -223,12 +224,14 @@ def main() -> None:
     parser.add_argument("--packs", type=int, default=100_000)
     parser.add_argument("--lengths", type=int, default=1_000_000)
     parser.add_argument("--sweep", action="store_true", help="only the row-group size sweep, on --packs packs")
+    parser.add_argument("--sweep-settings", default="", help="comma-separated indices into ROW_GROUP_SETTINGS")
     args = parser.parse_args()
     quiet()
     if args.sweep:
         work = work_dir("bench-sft-sweep-")
         try:
-            rows = row_group_sweep(args.packs, work)
+            chosen = [int(i) for i in args.sweep_settings.split(",") if i.strip()]
+            rows = row_group_sweep(args.packs, work, chosen)
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print(f"\n{args.packs:,} packs of up to {PACK} tokens, one Parquet file per row-group size; random reads "
