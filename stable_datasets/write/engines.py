@@ -181,25 +181,34 @@ def _sent_by_value(modules: Sequence[ModuleType]) -> Iterator[None]:
 
 def run_ray(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], runner: JobRunner,
             desc: str = "jobs") -> list[Any]:
-    """Run the calls as Ray tasks (one CPU each); a task whose worker dies is retried."""
+    """Run the calls as Ray tasks (one CPU each). A task whose worker dies is retried; after the
+    retries it fails the run, once the other tasks finish (their parts are kept for the next build).
+    An exception raised by a task stops the others at once and is raised as itself."""
     ray = ensure_ray(runner.ray_address)
     with _sent_by_value(runner.modules):
         task = ray.remote(num_cpus=1, max_retries=runner.ray_max_retries, retry_exceptions=False)(fn)
         refs = [task.remote(*args) for args in calls]
-    try:
-        return ray.get(refs)
-    except ray.exceptions.RayTaskError:
-        for ref in refs:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-        raise  # an instance of the task's own exception class too (ExampleError, ...)
-    except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-            ray.exceptions.ObjectLostError) as exc:
-        for ref in refs:
-            with contextlib.suppress(Exception):
-                ray.cancel(ref, force=True)
-        raise WorkerDiedError(f"{desc}: a Ray worker died and the task failed after "
-                              f"{runner.ray_max_retries} retries ({type(exc).__name__}: {exc})") from exc
+    index = {ref: i for i, ref in enumerate(refs)}
+    results: list[Any] = [None] * len(calls)
+    died: list[str] = []
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        for ref in ready:
+            try:
+                results[index[ref]] = ray.get(ref)
+            except ray.exceptions.RayTaskError:
+                for other in pending:
+                    with contextlib.suppress(Exception):
+                        ray.cancel(other, force=True)
+                raise  # an instance of the task's own exception class too (ExampleError, ...)
+            except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                    ray.exceptions.ObjectLostError) as exc:
+                died.append(f"{desc} {index[ref]} of {len(calls)}: its Ray worker died and the task failed after "
+                            f"{runner.ray_max_retries} retries ({type(exc).__name__})")
+    if died:
+        raise WorkerDiedError("; ".join(died))
+    return results
 
 
 def user_modules(obj: Any) -> list[ModuleType]:
