@@ -151,7 +151,7 @@ class ParquetRowGroups:
         group_file: list[np.ndarray] = []
         group_index: list[np.ndarray] = []
         sizes: list[np.ndarray] = []
-        self.file_rows: list[int] = []
+        self._file_rows: list[int] = []
         self._footers: dict[int, pq.FileMetaData] = {}  # parsed once: the first handles reuse them
         schema = None
         for f, path in enumerate(self.paths):
@@ -167,7 +167,10 @@ class ParquetRowGroups:
                     raise ValueError(f"{path} has no column(s) {missing} (required: {self.columns}; "
                                      f"found: {sorted(names)})")
             rows = row_group_rows(meta)
-            self.file_rows.append(int(rows.sum()))
+            if int(rows.sum()) != meta.num_rows:
+                raise ValueError(f"{path}: the footer records {meta.num_rows} rows but its row groups hold "
+                                 f"{int(rows.sum())}")
+            self._file_rows.append(int(meta.num_rows))
             keep = np.flatnonzero(rows)
             group_file.append(np.full(len(keep), f, np.int32))
             group_index.append(keep.astype(np.int32))
@@ -211,10 +214,10 @@ class ParquetRowGroups:
             handle = pq.ParquetFile(path, metadata=self._footers.pop(f, None))
         except (OSError, pa.ArrowInvalid) as exc:
             raise ValueError(f"{path} can no longer be read as Parquet: {exc}") from exc
-        if handle.metadata.num_rows != self.file_rows[f]:
+        if handle.metadata.num_rows != self._file_rows[f]:
             handle.close()
             raise ValueError(f"{path} changed since it was opened: {handle.metadata.num_rows} rows, "
-                             f"not {self.file_rows[f]}")
+                             f"not {self._file_rows[f]}")
         self._handles[f] = handle
         if len(self._handles) > self.max_open_files:
             _, oldest = self._handles.popitem(last=False)
@@ -226,8 +229,8 @@ class ParquetRowGroups:
         return int(self.starts[-1])
 
     def file_rows(self) -> list[int]:
-        """Rows of each file, as its footer records them."""
-        return [f.metadata.num_rows for f in self._files]
+        """Rows of each file, as its footer records them (read when the files were opened)."""
+        return list(self._file_rows)
 
     def group(self, index: int) -> tuple[pa.RecordBatch, list[CellGetter]]:
         """Decoded row group `index` (global numbering) and its cell getters."""
