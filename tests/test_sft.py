@@ -669,8 +669,6 @@ def test_row_groups_by_rows_with_page_index_and_delta_encoded_ids(tmp_path):
     assert PackedSFTDataset(ds.cache_dirs[0])[len(ds) - 1]["input_ids"].tolist() == ds[len(ds) - 1]["input_ids"]
 
 
-@pytest.mark.xfail(strict=True, reason="sft/builder.py (the lead's) does not pass PackingConfig.pack_kwargs() to "
-                                       "plan_packs and pack_row yet")
 def test_sft_builder_pads_sequences_for_context_parallelism():
     ds = sds.load_dataset("python_docs_sft", split="test", packing=PackingConfig(pack_size=1024, pad_seq_to_mult=8))
     for i in range(min(len(ds), 20)):
