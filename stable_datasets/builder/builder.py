@@ -12,7 +12,6 @@ import dataclasses
 import datetime as dt
 import errno
 import functools
-import inspect
 import itertools
 import json
 import multiprocessing
@@ -28,6 +27,8 @@ from loguru import logger
 
 from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
+from stable_datasets.builder.input_identity import input_files_identity
+from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.journal import JOURNAL_FILE, ShardJournal
 from stable_datasets.cache.lock import exclusive_lock
@@ -46,23 +47,6 @@ from stable_datasets.progress import progress
 DOWNLOAD_MODES = ("reuse_dataset_if_exists", "force_rebuild", "force_redownload")
 VERIFICATION_MODES = ("basic_checks", "all_checks", "no_checks")
 SPLITS_FILE = "_splits.json"
-
-
-def _code_text(code: Any) -> str:
-    consts = [(_code_text(c) if inspect.iscode(c) else repr(c)) for c in code.co_consts]
-    return f"{code.co_code.hex()}|{consts}|{code.co_names}"
-
-
-def _class_code_text(cls: type) -> str:
-    """Bytecode and attributes of a builder class and its user-defined bases."""
-    parts = []
-    for klass in cls.__mro__:
-        if klass is object or klass.__module__.startswith("stable_datasets."):
-            continue
-        for name, value in sorted(vars(klass).items()):
-            code = getattr(getattr(value, "__func__", value), "__code__", None)
-            parts.append(f"{klass.__qualname__}.{name}={_code_text(code) if code else repr(value)}")
-    return "\n".join(parts)
 
 
 _FORKED_JOBS: list[Any] = []
@@ -175,21 +159,9 @@ class DatasetBuilder:
         return self.info.features  # type: ignore[return-value]
 
     def source_text(self) -> str:
-        """The builder script's source: editing it changes the fingerprint.
-
-        Classes without a source file (notebooks, exec) fall back to their bytecode.
-        """
-        cls = type(self)
-        try:
-            path = self._script_path or inspect.getsourcefile(cls)
-        except TypeError:
-            path = None
-        if path and os.path.isfile(path):
-            return Path(path).read_text(encoding="utf-8")
-        try:
-            return inspect.getsource(cls)
-        except (OSError, TypeError):
-            return _class_code_text(cls)
+        """The builder's code (script and local modules, or methods and globals without a file): editing it
+        changes the fingerprint."""
+        return builder_source_text(type(self))
 
     # -- the three methods a script writes ---------------------------------------------
     def _info(self) -> DatasetInfo:
@@ -244,6 +216,7 @@ class DatasetBuilder:
             "layout_options": self.layout_options(storage_format, layout_options),
             "cache_format_version": CACHE_FORMAT_VERSION,
             "extra": to_jsonable(self._fingerprint_extra(), "fingerprint extra"),
+            "input_files": input_files_identity(self.config, self.cache_root, self.builder_name()),
         }
 
     def fingerprint(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> str:
