@@ -41,11 +41,11 @@ def input_files_identity(config: Any, cache_root: Path, builder: str) -> dict[st
     with ContentHashes(cache_root if mode == "sha256" else None) as hashes:
         if data_files:
             splits = normalize_data_files(data_files, builder)
-            identity["data_files"] = {split: _summary([_file_identity(p, mode, hashes, cache_root) for p in paths])
+            identity["data_files"] = {split: _summary(_files_identity(paths, mode, hashes, cache_root))
                                       for split, paths in splits.items()}
         if data_dir:
-            identity["data_dir"] = _summary([_local_identity(p, mode, hashes, stat)
-                                             for p, stat in _walk(os.path.abspath(os.fspath(data_dir)), builder)])
+            identity["data_dir"] = _summary(_local_identities(_walk(os.path.abspath(os.fspath(data_dir)), builder),
+                                                              mode, hashes))
     return identity
 
 
@@ -60,23 +60,33 @@ def _summary(entries: list[list[Any]]) -> dict[str, Any]:
     return summary
 
 
-def _file_identity(path: str, mode: str, hashes: ContentHashes, cache_root: Path) -> list[Any]:
-    if path.startswith("file://"):
-        path = path[len("file://"):]
-    elif "://" in path:
-        return _remote_identity(path, cache_root)
-    absolute = os.path.abspath(path)
-    try:
-        stat = os.stat(absolute)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"data file {path} does not exist") from None
-    return _local_identity(absolute, mode, hashes, stat)
+def _files_identity(paths: list[str], mode: str, hashes: ContentHashes, cache_root: Path) -> list[list[Any]]:
+    """One entry per path, in order; local files are stat'ed (and hashed) together."""
+    entries: list[list[Any] | None] = []
+    local: list[tuple[int, tuple[str, os.stat_result]]] = []
+    for path in paths:
+        if path.startswith("file://"):
+            path = path[len("file://"):]
+        elif "://" in path:
+            entries.append(_remote_identity(path, cache_root))
+            continue
+        absolute = os.path.abspath(path)
+        try:
+            stat = os.stat(absolute)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"data file {path} does not exist") from None
+        local.append((len(entries), (absolute, stat)))
+        entries.append(None)
+    for (position, _), entry in zip(local, _local_identities([item for _, item in local], mode, hashes)):
+        entries[position] = entry
+    return entries  # type: ignore[return-value]
 
 
-def _local_identity(path: str, mode: str, hashes: ContentHashes, stat: os.stat_result) -> list[Any]:
+def _local_identities(files: list[tuple[str, os.stat_result]], mode: str, hashes: ContentHashes) -> list[list[Any]]:
     if mode == "sha256":
-        return [path, stat.st_size, "sha256:" + hashes.sha256(path, stat)]
-    return [path, stat.st_size, stat.st_mtime_ns]
+        digests = hashes.sha256_many(files)
+        return [[path, stat.st_size, "sha256:" + digest] for (path, stat), digest in zip(files, digests)]
+    return [[path, stat.st_size, stat.st_mtime_ns] for path, stat in files]
 
 
 def _walk(root: str, builder: str) -> list[tuple[str, os.stat_result]]:

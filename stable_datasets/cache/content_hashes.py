@@ -38,24 +38,46 @@ class ContentHashes:
             self._db = None
 
     def sha256(self, path: str, stat: os.stat_result) -> str:
-        key = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
-        if self._db is not None:
+        return self.sha256_many([(path, stat)])[0]
+
+    def sha256_many(self, files: list[tuple[str, os.stat_result]]) -> list[str]:
+        """The hex sha256 of each (path, stat): from the memo when it matches, else read (and remembered)."""
+        known = self._lookup([path for path, _ in files])
+        digests: list[str] = []
+        fresh: list[tuple[str, int, int, int, int, str]] = []
+        for path, stat in files:
+            key = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+            row = known.get(path)
+            if row is not None and row[:4] == key:
+                digests.append(row[4])
+                continue
+            digest = file_sha256(Path(path))
+            digests.append(digest)
+            if os.stat(path).st_ctime_ns == stat.st_ctime_ns:  # not written while we read it
+                fresh.append((path, *key, digest))
+        if fresh and self._db is not None:
             try:
-                row = self._db.execute("SELECT size, mtime_ns, ctime_ns, inode, sha256 FROM hashes "
-                                       "WHERE path = ?", (path,)).fetchone()
-                if row is not None and tuple(row[:4]) == key:
-                    return row[4]
-            except sqlite3.Error as exc:
-                logger.debug("content hash memo read failed ({}); hashing {}", exc, path)
-        digest = file_sha256(Path(path))
-        if os.stat(path).st_ctime_ns != stat.st_ctime_ns:  # written while we read it: do not remember
-            return digest
-        if self._db is not None:
-            try:
-                self._db.execute("INSERT OR REPLACE INTO hashes VALUES (?, ?, ?, ?, ?, ?)", (path, *key, digest))
+                with self._db:  # one transaction for all of them
+                    self._db.execute("BEGIN")
+                    self._db.executemany("INSERT OR REPLACE INTO hashes VALUES (?, ?, ?, ?, ?, ?)", fresh)
             except sqlite3.Error as exc:
                 logger.debug("content hash memo write failed ({}); continuing", exc)
-        return digest
+        return digests
+
+    def _lookup(self, paths: list[str]) -> dict[str, tuple]:
+        if self._db is None:
+            return {}
+        found: dict[str, tuple] = {}
+        try:
+            for lo in range(0, len(paths), 500):
+                chunk = paths[lo:lo + 500]
+                marks = ",".join("?" * len(chunk))
+                for path, *row in self._db.execute(f"SELECT path, size, mtime_ns, ctime_ns, inode, sha256 FROM hashes "
+                                                   f"WHERE path IN ({marks})", chunk):
+                    found[path] = tuple(row)
+        except sqlite3.Error as exc:
+            logger.debug("content hash memo read failed ({}); hashing again", exc)
+        return found
 
     def close(self) -> None:
         if self._db is not None:
