@@ -70,7 +70,7 @@ def _files_identity(paths: list[str], mode: str, hashes: ContentHashes, cache_ro
         elif "://" in path:
             entries.append(_remote_identity(path, cache_root))
             continue
-        absolute = os.path.abspath(path)
+        absolute = path if os.path.isabs(path) else os.path.abspath(path)  # glob results of an absolute pattern
         try:
             stat = os.stat(absolute)
         except FileNotFoundError:
