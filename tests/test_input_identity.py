@@ -187,3 +187,39 @@ def test_remote_file_without_validators_identified_by_downloaded_checksum(chat, 
         assert inputs["data_files"]["train"]["entries"] == [[url, len(body), digest]]
         assert [r["text"] for r in _load(chat, url)] == ["only"]
         assert server.hits("/plain.jsonl") == 1  # the identity's download is the one the build uses
+
+
+def test_files_named_by_other_config_fields_via_files_identity(write_builder, tmp_path):
+    source = """
+    import csv
+    from dataclasses import dataclass
+    import stable_datasets as sds
+    from stable_datasets.builder.input_identity import files_identity
+
+    @dataclass
+    class LabelsConfig(sds.BuilderConfig):
+        labels: str = ""
+
+    class Labels(sds.GeneratorBasedBuilder):
+        BUILDER_CONFIG_CLASS = LabelsConfig
+
+        def _info(self):
+            return sds.DatasetInfo(features=sds.Features({"name": sds.Value("string")}))
+
+        def _fingerprint_extra(self):
+            return {"labels": files_identity([self.config.labels])}
+
+        def _split_generators(self, dl_manager):
+            return [sds.SplitGenerator("train", {})]
+
+        def _generate_examples(self):
+            with open(self.config.labels, newline="") as fh:
+                for i, row in enumerate(csv.reader(fh)):
+                    yield i, {"name": row[0]}
+    """
+    script = str(write_builder("labels", source))
+    csv_file = tmp_path / "labels.csv"
+    csv_file.write_text("cat\ndog\n")
+    assert sds.load_dataset(script, split="train", labels=str(csv_file))["name"] == ["cat", "dog"]
+    csv_file.write_text("cat\ndog\nemu\n")
+    assert sds.load_dataset(script, split="train", labels=str(csv_file))["name"] == ["cat", "dog", "emu"]

@@ -49,6 +49,22 @@ def input_files_identity(config: Any, cache_root: Path, builder: str) -> dict[st
     return identity
 
 
+def files_identity(paths: list[str | os.PathLike], *, mode: str = "stat", cache_root: Path | None = None,
+                   ) -> dict[str, Any]:
+    """The identity of files a builder reads from somewhere other than `data_files`/`data_dir`.
+
+    Return it from `_fingerprint_extra()` (e.g. `{"labels_csv": files_identity([self.config.labels])}`)
+    so that editing those files rebuilds too. `cache_root` holds the sha256 memo and downloads.
+    """
+    if mode not in IDENTITY_MODES:
+        raise ValueError(f"mode must be one of {IDENTITY_MODES}, got {mode!r}")
+    from stable_datasets.cache.paths import cache_root as default_root
+
+    root = cache_root or default_root()
+    with ContentHashes(root if mode == "sha256" else None) as hashes:
+        return _summary(_files_identity([os.fspath(p) for p in paths], mode, hashes, root))
+
+
 def _summary(entries: list[list[Any]]) -> dict[str, Any]:
     """Count, bytes and a digest of the per-file entries; the entries themselves when they are few."""
     text = json.dumps(entries, separators=(",", ":"), ensure_ascii=False)
