@@ -223,3 +223,18 @@ def test_files_named_by_other_config_fields_via_files_identity(write_builder, tm
     assert sds.load_dataset(script, split="train", labels=str(csv_file))["name"] == ["cat", "dog"]
     csv_file.write_text("cat\ndog\nemu\n")
     assert sds.load_dataset(script, split="train", labels=str(csv_file))["name"] == ["cat", "dog", "emu"]
+
+
+@pytest.mark.parametrize("validators", [{"ETag": '"v1"'}, {}])
+def test_unreachable_server_reuses_the_cache_of_the_downloaded_copy(chat, validators):
+    from stable_datasets.errors import DownloadError
+
+    with FileServer() as server:
+        server.files["/chat.jsonl"] = b'{"text": "kept"}\n'
+        server.validators["/chat.jsonl"] = validators
+        url = server.url + "/chat.jsonl"
+        first = _load(chat, url)
+        with pytest.raises(DownloadError, match=r"cannot identify data file .*/missing.jsonl: .*HTTP 404"):
+            _load(chat, server.url + "/missing.jsonl")
+    offline = _load(chat, url)  # the server is gone: same fingerprint from what the download recorded
+    assert offline.cache_dirs == first.cache_dirs and offline["text"] == ["kept"]

@@ -127,15 +127,27 @@ def _walk(root: str, builder: str) -> list[tuple[str, os.stat_result]]:
 
 def _remote_identity(url: str, cache_root: Path) -> list[Any]:
     if url.startswith(("http://", "https://")):
-        from stable_datasets.download.http import head
+        from stable_datasets.download.http import FatalURLError, RetryableError, head
         from stable_datasets.download.manager import DownloadManager
+        from stable_datasets.errors import DownloadError
 
-        headers = head(url)
+        manager = DownloadManager(downloads_dir(cache_root))
+        try:
+            headers = head(url)
+        except (RetryableError, FatalURLError) as exc:
+            record = manager.record(url)
+            if isinstance(exc, FatalURLError) or not record:
+                raise DownloadError(f"cannot identify data file {url}: {exc}") from None
+            # offline: the validators recorded with the download we already have
+            logger.warning("{} is unreachable ({}); identifying it by its downloaded copy", url, exc)
+            validators = record.get("validators") or {}
+            return [url, record.get("size"), validators] if validators else \
+                [url, record.get("size"), "sha256:" + str(record.get("sha256"))]
         if "ETag" in headers or "Last-Modified" in headers:
             size = int(headers["Content-Length"]) if headers.get("Content-Length", "").isdigit() else None
             return [url, size, {k: v for k, v in headers.items() if k != "Content-Length"}]
         # No validators: the content itself, downloaded once into the shared downloads folder.
-        local = Path(DownloadManager(downloads_dir(cache_root)).download(url))
+        local = Path(manager.download(url))
         with ContentHashes(cache_root) as hashes:
             return [url, local.stat().st_size, "sha256:" + hashes.sha256(str(local), local.stat())]
     try:

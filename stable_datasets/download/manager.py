@@ -96,10 +96,23 @@ class DownloadManager:
                 return replacement + url[len(prefix):]
         return url
 
-    def _download_one(self, spec: str | RemoteFile) -> Path:
+    def destination(self, spec: str | RemoteFile) -> Path:
+        """Where the download of `spec` lives (named by a hash of its URL); its record sits beside it as .json."""
         remote = spec if isinstance(spec, RemoteFile) else RemoteFile(str(spec))
         name = remote.filename or Path(remote.url.split("?")[0]).name or "file"
-        dest = self.download_dir / f"{hashlib.sha256(remote.url.encode()).hexdigest()[:16]}-{name}"
+        return self.download_dir / f"{hashlib.sha256(remote.url.encode()).hexdigest()[:16]}-{name}"
+
+    def record(self, spec: str | RemoteFile) -> dict[str, Any] | None:
+        """What was recorded when `spec` was downloaded (url, sha256, size, validators), or None."""
+        dest = self.destination(spec)
+        try:
+            return json.loads(dest.with_name(dest.name + ".json").read_text()) if dest.is_file() else None
+        except (OSError, ValueError):
+            return None
+
+    def _download_one(self, spec: str | RemoteFile) -> Path:
+        remote = spec if isinstance(spec, RemoteFile) else RemoteFile(str(spec))
+        dest = self.destination(remote)
         if self._usable(dest, remote):
             return dest
         self.download_dir.mkdir(parents=True, exist_ok=True)
