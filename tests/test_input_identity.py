@@ -238,3 +238,20 @@ def test_unreachable_server_reuses_the_cache_of_the_downloaded_copy(chat, valida
             _load(chat, server.url + "/missing.jsonl")
     offline = _load(chat, url)  # the server is gone: same fingerprint from what the download recorded
     assert offline.cache_dirs == first.cache_dirs and offline["text"] == ["kept"]
+
+
+def test_fast_glob_matches_glob_glob(tmp_path, monkeypatch):
+    import glob
+
+    from stable_datasets.builder.data_files import glob_pattern
+
+    for name in ["a.jsonl", "b.jsonl", ".hidden.jsonl", "c.txt"]:
+        (tmp_path / name).write_text("")
+    (tmp_path / "dir.jsonl").mkdir()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "d.jsonl").write_text("")
+    monkeypatch.chdir(tmp_path)
+    for pattern in [f"{tmp_path}/*.jsonl", f"{tmp_path}/*", f"{tmp_path}/.*", f"{tmp_path}/[ab].jsonl",
+                    f"{tmp_path}/?.txt", f"{tmp_path}/nothere/*.jsonl", f"{tmp_path}/*/*.jsonl",
+                    f"{tmp_path}/**/*.jsonl", "*.jsonl", "./*.txt", "sub/*"]:
+        assert glob_pattern(pattern) == sorted(glob.glob(pattern)), pattern
