@@ -92,6 +92,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     result = load_dataset(args.name, split=args.split, name=args.config, storage_format=args.storage_format,
                           cache_dir=args.cache_dir, num_proc=args.num_proc, download_mode=args.download_mode,
+                          engine=args.engine, ray_address=args.address,
                           **_parse_sets(args.set))
     splits = result.items() if isinstance(result, dict) else [(args.split, result)]
     rows = [{"split": s, "rows": len(ds), "path": str(ds.cache_dirs[0])} for s, ds in splits]
@@ -235,7 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--split", help="one split (default: all)")
     build.add_argument("--storage-format", default="arrow", choices=sorted(STORAGE_FORMATS))
     build.add_argument("--config", help="builder config name")
-    build.add_argument("--num-proc", type=int)
+    build.add_argument("--num-proc", type=int, help="build each split in this many parts, in parallel")
+    build.add_argument("--engine", default="process", choices=["process", "ray"],
+                       help="run the parts in forked processes or as Ray tasks")
+    build.add_argument("--address", help="the Ray cluster to use (default: $RAY_ADDRESS, else a local one)")
     build.add_argument("--download-mode", default="reuse_dataset_if_exists",
                        choices=["reuse_dataset_if_exists", "force_rebuild", "force_redownload"])
     build.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
