@@ -316,7 +316,7 @@ class DatasetBuilder:
     # -- reading -------------------------------------------------------------------------
     def as_dataset(self, split: str, storage_format: str = "arrow", **prepare_kwargs: Any):
         """Prepare one split (if needed) and open it."""
-        from stable_datasets.load import open_cache
+        from stable_datasets.dataset.open import open_cache
 
         directory = self.prepare(split, storage_format, **prepare_kwargs)[split]
         return open_cache(directory)

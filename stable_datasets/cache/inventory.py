@@ -114,10 +114,10 @@ def verify_cache(directory: Path) -> list[str]:
 
 def _check_rows(directory: Path) -> list[str]:
     """Open the cache and count its stored rows."""
-    from stable_datasets.load import open_cache
+    from stable_datasets.dataset.open import open_cache
 
     try:
-        counted, stored = open_cache(directory)._backends[0].stored_row_counts()
+        counted, stored = open_cache(directory).stored_row_counts()[0]
     except Exception as exc:
         return [f"{directory}: cannot be read ({type(exc).__name__}: {exc})"]
     if counted != stored:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.dataset.cells import (
+from stable_datasets.arrow.cells import (
     CellGetter,
     cell_getter,
     compile_row_builder,
@@ -25,9 +25,9 @@ from stable_datasets.dataset.cells import (
     offsets_and_data,
     primitive_view,
 )
+from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
-from stable_datasets.tables import ordered_gather
 
 NAME = "arrow_shards"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "compression": None}

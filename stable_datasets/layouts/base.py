@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.arrow.cells import table_rows
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
-from stable_datasets.dataset.cells import table_rows
 from stable_datasets.features.features import Features
 
 
@@ -119,7 +119,7 @@ class LayoutBackend(ABC):
 
     @abstractmethod
     def row(self, index: int) -> dict[str, Any]:
-        """Raw cells of one row (see dataset.cells), for the single-row hot path."""
+        """Raw cells of one row (see arrow.cells), for the single-row hot path."""
 
     def rows(self, indices: list[int]) -> list[dict[str, Any]]:
         """Raw cells of many rows (a layout may do this in one batched read)."""

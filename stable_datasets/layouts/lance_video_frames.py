@@ -36,7 +36,7 @@ from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features, binary_array
 from stable_datasets.features.sequence import Sequence
 from stable_datasets.features.value import Value
-from stable_datasets.features.video import VideoRef, resize_frame
+from stable_datasets.features.video import VideoRef, VideoWindow, resize_frame
 from stable_datasets.layouts import frames_video_column, lance_rows
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
 from stable_datasets.layouts.lance_access import RowTaker, open_lance
@@ -281,7 +281,7 @@ class Backend(TableBackend):
     def dataset_features(self, stored: Features) -> Features:
         column = self.metadata.extra["video_column"]
         others = {k: v for k, v in stored.items() if k != column}
-        return Features({column: stored[column], "video_index": Value("int64"), "start_frame": Value("int64"),
+        return Features({column: VideoWindow(), "video_index": Value("int64"), "start_frame": Value("int64"),
                          "frame_indices": Sequence(Value("int64")), **others})
 
     def _open(self) -> None:

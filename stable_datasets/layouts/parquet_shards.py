@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stable_datasets.dataset.cells import CellGetter, cell_getter
+from stable_datasets.arrow.cells import CellGetter, cell_getter
+from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
-from stable_datasets.tables import ordered_gather
 
 NAME = "parquet_shards"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "row_group_bytes": 1 << 20,
