@@ -62,7 +62,7 @@ def test_moving_digits_storage_modes(storage):
     assert hashlib.sha256(data).hexdigest() == ref.checksum
     if storage == "path":
         assert ref.bytes is None and os.path.isfile(ref.path)
-        assert ref.path.startswith(str(ds.cache_dirs[0].parent / "videos"))
+        assert ref.path.startswith(str(ds.cache_dirs[0].parent / ".videos"))
     else:
         assert ref.path is None and ref.bytes is not None
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "sds-video-*")))
@@ -77,7 +77,7 @@ def test_moving_digits_storage_modes(storage):
 def test_path_storage_lists_and_checks_media_files(tmp_path):
     ds = sds.load_dataset("moving_digits", split="train", **SMALL)
     meta = ds.cache_metadata[0]
-    assert len(meta.extra_files) == 6 and all(m.path.startswith("../videos/") for m in meta.extra_files)
+    assert len(meta.extra_files) == 6 and all(m.path.startswith("../.videos/") for m in meta.extra_files)
     victim = ds.cache_dirs[0] / meta.extra_files[0].path
     victim.write_bytes(victim.read_bytes()[:100])
     with pytest.raises(CacheError, match=r"videos/.*\.mp4: shard is 100 bytes"):

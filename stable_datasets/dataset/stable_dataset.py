@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.builder.info import DatasetInfo
+from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset.formatting import Format, to_torch
 from stable_datasets.features.features import Features
@@ -129,7 +130,8 @@ class StableDataset:
     def fingerprint(self) -> str:
         """What rows this view serves: its caches (fingerprint, folder, rows) and its row selection.
         Transforms hash it (with their own inputs) to name their caches."""
-        caches = [(m.fingerprint, b.directory.name, m.num_rows) for b, m in zip(self._backends, self.cache_metadata)]
+        caches = [(m.fingerprint, published_path(b.directory).name, m.num_rows)
+                  for b, m in zip(self._backends, self.cache_metadata)]
         selection = None if self._indices is None else hashlib.sha256(self._indices.tobytes()).hexdigest()
         return hashlib.sha256(json.dumps([caches, selection]).encode()).hexdigest()[:16]
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from loguru import logger
 
+from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.lock import exclusive_lock
@@ -139,7 +140,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
         "format": [fmt["type"], fmt["decode"]], "cache_format_version": CACHE_FORMAT_VERSION,
     }
     fp = fingerprint(inputs)
-    first = ds.cache_dirs[0]
+    first = published_path(ds.cache_dirs[0])  # the split's link, not one build of it
     target = first.parent / f"{first.name.split('.map-')[0]}.map-{fp}"
 
     def reopen():

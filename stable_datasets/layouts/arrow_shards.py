@@ -187,6 +187,7 @@ class Backend(LayoutBackend):
             reader = pa.ipc.open_file(whole)
             self._schema = self._schema or reader.schema
             batches = [b for b in (reader.get_batch(i) for i in range(reader.num_record_batches)) if b.num_rows]
+            self.check_rows(self.directory / shard.path, sum(b.num_rows for b in batches), shard.num_rows)
             self._batches.extend(batches)
             self._shards.append(_ShardGather(whole, batches, reader.schema))
         sizes = [b.num_rows for b in self._batches]
@@ -230,6 +231,10 @@ class Backend(LayoutBackend):
         self.ensure_open()
         return ordered_gather(indices, self._shard_starts[:-1], lambda s, local: self._shards[s].take(local),
                               self._schema)
+
+    def stored_row_counts(self) -> tuple[int, int]:
+        self.ensure_open()
+        return self._starts[-1], self.metadata.num_rows
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         self.ensure_open()

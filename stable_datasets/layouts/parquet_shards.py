@@ -98,6 +98,10 @@ class ParquetRowGroups:
     def num_rows(self) -> int:
         return int(self.starts[-1])
 
+    def file_rows(self) -> list[int]:
+        """Rows of each file, as its footer records them."""
+        return [f.metadata.num_rows for f in self._files]
+
     def group(self, index: int) -> tuple[pa.RecordBatch, list[CellGetter]]:
         """Decoded row group `index` (global numbering) and its cell getters."""
         cached = self._cache.get(index)
@@ -147,8 +151,14 @@ class Backend(LayoutBackend):
     read_options_name = "Parquet read"
 
     def _open(self) -> None:
-        paths = [self.directory / s.path for s in self.metadata.shards if s.path.endswith(".parquet")]
-        self._groups = ParquetRowGroups(paths, cache_row_groups=self.options["cache_row_groups"])
+        shards = [s for s in self.metadata.shards if s.path.endswith(".parquet")]
+        self._groups = ParquetRowGroups([self.directory / s.path for s in shards],
+                                        cache_row_groups=self.options["cache_row_groups"])
+        for shard, rows in zip(shards, self._groups.file_rows()):
+            self.check_rows(self.directory / shard.path, rows, shard.num_rows)
+
+    def stored_row_counts(self) -> tuple[int, int]:
+        return sum(self.row_groups.file_rows()), self.metadata.num_rows
 
     @property
     def row_groups(self) -> ParquetRowGroups:
