@@ -35,6 +35,8 @@ reveal_type(sds.open_cache("somewhere"))
 reveal_type(sds.load_builder("digits").prepare("train"))
 reveal_type(sds.Features.from_dict({"a": {"_type": "Value", "dtype": "int64"}}))
 reveal_type(sds.list_builders())
+reveal_type(sds.concatenate_datasets([ds, ds]))
+reveal_type(sds.load_builder("digits").as_dataset("train"))
 for row in ds:
     reveal_type(row)
 ds.select("not indices")
@@ -55,6 +57,8 @@ EXPECTED = [
     "dict[str, pathlib.Path]",
     "stable_datasets.features.features.Features",
     "list[str]",
+    "stable_datasets.dataset.stable_dataset.StableDataset",
+    "stable_datasets.dataset.stable_dataset.StableDataset",
     "dict[str, Any]",
 ]
 
@@ -82,4 +86,4 @@ def test_mypy_sees_real_types_in_user_code(tmp_path):
     revealed = re.findall(r'Revealed type is "(.*)"', result.stdout)
     assert revealed == EXPECTED, result.stdout
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
-    assert len(errors) == 1 and "user.py:22" in errors[0] and '"select"' in errors[0], result.stdout
+    assert len(errors) == 1 and "user.py:24" in errors[0] and '"select"' in errors[0], result.stdout

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from loguru import logger
 
@@ -38,6 +38,9 @@ from stable_datasets.layouts import layout_for, layout_module
 from stable_datasets.layouts.base import require_positive_ints
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
 from stable_datasets.write.engines import user_modules
+
+if TYPE_CHECKING:
+    from stable_datasets.dataset.stable_dataset import StableDataset
 
 DOWNLOAD_MODES = ("reuse_dataset_if_exists", "force_rebuild", "force_redownload")
 VERIFICATION_MODES = ("basic_checks", "all_checks", "no_checks")
@@ -314,7 +317,7 @@ class DatasetBuilder:
         return SplitJobs(split_gen_kwargs(generator.gen_kwargs, num_jobs))
 
     # -- reading -------------------------------------------------------------------------
-    def as_dataset(self, split: str, storage_format: str = "arrow", **prepare_kwargs: Any):
+    def as_dataset(self, split: str, storage_format: str = "arrow", **prepare_kwargs: Any) -> StableDataset:
         """Prepare one split (if needed) and open it."""
         from stable_datasets.dataset.open import open_cache
 

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from loguru import logger
@@ -23,6 +23,9 @@ from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.progress import progress
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
 from stable_datasets.write.engines import user_modules
+
+if TYPE_CHECKING:
+    from stable_datasets.dataset.stable_dataset import StableDataset
 
 
 # -- batches of user input ----------------------------------------------------------------
@@ -281,7 +284,7 @@ def train_test_split(ds, *, test_size: float | int | None, train_size: float | i
     return DatasetDict({"train": ds.select(order[n_test:n_test + n_train]), "test": ds.select(order[:n_test])})
 
 
-def concatenate_datasets(datasets: Sequence[Any]):
+def concatenate_datasets(datasets: Sequence[StableDataset]) -> StableDataset:
     """Rows of each dataset in turn; all must have the same features."""
     from stable_datasets.dataset.stable_dataset import StableDataset
 
