@@ -14,7 +14,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.inventory import verify_cache
-from stable_datasets.errors import ExampleError, WorkerDiedError
+from stable_datasets.errors import ExampleError, StableDatasetsError, WorkerDiedError
 from tests.conftest import PARTS_BUILDER
 
 SMALL_FILES = {"arrow": {"max_shard_size": 4096, "batch_rows": 64},
@@ -268,3 +268,18 @@ def test_parallel_lance_parts_forked_from_a_lance_user_write_through_a_helper(pa
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.split() == ["ok", "1500"]
     assert (tmp_path / "helpers.txt").read_text() == "hh"  # both forked parts wrote through a helper process
+
+
+def test_an_exception_that_does_not_pickle_still_reaches_the_parent(parts_builder):
+    class Picky(Exception):
+        def __init__(self, a, b):  # pickling rebuilds it with one argument: it cannot cross processes
+            super().__init__(f"{a}/{b}")
+
+    def explode(row):
+        if row["part"] == 4:
+            raise Picky("part", 4)
+        return {"x": 1}
+
+    ds = sds.load_dataset(str(parts_builder), split="train")
+    with pytest.raises(StableDatasetsError, match=r"(?s)failed in its worker.*Picky: part/4"):
+        ds.map(explode, num_proc=2)
