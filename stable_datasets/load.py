@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, overload
 
 from stable_datasets.builder.builder import DatasetBuilder
 from stable_datasets.dataset.dataset_dict import DatasetDict
@@ -23,6 +23,22 @@ def load_builder(path: str | os.PathLike | type[DatasetBuilder], name: str | Non
     return cls(name, cache_dir=cache_dir, **config_kwargs)
 
 
+@overload
+def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str, *, name: str | None = None,
+                 storage_format: str = "arrow", cache_dir: str | os.PathLike | None = None,
+                 download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
+                 num_proc: int | None = None, engine: str = "process", ray_address: str | None = None,
+                 layout_options: dict[str, Any] | None = None, **config_kwargs: Any) -> StableDataset: ...
+
+
+@overload
+def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: None = None, *, name: str | None = None,
+                 storage_format: str = "arrow", cache_dir: str | os.PathLike | None = None,
+                 download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
+                 num_proc: int | None = None, engine: str = "process", ray_address: str | None = None,
+                 layout_options: dict[str, Any] | None = None, **config_kwargs: Any) -> DatasetDict: ...
+
+
 def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | None = None, *,
                  name: str | None = None, storage_format: str = "arrow",
                  cache_dir: str | os.PathLike | None = None, download_mode: str = "reuse_dataset_if_exists",
@@ -36,8 +52,9 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
     forked processes (`engine="process"`) or as Ray tasks (`engine="ray"`, see docs/parallel-builds.md).
     """
     builder = load_builder(path, name, cache_dir=cache_dir, **config_kwargs)
-    prepare = dict(download_mode=download_mode, verification_mode=verification_mode, layout_options=layout_options,
-                   num_proc=num_proc, engine=engine, ray_address=ray_address)
+    prepare: dict[str, Any] = dict(download_mode=download_mode, verification_mode=verification_mode,
+                                   layout_options=layout_options, num_proc=num_proc, engine=engine,
+                                   ray_address=ray_address)
     if split is None:
         dirs = builder.prepare(None, storage_format, **prepare)
         return DatasetDict({s: open_cache(d) for s, d in dirs.items()})

@@ -4,18 +4,16 @@ the bundled `builders/` folder, then the `stable_datasets.builders` entry-point 
 from __future__ import annotations
 
 import difflib
-import hashlib
-import importlib.util
 import os
-import sys
 from importlib import metadata
 from pathlib import Path
 
 from stable_datasets.builder.builder import DatasetBuilder
+from stable_datasets.builder.local_modules import load_builder_module
 from stable_datasets.errors import BuilderNotFoundError, StableDatasetsError
 
 ENTRY_POINT_GROUP = "stable_datasets.builders"
-_loaded: dict[tuple[str, str], type[DatasetBuilder]] = {}
+_loaded: dict[str, type[DatasetBuilder]] = {}  # by module name, which changes with the code
 
 
 def bundled_builders_dir() -> Path:
@@ -62,25 +60,14 @@ def list_builders() -> list[str]:
 
 
 def load_script(path: str | os.PathLike) -> type[DatasetBuilder]:
-    """Import a builder script by path and return the builder class it defines."""
+    """Import a builder script by path (its folder as a package, see builder/local_modules.py) and return
+    the builder class it defines."""
     path = Path(path).resolve()
-    source = path.read_bytes()
-    key = (str(path), hashlib.sha256(source).hexdigest())
-    if key in _loaded:
-        return _loaded[key]
-    module_name = f"stable_datasets_builder_{path.stem}_{key[1][:12]}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise StableDatasetsError(f"cannot import builder script {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except Exception:
-        sys.modules.pop(module_name, None)
-        raise
+    module = load_builder_module(path)
+    if module.__name__ in _loaded:
+        return _loaded[module.__name__]
     classes = [obj for obj in vars(module).values()
-               if isinstance(obj, type) and issubclass(obj, DatasetBuilder) and obj.__module__ == module_name]
+               if isinstance(obj, type) and issubclass(obj, DatasetBuilder) and obj.__module__ == module.__name__]
     if not classes:
         raise StableDatasetsError(f"{path} defines no DatasetBuilder subclass")
     if len(classes) > 1:  # prefer the most derived classes; a script may define a base
@@ -90,7 +77,7 @@ def load_script(path: str | os.PathLike) -> type[DatasetBuilder]:
         classes = leaves
     cls = classes[0]
     cls._script_path = str(path)
-    _loaded[key] = cls
+    _loaded[module.__name__] = cls
     return cls
 
 

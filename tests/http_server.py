@@ -9,18 +9,33 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class FileServer:
     """Serve `files[path] = bytes`. `truncate[path] = n` cuts the next n responses short;
-    `fail[path] = n` answers the next n requests with HTTP 503."""
+    `fail[path] = n` answers the next n requests with HTTP 503. `validators[path]` are extra
+    headers (ETag, Last-Modified) sent with GET and HEAD answers for that path."""
 
     def __init__(self) -> None:
         self.files: dict[str, bytes] = {}
         self.truncate: Counter[str] = Counter()
         self.fail: Counter[str] = Counter()
         self.requests: list[tuple[str, str | None]] = []
+        self.heads: list[str] = []
+        self.validators: dict[str, dict[str, str]] = {}
         server = self
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # keep test output clean
                 pass
+
+            def do_HEAD(self):
+                server.heads.append(self.path)
+                data = server.files.get(self.path)
+                if data is None:
+                    self.send_error(404, "not found")
+                    return
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in server.validators.get(self.path, {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
 
             def do_GET(self):
                 path = self.path
@@ -46,6 +61,8 @@ class FileServer:
                     self.send_response(200)
                 body = data[start:]
                 self.send_header("Content-Length", str(len(body)))
+                for name, value in server.validators.get(path, {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
                 if server.truncate[path] > 0:
                     server.truncate[path] -= 1

@@ -25,6 +25,7 @@ def test_wheel_ships_builders_and_finds_them_anywhere(tmp_path):
         names = zf.namelist()
         zf.extractall(tmp_path / "site")
     assert "stable_datasets/bundled_builders/digits.py" in names
+    assert "stable_datasets/py.typed" in names  # PEP 561: type checkers use our hints
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "stable_datasets").rglob("*.py")}
     assert modules <= set(names), f"modules missing from the wheel: {sorted(modules - set(names))}"
     assert not any(n.startswith("builders/") for n in names)

@@ -120,3 +120,32 @@ def test_cli_builds_on_ray(parts_builder, capsys):
 
     assert main(["--json", "build", str(parts_builder), "--num-proc", "2", "--engine", "ray"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["rows"] == 1500
+
+
+def test_ray_workers_get_the_builder_scripts_helper_modules(tmp_path):
+    """A script's folder is a package only in the driver; its local modules go to the workers by value."""
+    folder = tmp_path / "helped"
+    (folder / "lib").mkdir(parents=True)
+    (folder / "lib" / "__init__.py").write_text("")
+    (folder / "lib" / "names.py").write_text("def name(part, i):\n    return f'p{part}-{i}'\n")
+    (folder / "scale.py").write_text("FACTOR = 3\n")
+    (folder / "helped.py").write_text(textwrap.dedent("""
+        import stable_datasets as sds
+        from scale import FACTOR
+        from .lib.names import name
+
+        class Helped(sds.GeneratorBasedBuilder):
+            def _info(self):
+                return sds.DatasetInfo(features=sds.Features({"name": sds.Value("string"), "x": sds.Value("int64")}))
+
+            def _split_generators(self, dl_manager):
+                return [sds.SplitGenerator("train", {"parts": [0, 1, 2, 3]})]
+
+            def _generate_examples(self, parts):
+                for part in parts:
+                    for i in range(2):
+                        yield (part, i), {"name": name(part, i), "x": FACTOR * i}
+    """))
+    ds = sds.load_dataset(str(folder), split="train", num_proc=2, engine="ray")
+    assert ds["name"] == [f"p{p}-{i}" for p in range(4) for i in range(2)]
+    assert ds["x"] == [0, 3] * 4

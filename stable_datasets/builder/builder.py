@@ -9,7 +9,6 @@ cache; a valid cache is reused without calling any of the three.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import itertools
 import json
 import os
@@ -17,12 +16,15 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from loguru import logger
 
 from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
+from stable_datasets.builder.input_identity import input_files_identity
+from stable_datasets.builder.local_modules import local_modules
+from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, read_published
@@ -37,26 +39,14 @@ from stable_datasets.layouts.base import require_positive_ints
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
 from stable_datasets.write.engines import user_modules
 
+if TYPE_CHECKING:
+    from stable_datasets.dataset.stable_dataset import StableDataset
+
 DOWNLOAD_MODES = ("reuse_dataset_if_exists", "force_rebuild", "force_redownload")
 VERIFICATION_MODES = ("basic_checks", "all_checks", "no_checks")
 SPLITS_FILE = ".splits.json"  # hidden: no split folder name starts with a dot
 
 
-def _code_text(code: Any) -> str:
-    consts = [(_code_text(c) if inspect.iscode(c) else repr(c)) for c in code.co_consts]
-    return f"{code.co_code.hex()}|{consts}|{code.co_names}"
-
-
-def _class_code_text(cls: type) -> str:
-    """Bytecode and attributes of a builder class and its user-defined bases."""
-    parts = []
-    for klass in cls.__mro__:
-        if klass is object or klass.__module__.startswith("stable_datasets."):
-            continue
-        for name, value in sorted(vars(klass).items()):
-            code = getattr(getattr(value, "__func__", value), "__code__", None)
-            parts.append(f"{klass.__qualname__}.{name}={_code_text(code) if code else repr(value)}")
-    return "\n".join(parts)
 
 
 def split_gen_kwargs(gen_kwargs: dict[str, Any], num_jobs: int) -> list[dict[str, Any]]:
@@ -150,21 +140,9 @@ class DatasetBuilder:
         return self.info.features  # type: ignore[return-value]
 
     def source_text(self) -> str:
-        """The builder script's source: editing it changes the fingerprint.
-
-        Classes without a source file (notebooks, exec) fall back to their bytecode.
-        """
-        cls = type(self)
-        try:
-            path = self._script_path or inspect.getsourcefile(cls)
-        except TypeError:
-            path = None
-        if path and os.path.isfile(path):
-            return Path(path).read_text(encoding="utf-8")
-        try:
-            return inspect.getsource(cls)
-        except (OSError, TypeError):
-            return _class_code_text(cls)
+        """The builder's code (script and local modules, or methods and globals without a file): editing it
+        changes the fingerprint."""
+        return builder_source_text(type(self))
 
     # -- the three methods a script writes ---------------------------------------------
     def _info(self) -> DatasetInfo:
@@ -211,6 +189,7 @@ class DatasetBuilder:
             "layout_options": self.layout_options(storage_format, layout_options),
             "cache_format_version": CACHE_FORMAT_VERSION,
             "extra": to_jsonable(self._fingerprint_extra(), "fingerprint extra"),
+            "input_files": input_files_identity(self.config, self.cache_root, self.builder_name()),
         }
 
     def fingerprint(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> str:
@@ -338,7 +317,7 @@ class DatasetBuilder:
         return SplitJobs(split_gen_kwargs(generator.gen_kwargs, num_jobs))
 
     # -- reading -------------------------------------------------------------------------
-    def as_dataset(self, split: str, storage_format: str = "arrow", **prepare_kwargs: Any):
+    def as_dataset(self, split: str, storage_format: str = "arrow", **prepare_kwargs: Any) -> StableDataset:
         """Prepare one split (if needed) and open it."""
         from stable_datasets.dataset.open import open_cache
 
@@ -367,7 +346,8 @@ class BuilderSource(ExampleSource):
         return f"{self.builder.builder_name()} {self.generator.name}"
 
     def code_modules(self) -> list[ModuleType]:
-        return user_modules(type(self.builder))
+        modules = user_modules(type(self.builder))
+        return modules + [m for m in local_modules(type(self.builder)) if m not in modules]
 
 
 class GeneratorBasedBuilder(DatasetBuilder):

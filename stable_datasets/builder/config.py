@@ -54,6 +54,8 @@ class BuilderConfig:
     description: str = ""
     data_dir: str | None = None
     data_files: Any = None
+    #: How local data files enter the fingerprint: "stat" (size + mtime) or "sha256" (size + content).
+    input_identity: str = "stat"
 
     def replace(self, **changes: Any) -> BuilderConfig:
         fields = {f.name: f for f in dataclasses.fields(self)}

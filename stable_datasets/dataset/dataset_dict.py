@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stable_datasets.dataset.stable_dataset import StableDataset
 
 
-class DatasetDict(dict):
+class DatasetDict(dict[str, "StableDataset"]):
     def _apply(self, method: str, *args: Any, **kwargs: Any) -> DatasetDict:
         return DatasetDict({name: getattr(ds, method)(*args, **kwargs) for name, ds in self.items()})
 

@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -34,7 +34,12 @@ from stable_datasets.features.video import (
 )
 from stable_datasets.layouts.base import LayoutBackend
 
+if TYPE_CHECKING:
+    from stable_datasets.dataset.dataset_dict import DatasetDict
+
 ITER_BATCH_ROWS = 1000
+#: A row: column name -> value (decoded per the format; "arrow" format gives one-row tables instead).
+Row = dict[str, Any]
 
 
 class StableDataset:
@@ -270,7 +275,17 @@ class StableDataset:
         return rows
 
     # -- access --------------------------------------------------------------------------
+    @overload
+    def __getitem__(self, key: int | np.integer) -> Row: ...
+
+    @overload
+    def __getitem__(self, key: str) -> list[Any] | np.ndarray: ...
+
+    @overload
+    def __getitem__(self, key: slice | Sequence[int] | range | np.ndarray) -> dict[str, Any]: ...
+
     def __getitem__(self, key: Any) -> Any:
+        """A row for an int, a column for a name, a dict of columns for a slice or indices."""
         if type(key) is int and self._indices is None and 0 <= key < self._starts_list[-1] and \
                 len(self._backends) == 1 and self._format.type != "arrow" and self._media is None:
             return self._format_row(self._backends[0].row(key))  # the hot path, checked first
@@ -290,7 +305,7 @@ class StableDataset:
             return self._format_table(self._take(self._physical_many(np.asarray(key))))
         raise TypeError(f"cannot index a dataset with {type(key).__name__}")
 
-    def __getitems__(self, keys: Sequence[int]) -> list[Any]:
+    def __getitems__(self, keys: Sequence[int] | np.ndarray) -> list[Row]:
         """A list of rows, as torch's DataLoader asks for a batch of indices."""
         if self._format.type == "arrow":
             return [self[int(k)] for k in keys]
@@ -357,14 +372,14 @@ class StableDataset:
             else:
                 yield self._take(chunk)
 
-    def iter(self, batch_size: int, drop_last_batch: bool = False) -> Iterator[Any]:
+    def iter(self, batch_size: int, drop_last_batch: bool = False) -> Iterator[dict[str, Any]]:
         """Batches as dicts of columns (or Arrow tables in "arrow" format)."""
         for table in self.iter_arrow(batch_size):
             if drop_last_batch and table.num_rows < batch_size:
                 return
             yield self._format_table(table)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Row]:
         if self._indices is not None and self._format.type != "arrow" and \
                 not all(b.batched_reads for b in self._backends):
             # scattered rows (after shuffle or select) read fastest a batch at a time, as __getitems__ does
@@ -466,7 +481,7 @@ class StableDataset:
         return map_dataset(self, function, **kwargs)
 
     def train_test_split(self, test_size: float | int | None = None, train_size: float | int | None = None,
-                         shuffle: bool = True, seed: int | None = None):
+                         shuffle: bool = True, seed: int | None = None) -> DatasetDict:
         from stable_datasets.dataset.transforms import train_test_split
 
         return train_test_split(self, test_size=test_size, train_size=train_size, shuffle=shuffle, seed=seed)

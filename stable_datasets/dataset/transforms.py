@@ -2,24 +2,20 @@
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import inspect
 import itertools
 import math
-import pickle
-import types
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from loguru import logger
 
 from stable_datasets.cache.builds import published_path
-from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, to_jsonable
+from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
+from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
@@ -27,6 +23,9 @@ from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.progress import progress
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
 from stable_datasets.write.engines import user_modules
+
+if TYPE_CHECKING:
+    from stable_datasets.dataset.stable_dataset import StableDataset
 
 
 # -- batches of user input ----------------------------------------------------------------
@@ -90,66 +89,6 @@ def _filter_range(ds, function: Callable, lo: int, hi: int, batched: bool, batch
     return np.concatenate(keep)
 
 
-# -- function fingerprints -----------------------------------------------------------------
-class UnhashableFunction(Exception):
-    pass
-
-
-def _value_identity(value: Any, depth: int) -> Any:
-    if isinstance(value, types.ModuleType):
-        return {"module": value.__name__}
-    if isinstance(value, (types.FunctionType, functools.partial)) or (callable(value) and hasattr(value, "__code__")):
-        return function_identity(value, depth + 1) if depth < 3 else {"function": getattr(value, "__qualname__", "?")}
-    if isinstance(value, type):
-        return {"class": f"{value.__module__}.{value.__qualname__}"}
-    try:
-        return to_jsonable(value)
-    except TypeError:
-        pass
-    try:
-        return {"pickle_sha256": hashlib.sha256(pickle.dumps(value)).hexdigest()}
-    except Exception as exc:
-        raise UnhashableFunction(f"{type(value).__name__}: {exc}") from None
-
-
-def _code_names(code: types.CodeType) -> set[str]:
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _code_names(const)
-    return names
-
-
-def function_identity(fn: Any, depth: int = 0) -> dict[str, Any]:
-    """What a function computes, as hashable JSON: its code, defaults, closure and globals it reads."""
-    if isinstance(fn, functools.partial):
-        return {"partial": function_identity(fn.func, depth), "args": [_value_identity(a, depth) for a in fn.args],
-                "keywords": {k: _value_identity(v, depth) for k, v in fn.keywords.items()}}
-    code = getattr(fn, "__code__", None)
-    if code is None:  # a callable object: its class source and its state
-        cls = type(fn)
-        try:
-            source = inspect.getsource(cls)
-        except (OSError, TypeError):
-            source = f"{cls.__module__}.{cls.__qualname__}"
-        return {"callable": source, "state": _value_identity(fn, depth + 1) if depth < 3 else None}
-    try:
-        source = inspect.getsource(fn)
-    except (OSError, TypeError):
-        source = None
-    identity: dict[str, Any] = {
-        "qualname": getattr(fn, "__qualname__", ""),
-        "code": source or (code.co_code.hex() + repr(code.co_consts)),
-        "defaults": [_value_identity(v, depth) for v in (fn.__defaults__ or ())],
-        "kwdefaults": {k: _value_identity(v, depth) for k, v in (fn.__kwdefaults__ or {}).items()},
-        "closure": [_value_identity(c.cell_contents, depth) for c in (fn.__closure__ or ())],
-    }
-    fn_globals = getattr(fn, "__globals__", {})
-    identity["globals"] = {name: _value_identity(fn_globals[name], depth)
-                           for name in sorted(_code_names(code)) if name in fn_globals}
-    return identity
-
-
 # -- map ------------------------------------------------------------------------------------
 def _rows_from_output(output: Any, n_in: int, batched: bool, what: str) -> list[dict[str, Any]]:
     if output is None:
@@ -189,7 +128,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
     if cache_fingerprint is None:
         try:
             fn_id: Any = function_identity(function)
-            fn_id = {"function": fn_id, "fn_kwargs": {k: _value_identity(v, 0) for k, v in fn_kwargs.items()}}
+            fn_id = {"function": fn_id, "fn_kwargs": {k: value_identity(v, 0) for k, v in fn_kwargs.items()}}
         except UnhashableFunction as exc:
             logger.warning("map: cannot fingerprint the function ({}); its result will not be reused", exc)
             fn_id = {"random": uuid.uuid4().hex}
@@ -345,7 +284,7 @@ def train_test_split(ds, *, test_size: float | int | None, train_size: float | i
     return DatasetDict({"train": ds.select(order[n_test:n_test + n_train]), "test": ds.select(order[:n_test])})
 
 
-def concatenate_datasets(datasets: Sequence[Any]):
+def concatenate_datasets(datasets: Sequence[StableDataset]) -> StableDataset:
     """Rows of each dataset in turn; all must have the same features."""
     from stable_datasets.dataset.stable_dataset import StableDataset
 

@@ -7,6 +7,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 from stable_datasets import __version__
 from stable_datasets.progress import progress
@@ -22,15 +23,40 @@ class FatalURLError(Exception):
     """A failure of this URL that retrying will not fix (404, 403, bad scheme): try the next."""
 
 
-def fetch(url: str, partial: Path, *, timeout: float = 60.0) -> None:
-    """Append the rest of `url` to `partial`; raise RetryableError or FatalURLError."""
+VALIDATORS = ("ETag", "Last-Modified")
+
+
+def validators(headers: Any) -> dict[str, str]:
+    """The response headers that identify a version of a resource (ETag, Last-Modified)."""
+    return {name: headers[name] for name in VALIDATORS if headers.get(name)}
+
+
+def head(url: str, *, timeout: float = 30.0) -> dict[str, str]:
+    """The validators and Content-Length of `url` from a HEAD request ({} when the server gives none)."""
+    request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": f"stable-datasets/{__version__}"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            found = validators(response.headers)
+            if found and response.headers.get("Content-Length"):
+                found["Content-Length"] = response.headers["Content-Length"]
+            return found
+    except urllib.error.HTTPError as exc:
+        if exc.code in (405, 501):  # HEAD not allowed: no validators to be had this way
+            return {}
+        raise FatalURLError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+    except (urllib.error.URLError, OSError) as exc:
+        raise RetryableError(f"{url}: {getattr(exc, 'reason', exc)}") from None
+
+
+def fetch(url: str, partial: Path, *, timeout: float = 60.0) -> dict[str, str]:
+    """Append the rest of `url` to `partial` and return its validators; raise RetryableError or FatalURLError."""
     parsed = urllib.parse.urlparse(url)
     if parsed.scheme == "file" or parsed.scheme == "":
         source = Path(urllib.request.url2pathname(parsed.path) if parsed.scheme else url)
         if not source.is_file():
             raise FatalURLError(f"{url}: no such file")
         shutil.copyfile(source, partial)
-        return
+        return {}
     if parsed.scheme not in ("http", "https"):
         raise FatalURLError(f"{url}: unsupported URL scheme {parsed.scheme!r}")
 
@@ -75,3 +101,4 @@ def fetch(url: str, partial: Path, *, timeout: float = 60.0) -> None:
             bar.close()
     if expected is not None and received < expected:
         raise RetryableError(f"{url}: truncated response, got {received} of {expected} bytes")
+    return validators(response.headers)

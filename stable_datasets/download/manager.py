@@ -22,7 +22,7 @@ from loguru import logger
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.publish import discard, file_sha256, make_staging_dir
 from stable_datasets.download.extract import extract_archive, iter_archive
-from stable_datasets.download.http import FatalURLError, RetryableError, fetch
+from stable_datasets.download.http import VALIDATORS, FatalURLError, RetryableError, fetch, head
 from stable_datasets.errors import ChecksumError, DownloadError
 
 
@@ -46,6 +46,11 @@ def url_rewrites_from_env() -> dict[str, str]:
     except ValueError as exc:
         raise ValueError(f"STABLE_DATASETS_URL_REWRITES is not valid JSON: {exc}") from None
     return {str(k): str(v) for k, v in mapping.items()}
+
+
+def validators_of(headers: dict[str, str]) -> dict[str, str]:
+    """Only the ETag and Last-Modified of a response (not its length)."""
+    return {k: v for k, v in headers.items() if k in VALIDATORS}
 
 
 class DownloadManager:
@@ -91,10 +96,23 @@ class DownloadManager:
                 return replacement + url[len(prefix):]
         return url
 
-    def _download_one(self, spec: str | RemoteFile) -> Path:
+    def destination(self, spec: str | RemoteFile) -> Path:
+        """Where the download of `spec` lives (named by a hash of its URL); its record sits beside it as .json."""
         remote = spec if isinstance(spec, RemoteFile) else RemoteFile(str(spec))
         name = remote.filename or Path(remote.url.split("?")[0]).name or "file"
-        dest = self.download_dir / f"{hashlib.sha256(remote.url.encode()).hexdigest()[:16]}-{name}"
+        return self.download_dir / f"{hashlib.sha256(remote.url.encode()).hexdigest()[:16]}-{name}"
+
+    def record(self, spec: str | RemoteFile) -> dict[str, Any] | None:
+        """What was recorded when `spec` was downloaded (url, sha256, size, validators), or None."""
+        dest = self.destination(spec)
+        try:
+            return json.loads(dest.with_name(dest.name + ".json").read_text()) if dest.is_file() else None
+        except (OSError, ValueError):
+            return None
+
+    def _download_one(self, spec: str | RemoteFile) -> Path:
+        remote = spec if isinstance(spec, RemoteFile) else RemoteFile(str(spec))
+        dest = self.destination(remote)
         if self._usable(dest, remote):
             return dest
         self.download_dir.mkdir(parents=True, exist_ok=True)
@@ -113,6 +131,26 @@ class DownloadManager:
             recorded = self._recorded_sha256(dest)
             if recorded != remote.sha256.lower():
                 return False
+        elif not remote.sha256:
+            return self._still_current(dest, remote.url)
+        return True
+
+    def _still_current(self, dest: Path, url: str) -> bool:
+        """A file downloaded without a known checksum is reused while the server's ETag/Last-Modified agree."""
+        try:
+            recorded = json.loads(dest.with_name(dest.name + ".json").read_text()).get("validators") or {}
+        except (OSError, ValueError):
+            return True
+        if not recorded or not url.startswith(("http://", "https://")):
+            return True
+        try:
+            current = validators_of(head(self._rewrite(url), timeout=self.timeout))
+        except (RetryableError, FatalURLError) as exc:
+            logger.warning("cannot check whether {} changed ({}); using the downloaded copy", url, exc)
+            return True
+        if current and current != recorded:
+            logger.info("{} changed on the server ({} -> {}); downloading it again", url, recorded, current)
+            return False
         return True
 
     @staticmethod
@@ -130,7 +168,8 @@ class DownloadManager:
         checksum_failures: list[str] = []
         for original in (remote.url, *remote.mirrors):
             url = self._rewrite(original)
-            if not self._fetch_with_retries(url, partial, failures):
+            found = self._fetch_with_retries(url, partial, failures)
+            if found is None:
                 continue
             digest = file_sha256(partial)
             if remote.sha256 and self.verify_checksums and digest != remote.sha256.lower():
@@ -140,30 +179,30 @@ class DownloadManager:
                 continue
             os.replace(partial, dest)
             dest.with_name(dest.name + ".json").write_text(
-                json.dumps({"url": url, "sha256": digest, "size": dest.stat().st_size}))
+                json.dumps({"url": url, "sha256": digest, "size": dest.stat().st_size, "validators": found}))
             return
         if checksum_failures and not failures:
             raise ChecksumError("downloaded file has the wrong checksum:\n  " + "\n  ".join(checksum_failures))
         raise DownloadError(f"could not download {remote.url}:\n  " + "\n  ".join(failures + checksum_failures))
 
-    def _fetch_with_retries(self, url: str, partial: Path, failures: list[str]) -> bool:
+    def _fetch_with_retries(self, url: str, partial: Path, failures: list[str]) -> dict[str, str] | None:
+        """The response's validators once `partial` holds all of `url`; None when it failed (reason in failures)."""
         for attempt in range(self.max_retries + 1):
             try:
-                fetch(url, partial, timeout=self.timeout)
-                return True
+                return validators_of(fetch(url, partial, timeout=self.timeout))
             except FatalURLError as exc:
                 failures.append(str(exc))
                 if partial.exists():
                     partial.unlink()
-                return False
+                return None
             except RetryableError as exc:
                 if attempt == self.max_retries:
                     failures.append(f"{exc} (gave up after {attempt + 1} attempts)")
-                    return False
+                    return None
                 delay = self.backoff * (2 ** attempt)
                 logger.info("retrying {} in {:.1f}s: {}", url, delay, exc)
                 time.sleep(delay)
-        return False
+        return None
 
     # -- extraction ----------------------------------------------------------------------
     def _extract_one(self, path: str | os.PathLike) -> Path:

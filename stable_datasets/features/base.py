@@ -63,8 +63,18 @@ class FeatureType:
         return f"{type(self).__name__}({args})"
 
 
+# Hugging Face's serialized names for our types; its `id` key (always null in practice) carries no meaning here.
+_TYPE_ALIASES = {"List": "Sequence", "LargeList": "Sequence"}
+_IGNORED_KEYS = ("id",)
+
+
 def feature_from_dict(data: Any) -> FeatureType:
-    """Rebuild any feature from its canonical dict (a plain mapping without `_type` is a struct)."""
+    """Rebuild any feature from its canonical dict (a plain mapping without `_type` is a struct).
+
+    Hugging Face's serialized features (`datasets.Features.to_dict()`, a `dataset_info.json`)
+    are read too: `List`/`LargeList`, the legacy `Sequence` of a dict (a struct of lists),
+    and the `id` keys of older versions.
+    """
     from stable_datasets.features.features import Features
 
     if not isinstance(data, dict):
@@ -72,10 +82,11 @@ def feature_from_dict(data: Any) -> FeatureType:
     type_name = data.get("_type")
     if type_name is None:
         return Features.from_dict(data)
-    if type_name not in _FEATURE_TYPES:
+    cls = _FEATURE_TYPES.get(type_name) or _FEATURE_TYPES.get(_TYPE_ALIASES.get(type_name, ""))
+    if cls is None:
         known = ", ".join(sorted(_FEATURE_TYPES))
         raise ValueError(f"unknown feature type {type_name!r}; known types: {known}")
-    return _FEATURE_TYPES[type_name]._from_dict(data)
+    return cls._from_dict({k: v for k, v in data.items() if k not in _IGNORED_KEYS})
 
 
 def as_feature(obj: Any) -> FeatureType:

@@ -67,7 +67,15 @@ class Features(dict, FeatureType):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Features:
-        return cls({name: feature_from_dict(spec) for name, spec in data.items()})
+        """Features from their canonical dict, or from Hugging Face's serialized features."""
+        features = {}
+        for name, spec in data.items():
+            try:
+                features[name] = feature_from_dict(spec)
+            except (ValueError, TypeError, KeyError) as exc:
+                message = f"missing key {exc.args[0]!r} in {spec!r}" if isinstance(exc, KeyError) else exc
+                raise ValueError(f"feature {name!r}: {message}") from None
+        return cls(features)
 
     @classmethod
     def _from_dict(cls, data: dict[str, Any]) -> Features:

@@ -1,10 +1,16 @@
 """`Image()`: stored as encoded bytes (PNG by default), decoded to RGB uint8 HWC arrays.
 
-Encoding accepts numpy arrays (HW, HW1, HW3 RGB, HW4 RGBA; uint8), already-encoded bytes,
-file paths, `{"bytes": ..., "path": ...}` dicts and objects with `__array__` (PIL images).
-Encoded inputs are checked (signature, header and end marker; a full decode for formats
-without a cheap check), so a non-image or truncated file fails the build instead of a
-training step months later.
+Encoding accepts numpy arrays (HW, HW1, HW3 RGB, HW4 RGBA; uint8, or uint16 for PNG),
+already-encoded bytes, file paths, `{"bytes": ..., "path": ...}` dicts, PIL images (which
+expose `__array_interface__`; palette, 1-bit and CMYK images are converted first) and other
+objects with `__array__`. Encoded inputs are checked (signature, header and end marker; a
+full decode for formats without a cheap check), so a non-image or truncated file fails the
+build instead of a training step months later.
+
+`mode` picks what a cell decodes to: "RGB" (the default, HxWx3 uint8), "RGBA" (alpha kept,
+255 where the file has none), "L" (HxW uint8 grayscale), "I;16" (HxW uint16, 16-bit PNGs
+kept exact) or "unchanged" (channels and depth as stored, RGB order). `decode_to="pil"`
+returns PIL images instead of arrays (Pillow is then needed).
 """
 
 from __future__ import annotations
@@ -67,10 +73,71 @@ def is_decodable(data: bytes) -> bool:
     return verdict if verdict is not None else decode_image_bytes(data) is not None
 
 
+MODES = ("RGB", "RGBA", "L", "I;16", "unchanged")
+_READ_FLAGS = {"RGB": READ_RGB, "L": cv2.IMREAD_GRAYSCALE, "RGBA": cv2.IMREAD_UNCHANGED,
+               "I;16": cv2.IMREAD_UNCHANGED, "unchanged": cv2.IMREAD_UNCHANGED}
+
+
+def decode_image_mode(data: bytes, mode: str) -> np.ndarray | None:
+    """Decode encoded bytes to the array layout of `mode` (see the module docstring), or None."""
+    if mode == "RGB":
+        return decode_image_bytes(data)
+    if not data:
+        return None
+    image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), _READ_FLAGS[mode])
+    if image is None or mode == "L":
+        return image
+    if mode == "I;16":
+        if image.ndim == 3:
+            image = cv2.cvtColor(image, cv2.COLOR_BGRA2GRAY if image.shape[2] == 4 else cv2.COLOR_BGR2GRAY)
+        return image.astype(np.uint16) * 257 if image.dtype == np.uint8 else image
+    channels = 1 if image.ndim == 2 else image.shape[2]
+    if mode == "RGBA":
+        if image.dtype != np.uint8:
+            image = (image >> 8).astype(np.uint8)
+        code = {1: cv2.COLOR_GRAY2RGBA, 3: cv2.COLOR_BGR2RGBA, 4: cv2.COLOR_BGRA2RGBA}[channels]
+        return cv2.cvtColor(image, code)
+    if channels == 3:  # "unchanged": only the channel order changes
+        return cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+    if channels == 4:
+        return cv2.cvtColor(image, cv2.COLOR_BGRA2RGBA)
+    return image
+
+
+# PIL modes whose pixels np.asarray gives as an image we can store; others are converted first.
+_PIL_KEEP = {"RGB", "RGBA", "L", "I;16"}
+_PIL_CONVERT = {"1": "L", "P": "RGBA", "PA": "RGBA", "LA": "RGBA", "La": "RGBA", "RGBa": "RGBA", "CMYK": "RGB",
+                "YCbCr": "RGB", "LAB": "RGB", "HSV": "RGB", "RGBX": "RGB", "I;16B": "I;16", "I;16L": "I;16"}
+
+
+def pil_to_array(image: Any) -> np.ndarray:
+    """The pixels of a PIL image as an array `encode_image_array` stores (grayscale, alpha and 16 bits kept)."""
+    mode = image.mode
+    if mode == "P":
+        mode = "RGBA" if "transparency" in image.info else "RGB"
+        image = image.convert(mode)
+    elif mode in _PIL_CONVERT:
+        image = image.convert(_PIL_CONVERT[mode])
+    elif mode == "I":  # 32-bit integers: 16-bit PNGs open this way
+        array = np.asarray(image)
+        if array.size and (array.min() < 0 or array.max() > 65535):
+            raise ValueError(f"PIL image of mode 'I' has values in [{array.min()}, {array.max()}], beyond 16 bits")
+        return array.astype(np.uint16)
+    elif mode not in _PIL_KEEP:
+        raise ValueError(f"PIL images of mode {mode!r} are not supported; convert to 'RGB', 'RGBA', 'L' or 'I;16'")
+    return np.asarray(image)
+
+
+def _is_pil_image(value: Any) -> bool:
+    return hasattr(value, "__array_interface__") and hasattr(value, "mode") and hasattr(value, "convert")
+
+
 def encode_image_array(array: np.ndarray, fmt: str = "png", quality: int | None = None) -> bytes:
-    """Encode an RGB/RGBA/grayscale uint8 array; raises ValueError on anything else."""
-    if array.dtype != np.uint8:
-        raise ValueError(f"image arrays must be uint8, got {array.dtype}")
+    """Encode an RGB/RGBA/grayscale uint8 (or, as PNG, uint16) array; raises ValueError on anything else."""
+    if array.dtype == np.uint16 and fmt != "png":
+        raise ValueError(f"16-bit images can be stored as png only, not {fmt}; use Image(format='png')")
+    if array.dtype not in (np.uint8, np.uint16):
+        raise ValueError(f"image arrays must be uint8 (or uint16 for png), got {array.dtype}")
     if array.ndim == 3 and array.shape[2] == 1:
         array = array[:, :, 0]
     if array.ndim == 3 and array.shape[2] == 3:
@@ -92,22 +159,44 @@ def encode_image_array(array: np.ndarray, fmt: str = "png", quality: int | None 
 
 
 class Image(FeatureType):
-    """An image cell. `format`/`quality` apply to arrays being encoded; bytes are kept as given."""
+    """An image cell. `format`/`quality` apply to arrays being encoded; bytes are kept as given.
+
+    `mode` and `decode_to` choose what reading returns (see the module docstring).
+    """
 
     type_name = "Image"
 
-    def __init__(self, format: str = "png", quality: int | None = None):
+    def __init__(self, format: str = "png", quality: int | None = None, mode: str | None = None,
+                 decode_to: str = "numpy"):
         format = format.lower()
         if format not in _FORMATS:
             raise ValueError(f"unsupported image format {format!r}; choose one of {sorted(set(_FORMATS))}")
+        if mode is not None and mode not in MODES:
+            raise ValueError(f"unsupported image mode {mode!r}; choose one of {list(MODES)}")
+        if decode_to not in ("numpy", "pil"):
+            raise ValueError(f"decode_to must be 'numpy' or 'pil', got {decode_to!r}")
         self.format = "jpeg" if format == "jpg" else format
         self.quality = None if quality is None else int(quality)
+        self.mode = mode
+        self.decode_to = decode_to
 
     def arrow_type(self) -> pa.DataType:
         return pa.binary()
 
     def to_dict(self) -> dict[str, Any]:
-        return {"_type": "Image", "format": self.format, "quality": self.quality}
+        out: dict[str, Any] = {"_type": "Image", "format": self.format, "quality": self.quality}
+        if self.mode is not None:  # only when set, so caches made before these options keep their fingerprint
+            out["mode"] = self.mode
+        if self.decode_to != "numpy":
+            out["decode_to"] = self.decode_to
+        return out
+
+    @classmethod
+    def _from_dict(cls, data: dict[str, Any]) -> Image:
+        if "decode" in data or ("format" not in data and "quality" not in data):
+            # Hugging Face's Image ({"mode", "decode"}): cells decode to arrays here, in its mode when it has one
+            return cls(mode=data.get("mode"))
+        return cls(**{k: v for k, v in data.items() if k != "_type"})
 
     def encode(self, value: Any, field: str) -> Any:
         if value is None:
@@ -133,8 +222,14 @@ class Image(FeatureType):
                 head = data[:8].hex()
                 raise EncodingError(field, f"undecodable image: {len(data)} bytes starting with 0x{head}")
             return data
-        if not isinstance(value, np.ndarray) and hasattr(value, "__array__"):
-            value = np.asarray(value)
+        try:
+            if _is_pil_image(value):
+                value = pil_to_array(value)
+            elif not isinstance(value, np.ndarray) and (hasattr(value, "__array__")
+                                                        or hasattr(value, "__array_interface__")):
+                value = np.asarray(value)
+        except ValueError as exc:
+            raise EncodingError(field, str(exc)) from None
         if isinstance(value, np.ndarray):
             try:
                 return encode_image_array(value, self.format, self.quality)
@@ -145,9 +240,11 @@ class Image(FeatureType):
     def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
         if raw is None or not decode:
             return raw
-        image = decode_image_bytes(raw)
+        image = decode_image_mode(raw, self.mode or "RGB")
         if image is None:
             raise ValueError(f"stored image of {len(raw)} bytes could not be decoded")
+        if self.decode_to == "pil":
+            return _to_pil(image)
         return image
 
     def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
@@ -157,3 +254,11 @@ class Image(FeatureType):
         if not decode:
             return values
         return [self.decode(v) for v in values]
+
+
+def _to_pil(array: np.ndarray) -> Any:
+    try:
+        from PIL import Image as PILImage
+    except ImportError:
+        raise ImportError("Image(decode_to='pil') needs Pillow: pip install pillow") from None
+    return PILImage.fromarray(array)

@@ -37,8 +37,14 @@ class Sequence(FeatureType):
         return {"_type": "Sequence", "feature": feature_dict(self.feature), "length": self.length}
 
     @classmethod
-    def _from_dict(cls, data: dict[str, Any]) -> Sequence:
-        return cls(feature_from_dict(data["feature"]), length=data.get("length", -1))
+    def _from_dict(cls, data: dict[str, Any]) -> FeatureType:
+        inner, length = data["feature"], data.get("length", -1)
+        if data["_type"] == "Sequence" and isinstance(inner, dict) and "_type" not in inner:
+            # Hugging Face's legacy Sequence of a dict: a struct whose fields are lists
+            from stable_datasets.features.features import Features
+
+            return Features({name: cls(feature_from_dict(spec), length=length) for name, spec in inner.items()})
+        return cls(feature_from_dict(inner), length=length)
 
     def encode(self, value: Any, field: str) -> Any:
         if value is None:

@@ -169,6 +169,12 @@ class ClassLabel(FeatureType):
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "ClassLabel", "names": list(self.names), "num_classes": self.num_classes}
 
+    @classmethod
+    def _from_dict(cls, data: dict[str, Any]) -> ClassLabel:
+        names = data.get("names")
+        num_classes = data.get("num_classes")
+        return cls(num_classes=None if names else num_classes, names=names or None)
+
     def str2int(self, name: str | SequenceABC[str]) -> int | list[int]:
         if not isinstance(name, str):
             return [self.str2int(n) for n in name]  # type: ignore[misc]

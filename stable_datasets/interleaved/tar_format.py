@@ -17,6 +17,7 @@ import mmap
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 
 class TarFormatError(ValueError):
@@ -135,7 +136,7 @@ def _header(name: bytes, size: int, kind: bytes) -> bytes:
 class TarWriter:
     """Append regular files to an uncompressed tar; `close()` writes the end-of-archive blocks."""
 
-    def __init__(self, fileobj):
+    def __init__(self, fileobj: BinaryIO):
         self.fileobj = fileobj
 
     def add(self, name: str, data: bytes) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -279,7 +279,7 @@ class PackedSFTDataset:
                                  "input_ids")
 
     @property
-    def collate_fn(self):
+    def collate_fn(self) -> Callable[[Sequence[Mapping[str, Any]]], dict[str, Any]]:
         """`collate_packed` bound to this dataset's settings (eos_id and max_seq_length are required)."""
         settings = dict(self.collate_settings)
         if settings["eos_id"] is None or settings["max_seq_length"] is None:

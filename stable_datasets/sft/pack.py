@@ -14,7 +14,7 @@ import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,9 @@ from stable_datasets.features.features import Features
 from stable_datasets.features.sequence import Sequence as SequenceFeature
 from stable_datasets.features.value import Value
 from stable_datasets.sft.packing import ALGORITHMS, pack_indices, packing_metadata
+
+if TYPE_CHECKING:
+    from stable_datasets.sft.tokenize import ChatTokenizer
 
 PACKED_FEATURES = Features({"input_ids": SequenceFeature(Value("int32")), "loss_mask": SequenceFeature(Value("int8")),
                             "seq_start_id": SequenceFeature(Value("int32"))})
@@ -52,7 +55,7 @@ class PackingConfig:
             raise ValueError(f"pack_size must be at least 2, got {self.pack_size}")
         _check_pad_multiple(self.pad_seq_to_mult, self.pack_size)
 
-    def chat_tokenizer(self):
+    def chat_tokenizer(self) -> ChatTokenizer:
         from stable_datasets.sft.tokenize import chat_tokenizer
 
         return chat_tokenizer(self.tokenizer, self.eos_id)

@@ -86,7 +86,8 @@ class _ByteChat(ChatTokenizer):
         self.tokenizer = tokenizer
         self.eos_id = ByteTokenizer.EOS
 
-    def encode_chat(self, messages, loss_on="assistant"):
+    def encode_chat(self, messages: Sequence[Mapping[str, str]],
+                    loss_on: str = "assistant") -> tuple[list[int], list[bool]]:
         ids: list[int] = [ByteTokenizer.BOS]
         mask: list[bool] = [False]
         for m in messages:
@@ -95,7 +96,7 @@ class _ByteChat(ChatTokenizer):
             mask += [False] + [m["role"] == "assistant"] * len(body)
         return self._finish(ids, mask, self.eos_id, loss_on, messages[-1]["role"])
 
-    def identity(self):
+    def identity(self) -> dict[str, Any]:
         return {"kind": "byte", "vocab_size": ByteTokenizer.vocab_size, "version": 1}
 
 
@@ -113,7 +114,8 @@ class _TokenizersChat(ChatTokenizer):
             raise ValueError("the tokenizer has no known end-of-sequence token; pass eos_id= to PackingConfig")
         self.eos_id = int(eos_id)
 
-    def encode_chat(self, messages, loss_on="assistant"):
+    def encode_chat(self, messages: Sequence[Mapping[str, str]],
+                    loss_on: str = "assistant") -> tuple[list[int], list[bool]]:
         ids: list[int] = []
         mask: list[bool] = []
         for m in messages:
@@ -123,7 +125,7 @@ class _TokenizersChat(ChatTokenizer):
             mask += [False] * len(header) + [m["role"] == "assistant"] * len(body)
         return self._finish(ids, mask, self.eos_id, loss_on, messages[-1]["role"])
 
-    def identity(self):
+    def identity(self) -> dict[str, Any]:
         return {"kind": "tokenizers", "eos_id": self.eos_id,
                 "sha256": hashlib.sha256(self.tokenizer.to_str().encode()).hexdigest()}
 
@@ -135,11 +137,12 @@ class _TemplateChat(ChatTokenizer):
         self.tokenizer = tokenizer
         self.eos_id = int(eos_id if eos_id is not None else tokenizer.eos_token_id)
 
-    def _render(self, messages) -> list[int]:
+    def _render(self, messages: Sequence[Mapping[str, str]]) -> list[int]:
         out = self.tokenizer.apply_chat_template(list(messages), tokenize=True)
         return list(out["input_ids"] if isinstance(out, Mapping) else out)
 
-    def encode_chat(self, messages, loss_on="assistant"):
+    def encode_chat(self, messages: Sequence[Mapping[str, str]],
+                    loss_on: str = "assistant") -> tuple[list[int], list[bool]]:
         ids: list[int] = []
         mask: list[bool] = []
         for k, m in enumerate(messages):
@@ -152,7 +155,7 @@ class _TemplateChat(ChatTokenizer):
             mask += [m["role"] == "assistant"] * len(added)
         return self._finish(ids, mask, self.eos_id, loss_on, messages[-1]["role"])
 
-    def identity(self):
+    def identity(self) -> dict[str, Any]:
         vocab = self.tokenizer.get_vocab() if hasattr(self.tokenizer, "get_vocab") else {}
         text = json.dumps([sorted(vocab.items()), getattr(self.tokenizer, "chat_template", None),
                            type(self.tokenizer).__name__], default=str)

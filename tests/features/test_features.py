@@ -75,7 +75,7 @@ def test_value_dtype_aliases_and_errors():
     (sds.Array2D((2, 2), "float32"), np.zeros((2, 3)), r"expected shape \(2, 2\), got \(2, 3\)"),
     (sds.Array2D((2, 2), "int32"), np.zeros((2, 2), dtype=np.float64), "expected dtype int32, got float64"),
     (sds.Image(), b"not an image", "undecodable image: 12 bytes"),
-    (sds.Image(), np.zeros((4, 4), dtype=np.float32), "image arrays must be uint8, got float32"),
+    (sds.Image(), np.zeros((4, 4), dtype=np.float32), r"image arrays must be uint8 \(or uint16 for png\), got float32"),
     (sds.Image(), np.zeros((4, 4, 2), dtype=np.uint8), "must be HxW, HxWx1, HxWx3 or HxWx4"),
     (sds.Image(), "/does/not/exist.png", "cannot read image file '/does/not/exist.png'"),
 ])

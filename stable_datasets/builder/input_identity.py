@@ -1,0 +1,163 @@
+"""The identity of a builder's input files, for its fingerprint: what the files are, not what was typed.
+
+`data_files` and `data_dir` are resolved to the files they name today (globs expanded, folders
+walked, paths made absolute). Each local file enters by size and mtime (ns), or with
+`input_identity="sha256"` by size and content hash (memoized per path/size/mtime/ctime/inode, so an
+unchanged file is read once; touching it then does not rebuild). A remote file enters by the
+ETag/Last-Modified its server reports to a HEAD request, else by the checksum of its download.
+So adding, removing, editing or touching an input gives a new fingerprint, and nothing stale is
+served; an unchanged input costs one `stat` per file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from stable_datasets.builder.data_files import normalize_data_files
+from stable_datasets.cache.content_hashes import ContentHashes
+from stable_datasets.cache.paths import downloads_dir
+
+IDENTITY_MODES = ("stat", "sha256")
+#: Splits with at most this many files list them in the recorded inputs (`stable-datasets info`).
+LISTED_FILES = 32
+
+
+def input_files_identity(config: Any, cache_root: Path, builder: str) -> dict[str, Any] | None:
+    """Identity of `config.data_files` and `config.data_dir` (None when the builder reads neither)."""
+    data_files = getattr(config, "data_files", None)
+    data_dir = getattr(config, "data_dir", None)
+    if not data_files and not data_dir:
+        return None
+    mode = getattr(config, "input_identity", "stat")
+    if mode not in IDENTITY_MODES:
+        raise ValueError(f"builder '{builder}': input_identity must be one of {IDENTITY_MODES}, got {mode!r}")
+    identity: dict[str, Any] = {"mode": mode}
+    with ContentHashes(cache_root if mode == "sha256" else None) as hashes:
+        if data_files:
+            splits = normalize_data_files(data_files, builder)
+            identity["data_files"] = {split: _summary(_files_identity(paths, mode, hashes, cache_root))
+                                      for split, paths in splits.items()}
+        if data_dir:
+            identity["data_dir"] = _summary(_local_identities(_walk(os.path.abspath(os.fspath(data_dir)), builder),
+                                                              mode, hashes))
+    return identity
+
+
+def files_identity(paths: list[str | os.PathLike], *, mode: str = "stat", cache_root: Path | None = None,
+                   ) -> dict[str, Any]:
+    """The identity of files a builder reads from somewhere other than `data_files`/`data_dir`.
+
+    Return it from `_fingerprint_extra()` (e.g. `{"labels_csv": files_identity([self.config.labels])}`)
+    so that editing those files rebuilds too. `cache_root` holds the sha256 memo and downloads.
+    """
+    if mode not in IDENTITY_MODES:
+        raise ValueError(f"mode must be one of {IDENTITY_MODES}, got {mode!r}")
+    from stable_datasets.cache.paths import cache_root as default_root
+
+    root = cache_root or default_root()
+    with ContentHashes(root if mode == "sha256" else None) as hashes:
+        return _summary(_files_identity([os.fspath(p) for p in paths], mode, hashes, root))
+
+
+def _summary(entries: list[list[Any]]) -> dict[str, Any]:
+    """Count, bytes and a digest of the per-file entries; the entries themselves when they are few."""
+    text = json.dumps(entries, separators=(",", ":"), ensure_ascii=False)
+    summary: dict[str, Any] = {"files": len(entries),
+                               "bytes": sum(e[1] for e in entries if isinstance(e[1], int)),
+                               "sha256": hashlib.sha256(text.encode()).hexdigest()}
+    if len(entries) <= LISTED_FILES:
+        summary["entries"] = entries
+    return summary
+
+
+def _files_identity(paths: list[str], mode: str, hashes: ContentHashes, cache_root: Path) -> list[list[Any]]:
+    """One entry per path, in order; local files are stat'ed (and hashed) together."""
+    entries: list[list[Any] | None] = []
+    local: list[tuple[int, tuple[str, os.stat_result]]] = []
+    for path in paths:
+        if path.startswith("file://"):
+            path = path[len("file://"):]
+        elif "://" in path:
+            entries.append(_remote_identity(path, cache_root))
+            continue
+        absolute = path if os.path.isabs(path) else os.path.abspath(path)  # glob results of an absolute pattern
+        try:
+            stat = os.stat(absolute)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"data file {path} does not exist") from None
+        local.append((len(entries), (absolute, stat)))
+        entries.append(None)
+    for (position, _), entry in zip(local, _local_identities([item for _, item in local], mode, hashes)):
+        entries[position] = entry
+    return entries  # type: ignore[return-value]
+
+
+def _local_identities(files: list[tuple[str, os.stat_result]], mode: str, hashes: ContentHashes) -> list[list[Any]]:
+    if mode == "sha256":
+        digests = hashes.sha256_many(files)
+        return [[path, stat.st_size, "sha256:" + digest] for (path, stat), digest in zip(files, digests)]
+    return [[path, stat.st_size, stat.st_mtime_ns] for path, stat in files]
+
+
+def _walk(root: str, builder: str) -> list[tuple[str, os.stat_result]]:
+    """Every non-hidden file under `root`, in sorted order, with its stat."""
+    if not os.path.isdir(root):
+        raise FileNotFoundError(f"builder '{builder}': data_dir {root} is not a folder")
+    found: list[tuple[str, os.stat_result]] = []
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                if entry.is_dir():
+                    stack.append(entry.path)
+                elif entry.is_file():
+                    found.append((entry.path, entry.stat()))
+    found.sort(key=lambda item: item[0])
+    return found
+
+
+def _remote_identity(url: str, cache_root: Path) -> list[Any]:
+    if url.startswith(("http://", "https://")):
+        from stable_datasets.download.http import FatalURLError, RetryableError, head
+        from stable_datasets.download.manager import DownloadManager
+        from stable_datasets.errors import DownloadError
+
+        manager = DownloadManager(downloads_dir(cache_root))
+        try:
+            headers = head(url)
+        except (RetryableError, FatalURLError) as exc:
+            record = manager.record(url)
+            if isinstance(exc, FatalURLError) or not record:
+                raise DownloadError(f"cannot identify data file {url}: {exc}") from None
+            # offline: the validators recorded with the download we already have
+            logger.warning("{} is unreachable ({}); identifying it by its downloaded copy", url, exc)
+            validators = record.get("validators") or {}
+            return [url, record.get("size"), validators] if validators else \
+                [url, record.get("size"), "sha256:" + str(record.get("sha256"))]
+        if "ETag" in headers or "Last-Modified" in headers:
+            size = int(headers["Content-Length"]) if headers.get("Content-Length", "").isdigit() else None
+            return [url, size, {k: v for k, v in headers.items() if k != "Content-Length"}]
+        # No validators: the content itself, downloaded once into the shared downloads folder.
+        local = Path(manager.download(url))
+        with ContentHashes(cache_root) as hashes:
+            return [url, local.stat().st_size, "sha256:" + hashes.sha256(str(local), local.stat())]
+    try:
+        import fsspec
+
+        fs, path = fsspec.core.url_to_fs(url)
+        info = fs.info(path)
+    except ImportError:
+        logger.warning("{} is identified by its URL only (install fsspec to see when it changes)", url)
+        return [url, None, None]
+    marks = {k: str(info[k]) for k in sorted(info) if k.lower() in ("etag", "mtime", "lastmodified", "last_modified",
+                                                                     "created", "generation", "md5hash", "crc32c")}
+    return [url, info.get("size"), marks]
