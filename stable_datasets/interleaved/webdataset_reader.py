@@ -94,9 +94,6 @@ class InterleavedWebdatasetReader:
                     if name.is_absolute() or ".." in name.parts:
                         self.unsafe_members.append(f"{path}:{member.name}")
                         continue
-                    if member.offset_data + member.size > len(view):
-                        raise InterleavedReadError(f"{path}: truncated tar, member {member.name!r} at byte "
-                                                   f"{member.offset_data} needs {member.size} bytes")
                     if member.size > self.max_member_bytes:
                         raise InterleavedReadError(f"{path}: member {member.name!r} is {member.size} bytes, over "
                                                    f"the {self.max_member_bytes}-byte limit (max_member_bytes)")
@@ -125,9 +122,11 @@ class InterleavedWebdatasetReader:
                      json_member: TarMember) -> list[dict[str, Any]]:
         raw = read(json_member)
         try:
-            record = json.loads(raw)
+            record = json.loads(raw.decode("utf-8"))  # JSON text is UTF-8 (RFC 8259); no guessing at UTF-16
         except ValueError as exc:
-            raise InterleavedReadError(f"{path}:{json_member.name}: not JSON ({exc})") from None
+            raise InterleavedReadError(f"{_where(path, json_member)}: not JSON ({exc})") from None
+        if not isinstance(record, dict):
+            raise InterleavedReadError(f"{_where(path, json_member)}: not a JSON object ({type(record).__name__})")
         if self.sample_id_field and self.sample_id_field not in record:
             raise InterleavedReadError(f"{path}:{json_member.name}: no {self.sample_id_field!r} field "
                                        "(sample_id_field)")
@@ -190,7 +189,13 @@ class InterleavedWebdatasetReader:
                 json_members = [m for m in members if split_member(m.name)[1].rsplit(".", 1)[-1].lower()
                                 in self.json_extensions]
                 for json_member in json_members:
-                    sample = self._sample_rows(path, key, members, read, json_member)
+                    try:
+                        sample = self._sample_rows(path, key, members, read, json_member)
+                    except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+                        if isinstance(exc, InterleavedReadError):
+                            raise
+                        raise InterleavedReadError(f"{_where(path, json_member)}: unusable sample "
+                                                   f"({type(exc).__name__}: {exc})") from exc
                     rows.extend(sample)
                     held += sum(len(r.get("text_content") or "") + len(r.get("binary_content") or b"")
                                 for r in sample)
@@ -220,6 +225,10 @@ class InterleavedWebdatasetReader:
         from stable_datasets.interleaved.schema import align_table
 
         return InterleavedBatch(pa.concat_tables([align_table(b.table, schema) for b in batches]), tuple(self.paths))
+
+
+def _where(path: str, member: TarMember) -> str:
+    return f"{path}: member {member.name!r} at byte {member.offset_data}"
 
 
 def _at(values: Any, index: int) -> Any:
