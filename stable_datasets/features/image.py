@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.errors import EncodingError
+from stable_datasets.errors import CorruptCellError, EncodingError
 from stable_datasets.features.base import FeatureType, describe
 
 _FORMATS = {"png": ".png", "jpeg": ".jpg", "jpg": ".jpg", "webp": ".webp"}
@@ -71,6 +71,8 @@ def encode_image_array(array: np.ndarray, fmt: str = "png", quality: int | None 
     """Encode an RGB/RGBA/grayscale uint8 array; raises ValueError on anything else."""
     if array.dtype != np.uint8:
         raise ValueError(f"image arrays must be uint8, got {array.dtype}")
+    if array.size == 0:
+        raise ValueError(f"an image needs at least one pixel, got shape {array.shape}")
     if array.ndim == 3 and array.shape[2] == 1:
         array = array[:, :, 0]
     if array.ndim == 3 and array.shape[2] == 3:
@@ -85,7 +87,11 @@ def encode_image_array(array: np.ndarray, fmt: str = "png", quality: int | None 
             params = [cv2.IMWRITE_JPEG_QUALITY, int(quality)]
         elif fmt == "webp":
             params = [cv2.IMWRITE_WEBP_QUALITY, int(quality)]
-    ok, buf = cv2.imencode(_FORMATS[fmt], array, params)
+    try:
+        ok, buf = cv2.imencode(_FORMATS[fmt], array, params)
+    except cv2.error as exc:  # OpenCV's own limits (e.g. a side over 65535 pixels for JPEG or WebP)
+        raise ValueError(f"OpenCV could not encode a {array.shape} image as {fmt}: "
+                         f"{str(exc).strip().splitlines()[-1]}") from None
     if not ok:
         raise ValueError(f"OpenCV could not encode a {array.shape} image as {fmt}")
     return buf.tobytes()
@@ -147,7 +153,8 @@ class Image(FeatureType):
             return raw
         image = decode_image_bytes(raw)
         if image is None:
-            raise ValueError(f"stored image of {len(raw)} bytes could not be decoded")
+            raise CorruptCellError(f"stored image of {len(raw)} bytes could not be decoded (the cache is damaged: "
+                                   "`stable-datasets verify` finds the file)")
         return image
 
     def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:

@@ -108,9 +108,12 @@ class InterleavedWebdatasetReader:
             if members:
                 yield current_key, members, read
         finally:
-            view.release()
-            if mapped is not None:
-                mapped.close()
+            try:
+                view.release()
+                if mapped is not None:
+                    mapped.close()
+            except BufferError:  # a traceback still holds a slice of the map: the collector unmaps it
+                pass
         if self.unsafe_members:
             from loguru import logger
 
