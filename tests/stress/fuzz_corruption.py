@@ -31,9 +31,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-import stable_datasets as sds  # noqa: E402
+import stable_datasets as sds
 
 OUTCOMES = ("ok", "our error", "other exception", "crash", "hang")
 EXIT_CODES = {0: "ok", 10: "our error", 11: "other exception"}
@@ -61,7 +61,7 @@ class FuzzRows(sds.GeneratorBasedBuilder):
     def _generate_examples(self):
         rng = np.random.default_rng(0)
         for i in range(240):
-            yield i, {"text": "row %d " % i + "é" * (i % 7), "tokens": list(range(i % 11)),
+            yield i, {"text": f"row {i} " + "é" * (i % 7), "tokens": list(range(i % 11)),
                       "tags": [f"t{j}" for j in range(i % 4)], "matrix": np.full((2, 3), i, np.float32),
                       "image": rng.integers(0, 255, (4 + i % 5, 5, 3), dtype=np.uint8),
                       "label": i % 3, "meta": {"score": i / 7, "name": f"n{i}"}}
@@ -147,7 +147,7 @@ def _child(kind: str, target: Path) -> int:
         read_everything(kind, target)
     except StableDatasetsError:
         return 10
-    except Exception as exc:  # noqa: BLE001 - classified, not hidden: the parent reports these
+    except Exception as exc:
         sys.stderr.write(f"{type(exc).__name__}: {str(exc)[:300]}\n")
         return 11
     return 0
@@ -307,7 +307,8 @@ def validation_cost(gigabytes: float = 1.0) -> dict[str, float]:
 
 
 def table(results: dict[str, dict]) -> str:
-    lines = ["| layout | corruptions tried | read fine (damage unread) | our error | other exception | crashes | hangs |",
+    lines = ["| layout | corruptions tried | read fine (damage unread) | our error | other exception | crashes "
+             "| hangs |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for kind, r in results.items():
         lines.append(f"| {kind} | {r['tried']} | {r['ok']} | {r['our error']} | {r['other exception']} | "
