@@ -130,7 +130,7 @@ def read_everything(kind: str, target: Path) -> None:
 
     ds = open_cache(target)
     n = len(ds)
-    for i in range(n):
+    for i in range(0, n, 1 if kind in ("arrow", "parquet") else 9):  # a Lance row is a Rust call: every 9th
         ds[i]
     everything = list(range(n))
     ds.__getitems__(everything[::-1])
@@ -218,6 +218,7 @@ def fuzz(targets: dict[str, Path], cases: int, seed: int, timeout: float = 30.0)
         files = _files(kind, target)
         counts: Counter = Counter()
         examples: dict[str, list[str]] = {}
+        started = time.monotonic()
         for _ in range(cases):
             path = rng.choice(files)
             original = path.read_bytes()
@@ -231,7 +232,8 @@ def fuzz(targets: dict[str, Path], cases: int, seed: int, timeout: float = 30.0)
             counts[outcome] += 1
             if outcome not in ("ok", "our error") and len(examples.setdefault(outcome, [])) < 5:
                 examples[outcome].append(f"{path.relative_to(target.parent)}: {detail}")
-        results[kind] = {"tried": sum(counts.values()), **{o: counts[o] for o in OUTCOMES}, "examples": examples}
+        results[kind] = {"tried": sum(counts.values()), **{o: counts[o] for o in OUTCOMES}, "examples": examples,
+                         "seconds": round(time.monotonic() - started, 1)}
     return results
 
 
