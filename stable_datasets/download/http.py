@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import shutil
+import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -20,6 +22,12 @@ class RetryableError(Exception):
 
 class FatalURLError(Exception):
     """A failure of this URL that retrying will not fix (404, 403, bad scheme): try the next."""
+
+
+def _unreachable(reason: object) -> bool:
+    """A host name that does not resolve, or no route to the network at all."""
+    return isinstance(reason, socket.gaierror) or (
+        isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH))
 
 
 def fetch(url: str, partial: Path, *, timeout: float = 60.0) -> None:
@@ -48,7 +56,11 @@ def fetch(url: str, partial: Path, *, timeout: float = 60.0) -> None:
             raise RetryableError(f"{url}: HTTP {exc.code} {exc.reason}") from None
         raise FatalURLError(f"{url}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
-        raise RetryableError(f"{url}: {getattr(exc, 'reason', exc)}") from None
+        reason = getattr(exc, "reason", exc)
+        if _unreachable(reason):  # offline, or no such host: retrying will not help, fail fast
+            raise FatalURLError(f"{url}: cannot reach {parsed.hostname} ({reason}); no network, or no such "
+                                "host (a mirror: STABLE_DATASETS_URL_REWRITES)") from None
+        raise RetryableError(f"{url}: {reason}") from None
 
     with response:
         resumed = response.status == 206
