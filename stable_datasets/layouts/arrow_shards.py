@@ -196,8 +196,6 @@ def map_shard(path: Path, validate: bool = True) -> tuple[pa.Buffer, pa.Schema, 
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CacheError(f"{path}: corrupt Arrow shard ({type(exc).__name__}: {exc}); `stable-datasets verify` "
                          "checks every shard, download_mode='force_rebuild' builds the cache again") from None
-    if not reader.schema.equals(batches[0].schema if batches else reader.schema):
-        raise CacheError(f"{path}: corrupt Arrow shard (record batch schema differs from the file's)")
     return whole, reader.schema, batches
 
 
