@@ -12,6 +12,8 @@ import numpy as np
 
 import stable_datasets as sds
 
+CHUNKS = 8
+
 
 @dataclass
 class DigitsConfig(sds.BuilderConfig):
@@ -33,10 +35,11 @@ class Digits(sds.GeneratorBasedBuilder):
         )
 
     def _split_generators(self, dl_manager: sds.DownloadManager) -> list[sds.SplitGenerator]:
-        return [sds.SplitGenerator(sds.Split.TRAIN, {"split": "train"}),
-                sds.SplitGenerator(sds.Split.TEST, {"split": "test"})]
+        # the rows in CHUNKS contiguous chunks: the list that num_proc divides among workers
+        return [sds.SplitGenerator(sds.Split.TRAIN, {"split": "train", "chunks": list(range(CHUNKS))}),
+                sds.SplitGenerator(sds.Split.TEST, {"split": "test", "chunks": list(range(CHUNKS))})]
 
-    def _generate_examples(self, split: str):
+    def _generate_examples(self, split: str, chunks: list[int]):
         try:
             from sklearn.datasets import load_digits
         except ImportError:
@@ -46,5 +49,6 @@ class Digits(sds.GeneratorBasedBuilder):
         order = np.random.default_rng(self.config.seed).permutation(len(images))
         n_test = round(len(images) * self.config.test_fraction)
         chosen = np.sort(order[n_test:] if split == "train" else order[:n_test])
-        for index in chosen:
+        bounds = np.linspace(0, len(chosen), CHUNKS + 1).round().astype(int)
+        for index in np.concatenate([chosen[bounds[c]:bounds[c + 1]] for c in chunks]):
             yield int(index), {"image": images[index], "label": int(digits.target[index])}

@@ -23,6 +23,7 @@ MODULES = ("json", "os.path", "collections", "itertools", "functools", "re", "ma
            "fractions", "decimal", "operator", "typing", "dataclasses", "enum", "argparse", "logging", "zlib",
            "gzip", "tarfile", "zipfile", "socket", "subprocess", "threading", "queue", "contextlib", "abc",
            "copy", "pprint", "difflib", "unicodedata", "struct", "array", "time", "calendar", "uuid", "secrets")
+TOPICS = "pydoc_data.topics"
 
 
 def _clean(text: str, limit: int = 4000) -> str:
@@ -30,8 +31,8 @@ def _clean(text: str, limit: int = 4000) -> str:
     return text if len(text) <= limit else text[:limit].rsplit("\n", 1)[0]
 
 
-def _docstring_pairs():
-    for module_name in MODULES:
+def _docstring_pairs(modules):
+    for module_name in modules:
         try:
             module = importlib.import_module(module_name)
         except ImportError:
@@ -83,10 +84,14 @@ class PythonDocsSft(ChatSFTBuilder):
         return {"python": list(sys.version_info[:2])}
 
     def _split_generators(self, dl_manager):
-        return [sds.SplitGenerator("train", {"split": "train"}), sds.SplitGenerator("test", {"split": "test"})]
+        # one source per module (and the topics last): the list num_proc divides among workers
+        sources = [*MODULES, TOPICS]
+        return [sds.SplitGenerator("train", {"split": "train", "sources": sources}),
+                sds.SplitGenerator("test", {"split": "test", "sources": sources})]
 
-    def _conversations(self, split):
-        for source in (_docstring_pairs(), _topic_pairs()):
+    def _conversations(self, split, sources):
+        modules = [s for s in sources if s != TOPICS]
+        for source in (_docstring_pairs(modules), _topic_pairs() if TOPICS in sources else ()):
             for key, record in source:
                 if _in_test(key) == (split == "test"):
                     yield key, record

@@ -141,7 +141,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     sets = dict(args.set)
     _builder_for(args.name, args.config, args.set, args.cache_dir)  # usage errors before any work
     result = load_dataset(args.name, split=args.split, name=args.config, storage_format=args.storage_format,
-                          cache_dir=args.cache_dir, num_proc=args.num_proc, download_mode=args.download_mode, **sets)
+                          cache_dir=args.cache_dir, num_proc=args.num_proc, download_mode=args.download_mode,
+                          engine=args.engine, ray_address=args.address, **sets)
     splits = result.items() if isinstance(result, dict) else [(args.split, result)]
     rows = [{"split": s, "rows": len(ds), "path": str(ds.cache_dirs[0])} for s, ds in splits]
     if args.json:
@@ -301,7 +302,11 @@ def add_build_arguments(build: argparse.ArgumentParser) -> None:
     build.add_argument("--split", help="one split (default: all)")
     build.add_argument("--storage-format", default="arrow", choices=sorted(STORAGE_FORMATS))
     build.add_argument("--config", help="builder config name")
-    build.add_argument("--num-proc", type=_positive_int, metavar="N", help="build with N processes")
+    build.add_argument("--num-proc", type=_positive_int, metavar="N",
+                       help="build each split in this many parts, in parallel")
+    build.add_argument("--engine", default="process", choices=["process", "ray"],
+                       help="run the parts in forked processes or as Ray tasks")
+    build.add_argument("--address", help="the Ray cluster to use (default: $RAY_ADDRESS, else a local one)")
     build.add_argument("--download-mode", default="reuse_dataset_if_exists",
                        choices=["reuse_dataset_if_exists", "force_rebuild", "force_redownload"])
     build.add_argument("--set", action="append", default=[], type=_key_value, metavar="KEY=VALUE",

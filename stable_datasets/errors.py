@@ -58,5 +58,9 @@ class BuilderNotFoundError(StableDatasetsError, FileNotFoundError):
     """No builder matches a name; the message lists the closest registered names."""
 
 
+class WorkerDiedError(StableDatasetsError):
+    """A worker process or Ray task died while writing a part; the next build resumes."""
+
+
 class LockTimeoutError(StableDatasetsError, TimeoutError):
     """Another process held a cache or download lock for longer than the timeout."""

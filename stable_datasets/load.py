@@ -44,16 +44,18 @@ def load_builder(path: str | os.PathLike | type[DatasetBuilder], name: str | Non
 def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | None = None, *,
                  name: str | None = None, storage_format: str = "arrow",
                  cache_dir: str | os.PathLike | None = None, download_mode: str = "reuse_dataset_if_exists",
-                 verification_mode: str = "basic_checks", num_proc: int | None = None,
-                 layout_options: dict[str, Any] | None = None, **config_kwargs: Any) -> StableDataset | DatasetDict:
+                 verification_mode: str = "basic_checks", num_proc: int | None = None, engine: str = "process",
+                 ray_address: str | None = None, layout_options: dict[str, Any] | None = None,
+                 **config_kwargs: Any) -> StableDataset | DatasetDict:
     """Reuse a valid cache or build one; a `StableDataset` for `split`, a `DatasetDict` for None.
 
     `split` follows Hugging Face: "train", "train[:10%]", "train[10:20]", "train+test".
-    `num_proc` builds with that many processes when a split's gen_kwargs hold lists (e.g. files).
+    `num_proc` builds a split in that many parts when its gen_kwargs hold lists (e.g. files), in
+    forked processes (`engine="process"`) or as Ray tasks (`engine="ray"`, see docs/parallel-builds.md).
     """
     builder = load_builder(path, name, cache_dir=cache_dir, **config_kwargs)
     prepare = dict(download_mode=download_mode, verification_mode=verification_mode, layout_options=layout_options,
-                   num_proc=num_proc)
+                   num_proc=num_proc, engine=engine, ray_address=ray_address)
     if split is None:
         dirs = builder.prepare(None, storage_format, **prepare)
         return DatasetDict({s: open_cache(d) for s, d in dirs.items()})

@@ -35,9 +35,10 @@ def test_killed_build_resumes_from_its_journal(toy_builder, cache_root):
     died = _build_in_subprocess(toy_builder, cache_root, 2000, {"TOY_KILL_AT": "1500"})
     assert died.returncode == -9
     staging = next(cache_root.rglob(".staging-train"))
-    journal = (staging / "_journal.jsonl").read_text().splitlines()
+    part = staging / ".part-00000"  # a one-process build is one part
+    journal = (part / "_journal.jsonl").read_text().splitlines()
     assert len(journal) >= 2
-    first_inode = (staging / "shard-00000.arrow").stat().st_ino
+    first_inode = (part / "shard-00000.arrow").stat().st_ino
     assert not list(cache_root.rglob("_metadata.json"))  # nothing published
 
     resumed = sds.load_dataset(str(toy_builder), split="train", rows=2000, layout_options=SMALL_SHARDS)
@@ -54,7 +55,7 @@ def test_killed_build_resumes_from_its_journal(toy_builder, cache_root):
 def test_corrupted_journal_tail_is_rebuilt(toy_builder, cache_root):
     _build_in_subprocess(toy_builder, cache_root, 2000, {"TOY_KILL_AT": "1500"})
     staging = next(cache_root.rglob(".staging-train"))
-    shards = sorted(staging.glob("shard-*.arrow"))
+    shards = sorted(staging.glob(".part-00000/shard-*.arrow"))
     shards[1].write_bytes(b"garbage")  # the second journaled shard no longer matches its checksum
     ds = sds.load_dataset(str(toy_builder), split="train", rows=2000, layout_options=SMALL_SHARDS)
     assert ds["id"] == list(range(2000))
@@ -94,7 +95,7 @@ def test_disk_full_fails_clearly_and_keeps_the_journal(toy_builder, cache_root, 
         sds.load_dataset(str(toy_builder), split="train", rows=2000, layout_options=SMALL_SHARDS)
     assert not list(cache_root.rglob("_metadata.json"))
     staging = next(cache_root.rglob(".staging-train"))
-    assert (staging / "_journal.jsonl").read_text().count("\n") >= 1
+    assert (staging / ".part-00000" / "_journal.jsonl").read_text().count("\n") >= 1
     monkeypatch.setattr(arrow_shards.Writer, "write", real_write)
     ds = sds.load_dataset(str(toy_builder), split="train", rows=2000, layout_options=SMALL_SHARDS)
     assert ds["id"] == list(range(2000))

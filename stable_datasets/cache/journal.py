@@ -8,9 +8,9 @@ that was being written when the process died), and continues after the last kept
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import shutil
 from pathlib import Path
 
 from stable_datasets.cache.metadata import ShardInfo
@@ -22,10 +22,12 @@ class ShardJournal:
     def __init__(self, directory: Path):
         self.directory = directory
         self.path = directory / JOURNAL_FILE
+        #: per kept shard, what its writer recorded beside it (e.g. a Lance fragment), after `recover`
+        self.notes: list[dict] = []
 
-    def append(self, shard: ShardInfo, rows_done: int) -> None:
+    def append(self, shard: ShardInfo, rows_done: int, note: dict | None = None) -> None:
         line = json.dumps({"path": shard.path, "num_rows": shard.num_rows, "num_bytes": shard.num_bytes,
-                           "sha256": shard.sha256, "rows_done": rows_done})
+                           "sha256": shard.sha256, "rows_done": rows_done, "note": note})
         with open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
             fh.flush()
@@ -34,6 +36,7 @@ class ShardJournal:
     def recover(self) -> tuple[list[ShardInfo], int]:
         """Shards that survived intact and the rows they hold; every other file is removed."""
         kept: list[ShardInfo] = []
+        self.notes = []
         rows_done = 0
         lines = self.path.read_text(encoding="utf-8").splitlines() if self.path.exists() else []
         for line in lines:
@@ -45,13 +48,16 @@ class ShardJournal:
             if shard.problem(self.directory) is not None:
                 break
             kept.append(shard)
+            self.notes.append(entry.get("note") or {})
             rows_done = int(entry["rows_done"])
         keep = {s.path for s in kept}
-        for entry in self.directory.iterdir():
-            if entry.name not in keep and entry.name != JOURNAL_FILE:
-                if entry.is_dir():
-                    shutil.rmtree(entry, ignore_errors=True)
-                else:
-                    entry.unlink()
+        for root, dirs, files in os.walk(self.directory, topdown=False):
+            for name in files:
+                path = Path(root) / name
+                if path.relative_to(self.directory).as_posix() not in keep and path != self.path:
+                    path.unlink()
+            for name in dirs:
+                with contextlib.suppress(OSError):  # only empty folders go
+                    (Path(root) / name).rmdir()
         self.path.write_text("".join(line + "\n" for line in lines[:len(kept)]), encoding="utf-8")
         return kept, rows_done

@@ -392,11 +392,14 @@ class StableDataset:
         return self.select(range(index, n, num_shards))
 
     def filter(self, function: Callable[..., Any], *, batched: bool = False, batch_size: int = 1000,
-               with_indices: bool = False, input_columns: Sequence[str] | None = None) -> StableDataset:
+               with_indices: bool = False, input_columns: Sequence[str] | None = None, num_proc: int | None = None,
+               engine: str = "process") -> StableDataset:
+        """Rows for which `function` is true, as a view; `num_proc` runs it in parallel ranges."""
         from stable_datasets.dataset.transforms import filter_positions
 
         return self.select(filter_positions(self, function, batched=batched, batch_size=batch_size,
-                                            with_indices=with_indices, input_columns=input_columns))
+                                            with_indices=with_indices, input_columns=input_columns,
+                                            num_proc=num_proc, engine=engine))
 
     def map(self, function: Callable[..., Any] | None = None, **kwargs: Any) -> StableDataset:
         from stable_datasets.dataset.transforms import map_dataset
@@ -411,3 +414,17 @@ class StableDataset:
 
     def to_arrow(self) -> pa.Table:
         return self._all_rows_table()
+
+    @property
+    def is_whole(self) -> bool:
+        """True when the rows are every stored row in stored order (no select, shuffle or filter)."""
+        return self._indices is None
+
+    def to_ray(self, *, ray_address: str | None = None, override_num_blocks: int | None = None) -> Any:
+        """A Ray Data `Dataset` of the stored columns, read by Ray's workers (needs the `ray` extra)."""
+        from stable_datasets.write.engines import import_ray
+
+        import_ray()  # says how to install Ray when it is missing
+        from stable_datasets.dataset.ray_data import to_ray
+
+        return to_ray(self, ray_address=ray_address, override_num_blocks=override_num_blocks)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import hashlib
 import inspect
+import itertools
 import math
 import pickle
 import types
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -18,12 +20,12 @@ from loguru import logger
 
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, to_jsonable
 from stable_datasets.cache.lock import exclusive_lock
-from stable_datasets.cache.metadata import CacheMetadata
-from stable_datasets.cache.publish import discard, make_staging_dir, publish
-from stable_datasets.errors import EncodingError, StableDatasetsError
-from stable_datasets.features.encoder import BatchEncoder
+from stable_datasets.errors import StableDatasetsError
+from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.progress import progress
+from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
+from stable_datasets.write.engines import user_modules
 
 
 # -- batches of user input ----------------------------------------------------------------
@@ -50,10 +52,27 @@ def _call(function: Callable, args: list[Any], input_columns: Sequence[str] | No
 
 # -- filter -------------------------------------------------------------------------------
 def filter_positions(ds, function: Callable, *, batched: bool, batch_size: int, with_indices: bool,
-                     input_columns: Sequence[str] | None) -> np.ndarray:
-    keep: list[np.ndarray] = []
-    view = _input_view(ds, input_columns)
-    for start, columns in progress(_batches(view, batch_size), desc="filter", unit=" batches"):
+                     input_columns: Sequence[str] | None, num_proc: int | None = None,
+                     engine: str = "process") -> np.ndarray:
+    """Positions of the rows `function` keeps, computed in up to `num_proc` ranges of whole batches."""
+    runner = JobRunner(engine=engine, num_proc=num_proc)
+    n = len(ds)
+    batches = max(1, math.ceil(n / batch_size))
+    jobs = max(1, min(runner.parallelism, batches))
+    bounds = [min(n, round(i * batches / jobs) * batch_size) for i in range(jobs + 1)]
+    runner.modules = user_modules(function)
+    calls = [(ds, function, lo, hi, batched, batch_size, with_indices, input_columns)
+             for lo, hi in itertools.pairwise(bounds)]
+    kept = runner(_filter_range, calls, desc="filter range")
+    return np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
+
+
+def _filter_range(ds, function: Callable, lo: int, hi: int, batched: bool, batch_size: int, with_indices: bool,
+                  input_columns: Sequence[str] | None) -> np.ndarray:
+    keep: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
+    view = _input_view(ds.select(range(lo, hi)), input_columns)
+    for offset, columns in progress(_batches(view, batch_size), desc="filter", unit=" batches"):
+        start = lo + offset
         n = len(next(iter(columns.values())))
         indices = list(range(start, start + n))
         if batched:
@@ -67,7 +86,7 @@ def filter_positions(ds, function: Callable, *, batched: bool, batch_size: int, 
                 (bool(_call(function, [i] if with_indices else [], input_columns, dict(zip(names, cells)), {}))
                  for i, cells in zip(indices, zip(*columns.values()))), dtype=bool, count=n)
         keep.append(np.flatnonzero(mask) + start)
-    return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
+    return np.concatenate(keep)
 
 
 # -- function fingerprints -----------------------------------------------------------------
@@ -150,11 +169,14 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
                 with_indices: bool = False, input_columns: Sequence[str] | None = None,
                 remove_columns: Sequence[str] | str | None = None, features: Features | dict | None = None,
                 fn_kwargs: dict[str, Any] | None = None, cache_fingerprint: str | None = None,
-                load_from_cache_file: bool = True, desc: str | None = None):
-    """Apply `function` and write the result as a fingerprinted Arrow cache beside the source."""
+                load_from_cache_file: bool = True, desc: str | None = None, num_proc: int | None = None,
+                engine: str = "process"):
+    """Apply `function` and write the result as a fingerprinted Arrow cache beside the source,
+    through the same write path as a build (`num_proc` parts, in processes or Ray tasks)."""
     from stable_datasets.layouts import arrow_shards
     from stable_datasets.load import open_cache
 
+    runner = JobRunner(engine=engine, num_proc=num_proc)
     function = function or (lambda x: None)
     remove = [remove_columns] if isinstance(remove_columns, str) else list(remove_columns or [])
     unknown = [c for c in remove if c not in ds.features]
@@ -198,29 +220,65 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
     with exclusive_lock(first.parent / f".{target.name}.lock"):
         if load_from_cache_file and target.is_dir():
             return reopen()
-        _write_map(ds, target, function, inputs, fp, batched=batched, batch_size=batch_size,
-                   with_indices=with_indices, input_columns=input_columns, remove=remove,
-                   given_features=given_features, fn_kwargs=fn_kwargs, desc=desc or "map",
-                   writer_cls=arrow_shards.Writer, layout_name=arrow_shards.NAME)
+        base = ds._backends[0].metadata
+        plan = WritePlan(target=target, layout=arrow_shards.NAME,
+                         options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": DEFAULT_BATCH_ROWS}, fingerprint=fp,
+                         fingerprint_inputs=inputs, builder_name=base.builder_name, config_name=base.config_name,
+                         version=base.version, split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict())
+        write_split(plan, MapSource(ds, function, batched=batched, batch_size=batch_size, with_indices=with_indices,
+                                    input_columns=input_columns, remove=remove, given_features=given_features,
+                                    fn_kwargs=fn_kwargs, desc=desc or "map"), runner)
     return reopen()
 
 
-def _write_map(ds, target, function, inputs, fp, *, batched, batch_size, with_indices, input_columns, remove,
-               given_features, fn_kwargs, desc, writer_cls, layout_name) -> None:
-    from stable_datasets import __version__
+class MapSource(ExampleSource):
+    """A map's output rows as the write path's source: jobs are ranges of whole input batches, so
+    every call of a batched function sees the batch it would see in one process."""
 
-    view = _input_view(ds, None)
-    staging = make_staging_dir(target)
-    encoder = writer = out_features = None
-    num_rows = 0
-    try:
-        for start, columns in progress(_batches(view, batch_size), desc=desc, unit=" batches"):
+    keyed = False  # rows are numbered by position
+    encoding_hint = "; pass features= to describe changed or new columns"
+
+    def __init__(self, ds, function: Callable, *, batched: bool, batch_size: int, with_indices: bool,
+                 input_columns: Sequence[str] | None, remove: list[str], given_features: Features | None,
+                 fn_kwargs: dict[str, Any], desc: str):
+        self.view = _input_view(ds, None)
+        self.source_features = ds.features
+        self.function, self.batched, self.batch_size = function, batched, batch_size
+        self.with_indices, self.input_columns, self.remove = with_indices, input_columns, remove
+        self.given_features, self.fn_kwargs, self.desc = given_features, fn_kwargs, desc
+
+    def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
+        batches = max(1, math.ceil(len(self.view) / self.batch_size))
+        num_jobs = max(1, min(num_jobs, batches))
+        bounds = [min(len(self.view), round(i * batches / num_jobs) * self.batch_size) for i in range(num_jobs + 1)]
+        return SplitJobs([(lo, hi) for lo, hi in itertools.pairwise(bounds)])
+
+    def describe(self) -> str:
+        return self.desc
+
+    def code_modules(self) -> list[ModuleType]:
+        return user_modules(self.function)
+
+    def infer_features(self, examples: list[dict[str, Any]]) -> Features:
+        return _output_features(self.source_features, examples, self.given_features)
+
+    def empty_features(self) -> Features:
+        return self.given_features or Features({k: v for k, v in self.source_features.items()
+                                                if k not in self.remove})
+
+    def examples(self, job: tuple[int, int]) -> Iterator[tuple[int, dict[str, Any]]]:
+        lo, hi = job
+        view = self.view.select(range(lo, hi))
+        function, input_columns, remove, fn_kwargs = self.function, self.input_columns, self.remove, self.fn_kwargs
+        position = lo  # output rows are numbered in order
+        for offset, columns in _batches(view, self.batch_size):
+            start = lo + offset
             names = list(columns)
             n_in = len(columns[names[0]]) if names else 0
             in_rows = [dict(zip(names, cells)) for cells in zip(*columns.values())]
-            if batched:
+            if self.batched:
                 payload = columns if not input_columns else {c: columns[c] for c in input_columns}
-                args = [list(range(start, start + n_in))] if with_indices else []
+                args = [list(range(start, start + n_in))] if self.with_indices else []
                 out_rows = _rows_from_output(_call(function, args, input_columns, payload, fn_kwargs), n_in, True,
                                              f"for rows {start}..{start + n_in - 1}")
                 if len(out_rows) != n_in:
@@ -233,52 +291,12 @@ def _write_map(ds, target, function, inputs, fp, *, batched, batch_size, with_in
             else:
                 out_rows = []
                 for i, row in enumerate(in_rows):
-                    args = [start + i] if with_indices else []
+                    args = [start + i] if self.with_indices else []
                     out_rows.extend(_rows_from_output(_call(function, args, input_columns, row, fn_kwargs), 1,
                                                       False, f"for row {start + i}"))
-            merged = [{**{k: v for k, v in r.items() if k not in remove}, **o} for r, o in zip(in_rows, out_rows)]
-            if not merged:
-                continue
-            if encoder is None:
-                out_features = _output_features(ds.features, merged, given_features)
-                encoder = BatchEncoder(out_features)
-                writer = writer_cls(staging, encoder.schema, dict(arrow_shards_defaults()))
-            for i, row in enumerate(merged):
-                try:
-                    encoder.add(row)
-                except EncodingError as exc:
-                    raise StableDatasetsError(f"map output row {start + i}: {exc}; pass features= to "
-                                              "describe changed or new columns") from None
-                if encoder.full:
-                    num_rows += encoder.num_pending
-                    writer.write(encoder.flush())
-        if encoder is None:  # empty output: keep the columns we would have had
-            out_features = given_features or Features({k: v for k, v in ds.features.items() if k not in remove})
-            encoder = BatchEncoder(out_features)
-            writer = writer_cls(staging, encoder.schema, dict(arrow_shards_defaults()))
-        num_rows += encoder.num_pending
-        writer.write(encoder.flush())
-        shards = writer.close()
-        base = ds._backends[0].metadata
-        CacheMetadata(
-            layout=layout_name, features=out_features.to_dict(), num_rows=num_rows, shards=shards, fingerprint=fp,
-            fingerprint_inputs=inputs, builder_name=base.builder_name, config_name=base.config_name,
-            version=base.version, split=f"{ds.split}.map" if ds.split else "map", layout_options={},
-            info=ds.info.to_dict(), cache_format_version=CACHE_FORMAT_VERSION, library_version=__version__,
-            created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        ).write(staging)
-        publish(staging, target)
-    except BaseException:
-        if writer is not None:
-            writer.abort()
-        discard(staging)
-        raise
-
-
-def arrow_shards_defaults() -> dict[str, Any]:
-    from stable_datasets.layouts.arrow_shards import DEFAULT_OPTIONS
-
-    return DEFAULT_OPTIONS
+            for r, o in zip(in_rows, out_rows):
+                yield position, {**{k: v for k, v in r.items() if k not in remove}, **o}
+                position += 1
 
 
 def _output_features(source: Features, rows: list[dict[str, Any]], given: Features | None) -> Features:

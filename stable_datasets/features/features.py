@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -104,6 +104,16 @@ class Features(dict, FeatureType):
                    for name, f in self.items()}
         names = list(columns)
         return [dict(zip(names, row)) for row in zip(*columns.values())]
+
+
+def walk_features(feature: Any) -> Iterator[FeatureType]:
+    """A feature and every feature nested in it (struct fields, sequence items), depth first."""
+    yield feature
+    if isinstance(feature, Mapping):
+        for inner in feature.values():
+            yield from walk_features(inner)
+    elif isinstance(feature, Sequence):
+        yield from walk_features(feature.feature)
 
 
 def check_keys(features: Mapping[str, Any], example: Mapping[str, Any], field: str = "") -> None:

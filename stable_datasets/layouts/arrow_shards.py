@@ -27,7 +27,7 @@ from stable_datasets.dataset.cells import (
 )
 from stable_datasets.errors import CacheError
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
-from stable_datasets.layouts.sharded import ShardedFileWriter
+from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
 from stable_datasets.tables import ordered_gather
 
 NAME = "arrow_shards"
@@ -40,6 +40,10 @@ GATHER_MEMORY = 256 << 20
 def check_options(options: dict[str, Any]) -> None:
     require_positive_ints(options, "max_shard_size")
     require_choice(options, "compression", (None, "lz4", "zstd"))
+
+
+#: parallel parts' shards, moved into the cache and renumbered in order
+merge_parts = merge_numbered_shards
 
 
 class Writer(ShardedFileWriter):

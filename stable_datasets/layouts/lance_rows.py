@@ -2,7 +2,11 @@
 
 Write: Lance pulls record batches from a reader while our build loop pushes them, so the
 Lance writer runs in a thread fed through a bounded queue: memory stays at about two
-batches and no intermediate IPC copy is made. Read: `take` for random and batched access,
+batches and no intermediate IPC copy is made. The thread writes fragments (Lance's
+distributed-write API): each fragment of `max_rows_per_file` rows is fsynced, hashed and
+journaled, so a killed build resumes after its last fragment. Parts written in parallel each
+write fragments in their own folder; `merge_parts` moves their data files into one dataset
+and commits every fragment once, in order. Read: `take` for random and batched access,
 fragment scans for iteration. Lance handles are not fork-safe, so they are opened lazily
 and reopened in every new process (see LayoutBackend.ensure_open).
 """
@@ -10,22 +14,28 @@ and reopened in every new process (see LayoutBackend.ensure_open).
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import queue
 import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.cache.journal import ShardJournal
 from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import StableDatasetsError
+from stable_datasets.features.features import Features
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_positive_ints
 from stable_datasets.layouts.lance_access import lance_module, open_lance
+
+if TYPE_CHECKING:
+    from stable_datasets.write.parts import PartResult
 
 # pylance warns before every fork once imported. Our handles are reopened in every new process,
 # so forked DataLoader workers are safe; the warning would only mislead.
@@ -47,30 +57,84 @@ class _Abort(Exception):
     pass
 
 
-def describe_files(directory: Path, dataset_dir: str = DATASET_DIR) -> list[ShardInfo]:
-    """Every file of a Lance dataset with size and checksum; data files carry their row counts."""
+def describe_files(directory: Path, dataset_dir: str = DATASET_DIR,
+                   known: dict[str, ShardInfo] | None = None) -> list[ShardInfo]:
+    """Every file of a Lance dataset with size and checksum; data files carry their row counts.
+    Files in `known` (data files a part already hashed) are not read again."""
     rows_by_file: dict[str, int] = {}
     dataset = open_lance(str(directory / dataset_dir))
     for fragment in dataset.get_fragments():
         for data_file in fragment.data_files():
             rows_by_file[f"{dataset_dir}/data/{data_file.path}"] = fragment.count_rows()
+    known = known or {}
     shards = []
     for root, _dirs, files in os.walk(directory / dataset_dir):
         for name in sorted(files):
             path = Path(root) / name
             rel = path.relative_to(directory).as_posix()
-            shards.append(ShardInfo(path=rel, num_rows=rows_by_file.get(rel, 0), num_bytes=path.stat().st_size,
-                                    sha256=file_sha256(path)))
+            size = path.stat().st_size
+            seen = known.get(rel)
+            sha256 = seen.sha256 if seen is not None and seen.num_bytes == size else file_sha256(path)
+            shards.append(ShardInfo(path=rel, num_rows=rows_by_file.get(rel, 0), num_bytes=size, sha256=sha256))
     return sorted(shards, key=lambda s: s.path)
 
 
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class _Rows:
+    """Record batches from a stream, handed out `limit` rows at a time (a batch is split at the limit)."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch]):
+        self._batches = batches
+        self._held: pa.RecordBatch | None = None
+
+    def exhausted(self) -> bool:
+        while self._held is None or self._held.num_rows == 0:
+            self._held = next(self._batches, None)
+            if self._held is None:
+                return True
+        return False
+
+    def take(self, limit: int) -> Iterator[pa.RecordBatch]:
+        while limit > 0 and not self.exhausted():
+            batch = self._held
+            if batch.num_rows > limit:
+                self._held = batch.slice(limit)
+                batch = batch.slice(0, limit)
+            else:
+                self._held = None
+            limit -= batch.num_rows
+            yield batch
+
+
 class Writer(LayoutWriter):
+    """Writes one part's rows as Lance fragments under `<directory>/data.lance/data/`."""
+
+    supports_resume = True
+
     def __init__(self, directory: Path, schema: pa.Schema, options: dict[str, Any]):
         super().__init__(directory, schema, {**DEFAULT_OPTIONS, **options})
+        self.journal: ShardJournal | None = None
+        self._shards: list[ShardInfo] = []  # data files, in fragment order
+        self._fragments: list[dict[str, Any]] = []  # Lance fragment metadata (JSON), in order
+        self._rows_done = 0
         self._queue: queue.Queue[Any] = queue.Queue(maxsize=2)
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="lance writer", daemon=True)
         self._thread.start()
+
+    def resume_from(self, shards: list[ShardInfo], journal: ShardJournal) -> None:
+        """Continue after the fragments a killed build finished (called before any write)."""
+        self._shards = list(shards)
+        self._fragments = [note["fragment"] for note in journal.notes]
+        self._rows_done = sum(s.num_rows for s in shards)
+        self.journal = journal
 
     def _batches(self) -> Iterator[pa.RecordBatch]:
         while True:
@@ -83,12 +147,33 @@ class Writer(LayoutWriter):
 
     def _run(self) -> None:
         try:
-            reader = pa.RecordBatchReader.from_batches(self.schema, self._batches())
-            lance_module().write_dataset(reader, str(self.directory / DATASET_DIR), schema=self.schema, mode="create",
-                                max_rows_per_file=self.options["max_rows_per_file"],
-                                max_rows_per_group=self.options["max_rows_per_group"])
+            lance = lance_module()
+            rows = _Rows(self._batches())
+            per_file = self.options["max_rows_per_file"]
+            uri = str(self.directory / DATASET_DIR)
+            while not rows.exhausted():
+                reader = pa.RecordBatchReader.from_batches(self.schema, rows.take(per_file))
+                for fragment in lance.fragment.write_fragments(
+                        reader, uri, schema=self.schema, mode="create", max_rows_per_file=per_file,
+                        max_rows_per_group=self.options["max_rows_per_group"]):
+                    self._finish_fragment(fragment)
         except BaseException as exc:  # reported to the building thread
             self._error = exc
+
+    def _finish_fragment(self, fragment: Any) -> None:
+        meta = fragment.to_json()
+        rows = int(meta["physical_rows"])
+        files = [f"{DATASET_DIR}/data/{f['path']}" for f in meta["files"]]
+        self._rows_done += rows
+        self._fragments.append(meta)
+        for number, rel in enumerate(files):
+            path = self.directory / rel
+            _fsync(path)
+            shard = ShardInfo(path=rel, num_rows=rows if number == 0 else 0, num_bytes=path.stat().st_size,
+                              sha256=file_sha256(path))
+            self._shards.append(shard)
+            if self.journal is not None:  # the fragment's metadata rides with its last data file
+                self.journal.append(shard, self._rows_done, {"fragment": meta} if number == len(files) - 1 else None)
 
     def _put(self, item: Any) -> None:
         while True:
@@ -110,14 +195,43 @@ class Writer(LayoutWriter):
         self._put(_END)
         self._thread.join()
         if self._error is not None:
+            if isinstance(self._error, OSError):
+                raise self._error  # a full disk keeps its errno, so the build names it and keeps the journal
             raise StableDatasetsError(f"writing the Lance dataset failed: {self._error}") from self._error
-        return describe_files(self.directory)
+        return list(self._shards)
 
     def abort(self) -> None:
         if self._thread.is_alive():
             with contextlib.suppress(queue.Full):
                 self._queue.put(_Abort("build aborted"), timeout=5)
             self._thread.join(timeout=30)
+
+    def extra_metadata(self) -> dict[str, Any]:
+        return {"fragments": self._fragments}
+
+
+def commit_parts(staging: Path, parts: list[PartResult], schema: pa.Schema) -> list[ShardInfo]:
+    """Move every part's data files into `staging/data.lance` and commit their fragments once, in order."""
+    lance = lance_module()
+    data_dir = staging / DATASET_DIR / "data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fragments = []
+    known: dict[str, ShardInfo] = {}
+    for part in parts:
+        folder = part.folder(staging)
+        for shard in part.shards:
+            if shard.path.startswith(f"{DATASET_DIR}/data/"):
+                os.replace(folder / shard.path, staging / shard.path)  # data file names are unique (Lance uuids)
+                known[shard.path] = shard
+        fragments.extend(lance.fragment.FragmentMetadata.from_json(json.dumps(f))
+                         for f in part.extra.get("fragments", []))
+    lance.LanceDataset.commit(str(staging / DATASET_DIR), lance.LanceOperation.Overwrite(schema, fragments))
+    return describe_files(staging, known=known)
+
+
+def merge_parts(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo], dict[str, Any]]:
+    schema = Features.from_dict(next(p.features for p in parts if p.features is not None)).arrow_schema
+    return commit_parts(staging, parts, schema), {}
 
 
 class Backend(TableBackend):

@@ -23,7 +23,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -42,11 +42,15 @@ from stable_datasets.layouts.arrow_shards import map_shard
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
 from stable_datasets.layouts.lance_access import RowTaker, open_lance
 
+if TYPE_CHECKING:
+    from stable_datasets.write.parts import PartResult
+
 NAME = "lance_video_frames"
 DEFAULT_OPTIONS: dict[str, Any] = {"frame_resize": None, "webp_quality": 90, "skip_corrupt": True,
                                    "max_rows_per_file": 1 << 20, "max_rows_per_group": 1024}
 READ_OPTIONS: dict[str, Any] = {"window_length": 8, "frame_stride": 1, "hop": None, "min_video_frames": None}
-FRAMES_SCHEMA = pa.schema([("video_index", pa.int32()), ("frame_index", pa.int32()), ("frame", pa.binary())])
+# a frame's video is found through the records' `first_row`, so parts written in parallel need no renumbering
+FRAMES_SCHEMA = pa.schema([("frame_index", pa.int32()), ("frame", pa.binary())])
 VIDEOS_FILE = "videos.arrow"
 RECORD_FIELDS = [("frames", pa.int64()), ("height", pa.int64()), ("width", pa.int64()), ("fps", pa.float64()),
                  ("source_height", pa.int64()), ("source_width", pa.int64()), ("first_row", pa.int64()),
@@ -177,10 +181,8 @@ class Writer(LayoutWriter):
                 logger.warning("skipping video {}: {} ({} skipped so far)", where, result, self._skipped)
                 continue
             frames = result.pop("frames")
-            index = len(self._videos)
             self._frames.write(pa.RecordBatch.from_arrays(
-                [pa.array(np.full(len(frames), index, np.int32)), pa.array(np.arange(len(frames), dtype=np.int32)),
-                 binary_array(frames)], schema=FRAMES_SCHEMA))
+                [pa.array(np.arange(len(frames), dtype=np.int32)), binary_array(frames)], schema=FRAMES_SCHEMA))
             self._videos.append({"frames": len(frames), **result, "first_row": self._next_row,
                                  "source_sha256": source["sha256"], "source": source["path"]})
             self._next_row += len(frames)
@@ -200,7 +202,7 @@ class Writer(LayoutWriter):
         with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
         return [*shards, ShardInfo(path=VIDEOS_FILE, num_rows=table.num_rows, num_bytes=path.stat().st_size,
-                                   sha256=file_sha256(path))]
+                                   sha256=file_sha256(path))]  # merge_parts makes the cache's own
 
     def _close_pool(self) -> None:
         if self._pool is not None:
@@ -217,7 +219,33 @@ class Writer(LayoutWriter):
 
     def extra_metadata(self) -> dict[str, Any]:
         return {"video_column": self._video_column, "frame_format": "webp", "num_videos": len(self._videos),
-                "skipped_videos": self._skipped, "videos": self._videos}
+                "skipped_videos": self._skipped, "videos": self._videos, **self._frames.extra_metadata()}
+
+
+def merge_parts(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo], dict[str, Any]]:
+    """Frames of every part committed once; video records joined in order, their first rows shifted
+    past the frames of the parts before."""
+    tables, videos = [], []
+    offset = 0
+    for part in parts:
+        with pa.memory_map(str(part.folder(staging) / VIDEOS_FILE)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        records = [{**v, "first_row": v["first_row"] + offset} for v in part.extra["videos"]]
+        column = table.schema.get_field_index("_frame_record")
+        tables.append(table.set_column(column, "_frame_record", pa.array(records, pa.struct(RECORD_FIELDS))))
+        videos.extend(records)
+        offset += sum(v["frames"] for v in part.extra["videos"])
+    shards = lance_rows.commit_parts(staging, parts, FRAMES_SCHEMA)
+    table = pa.concat_tables(tables).combine_chunks()
+    path = staging / VIDEOS_FILE
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+    shards.append(ShardInfo(path=VIDEOS_FILE, num_rows=table.num_rows, num_bytes=path.stat().st_size,
+                            sha256=file_sha256(path)))
+    first = parts[0].extra
+    return shards, {"video_column": first["video_column"], "frame_format": first["frame_format"],
+                    "num_videos": len(videos), "skipped_videos": sum(p.extra["skipped_videos"] for p in parts),
+                    "videos": videos}
 
 
 class Backend(TableBackend):

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from stable_datasets.dataset.cells import CellGetter, cell_getter
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
-from stable_datasets.layouts.sharded import ShardedFileWriter
+from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
 from stable_datasets.tables import ordered_gather
 
 NAME = "parquet_shards"
@@ -41,6 +41,10 @@ def check_options(options: dict[str, Any]) -> None:
     level = options["compression_level"]
     if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
         raise ValueError(f"layout option compression_level must be an int or None, got {level!r}")
+
+
+#: parallel parts' shards, moved into the cache and renumbered in order
+merge_parts = merge_numbered_shards
 
 
 class Writer(ShardedFileWriter):

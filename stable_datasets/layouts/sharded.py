@@ -8,9 +8,12 @@ A subclass only says how one file is opened, appended to and closed.
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import re
 from abc import abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -18,6 +21,9 @@ from stable_datasets.cache.hashing import FileHasher
 from stable_datasets.cache.journal import ShardJournal
 from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.layouts.base import LayoutWriter
+
+if TYPE_CHECKING:
+    from stable_datasets.write.parts import PartResult
 
 
 class ShardedFileWriter(LayoutWriter):
@@ -106,3 +112,20 @@ class ShardedFileWriter(LayoutWriter):
             self._start_shard()
         self._finish_shard()
         return self._shards
+
+
+def merge_numbered_shards(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo], dict[str, Any]]:
+    """Parts' shards moved into the staging root and renumbered in part order.
+
+    Empty shards (a part with no rows writes one) are dropped unless no part has rows, so a
+    parallel build lists the rows of a one-process build, in order.
+    """
+    chosen = [(part, shard) for part in parts for shard in part.shards if shard.num_rows]
+    if not chosen:
+        chosen = [(parts[0], parts[0].shards[0])]
+    shards = []
+    for part, shard in chosen:
+        name = re.sub(r"\d+", f"{len(shards):05d}", shard.path, count=1)
+        os.replace(part.folder(staging) / shard.path, staging / name)
+        shards.append(dataclasses.replace(shard, path=name))
+    return shards, {}

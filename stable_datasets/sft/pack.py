@@ -61,6 +61,49 @@ class PackingConfig:
 
 
 @dataclass
+class PackPlan:
+    """Which sequences go in which pack: `bins` hold indices into the sequences given to `plan_packs`."""
+
+    bins: list[list[int]]
+    metadata: dict[str, Any]
+    limit: int  # a sequence keeps at most this many tokens (pack_size + 1; more only when skipped)
+    skipped: int = 0
+    truncated: int = 0
+
+
+def plan_packs(token_counts: np.ndarray, pack_size: int, algorithm: str = "first_fit_shuffle", seed: int = 0,
+               overlong: str = "skip") -> PackPlan:
+    """Bins over every sequence of a split, from token counts alone (a sequence of n tokens fills
+    n - 1 positions). Overlong sequences are skipped or cut to pack_size + 1 tokens; sequences
+    of fewer than 2 tokens are left out."""
+    counts = np.asarray(token_counts, dtype=np.int64)
+    overlong_mask = counts - 1 > pack_size
+    skipped = int(overlong_mask.sum()) if overlong == "skip" else 0
+    truncated = int(overlong_mask.sum()) if overlong == "truncate" else 0
+    if skipped:
+        logger.warning("skipped {} sequences longer than pack_size={} (overlong='truncate' keeps them cut)",
+                       skipped, pack_size)
+    kept_counts = np.minimum(counts, pack_size + 1)
+    kept = np.flatnonzero((kept_counts >= 2) & ~(overlong_mask if overlong == "skip" else False))
+    if not len(kept):
+        raise ValueError("no sequence fits the pack size; nothing to pack")
+    lengths = kept_counts[kept] - 1
+    bins = pack_indices(lengths, pack_size, algorithm, seed)
+    metadata = packing_metadata(lengths, [[int(lengths[i]) for i in b] for b in bins], pack_size)
+    return PackPlan(bins=[[int(kept[i]) for i in b] for b in bins], metadata=metadata, limit=pack_size + 1,
+                    skipped=skipped, truncated=truncated)
+
+
+def pack_row(sequences: Sequence[tuple[np.ndarray, np.ndarray]], limit: int) -> dict[str, np.ndarray]:
+    """One pack from its (input_ids, loss_mask) sequences, each cut to `limit` tokens."""
+    parts = [(ids[:limit], mask[:limit]) for ids, mask in sequences]
+    starts = np.cumsum([0] + [len(ids) for ids, _ in parts[:-1]]).astype(np.int32)
+    shifted = [np.append(mask[1:], 0).astype(np.int8) for _, mask in parts]
+    return {"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32),
+            "loss_mask": np.concatenate(shifted), "seq_start_id": starts}
+
+
+@dataclass
 class PackResult:
     rows: list[dict[str, np.ndarray]]
     metadata: dict[str, Any]
@@ -71,33 +114,10 @@ class PackResult:
 def pack_sequences(sequences: Sequence[tuple[np.ndarray, np.ndarray]], pack_size: int,
                    algorithm: str = "first_fit_shuffle", seed: int = 0, overlong: str = "skip") -> PackResult:
     """Pack (input_ids, loss_mask) pairs (mask aligned with input_ids) into rows."""
-    kept: list[tuple[np.ndarray, np.ndarray]] = []
-    skipped = truncated = 0
-    for ids, mask in sequences:
-        if len(ids) - 1 > pack_size:
-            if overlong == "skip":
-                skipped += 1
-                continue
-            ids, mask = ids[: pack_size + 1], mask[: pack_size + 1]
-            truncated += 1
-        if len(ids) >= 2:
-            kept.append((ids, mask))
-    if skipped:
-        logger.warning("skipped {} sequences longer than pack_size={} (overlong='truncate' keeps them cut)",
-                       skipped, pack_size)
-    if not kept:
-        raise ValueError("no sequence fits the pack size; nothing to pack")
-    lengths = np.fromiter((len(ids) - 1 for ids, _ in kept), dtype=np.int64, count=len(kept))
-    bins = pack_indices(lengths, pack_size, algorithm, seed)
-    rows = []
-    for members in bins:
-        parts = [kept[i] for i in members]
-        starts = np.cumsum([0] + [len(ids) for ids, _ in parts[:-1]]).astype(np.int32)
-        shifted = [np.append(mask[1:], 0).astype(np.int8) for _, mask in parts]
-        rows.append({"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32),
-                     "loss_mask": np.concatenate(shifted), "seq_start_id": starts})
-    metadata = packing_metadata(lengths, [[int(lengths[i]) for i in b] for b in bins], pack_size)
-    return PackResult(rows=rows, metadata=metadata, skipped=skipped, truncated=truncated)
+    plan = plan_packs(np.fromiter((len(ids) for ids, _ in sequences), np.int64, count=len(sequences)), pack_size,
+                      algorithm, seed, overlong)
+    rows = [pack_row([sequences[i] for i in members], plan.limit) for members in plan.bins]
+    return PackResult(rows=rows, metadata=plan.metadata, skipped=plan.skipped, truncated=plan.truncated)
 
 
 def metadata_file_name(pack_size: int) -> str:

@@ -1,0 +1,16 @@
+"""The one write path: examples -> parts -> the layout's merge -> `_metadata.json` -> publish.
+
+Builders (`DatasetBuilder.prepare`) and dataset transforms (`map`) both hand this package a
+`WritePlan` (what to write and where, resolved once) and an `ExampleSource` (where examples
+come from, split into jobs). Each job is written as a part in the split's staging directory,
+in this process, in forked processes, or as Ray tasks (`engines`); the layout merges the
+parts in order; the metadata is written last and the staging directory is published.
+"""
+
+from stable_datasets.write.engines import ENGINES, JobRunner
+from stable_datasets.write.parts import PartResult
+from stable_datasets.write.plan import SplitJobs, WritePlan
+from stable_datasets.write.sources import ExampleSource
+from stable_datasets.write.split import write_split
+
+__all__ = ["ENGINES", "ExampleSource", "JobRunner", "PartResult", "SplitJobs", "WritePlan", "write_split"]

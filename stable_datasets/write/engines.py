@@ -1,0 +1,229 @@
+"""Running a function over a list of calls: in this process, in forked processes, or as Ray tasks.
+
+Forked children inherit the function and its arguments, so builders defined in a notebook or
+with `exec` need no pickling; only results travel back (small typed objects). Ray tasks get
+their function by value for modules a worker cannot import (builder scripts, user code).
+Results come back in the order of the calls; the first failure stops the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import site
+import sys
+import sysconfig
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from loguru import logger
+
+from stable_datasets.errors import StableDatasetsError, WorkerDiedError
+
+ENGINES = ("process", "ray")
+RAY_INSTALL_HINT = "engine='ray' needs Ray: pip install 'stable-datasets[ray]' (or pip install 'ray[data]')"
+
+
+def check_engine(engine: str, num_proc: int | None) -> None:
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if num_proc is not None and (isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc < 1):
+        raise ValueError(f"num_proc must be a positive int or None, got {num_proc!r}")
+
+
+def import_ray() -> ModuleType:
+    try:
+        import ray
+    except ImportError:
+        raise ImportError(RAY_INSTALL_HINT) from None
+    return ray
+
+
+@dataclass
+class JobRunner:
+    """How parallel work runs: `engine` ("process" or "ray"), at most `num_proc` at once."""
+
+    engine: str = "process"
+    num_proc: int | None = None
+    ray_address: str | None = None
+    ray_max_retries: int = 2  # a Ray task whose worker dies is retried this many times
+    modules: list[ModuleType] = field(default_factory=list)  # sent by value to Ray workers
+
+    def __post_init__(self) -> None:
+        check_engine(self.engine, self.num_proc)
+
+    @property
+    def parallelism(self) -> int:
+        """How many jobs to divide work into."""
+        if self.num_proc is not None:
+            return self.num_proc
+        return ray_cpus(self.ray_address) if self.engine == "ray" else 1
+
+    def __call__(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], desc: str = "jobs") -> list[Any]:
+        if not calls:
+            return []
+        if self.engine == "ray":
+            return run_ray(fn, calls, self, desc)
+        if len(calls) == 1 or (self.num_proc or 1) <= 1:
+            return [fn(*args) for args in calls]
+        return run_forked(fn, calls, self.num_proc or 1, desc)
+
+
+# -- forked processes ------------------------------------------------------------------------
+def _child(fn: Callable[..., Any], args: tuple[Any, ...], conn: multiprocessing.connection.Connection) -> None:
+    try:
+        result = ("ok", fn(*args))
+    except BaseException as exc:  # reported to the parent, which raises it
+        text = "".join(traceback.format_exception(exc))
+        result = ("error", exc, text)
+    try:
+        conn.send(result)
+    except Exception:  # an exception (or result) that does not pickle: send its text
+        conn.send(("error", None, result[2] if result[0] == "error" else traceback.format_exc()))
+    conn.close()
+
+
+def run_forked(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], num_proc: int,
+               desc: str = "jobs") -> list[Any]:
+    """Run `fn(*call)` for every call in forked children, at most `num_proc` at a time."""
+    context = multiprocessing.get_context("fork")
+    results: list[Any] = [None] * len(calls)
+    waiting = list(range(len(calls)))
+    running: dict[Any, tuple[int, Any]] = {}  # parent end of the pipe -> (call index, process)
+    died: list[str] = []  # workers that died: the others finish, so the next build can reuse their parts
+    try:
+        while waiting or running:
+            while waiting and not died and len(running) < num_proc:
+                index = waiting.pop(0)
+                receive, send = context.Pipe(duplex=False)
+                # not a daemon: a part may start its own pool (video frames encode in worker processes)
+                process = context.Process(target=_child, args=(fn, calls[index], send), name=f"{desc}-{index}")
+                process.start()
+                send.close()
+                running[receive] = (index, process)
+            for conn in multiprocessing.connection.wait(list(running)):
+                index, process = running.pop(conn)
+                try:
+                    message = conn.recv()
+                except EOFError:
+                    process.join()
+                    died.append(f"{desc} {index} of {len(calls)}: its worker process died "
+                                f"({_exit_reason(process.exitcode)})")
+                    continue
+                finally:
+                    conn.close()
+                process.join()
+                if message[0] == "ok":
+                    results[index] = message[1]
+                    continue
+                _, exc, text = message
+                if isinstance(exc, BaseException):
+                    raise exc
+                raise StableDatasetsError(f"{desc} {index} of {len(calls)} failed in its worker:\n{text}")
+        if died:
+            raise WorkerDiedError("; ".join(died))
+    finally:
+        for conn, (_, process) in running.items():
+            with contextlib.suppress(OSError):
+                process.terminate()
+            process.join()
+            conn.close()
+    return results
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is not None and code < 0:
+        with contextlib.suppress(ValueError):
+            return f"killed by {signal.Signals(-code).name}"
+    return f"exit code {code}"
+
+
+# -- Ray -------------------------------------------------------------------------------------
+def ensure_ray(address: str | None = None) -> ModuleType:
+    """Ray, connected: to `address` (or $RAY_ADDRESS) when given, else a local cluster."""
+    ray = import_ray()
+    if not ray.is_initialized():
+        logger.info("starting Ray ({})", address or os.environ.get("RAY_ADDRESS") or "a local cluster")
+        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=True,
+                 configure_logging=False)
+    return ray
+
+
+def ray_cpus(address: str | None = None) -> int:
+    ray = ensure_ray(address)
+    return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
+
+@contextlib.contextmanager
+def _sent_by_value(modules: Sequence[ModuleType]) -> Iterator[None]:
+    from ray import cloudpickle
+
+    registered = []
+    for module in modules:
+        if module.__name__ in sys.modules and module.__name__ != "__main__":
+            with contextlib.suppress(ValueError):  # already registered
+                cloudpickle.register_pickle_by_value(module)
+                registered.append(module)
+    try:
+        yield
+    finally:
+        for module in registered:
+            with contextlib.suppress(ValueError):
+                cloudpickle.unregister_pickle_by_value(module)
+
+
+def run_ray(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], runner: JobRunner,
+            desc: str = "jobs") -> list[Any]:
+    """Run the calls as Ray tasks (one CPU each). A task whose worker dies is retried; after the
+    retries it fails the run, once the other tasks finish (their parts are kept for the next build).
+    An exception raised by a task stops the others at once and is raised as itself."""
+    ray = ensure_ray(runner.ray_address)
+    with _sent_by_value(runner.modules):
+        task = ray.remote(num_cpus=1, max_retries=runner.ray_max_retries, retry_exceptions=False)(fn)
+        refs = [task.remote(*args) for args in calls]
+    index = {ref: i for i, ref in enumerate(refs)}
+    results: list[Any] = [None] * len(calls)
+    died: list[str] = []
+    pending = list(refs)
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=1)
+        for ref in ready:
+            try:
+                results[index[ref]] = ray.get(ref)
+            except ray.exceptions.RayTaskError:
+                for other in pending:
+                    with contextlib.suppress(Exception):
+                        ray.cancel(other, force=True)
+                raise  # an instance of the task's own exception class too (ExampleError, ...)
+            except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                    ray.exceptions.ObjectLostError) as exc:
+                died.append(f"{desc} {index[ref]} of {len(calls)}: its Ray worker died and the task failed after "
+                            f"{runner.ray_max_retries} retries ({type(exc).__name__})")
+    if died:
+        raise WorkerDiedError("; ".join(died))
+    return results
+
+
+def user_modules(obj: Any) -> list[ModuleType]:
+    """Modules defining `obj` (a class and its bases, or a function) that a Ray worker may not be
+    able to import by name: builder scripts and user code, not installed packages or this library."""
+    names = [k.__module__ for k in obj.__mro__] if isinstance(obj, type) else [getattr(obj, "__module__", None)]
+    installed = [Path(p) for p in {*site.getsitepackages(), site.getusersitepackages(),
+                                   sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]}]
+    modules = []
+    for name in dict.fromkeys(names):
+        module = sys.modules.get(name or "")
+        if module is None or name in ("__main__", "builtins") or name.startswith("stable_datasets."):
+            continue  # __main__ goes by value anyway
+        file = getattr(module, "__file__", None)
+        if file and any(Path(file).resolve().is_relative_to(p.resolve()) for p in installed):
+            continue
+        modules.append(module)
+    return modules

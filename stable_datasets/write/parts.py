@@ -1,0 +1,254 @@
+"""One part: the examples of one job, encoded and written by the layout's Writer into its own
+folder of the staging directory. A finished part leaves `_part.json` (its files, rows, media,
+the layout's extras), so a build that restarts keeps finished parts and, where the layout
+journals shards, continues an unfinished part after its last finished shard.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from stable_datasets.cache.journal import JOURNAL_FILE, ShardJournal
+from stable_datasets.cache.media import media_store
+from stable_datasets.cache.metadata import ShardInfo
+from stable_datasets.errors import EncodingError, ExampleError
+from stable_datasets.features.encoder import BatchEncoder
+from stable_datasets.features.features import Features
+from stable_datasets.progress import progress
+from stable_datasets.write.plan import WritePlan
+from stable_datasets.write.sources import ExampleSource
+
+PART_PREFIX = ".part-"
+PART_FILE = "_part.json"
+KEYS_FILE = "_keys.arrow"
+KEYS_SCHEMA = pa.schema([("digest", pa.uint64()), ("key", pa.string())])
+
+
+def part_dir(staging: Path, index: int) -> Path:
+    return staging / f"{PART_PREFIX}{index:05d}"
+
+
+@dataclass
+class PartResult:
+    """What a finished part wrote; paths of `shards` are relative to the part's folder."""
+
+    index: int
+    num_rows: int
+    shards: list[ShardInfo]
+    media: list[ShardInfo] = field(default_factory=list)  # relative to the split folder ("../videos/...")
+    extra: dict[str, Any] = field(default_factory=dict)  # the layout writer's extra metadata
+    features: dict[str, Any] | None = None  # what was written (a transform infers them)
+    has_keys: bool = False  # a keys file lists this part's example keys (for the duplicate check)
+
+    def folder(self, staging: Path) -> Path:
+        return part_dir(staging, self.index)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"index": self.index, "num_rows": self.num_rows, "shards": [vars(s) for s in self.shards],
+                "media": [vars(m) for m in self.media], "extra": self.extra, "features": self.features,
+                "has_keys": self.has_keys}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PartResult:
+        return cls(index=int(data["index"]), num_rows=int(data["num_rows"]),
+                   shards=[ShardInfo.from_dict(s) for s in data["shards"]],
+                   media=[ShardInfo.from_dict(m) for m in data.get("media", [])], extra=data.get("extra", {}),
+                   features=data.get("features"), has_keys=bool(data.get("has_keys")))
+
+    def save(self, directory: Path) -> None:
+        tmp = directory / f".{PART_FILE}.tmp"
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(self.to_dict(), fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, directory / PART_FILE)
+
+    @classmethod
+    def load(cls, directory: Path) -> PartResult | None:
+        """A finished part whose files are all still there with their sizes, else None."""
+        try:
+            result = cls.from_dict(json.loads((directory / PART_FILE).read_text(encoding="utf-8")))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        for shard in result.shards:
+            path = directory / shard.path
+            if not path.is_file() or path.stat().st_size != shard.num_bytes:
+                return None
+        return result
+
+
+def key_marker(key: Any) -> Any:
+    """What makes two keys the same: ints and strings by value, anything else by type and value."""
+    return key if isinstance(key, (int, str)) else (type(key).__name__, key)
+
+
+def key_digest(marker: Any) -> int:
+    return int.from_bytes(hashlib.blake2b(repr(marker).encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                          "little")
+
+
+def key_text(key: Any) -> str:
+    try:
+        return json.dumps(key)
+    except (TypeError, ValueError):
+        return json.dumps(repr(key))
+
+
+def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, seen: dict[Any, Any],
+                      desc: str) -> Iterator[tuple[Any, Any]]:
+    """Examples with their keys checked: pairs, hashable, unique within the part."""
+    name, split = plan.builder_name, plan.split
+    for item in progress(source.examples(job), desc=desc, unit=" examples"):
+        if not source.keyed:
+            yield item
+            continue
+        if not (isinstance(item, tuple) and len(item) == 2):
+            raise ExampleError(name, split, None, None,
+                               f"_generate_examples must yield (key, example) pairs, got {type(item).__name__}")
+        key = item[0]
+        marker = key_marker(key)
+        try:
+            duplicate = marker in seen
+        except TypeError:
+            raise ExampleError(name, split, key, None, f"example key must be hashable, got {type(key).__name__}") \
+                from None
+        if duplicate:
+            raise ExampleError(name, split, key, None, "duplicate example key within the split")
+        seen[marker] = key
+        yield item
+
+
+def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num_parts: int,
+               staging: Path) -> PartResult:
+    """Write one job's examples into its part folder (or return the part a previous run finished)."""
+    from stable_datasets.layouts import layout_module
+
+    directory = part_dir(staging, index)
+    finished = PartResult.load(directory)
+    if finished is not None:
+        return finished
+    layout = layout_module(plan.layout)
+    resume: tuple[list[ShardInfo], int] | None = None
+    journal = None
+    if plan.resumable and layout.Writer.supports_resume:
+        journal = ShardJournal(directory)
+        if (directory / JOURNAL_FILE).is_file():
+            shards, rows_done = journal.recover()
+            resume = (shards, rows_done) if shards else None
+    if resume is None and directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+
+    seen: dict[Any, Any] = {}
+    skip = resume[1] if resume else 0
+    features = plan.features
+    encoder: BatchEncoder | None = None
+    writer = None
+    num_rows = skip
+    pending: list[tuple[Any, Any]] = []  # first examples, held until features are inferred
+
+    def start(features: Features) -> None:
+        nonlocal encoder, writer
+        encoder = BatchEncoder(features, batch_rows=plan.batch_rows)
+        writer = layout.Writer(directory, encoder.schema, plan.writer_options)
+        if journal is not None:
+            if resume is not None:
+                writer.resume_from(resume[0], journal)
+            else:
+                writer.journal = journal
+
+    def add(key: Any, example: Any) -> None:
+        nonlocal num_rows
+        try:
+            encoder.add(example)
+        except EncodingError as exc:
+            raise ExampleError(plan.builder_name, plan.split, key, exc.field, exc.message + source.encoding_hint) \
+                from None
+        if encoder.full:
+            num_rows += encoder.num_pending
+            writer.write(encoder.flush())
+
+    desc = source.describe() + (f" [part {index + 1}/{num_parts}]" if num_parts > 1 else "")
+    media_root = plan.media_root or plan.target.parent
+    try:
+        with media_store(media_root) as store:
+            for position, (key, example) in enumerate(_checked_examples(source, job, plan, seen, desc)):
+                if position < skip:  # already in a journaled shard; the key still counts for duplicates
+                    continue
+                if encoder is None:
+                    if features is None:  # infer from a batch of first examples, then write them
+                        pending.append((key, example))
+                        if len(pending) < plan.batch_rows:
+                            continue
+                        start(source.infer_features([e for _, e in pending]))
+                        for held in pending:
+                            add(*held)
+                        pending.clear()
+                        continue
+                    start(features)
+                add(key, example)
+            if encoder is None:
+                if features is None:
+                    features = source.infer_features([e for _, e in pending]) if pending else source.empty_features()
+                start(features)
+                for held in pending:
+                    add(*held)
+            features = encoder.features
+            if encoder.num_pending or num_rows == 0:
+                num_rows += encoder.num_pending
+                writer.write(encoder.flush())
+            shards = writer.close()
+    except BaseException:
+        if writer is not None:
+            writer.abort()
+        raise
+    media = [ShardInfo(path=f"../{relative}", num_rows=0, num_bytes=size, sha256=Path(relative).name.split(".")[0])
+             for relative, size in sorted(store.used.items())]
+    has_keys = source.keyed and num_parts > 1
+    if has_keys:
+        markers = list(seen)
+        keys = pa.table({"digest": pa.array(np.fromiter((key_digest(m) for m in markers), np.uint64,
+                                                        count=len(markers))),
+                         "key": pa.array([key_text(seen[m]) for m in markers], pa.string())}, schema=KEYS_SCHEMA)
+        with pa.OSFile(str(directory / KEYS_FILE), "wb") as sink, pa.ipc.new_file(sink, KEYS_SCHEMA) as out:
+            out.write_table(keys)
+    result = PartResult(index=index, num_rows=num_rows, shards=shards, media=media, extra=writer.extra_metadata(),
+                        features=features.to_dict(), has_keys=has_keys)
+    result.save(directory)
+    return result
+
+
+def find_duplicate_key(staging: Path, parts: list[PartResult]) -> Any | None:
+    """A key that two parts both wrote (keys are unique within each part), else None."""
+    keyed = [p for p in parts if p.has_keys]
+    if len(keyed) < 2:
+        return None
+    tables = []
+    for part in keyed:
+        with pa.memory_map(str(part_dir(staging, part.index) / KEYS_FILE)) as source:
+            tables.append(pa.ipc.open_file(source).read_all())
+    digests = np.concatenate([t.column("digest").to_numpy() for t in tables]) if tables else np.zeros(0, np.uint64)
+    values, counts = np.unique(digests, return_counts=True)
+    repeated = values[counts > 1]
+    if not len(repeated):
+        return None
+    # the first repeated key in build order, by its text (a digest collision alone is not a duplicate)
+    seen_text: set[str] = set()
+    for table in tables:
+        digest = table.column("digest").to_numpy()
+        for position in np.flatnonzero(np.isin(digest, repeated)).tolist():
+            text = table.column("key")[position].as_py()
+            if text in seen_text:
+                return json.loads(text)
+            seen_text.add(text)
+    return None

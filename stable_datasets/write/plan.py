@@ -1,0 +1,46 @@
+"""What one split's write needs, resolved once by the caller (a builder's `prepare`, or `map`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stable_datasets.features.features import Features
+
+
+@dataclass(frozen=True)
+class WritePlan:
+    """Where and how a split is written; nothing below recomputes these from a storage format."""
+
+    target: Path  # the split's published directory
+    layout: str  # a module name under stable_datasets.layouts
+    options: dict[str, Any]  # layout options, plus "batch_rows" for the encoder
+    fingerprint: str
+    fingerprint_inputs: dict[str, Any]
+    builder_name: str
+    config_name: str
+    version: str
+    split: str
+    info: dict[str, Any] = field(default_factory=dict)
+    features: Features | None = None  # None: the source infers them from its first rows (map)
+    resumable: bool = False  # journal finished shards so a killed build continues after them
+    media_root: Path | None = None  # where path-stored videos are kept (the fingerprint directory)
+
+    @property
+    def writer_options(self) -> dict[str, Any]:
+        """Layout options minus `batch_rows`, which sizes the encoder's batches, not the files."""
+        return {k: v for k, v in self.options.items() if k != "batch_rows"}
+
+    @property
+    def batch_rows(self) -> int:
+        return int(self.options.get("batch_rows", 1000))
+
+
+@dataclass
+class SplitJobs:
+    """A source's jobs, and what a global step before them (e.g. packing) adds to the split."""
+
+    jobs: list[Any]  # one item per part, handed back to ExampleSource.examples
+    extra: dict[str, Any] = field(default_factory=dict)  # entries for `_metadata.json` "extra"
+    files: dict[str, str | bytes] = field(default_factory=dict)  # small files published with the split

@@ -1,0 +1,48 @@
+"""Where examples come from. A source is handed to worker processes or Ray tasks, so it holds
+only what a worker needs (a builder, or a dataset's paths and a function), never open files."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from stable_datasets.features.features import Features
+from stable_datasets.write.engines import JobRunner
+from stable_datasets.write.plan import SplitJobs
+
+
+class ExampleSource:
+    """Base class: a builder's split, or a transform's input rows."""
+
+    #: check that examples come as (key, example) pairs with unique, hashable keys
+    keyed = True
+    #: appended to the message when an example does not fit the features
+    encoding_hint = ""
+
+    def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
+        """Divide the work into at most `num_jobs` jobs, in order. `run` runs functions in parallel
+        (for a global step before the parts, such as tokenizing before packing); `workdir` is a
+        scratch folder inside the staging directory that every worker can reach."""
+        raise NotImplementedError
+
+    def examples(self, job: Any) -> Iterator[tuple[Any, Any]]:
+        """The (key, example) pairs of one job, in order."""
+        raise NotImplementedError
+
+    def infer_features(self, examples: list[dict[str, Any]]) -> Features:
+        """Features from the first examples, for plans without features."""
+        raise NotImplementedError(f"{type(self).__name__} needs features in its WritePlan")
+
+    def empty_features(self) -> Features:
+        """Features of an output with no rows, for plans without features."""
+        raise NotImplementedError(f"{type(self).__name__} needs features in its WritePlan")
+
+    def describe(self) -> str:
+        """A short label for progress bars and logs."""
+        return type(self).__name__
+
+    def code_modules(self) -> list[ModuleType]:
+        """Modules a Ray worker cannot import by name (builder scripts, user code); sent by value."""
+        return []

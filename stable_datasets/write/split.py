@@ -1,0 +1,152 @@
+"""`write_split`: a split's parts, merged by its layout, described and published once.
+
+The caller holds the split's build lock. The staging directory has a fixed name beside the
+target, so a build that was killed (or whose worker died) finds what it left: finished parts
+are kept when the jobs are the same, an unfinished part continues from its shard journal
+where the layout keeps one. Bad data discards the staging directory; nothing is published
+until `_metadata.json` is written and the directory renamed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import json
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
+from stable_datasets.cache.journal import JOURNAL_FILE
+from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
+from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
+from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
+from stable_datasets.layouts import layout_module
+from stable_datasets.write.engines import JobRunner
+from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, part_dir, write_part
+from stable_datasets.write.plan import SplitJobs, WritePlan
+from stable_datasets.write.sources import ExampleSource
+
+JOBS_FILE = "_jobs.json"
+WORK_DIR = ".work"
+
+
+def staging_dir(target: Path) -> Path:
+    return target.parent / f"{STAGING_PREFIX}{target.name}"
+
+
+def _jobs_identity(jobs: list[Any]) -> str:
+    try:
+        return fingerprint({"jobs": to_jsonable(jobs, "jobs")})
+    except TypeError:
+        return hash_text(repr(jobs))  # objects with addresses in their repr never match: no reuse
+
+
+def _claim(staging: Path) -> None:
+    """Keep what an earlier attempt left in parts; clear anything else from the staging root."""
+    staging.mkdir(parents=True, exist_ok=True)
+    for entry in staging.iterdir():
+        if entry.name.startswith(PART_PREFIX) or entry.name == JOBS_FILE:
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    (staging / OWNER_FILE).write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                                  "started": time.time()}))
+
+
+def _match_jobs(staging: Path, jobs: list[Any]) -> None:
+    """Parts an earlier attempt finished are reused only for the very same jobs."""
+    identity = _jobs_identity(jobs)
+    record = staging / JOBS_FILE
+    previous = record.read_text() if record.is_file() else None
+    parts = sorted(p for p in staging.iterdir() if p.name.startswith(PART_PREFIX))
+    if previous == identity and parts:
+        logger.info("resuming the build in {}: {} part folder(s) from an earlier attempt", staging, len(parts))
+    elif parts:
+        for part in parts:
+            shutil.rmtree(part)
+    record.write_text(identity)
+
+
+def _is_infrastructure_failure(exc: BaseException) -> bool:
+    """Failures after which the next run should resume rather than start over."""
+    return isinstance(exc, (KeyboardInterrupt, OSError, WorkerDiedError))
+
+
+def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None = None) -> CacheMetadata:
+    """Build `plan.target` from `source`; returns the published metadata."""
+    from stable_datasets import __version__
+
+    runner = runner or JobRunner()
+    runner.modules = [*runner.modules, *source.code_modules()]
+    staging = staging_dir(plan.target)
+    logger.info("building {} [{}] split '{}' into {}", plan.builder_name, plan.config_name, plan.split, plan.target)
+    _claim(staging)
+    try:
+        work = staging / WORK_DIR
+        work.mkdir()
+        split_jobs: SplitJobs = source.plan_jobs(max(1, runner.parallelism), runner, work)
+        jobs = split_jobs.jobs or [None]
+        if runner.parallelism > 1 and len(jobs) == 1:
+            logger.info("{} '{}': one job only (nothing to divide), so it is built in one part",
+                        plan.builder_name, plan.split)
+        _match_jobs(staging, jobs)
+        calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)]
+        parts: list[PartResult] = runner(write_part, calls, desc=f"{plan.builder_name} '{plan.split}' part")
+        duplicate = find_duplicate_key(staging, parts)
+        if duplicate is not None:
+            raise ExampleError(plan.builder_name, plan.split, duplicate, None, "duplicate example key within the split")
+        features = _agreed_features(plan, parts)
+        shards, extra = layout_module(plan.layout).merge_parts(staging, parts)
+        media = {m.path: m for part in parts for m in part.media}
+        for name, content in split_jobs.files.items():  # small files a builder ships with the split
+            data = content.encode() if isinstance(content, str) else content
+            (staging / name).write_bytes(data)
+            media[name] = ShardInfo(path=name, num_rows=0, num_bytes=len(data), sha256=hash_text(data))
+        for leftover in [work, *(part_dir(staging, p.index) for p in parts)]:
+            shutil.rmtree(leftover, ignore_errors=True)
+        for bookkeeping in (JOURNAL_FILE, OWNER_FILE, JOBS_FILE):
+            (staging / bookkeeping).unlink(missing_ok=True)
+        metadata = CacheMetadata(
+            layout=plan.layout, features=features, num_rows=sum(p.num_rows for p in parts), shards=shards,
+            fingerprint=plan.fingerprint, fingerprint_inputs=plan.fingerprint_inputs,
+            builder_name=plan.builder_name, config_name=plan.config_name, version=plan.version, split=plan.split,
+            layout_options=plan.writer_options, info=plan.info, extra={**extra, **split_jobs.extra},
+            extra_files=sorted(media.values(), key=lambda m: m.path), cache_format_version=CACHE_FORMAT_VERSION,
+            library_version=__version__, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+        metadata.write(staging)
+        publish(staging, plan.target)
+    except BaseException as exc:
+        if not _is_infrastructure_failure(exc):
+            discard(staging)
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            raise CacheError(f"no space left on device while building {plan.builder_name} '{plan.split}' in "
+                             f"{staging}; nothing was published. Free space (or point STABLE_DATASETS_CACHE_DIR "
+                             "elsewhere) and run again: finished parts and journaled shards will be reused") from exc
+        raise
+    logger.info("published {} rows of {} '{}' to {}", metadata.num_rows, plan.builder_name, plan.split, plan.target)
+    return metadata
+
+
+def _agreed_features(plan: WritePlan, parts: list[PartResult]) -> dict[str, Any]:
+    """The features every part wrote. Parts that inferred their own (a transform without
+    `features=`) must agree; a part with no rows takes the others' features."""
+    if plan.features is not None:
+        return plan.features.to_dict()
+    written = [p.features for p in parts if p.num_rows and p.features is not None]
+    if not written:
+        return parts[0].features or {}
+    first = written[0]
+    for part in parts:
+        if part.num_rows and part.features != first:
+            raise StableDatasetsError(
+                f"{plan.builder_name} '{plan.split}': parallel parts inferred different features ({first} in the "
+                f"first part, {part.features} in part {part.index}); pass features= to describe the output")
+    return first

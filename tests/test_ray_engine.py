@@ -1,0 +1,126 @@
+"""engine="ray": parts as tasks on a real local Ray cluster (started here, 2 CPUs), and to_ray()."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.errors import ExampleError, WorkerDiedError
+from tests.test_write_path import PARTS_BUILDER, SMALL_FILES
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.xdist_group("ray")  # one cluster, in one xdist worker
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_cluster():
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.fixture
+def parts_builder(write_builder):
+    return write_builder("parts", PARTS_BUILDER.replace("KEY", "(part, i)"))
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
+def test_ray_build_has_the_rows_of_one_process(parts_builder, storage_format):
+    options = SMALL_FILES[storage_format]
+    expected = sds.load_dataset(str(parts_builder), split="train", storage_format=storage_format,
+                                layout_options=options).to_arrow()
+    ds = sds.load_dataset(str(parts_builder), split="train", storage_format=storage_format, layout_options=options,
+                          num_proc=2, engine="ray", download_mode="force_rebuild")
+    assert ds.to_arrow().equals(expected)
+    assert not [p for p in ds.cache_dirs[0].parent.iterdir() if p.name.startswith(".staging")]
+
+
+def test_a_dead_ray_worker_is_retried(write_builder, tmp_path, monkeypatch):
+    marker = tmp_path / "died-once"
+    path = write_builder("flaky", PARTS_BUILDER.replace("KEY", "(part, i)").replace(
+        "            if str(part) == os.environ.get(\"PARTS_KILL\"):",
+        f"            if part == 3 and not os.path.exists({str(marker)!r}):\n"
+        f"                open({str(marker)!r}, 'w').close()\n"
+        "                os.kill(os.getpid(), signal.SIGKILL)\n"
+        "            if str(part) == os.environ.get(\"PARTS_KILL\"):"))
+    ds = sds.load_dataset(str(path), split="train", num_proc=2, engine="ray")
+    assert marker.exists()  # the first attempt of the second task died
+    assert ds["part"] == [p for p in range(5) for _ in range(300)]
+
+
+def test_ray_worker_that_keeps_dying_fails_cleanly_and_the_next_build_resumes(parts_builder, cache_root, tmp_path,
+                                                                              monkeypatch):
+    counter = tmp_path / "generated.txt"
+    monkeypatch.setenv("PARTS_COUNTER", str(counter))
+    monkeypatch.setenv("PARTS_KILL", "4")
+    ray.shutdown()  # tasks see the environment of the cluster's workers: start one that has it
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    try:
+        with pytest.raises(WorkerDiedError, match="Ray worker died"):
+            sds.load_dataset(str(parts_builder), split="train", num_proc=2, engine="ray")
+        assert not list(cache_root.rglob("_metadata.json"))
+        staging = next(cache_root.rglob(".staging-train"))
+        assert json.loads((staging / ".part-00000" / "_part.json").read_text())["num_rows"] == 600
+    finally:
+        ray.shutdown()
+    monkeypatch.delenv("PARTS_KILL")
+    counter.write_text("")
+    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    ds = sds.load_dataset(str(parts_builder), split="train", num_proc=2, engine="ray")
+    assert counter.read_text().split() == ["2", "3", "4"]  # the finished part was kept
+    assert ds["part"] == [p for p in range(5) for _ in range(300)]
+
+
+def test_bad_data_in_a_ray_task_is_our_error(write_builder, cache_root):
+    path = write_builder("parts", PARTS_BUILDER.replace("KEY", "(part, i)").replace('"i": i,', '"i": "x" if part == 4 '
+                                                                                    'and i == 7 else i,'))
+    with pytest.raises(ExampleError, match=r"example key \(4, 7\), field 'i'"):
+        sds.load_dataset(str(path), split="train", num_proc=2, engine="ray")
+    assert not list(cache_root.rglob("_metadata.json")) and not list(cache_root.rglob(".staging*"))
+
+
+def _double(row):
+    return {"double": row["i"] * 2}
+
+
+def test_map_and_filter_on_ray(parts_builder):
+    ds = sds.load_dataset(str(parts_builder), split="train")
+    expected = ds.map(_double).to_arrow()
+    assert ds.map(_double, num_proc=2, engine="ray", load_from_cache_file=False).to_arrow().equals(expected)
+    assert ds.filter(lambda r: r["i"] == 5, num_proc=2, engine="ray")["part"] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
+def test_to_ray_hands_the_rows_to_ray_data(parts_builder, storage_format):
+    ds = sds.load_dataset(str(parts_builder), split="train", storage_format=storage_format)
+    rows = ds.to_ray().take_all()  # Ray Data does not keep the order of blocks unless asked to
+    assert sorted((r["part"], r["i"], r["text"]) for r in rows) == list(zip(ds["part"], ds["i"], ds["text"]))
+    picked = ds.shuffle(seed=1).select(range(10))
+    assert sorted((r["part"], r["i"]) for r in picked.to_ray().take_all()) == sorted(zip(picked["part"], picked["i"]))
+
+
+def test_ray_engine_without_ray_says_how_to_install_it(parts_builder, tmp_path):
+    script = textwrap.dedent(f"""
+        import sys
+        sys.modules["ray"] = None  # as if Ray were not installed
+        import stable_datasets as sds
+        try:
+            sds.load_dataset({str(parts_builder)!r}, split="train", num_proc=2, engine="ray")
+        except ImportError as exc:
+            print(exc)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={"STABLE_DATASETS_CACHE_DIR": str(tmp_path / "c"), "PATH": "/usr/bin:/bin"})
+    assert "pip install 'stable-datasets[ray]'" in out.stdout, out.stderr
+
+
+def test_cli_builds_on_ray(parts_builder, capsys):
+    from stable_datasets.cli import main
+
+    assert main(["--json", "build", str(parts_builder), "--num-proc", "2", "--engine", "ray"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["rows"] == 1500

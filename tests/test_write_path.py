@@ -1,0 +1,268 @@
+"""The one write path: a build or a map in parallel parts gives the rows of one process, in order."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.cache.inventory import verify_cache
+from stable_datasets.errors import ExampleError, WorkerDiedError
+
+PARTS_BUILDER = """
+import os, signal
+import stable_datasets as sds
+
+class Parts(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({
+            "part": sds.Value("int32"), "i": sds.Value("int64"), "text": sds.Value("string"),
+            "vec": sds.Sequence(sds.Value("float32")), "blob": sds.Value("binary")}))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {"parts": list(range(5)), "rows": 300})]
+
+    def _generate_examples(self, parts, rows):
+        for part in parts:
+            if str(part) == os.environ.get("PARTS_KILL"):
+                os.kill(os.getpid(), signal.SIGKILL)
+            counter = os.environ.get("PARTS_COUNTER")
+            if counter:
+                with open(counter, "a") as fh:
+                    fh.write(f"{part}\\n")
+            for i in range(rows):
+                yield KEY, {"part": part, "i": i, "text": f"{part}:{i}", "vec": [float(i)] * (i % 3),
+                            "blob": bytes([part]) * (i % 5)}
+"""
+
+SMALL_FILES = {"arrow": {"max_shard_size": 4096, "batch_rows": 64},
+               "parquet": {"max_shard_size": 4096, "row_group_bytes": 1024, "batch_rows": 64},
+               "lance": {"max_rows_per_file": 200, "batch_rows": 64}}
+
+
+@pytest.fixture
+def parts_builder(write_builder):
+    return write_builder("parts", PARTS_BUILDER.replace("KEY", "(part, i)"))
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
+def test_parallel_build_has_the_rows_of_one_process(parts_builder, storage_format):
+    options = SMALL_FILES[storage_format]
+    one = sds.load_dataset(str(parts_builder), split="train", storage_format=storage_format, layout_options=options)
+    expected = one.to_arrow()
+    assert expected.column("part").to_pylist() == [p for p in range(5) for _ in range(300)]
+    picked = one[[1499, 0, 777]]
+    two = sds.load_dataset(str(parts_builder), split="train", storage_format=storage_format, layout_options=options,
+                           num_proc=2, download_mode="force_rebuild")
+    assert two.cache_dirs == one.cache_dirs  # num_proc is not part of the fingerprint
+    assert two.to_arrow().equals(expected)
+    assert two[[1499, 0, 777]] == picked
+    directory = two.cache_dirs[0]
+    assert not [p for p in directory.parent.iterdir() if p.name.startswith(".staging")]
+    assert not list(directory.rglob(".part-*")) and not list(directory.rglob("_part.json"))
+    assert verify_cache(directory) == []
+
+
+def test_parallel_arrow_shards_are_renumbered_in_order(parts_builder):
+    ds = sds.load_dataset(str(parts_builder), split="train", num_proc=3, layout_options=SMALL_FILES["arrow"])
+    meta = json.loads((ds.cache_dirs[0] / "_metadata.json").read_text())
+    names = [s["path"] for s in meta["shards"]]
+    assert names == [f"shard-{n:05d}.arrow" for n in range(len(names))] and len(names) > 3
+    assert sum(s["num_rows"] for s in meta["shards"]) == meta["num_rows"] == 1500
+    assert all(s["num_rows"] > 0 for s in meta["shards"])
+
+
+def test_parallel_lance_build_commits_fragments_once(parts_builder):
+    import lance
+
+    ds = sds.load_dataset(str(parts_builder), split="train", storage_format="lance", num_proc=2,
+                          layout_options=SMALL_FILES["lance"])
+    dataset = lance.dataset(str(ds.cache_dirs[0] / "data.lance"))
+    assert dataset.version == 1 and len(dataset.versions()) == 1  # one commit for every part
+    assert [f.count_rows() for f in dataset.get_fragments()] == [200, 200, 200, 200, 200, 200, 200, 100]
+    assert dataset.to_table(columns=["text"]).column("text").to_pylist()[598:602] == ["1:298", "1:299", "2:0", "2:1"]
+
+
+def test_duplicate_key_across_parts_is_named(write_builder, cache_root):
+    # parts 0-2 go to the first job, 3-4 to the second; part % 3 repeats (0, i) and (1, i) only across jobs
+    path = write_builder("parts", PARTS_BUILDER.replace("KEY", "(part % 3, i)"))
+    with pytest.raises(ExampleError, match=r"split 'train', example key \[0, 0\]: duplicate example key"):
+        sds.load_dataset(str(path), split="train", num_proc=2)
+    assert not list(cache_root.rglob("_metadata.json")) and not list(cache_root.rglob(".staging*"))
+
+
+def test_killed_part_fails_cleanly_and_the_next_build_resumes(parts_builder, cache_root, tmp_path, monkeypatch):
+    counter = tmp_path / "generated.txt"
+    monkeypatch.setenv("PARTS_COUNTER", str(counter))
+    monkeypatch.setenv("PARTS_KILL", "4")  # the second job's worker dies; the first job finishes
+    with pytest.raises(WorkerDiedError, match="worker process died .*killed by SIGKILL"):
+        sds.load_dataset(str(parts_builder), split="train", num_proc=2)
+    assert not list(cache_root.rglob("_metadata.json"))  # nothing published
+    staging = next(cache_root.rglob(".staging-train"))
+    finished = json.loads((staging / ".part-00000" / "_part.json").read_text())
+    assert finished["num_rows"] == 600  # parts 0 and 1; the second job had parts 2, 3 and 4
+    inode = (staging / ".part-00000" / finished["shards"][0]["path"]).stat().st_ino
+    assert sorted(counter.read_text().split()) == ["0", "1", "2", "3"]  # the worker died on part 4
+
+    counter.write_text("")
+    monkeypatch.delenv("PARTS_KILL")
+    ds = sds.load_dataset(str(parts_builder), split="train", num_proc=2)
+    assert counter.read_text().split() == ["2", "3", "4"]  # the finished part was kept, not generated again
+    assert (ds.cache_dirs[0] / "shard-00000.arrow").stat().st_ino == inode
+    assert ds["part"] == [p for p in range(5) for _ in range(300)]
+    assert not staging.exists()
+
+
+def test_parts_are_rebuilt_when_the_jobs_change(parts_builder, cache_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("PARTS_KILL", "4")
+    with pytest.raises(WorkerDiedError):
+        sds.load_dataset(str(parts_builder), split="train", num_proc=2)
+    monkeypatch.delenv("PARTS_KILL")
+    counter = tmp_path / "generated.txt"
+    monkeypatch.setenv("PARTS_COUNTER", str(counter))
+    ds = sds.load_dataset(str(parts_builder), split="train", num_proc=3)  # other jobs: nothing is reused
+    assert sorted(counter.read_text().split()) == ["0", "1", "2", "3", "4"]
+    assert ds["part"] == [p for p in range(5) for _ in range(300)]
+
+
+def test_nested_path_videos_restart_instead_of_resuming(write_builder):
+    path = write_builder("nested_videos", """
+        import stable_datasets as sds
+
+        class NestedVideos(sds.GeneratorBasedBuilder):
+            def _info(self):
+                return sds.DatasetInfo(features=sds.Features({
+                    "clips": sds.Sequence({"video": sds.Video(storage="path"), "start": sds.Value("int32")})}))
+    """)
+    builder = sds.load_builder(str(path))
+    options = builder.layout_options("arrow")
+    plan = builder._write_plan("train", builder.cache_dir("arrow", options) / "train", "arrow", options, "fp")
+    assert plan.resumable is False
+    toy = sds.load_builder(str(write_builder("parts", PARTS_BUILDER.replace("KEY", "(part, i)"))))
+    assert toy._write_plan("train", toy.cache_dir() / "train", "arrow", toy.layout_options("arrow"), "fp").resumable
+
+
+def test_engine_and_num_proc_are_checked(parts_builder):
+    with pytest.raises(ValueError, match="engine must be one of"):
+        sds.load_dataset(str(parts_builder), split="train", engine="threads")
+    with pytest.raises(ValueError, match="num_proc must be a positive int"):
+        sds.load_dataset(str(parts_builder), split="train", num_proc=0)
+
+
+def _add_square(row):
+    return {"square": row["i"] * row["i"], "tag": f"{row['part']}-{row['i'] % 7}"}
+
+
+def _batched_repeat(batch):
+    return {"i": [i for i in batch["i"] for _ in range(2)], "copy": [c for c in batch["part"] for _ in range(2)]}
+
+
+def test_map_and_filter_with_num_proc_match_one_process(parts_builder):
+    ds = sds.load_dataset(str(parts_builder), split="train")
+    one = ds.map(_add_square)
+    expected, columns = one.to_arrow(), one.column_names
+    two = ds.map(_add_square, num_proc=2, load_from_cache_file=False)
+    assert two.to_arrow().equals(expected)
+    assert two["square"][:3] == [0, 1, 4] and two.column_names == columns
+
+    grown = ds.map(_batched_repeat, batched=True, batch_size=64, remove_columns=["part", "text", "vec", "blob"],
+                   num_proc=2)
+    assert len(grown) == 3000 and grown["i"][:4] == [0, 0, 1, 1]
+    expected = grown.to_arrow()
+    assert ds.map(_batched_repeat, batched=True, batch_size=64, load_from_cache_file=False,
+                  remove_columns=["part", "text", "vec", "blob"]).to_arrow().equals(expected)
+
+    kept = ds.filter(lambda row: row["i"] % 97 == 0, num_proc=2)
+    assert kept["i"] == ds.filter(lambda row: row["i"] % 97 == 0)["i"] == [0, 97, 194, 291] * 5
+    shuffled = ds.shuffle(seed=3)
+    assert shuffled.filter(lambda b: np.asarray(b["part"]) == 2, batched=True, batch_size=100, num_proc=2)["i"] == \
+        shuffled.filter(lambda b: np.asarray(b["part"]) == 2, batched=True, batch_size=100)["i"]
+
+
+def test_map_error_in_a_worker_names_the_row(parts_builder):
+    ds = sds.load_dataset(str(parts_builder), split="train")
+
+    def bad(row):
+        return {"i": "not a number" if row["i"] == 250 and row["part"] == 4 else row["i"]}
+
+    with pytest.raises(ExampleError, match=r"example key 1450, field 'i'.*pass features="):
+        ds.map(bad, num_proc=2)
+
+
+def _chat_files(folder, files=4, per_file=40):
+    folder.mkdir()
+    paths = []
+    for f in range(files):
+        path = folder / f"chat-{f}.jsonl"
+        with open(path, "w") as fh:
+            for r in range(per_file):
+                words = " ".join(["word"] * ((f * 37 + r * 11) % 90 + 1))
+                fh.write(json.dumps({"prompt": f"question {f}/{r}", "response": words}) + "\n")
+        paths.append(str(path))
+    return paths
+
+
+@pytest.mark.parametrize("algorithm", ["first_fit_shuffle", "best_fit_decreasing"])
+def test_sft_packs_are_the_same_with_num_proc(tmp_path, algorithm):
+    from stable_datasets.sft import PackingConfig
+
+    files = _chat_files(tmp_path / "chats")
+    packing = PackingConfig(pack_size=512, algorithm=algorithm, seed=5)
+    one = sds.load_dataset("sft", split="train", data_files={"train": files}, packing=packing,
+                           storage_format="parquet")
+    expected, meta_one = one.to_arrow(), one.cache_metadata[0].extra["pack_metadata"]
+    metadata_file = (one.cache_dirs[0] / "512_metadata.jsonl").read_text()
+    two = sds.load_dataset("sft", split="train", data_files={"train": files}, packing=packing,
+                           storage_format="parquet", num_proc=2, download_mode="force_rebuild")
+    assert len(two) == len(expected) > 10
+    assert two.to_arrow().equals(expected)
+    assert two.cache_metadata[0].extra["pack_metadata"] == meta_one and meta_one["num_sequences"] == 160
+    assert (two.cache_dirs[0] / "512_metadata.jsonl").read_text() == metadata_file
+
+
+def test_python_docs_sft_with_num_proc(cache_root):
+    from stable_datasets.sft import PackingConfig
+
+    packing = PackingConfig(pack_size=2048, algorithm="first_fit_decreasing")
+    one = sds.load_dataset("python_docs_sft", split="test", packing=packing)
+    expected, sequences = one.to_arrow(), one.cache_metadata[0].extra["pack_metadata"]["num_sequences"]
+    two = sds.load_dataset("python_docs_sft", split="test", packing=packing, num_proc=2,
+                           download_mode="force_rebuild")
+    assert two.to_arrow().equals(expected)
+    chats = sds.load_dataset("python_docs_sft", split="test", num_proc=2)
+    assert len(chats) == sequences
+
+
+def test_interleaved_builder_with_num_proc(tmp_path):
+    from stable_datasets.interleaved.mint_shards import write_mint_shards
+
+    shards = write_mint_shards(tmp_path / "tars", num_samples=30, samples_per_shard=8, tiff_every=10)
+    data_files = str(shards[0].parent / "*.tar")
+    expected = sds.load_dataset("interleaved", split="train", data_files=data_files).to_arrow()
+    two = sds.load_dataset("interleaved", split="train", data_files=data_files, num_proc=2,
+                           download_mode="force_rebuild")
+    assert len(two) == 30 and two.to_arrow().equals(expected)
+
+
+@pytest.mark.parametrize("storage", ["path", "bytes", "frames"])
+def test_moving_digits_with_num_proc(storage):
+    small = {"train_videos": 5, "test_videos": 1}
+    one = sds.load_dataset("moving_digits", name=storage, split="train", **small)
+    windows = [0, len(one) // 2, len(one) - 1]
+    expected, videos, rows = one.to_arrow(), one.cache_metadata[0].extra.get("videos"), [one[w] for w in windows]
+    two = sds.load_dataset("moving_digits", name=storage, split="train", num_proc=2, download_mode="force_rebuild",
+                           **small)
+    assert len(two) == len(expected)
+    if storage == "frames":
+        assert two.cache_metadata[0].extra["videos"] == videos and len(videos) == 5
+        for window, a in zip(windows, rows):
+            b = two[window]
+            assert np.array_equal(a["video"], b["video"]) and a["digits"] == b["digits"]
+            assert (a["video_index"], a["start_frame"]) == (b["video_index"], b["start_frame"])
+    else:
+        assert two.to_arrow().equals(expected)
+        if storage == "path":
+            assert os.path.exists(two[4]["video"].path)
