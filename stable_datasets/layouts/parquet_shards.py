@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stable_datasets.dataset.cells import CellGetter, cell_getter
+from stable_datasets.errors import CacheError
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
 from stable_datasets.tables import ordered_gather
@@ -79,7 +80,10 @@ class ParquetRowGroups:
         groups: list[tuple[int, int]] = []
         sizes: list[int] = []
         for f, path in enumerate(self.paths):
-            handle = pq.ParquetFile(path)
+            try:
+                handle = pq.ParquetFile(path)
+            except (pa.ArrowException, OSError) as exc:
+                raise CacheError(f"{path}: cannot read this Parquet file ({type(exc).__name__}: {exc})") from None
             self._files.append(handle)
             for g in range(handle.metadata.num_row_groups):
                 rows = handle.metadata.row_group(g).num_rows
@@ -106,14 +110,22 @@ class ParquetRowGroups:
             self.hits += 1
             return cached
         self.misses += 1
-        f, g = self._groups[index]
-        table = self._files[f].read_row_group(g, columns=self.columns)
-        batch = table.combine_chunks().to_batches()[0] if table.num_rows else self.schema.empty_table()
+        batch = self._read(index)
         getters = [cell_getter(batch.column(j)) for j in range(batch.num_columns)]
         self._cache[index] = (batch, getters)
         if len(self._cache) > self.capacity:
             self._cache.popitem(last=False)
         return batch, getters
+
+    def _read(self, index: int) -> pa.RecordBatch:
+        """Decode row group `index`; a damaged file (bad page, bad compression) raises CacheError."""
+        f, g = self._groups[index]
+        try:
+            table = self._files[f].read_row_group(g, columns=self.columns)
+        except (pa.ArrowException, OSError) as exc:
+            raise CacheError(f"{self.paths[f]}: row group {g} cannot be decoded ({type(exc).__name__}: {exc}); "
+                             "the file is damaged") from None
+        return table.combine_chunks().to_batches()[0] if table.num_rows else self.schema.empty_table()
 
     def locate(self, row: int) -> tuple[int, int]:
         g = bisect.bisect_right(self._starts_list, row) - 1
@@ -134,8 +146,7 @@ class ParquetRowGroups:
         while start < stop and g < len(self._groups):
             lo = start - self._starts_list[g]
             hi = min(stop, self._starts_list[g + 1]) - self._starts_list[g]
-            f, group = self._groups[g]
-            batch = self._files[f].read_row_group(group, columns=self.columns).combine_chunks().to_batches()[0]
+            batch = self._read(g)
             for off in range(lo, hi, batch_rows):
                 yield batch.slice(off, min(batch_rows, hi - off))
             start = self._starts_list[g + 1]
