@@ -20,12 +20,13 @@ from stable_datasets.cache.inventory import (
     CacheEntry,
     find_caches,
     find_staging,
+    find_superseded,
     remove_tree,
     staging_is_orphaned,
     verify_cache,
 )
 from stable_datasets.cache.metadata import METADATA_FILE
-from stable_datasets.cache.paths import cache_root
+from stable_datasets.cache.paths import cache_root, safe_name
 from stable_datasets.layouts import STORAGE_FORMATS
 
 OK, PROBLEM, USAGE = 0, 1, 2
@@ -224,11 +225,20 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    entries = _resolve_targets(args.target, cache_root(args.cache_dir))
-    if not entries:
+    root = cache_root(args.cache_dir)
+    target = Path(args.target)
+    if (target / METADATA_FILE).exists() or target.is_symlink():
+        directories = [target]  # one cache, whatever state its metadata is in
+    else:
+        unreadable: list[tuple[Path, str]] = []
+        entries = find_caches(root, unreadable)
+        directories = [e.directory for e in entries if e.metadata.builder_name == args.target]
+        # caches of this builder whose metadata cannot say so: by their folder under the root
+        directories += [d for d, _ in unreadable if d.relative_to(root).parts[0] == safe_name(args.target)]
+    if not directories:
         print(f"stable-datasets: no cache found for {args.target!r}", file=sys.stderr)
         return PROBLEM
-    report = [{"path": str(e.directory), "problems": verify_cache(e.directory)} for e in entries]
+    report = [{"path": str(d), "problems": verify_cache(d)} for d in directories]
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -245,6 +255,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     for entry in find_caches(root):
         if cache_status(entry) == "stale":
             doomed.append(("stale cache", entry.directory))
+    for build in find_superseded(root):
+        doomed.append(("superseded build", build))
     for staging in find_staging(root):
         if staging_is_orphaned(staging, args.max_staging_age * 3600):  # a live owner's staging never is
             doomed.append(("orphaned staging", staging))

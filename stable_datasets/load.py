@@ -3,35 +3,17 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from stable_datasets.builder.builder import DatasetBuilder
-from stable_datasets.builder.info import DatasetInfo
-from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset.dataset_dict import DatasetDict
+from stable_datasets.dataset.open import open_cache
 from stable_datasets.dataset.splits import parse_split
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.dataset.transforms import concatenate_datasets
-from stable_datasets.features.features import Features
-from stable_datasets.layouts import layout_module
 from stable_datasets.registry import resolve_builder_class
 
-
-def open_cache(cache_dir: str | os.PathLike, **layout_options: Any) -> StableDataset:
-    """Open a published cache from its `_metadata.json` alone: no builder needed.
-
-    `layout_options` are read-time options of the cache's layout (e.g. `window_length` for
-    video frame caches).
-    """
-    metadata = CacheMetadata.read(cache_dir)
-    directory = Path(cache_dir)
-    metadata.check_shard_sizes(directory)
-    backend = layout_module(metadata.layout).Backend(directory, metadata, **layout_options)
-    stored = Features.from_dict(metadata.features)
-    features = backend.dataset_features(stored)
-    return StableDataset([backend], features=features, info=DatasetInfo.from_metadata(stored, metadata.info),
-                         split=metadata.split or None)
+__all__ = ["load_builder", "load_dataset", "open_cache"]
 
 
 def load_builder(path: str | os.PathLike | type[DatasetBuilder], name: str | None = None, *,
@@ -68,10 +50,4 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
             start, stop = part.bounds(len(ds))
             ds = ds.select(range(start, stop))
         datasets.append(ds)
-    if len(datasets) == 1:
-        result = datasets[0]
-        result._split = split
-        return result
-    result = concatenate_datasets(datasets)
-    result._split = split
-    return result
+    return (datasets[0] if len(datasets) == 1 else concatenate_datasets(datasets)).with_split_name(split)

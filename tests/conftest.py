@@ -97,3 +97,37 @@ class Toy(sds.GeneratorBasedBuilder):
 @pytest.fixture
 def toy_builder(write_builder) -> Path:
     return write_builder("toy", TOY_BUILDER)
+
+
+# Five "parts" of rows in one list gen_kwarg, so num_proc divides them; KEY is replaced by the test.
+# PARTS_KILL=<part> SIGKILLs the worker when it reaches that part; PARTS_COUNTER logs each part generated.
+PARTS_BUILDER = """
+import os, signal
+import stable_datasets as sds
+
+class Parts(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({
+            "part": sds.Value("int32"), "i": sds.Value("int64"), "text": sds.Value("string"),
+            "vec": sds.Sequence(sds.Value("float32")), "blob": sds.Value("binary")}))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {"parts": list(range(5)), "rows": 300})]
+
+    def _generate_examples(self, parts, rows):
+        for part in parts:
+            if str(part) == os.environ.get("PARTS_KILL"):
+                os.kill(os.getpid(), signal.SIGKILL)
+            counter = os.environ.get("PARTS_COUNTER")
+            if counter:
+                with open(counter, "a") as fh:
+                    fh.write(f"{part}\\n")
+            for i in range(rows):
+                yield KEY, {"part": part, "i": i, "text": f"{part}:{i}", "vec": [float(i)] * (i % 3),
+                            "blob": bytes([part]) * (i % 5)}
+"""
+
+
+@pytest.fixture
+def parts_builder(write_builder) -> Path:
+    return write_builder("parts", PARTS_BUILDER.replace("KEY", "(part, i)"))

@@ -46,7 +46,7 @@ def test_build_takes_every_storage_format(capsys, toy_on_path, storage_format, l
     assert code == 0
     built = json.loads(out)
     assert [b["rows"] for b in built] == [4]
-    assert sds.open_cache(built[0]["path"])._backends[0].metadata.layout == layout
+    assert sds.open_cache(built[0]["path"]).cache_metadata[0].layout == layout
 
 
 def test_stale_caches_are_listed_and_pruned(capsys, toy_on_path, write_builder):
@@ -77,7 +77,7 @@ def test_verify_finds_flipped_bytes_and_truncation(capsys, toy_builder, storage_
     ds = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format)
     directory = ds.cache_dirs[0]
     assert run(capsys, "verify", str(directory))[0] == 0
-    shard = max((directory / s.path for s in ds._backends[0].metadata.shards), key=lambda p: p.stat().st_size)
+    shard = max((directory / s.path for s in ds.cache_metadata[0].shards), key=lambda p: p.stat().st_size)
     data = bytearray(shard.read_bytes())
     data[len(data) // 2] ^= 0xFF
     shard.write_bytes(bytes(data))

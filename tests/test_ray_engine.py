@@ -11,7 +11,8 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.errors import ExampleError, WorkerDiedError
-from tests.test_write_path import PARTS_BUILDER, SMALL_FILES
+from tests.conftest import PARTS_BUILDER
+from tests.test_write_path import SMALL_FILES
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.xdist_group("ray")  # one cluster, in one xdist worker
@@ -22,11 +23,6 @@ def ray_cluster():
     ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     yield
     ray.shutdown()
-
-
-@pytest.fixture
-def parts_builder(write_builder):
-    return write_builder("parts", PARTS_BUILDER.replace("KEY", "(part, i)"))
 
 
 @pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])

@@ -210,7 +210,7 @@ def test_tokenizer_identity_is_in_the_fingerprint():
 def test_python_docs_sft_packs_in_every_layout(storage_format):
     ds = sds.load_dataset("python_docs_sft", split="test", storage_format=storage_format,
                           packing=PackingConfig(pack_size=2048, algorithm="best_fit_decreasing"))
-    meta = ds._backends[0].metadata
+    meta = ds.cache_metadata[0]
     assert meta.extra["pack_metadata"]["pack_size"] == 2048
     assert (ds.cache_dirs[0] / "2048_metadata.jsonl").is_file()
     packs = PackedSFTDataset(ds, eos_id=ByteTokenizer.EOS)
@@ -323,7 +323,7 @@ def test_every_algorithm_builds():
     for algorithm in ALGORITHMS:
         ds = sds.load_dataset("python_docs_sft", split="test", packing=PackingConfig(pack_size=4096,
                                                                                      algorithm=algorithm))
-        assert ds._backends[0].metadata.extra["pack_metadata"]["packing_efficiency"] > 50
+        assert ds.cache_metadata[0].extra["pack_metadata"]["packing_efficiency"] > 50
 
 
 # -- sampler ------------------------------------------------------------------------------------

@@ -234,7 +234,7 @@ def test_map_writes_a_cache_and_reuses_it(toy, tmp_path):
     assert again.cache_dirs == mapped.cache_dirs
     assert mapped.cache_dirs[0].parent == toy.cache_dirs[0].parent
     assert mapped.cache_dirs[0].name.startswith("train.map-")
-    assert sds.open_cache(mapped.cache_dirs[0])._backends[0].metadata.layout == "arrow_shards"
+    assert sds.open_cache(mapped.cache_dirs[0]).cache_metadata[0].layout == "arrow_shards"
 
     batched = toy.map(lambda b: {"n": [len(t) for t in b["text"]]}, batched=True, batch_size=32,
                       remove_columns=["vec", "grid"])
@@ -306,7 +306,7 @@ def test_lance_cache_is_a_lance_dataset(toy_builder):
     native = lance.dataset(str(ds.cache_dirs[0] / "data.lance"))
     assert native.count_rows() == 30
     assert native.take([7]).column("text").to_pylist() == ["row 7"]
-    meta = ds._backends[0].metadata
+    meta = ds.cache_metadata[0]
     assert meta.layout == "lance_rows"
     assert sum(s.num_rows for s in meta.shards) == 30
     assert any(s.path.startswith("data.lance/data/") for s in meta.shards)

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import pickle
 import tempfile
@@ -61,7 +62,7 @@ def test_moving_digits_storage_modes(storage):
     assert hashlib.sha256(data).hexdigest() == ref.checksum
     if storage == "path":
         assert ref.bytes is None and os.path.isfile(ref.path)
-        assert ref.path.startswith(str(ds.cache_dirs[0].parent / "videos"))
+        assert ref.path.startswith(str(ds.cache_dirs[0].parent / ".videos"))
     else:
         assert ref.path is None and ref.bytes is not None
     before = set(glob.glob(os.path.join(tempfile.gettempdir(), "sds-video-*")))
@@ -75,8 +76,8 @@ def test_moving_digits_storage_modes(storage):
 
 def test_path_storage_lists_and_checks_media_files(tmp_path):
     ds = sds.load_dataset("moving_digits", split="train", **SMALL)
-    meta = ds._backends[0].metadata
-    assert len(meta.extra_files) == 6 and all(m.path.startswith("../videos/") for m in meta.extra_files)
+    meta = ds.cache_metadata[0]
+    assert len(meta.extra_files) == 6 and all(m.path.startswith("../.videos/") for m in meta.extra_files)
     victim = ds.cache_dirs[0] / meta.extra_files[0].path
     victim.write_bytes(victim.read_bytes()[:100])
     with pytest.raises(CacheError, match=r"videos/.*\.mp4: shard is 100 bytes"):
@@ -122,7 +123,7 @@ def _frames(**kwargs):
 
 def test_frames_layout_serves_windows():
     ds = _frames()
-    meta = ds._backends[0].metadata
+    meta = ds.cache_metadata[0]
     assert meta.layout == "lance_video_frames"
     videos = meta.extra["videos"]
     assert meta.extra["num_videos"] == 6 and [v["frames"] for v in videos] == [20] * 6
@@ -187,7 +188,7 @@ def test_frames_in_dataloader_workers(method):
 def test_frame_resize_keeps_aspect_ratio():
     ds = _frames(layout_options={"frame_resize": 32, "webp_quality": 70})
     assert ds[0]["video"].shape == (8, 32, 32, 3)
-    record = ds._backends[0].metadata.extra["videos"][0]
+    record = ds.cache_metadata[0].extra["videos"][0]
     assert (record["height"], record["width"], record["source_height"], record["source_width"]) == (32, 32, 64, 64)
 
 
@@ -224,7 +225,7 @@ def test_verify_counts_stored_frames_not_windows():
     from stable_datasets.cache.inventory import verify_cache
 
     ds = _frames()
-    frames = sum(v["frames"] for v in ds._backends[0].metadata.extra["videos"])
+    frames = sum(v["frames"] for v in ds.cache_metadata[0].extra["videos"])
     assert frames == 6 * 20 and len(ds) != frames
     assert ds._backends[0].stored_row_counts() == (frames, frames)
     assert verify_cache(ds.cache_dirs[0]) == []
@@ -319,7 +320,7 @@ class Vids(sds.GeneratorBasedBuilder):
 def test_corrupt_videos_are_skipped_and_counted(write_builder, tmp_path):
     script, _ = _corrupt_builder(write_builder, tmp_path)
     ds = sds.load_dataset(str(script), split="train").with_frame_windows(window_length=20)
-    meta = ds._backends[0].metadata
+    meta = ds.cache_metadata[0]
     assert meta.extra["skipped_videos"] == 1 and meta.extra["num_videos"] == 2
     assert ds["n"] == [1, 3]
 
@@ -344,3 +345,30 @@ def test_frames_build_from_a_script_without_main_guard(tmp_path, cache_root):
                          env={**os.environ, "STABLE_DATASETS_CACHE_DIR": str(cache_root)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "rows 6"
+
+
+def test_concatenated_path_video_caches_keep_each_cache_media_folder():
+    first = sds.load_dataset("moving_digits", name="path", split="train", **SMALL)
+    second = sds.load_dataset("moving_digits", name="path", split="train", seed=1, **SMALL)
+    assert first.cache_dirs[0].parent != second.cache_dirs[0].parent  # two fingerprints, two media folders
+    both = sds.concatenate_datasets([first, second])
+    refs = both["video"]
+    assert len(refs) == 12
+    for ref, cache in zip(refs, [first] * 6 + [second] * 6):
+        assert Path(ref.path).is_file() and Path(ref.path).parent.parent == cache.cache_dirs[0].parent
+        assert hashlib.sha256(Path(ref.path).read_bytes()).hexdigest() == ref.checksum
+    assert both[7]["video"] == second[1]["video"] and both[[7, 0]]["video"] == [second[1]["video"], first[0]["video"]]
+    order = np.random.default_rng(2).permutation(12)
+    assert [r["video"].path for r in both.shuffle(seed=2)] == [refs[i].path for i in order]
+
+
+def test_frame_windows_have_their_own_feature_and_only_frame_caches_serve_them():
+    from stable_datasets.features.video import VideoWindow
+
+    frames = _frames()
+    assert frames.features["video"] == VideoWindow() and frames.cache_metadata[0].features["video"] == {
+        "_type": "Video", "storage": "frames"}
+    raw = frames.with_format("python", decode=False)[0]["video"]
+    assert isinstance(raw, list) and raw[0][:4] == b"RIFF"  # WebP frames, undecoded
+    with pytest.raises(ValueError, match="needs a cache that serves frame windows"):
+        sds.load_dataset("moving_digits", name="bytes", split="train", **SMALL).with_frame_windows(window_length=4)

@@ -25,8 +25,8 @@ from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.lock import exclusive_lock
-from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
-from stable_datasets.cache.paths import cache_root, downloads_dir, fingerprint_dir, safe_name
+from stable_datasets.cache.metadata import METADATA_FILE, read_published
+from stable_datasets.cache.paths import cache_root, downloads_dir, fingerprint_dir, split_folder_name
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import CacheError, StableDatasetsError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
@@ -39,7 +39,7 @@ from stable_datasets.write.engines import user_modules
 
 DOWNLOAD_MODES = ("reuse_dataset_if_exists", "force_rebuild", "force_redownload")
 VERIFICATION_MODES = ("basic_checks", "all_checks", "no_checks")
-SPLITS_FILE = "_splits.json"
+SPLITS_FILE = ".splits.json"  # hidden: no split folder name starts with a dot
 
 
 def _code_text(code: Any) -> str:
@@ -251,7 +251,7 @@ class DatasetBuilder:
 
     def is_prepared(self, split: str, storage_format: str = "arrow",
                     layout_options: dict[str, Any] | None = None) -> bool:
-        directory = self.cache_dir(storage_format, layout_options) / safe_name(split)
+        directory = self.cache_dir(storage_format, layout_options) / split_folder_name(split)
         return self._valid_cache(directory, self.fingerprint(storage_format, layout_options))
 
     @staticmethod
@@ -259,8 +259,8 @@ class DatasetBuilder:
         if not (directory / METADATA_FILE).is_file():
             return False
         try:
-            metadata = CacheMetadata.read(directory)
-            metadata.check_shard_sizes(directory)
+            pin, metadata = read_published(directory)
+            pin.release()
         except CacheError as exc:
             logger.warning("ignoring unusable cache {}: {}", directory, exc)
             return False
@@ -301,14 +301,14 @@ class DatasetBuilder:
             wanted = [splits] if isinstance(splits, str) else list(splits)
         result: dict[str, Path] = {}
         for split in wanted:
-            directory = base / safe_name(split)
+            directory = base / split_folder_name(split)
             if not force and self._valid_cache(directory, fp):
                 result[split] = directory
                 continue
             if split not in all_generators():
                 raise ValueError(f"builder '{self.builder_name()}' has no split {split!r}; "
                                  f"splits are {sorted(all_generators())}")
-            with exclusive_lock(base / f".{safe_name(split)}.lock", timeout=lock_timeout, soft=soft_lock):
+            with exclusive_lock(base / f".{split_folder_name(split)}.lock", timeout=lock_timeout, soft=soft_lock):
                 if force or not self._valid_cache(directory, fp):
                     plan = self._write_plan(split, directory, storage_format, options, fp)
                     write_split(plan, BuilderSource(self, all_generators()[split]), runner)
@@ -340,7 +340,7 @@ class DatasetBuilder:
     # -- reading -------------------------------------------------------------------------
     def as_dataset(self, split: str, storage_format: str = "arrow", **prepare_kwargs: Any):
         """Prepare one split (if needed) and open it."""
-        from stable_datasets.load import open_cache
+        from stable_datasets.dataset.open import open_cache
 
         directory = self.prepare(split, storage_format, **prepare_kwargs)[split]
         return open_cache(directory)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 # Bump when the on-disk format of any layout changes incompatibly.
-CACHE_FORMAT_VERSION = 1
+CACHE_FORMAT_VERSION = 2  # 2: per-build folders behind a link; split and config folders encoded one-to-one
 FINGERPRINT_LENGTH = 16
 
 

@@ -14,8 +14,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.cache.builds import (
+    TRASH_PREFIX,
+    build_base,
+    build_in_use,
+    current_build,
+    pin_current,
+    published_path,
+    remove_build_if_unused,
+    superseded_builds,
+)
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
-from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, TRASH_PREFIX
+from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX
 from stable_datasets.errors import CacheError
 
 
@@ -40,8 +50,13 @@ class CacheEntry:
                 "fingerprint": m.fingerprint, "created_at": m.created_at, "status": self.status}
 
 
-def find_caches(root: Path) -> list[CacheEntry]:
-    """Every published cache (a folder with _metadata.json) under `root`, staging excluded."""
+def find_caches(root: Path, unreadable: list[tuple[Path, str]] | None = None) -> list[CacheEntry]:
+    """Every published cache (a folder with _metadata.json) under `root`, staging excluded.
+
+    A cache published as a link to its current build is listed once, by its link; superseded
+    builds are not listed (see `find_superseded`). Caches whose metadata cannot be read are
+    skipped, or appended to `unreadable` as (directory, problem) when it is given.
+    """
     entries = []
     if not root.is_dir():
         return entries
@@ -49,13 +64,34 @@ def find_caches(root: Path) -> list[CacheEntry]:
         dirnames[:] = [d for d in dirnames if not d.startswith((STAGING_PREFIX, TRASH_PREFIX))
                        and not d.endswith(".lance") and d != "downloads"]
         if METADATA_FILE in filenames:
-            try:
-                entries.append(CacheEntry(Path(dirpath), CacheMetadata.read(dirpath)))
-            except CacheError:
-                continue
             dirnames[:] = []
+            directory = Path(dirpath)
+            if build_base(directory) is not None:
+                if current_build(published_path(directory)) != directory:
+                    continue  # superseded
+                directory = published_path(directory)
+            try:
+                entries.append(CacheEntry(directory, CacheMetadata.read(directory)))
+            except CacheError as exc:
+                if unreadable is not None:
+                    unreadable.append((directory, str(exc)))
     return sorted(entries, key=lambda e: (e.metadata.builder_name, e.metadata.config_name, e.metadata.split,
                                           str(e.directory)))
+
+
+def find_superseded(root: Path) -> list[Path]:
+    """Build folders that their cache's link no longer points to and that no reader pins now."""
+    found = []
+    for dirpath, dirnames, _ in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not d.startswith((STAGING_PREFIX, TRASH_PREFIX))
+                       and not d.endswith(".lance") and d != "downloads"]
+        for name in list(dirnames):
+            build = Path(dirpath) / name
+            if build_base(build) is not None:
+                dirnames.remove(name)
+                if current_build(published_path(build)) != build and not build_in_use(build):
+                    found.append(build)
+    return sorted(found)
 
 
 def find_staging(root: Path) -> list[Path]:
@@ -139,23 +175,31 @@ def staging_is_orphaned(path: Path, max_age_seconds: float) -> bool:
 
 
 def verify_cache(directory: Path) -> list[str]:
-    """Recompute every checksum and size against _metadata.json; return the problems found."""
+    """Recompute every checksum and size against _metadata.json, and count the stored rows; the problems."""
     try:
-        metadata = CacheMetadata.read(directory)
+        pin = pin_current(directory)
     except CacheError as exc:
         return [str(exc)]
-    problems = [p for shard in [*metadata.shards, *metadata.extra_files] if (p := shard.problem(directory))]
-    if not problems:
-        problems.extend(_check_rows(directory))
-    return problems
+    try:
+        build = pin.directory
+        try:
+            metadata = CacheMetadata.parse(pin.read_text(), build / METADATA_FILE)
+        except CacheError as exc:
+            return [str(exc)]
+        problems = [p for shard in [*metadata.shards, *metadata.extra_files] if (p := shard.problem(build))]
+        if not problems:
+            problems.extend(_check_rows(build))
+        return problems
+    finally:
+        pin.release()
 
 
 def _check_rows(directory: Path) -> list[str]:
-    """Open the cache and count its stored rows."""
-    from stable_datasets.load import open_cache
+    """Open the cache and count its stored rows, whatever _metadata.json says (more or fewer)."""
+    from stable_datasets.dataset.open import open_cache
 
     try:
-        counted, stored = open_cache(directory)._backends[0].stored_row_counts()
+        counted, stored = open_cache(directory).stored_row_counts()[0]
     except Exception as exc:
         return [f"{directory}: cannot be read ({type(exc).__name__}: {exc})"]
     if counted != stored:
@@ -163,5 +207,13 @@ def _check_rows(directory: Path) -> list[str]:
     return []
 
 
-def remove_tree(path: Path) -> None:
+def remove_tree(path: Path) -> bool:
+    """Remove a cache, a build or a staging folder; builds that readers pin stay (False) for a later prune."""
+    if build_base(path) is not None and not path.is_symlink():
+        return remove_build_if_unused(path)
+    if path.is_symlink():  # a cache's link: it goes first, so no new reader finds the builds
+        path.unlink()
+        in_use = [b for b in superseded_builds(path) if not remove_build_if_unused(b)]
+        return not in_use
     shutil.rmtree(path, ignore_errors=True)
+    return True

@@ -1,6 +1,6 @@
 """A content-addressed store for media files that caches own (videos in "path" storage).
 
-Files live in `<fingerprint dir>/videos/<sha256>.<ext>`, shared by every split of one
+Files live in `<fingerprint dir>/.videos/<sha256>.<ext>`, shared by every split of one
 fingerprint (so "train+test" resolves one root), written once as a copy (a copy-on-write
 clone where the filesystem has them) and never modified. A build activates the store with
 `media_store(dir)`; encoding a path then places the file there and records it so the split's
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-MEDIA_DIR = "videos"
+MEDIA_DIR = ".videos"  # hidden: no split folder name starts with a dot
 
 
 @dataclass

@@ -5,14 +5,33 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.cache.builds import BuildPin, pin_current
 from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import CacheError
 
 METADATA_FILE = "_metadata.json"
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# field -> JSON type every _metadata.json must (required) or may hold
+_REQUIRED = {"layout": str, "features": dict, "num_rows": int, "shards": list}
+_OPTIONAL = {"fingerprint": str, "fingerprint_inputs": dict, "builder_name": str, "config_name": str, "version": str,
+             "split": str, "layout_options": dict, "info": dict, "extra": dict, "extra_files": list,
+             "cache_format_version": int, "library_version": str, "created_at": str}
+_JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
+
+
+class MetadataProblem(ValueError):
+    """What is wrong in a `_metadata.json` (CacheMetadata.read adds the file's path)."""
+
+
+def _require_count(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise MetadataProblem(f"{where} must be a non-negative integer, got {value!r:.80}")
+    return value
 
 
 @dataclass
@@ -26,6 +45,25 @@ class ShardInfo:
     def from_dict(cls, data: dict[str, Any]) -> ShardInfo:
         return cls(path=data["path"], num_rows=int(data["num_rows"]), num_bytes=int(data["num_bytes"]),
                    sha256=data["sha256"])
+
+    @classmethod
+    def checked(cls, data: Any, where: str, *, inside: bool) -> ShardInfo:
+        """A shard entry from untrusted JSON; `inside`: its path must stay inside the cache directory."""
+        if not isinstance(data, dict):
+            raise MetadataProblem(f"{where} must be an object, got {type(data).__name__}")
+        for key in ("path", "num_rows", "num_bytes", "sha256"):
+            if key not in data:
+                raise MetadataProblem(f"{where} has no {key!r}")
+        path = data["path"]
+        if not isinstance(path, str) or not path or path.startswith("/") or "\x00" in path:
+            raise MetadataProblem(f"{where}.path must be a relative file name, got {path!r}")
+        if inside and ".." in Path(path).parts:
+            raise MetadataProblem(f"{where}.path {path!r} leaves the cache directory")
+        for key in ("num_rows", "num_bytes"):
+            _require_count(data[key], f"{where}.{key}")
+        if not (isinstance(data["sha256"], str) and _SHA256.fullmatch(data["sha256"])):
+            raise MetadataProblem(f"{where}.sha256 must be 64 hex digits, got {data['sha256']!r:.80}")
+        return cls.from_dict(data)
 
     def problem(self, directory: Path) -> str | None:
         """What is wrong with this file under `directory` (missing, wrong size, wrong sha256), else None."""
@@ -73,6 +111,45 @@ class CacheMetadata:
         return data
 
     @classmethod
+    def checked(cls, data: Any) -> CacheMetadata:
+        """Metadata from untrusted JSON: types, shard entries, a known layout whose row counts agree.
+
+        Raises MetadataProblem naming the field and what is wrong.
+        """
+        if not isinstance(data, dict):
+            raise MetadataProblem(f"must hold a JSON object, got a {type(data).__name__}")
+        for key, kind in {**_REQUIRED, **_OPTIONAL}.items():
+            if key not in data:
+                if key in _REQUIRED:
+                    raise MetadataProblem(f"has no {key!r}")
+                continue
+            value = data[key]
+            if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+                raise MetadataProblem(f"{key} must be {_JSON_NAMES[kind]}, got {type(value).__name__} {value!r:.80}")
+        _require_count(data["num_rows"], "num_rows")
+        shards = [ShardInfo.checked(s, f"shards[{i}]", inside=True) for i, s in enumerate(data["shards"])]
+        extra_files = [ShardInfo.checked(s, f"extra_files[{i}]", inside=False)
+                       for i, s in enumerate(data.get("extra_files", []))]
+        metadata = cls.from_dict({**data, "shards": [], "extra_files": []})
+        metadata.shards, metadata.extra_files = shards, extra_files
+        metadata._check_layout()
+        return metadata
+
+    def _check_layout(self) -> None:
+        from stable_datasets.features.features import Features
+        from stable_datasets.layouts import LAYOUTS, layout_module
+
+        if self.layout not in LAYOUTS:
+            raise MetadataProblem(f"unknown layout {self.layout!r}; known layouts: {sorted(LAYOUTS)}")
+        try:
+            Features.from_dict(self.features)
+        except Exception as exc:  # any malformed feature description
+            raise MetadataProblem(f"features cannot be read ({type(exc).__name__}: {exc})") from None
+        problem = layout_module(self.layout).Backend.metadata_problem(self)
+        if problem:
+            raise MetadataProblem(problem)
+
+    @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CacheMetadata:
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
@@ -90,15 +167,28 @@ class CacheMetadata:
 
     @classmethod
     def read(cls, directory: str | os.PathLike) -> CacheMetadata:
+        """Read and validate `directory/_metadata.json`; a CacheError names the file and what is wrong."""
         path = Path(directory) / METADATA_FILE
         try:
             text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             raise CacheError(f"{directory}: not a stable-datasets cache (no {METADATA_FILE})") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CacheError(f"{path}: cannot read cache metadata ({exc})") from None
+        return cls.parse(text, path)
+
+    @classmethod
+    def parse(cls, text: str, path: Path) -> CacheMetadata:
+        """Validate the text of `path` (see `checked`)."""
         try:
-            return cls.from_dict(json.loads(text))
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CacheError(f"{path}: unreadable cache metadata ({exc})") from None
+            data = json.loads(text)
+        except ValueError as exc:
+            raise CacheError(f"{path}: invalid cache metadata: not JSON ({exc})") from None
+        try:
+            return cls.checked(data)
+        except MetadataProblem as exc:
+            raise CacheError(f"{path}: invalid cache metadata: {exc}; the cache cannot be trusted (load_dataset "
+                             "rebuilds it)") from None
 
     def check_shard_sizes(self, directory: Path) -> None:
         """Cheap integrity check on open: every shard and extra file exists with its recorded size."""
@@ -112,3 +202,19 @@ class CacheMetadata:
                 raise CacheError(f"{path}: shard is {size} bytes but {METADATA_FILE} records "
                                  f"{shard.num_bytes}; the cache is truncated or corrupt (rebuild it with "
                                  "download_mode='force_rebuild')")
+
+
+def read_published(directory: str | os.PathLike) -> tuple[BuildPin, CacheMetadata]:
+    """Pin the build `directory` points to (see cache.builds) and return its checked metadata.
+
+    The metadata is valid (see `CacheMetadata.checked`) and every file it lists has its recorded
+    size. The caller releases the pin (or hands the build to a backend, which pins it itself).
+    """
+    pin = pin_current(Path(directory))
+    try:
+        metadata = CacheMetadata.parse(pin.read_text(), pin.directory / METADATA_FILE)
+        metadata.check_shard_sizes(pin.directory)
+    except BaseException:
+        pin.release()
+        raise
+    return pin, metadata

@@ -1,12 +1,24 @@
-"""Where caches live: `<root>/<name>/<config>/<version>/<fingerprint>/<split>`."""
+"""Where caches live: `<root>/<name>/<config>/<version>/<fingerprint>/<split>`.
+
+Split and config names become folder names one-to-one (`split_folder_name`): letters,
+digits and `_ - + .` stay as they are, every other character is percent-encoded as its
+UTF-8 bytes (`%XX`), and so is a leading dot. Decoding is unambiguous, so two names never
+share a folder, and no encoded name starts with a dot or holds an `@`: names of that shape
+are the cache's own (staging, locks, media, per-build folders `<split>@<id>`).
+"""
 
 from __future__ import annotations
 
 import os
 import re
+import urllib.parse
 from pathlib import Path
 
+from stable_datasets.errors import StableDatasetsError
+
 DEFAULT_CACHE_ROOT = Path("~/.cache/stable_datasets")
+#: longest encoded folder name: leaves room under the usual 255-byte limit for our prefixes and suffixes
+MAX_FOLDER_NAME = 200
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
@@ -18,16 +30,43 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")
+_KEPT = "_-+."  # besides letters and digits: urllib.parse.quote keeps "_.-~", we keep "+" and escape "~"
 
 
 def safe_name(name: str) -> str:
-    """A path component that cannot escape its folder."""
+    """A path component that cannot escape its folder (for builder names and versions; not one-to-one)."""
     cleaned = _UNSAFE.sub("_", name).strip(".")
     return cleaned or "_"
 
 
+def split_folder_name(name: str, what: str = "split") -> str:
+    """The folder of a split (or config) name: one-to-one and reversible (see `folder_name_to_split`)."""
+    if not isinstance(name, str):
+        raise StableDatasetsError(f"{what} name must be a string, got {type(name).__name__} {name!r}")
+    if not name:
+        raise StableDatasetsError(f"{what} name must not be empty")
+    if "\x00" in name:
+        raise StableDatasetsError(f"{what} name {name!r} holds a NUL character, which no folder name can")
+    try:
+        encoded = urllib.parse.quote(name, safe="+", errors="strict").replace("~", "%7E")
+    except UnicodeEncodeError as exc:
+        raise StableDatasetsError(f"{what} name {name!r} is not valid Unicode text ({exc.reason} at "
+                                  f"position {exc.start})") from None
+    if encoded.startswith("."):
+        encoded = "%2E" + encoded[1:]
+    if len(encoded.encode()) > MAX_FOLDER_NAME:
+        raise StableDatasetsError(f"{what} name {name[:40]!r}... is too long to be a folder name: "
+                                  f"{len(encoded)} characters once encoded, at most {MAX_FOLDER_NAME}")
+    return encoded
+
+
+def folder_name_to_split(folder: str) -> str:
+    """The split (or config) name a folder was made from."""
+    return urllib.parse.unquote(folder, errors="strict")
+
+
 def fingerprint_dir(root: Path, name: str, config: str, version: str, fingerprint: str) -> Path:
-    return root / safe_name(name) / safe_name(config) / safe_name(version) / fingerprint
+    return root / safe_name(name) / split_folder_name(config, "config") / safe_name(version) / fingerprint
 
 
 def downloads_dir(root: Path) -> Path:

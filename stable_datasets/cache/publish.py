@@ -1,7 +1,8 @@
-"""Staging directories and the single atomic rename that publishes a cache.
+"""Staging directories and the atomic renames that publish a cache.
 
 A build writes into a hidden staging directory beside its final place, fsyncs every file
-and the directory, and renames once. Readers see either no cache or a complete one.
+and the directory, renames it to a new build folder and swaps the cache's link to it.
+Readers see no cache, or a complete one that never changes under them (cache.builds).
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import stat
 import uuid
 from pathlib import Path
 
+from stable_datasets.cache.builds import new_build_dir, point_to, remove_superseded
+
 STAGING_PREFIX = ".staging-"
-TRASH_PREFIX = ".trash-"
 OWNER_FILE = "_owner"  # {"host", "pid", "started"} of the process writing a staging directory
 
 
@@ -50,14 +52,29 @@ def _fsync_path(path: Path) -> None:
 
 
 def share_with_group(path: Path) -> None:
-    """Published files are group-readable (dirs group-searchable) whatever the umask says."""
-    mode = path.stat().st_mode
-    extra = stat.S_IRGRP | (stat.S_IXGRP if stat.S_ISDIR(mode) else 0)
-    os.chmod(path, (0o777 if stat.S_ISDIR(mode) else 0o666) & ~current_umask() | extra)
+    """Published files are group-readable (dirs group-searchable) whatever the umask says.
+
+    Special bits (a setgid folder's, so new files keep the cache's group) are kept. Files
+    of another user (a build of theirs we resume) are left as they are: only the owner may
+    chmod, and they made them readable under the same rule.
+    """
+    info = path.stat()
+    if info.st_uid != os.geteuid():
+        return
+    is_dir = stat.S_ISDIR(info.st_mode)
+    extra = stat.S_IRGRP | (stat.S_IXGRP if is_dir else 0)
+    mode = (0o777 if is_dir else 0o666) & ~current_umask() | extra | (stat.S_IMODE(info.st_mode) & 0o7000)
+    if mode != stat.S_IMODE(info.st_mode):
+        os.chmod(path, mode)
 
 
-def publish(staging: Path, final_dir: Path) -> None:
-    """fsync and share everything in `staging`, then make it `final_dir` with one rename."""
+def publish(staging: Path, final_dir: Path) -> Path:
+    """fsync and share everything in `staging`, then make it the build `final_dir` points to.
+
+    `staging` becomes a new, never modified build folder `<final_dir>@<id>`; the link
+    `final_dir` is swapped to it with one rename (see cache.builds). Superseded builds that
+    no reader pins are removed. Returns the build folder.
+    """
     for dirpath, _dirnames, filenames in os.walk(staging):
         for name in filenames:
             path = Path(dirpath) / name
@@ -65,14 +82,12 @@ def publish(staging: Path, final_dir: Path) -> None:
             share_with_group(path)
         share_with_group(Path(dirpath))
         _fsync_path(Path(dirpath))
-    trash = None
-    if final_dir.exists():
-        trash = final_dir.parent / f"{TRASH_PREFIX}{final_dir.name}-{uuid.uuid4().hex[:8]}"
-        os.rename(final_dir, trash)
-    os.rename(staging, final_dir)
+    build = new_build_dir(final_dir)
+    os.rename(staging, build)
+    point_to(final_dir, build)
     _fsync_path(final_dir.parent)
-    if trash is not None:
-        shutil.rmtree(trash, ignore_errors=True)
+    remove_superseded(final_dir)
+    return build
 
 
 def discard(staging: Path) -> None:

@@ -8,6 +8,8 @@ carries paths and indices only; each process reopens its own handles.
 from __future__ import annotations
 
 import bisect
+import hashlib
+import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -15,15 +17,22 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.builder.info import DatasetInfo
+from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset.formatting import Format, to_torch
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
 from stable_datasets.features.value import ClassLabel, Value
-from stable_datasets.features.video import VideoDecodeConfig, bind_videos
+from stable_datasets.features.video import (
+    VideoDecodeConfig,
+    bind_videos,
+    has_path_videos,
+    resolve_media_paths,
+    resolve_media_row,
+)
 from stable_datasets.layouts.base import LayoutBackend
-from stable_datasets.tables import ordered_gather
 
 ITER_BATCH_ROWS = 1000
 
@@ -42,7 +51,9 @@ class StableDataset:
         self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._starts_list = self._starts.tolist()
         self._format = format or Format()
-        self._read_features = bind_videos(features, self._backends[0].directory.parent, self._format.video_decode)
+        self._read_features = bind_videos(features, self._format.video_decode)
+        # path-stored videos live in each cache's own media folder, resolved per cache as rows are read
+        self._media = [b.directory.parent for b in self._backends] if has_path_videos(features) else None
         self._plan = self._decode_plan()
         self._raw_final = self._raw_rows_are_final
 
@@ -110,6 +121,48 @@ class StableDataset:
         what the layout records, such as each video's record in a frames cache)."""
         return [b.metadata for b in self._backends]
 
+    @property
+    def fingerprint(self) -> str:
+        """What rows this view serves: its caches (fingerprint, folder, rows) and its row selection.
+        Transforms hash it (with their own inputs) to name their caches."""
+        caches = [(m.fingerprint, published_path(b.directory).name, m.num_rows)
+                  for b, m in zip(self._backends, self.cache_metadata)]
+        selection = None if self._indices is None else hashlib.sha256(self._indices.tobytes()).hexdigest()
+        return hashlib.sha256(json.dumps([caches, selection]).encode()).hexdigest()[:16]
+
+    def stored_row(self, index: int) -> dict[str, Any]:
+        """Row `index` as stored (raw cells, nothing decoded), for code that reads its own columns."""
+        return self._raw_row(self._physical(index))
+
+    def stored_row_counts(self) -> list[tuple[int, int]]:
+        """Per cache: (rows counted in the stored files, rows its `_metadata.json` records), for verify."""
+        return [backend.stored_row_counts() for backend in self._backends]
+
+    def with_split_name(self, split: str | None) -> StableDataset:
+        """The same rows, labelled as another split (e.g. "train[:10%]+test")."""
+        view = self._derive()
+        view._split = split
+        return view
+
+    @classmethod
+    def concatenate(cls, datasets: Sequence[StableDataset]) -> StableDataset:
+        """Rows of each dataset in turn; all must have the same features."""
+        if not datasets:
+            raise ValueError("concatenate_datasets needs at least one dataset")
+        first = datasets[0]
+        for other in datasets[1:]:
+            if other.features != first.features:
+                raise ValueError(f"cannot concatenate datasets with different features: {first.features} vs "
+                                 f"{other.features}")
+        backends, parts, offset = [], [], 0
+        for ds in datasets:
+            backends.extend(ds._backends)
+            parts.append((ds._indices if ds._indices is not None else np.arange(ds._starts_list[-1])) + offset)
+            offset += ds._starts_list[-1]
+        indices = None if all(ds._indices is None for ds in datasets) else np.concatenate(parts)
+        return cls(backends, features=first.features, info=first.info, split="+".join(str(ds.split) for ds in datasets),
+                   indices=indices, format=first._format)
+
     def __len__(self) -> int:
         return int(len(self._indices) if self._indices is not None else self._starts_list[-1])
 
@@ -153,16 +206,18 @@ class StableDataset:
         return self._indices[positions] if self._indices is not None else positions
 
     def _raw_row(self, physical: int) -> dict[str, Any]:
-        if len(self._backends) == 1:
-            return self._backends[0].row(physical)
-        part = bisect.bisect_right(self._starts_list, physical) - 1
-        return self._backends[part].row(physical - self._starts_list[part])
+        part = 0 if len(self._backends) == 1 else bisect.bisect_right(self._starts_list, physical) - 1
+        row = self._backends[part].row(physical - self._starts_list[part])
+        return row if self._media is None else resolve_media_row(row, self._features, self._media[part])
+
+    def _backend_take(self, part: int, local: np.ndarray) -> pa.Table:
+        table = self._backends[part].take(local)
+        return table if self._media is None else resolve_media_paths(table, self._features, self._media[part])
 
     def _take(self, physical: np.ndarray) -> pa.Table:
         if len(self._backends) == 1:
-            return self._backends[0].take(physical)
-        return ordered_gather(physical, self._starts[:-1], lambda p, local: self._backends[p].take(local),
-                              self._backends[0].schema)
+            return self._backend_take(0, physical)
+        return ordered_gather(physical, self._starts[:-1], self._backend_take, self._backends[0].schema)
 
     # -- formatting ----------------------------------------------------------------------
     def _format_row(self, raw: dict[str, Any]) -> dict[str, Any]:
@@ -216,7 +271,7 @@ class StableDataset:
     # -- access --------------------------------------------------------------------------
     def __getitem__(self, key: Any) -> Any:
         if type(key) is int and self._indices is None and 0 <= key < self._starts_list[-1] and \
-                len(self._backends) == 1 and self._format.type != "arrow":
+                len(self._backends) == 1 and self._format.type != "arrow" and self._media is None:
             return self._format_row(self._backends[0].row(key))  # the hot path, checked first
         if isinstance(key, (bool, np.bool_)):  # an int subclass: ds[True] would be row 1
             raise TypeError("cannot index a dataset with a bool; use an int, or a boolean mask as a list or array")
@@ -244,7 +299,7 @@ class StableDataset:
         if all(b.batched_reads for b in self._backends):  # one take, decoded column by column
             return self._rows_of_table(self._take(physical))
         physical = physical.tolist()
-        if len(self._backends) == 1:
+        if len(self._backends) == 1 and self._media is None:
             raw_rows = self._backends[0].rows(physical)
         else:
             raw_rows = [self._raw_row(p) for p in physical]
@@ -261,7 +316,11 @@ class StableDataset:
             lo, hi = self._starts_list[part], self._starts_list[part + 1]
             if hi <= start or lo >= stop:
                 continue
-            yield from backend.iter_batches(max(start, lo) - lo, min(stop, hi) - lo, batch_rows)
+            for batch in backend.iter_batches(max(start, lo) - lo, min(stop, hi) - lo, batch_rows):
+                if self._media is not None:
+                    table = resolve_media_paths(pa.Table.from_batches([batch]), self._features, self._media[part])
+                    batch = table.combine_chunks().to_batches()[0] if table.num_rows else batch
+                yield batch
 
     def _column(self, name: str) -> Any:
         if name not in self._features:
@@ -343,8 +402,9 @@ class StableDataset:
                                      "min_video_frames": min_video_frames}.items() if v is not None}
         backends = []
         for backend in self._backends:
-            if backend.metadata.layout != "lance_video_frames":
-                raise ValueError(f"with_frame_windows needs a video-frames cache, not {backend.metadata.layout}")
+            if not set(changes) <= set(backend.READ_OPTIONS) or "window_length" not in backend.READ_OPTIONS:
+                raise ValueError(f"with_frame_windows needs a cache that serves frame windows (a "
+                                 f"Video(storage='frames') column), not a {backend.metadata.layout} cache")
             backends.append(type(backend)(backend.directory, backend.metadata, **{**backend.options, **changes}))
         return StableDataset(backends, features=self._features, info=self._info, split=self._split,
                              format=self._format)

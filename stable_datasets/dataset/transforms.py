@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 from loguru import logger
 
+from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, to_jsonable
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.errors import StableDatasetsError
@@ -30,8 +31,8 @@ from stable_datasets.write.engines import user_modules
 
 # -- batches of user input ----------------------------------------------------------------
 def _input_view(ds, input_columns: Sequence[str] | None):
-    fmt = ds._format
-    return ds.with_format(fmt.type if fmt.type != "arrow" else "python", input_columns, fmt.decode)
+    fmt = ds.format
+    return ds.with_format(fmt["type"] if fmt["type"] != "arrow" else "python", input_columns, fmt["decode"])
 
 
 def _batches(view, batch_size: int):
@@ -173,8 +174,8 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
                 engine: str = "process"):
     """Apply `function` and write the result as a fingerprinted Arrow cache beside the source,
     through the same write path as a build (`num_proc` parts, in processes or Ray tasks)."""
+    from stable_datasets.dataset.open import open_cache
     from stable_datasets.layouts import arrow_shards
-    from stable_datasets.load import open_cache
 
     runner = JobRunner(engine=engine, num_proc=num_proc)
     function = function or (lambda x: None)
@@ -194,23 +195,22 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
             fn_id = {"random": uuid.uuid4().hex}
     else:
         fn_id = {"given": cache_fingerprint}
-    source = [(b.metadata.fingerprint, b.directory.name, b.metadata.num_rows) for b in ds._backends]
+    fmt = ds.format
     inputs = {
-        "source": source,
-        "indices": None if ds._indices is None else hashlib.sha256(ds._indices.tobytes()).hexdigest(),
+        "source": ds.fingerprint,
         "map": fn_id, "batched": batched, "batch_size": batch_size, "with_indices": with_indices,
         "input_columns": list(input_columns or []), "remove_columns": remove,
         "features": given_features.to_dict() if given_features else None,
-        "format": [ds._format.type, ds._format.decode], "cache_format_version": CACHE_FORMAT_VERSION,
+        "format": [fmt["type"], fmt["decode"]], "cache_format_version": CACHE_FORMAT_VERSION,
     }
     fp = fingerprint(inputs)
-    first = ds._backends[0].directory
+    first = published_path(ds.cache_dirs[0])  # the split's link, not one build of it
     target = first.parent / f"{first.name.split('.map-')[0]}.map-{fp}"
 
     def reopen():
         out = open_cache(target)
-        cols = [c for c in (ds._format.columns or []) if c in out.features] or None
-        return out.with_format(ds._format.type, cols, ds._format.decode)
+        cols = [c for c in (fmt["columns"] or []) if c in out.features] or None
+        return out.with_format(fmt["type"], cols, fmt["decode"])
 
     if load_from_cache_file and target.is_dir():
         try:
@@ -220,7 +220,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
     with exclusive_lock(first.parent / f".{target.name}.lock"):
         if load_from_cache_file and target.is_dir():
             return reopen()
-        base = ds._backends[0].metadata
+        base = ds.cache_metadata[0]
         plan = WritePlan(target=target, layout=arrow_shards.NAME,
                          options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": DEFAULT_BATCH_ROWS}, fingerprint=fp,
                          fingerprint_inputs=inputs, builder_name=base.builder_name, config_name=base.config_name,
@@ -349,19 +349,4 @@ def concatenate_datasets(datasets: Sequence[Any]):
     """Rows of each dataset in turn; all must have the same features."""
     from stable_datasets.dataset.stable_dataset import StableDataset
 
-    if not datasets:
-        raise ValueError("concatenate_datasets needs at least one dataset")
-    first = datasets[0]
-    for other in datasets[1:]:
-        if other.features != first.features:
-            raise ValueError(f"cannot concatenate datasets with different features: {first.features} vs "
-                             f"{other.features}")
-    backends, parts, offset = [], [], 0
-    for ds in datasets:
-        backends.extend(ds._backends)
-        parts.append((ds._indices if ds._indices is not None else np.arange(ds._starts_list[-1])) + offset)
-        offset += ds._starts_list[-1]
-    indices = None if all(ds._indices is None for ds in datasets) else np.concatenate(parts)
-    split = "+".join(str(ds.split) for ds in datasets)
-    return StableDataset(backends, features=first.features, info=first.info, split=split, indices=indices,
-                         format=first._format)
+    return StableDataset.concatenate(datasets)

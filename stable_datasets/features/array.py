@@ -65,7 +65,7 @@ class _ArrayND(FeatureType):
         return np.asarray(raw, dtype=self._np_dtype).reshape(self.shape)
 
     def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
-        from stable_datasets.dataset.cells import fixed_size_view
+        from stable_datasets.arrow.cells import fixed_size_view
 
         view = fixed_size_view(array)
         if view is not None:

@@ -158,7 +158,7 @@ class Image(FeatureType):
         return image
 
     def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
-        from stable_datasets.dataset.cells import binary_values
+        from stable_datasets.arrow.cells import binary_values
 
         values = binary_values(array)
         if not decode:

@@ -71,7 +71,7 @@ class Sequence(FeatureType):
 
     def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
         if numpy and self._numeric and not array.null_count:
-            from stable_datasets.dataset.cells import primitive_view
+            from stable_datasets.arrow.cells import primitive_view
 
             values = primitive_view(array.flatten())
             if values is not None:

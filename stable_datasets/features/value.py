@@ -169,7 +169,7 @@ class Value(FeatureType):
         return raw
 
     def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
-        from stable_datasets.dataset.cells import binary_values, primitive_view
+        from stable_datasets.arrow.cells import binary_values, primitive_view
 
         if self._kind in ("string", "binary"):
             return binary_values(array, as_str=self._kind == "string")

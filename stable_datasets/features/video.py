@@ -295,7 +295,6 @@ class Video(FeatureType):
             raise ValueError(f"Video storage must be one of {STORAGES}, got {storage!r}")
         self.storage = storage
         # set per dataset when reading (never part of the canonical dict)
-        self.media_root: Path | None = None
         self.decode_config: VideoDecodeConfig | None = None
 
     def arrow_type(self) -> pa.DataType:
@@ -304,10 +303,10 @@ class Video(FeatureType):
     def to_dict(self) -> dict[str, Any]:
         return {"_type": "Video", "storage": self.storage}
 
-    def bound(self, media_root: Path | None, decode_config: VideoDecodeConfig | None) -> Video:
-        """A copy that resolves stored paths against `media_root` and decodes as configured."""
+    def bound(self, decode_config: VideoDecodeConfig | None) -> Video:
+        """A copy that decodes as configured."""
         copy = Video(self.storage)
-        copy.media_root, copy.decode_config = media_root, decode_config
+        copy.decode_config = decode_config
         return copy
 
     # -- write ---------------------------------------------------------------------------
@@ -353,29 +352,49 @@ class Video(FeatureType):
     # -- read ----------------------------------------------------------------------------
     def to_ref(self, raw: dict[str, Any]) -> VideoRef:
         path = raw.get("path")
-        if path is not None and self.storage == "path":
-            if self.media_root is None:
-                raise ValueError("this Video feature is not bound to a cache directory")
-            path = str(self.media_root / path)
+        if path is not None and self.storage == "path" and not os.path.isabs(path):
+            # the cache that stored the row resolves its media paths (see resolve_media_paths)
+            raise ValueError(f"video path {path!r} is relative to a cache it was not read from")
         extension = raw["extension"]
         return VideoRef(path=path, bytes=raw.get("bytes"), extension=extension,
                         media_type=MEDIA_TYPES.get(extension, "application/octet-stream"), size=raw["size"],
                         checksum=raw["sha256"])
 
-    def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
-        if decode and pa.types.is_list(array.type):  # windows of WebP frames: decode the batch at once
-            return decode_windows(_frame_views(array))
-        return super().decode_array(array, numpy=numpy, decode=decode)
-
     def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
         if raw is None:
             return None
-        if isinstance(raw, list):  # a window of WebP frames from the video-frames layout
-            return decode_window(raw) if decode else raw
         ref = self.to_ref(raw)
         if decode and self.decode_config is not None:
             return decode_video(ref, self.decode_config)
         return ref
+
+
+class VideoWindow(FeatureType):
+    """A window of frames as a cache of `Video(storage="frames")` serves it: the frames' WebP
+    bytes, decoded to RGB uint8 (T, H, W, C). Only read, never written: the stored column is
+    the Video, and the layout turns its frames into windows."""
+
+    type_name = "VideoWindow"
+
+    def arrow_type(self) -> pa.DataType:
+        return pa.list_(pa.binary())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"_type": "VideoWindow"}
+
+    def encode(self, value: Any, field: str) -> Any:
+        raise EncodingError(field, "frame windows are read from a cache, not written: declare the column as "
+                                   "Video(storage='frames')")
+
+    def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
+        if raw is None:
+            return None
+        return decode_window(raw) if decode else raw
+
+    def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
+        if decode:  # the whole batch of windows at once, on several threads
+            return decode_windows(_frame_views(array))
+        return super().decode_array(array, numpy=numpy, decode=decode)
 
 
 def _opens_in_opencv(path: Path) -> bool:
@@ -399,25 +418,78 @@ def _building_store(field: str) -> MediaStore:
     return store
 
 
-def bind_videos(features: Any, media_root: Path | None, decode_config: VideoDecodeConfig | None) -> Any:
-    """A copy of `features` whose Video features are bound for reading; the same object if none."""
+def walk_features(feature: Any) -> Iterator[FeatureType]:
+    from stable_datasets.features.features import walk_features as walk
+
+    return walk(feature)
+
+
+def bind_videos(features: Any, decode_config: VideoDecodeConfig | None) -> Any:
+    """A copy of `features` whose Video features decode as configured; the same object if none."""
     from stable_datasets.features.features import Features
     from stable_datasets.features.sequence import Sequence
 
     def bind(feature: Any) -> Any:
         if isinstance(feature, Video):
-            return feature.bound(media_root, decode_config)
+            return feature.bound(decode_config)
         if isinstance(feature, Features):
             return Features({k: bind(v) for k, v in feature.items()})
         if isinstance(feature, Sequence):
             return Sequence(bind(feature.feature), length=feature.length)
         return feature
 
-    def has_video(feature: Any) -> bool:
-        if isinstance(feature, Video):
-            return True
-        if isinstance(feature, Features):
-            return any(has_video(v) for v in feature.values())
-        return isinstance(feature, Sequence) and has_video(feature.feature)
+    return bind(features) if any(isinstance(f, Video) for f in walk_features(features)) else features
 
-    return bind(features) if has_video(features) else features
+
+def has_path_videos(features: Any) -> bool:
+    return any(isinstance(f, Video) and f.storage == "path" for f in walk_features(features))
+
+
+def resolve_media_row(value: Any, feature: Any, root: Path) -> Any:
+    """One row's cells (Python values) with path-stored video paths made absolute under `root`."""
+    from stable_datasets.features.features import Features
+    from stable_datasets.features.sequence import Sequence
+
+    if value is None or not has_path_videos(feature):
+        return value
+    if isinstance(feature, Video):
+        return {**value, "path": str(root / value["path"])} if value.get("path") else value
+    if isinstance(feature, Sequence):
+        return [resolve_media_row(v, feature.feature, root) for v in value]
+    if isinstance(feature, Features):
+        return {k: resolve_media_row(v, feature[k], root) if k in feature else v for k, v in value.items()}
+    return value
+
+
+def resolve_media_paths(table: pa.Table, features: Any, root: Path) -> pa.Table:
+    """`table` (rows of one cache) with the paths of its path-stored videos made absolute
+    under `root`, the cache's media folder; Arrow compute, no per-row Python."""
+    import pyarrow.compute as pc
+
+    from stable_datasets.features.features import Features
+    from stable_datasets.features.sequence import Sequence
+
+    prefix = str(root).rstrip("/") + "/"
+
+    def resolve(array: pa.Array, feature: Any) -> pa.Array:
+        if isinstance(feature, Video) and feature.storage == "path":
+            children = [array.field(i) for i in range(array.type.num_fields)]
+            index = array.type.get_field_index("path")
+            children[index] = pc.binary_join_element_wise(prefix, children[index], "")
+            return pa.StructArray.from_arrays(children, fields=list(array.type), mask=array.is_null())
+        if isinstance(feature, Sequence) and has_path_videos(feature.feature):
+            values = resolve(array.values, feature.feature)
+            return type(array).from_arrays(array.offsets, values, mask=array.is_null())
+        if isinstance(feature, Features) and has_path_videos(feature):
+            children = [resolve(array.field(name), feature[name]) for name in feature]
+            return pa.StructArray.from_arrays(children, fields=list(array.type), mask=array.is_null())
+        return array
+
+    columns = []
+    for name in table.column_names:
+        feature = features.get(name) if hasattr(features, "get") else None
+        column = table.column(name)
+        if feature is not None and has_path_videos(feature):
+            column = pa.chunked_array([resolve(chunk, feature) for chunk in column.chunks], type=column.type)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=table.schema)

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stable_datasets.dataset.cells import primitive_view
+from stable_datasets.arrow.cells import primitive_view
 from stable_datasets.interleaved.schema import MODALITIES, REQUIRED_COLUMNS, SchemaError, parse_source_ref
 
 

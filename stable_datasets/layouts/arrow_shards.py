@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.dataset.cells import (
+from stable_datasets.arrow.cells import (
     CellGetter,
     cell_getter,
     compile_row_builder,
@@ -25,10 +25,10 @@ from stable_datasets.dataset.cells import (
     offsets_and_data,
     primitive_view,
 )
+from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.errors import CacheError
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
-from stable_datasets.tables import ordered_gather
 
 NAME = "arrow_shards"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "compression": None}
@@ -218,6 +218,7 @@ class Backend(LayoutBackend):
                 raise CacheError(f"{self.directory / shard.path}: corrupt Arrow shard (its schema differs from "
                                  "the first shard's)")
             self._schema = self._schema or schema
+            self.check_rows(self.directory / shard.path, sum(b.num_rows for b in batches), shard.num_rows)
             self._batches.extend(batches)
             self._shards.append(_ShardGather(whole, batches, schema))
         sizes = [b.num_rows for b in self._batches]
@@ -261,6 +262,10 @@ class Backend(LayoutBackend):
         self.ensure_open()
         return ordered_gather(indices, self._shard_starts[:-1], lambda s, local: self._shards[s].take(local),
                               self._schema)
+
+    def stored_row_counts(self) -> tuple[int, int]:
+        self.ensure_open()
+        return self._starts[-1], self.metadata.num_rows
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         self.ensure_open()

@@ -12,8 +12,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
-from stable_datasets.dataset.cells import table_rows
+from stable_datasets.arrow.cells import table_rows
+from stable_datasets.cache.builds import BuildPin
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
+from stable_datasets.errors import CacheError
 from stable_datasets.features.features import Features
 
 
@@ -86,6 +88,24 @@ class LayoutBackend(ABC):
         self.metadata = metadata
         self.options = {**self.READ_OPTIONS, **options}  # read-time options (never part of a fingerprint)
         self._generation = -1  # the fork generation the handles were opened in; -1: not opened
+        self._pin = BuildPin.hold(self.directory)  # the build stays on disk while we may read it (cache.builds)
+
+    @classmethod
+    def metadata_problem(cls, metadata: CacheMetadata) -> str | None:
+        """What in a `_metadata.json` of this layout contradicts itself, else None (checked on every read).
+
+        By default `num_rows` must equal the rows the shard entries record.
+        """
+        recorded = sum(s.num_rows for s in metadata.shards)
+        if recorded != metadata.num_rows:
+            return f"num_rows is {metadata.num_rows} but the shards record {recorded} rows"
+        return None
+
+    def check_rows(self, path: Path, found: int, recorded: int, unit: str = "rows") -> None:
+        """Refuse stored data holding another number of rows than `_metadata.json` records for it."""
+        if found != recorded:
+            raise CacheError(f"{path}: holds {found} {unit} but {METADATA_FILE} records {recorded}; the cache is "
+                             "corrupt (rebuild it with download_mode='force_rebuild')")
 
     def __getstate__(self) -> dict[str, Any]:
         return {"directory": str(self.directory), "metadata": self.metadata.to_dict(), "options": self.options}
@@ -119,7 +139,7 @@ class LayoutBackend(ABC):
 
     @abstractmethod
     def row(self, index: int) -> dict[str, Any]:
-        """Raw cells of one row (see dataset.cells), for the single-row hot path."""
+        """Raw cells of one row (see arrow.cells), for the single-row hot path."""
 
     def rows(self, indices: list[int]) -> list[dict[str, Any]]:
         """Raw cells of many rows (a layout may do this in one batched read)."""
@@ -133,10 +153,9 @@ class LayoutBackend(ABC):
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         """Stream rows [start, stop) in record batches of at most `batch_rows`."""
 
+    @abstractmethod
     def stored_row_counts(self) -> tuple[int, int]:
-        """(rows counted by reading the stored data, rows `_metadata.json` records), for verify."""
-        self.ensure_open()
-        return sum(b.num_rows for b in self.iter_batches(0, self.num_rows, 65536)), self.metadata.num_rows
+        """(rows the stored files hold, whatever `_metadata.json` says; rows it records), for verify."""
 
     def slice(self, start: int, stop: int) -> pa.Table:
         batches = list(self.iter_batches(start, stop, max(stop - start, 1)))

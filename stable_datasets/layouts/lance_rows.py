@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.cache.hashing import FileHasher
 from stable_datasets.cache.journal import ShardJournal
 from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.cache.publish import file_sha256
@@ -77,14 +78,6 @@ def describe_files(directory: Path, dataset_dir: str = DATASET_DIR,
             sha256 = seen.sha256 if seen is not None and seen.num_bytes == size else file_sha256(path)
             shards.append(ShardInfo(path=rel, num_rows=rows_by_file.get(rel, 0), num_bytes=size, sha256=sha256))
     return sorted(shards, key=lambda s: s.path)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class _Rows:
@@ -168,9 +161,9 @@ class Writer(LayoutWriter):
         self._fragments.append(meta)
         for number, rel in enumerate(files):
             path = self.directory / rel
-            _fsync(path)
+            sha256 = FileHasher(path).finish()  # also fsyncs it, before the journal says it is done
             shard = ShardInfo(path=rel, num_rows=rows if number == 0 else 0, num_bytes=path.stat().st_size,
-                              sha256=file_sha256(path))
+                              sha256=sha256)
             self._shards.append(shard)
             if self.journal is not None:  # the fragment's metadata rides with its last data file
                 self.journal.append(shard, self._rows_done, {"fragment": meta} if number == len(files) - 1 else None)
@@ -238,6 +231,11 @@ class Backend(TableBackend):
     def _open(self) -> None:
         self._dataset = open_lance(str(self.directory / DATASET_DIR))
         self._schema = self._dataset.schema
+        self.check_rows(self.directory / DATASET_DIR, self._dataset.count_rows(), self.metadata.num_rows)
+
+    def stored_row_counts(self) -> tuple[int, int]:
+        self.ensure_open()
+        return self._dataset.count_rows(), self.metadata.num_rows
 
     def take(self, indices: np.ndarray) -> pa.Table:
         self.ensure_open()

@@ -36,7 +36,7 @@ from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features, binary_array
 from stable_datasets.features.sequence import Sequence
 from stable_datasets.features.value import Value
-from stable_datasets.features.video import VideoRef, resize_frame
+from stable_datasets.features.video import VideoRef, VideoWindow, resize_frame
 from stable_datasets.layouts import frames_video_column, lance_rows
 from stable_datasets.layouts.arrow_shards import map_shard
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
@@ -258,6 +258,33 @@ class Backend(TableBackend):
         super().__init__(directory, metadata, **options)
         self._window_index()
 
+    @classmethod
+    def metadata_problem(cls, metadata: Any) -> str | None:
+        """The video records must agree with each other, with the Lance data files and with `num_rows`."""
+        extra = metadata.extra
+        videos = extra.get("videos")
+        if not isinstance(extra.get("video_column"), str) or not isinstance(videos, list):
+            return "extra must hold video_column (a string) and videos (a list)"
+        first_row = 0
+        for i, video in enumerate(videos):
+            counts = [video.get(k) if isinstance(video, dict) else None for k in ("frames", "first_row")]
+            if any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts):
+                return f"extra.videos[{i}] must be an object with non-negative integer frames and first_row"
+            if counts[1] != first_row:
+                return f"extra.videos[{i}].first_row is {counts[1]}, expected {first_row}"
+            first_row += counts[0]
+        frame_rows = sum(s.num_rows for s in metadata.shards if s.path.startswith(f"{lance_rows.DATASET_DIR}/"))
+        if frame_rows != first_row:
+            return f"the videos record {first_row} frames but the Lance data files record {frame_rows}"
+        records = [s.num_rows for s in metadata.shards if s.path == VIDEOS_FILE]
+        if records != [len(videos)]:
+            return f"{VIDEOS_FILE} must be listed once with {len(videos)} rows (one per video), got {records}"
+        skipped = extra.get("skipped_videos", 0)
+        if isinstance(skipped, bool) or not isinstance(skipped, int) or metadata.num_rows != len(videos) + skipped:
+            return (f"num_rows is {metadata.num_rows} but {len(videos)} videos are stored and {skipped!r} were "
+                    "skipped")
+        return None
+
     def _window_index(self) -> None:
         length, stride = int(self.options["window_length"]), int(self.options["frame_stride"])
         if length < 1 or stride < 1:
@@ -282,14 +309,17 @@ class Backend(TableBackend):
     def dataset_features(self, stored: Features) -> Features:
         column = self.metadata.extra["video_column"]
         others = {k: v for k, v in stored.items() if k != column}
-        return Features({column: stored[column], "video_index": Value("int64"), "start_frame": Value("int64"),
+        return Features({column: VideoWindow(), "video_index": Value("int64"), "start_frame": Value("int64"),
                          "frame_indices": Sequence(Value("int64")), **others})
 
     def _open(self) -> None:
         self._frames = open_lance(str(self.directory / lance_rows.DATASET_DIR))
         self._frame_rows = RowTaker(self._frames)
+        self.check_rows(self.directory / lance_rows.DATASET_DIR, self._frames.count_rows(),
+                        sum(v["frames"] for v in self.metadata.extra["videos"]), "frames")
         _, schema, batches = map_shard(self.directory / VIDEOS_FILE)  # validated: a flipped offset raises
         videos = pa.Table.from_batches(batches, schema=schema)
+        self.check_rows(self.directory / VIDEOS_FILE, videos.num_rows, len(self.metadata.extra["videos"]), "videos")
         stored = Features.from_dict(self.metadata.features)
         column = self.metadata.extra["video_column"]
         self._others = videos.select(list(range(len(stored) - 1)))  # the record column comes last
@@ -316,9 +346,9 @@ class Backend(TableBackend):
         return pa.Table.from_pydict(columns, schema=self._schema)
 
     def stored_row_counts(self) -> tuple[int, int]:
-        """Rows are windows; what is stored and recorded is frames."""
+        """Rows are windows; what is stored and recorded is frames (checked again on open)."""
         self.ensure_open()
-        return self._frames.count_rows(), sum(v["frames"] for v in self.metadata.extra.get("videos", []))
+        return self._frames.count_rows(), sum(v["frames"] for v in self.metadata.extra["videos"])
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         for lo in range(start, stop, batch_rows):

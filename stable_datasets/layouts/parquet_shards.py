@@ -24,11 +24,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stable_datasets.dataset.cells import CellGetter, cell_getter
+from stable_datasets.arrow.cells import CellGetter, cell_getter
+from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.errors import CacheError
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
-from stable_datasets.tables import ordered_gather
 
 NAME = "parquet_shards"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "row_group_bytes": 1 << 20,
@@ -102,6 +102,10 @@ class ParquetRowGroups:
     def num_rows(self) -> int:
         return int(self.starts[-1])
 
+    def file_rows(self) -> list[int]:
+        """Rows of each file, as its footer records them."""
+        return [f.metadata.num_rows for f in self._files]
+
     def group(self, index: int) -> tuple[pa.RecordBatch, list[CellGetter]]:
         """Decoded row group `index` (global numbering) and its cell getters."""
         cached = self._cache.get(index)
@@ -158,8 +162,14 @@ class Backend(LayoutBackend):
     read_options_name = "Parquet read"
 
     def _open(self) -> None:
-        paths = [self.directory / s.path for s in self.metadata.shards if s.path.endswith(".parquet")]
-        self._groups = ParquetRowGroups(paths, cache_row_groups=self.options["cache_row_groups"])
+        shards = [s for s in self.metadata.shards if s.path.endswith(".parquet")]
+        self._groups = ParquetRowGroups([self.directory / s.path for s in shards],
+                                        cache_row_groups=self.options["cache_row_groups"])
+        for shard, rows in zip(shards, self._groups.file_rows()):
+            self.check_rows(self.directory / shard.path, rows, shard.num_rows)
+
+    def stored_row_counts(self) -> tuple[int, int]:
+        return sum(self.row_groups.file_rows()), self.metadata.num_rows
 
     @property
     def row_groups(self) -> ParquetRowGroups:

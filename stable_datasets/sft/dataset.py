@@ -102,10 +102,10 @@ class _CacheRows:
             raise ValueError(f"the dataset has no packed columns {missing}; columns are {dataset.column_names}")
         self.dataset = dataset.with_format("python", list(COLUMNS))
         self.num_rows = len(dataset)
-        self.pack_metadata = dataset._backends[0].metadata.extra.get("pack_metadata")
+        self.pack_metadata = dataset.cache_metadata[0].extra.get("pack_metadata")
 
     def row(self, index: int) -> dict[str, Any]:
-        return self.dataset._raw_row(self.dataset._physical(index))
+        return self.dataset.stored_row(index)
 
 
 class PackedSFTDataset:
@@ -131,7 +131,7 @@ class PackedSFTDataset:
             kind, files = _resolve_files(paths)
             self.files = files
             if kind == "cache":
-                from stable_datasets.load import open_cache
+                from stable_datasets.dataset.open import open_cache
 
                 self._source = _CacheRows(open_cache(files[0]))
                 found_metadata = self._source.pack_metadata

@@ -46,10 +46,10 @@ LOAD = textwrap.dedent("""
     from pathlib import Path
     script, fmt, options, rows = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
     root = Path(sys.argv[5])
-    resumable = any((p / JOURNAL_FILE).exists() for p in root.rglob(".staging-train"))
+    resumable = any((p / JOURNAL_FILE).exists() for p in root.rglob(".staging-train/.part-*"))
     if fmt == "video_frames":
         ds = sds.load_dataset("moving_digits", name="frames", split="train", train_videos=rows, test_videos=1)
-        ok_rows = ds._backends[0].metadata.extra["num_videos"] == rows and len(ds) == 2 * rows
+        ok_rows = ds.cache_metadata[0].extra["num_videos"] == rows and len(ds) == 2 * rows
     else:
         ds = sds.load_dataset(script, split="train", rows=rows, storage_format=fmt, layout_options=options)
         ok_rows = ds["id"] == list(range(rows))

@@ -1,0 +1,30 @@
+"""`open_cache`: a published cache opened from its `_metadata.json` alone, through its layout's Backend."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from stable_datasets.builder.info import DatasetInfo
+from stable_datasets.cache.metadata import read_published
+from stable_datasets.dataset.stable_dataset import StableDataset
+from stable_datasets.features.features import Features
+from stable_datasets.layouts import layout_module
+
+
+def open_cache(cache_dir: str | os.PathLike, **layout_options: Any) -> StableDataset:
+    """Open a published cache from its `_metadata.json` alone: no builder needed.
+
+    `layout_options` are read-time options of the cache's layout (e.g. `window_length` for
+    video frame caches). The dataset reads the build `cache_dir` points to when it is opened,
+    whatever is republished there later (see cache.builds).
+    """
+    pin, metadata = read_published(cache_dir)  # the build the cache's link points to now, pinned
+    try:
+        backend = layout_module(metadata.layout).Backend(pin.directory, metadata, **layout_options)
+    finally:
+        pin.release()  # the backend holds its own pin on the same build
+    stored = Features.from_dict(metadata.features)
+    features = backend.dataset_features(stored)
+    return StableDataset([backend], features=features, info=DatasetInfo.from_metadata(stored, metadata.info),
+                         split=metadata.split or None)
