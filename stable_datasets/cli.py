@@ -170,6 +170,21 @@ def cmd_ls(args: argparse.Namespace) -> int:
     return OK
 
 
+def _builder_name(target: str) -> str:
+    """The builder name a target means: a script path or a folder holding one is resolved as
+    `build` resolves it; anything else is taken as a name."""
+    path = Path(target).expanduser()
+    if path.suffix != ".py" and not path.is_dir():
+        return target
+    from stable_datasets.errors import BuilderNotFoundError
+    from stable_datasets.registry import resolve_builder_class
+
+    try:
+        return resolve_builder_class(target).builder_name()
+    except BuilderNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _resolve_targets(target: str, root: Path) -> list[CacheEntry]:
     """Caches a command names: a cache folder, a folder of caches, or every cache of a builder
     given as `build` takes it (a registered name, a script path, a folder holding a script)."""
@@ -180,15 +195,7 @@ def _resolve_targets(target: str, root: Path) -> list[CacheEntry]:
         return [CacheEntry(path, CacheMetadata.read(path))]
     if path.is_dir() and (found := find_caches(path)):
         return found
-    name = target
-    if path.suffix == ".py" or path.is_dir():
-        from stable_datasets.errors import BuilderNotFoundError
-        from stable_datasets.registry import resolve_builder_class
-
-        try:
-            name = resolve_builder_class(target).builder_name()
-        except BuilderNotFoundError as exc:
-            raise UsageError(str(exc)) from None
+    name = _builder_name(target)
     return [e for e in find_caches(root) if e.metadata.builder_name == name]
 
 
@@ -226,15 +233,19 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     root = cache_root(args.cache_dir)
-    target = Path(args.target)
+    target = Path(args.target).expanduser()
+    unreadable: list[tuple[Path, str]] = []
     if (target / METADATA_FILE).exists() or target.is_symlink():
         directories = [target]  # one cache, whatever state its metadata is in
+    elif target.is_dir() and ((found := find_caches(target, unreadable)) or unreadable):
+        directories = [e.directory for e in found] + [d for d, _ in unreadable]  # a folder of caches
     else:
-        unreadable: list[tuple[Path, str]] = []
+        name = _builder_name(args.target)
+        unreadable.clear()
         entries = find_caches(root, unreadable)
-        directories = [e.directory for e in entries if e.metadata.builder_name == args.target]
+        directories = [e.directory for e in entries if e.metadata.builder_name == name]
         # caches of this builder whose metadata cannot say so: by their folder under the root
-        directories += [d for d, _ in unreadable if d.relative_to(root).parts[0] == safe_name(args.target)]
+        directories += [d for d, _ in unreadable if d.relative_to(root).parts[0] == safe_name(name)]
     if not directories:
         print(f"stable-datasets: no cache found for {args.target!r}", file=sys.stderr)
         return PROBLEM
