@@ -251,6 +251,7 @@ def validation_cost(gigabytes: float = 1.0) -> dict[str, float]:
     import pyarrow as pa
 
     from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
+    from stable_datasets.cache.publish import file_sha256
     from stable_datasets.layouts import arrow_shards
 
     root = Path(tempfile.mkdtemp(prefix="validate-"))
@@ -274,7 +275,7 @@ def validation_cost(gigabytes: float = 1.0) -> dict[str, float]:
                      pa.array(np.arange(rows + shard_rows, rows + shard_rows + n))], schema=features.arrow_schema))
                 shard_rows += n
         size = path.stat().st_size
-        shards.append(ShardInfo(path=path.name, num_rows=shard_rows, num_bytes=size, sha256=""))
+        shards.append(ShardInfo(path=path.name, num_rows=shard_rows, num_bytes=size, sha256=file_sha256(path)))
         rows, written = rows + shard_rows, written + size
     CacheMetadata(layout="arrow_shards", features=features.to_dict(), num_rows=rows, shards=shards,
                   fingerprint="bench", split="train").write(root)
