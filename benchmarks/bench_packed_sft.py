@@ -4,16 +4,24 @@
 
 Data: `--packs` packs of up to 4096 tokens, filled with sequences whose lengths follow a
 log-normal distribution (median ~400 tokens), random token ids, answer-only loss masks.
-The same packs are built into our Parquet layout (1 MiB row groups), our Arrow layout, a
+The same packs are built into our Parquet layout (default row groups), our Arrow layout, a
 Parquet file with Megatron-style 1000-row groups, and a NeMo-style pickled .npy file.
 
-The "Megatron-Bridge reader design" below is written from its description: it keeps one
-decoded row group, turned into Python lists with `to_pylist`, and decodes another on a miss.
+The "Megatron-Bridge reader design" below follows its GPTSFTPackedParquetDataset: one cached
+row group (the three packed columns), decoded again on a miss, and the requested row converted
+with `.as_py()`.
+
+    python benchmarks/bench_packed_sft.py --sweep --packs 20000
+
+sweeps the row-group size of one Parquet file (ROW_GROUP_SETTINGS): file and footer size,
+open time in a fresh process, decode time per random pack, ours vs the Megatron design.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
+import functools
 import gc
 import itertools
 import os
@@ -83,28 +91,37 @@ class Packs(sds.GeneratorBasedBuilder):
 
 
 class MegatronStyleReader:
-    """One cached row group as Python lists; a miss decodes and converts another (files may be a glob)."""
+    """Megatron-Bridge's packed Parquet reader design (GPTSFTPackedParquetDataset.__getitem__).
+
+    Written from its behaviour: row -> (file, row group) by bisect; one cached row group, read with
+    `read_row_group` on a miss (the three packed columns); the requested row converted with
+    `.as_py()`; `seq_start_id + [len(input_ids)]` as the boundaries.
+    """
+
+    COLUMNS = ["input_ids", "seq_start_id", "loss_mask"]
 
     def __init__(self, paths: list[str]):
         self.files = [pq.ParquetFile(p) for p in paths]
         self.groups = [(f, g) for f, file in enumerate(self.files) for g in range(file.metadata.num_row_groups)]
         sizes = [self.files[f].metadata.row_group(g).num_rows for f, g in self.groups]
-        self.starts = np.cumsum([0, *sizes])
+        self.starts = np.cumsum([0, *sizes]).tolist()
         self.cached_group = -1
-        self.rows: list[dict] = []
+        self.table = None
 
     def __len__(self) -> int:
         return int(self.starts[-1])
 
     def __getitem__(self, idx: int) -> dict:
-        group = int(np.searchsorted(self.starts, idx, side="right") - 1)
+        group = bisect.bisect_right(self.starts, idx) - 1
         if group != self.cached_group:
             f, g = self.groups[group]
-            self.rows = self.files[f].read_row_group(g).to_pylist()
+            self.table = self.files[f].read_row_group(g, columns=self.COLUMNS)
             self.cached_group = group
-        row = self.rows[idx - self.starts[group]]
-        return {"input_ids": row["input_ids"], "seq_boundaries": row["seq_start_id"] + [len(row["input_ids"])],
-                "loss_mask": row["loss_mask"]}
+        k = idx - self.starts[group]
+        input_ids = self.table.column("input_ids")[k].as_py()
+        seq_start_id = self.table.column("seq_start_id")[k].as_py()
+        loss_mask = self.table.column("loss_mask")[k].as_py()
+        return {"input_ids": input_ids, "seq_boundaries": [*seq_start_id, len(input_ids)], "loss_mask": loss_mask}
 
 
 def timed(fn, repeats: int = 1) -> float:
@@ -151,12 +168,82 @@ def fresh(code: str, path: str) -> list[float]:
     return [float(x) for x in out.stdout.split()]
 
 
+ROW_GROUP_SETTINGS = [  # (label, write_packed_parquet keyword arguments)
+    ("1 MiB, dictionary on every column (before)", None),
+    ("1 MiB", {"row_group_bytes": 1 << 20}),
+    ("256 KiB", {"row_group_bytes": 256 << 10}),
+    ("128 KiB", {"row_group_bytes": 128 << 10}),
+    ("64 KiB", {"row_group_bytes": 64 << 10}),
+    ("2 packs", {"row_group_rows": 2}),
+    ("1 pack", {"row_group_rows": 1}),
+]
+
+
+def read_each(reader, indices: np.ndarray) -> None:
+    for i in indices.tolist():
+        reader[i]
+
+
+def row_group_sweep(packs: int, work: Path, chosen: list[int] | None = None) -> list[tuple[str, ...]]:
+    """Row-group size against decode time per random pack, footer size, open time and file size."""
+    from stable_datasets.sft import PackedSFTDataset, write_packed_parquet
+
+    results = []
+    order = np.random.default_rng(1).permutation(packs)
+    settings = [ROW_GROUP_SETTINGS[i] for i in chosen] if chosen else ROW_GROUP_SETTINGS
+    for label, kwargs in settings:
+        path = work / f"sweep_{len(results)}.idx.parquet"
+        if kwargs is None:  # the file as the layout wrote it before: 1 MiB groups, pyarrow's default dictionaries
+            writer = None
+            for chunk in all_chunks(packs):
+                table = pa.table({
+                    "input_ids": pa.array([p["input_ids"] for p in chunk], pa.list_(pa.int32())),
+                    "loss_mask": pa.array([p["loss_mask"] for p in chunk], pa.list_(pa.int8())),
+                    "seq_start_id": pa.array([p["seq_start_id"] for p in chunk], pa.list_(pa.int32()))})
+                writer = writer or pq.ParquetWriter(path, table.schema, compression="zstd", compression_level=3)
+                writer.write_table(table, row_group_size=max(1, int((1 << 20) // (table.nbytes / len(chunk)))))
+            writer.close()
+        else:
+            write_packed_parquet((p for chunk in all_chunks(packs) for p in chunk), path, **kwargs)
+        meta = pq.read_metadata(path)
+        ours = PackedSFTDataset(str(path))
+        theirs = MegatronStyleReader([str(path)])
+        n = min(3000, packs)
+        n_theirs = min(300 if meta.num_row_groups < packs / 8 else 2000, packs)
+        t_ours = timed(functools.partial(read_each, ours, order[:n]))
+        t_theirs = timed(functools.partial(read_each, theirs, order[:n_theirs]))
+        _, t_open, _, _ = fresh(OPEN_OURS, str(path))
+        results.append((label, f"{meta.num_row_groups:,}", f"{packs / meta.num_row_groups:.1f}",
+                        f"{meta.serialized_size / 1e6:.2f}", f"{path.stat().st_size / 1e6:,.1f}",
+                        f"{t_open * 1e3:.0f}", f"{t_ours / n * 1e3:.2f}", f"{n / t_ours:,.0f}",
+                        f"{n_theirs / t_theirs:,.0f}", f"{(n / t_ours) / (n_theirs / t_theirs):.1f}x"))
+        path.unlink()
+    return results
+
+
+SWEEP_HEADER = ["row groups", "groups", "packs/group", "footer MB", "file MB", "open ms", "ms per random pack",
+                "ours packs/s", "Megatron design packs/s", "ratio"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--packs", type=int, default=100_000)
     parser.add_argument("--lengths", type=int, default=1_000_000)
+    parser.add_argument("--sweep", action="store_true", help="only the row-group size sweep, on --packs packs")
+    parser.add_argument("--sweep-settings", default="", help="comma-separated indices into ROW_GROUP_SETTINGS")
     args = parser.parse_args()
     quiet()
+    if args.sweep:
+        work = work_dir("bench-sft-sweep-")
+        try:
+            chosen = [int(i) for i in args.sweep_settings.split(",") if i.strip()]
+            rows = row_group_sweep(args.packs, work, chosen)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        print(f"\n{args.packs:,} packs of up to {PACK} tokens, one Parquet file per row-group size; random reads "
+              f"in a shuffled order; {os.cpu_count()} cores\n")
+        print_table(SWEEP_HEADER, rows)
+        return
     import stable_datasets as sds
     from stable_datasets.sft import ALGORITHMS, PackedSFTDataset, pack_indices, packing_metadata
 
@@ -194,7 +281,7 @@ def main() -> None:
         t_ours = timed(lambda: [ours[i] for i in range(ours_n)])
         theirs_same = MegatronStyleReader([str(p) for p in sorted(parquet_ds.cache_dirs[0].glob("*.idx.parquet"))])
         t_theirs = timed(lambda: [theirs_same[int(order[i])] for i in range(theirs_n)])
-        results.append(("random packs/s, shuffled samples_mapping, our Parquet layout (1 MiB row groups)",
+        results.append(("random packs/s, shuffled samples_mapping, our Parquet layout (default row groups)",
                         f"{ours_n / t_ours:,.0f} vs {theirs_n / t_theirs:,.0f} (Megatron design, same file)",
                         f"{(ours_n / t_ours) / (theirs_n / t_theirs):.0f}x"))
         ours_meg = PackedSFTDataset(str(megatron_file), max_num_samples=args.packs, seed=1, eos_id=0)

@@ -50,6 +50,8 @@ def test_unknown_layout_option(toy_builder):
     ("arrow", {"compression": "gzip"}, r"compression must be one of \[None, 'lz4', 'zstd'\], got 'gzip'"),
     ("parquet", {"row_group_bytes": "1MB"}, "row_group_bytes must be a positive int, got '1MB'"),
     ("parquet", {"compression_level": 2.5}, "compression_level must be an int or None, got 2.5"),
+    ("parquet", {"row_group_rows": 0}, "row_group_rows must be a positive int, got 0"),
+    ("parquet", {"use_dictionary": "yes"}, r"use_dictionary must be one of \['strings', True, False\], got 'yes'"),
     ("lance", {"max_rows_per_group": True}, "max_rows_per_group must be a positive int, got True"),
 ])
 def test_bad_layout_option_values_fail_before_building(toy_builder, tmp_path, storage_format, options, message):

@@ -21,10 +21,12 @@ from stable_datasets.sft import (
     first_fit,
     first_fit_decreasing,
     first_fit_shuffle,
+    pack_indices,
     pack_sequences,
     packing_metadata,
     write_packed_parquet,
 )
+from stable_datasets.sft.pack import packed_table
 
 
 # -- packing ------------------------------------------------------------------------------------
@@ -90,7 +92,8 @@ B = {"input_ids": np.arange(30, 38), "seq_boundaries": [0, 8], "loss_mask": np.o
 
 
 def test_collate_matches_the_issue_example():
-    out = collate_packed([A, B], eos_id=2, max_seq_length=8, return_tensors="numpy")
+    # Megatron-Bridge's test_collate_fn_supports_different_sequence_counts (pad_seq_length_to_mult=1)
+    out = collate_packed([A, B], eos_id=2, max_seq_length=8, pad_seq_length_to_mult=1, return_tensors="numpy")
     assert out["cu_seqlens_q"].tolist() == [[0, 3, 6, 7], [0, 7, 7, 7]]
     assert out["cu_seqlens_kv"].tolist() == out["cu_seqlens_q"].tolist()
     assert out["max_seqlen_q"].tolist() == [[3], [7]] == out["max_seqlen_kv"].tolist()
@@ -106,7 +109,7 @@ def test_collate_matches_the_issue_example():
 
 def test_collate_legacy_keys_and_tensors():
     torch = pytest.importorskip("torch")
-    legacy = collate_packed([A, B], eos_id=2, max_seq_length=8, legacy_keys=True)
+    legacy = collate_packed([A, B], eos_id=2, max_seq_length=8, pad_seq_length_to_mult=1, legacy_keys=True)
     assert isinstance(legacy["tokens"], torch.Tensor) and legacy["tokens"].dtype == torch.int64
     assert legacy["cu_seqlens"].tolist() == [[0, 3, 6, 7, -1], [0, 7, -1, -1, -1]]
     assert legacy["cu_seqlens_argmin"].tolist() == [[4], [2]]
@@ -135,6 +138,38 @@ def test_collate_padding_options():
     assert full_loss["loss_mask"][0, :6].tolist() == [1, 0, 1, 1, 1, 1]
 
 
+def test_collate_context_parallel_prepadded_pack():
+    # Megatron-Bridge test_collate_fn_marks_offline_alignment_padding (default pad_seq_length_to_mult 16)
+    item = {"input_ids": np.array([10, 11, 12, 2, 2, 20, 21, 2, 2, 2]), "seq_boundaries": [0, 5, 10],
+            "loss_mask": np.ones(10, np.int64)}
+    out = collate_packed([item], eos_id=2, max_seq_length=8, pad_seq_to_mult=4, return_tensors="numpy")
+    assert out["tokens"].tolist() == [[10, 11, 12, 2, 20, 21, 2, 2]]
+    assert out["cu_seqlens_q"].tolist() == [[0, 3, 5]] == out["cu_seqlens_kv"].tolist()
+    assert out["cu_seqlens_q_padded"].tolist() == [[0, 4, 8]] == out["cu_seqlens_kv_padded"].tolist()
+    assert out["padding_mask"].tolist() == [[False, False, False, True, False, False, True, True]]
+    assert out["max_seqlen_q"].tolist() == [[4]]
+    legacy = collate_packed([item], eos_id=2, max_seq_length=8, pad_seq_to_mult=4, legacy_keys=True,
+                            return_tensors="numpy")
+    assert legacy["cu_seqlens"].tolist() == [[0, 4, 8, -1]]
+    assert legacy["cu_seqlens_unpadded"].tolist() == [[0, 3, 5, -1]]
+    assert legacy["cu_seqlens_unpadded_argmin"].tolist() == [[3]]
+    plain = collate_packed([item], eos_id=2, max_seq_length=8, pad_seq_length_to_mult=1, legacy_keys=True,
+                           return_tensors="numpy")
+    assert "cu_seqlens_unpadded" not in plain  # only with per-sequence padding, as in NeMo
+
+
+def test_collate_trailing_padding_and_padded_length():
+    # Megatron-Bridge test_collate_fn_marks_offline_trailing_padding_without_alignment
+    item = {"input_ids": np.array([10, 11, 12, 2]), "seq_boundaries": [0, 4], "loss_mask": np.ones(4, np.int64)}
+    out = collate_packed([item], eos_id=2, max_seq_length=8, pad_to_max_length=True, return_tensors="numpy")
+    assert out["tokens"].tolist() == [[10, 11, 12, 2, 2, 2, 2, 2]]
+    assert out["cu_seqlens_q"].tolist() == [[0, 3, 8]] and "cu_seqlens_q_padded" not in out
+    assert out["padding_mask"].tolist() == [[False] * 3 + [True] * 5]
+    # padded length = min(max_seq_length, longest rounded up): 3 -> 16 -> 10
+    rounded = collate_packed([item], eos_id=2, max_seq_length=10, return_tensors="numpy")
+    assert rounded["tokens"].shape == (1, 10) and rounded["cu_seqlens_q"].tolist() == [[0, 3, 10]]
+
+
 # -- tokenization and packing -------------------------------------------------------------------
 CHAT = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
 
@@ -152,14 +187,100 @@ def test_pack_rows_shift_the_mask_and_start_at_zero():
     seqs = [(np.array([1, 2, 3, 4]), np.array([0, 0, 1, 1], np.int8)), (np.array([5, 6, 7]), np.array([0, 1, 1]))]
     result = pack_sequences(seqs, pack_size=10, algorithm="first_fit")
     row = result.rows[0]
-    assert row["input_ids"].tolist() == [1, 2, 3, 4, 5, 6, 7]
-    assert row["loss_mask"].tolist() == [0, 1, 1, 0, 1, 1, 0]  # shifted left by one within each sequence
-    assert row["seq_start_id"].tolist() == [0, 4]
+    assert row["input_ids"].tolist() == [5, 6, 7, 1, 2, 3, 4]  # Megatron's pipeline packs the shortest first
+    assert row["loss_mask"].tolist() == [1, 1, 0, 0, 1, 1, 0]  # shifted left by one within each sequence
+    assert row["seq_start_id"].tolist() == [0, 3]
     assert result.metadata["pack_size"] == 10 and result.metadata["max_samples_per_bin"] == 2
     long = [(np.arange(20), np.ones(20, np.int8)), *seqs]
     assert pack_sequences(long, 10).skipped == 1
     cut = pack_sequences(long, 10, overlong="truncate")
     assert cut.truncated == 1 and max(len(r["input_ids"]) for r in cut.rows) <= 11 + 7
+
+
+def _megatron_pipeline(lengths, pack_size, algorithm, seed):
+    """Megatron-Bridge's create_hist -> create_packing_strategy -> fill_packing_strategy, on item ids.
+
+    Written here from its behaviour: lengths grouped by value, the algorithm run over the
+    ascending list under np.random.seed(seed), then per length (shortest first) one
+    np.random.permutation of that length's items, popped from the end into the bins.
+    """
+    by_length = {}
+    for item, n in enumerate(lengths):
+        by_length.setdefault(n, []).append(item)
+    ascending = [n for n in sorted(by_length) for _ in by_length[n]]
+    state = np.random.get_state()
+    np.random.seed(seed)
+    try:
+        if algorithm == "first_fit_shuffle":
+            order = list(ascending)
+            np.random.shuffle(order)
+        elif algorithm == "first_fit_decreasing":
+            order = sorted(ascending, reverse=True)
+        else:
+            order = ascending
+        bins = _reference_first_fit(order, pack_size)
+        handed = {n: np.array(by_length[n])[np.random.permutation(len(by_length[n]))].tolist()
+                  for n in range(pack_size + 1) if n in by_length}
+    finally:
+        np.random.set_state(state)
+    return [[handed[n].pop() for n in b] for b in bins]
+
+
+@pytest.mark.parametrize("algorithm", ["first_fit", "first_fit_decreasing", "first_fit_shuffle"])
+def test_pack_indices_gives_megatron_pipeline_bins(algorithm):
+    rng = np.random.default_rng(5)
+    for trial in range(300 if algorithm == "first_fit_shuffle" else 100):
+        pack_size = int(rng.choice([16, 64, 2048]))
+        lengths = rng.integers(1, pack_size + 1, rng.integers(1, 120)).tolist()
+        if trial % 3 == 0:  # many equal lengths: which item fills which slot is the second draw
+            lengths = rng.integers(1, 6, len(lengths)).tolist()
+        seed = int(rng.integers(0, 2**31))
+        assert pack_indices(lengths, pack_size, algorithm, seed) == _megatron_pipeline(
+            lengths, pack_size, algorithm, seed), (lengths, pack_size, seed)
+
+
+def test_pack_sequences_matches_megatron_prepare_on_their_seed_test():
+    # Megatron-Bridge test_configured_seed_controls_offline_packing: runtime lengths (6, 6, 4, 4),
+    # pack 10, seed 777, first_fit_shuffle
+    seqs = [(np.array([i * 10 + t for t in range(n + 1)]), np.ones(n + 1, np.int8)) for i, n in enumerate((6, 6, 4, 4))]
+    result = pack_sequences(seqs, pack_size=10, algorithm="first_fit_shuffle", seed=777)
+    expected = _megatron_pipeline([6, 6, 4, 4], 10, "first_fit_shuffle", 777)
+    assert [r["input_ids"].tolist() for r in result.rows] == [
+        np.concatenate([seqs[i][0] for i in b]).tolist() for b in expected]
+    before = np.random.get_state()[1].copy()
+    pack_sequences(seqs, pack_size=10, seed=777)
+    assert np.array_equal(np.random.get_state()[1], before)  # no global RNG
+
+
+def test_pack_sequences_pads_each_sequence_for_context_parallelism():
+    # Megatron-Bridge test_tokenize_dataset_caps_runtime_padding_target_to_pack_size: stored lengths
+    # 16, 17, 20, 21, max_seq_length 16, multiple 8 -> every stored sequence is 17 long
+    seqs = [(np.arange(n) + 100, np.ones(n, np.int8)) for n in (16, 17, 20, 21)]
+    cut = pack_sequences(seqs, 16, "first_fit", overlong="truncate", pad_seq_to_mult=8, pad_id=2)
+    assert cut.truncated == 2
+    stored = [np.diff([*r["seq_start_id"], len(r["input_ids"])]).tolist() for r in cut.rows]
+    assert sorted(sum(stored, [])) == [17, 17, 17, 17]
+    assert pack_sequences(seqs, 16, pad_seq_to_mult=8, pad_id=2).skipped == 2
+    # ... test_tokenize_dataset_ceil_uses_runtime_length_not_stored_length: 17 and 18 -> 17 and 25
+    seqs = [(np.arange(n) + 100, np.ones(n, np.int8)) for n in (17, 18)]
+    rows = pack_sequences(seqs, 40, "first_fit", pad_seq_to_mult=8, pad_id=2).rows
+    assert [np.diff([*r["seq_start_id"], len(r["input_ids"])]).tolist() for r in rows] == [[17, 25]]
+    padded = rows[0]["input_ids"][17:].tolist()
+    assert padded == list(range(100, 118)) + [2] * 7
+    assert rows[0]["loss_mask"][17:].tolist() == [1] * 17 + [0] * 8  # no loss on padding
+    # and the collate finds the real lengths again
+    out = collate_packed([{"input_ids": rows[0]["input_ids"], "loss_mask": rows[0]["loss_mask"],
+                           "seq_boundaries": [0, 17, 42]}], eos_id=2, max_seq_length=40, pad_seq_to_mult=8,
+                         return_tensors="numpy")
+    assert out["cu_seqlens_q_padded"].tolist() == [[0, 16, 40]]
+    assert out["cu_seqlens_q"].tolist() == [[0, 16, 34]]  # up to the last non-EOS token (these have no EOS)
+    with pytest.raises(ValueError, match="needs pad_id"):
+        pack_sequences(seqs, 40, pad_seq_to_mult=8)
+    with pytest.raises(ValueError, match="pad_seq_to_mult must be a positive int"):
+        PackingConfig(pad_seq_to_mult=0)
+    assert PackingConfig(pad_seq_to_mult=8).fingerprint_identity() != PackingConfig().fingerprint_identity()
+    assert PackingConfig(pad_seq_to_mult=8).pack_kwargs() == {"pad_seq_to_mult": 8, "pad_id": ByteTokenizer.EOS}
+    assert PackingConfig().pack_kwargs() == {}
 
 
 def test_tokenizers_and_chat_template_tokenizers():
@@ -393,3 +514,164 @@ def test_packed_dataset_in_dataloader_workers(method):
     assert sum(counts) == len(packs)
     first = next(iter(torch.utils.data.DataLoader(packs, batch_size=2, collate_fn=packs.collate_fn)))
     assert first["tokens"].dtype == torch.int64 and first["cu_seqlens_q"].dtype == torch.int32
+
+
+# -- opening Megatron-Bridge files ----------------------------------------------------------------
+def _pack_rows(first: int, count: int) -> list[dict]:
+    return [{"input_ids": np.arange(first + i, first + i + 4, dtype=np.int32), "loss_mask": np.ones(4, np.int8),
+             "seq_start_id": np.array([0, 2], np.int32)} for i in range(count)]
+
+
+def test_literal_path_with_glob_characters_and_metadata_by_pack_size(tmp_path):
+    literal = write_packed_parquet(_pack_rows(100, 3), tmp_path / "shard_[01].idx.parquet")
+    write_packed_parquet(_pack_rows(0, 5), tmp_path / "shard_0.idx.parquet")  # what the glob would match
+    packs = PackedSFTDataset(str(literal), eos_id=2)
+    assert len(packs) == 3 and packs[0]["input_ids"].tolist() == [100, 101, 102, 103]
+    folder = tmp_path / "packed"
+    for size in (2048, 4096):
+        write_packed_parquet(_pack_rows(size, 2), folder / f"training_{size}.idx.parquet",
+                             pack_metadata={"pack_size": size, "max_samples_per_bin": size // 1024,
+                                            "dataset_max_seqlen": 9, "min_packed_seqlen": 3})
+    assert sorted(p.name for p in folder.glob("*_metadata.jsonl")) == ["2048_metadata.jsonl", "4096_metadata.jsonl"]
+    big = PackedSFTDataset(str(folder / "training_4096.idx.parquet"), eos_id=2)
+    assert big.collate_settings["max_seq_length"] == 4096 and big.pack_metadata[0]["max_samples_per_bin"] == 4
+    small = PackedSFTDataset(folder / "training_2048.idx.parquet", eos_id=2)
+    assert small.collate_settings["max_seq_length"] == 2048
+
+
+def test_bad_files_are_value_errors_that_say_which(tmp_path):
+    from stable_datasets.sft import PackedFilesError, PackedFilesNotFoundError
+
+    no_mask = tmp_path / "no_mask.idx.parquet"
+    pq.write_table(pa.table({"input_ids": [[1, 2]], "seq_start_id": [[0]]}), no_mask)
+    with pytest.raises(PackedFilesError, match=r"no_mask.idx.parquet has no column\(s\) \['loss_mask'\]"):
+        PackedSFTDataset(no_mask)
+    empty = tmp_path / "empty.idx.parquet"
+    empty.write_bytes(b"")
+    with pytest.raises(PackedFilesError, match=r"empty.idx.parquet is empty \(0 bytes\)"):
+        PackedSFTDataset(empty)
+    garbage = tmp_path / "garbage.idx.parquet"
+    garbage.write_bytes(b"not parquet at all")
+    with pytest.raises(PackedFilesError, match="garbage.idx.parquet is not a readable Parquet file"):
+        PackedSFTDataset(garbage)
+    no_rows = tmp_path / "none" / "zero.idx.parquet"
+    no_rows.parent.mkdir()
+    pq.write_table(packed_table([]), no_rows)
+    with pytest.raises(PackedFilesError, match="hold no packs"):
+        PackedSFTDataset(no_rows)
+    for target, message in [(tmp_path / "missing.idx.parquet", "missing.idx.parquet does not exist"),
+                            (tmp_path / "absent_*.parquet", "no files match the pattern"),
+                            (tmp_path / "vacant", "folder .*vacant holds no")]:
+        if target.name == "vacant":
+            target.mkdir()
+        with pytest.raises(PackedFilesNotFoundError, match=message) as caught:
+            PackedSFTDataset(str(target))
+        assert isinstance(caught.value, ValueError) and isinstance(caught.value, FileNotFoundError)
+
+
+def test_megatron_constructor_arguments(tmp_path):
+    from types import SimpleNamespace
+
+    path = write_packed_parquet(_pack_rows(10, 4), tmp_path / "data" / "training_16.idx.parquet")
+    meta = tmp_path / "elsewhere.jsonl"
+    meta.write_text(json.dumps([{"pack_size": 16, "max_samples_per_bin": 3, "dataset_max_seqlen": 3,
+                                 "min_packed_seqlen": 3}]))
+    packs = PackedSFTDataset(file_path=str(path), tokenizer=SimpleNamespace(eos_id=2), max_seq_length=8,
+                             return_cu_seqlen=False, pack_metadata_file_path=str(meta), seed=1234)
+    assert packs.collate_settings["eos_id"] == 2 and packs.pack_metadata[0]["max_samples_per_bin"] == 3
+    batch = packs.collate_fn([packs[0], packs[1]])
+    assert "cu_seqlens_q" not in batch
+    assert tuple(batch["attention_mask"].shape) == (2, 1, 8, 8)
+    assert batch["attention_mask"][0, 0, 0].tolist() == [False] + [True] * 7  # causal: True is masked
+    with_cu = PackedSFTDataset(file_path=str(path), tokenizer=SimpleNamespace(eos_id=2), max_seq_length=8,
+                               pad_cu_seqlens=True, pad_to_max_length=True, pack_metadata_file_path=str(meta))
+    assert tuple(with_cu.collate_fn([with_cu[0]])["cu_seqlens_q"].shape) == (1, 5)  # max_samples_per_bin + 2
+    with pytest.raises(ValueError, match="has no eos_id"):
+        PackedSFTDataset(path, tokenizer=object())
+    with pytest.raises(TypeError, match="paths= or file_path="):
+        PackedSFTDataset(path, file_path=path)
+
+
+def test_pickling_keeps_reader_settings_and_never_unpickles_what_the_user_did_not_allow(tmp_path):
+    import pickle
+
+    folder = tmp_path / "packs"
+    write_packed_parquet(_pack_rows(0, 6), folder / "training_16.idx.parquet", row_group_bytes=40)
+    packs = PackedSFTDataset(str(folder), cache_row_groups=3, max_open_files=2, eos_id=2)
+    packs[0]
+    copy = pickle.loads(pickle.dumps(packs))
+    assert copy._source.capacity == 3 and copy._source.max_open_files == 2 and copy.allow_pickle is False
+    assert copy[5]["input_ids"].tolist() == [5, 6, 7, 8]
+    # the folder's Parquet file is swapped for a pickled .npy between pickling and unpickling
+    blob = pickle.dumps(packs)
+    for f in folder.iterdir():
+        f.unlink()
+    marker = tmp_path / "code_ran"
+    evil = np.array([_RunsCode(str(marker))], dtype=object)
+    np.save(folder / "training_16.npy", evil, allow_pickle=True)
+    restored = pickle.loads(blob)
+    with pytest.raises(ValueError, match="training_16.idx.parquet can no longer be read"):
+        restored[1]
+    assert not marker.exists()
+
+
+class _RunsCode:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_thousands_of_shards_under_a_small_file_limit(tmp_path):
+    import subprocess
+    import sys
+    import textwrap
+
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    table = packed_table(_pack_rows(0, 1))
+    for i in range(5000):
+        pq.write_table(table.set_column(0, "input_ids", pa.array([[i, i + 1, i + 2, i + 3]], pa.list_(pa.int32()))),
+                       folder / f"shard_{i:05d}.idx.parquet")
+    code = textwrap.dedent(f"""
+        import resource, numpy as np
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1024, hard))
+        from stable_datasets.sft import PackedSFTDataset
+        packs = PackedSFTDataset({str(folder)!r}, max_num_samples=5000, seed=3)
+        firsts = [int(packs[i]["input_ids"][0]) for i in range(len(packs))]
+        assert sorted(firsts) == list(range(5000)), firsts[:10]
+        assert firsts == packs.samples_mapping.tolist()
+        print("ok", len(packs._source._handles))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["ok", "64"]
+
+
+def test_row_groups_by_rows_with_page_index_and_delta_encoded_ids(tmp_path):
+    rows = _pack_rows(0, 50)
+    path = write_packed_parquet(rows, tmp_path / "training_16.idx.parquet", row_group_rows=3)
+    meta = pq.read_metadata(path)
+    assert [meta.row_group(g).num_rows for g in range(meta.num_row_groups)] == [3] * 16 + [2]
+    ids = meta.row_group(0).column(0)
+    assert ids.path_in_schema == "input_ids.list.element" and "DELTA_BINARY_PACKED" in ids.encodings
+    assert ids.has_offset_index and ids.has_column_index and ids.is_stats_set
+    packs = PackedSFTDataset(path)
+    assert [packs[i]["input_ids"][0] for i in (49, 0, 25)] == [49, 0, 25]
+    # the layout option: a cache whose row groups hold at most 2 rows
+    ds = sds.load_dataset("python_docs_sft", split="test", storage_format="parquet",
+                          packing=PackingConfig(pack_size=1024), layout_options={"row_group_rows": 2})
+    files = sorted(ds.cache_dirs[0].glob("*.idx.parquet"))
+    metas = [pq.read_metadata(f) for f in files]
+    assert max(m.row_group(g).num_rows for m in metas for g in range(m.num_row_groups)) == 2
+    assert PackedSFTDataset(ds.cache_dirs[0])[len(ds) - 1]["input_ids"].tolist() == ds[len(ds) - 1]["input_ids"]
+
+
+def test_sft_builder_pads_sequences_for_context_parallelism():
+    ds = sds.load_dataset("python_docs_sft", split="test", packing=PackingConfig(pack_size=1024, pad_seq_to_mult=8))
+    for i in range(min(len(ds), 20)):
+        row = ds[i]
+        stored = np.diff([*row["seq_start_id"], len(row["input_ids"])])
+        assert ((stored - 1) % 8 == 0).all()

@@ -1,9 +1,10 @@
-"""`parquet_shards`: zstd Parquet files with row groups sized in bytes.
+"""`parquet_shards`: zstd Parquet files with row groups sized in bytes (and optionally rows).
 
 Write: shards `shard-NNNNN.idx.parquet` rotate at `max_shard_size`; each row group holds
-about `row_group_bytes` (1 MiB by default) of uncompressed data, so a random read decodes
-about 1 MiB, not a thousand rows. Plain Parquet: DuckDB, pandas, Spark and Megatron-Bridge's
-reader open it directly.
+about `row_group_bytes` of uncompressed data and at most `row_group_rows` rows, so a random
+read decodes one small row group, not a thousand rows. Statistics and the page index are
+written; dictionaries only for string/binary columns (`use_dictionary`). Plain Parquet:
+DuckDB, pandas, Spark and Megatron-Bridge's reader open it directly.
 
 Read: `ParquetRowGroups` maps global rows to (file, row group) and keeps an LRU of decoded
 row groups. Decoded list columns are held as numpy offsets plus values, so a row of a
@@ -31,17 +32,63 @@ from stable_datasets.layouts.base import LayoutBackend, require_choice, require_
 from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
 
 NAME = "parquet_shards"
-DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "row_group_bytes": 1 << 20,
-                                   "compression": "zstd", "compression_level": 3}
+DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "row_group_bytes": 256 << 10, "row_group_rows": None,
+                                   "compression": "zstd", "compression_level": 3, "use_dictionary": "strings"}
 READ_OPTIONS: dict[str, Any] = {"cache_row_groups": 16}
+DICTIONARY_CHOICES = ("strings", True, False)
 
 
 def check_options(options: dict[str, Any]) -> None:
     require_positive_ints(options, "max_shard_size", "row_group_bytes")
+    if options.get("row_group_rows") is not None:
+        require_positive_ints(options, "row_group_rows")
     require_choice(options, "compression", (None, "none", "snappy", "gzip", "brotli", "lz4", "zstd"))
+    require_choice(options, "use_dictionary", DICTIONARY_CHOICES)
     level = options["compression_level"]
     if level is not None and (isinstance(level, bool) or not isinstance(level, int)):
         raise ValueError(f"layout option compression_level must be an int or None, got {level!r}")
+
+
+def rows_per_group(options: dict[str, Any], row_bytes: float) -> int:
+    """Rows in one row group: `row_group_bytes` of uncompressed data, at most `row_group_rows` rows."""
+    rows = max(1, int(options["row_group_bytes"] // max(row_bytes, 1.0)))
+    return min(rows, options["row_group_rows"]) if options.get("row_group_rows") else rows
+
+
+def writer_settings(options: dict[str, Any], schema: pa.Schema) -> dict[str, Any]:
+    """`pq.ParquetWriter` keyword arguments: compression, encodings, statistics and the page index.
+
+    `use_dictionary="strings"` dictionary-encodes top-level string and binary columns only, and
+    writes integer columns (and lists of integers) DELTA_BINARY_PACKED: a dictionary per small
+    row group costs more than it saves on wide integer columns such as token ids (+35% file
+    size at 16-pack row groups), while delta bit-packing under zstd is 8% smaller than the
+    1 MiB dictionary-encoded files at a quarter of the row-group size. Both encodings are in
+    Parquet 2.0, which every current reader opens.
+    """
+    dictionary = options.get("use_dictionary", "strings")
+    settings: dict[str, Any] = {"compression": options["compression"],
+                                "compression_level": options["compression_level"],
+                                "write_statistics": True, "write_page_index": True}
+    if dictionary == "strings":
+        textual = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary,
+                   pa.types.is_dictionary)
+        dictionary = [f.name for f in schema if any(test(f.type) for test in textual)]
+        delta = {path: "DELTA_BINARY_PACKED" for path in _integer_leaves(schema)}
+        if delta:
+            settings["column_encoding"] = delta
+    settings["use_dictionary"] = dictionary
+    return settings
+
+
+def _integer_leaves(schema: pa.Schema) -> list[str]:
+    """Parquet column paths of top-level integer columns and lists of integers."""
+    paths = []
+    for f in schema:
+        if pa.types.is_integer(f.type):
+            paths.append(f.name)
+        elif (pa.types.is_list(f.type) or pa.types.is_large_list(f.type)) and pa.types.is_integer(f.type.value_type):
+            paths.append(f"{f.name}.list.element")
+    return paths
 
 
 #: parallel parts' shards, moved into the cache and renumbered in order
@@ -55,11 +102,10 @@ class Writer(ShardedFileWriter):
         super().__init__(directory, schema, {**DEFAULT_OPTIONS, **options})
 
     def _open_file(self, sink: pa.NativeFile) -> pq.ParquetWriter:
-        return pq.ParquetWriter(sink, self.schema, compression=self.options["compression"],
-                                compression_level=self.options["compression_level"])
+        return pq.ParquetWriter(sink, self.schema, **writer_settings(self.options, self.schema))
 
     def _max_rows_per_write(self, row_bytes: float) -> int:
-        return max(1, int(self.options["row_group_bytes"] // row_bytes))
+        return rows_per_group(self.options, row_bytes)
 
     def _write_slice(self, file: pq.ParquetWriter, batch: pa.RecordBatch) -> None:
         file.write_batch(batch, row_group_size=batch.num_rows)  # one write is one row group
@@ -68,43 +114,124 @@ class Writer(ShardedFileWriter):
         file.close()
 
 
+def read_footer(path: str) -> pq.FileMetaData:
+    """A Parquet file's footer (the file is closed again), or a ValueError naming the file and the fault."""
+    try:
+        size = os.path.getsize(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"Parquet file {path} does not exist") from None
+    if size == 0:
+        raise ValueError(f"Parquet file {path} is empty (0 bytes)")
+    try:
+        return pq.read_metadata(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise ValueError(f"{path} is not a readable Parquet file ({size} bytes): {exc}") from exc
+
+
+def row_group_rows(meta: pq.FileMetaData) -> np.ndarray:
+    """Rows per row group, read from the footer."""
+    return np.fromiter((meta.row_group(g).num_rows for g in range(meta.num_row_groups)), dtype=np.int64,
+                       count=meta.num_row_groups)
+
+
 class ParquetRowGroups:
-    """Random access to rows of Parquet files through an LRU of decoded row groups."""
+    """Random access to rows of Parquet files through an LRU of decoded row groups.
+
+    Footers are read once up front (row counts, schema, required columns); file handles are
+    then opened on first use and kept in a bounded pool (`max_open_files`), so thousands of
+    shards open under a small `ulimit -n`. Pickling carries paths and row counts only; each
+    process (pid) opens its own handles, and a file whose row count changed since is refused.
+    """
 
     def __init__(self, paths: Sequence[str | os.PathLike], columns: Sequence[str] | None = None,
-                 cache_row_groups: int = READ_OPTIONS["cache_row_groups"]):
+                 cache_row_groups: int = READ_OPTIONS["cache_row_groups"], max_open_files: int = 64):
         self.paths = [str(p) for p in paths]
         self.columns = list(columns) if columns else None
         self.capacity = max(1, int(cache_row_groups))
-        self._files: list[pq.ParquetFile] = []
-        groups: list[tuple[int, int]] = []
-        sizes: list[int] = []
+        self.max_open_files = max(1, int(max_open_files))
+        group_file: list[np.ndarray] = []
+        group_index: list[np.ndarray] = []
+        sizes: list[np.ndarray] = []
+        self._file_rows: list[int] = []
+        self._footers: dict[int, pq.FileMetaData] = {}  # parsed once: the first handles reuse them
+        schema = None
         for f, path in enumerate(self.paths):
-            try:
-                handle = pq.ParquetFile(path)
-            except (pa.ArrowException, OSError) as exc:
-                raise CacheError(f"{path}: cannot read this Parquet file ({type(exc).__name__}: {exc})") from None
-            self._files.append(handle)
-            for g in range(handle.metadata.num_row_groups):
-                rows = handle.metadata.row_group(g).num_rows
-                if rows:
-                    groups.append((f, g))
-                    sizes.append(rows)
-        self._groups = groups
-        self.starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            meta = read_footer(path)
+            if f < self.max_open_files:
+                self._footers[f] = meta
+            file_schema = meta.schema.to_arrow_schema()
+            schema = schema if schema is not None else file_schema
+            if self.columns:
+                names = set(file_schema.names)
+                missing = [c for c in self.columns if c not in names]
+                if missing:
+                    raise ValueError(f"{path} has no column(s) {missing} (required: {self.columns}; "
+                                     f"found: {sorted(names)})")
+            rows = row_group_rows(meta)
+            if int(rows.sum()) != meta.num_rows:
+                raise ValueError(f"{path}: the footer records {meta.num_rows} rows but its row groups hold "
+                                 f"{int(rows.sum())}")
+            self._file_rows.append(int(meta.num_rows))
+            keep = np.flatnonzero(rows)
+            group_file.append(np.full(len(keep), f, np.int32))
+            group_index.append(keep.astype(np.int32))
+            sizes.append(rows[keep])
+        self._group_file = np.concatenate(group_file) if group_file else np.zeros(0, np.int32)
+        self._group_index = np.concatenate(group_index) if group_index else np.zeros(0, np.int32)
+        counts = np.concatenate(sizes) if sizes else np.zeros(0, np.int64)
+        self.starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self._starts_list = self.starts.tolist()
-        schema = self._files[0].schema_arrow if self._files else pa.schema([])
+        schema = schema if schema is not None else pa.schema([])
         self.schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns else schema
+        self._reset_handles()
+
+    def _reset_handles(self) -> None:
+        self._pid = os.getpid()
+        self._handles: OrderedDict[int, pq.ParquetFile] = OrderedDict()
         self._cache: OrderedDict[int, tuple[pa.RecordBatch, list[CellGetter]]] = OrderedDict()
         self.hits = self.misses = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        for name in ("_handles", "_cache", "_pid", "_footers"):
+            state.pop(name)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._footers = {}
+        self._reset_handles()
+
+    def _file(self, f: int) -> pq.ParquetFile:
+        """The open handle of file `f`, from the bounded pool (per process)."""
+        if self._pid != os.getpid():
+            self._reset_handles()  # handles and decoded groups of another process are not ours
+        handle = self._handles.get(f)
+        if handle is not None:
+            self._handles.move_to_end(f)
+            return handle
+        path = self.paths[f]
+        try:
+            handle = pq.ParquetFile(path, metadata=self._footers.pop(f, None))
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise ValueError(f"{path} can no longer be read as Parquet: {exc}") from exc
+        if handle.metadata.num_rows != self._file_rows[f]:
+            handle.close()
+            raise ValueError(f"{path} changed since it was opened: {handle.metadata.num_rows} rows, "
+                             f"not {self._file_rows[f]}")
+        self._handles[f] = handle
+        if len(self._handles) > self.max_open_files:
+            _, oldest = self._handles.popitem(last=False)
+            oldest.close()
+        return handle
 
     @property
     def num_rows(self) -> int:
         return int(self.starts[-1])
 
     def file_rows(self) -> list[int]:
-        """Rows of each file, as its footer records them."""
-        return [f.metadata.num_rows for f in self._files]
+        """Rows of each file, as its footer records them (read when the files were opened)."""
+        return list(self._file_rows)
 
     def group(self, index: int) -> tuple[pa.RecordBatch, list[CellGetter]]:
         """Decoded row group `index` (global numbering) and its cell getters."""
@@ -123,9 +250,9 @@ class ParquetRowGroups:
 
     def _read(self, index: int) -> pa.RecordBatch:
         """Decode row group `index`; a damaged file (bad page, bad compression) raises CacheError."""
-        f, g = self._groups[index]
+        f, g = int(self._group_file[index]), int(self._group_index[index])
         try:
-            table = self._files[f].read_row_group(g, columns=self.columns)
+            table = self._file(f).read_row_group(g, columns=self.columns)
         except (pa.ArrowException, OSError) as exc:
             raise CacheError(f"{self.paths[f]}: row group {g} cannot be decoded ({type(exc).__name__}: {exc}); "
                              "the file is damaged") from None
@@ -147,7 +274,7 @@ class ParquetRowGroups:
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         g = max(bisect.bisect_right(self._starts_list, start) - 1, 0)
-        while start < stop and g < len(self._groups):
+        while start < stop and g < len(self._group_file):
             lo = start - self._starts_list[g]
             hi = min(stop, self._starts_list[g + 1]) - self._starts_list[g]
             batch = self._read(g)

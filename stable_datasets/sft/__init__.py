@@ -2,7 +2,7 @@
 
 from stable_datasets.sft.builder import ChatSFTBuilder, ChatSFTConfig
 from stable_datasets.sft.collate import collate_packed
-from stable_datasets.sft.dataset import PackedRowError, PackedSFTDataset
+from stable_datasets.sft.dataset import PackedFilesError, PackedFilesNotFoundError, PackedRowError, PackedSFTDataset
 from stable_datasets.sft.pack import PACKED_FEATURES, PackingConfig, pack_sequences, write_packed_parquet
 from stable_datasets.sft.packing import (
     ALGORITHMS,
@@ -17,7 +17,8 @@ from stable_datasets.sft.sampler import PackedSampler, row_group_starts
 from stable_datasets.sft.tokenize import ByteTokenizer, chat_tokenizer, normalize_messages
 
 __all__ = [
-    "ALGORITHMS", "PACKED_FEATURES", "ByteTokenizer", "ChatSFTBuilder", "ChatSFTConfig", "PackedRowError",
+    "ALGORITHMS", "PACKED_FEATURES", "ByteTokenizer", "ChatSFTBuilder", "ChatSFTConfig", "PackedFilesError",
+    "PackedFilesNotFoundError", "PackedRowError",
     "PackedSFTDataset", "PackedSampler", "PackingConfig", "best_fit_decreasing", "chat_tokenizer",
     "collate_packed", "first_fit", "first_fit_decreasing", "first_fit_shuffle", "normalize_messages",
     "pack_indices", "pack_sequences", "packing_metadata", "row_group_starts", "write_packed_parquet",

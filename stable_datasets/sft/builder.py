@@ -88,15 +88,15 @@ class ChatSFTBuilder(GeneratorBasedBuilder):
         run(self._tokenize, list(zip(jobs, paths)), desc=f"tokenize '{split}' job")
         sequences = TokenSequences(paths)
         plan = plan_packs(sequences.token_counts(), packing.pack_size, packing.algorithm, packing.seed,
-                          packing.overlong)
+                          packing.overlong, pad_seq_to_mult=packing.pad_seq_to_mult)
         meta = {**plan.metadata, "skipped_sequences": plan.skipped, "truncated_sequences": plan.truncated,
                 "num_sequences": len(sequences), "eos_id": packing.chat_tokenizer().eos_id}
         logger.info("packed {} conversations of '{}' into {} packs ({}% efficient)", len(sequences), split,
                     len(plan.bins), plan.metadata["packing_efficiency"])
         num_jobs = max(1, min(num_jobs, len(plan.bins)))
         bounds = [round(i * len(plan.bins) / num_jobs) for i in range(num_jobs + 1)]
-        pack_jobs = [{"token_files": paths, "bins": plan.bins[lo:hi], "first_pack": lo, "limit": plan.limit}
-                     for lo, hi in itertools.pairwise(bounds)]
+        pack_jobs = [{"token_files": paths, "bins": plan.bins[lo:hi], "first_pack": lo, "limit": plan.limit,
+                      "row_options": packing.pack_kwargs()} for lo, hi in itertools.pairwise(bounds)]
         megatron = {k: meta[k] for k in ("dataset_max_seqlen", "max_samples_per_bin", "packing_factor",
                                          "packing_efficiency", "pack_size", "min_packed_seqlen")}
         return SplitJobs(pack_jobs, extra={"pack_metadata": meta},
@@ -110,4 +110,5 @@ class ChatSFTBuilder(GeneratorBasedBuilder):
             return
         sequences = TokenSequences(gen_kwargs["token_files"])
         for number, members in enumerate(gen_kwargs["bins"], start=gen_kwargs["first_pack"]):
-            yield f"pack-{number:08d}", pack_row([sequences[i] for i in members], gen_kwargs["limit"])
+            yield f"pack-{number:08d}", pack_row([sequences[i] for i in members], gen_kwargs["limit"],
+                                                 **gen_kwargs["row_options"])

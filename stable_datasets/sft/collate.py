@@ -8,10 +8,20 @@ Keys: `tokens`, `labels`, `loss_mask`, `position_ids`, `token_count`, `padding_m
 `attention_mask`, `cu_seqlens_q`, `cu_seqlens_kv`, `max_seqlen_q`, `max_seqlen_kv`; plus
 `cu_seqlens_q_padded`/`cu_seqlens_kv_padded` when `pad_seq_to_mult > 1`. With
 `legacy_keys=True` the NeMo names instead: `cu_seqlens`, `cu_seqlens_argmin`, `max_seqlen`,
-`cu_seqlens_unpadded`, `cu_seqlens_unpadded_argmin` (rows padded with -1).
+and with `pad_seq_to_mult > 1` `cu_seqlens_unpadded`, `cu_seqlens_unpadded_argmin` (rows
+padded with -1).
 
-Padded length: the longest row, rounded up to a multiple of `pad_seq_length_to_mult` when
-that still fits in `max_seq_length`; `max_seq_length` with `pad_to_max_length=True`.
+Context parallelism (`pad_seq_to_mult > 1`): packs written with per-sequence padding (EOS up
+to a multiple, as Megatron-Bridge and `pack_sequences(pad_seq_to_mult=)` write them) keep
+their physical boundaries in the `*_padded` keys; the real length of each sequence ends at
+its last non-EOS token, as in Megatron-Bridge. Sequences not padded at pack time are padded
+here with EOS.
+
+`return_cu_seqlen=False` (no THD attention) gives `padding_mask` and a causal `attention_mask`
+of shape (batch, 1, L, L), True where attention is masked, instead of the cu_seqlens keys.
+
+Padded length: min(max_seq_length, the longest row rounded up to `pad_seq_length_to_mult`),
+as Megatron-Bridge computes it; `max_seq_length` with `pad_to_max_length=True`.
 `cu_seqlens` rows end at the padded length and are padded with it (zero-length sequences),
 so every row has the same number of entries; `pad_cu_seqlens=True` fixes that number from
 the packing metadata (`max_samples_per_bin + 2`) for CUDA-graph-friendly shapes.
@@ -34,7 +44,8 @@ def collate_packed(batch: Sequence[Mapping[str, Any]], *, eos_id: int, max_seq_l
                    pad_to_max_length: bool = False, pad_seq_length_to_mult: int = 16, pad_seq_to_mult: int = 1,
                    answer_only_loss: bool = True, pad_cu_seqlens: bool = False,
                    pack_metadata: Sequence[Mapping[str, Any]] | Mapping[str, Any] | None = None,
-                   legacy_keys: bool = False, return_tensors: str | None = None) -> dict[str, Any]:
+                   legacy_keys: bool = False, return_cu_seqlen: bool = True,
+                   return_tensors: str | None = None) -> dict[str, Any]:
     """Collate packs into one batch (see the module docstring for the exact layout)."""
     rows = []  # per pack: tokens, labels, loss, positions, padded seq lengths, real seq lengths
     for item in batch:
@@ -49,6 +60,10 @@ def collate_packed(batch: Sequence[Mapping[str, Any]], *, eos_id: int, max_seq_l
             lab = ids[start + 1:end]
             m = stored_mask[start:end - 1].astype(np.int64) if answer_only_loss else (t != eos_id).astype(np.int64)
             n = len(t)
+            real = n
+            if pad_seq_to_mult > 1:  # packs padded at pack time: the real tokens end at the last non-EOS
+                not_eos = np.flatnonzero(t != eos_id)
+                real = int(not_eos[-1]) + 1 if len(not_eos) else 0
             padded = _ceil_to(n, pad_seq_to_mult)
             if padded > n:  # per-sequence padding (context parallelism wants multiples)
                 pad = padded - n
@@ -60,7 +75,7 @@ def collate_packed(batch: Sequence[Mapping[str, Any]], *, eos_id: int, max_seq_l
             loss.append(m)
             positions.append(np.arange(padded, dtype=np.int64))
             padded_lens.append(padded)
-            real_lens.append(n)
+            real_lens.append(real)
         joined = [np.concatenate(x) if x else np.zeros(0, np.int64) for x in (tokens, labels, loss, positions)]
         rows.append((*joined, padded_lens, real_lens))
 
@@ -69,8 +84,7 @@ def collate_packed(batch: Sequence[Mapping[str, Any]], *, eos_id: int, max_seq_l
     if pad_to_max_length:
         max_length = max_seq_length
     else:
-        rounded = _ceil_to(longest, pad_seq_length_to_mult)
-        max_length = rounded if rounded <= max_seq_length else longest
+        max_length = min(max_seq_length, _ceil_to(longest, pad_seq_length_to_mult))
     if longest > max_length:
         raise ValueError(f"a pack has {longest} tokens after the label shift, more than max_seq_length="
                          f"{max_seq_length}")
@@ -85,7 +99,6 @@ def collate_packed(batch: Sequence[Mapping[str, Any]], *, eos_id: int, max_seq_l
     labels = stack([r[1] for r in rows], eos_id)
     loss_mask = stack([r[2] for r in rows], 0)
     position_ids = stack([r[3] for r in rows], 0)
-    padding_mask = np.arange(max_length)[None, :] >= np.asarray(token_count)[:, None]
 
     def cumulative(lengths: list[int], end_at: int | None) -> list[int]:
         cu = [0, *np.cumsum(lengths, dtype=np.int64).tolist()]
@@ -98,6 +111,12 @@ def collate_packed(batch: Sequence[Mapping[str, Any]], *, eos_id: int, max_seq_l
     for cu_p, cu_r in zip(padded_cu, real_cu):  # trailing padding holds no real tokens
         while len(cu_r) < len(cu_p):
             cu_r.append(cu_r[-1])
+    # True where a position holds no real token: the tail of the row and, with per-sequence
+    # padding, each sequence's alignment padding (MoE routers skip these)
+    padding_mask = np.ones((len(rows), max_length), dtype=bool)
+    for i, (cu_p, cu_r) in enumerate(zip(padded_cu, real_cu)):
+        for start, real in zip(cu_p[:-1], np.diff(cu_r).tolist()):
+            padding_mask[i, start:start + real] = False
 
     metadata = [pack_metadata] if isinstance(pack_metadata, Mapping) else list(pack_metadata or [])
     if pad_cu_seqlens:
@@ -128,14 +147,20 @@ def collate_packed(batch: Sequence[Mapping[str, Any]], *, eos_id: int, max_seq_l
 
     out: dict[str, Any] = {"tokens": tokens, "labels": labels, "loss_mask": loss_mask, "position_ids": position_ids,
                            "token_count": token_count}
+    if not return_cu_seqlen:  # no THD kernel: one causal mask per row (True = masked), as Megatron-Bridge gives
+        causal = ~np.tril(np.ones((max_length, max_length), dtype=bool))
+        out.update({"padding_mask": padding_mask,
+                    "attention_mask": np.broadcast_to(causal, (len(rows), 1, max_length, max_length)).copy()})
+        return _to_tensors(out) if return_tensors != "numpy" else out
     if legacy_keys:
         # NeMo layout: one extra -1 column so argmin always finds the end
         cu_padded = as_matrix(padded_cu, extra=1)
         cu_real = as_matrix(real_cu, extra=1)
         out.update({"attention_mask": np.ones(len(rows), dtype=np.int64), "cu_seqlens": cu_padded,
-                    "cu_seqlens_argmin": np.argmin(cu_padded, axis=1, keepdims=True), "max_seqlen": max_seqlen,
-                    "cu_seqlens_unpadded": cu_real,
-                    "cu_seqlens_unpadded_argmin": np.argmin(cu_real, axis=1, keepdims=True)})
+                    "cu_seqlens_argmin": np.argmin(cu_padded, axis=1, keepdims=True), "max_seqlen": max_seqlen})
+        if pad_seq_to_mult > 1:
+            out.update({"cu_seqlens_unpadded": cu_real,
+                        "cu_seqlens_unpadded_argmin": np.argmin(cu_real, axis=1, keepdims=True)})
     else:
         # Without per-sequence padding the boundaries the kernels need are the padded ones (ending at the
         # padded length); with it, cu_seqlens_q holds the real lengths and the *_padded keys the physical ones.

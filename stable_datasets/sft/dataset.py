@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from loguru import logger
 
 from stable_datasets.builder.data_files import glob_pattern
 from stable_datasets.errors import StableDatasetsError
@@ -28,45 +30,84 @@ class PackedRowError(StableDatasetsError, ValueError):
     """A stored pack is malformed (mask length, sequence starts)."""
 
 
+class PackedFilesError(StableDatasetsError, ValueError):
+    """The packed files cannot serve packs: a missing column, an empty or unreadable file, no packs."""
+
+
+class PackedFilesNotFoundError(PackedFilesError, FileNotFoundError):
+    """A named file, folder or pattern holds no packed files."""
+
+
 def _resolve_files(paths: Any) -> tuple[str, list[Path]]:
-    """("cache", [dir]) / ("parquet", files) / ("npy", files) from a path, folder, glob or list."""
+    """("cache", [dir]) / ("parquet", files) / ("npy", files) from a path, folder, glob or list.
+
+    A path that exists is taken literally even when it has glob characters (`shard_[01].parquet`).
+    """
     items = list(paths) if isinstance(paths, (list, tuple)) else [paths]
+    if not items:
+        raise PackedFilesNotFoundError("no packed files given (an empty list)")
     files: list[Path] = []
     for item in items:
         path = Path(item)
         if (path / "_metadata.json").is_file():
             return "cache", [path]
         if path.is_dir():
-            found = sorted(path.glob("*.parquet")) or sorted(path.glob("*.npy"))
+            found = sorted(path.glob("*.parquet")) or sorted(path.glob("*.pq")) or sorted(path.glob("*.npy"))
             if not found:
-                raise FileNotFoundError(f"{path} holds no .parquet or .npy packed files and no cache")
+                raise PackedFilesNotFoundError(f"folder {path} holds no .parquet, .pq or .npy packed files "
+                                               "and no stable-datasets cache")
             files.extend(found)
-        elif (matched := glob_pattern(str(item))) is not None:
-            if not matched:
-                raise FileNotFoundError(f"no files match {item}")
-            files.extend(sorted(Path(p) for p in matched))
         elif path.is_file():
             files.append(path)
+        elif (matched := glob_pattern(str(item))) is not None:
+            if not matched:
+                raise PackedFilesNotFoundError(f"no files match the pattern {item}")
+            files.extend(sorted(Path(p) for p in matched))
         else:
-            raise FileNotFoundError(f"{item} does not exist")
+            raise PackedFilesNotFoundError(f"packed file {item} does not exist")
     kinds = {"npy" if f.suffix == ".npy" else "parquet" for f in files}
     if len(kinds) != 1:
-        raise ValueError(f"mix of .npy and Parquet files: {[str(f) for f in files]}")
+        raise PackedFilesError(f"mix of .npy and Parquet files: {[str(f) for f in files]}")
     return kinds.pop(), files
 
 
+def _read_metadata_file(path: Path) -> list[dict[str, Any]] | None:
+    """A metadata file: a JSON list (what Megatron-Bridge writes), one JSON object, or JSON lines."""
+    text = path.read_text().strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        try:
+            return [json.loads(line) for line in text.splitlines() if line.strip()]
+        except ValueError as exc:
+            raise PackedFilesError(f"pack metadata file {path} is neither JSON nor JSON lines: {exc}") from None
+    return value if isinstance(value, list) else [value]
+
+
 def _find_pack_metadata(files: Sequence[Path]) -> list[dict[str, Any]] | None:
-    """`{pack_size}_metadata.jsonl` beside the files: a JSON list (Megatron-Bridge) or JSON lines."""
+    """`{pack_size}_metadata.jsonl` beside the files.
+
+    With several in one folder (2048_ and 4096_), the one whose pack size appears as a number in
+    the packed files' names (`training_4096.idx.parquet`); with one, that one; otherwise none
+    (pass `pack_metadata_file_path=`).
+    """
+    numbers = {int(n) for f in files for n in re.findall(r"(?<![0-9])([0-9]+)(?![0-9])", f.name)}
     for folder in dict.fromkeys(f.parent for f in files):
+        candidates = {}
         for candidate in sorted(folder.glob("*_metadata.jsonl")):
-            text = candidate.read_text().strip()
-            if not text:
-                continue
-            try:
-                value = json.loads(text)
-                return value if isinstance(value, list) else [value]
-            except ValueError:
-                return [json.loads(line) for line in text.splitlines() if line.strip()]
+            size = candidate.name[: -len("_metadata.jsonl")]
+            candidates[int(size) if size.isdigit() else None] = candidate
+        matching = [candidates[n] for n in sorted(numbers) if n in candidates]
+        if len(matching) == 1:
+            return _read_metadata_file(matching[0])
+        if len(candidates) == 1:
+            return _read_metadata_file(next(iter(candidates.values())))
+        if candidates:
+            logger.warning("several pack metadata files in {} ({}) and none named by the pack size in {}; "
+                           "pass pack_metadata_file_path=", folder, sorted(c.name for c in candidates.values()),
+                           [f.name for f in files][:3])
     return None
 
 
@@ -109,17 +150,43 @@ class _CacheRows:
 
 
 class PackedSFTDataset:
-    """Map-style dataset of packs; `collate_fn` turns a list of them into a Megatron batch."""
+    """Map-style dataset of packs; `collate_fn` turns a list of them into a Megatron batch.
 
-    def __init__(self, paths: Any, *, max_num_samples: int | None = None, seed: int = 1234,
-                 allow_pickle: bool = False, eos_id: int | None = None, max_seq_length: int | None = None,
-                 pad_to_max_length: bool = False, pad_seq_length_to_mult: int = 16, pad_seq_to_mult: int = 1,
-                 answer_only_loss: bool = True, pad_cu_seqlens: bool = False,
-                 pack_metadata: Sequence[dict[str, Any]] | dict[str, Any] | None = None, legacy_keys: bool = False,
-                 cache_row_groups: int = 16, validate: bool = True):
+    Takes the arguments a Megatron-Bridge `GPTSFTPackedDataset` user passes: `file_path=` (same
+    as `paths`), `tokenizer=` (any object with an `eos_id`; used for `eos_id` only),
+    `return_cu_seqlen=`, `pack_metadata_file_path=`, `max_seq_length=`, `seed=`,
+    `max_num_samples=`, `pad_to_max_length=`, `pad_seq_length_to_mult=`, `pad_seq_to_mult=`,
+    `pad_cu_seqlens=`, `answer_only_loss=`. docs/packed-sft.md has the mapping.
+    """
+
+    def __init__(self, paths: Any = None, *, file_path: Any = None, tokenizer: Any = None,
+                 max_num_samples: int | None = None, seed: int = 1234, allow_pickle: bool = False,
+                 eos_id: int | None = None, max_seq_length: int | None = None, pad_to_max_length: bool = False,
+                 pad_seq_length_to_mult: int = 16, pad_seq_to_mult: int = 1, answer_only_loss: bool = True,
+                 pad_cu_seqlens: bool = False, return_cu_seqlen: bool = True,
+                 pack_metadata: Sequence[dict[str, Any]] | dict[str, Any] | None = None,
+                 pack_metadata_file_path: str | Path | None = None, legacy_keys: bool = False,
+                 cache_row_groups: int = 16, max_open_files: int = 64, validate: bool = True):
+        if paths is None and file_path is None:
+            raise TypeError("PackedSFTDataset needs the packed files: paths= (or file_path=, as Megatron-Bridge "
+                            "names it)")
+        if paths is not None and file_path is not None:
+            raise TypeError("pass the packed files once: paths= or file_path=, not both")
+        paths = paths if paths is not None else file_path
+        if eos_id is None and tokenizer is not None:
+            eos_id = getattr(tokenizer, "eos_id", None)
+            if eos_id is None:
+                raise ValueError(f"tokenizer {type(tokenizer).__name__} has no eos_id; pass eos_id=")
+        if pack_metadata is not None and pack_metadata_file_path is not None:
+            raise TypeError("pass pack_metadata= or pack_metadata_file_path=, not both")
+        if pack_metadata_file_path is not None:
+            pack_metadata = _read_metadata_file(Path(pack_metadata_file_path))
+            if pack_metadata is None:
+                raise PackedFilesError(f"pack metadata file {pack_metadata_file_path} is empty")
         self.paths = paths
         self.seed = seed
         self.validate = validate
+        self.allow_pickle = allow_pickle  # the user's choice, kept as is through pickling
         from stable_datasets.dataset.stable_dataset import StableDataset
 
         found_metadata: Any = None
@@ -140,8 +207,15 @@ class PackedSFTDataset:
             else:
                 from stable_datasets.layouts.parquet_shards import ParquetRowGroups
 
-                groups = ParquetRowGroups(files, columns=COLUMNS, cache_row_groups=cache_row_groups)
-                self._source = groups
+                try:
+                    self._source = ParquetRowGroups(files, columns=COLUMNS, cache_row_groups=cache_row_groups,
+                                                    max_open_files=max_open_files)
+                except FileNotFoundError as exc:
+                    raise PackedFilesNotFoundError(str(exc)) from None
+                except ValueError as exc:
+                    raise PackedFilesError(str(exc)) from None
+            if kind != "cache" and not self._source.num_rows:
+                raise PackedFilesError(f"the packed files {[str(f) for f in files][:3]} hold no packs (0 rows)")
             found_metadata = found_metadata or _find_pack_metadata(files)
         if pack_metadata is None:
             pack_metadata = found_metadata
@@ -155,7 +229,7 @@ class PackedSFTDataset:
             "eos_id": eos_id, "max_seq_length": max_seq_length, "pad_to_max_length": pad_to_max_length,
             "pad_seq_length_to_mult": pad_seq_length_to_mult, "pad_seq_to_mult": pad_seq_to_mult,
             "answer_only_loss": answer_only_loss, "pad_cu_seqlens": pad_cu_seqlens,
-            "pack_metadata": self.pack_metadata, "legacy_keys": legacy_keys}
+            "return_cu_seqlen": return_cu_seqlen, "pack_metadata": self.pack_metadata, "legacy_keys": legacy_keys}
 
     def _build_samples_mapping(self) -> np.ndarray | None:
         if self.max_num_samples is None:
@@ -213,16 +287,6 @@ class PackedSFTDataset:
                              "pack_size of the packing metadata when there is one)")
         return functools.partial(collate_packed, **settings)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        if isinstance(self._source, _NpyPacks):
-            return state  # already plain numpy arrays
-        state["_source"] = None  # reopened per process
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        if self._source is None:
-            reopened = PackedSFTDataset(self.paths, allow_pickle=True, validate=self.validate)
-            self._source = reopened._source
-
+    # Pickling (DataLoader workers) carries the source as it is: Parquet sources carry their resolved
+    # file list and row counts and reopen handles per process; .npy sources are plain arrays already.
+    # Nothing is re-resolved or reloaded with allow_pickle behind the user's back.

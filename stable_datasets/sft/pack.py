@@ -9,6 +9,7 @@ starting at 0).
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ class PackingConfig:
     loss_on: str = "assistant"  # or "all"
     overlong: str = "skip"  # or "truncate"
     eos_id: int | None = None
+    pad_seq_to_mult: int = 1  # > 1: each sequence padded with EOS to a multiple (context parallelism)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -48,6 +50,7 @@ class PackingConfig:
             raise ValueError(f"overlong must be 'skip' or 'truncate', got {self.overlong!r}")
         if self.pack_size < 2:
             raise ValueError(f"pack_size must be at least 2, got {self.pack_size}")
+        _check_pad_multiple(self.pad_seq_to_mult, self.pack_size)
 
     def chat_tokenizer(self):
         from stable_datasets.sft.tokenize import chat_tokenizer
@@ -57,7 +60,20 @@ class PackingConfig:
     def fingerprint_identity(self) -> dict[str, Any]:
         return {"tokenizer": self.chat_tokenizer().identity(), "pack_size": self.pack_size,
                 "algorithm": self.algorithm, "seed": self.seed, "loss_on": self.loss_on, "overlong": self.overlong,
-                "extra": self.extra}
+                "pad_seq_to_mult": self.pad_seq_to_mult, "extra": self.extra}
+
+    def pack_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments for `pack_sequences` and `pack_row` (`plan_packs` takes `pad_seq_to_mult` alone)."""
+        if self.pad_seq_to_mult == 1:
+            return {}
+        return {"pad_seq_to_mult": self.pad_seq_to_mult, "pad_id": self.chat_tokenizer().eos_id}
+
+
+def _check_pad_multiple(pad_seq_to_mult: int, pack_size: int) -> None:
+    if isinstance(pad_seq_to_mult, bool) or not isinstance(pad_seq_to_mult, int) or pad_seq_to_mult < 1:
+        raise ValueError(f"pad_seq_to_mult must be a positive int, got {pad_seq_to_mult!r}")
+    if pad_seq_to_mult > pack_size:
+        raise ValueError(f"pack_size={pack_size} must be at least pad_seq_to_mult={pad_seq_to_mult}")
 
 
 @dataclass
@@ -72,35 +88,55 @@ class PackPlan:
 
 
 def plan_packs(token_counts: np.ndarray, pack_size: int, algorithm: str = "first_fit_shuffle", seed: int = 0,
-               overlong: str = "skip") -> PackPlan:
+               overlong: str = "skip", *, pad_seq_to_mult: int = 1) -> PackPlan:
     """Bins over every sequence of a split, from token counts alone (a sequence of n tokens fills
     n - 1 positions). Overlong sequences are skipped or cut to pack_size + 1 tokens; sequences
-    of fewer than 2 tokens are left out."""
+    of fewer than 2 tokens are left out.
+
+    With `pad_seq_to_mult > 1` a sequence fills its n - 1 positions rounded up to a multiple
+    (`pack_row` pads it so), and it is overlong when that passes the largest multiple that fits
+    in `pack_size` (cut to that multiple with `overlong="truncate"`), as Megatron-Bridge does."""
+    _check_pad_multiple(pad_seq_to_mult, pack_size)
     counts = np.asarray(token_counts, dtype=np.int64)
-    overlong_mask = counts - 1 > pack_size
+    cap = pack_size // pad_seq_to_mult * pad_seq_to_mult  # the longest padded length that fits
+    padded = -(-(counts - 1) // pad_seq_to_mult) * pad_seq_to_mult
+    overlong_mask = padded > cap
     skipped = int(overlong_mask.sum()) if overlong == "skip" else 0
     truncated = int(overlong_mask.sum()) if overlong == "truncate" else 0
     if skipped:
         logger.warning("skipped {} sequences longer than pack_size={} (overlong='truncate' keeps them cut)",
                        skipped, pack_size)
-    kept_counts = np.minimum(counts, pack_size + 1)
-    kept = np.flatnonzero((kept_counts >= 2) & ~(overlong_mask if overlong == "skip" else False))
+    kept = np.flatnonzero((counts >= 2) & ~(overlong_mask if overlong == "skip" else False))
     if not len(kept):
         raise ValueError("no sequence fits the pack size; nothing to pack")
-    lengths = kept_counts[kept] - 1
+    lengths = np.minimum(padded[kept], cap)
     bins = pack_indices(lengths, pack_size, algorithm, seed)
     metadata = packing_metadata(lengths, [[int(lengths[i]) for i in b] for b in bins], pack_size)
-    return PackPlan(bins=[[int(kept[i]) for i in b] for b in bins], metadata=metadata, limit=pack_size + 1,
+    return PackPlan(bins=[[int(kept[i]) for i in b] for b in bins], metadata=metadata, limit=cap + 1,
                     skipped=skipped, truncated=truncated)
 
 
-def pack_row(sequences: Sequence[tuple[np.ndarray, np.ndarray]], limit: int) -> dict[str, np.ndarray]:
-    """One pack from its (input_ids, loss_mask) sequences, each cut to `limit` tokens."""
+def pack_row(sequences: Sequence[tuple[np.ndarray, np.ndarray]], limit: int, *, pad_seq_to_mult: int = 1,
+             pad_id: int | None = None) -> dict[str, np.ndarray]:
+    """One pack from its (input_ids, loss_mask) sequences, each cut to `limit` tokens and, with
+    `pad_seq_to_mult > 1`, padded with `pad_id` (zero loss) to a multiple after the label shift."""
     parts = [(ids[:limit], mask[:limit]) for ids, mask in sequences]
+    if pad_seq_to_mult > 1:
+        if pad_id is None:
+            raise ValueError("pad_seq_to_mult > 1 needs pad_id=, the tokenizer's EOS id")
+        parts = [_pad_to_multiple(ids, mask, pad_seq_to_mult, pad_id) for ids, mask in parts]
     starts = np.cumsum([0] + [len(ids) for ids, _ in parts[:-1]]).astype(np.int32)
     shifted = [np.append(mask[1:], 0).astype(np.int8) for _, mask in parts]
     return {"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32),
             "loss_mask": np.concatenate(shifted), "seq_start_id": starts}
+
+
+def _pad_to_multiple(ids: np.ndarray, mask: np.ndarray, multiple: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    pad = -(-(len(ids) - 1) // multiple) * multiple + 1 - len(ids)
+    if pad <= 0:
+        return ids, mask
+    return (np.concatenate([np.asarray(ids, dtype=np.int32), np.full(pad, pad_id, np.int32)]),
+            np.concatenate([np.asarray(mask, dtype=np.int8), np.zeros(pad, np.int8)]))
 
 
 @dataclass
@@ -112,11 +148,21 @@ class PackResult:
 
 
 def pack_sequences(sequences: Sequence[tuple[np.ndarray, np.ndarray]], pack_size: int,
-                   algorithm: str = "first_fit_shuffle", seed: int = 0, overlong: str = "skip") -> PackResult:
-    """Pack (input_ids, loss_mask) pairs (mask aligned with input_ids) into rows."""
+                   algorithm: str = "first_fit_shuffle", seed: int = 0, overlong: str = "skip", *,
+                   pad_seq_to_mult: int = 1, pad_id: int | None = None) -> PackResult:
+    """Pack (input_ids, loss_mask) pairs (mask aligned with input_ids) into rows.
+
+    With `pad_seq_to_mult > 1` each sequence is padded with `pad_id` (the EOS id) and a zero
+    loss mask until its length after the label shift is a multiple of `pad_seq_to_mult`, as
+    Megatron-Bridge prepares packs for context parallelism; `collate_packed(pad_seq_to_mult=)`
+    finds the real lengths again (see `plan_packs` for overlong sequences).
+    """
+    if pad_seq_to_mult > 1 and pad_id is None:
+        raise ValueError("pack_sequences(pad_seq_to_mult>1) needs pad_id=, the tokenizer's EOS id")
     plan = plan_packs(np.fromiter((len(ids) for ids, _ in sequences), np.int64, count=len(sequences)), pack_size,
-                      algorithm, seed, overlong)
-    rows = [pack_row([sequences[i] for i in members], plan.limit) for members in plan.bins]
+                      algorithm, seed, overlong, pad_seq_to_mult=pad_seq_to_mult)
+    rows = [pack_row([sequences[i] for i in members], plan.limit, pad_seq_to_mult=pad_seq_to_mult, pad_id=pad_id)
+            for members in plan.bins]
     return PackResult(rows=rows, metadata=plan.metadata, skipped=plan.skipped, truncated=plan.truncated)
 
 
@@ -141,15 +187,24 @@ def packed_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
 
 
 def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path, *,
-                         pack_metadata: dict[str, Any] | None = None, row_group_bytes: int = 1 << 20,
-                         compression: str = "zstd") -> Path:
+                         pack_metadata: dict[str, Any] | None = None, row_group_bytes: int | None = None,
+                         row_group_rows: int | None = None, compression: str = "zstd") -> Path:
     """Write packs as a Megatron-Bridge `*.idx.parquet` file, with `{pack_size}_metadata.jsonl` beside it.
 
-    `rows` may be dicts, a PackedSFTDataset or a StableDataset of packs. Row groups hold about
-    `row_group_bytes` of data each.
+    `rows` may be dicts, a PackedSFTDataset or a StableDataset of packs, and are written in
+    chunks (memory stays bounded). Row groups are sized as the `parquet_shards` layout sizes
+    them: `row_group_bytes` of data, at most `row_group_rows` rows (defaults: the layout's).
     """
     import pyarrow.parquet as pq
 
+    from stable_datasets.layouts import parquet_shards
+
+    options = dict(parquet_shards.DEFAULT_OPTIONS, compression=compression)
+    if row_group_bytes is not None:
+        options["row_group_bytes"] = row_group_bytes
+    if row_group_rows is not None:
+        options["row_group_rows"] = row_group_rows
+    parquet_shards.check_options(options)
     path = Path(path)
     if not path.name.endswith(".parquet"):
         path = path.with_name(path.name + ".idx.parquet")
@@ -157,11 +212,26 @@ def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path,
     if hasattr(rows, "__getitem__") and hasattr(rows, "__len__") and not isinstance(rows, list):
         source = rows
         rows = (_as_stored(source[i]) for i in range(len(source)))
-    table = packed_table(rows)
-    per_row = max(table.nbytes / max(table.num_rows, 1), 1.0)
+    schema = PACKED_FEATURES.arrow_schema
     tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, row_group_size=max(1, int(row_group_bytes // per_row)), compression=compression)
-    tmp.replace(path)
+    try:
+        with pq.ParquetWriter(tmp, schema, **parquet_shards.writer_settings(options, schema)) as writer:
+            rows = iter(rows)
+            pending = packed_table(itertools.islice(rows, 256))  # sizes the row groups
+            per_group = parquet_shards.rows_per_group(options, pending.nbytes / max(pending.num_rows, 1))
+            while True:
+                more = packed_table(itertools.islice(rows, max(per_group, 1024)))
+                if more.num_rows:
+                    pending = pa.concat_tables([pending, more])
+                whole = pending.num_rows // per_group * per_group if more.num_rows else pending.num_rows
+                if whole:  # only whole row groups until the last one
+                    writer.write_table(pending.slice(0, whole), row_group_size=per_group)
+                    pending = pending.slice(whole)
+                if not more.num_rows:
+                    break
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
     if pack_metadata is not None:
         (path.parent / metadata_file_name(int(pack_metadata["pack_size"]))).write_text(
             metadata_file_text(pack_metadata))

@@ -1,14 +1,19 @@
 """Bin packing of sequence lengths into packs of `pack_size` tokens.
 
-`first_fit`, `first_fit_decreasing` and `first_fit_shuffle` give the same bins as
-Megatron-Bridge's reference algorithms (an item longer than the pack gets a bin of its own),
-in O(n log n) with a max segment tree over bins. `first_fit_shuffle` shuffles with its own
-`numpy.random.RandomState(seed)`, which reproduces the reference run after
-`np.random.seed(seed)` without touching the global RNG. `best_fit_decreasing` puts each item,
-longest first, into the fullest bin that still has room (as TRL's best-fit packing does).
+`first_fit`, `first_fit_decreasing` and `first_fit_shuffle` (functions over a list of lengths)
+give the same bins as Megatron-Bridge's functions of those names (an item longer than the
+pack gets a bin of its own), in O(n log n) with a max segment tree over bins.
+`best_fit_decreasing` puts each item, longest first, into the fullest bin that still has
+room (as TRL's best-fit packing does). These return bins of *lengths*.
 
-Every function returns a list of bins, each a list of the *lengths* packed into it;
-`pack_indices` returns the item indices instead.
+`pack_indices` returns bins of item *indices* and follows Megatron-Bridge's whole packing
+pipeline, not just the algorithm, so that the same lengths and seed give the same packs:
+the algorithm runs over the lengths sorted ascending (a histogram), `first_fit_shuffle`
+shuffles that sorted list; then the sequences of each length, shortest length first, are
+permuted and handed out from the end of the permutation to the bins asking for that length,
+in bin order. Both draws use one `numpy.random.RandomState(seed)`, the stream Megatron-Bridge
+draws from after `np.random.seed(seed)`; the global RNG is never touched.
+`best_fit_decreasing` keeps input order among equal lengths and draws nothing.
 """
 
 from __future__ import annotations
@@ -120,43 +125,78 @@ def _best_fit_order(lengths: np.ndarray, order: np.ndarray, pack_size: int) -> l
 
 def pack_indices(seqlens: Sequence[int] | np.ndarray, pack_size: int, algorithm: str = "first_fit_shuffle",
                  seed: int | None = 0) -> list[list[int]]:
-    """Bins of item indices (into `seqlens`) for the chosen algorithm."""
+    """Bins of item indices (into `seqlens`), as Megatron-Bridge's pipeline assigns them (module docstring)."""
     lengths = np.asarray(seqlens, dtype=np.int64)
     if pack_size <= 0:
         raise ValueError(f"pack_size must be positive, got {pack_size}")
-    if algorithm == "first_fit":
-        order = np.arange(len(lengths))
-    elif algorithm == "first_fit_decreasing":
-        order = np.argsort(-lengths, kind="stable")
-    elif algorithm == "first_fit_shuffle":
-        order = np.arange(len(lengths))
-        np.random.RandomState(seed).shuffle(order)
-    elif algorithm == "best_fit_decreasing":
-        return _best_fit_order(lengths, np.argsort(-lengths, kind="stable"), pack_size)
-    else:
+    if algorithm not in ALGORITHMS:
         raise ValueError(f"unknown packing algorithm {algorithm!r}; choose one of {ALGORITHMS}")
-    return _first_fit_order(lengths, order, pack_size)
+    if algorithm == "best_fit_decreasing":
+        return _best_fit_order(lengths, np.argsort(-lengths, kind="stable"), pack_size)
+    rng = np.random.RandomState(seed)
+    ascending = np.argsort(lengths, kind="stable")  # the histogram, read back shortest first
+    if algorithm == "first_fit":
+        order = ascending
+    elif algorithm == "first_fit_decreasing":
+        order = ascending[::-1]
+    else:
+        order = ascending.copy()
+        rng.shuffle(order)
+    bins = _first_fit_order(lengths, order, pack_size)
+    return _hand_out_by_length(lengths, bins, ascending, rng)
 
 
-def _lengths(seqlens: Sequence[int] | np.ndarray, bins: list[list[int]]) -> list[list[int]]:
-    values = np.asarray(seqlens, dtype=np.int64).tolist()
-    return [[values[i] for i in b] for b in bins]
+def _hand_out_by_length(lengths: np.ndarray, bins: list[list[int]], ascending: np.ndarray,
+                        rng: np.random.RandomState) -> list[list[int]]:
+    """Re-assign items to the bins' length slots: per length (shortest first) one permutation, taken from the end.
+
+    The bins only fix which *lengths* go together; which sequence of a given length fills a
+    slot is this second draw, so equal lengths are interchangeable until here.
+    """
+    sizes = [len(b) for b in bins]
+    slots = np.fromiter((i for b in bins for i in b), dtype=np.int64, count=sum(sizes))
+    slot_lengths = lengths[slots]
+    slots_by_length = np.argsort(slot_lengths, kind="stable")  # bin order within one length
+    sorted_lengths = lengths[ascending]
+    assigned = np.empty_like(slots)
+    cuts = np.flatnonzero(np.diff(sorted_lengths)) + 1
+    for lo, hi in zip([0, *cuts.tolist()], [*cuts.tolist(), len(ascending)]):
+        items = ascending[lo:hi]  # this length's items in input order
+        taken = items[rng.permutation(hi - lo)][::-1]  # pop() from the end of the permuted list
+        assigned[slots_by_length[lo:hi]] = taken
+    out, start = [], 0
+    for size in sizes:
+        out.append(assigned[start:start + size].tolist())
+        start += size
+    return out
+
+
+def _ordered_bins(seqlens: Sequence[int] | np.ndarray, pack_size: int, order: np.ndarray | None = None
+                  ) -> list[list[int]]:
+    lengths = np.asarray(seqlens, dtype=np.int64)
+    if order is None:
+        order = np.arange(len(lengths))
+    values = lengths.tolist()
+    return [[values[i] for i in b] for b in _first_fit_order(lengths, order, pack_size)]
 
 
 def first_fit(seqlens: Sequence[int], pack_size: int) -> list[list[int]]:
-    return _lengths(seqlens, pack_indices(seqlens, pack_size, "first_fit"))
+    return _ordered_bins(seqlens, pack_size)
 
 
 def first_fit_decreasing(seqlens: Sequence[int], pack_size: int) -> list[list[int]]:
-    return _lengths(seqlens, pack_indices(seqlens, pack_size, "first_fit_decreasing"))
+    return _ordered_bins(seqlens, pack_size, np.argsort(-np.asarray(seqlens, dtype=np.int64), kind="stable"))
 
 
 def first_fit_shuffle(seqlens: Sequence[int], pack_size: int, seed: int | None = 0) -> list[list[int]]:
-    return _lengths(seqlens, pack_indices(seqlens, pack_size, "first_fit_shuffle", seed))
+    order = np.arange(len(seqlens))
+    np.random.RandomState(seed).shuffle(order)
+    return _ordered_bins(seqlens, pack_size, order)
 
 
 def best_fit_decreasing(seqlens: Sequence[int], pack_size: int) -> list[list[int]]:
-    return _lengths(seqlens, pack_indices(seqlens, pack_size, "best_fit_decreasing"))
+    values = np.asarray(seqlens, dtype=np.int64)
+    return [[int(values[i]) for i in b] for b in pack_indices(values, pack_size, "best_fit_decreasing")]
 
 
 def packing_metadata(seqlens: Sequence[int], bins: list[list[int]], pack_size: int) -> dict[str, float | int]:
