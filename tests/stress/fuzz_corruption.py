@@ -299,22 +299,26 @@ def validation_cost(gigabytes: float = 1.0) -> dict[str, float]:
         for s in shards:
             hashlib.sha256((root / s.path).read_bytes()).digest()
 
-    def row_seconds(validate: bool) -> float:
+    def row_seconds(validate: bool, runs: int = 3, rows_read: int = 200_000) -> float:
         arrow_shards.VALIDATE_ON_OPEN = validate
         ds = sds.open_cache(root)
         ds[0]
-        picks = np.random.default_rng(1).integers(0, rows, 200_000).tolist()
+        picks = np.random.default_rng(1).integers(0, rows, rows_read).tolist()
 
         def read() -> None:
             for i in picks:
                 ds[i]
 
-        return best_of(3, read) / len(picks)
+        return best_of(runs, read) / len(picks)
 
     try:
         plain, checked = open_seconds(False), open_seconds(True)
         hashed = best_of(1, hash_all)
         before, after = row_seconds(False), row_seconds(True)
+        alternating: dict[bool, list[float]] = {False: [], True: []}
+        for rep in range(6):  # A/B/B/A... so a change in the machine's load hits both sides
+            for validate in ((True, False) if rep % 2 else (False, True)):
+                alternating[validate].append(round(row_seconds(validate, runs=1, rows_read=100_000) * 1e6, 1))
     finally:
         arrow_shards.VALIDATE_ON_OPEN = True
         shutil.rmtree(root, ignore_errors=True)
@@ -322,7 +326,9 @@ def validation_cost(gigabytes: float = 1.0) -> dict[str, float]:
             "open_ms_validated": round(checked * 1e3, 1),
             "validation_ms_per_gib": round((checked - plain) * 1e3 / gib, 1),
             "sha256_ms_per_gib": round(hashed * 1e3 / gib, 1),
-            "row_us_unvalidated": round(before * 1e6, 2), "row_us_validated": round(after * 1e6, 2)}
+            "row_us_unvalidated": round(before * 1e6, 2), "row_us_validated": round(after * 1e6, 2),
+            "row_us_alternating_unvalidated": sorted(alternating[False]),
+            "row_us_alternating_validated": sorted(alternating[True])}
 
 
 def table(results: dict[str, dict]) -> str:
