@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -11,7 +14,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.inventory import verify_cache
-from stable_datasets.errors import ExampleError, WorkerDiedError
+from stable_datasets.errors import ExampleError, StableDatasetsError, WorkerDiedError
 from tests.conftest import PARTS_BUILDER
 
 SMALL_FILES = {"arrow": {"max_shard_size": 4096, "batch_rows": 64},
@@ -238,3 +241,45 @@ def test_moving_digits_with_num_proc(storage):
         assert two.to_arrow().equals(expected)
         if storage == "path":
             assert os.path.exists(two[4]["video"].path)
+
+
+def test_parallel_lance_parts_forked_from_a_lance_user_write_through_a_helper(parts_builder, tmp_path):
+    """Lance's runtime does not survive fork: parts forked after the parent used Lance must not use it."""
+    script = textwrap.dedent(f"""
+        import stable_datasets as sds
+        from stable_datasets.layouts import lance_rows
+        one = sds.load_dataset({str(parts_builder)!r}, split="train", storage_format="lance")  # Lance in the parent
+        expected = one.to_arrow()
+        real = lance_rows.Writer._write_through_helper
+
+        def through_helper(self, *args):  # runs in the forked parts: leave a mark the parent can count
+            with open({str(tmp_path / "helpers.txt")!r}, "a") as fh:
+                fh.write("h")
+            return real(self, *args)
+
+        lance_rows.Writer._write_through_helper = through_helper
+        two = sds.load_dataset({str(parts_builder)!r}, split="train", storage_format="lance", num_proc=2,
+                               download_mode="force_rebuild", layout_options={{"max_rows_per_file": 250}})
+        assert two.to_arrow().equals(expected), "rows differ"
+        print("ok", len(two))
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "STABLE_DATASETS_CACHE_DIR": str(tmp_path / "cache")})
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["ok", "1500"]
+    assert (tmp_path / "helpers.txt").read_text() == "hh"  # both forked parts wrote through a helper process
+
+
+def test_an_exception_that_does_not_pickle_still_reaches_the_parent(parts_builder):
+    class Picky(Exception):
+        def __init__(self, a, b):  # pickling rebuilds it with one argument: it cannot cross processes
+            super().__init__(f"{a}/{b}")
+
+    def explode(row):
+        if row["part"] == 4:
+            raise Picky("part", 4)
+        return {"x": 1}
+
+    ds = sds.load_dataset(str(parts_builder), split="train")
+    with pytest.raises(StableDatasetsError, match=r"(?s)failed in its worker.*Picky: part/4"):
+        ds.map(explode, num_proc=2)

@@ -37,6 +37,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def needs_helper_process() -> bool:
+    """True in a process forked from one that used Lance: its inherited runtime must not be used."""
+    return _forked_after_lance and os.environ.get("STABLE_DATASETS_LANCE_FORK_PROXY", "1") != "0"
+
+
 def lance_module() -> Any:
     """`import lance` for writing: the runtime starts, so forked children must not reuse it."""
     global _lance_opened
@@ -48,8 +53,7 @@ def lance_module() -> Any:
 
 def open_lance(uri: str) -> Any:
     """A `lance.LanceDataset`, or a LanceProxy in a process forked from a Lance-using parent."""
-    global _lance_opened
-    if _forked_after_lance and os.environ.get("STABLE_DATASETS_LANCE_FORK_PROXY", "1") != "0":
+    if needs_helper_process():
         return LanceProxy(uri)
     return lance_module().dataset(uri)
 

@@ -17,6 +17,8 @@ import contextlib
 import json
 import os
 import queue
+import subprocess
+import sys
 import threading
 import warnings
 from collections.abc import Iterator
@@ -33,7 +35,7 @@ from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_positive_ints
-from stable_datasets.layouts.lance_access import lance_module, open_lance
+from stable_datasets.layouts.lance_access import lance_module, needs_helper_process, open_lance
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -139,22 +141,52 @@ class Writer(LayoutWriter):
             yield item
 
     def _run(self) -> None:
+        uri, per_file, per_group = (str(self.directory / DATASET_DIR), self.options["max_rows_per_file"],
+                                    self.options["max_rows_per_group"])
         try:
-            lance = lance_module()
-            rows = _Rows(self._batches())
-            per_file = self.options["max_rows_per_file"]
-            uri = str(self.directory / DATASET_DIR)
-            while not rows.exhausted():
-                reader = pa.RecordBatchReader.from_batches(self.schema, rows.take(per_file))
-                for fragment in lance.fragment.write_fragments(
-                        reader, uri, schema=self.schema, mode="create", max_rows_per_file=per_file,
-                        max_rows_per_group=self.options["max_rows_per_group"]):
-                    self._finish_fragment(fragment)
+            if needs_helper_process():
+                self._write_through_helper(uri, per_file, per_group)
+            else:
+                for meta in write_fragment_chunks(_Rows(self._batches()), self.schema, uri, per_file, per_group):
+                    self._finish_fragment(meta)
         except BaseException as exc:  # reported to the building thread
             self._error = exc
 
-    def _finish_fragment(self, fragment: Any) -> None:
-        meta = fragment.to_json()
+    def _write_through_helper(self, uri: str, per_file: int, per_group: int) -> None:
+        """In a process forked from a Lance user (a parallel part), Lance runs in a fresh helper
+        process: batches go to it as an Arrow IPC stream, finished fragments come back as JSON lines."""
+        process = subprocess.Popen([sys.executable, "-m", "stable_datasets.layouts.lance_rows", uri, str(per_file),
+                                    str(per_group)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        failure: list[BaseException] = []
+
+        def collect() -> None:
+            try:
+                for line in process.stdout:
+                    self._finish_fragment(json.loads(line))
+            except BaseException as exc:
+                failure.append(exc)
+
+        collector = threading.Thread(target=collect, name="lance writer results", daemon=True)
+        collector.start()
+        try:
+            with pa.ipc.new_stream(process.stdin, self.schema) as stream:
+                for batch in self._batches():
+                    stream.write_batch(batch)
+            process.stdin.close()
+        except BaseException:
+            process.kill()
+            raise
+        finally:
+            collector.join()
+            code = process.wait()
+        if failure:
+            raise failure[0]
+        if code != 0:
+            raise StableDatasetsError(f"the Lance writer process failed (exit {code}): "
+                                      f"{process.stderr.read().decode(errors='replace')[-2000:]}")
+
+    def _finish_fragment(self, meta: dict[str, Any]) -> None:
         rows = int(meta["physical_rows"])
         files = [f"{DATASET_DIR}/data/{f['path']}" for f in meta["files"]]
         self._rows_done += rows
@@ -201,6 +233,26 @@ class Writer(LayoutWriter):
 
     def extra_metadata(self) -> dict[str, Any]:
         return {"fragments": self._fragments}
+
+
+def write_fragment_chunks(rows: _Rows, schema: pa.Schema, uri: str, per_file: int,
+                          per_group: int) -> Iterator[dict[str, Any]]:
+    """Lance fragments of at most `per_file` rows each, written one chunk at a time so each can be
+    journaled as it finishes; yields each fragment's metadata (JSON)."""
+    lance = lance_module()
+    while not rows.exhausted():
+        reader = pa.RecordBatchReader.from_batches(schema, rows.take(per_file))
+        for fragment in lance.fragment.write_fragments(reader, uri, schema=schema, mode="create",
+                                                       max_rows_per_file=per_file, max_rows_per_group=per_group):
+            yield fragment.to_json()
+
+
+def _write_from_stdin(uri: str, per_file: int, per_group: int) -> None:
+    """The helper process of `Writer._write_through_helper`."""
+    reader = pa.ipc.open_stream(sys.stdin.buffer)
+    for meta in write_fragment_chunks(_Rows(iter(reader)), reader.schema, uri, per_file, per_group):
+        sys.stdout.write(json.dumps(meta) + "\n")
+        sys.stdout.flush()
 
 
 def commit_parts(staging: Path, parts: list[PartResult], schema: pa.Schema) -> list[ShardInfo]:
@@ -250,3 +302,7 @@ class Backend(TableBackend):
         for batch in self._dataset.to_batches(offset=start, limit=stop - start, batch_size=batch_rows):
             if batch.num_rows:
                 yield batch
+
+
+if __name__ == "__main__":
+    _write_from_stdin(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))

@@ -12,6 +12,7 @@ import contextlib
 import multiprocessing
 import multiprocessing.connection
 import os
+import pickle
 import signal
 import site
 import sys
@@ -79,14 +80,15 @@ class JobRunner:
 # -- forked processes ------------------------------------------------------------------------
 def _child(fn: Callable[..., Any], args: tuple[Any, ...], conn: multiprocessing.connection.Connection) -> None:
     try:
-        result = ("ok", fn(*args))
+        result: tuple[Any, ...] = ("ok", fn(*args))
     except BaseException as exc:  # reported to the parent, which raises it
-        text = "".join(traceback.format_exception(exc))
-        result = ("error", exc, text)
+        result = ("error", exc, "".join(traceback.format_exception(exc)))
     try:
-        conn.send(result)
-    except Exception:  # an exception (or result) that does not pickle: send its text
-        conn.send(("error", None, result[2] if result[0] == "error" else traceback.format_exc()))
+        message = pickle.dumps(result)
+        pickle.loads(message)  # an exception whose class cannot be rebuilt would fail in the parent
+    except Exception:  # send the text instead
+        message = pickle.dumps(("error", None, result[2] if result[0] == "error" else traceback.format_exc()))
+    conn.send_bytes(message)
     conn.close()
 
 
@@ -111,7 +113,7 @@ def run_forked(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], num_pro
             for conn in multiprocessing.connection.wait(list(running)):
                 index, process = running.pop(conn)
                 try:
-                    message = conn.recv()
+                    message = pickle.loads(conn.recv_bytes())
                 except EOFError:
                     process.join()
                     died.append(f"{desc} {index} of {len(calls)}: its worker process died "
