@@ -1,13 +1,16 @@
 """`stable-datasets`: build, list, inspect, verify and clean caches from the shell.
 
-Exit codes: 0 ok, 1 a problem was found (corrupt or missing cache, nothing to remove),
-2 a usage error. `--json` prints machine-readable output instead of tables.
+Exit codes: 0 ok, 1 a problem with the data (a corrupt or missing cache, a failed build or
+download), reported in one line; 2 a usage error (an unknown option, a bad value, a config or
+builder that does not exist). `--json`, `--cache-dir` and `--debug` (show tracebacks) go
+before or after the command. Output cut short by a closed pipe (`| head`) ends quietly.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -52,18 +55,63 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _parse_sets(items: Sequence[str]) -> dict[str, Any]:
-    """`--set rows=100 --set name=x`: values parsed as JSON when they parse, else kept as text."""
-    out: dict[str, Any] = {}
-    for item in items:
-        if "=" not in item:
-            raise SystemExit(f"stable-datasets: --set needs KEY=VALUE, got {item!r}")
-        key, value = item.split("=", 1)
-        try:
-            out[key] = json.loads(value)
-        except ValueError:
-            out[key] = value
-    return out
+class UsageError(Exception):
+    """A bad command line value found after parsing (exit code 2)."""
+
+
+def _key_value(item: str) -> tuple[str, Any]:
+    """`--set rows=100`: the value parsed as JSON when it parses, else kept as text."""
+    key, equals, value = item.partition("=")
+    if not equals or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {item!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:
+        return key.strip(), value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of hours >= 0, got {text!r}")
+    return value
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+    text = lines[0]
+    for line in lines[1:]:
+        text += (" " if text.endswith(":") else "; ") + line
+    from stable_datasets.errors import StableDatasetsError
+
+    return text if isinstance(exc, StableDatasetsError) else f"{type(exc).__name__}: {text}"
+
+
+def _builder_for(target: str, config: str | None, sets: Sequence[tuple[str, Any]], cache_dir: str | None) -> Any:
+    """The builder a command names, with its config and overrides; a name, config or field that
+    does not exist is a usage error (nothing is built)."""
+    from stable_datasets.errors import BuilderNotFoundError
+    from stable_datasets.load import load_builder
+
+    try:
+        return load_builder(target, config, cache_dir=cache_dir, **dict(sets))
+    except BuilderNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+    except (ValueError, TypeError) as exc:  # an unknown config name or field, a field value it refuses
+        raise UsageError(str(exc)) from None
 
 
 def cache_status(entry: CacheEntry) -> str:
@@ -91,10 +139,11 @@ def cache_status(entry: CacheEntry) -> str:
 def cmd_build(args: argparse.Namespace) -> int:
     from stable_datasets.load import load_dataset
 
+    sets = dict(args.set)
+    _builder_for(args.name, args.config, args.set, args.cache_dir)  # usage errors before any work
     result = load_dataset(args.name, split=args.split, name=args.config, storage_format=args.storage_format,
                           cache_dir=args.cache_dir, num_proc=args.num_proc, download_mode=args.download_mode,
-                          engine=args.engine, ray_address=args.address,
-                          **_parse_sets(args.set))
+                          engine=args.engine, ray_address=args.address, **sets)
     splits = result.items() if isinstance(result, dict) else [(args.split, result)]
     rows = [{"split": s, "rows": len(ds), "path": str(ds.cache_dirs[0])} for s, ds in splits]
     if args.json:
@@ -121,13 +170,33 @@ def cmd_ls(args: argparse.Namespace) -> int:
     return OK
 
 
+def _builder_name(target: str) -> str:
+    """The builder name a target means: a script path or a folder holding one is resolved as
+    `build` resolves it; anything else is taken as a name."""
+    path = Path(target).expanduser()
+    if path.suffix != ".py" and not path.is_dir():
+        return target
+    from stable_datasets.errors import BuilderNotFoundError
+    from stable_datasets.registry import resolve_builder_class
+
+    try:
+        return resolve_builder_class(target).builder_name()
+    except BuilderNotFoundError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _resolve_targets(target: str, root: Path) -> list[CacheEntry]:
-    path = Path(target)
+    """Caches a command names: a cache folder, a folder of caches, or every cache of a builder
+    given as `build` takes it (a registered name, a script path, a folder holding a script)."""
+    path = Path(target).expanduser()
     if (path / METADATA_FILE).is_file():
         from stable_datasets.cache.metadata import CacheMetadata
 
         return [CacheEntry(path, CacheMetadata.read(path))]
-    return [e for e in find_caches(root) if e.metadata.builder_name == target]
+    if path.is_dir() and (found := find_caches(path)):
+        return found
+    name = _builder_name(target)
+    return [e for e in find_caches(root) if e.metadata.builder_name == name]
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -137,13 +206,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         info = [{**e.to_dict(), "features": e.metadata.features, "fingerprint_inputs": e.metadata.fingerprint_inputs,
                  "info": e.metadata.info, "shards": len(e.metadata.shards)} for e in entries]
     else:
-        from stable_datasets.load import load_builder
-
-        try:
-            builder = load_builder(args.target, args.config, cache_dir=args.cache_dir)
-        except Exception as exc:
-            print(f"stable-datasets: no cache or builder named {args.target!r}: {exc}", file=sys.stderr)
-            return PROBLEM
+        builder = _builder_for(args.target, args.config, (), args.cache_dir)
         info = [{"name": builder.builder_name(), "config": builder.config.name, "version": str(builder.version),
                  "configs": [c.name for c in builder.BUILDER_CONFIGS], "features": builder.features.to_dict(),
                  "info": builder.info.to_dict(), "fingerprint": builder.fingerprint(),
@@ -170,15 +233,19 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     root = cache_root(args.cache_dir)
-    target = Path(args.target)
+    target = Path(args.target).expanduser()
+    unreadable: list[tuple[Path, str]] = []
     if (target / METADATA_FILE).exists() or target.is_symlink():
         directories = [target]  # one cache, whatever state its metadata is in
+    elif target.is_dir() and ((found := find_caches(target, unreadable)) or unreadable):
+        directories = [e.directory for e in found] + [d for d, _ in unreadable]  # a folder of caches
     else:
-        unreadable: list[tuple[Path, str]] = []
+        name = _builder_name(args.target)
+        unreadable.clear()
         entries = find_caches(root, unreadable)
-        directories = [e.directory for e in entries if e.metadata.builder_name == args.target]
+        directories = [e.directory for e in entries if e.metadata.builder_name == name]
         # caches of this builder whose metadata cannot say so: by their folder under the root
-        directories += [d for d, _ in unreadable if d.relative_to(root).parts[0] == safe_name(args.target)]
+        directories += [d for d, _ in unreadable if d.relative_to(root).parts[0] == safe_name(name)]
     if not directories:
         print(f"stable-datasets: no cache found for {args.target!r}", file=sys.stderr)
         return PROBLEM
@@ -202,7 +269,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     for build in find_superseded(root):
         doomed.append(("superseded build", build))
     for staging in find_staging(root):
-        if staging_is_orphaned(staging, args.max_staging_age * 3600):
+        if staging_is_orphaned(staging, args.max_staging_age * 3600):  # a live owner's staging never is
             doomed.append(("orphaned staging", staging))
     for _kind, path in doomed:
         if not args.dry_run:
@@ -236,45 +303,70 @@ def cmd_rm(args: argparse.Namespace) -> int:
     return OK
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="stable-datasets", description=__doc__.split("\n")[0])
-    parser.add_argument("--cache-dir", help="cache root (default: $STABLE_DATASETS_CACHE_DIR or "
-                                            "~/.cache/stable_datasets)")
-    parser.add_argument("--json", action="store_true", help="machine-readable output")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _common_options(defaults: bool) -> argparse.ArgumentParser:
+    """Options every command takes, before or after its name (`ls --json` and `--json ls`).
 
-    build = sub.add_parser("build", help="build (or reuse) a dataset's caches")
+    Sub-commands get them with suppressed defaults, so a value given before the command name
+    is not reset by the sub-command's parser.
+    """
+    common = argparse.ArgumentParser(add_help=False)
+    default = (lambda value: value) if defaults else (lambda value: argparse.SUPPRESS)
+    common.add_argument("--cache-dir", default=default(None),
+                        help="cache root (default: $STABLE_DATASETS_CACHE_DIR or ~/.cache/stable_datasets)")
+    common.add_argument("--json", action="store_true", default=default(False), help="machine-readable output")
+    common.add_argument("--debug", action="store_true", default=default(False),
+                        help="show the traceback of an error")
+    return common
+
+
+def add_build_arguments(build: argparse.ArgumentParser) -> None:
+    """What `build` takes (a place for more: an execution engine and its address)."""
     build.add_argument("name", help="builder name, script path or folder")
     build.add_argument("--split", help="one split (default: all)")
     build.add_argument("--storage-format", default="arrow", choices=sorted(STORAGE_FORMATS))
     build.add_argument("--config", help="builder config name")
-    build.add_argument("--num-proc", type=int, help="build each split in this many parts, in parallel")
+    build.add_argument("--num-proc", type=_positive_int, metavar="N",
+                       help="build each split in this many parts, in parallel")
     build.add_argument("--engine", default="process", choices=["process", "ray"],
                        help="run the parts in forked processes or as Ray tasks")
     build.add_argument("--address", help="the Ray cluster to use (default: $RAY_ADDRESS, else a local one)")
     build.add_argument("--download-mode", default="reuse_dataset_if_exists",
                        choices=["reuse_dataset_if_exists", "force_rebuild", "force_redownload"])
-    build.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config field")
+    build.add_argument("--set", action="append", default=[], type=_key_value, metavar="KEY=VALUE",
+                       help="override a config field (the value is read as JSON when it parses)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stable-datasets", description=__doc__.split("\n")[0],
+                                     parents=[_common_options(defaults=True)])
+    sub = parser.add_subparsers(dest="command", required=True)
+    common = [_common_options(defaults=False)]
+
+    build = sub.add_parser("build", parents=common, help="build (or reuse) a dataset's caches")
+    add_build_arguments(build)
     build.set_defaults(func=cmd_build)
 
-    sub.add_parser("ls", help="list every cache: rows, size, age, current or stale").set_defaults(func=cmd_ls)
+    sub.add_parser("ls", parents=common, help="list every cache: rows, size, age, current or stale"
+                   ).set_defaults(func=cmd_ls)
 
-    info = sub.add_parser("info", help="features, splits and fingerprint inputs of a builder or cache")
-    info.add_argument("target", help="builder name, or a cache directory")
+    info = sub.add_parser("info", parents=common, help="features, splits and fingerprint inputs of a builder or cache")
+    info.add_argument("target", help="a cache folder, or a builder name, script path or folder")
     info.add_argument("--config")
     info.set_defaults(func=cmd_info)
 
-    verify = sub.add_parser("verify", help="recompute every checksum and row count")
-    verify.add_argument("target", help="a cache directory, or a builder name (all its caches)")
+    verify = sub.add_parser("verify", parents=common, help="recompute every checksum and row count")
+    verify.add_argument("target", help="a cache folder (or a folder of caches), or a builder name, script path or "
+                                       "folder (all its caches)")
     verify.set_defaults(func=cmd_verify)
 
-    prune = sub.add_parser("prune", help="remove stale caches and orphaned staging directories")
+    prune = sub.add_parser("prune", parents=common, help="remove stale caches and orphaned staging directories")
     prune.add_argument("--dry-run", action="store_true")
-    prune.add_argument("--max-staging-age", type=float, default=24.0, metavar="HOURS",
-                       help="staging directories older than this are orphaned even if their owner lives")
+    prune.add_argument("--max-staging-age", type=_hours, default=24.0, metavar="HOURS",
+                       help="staging of builds on other hosts older than this is orphaned (on this host, "
+                            "staging is orphaned only when its owner process is gone)")
     prune.set_defaults(func=cmd_prune)
 
-    rm = sub.add_parser("rm", help="remove every cache of a builder")
+    rm = sub.add_parser("rm", parents=common, help="remove every cache of a builder")
     rm.add_argument("name")
     rm.add_argument("--config")
     rm.add_argument("--dry-run", action="store_true")
@@ -282,14 +374,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_broken_pipe() -> int:
+    """The reader of our output went away (`| head`): stop without a traceback."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
+    return OK
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return args.func(args)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"stable-datasets: {exc}", file=sys.stderr)
-        return USAGE if isinstance(exc, ValueError) else PROBLEM
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
+    except UsageError as exc:
+        print(f"{parser.prog} {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return USAGE
+    except KeyboardInterrupt:
+        print(f"{parser.prog}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.debug:
+            raise
+        print(f"{parser.prog}: {_one_line(exc)}", file=sys.stderr)
+        return PROBLEM
 
 
 if __name__ == "__main__":

@@ -38,6 +38,14 @@ class CacheError(StableDatasetsError):
     """A cache directory is missing, stale, truncated or otherwise unusable."""
 
 
+class CorruptCellError(CacheError, ValueError):
+    """A stored cell that cannot be decoded (an image whose bytes were damaged on disk)."""
+
+
+class ConfigurationError(StableDatasetsError, ValueError):
+    """An environment variable or setting that has an unusable value; the message names it."""
+
+
 class ChecksumError(StableDatasetsError):
     """A downloaded file does not have the expected sha256."""
 

@@ -34,15 +34,16 @@ def primitive_view(array: pa.Array) -> np.ndarray | None:
     data = array.buffers()[1]
     if data is None:
         return np.zeros(0, dtype)
-    return np.frombuffer(data, dtype=dtype)[array.offset:array.offset + len(array)]
+    # count= reads only what the array covers: a buffer may be longer (and not a whole number of items)
+    return np.frombuffer(data, dtype=dtype, count=array.offset + len(array))[array.offset:]
 
 
 def offsets_and_data(array: pa.Array) -> tuple[np.ndarray, memoryview]:
     """A null-free binary or string array's offsets (a numpy view, int32 or int64) and data buffer."""
     large = pa.types.is_large_binary(array.type) or pa.types.is_large_string(array.type)
     bufs = array.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)
-    offsets = offsets[array.offset : array.offset + len(array) + 1]
+    offsets = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32, count=array.offset + len(array) + 1)
+    offsets = offsets[array.offset :]
     data = memoryview(bufs[2]) if bufs[2] is not None else memoryview(b"")
     return offsets, data
 

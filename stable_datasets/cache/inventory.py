@@ -107,33 +107,71 @@ def find_staging(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def staging_is_orphaned(path: Path, max_age_seconds: float) -> bool:
-    """A staging folder nobody owns: its pid is dead on this host, or it is older than the limit.
+def _staging_owner(path: Path) -> tuple[str, int, float | None] | None:
+    """(host, pid, start time if recorded) of the process writing a staging folder, or None.
 
-    Staging names end in `-<host>-<pid>-<random>` (see cache.publish.make_staging_dir).
+    A builder's staging folder names its owner in OWNER_FILE; other staging names end in
+    `-<host>-<pid>-<random>` (see cache.publish.make_staging_dir).
     """
-    if path.name.startswith(TRASH_PREFIX) or time.time() - path.stat().st_mtime > max_age_seconds:
-        return True
     owner = path / OWNER_FILE
     try:
-        if owner.is_file():  # a builder's staging dir (fixed name, resumable)
+        if owner.is_file():
             info = json.loads(owner.read_text())
-            host, pid = info["host"], int(info["pid"])
-        else:  # a pid-named staging dir (map caches, extraction)
-            head, pid_text, _ = path.name.rsplit("-", 2)
-            host, pid = head.rsplit("-", 1)[-1], int(pid_text)
-            host = socket.gethostname() if head.endswith(f"-{socket.gethostname()}") else host
-    except (ValueError, KeyError, OSError):
-        return False
-    if host != socket.gethostname():
-        return False  # another host's build: only its age can tell
+            started = info.get("started")
+            return str(info["host"]), int(info["pid"]), float(started) if started is not None else None
+        head, pid_text, _ = path.name.rsplit("-", 2)
+        here = socket.gethostname()
+        return (here if head.endswith(f"-{here}") else head.rsplit("-", 1)[-1]), int(pid_text), None
+    except (ValueError, KeyError, TypeError, AttributeError, OSError):
+        return None
+
+
+def _process_start(pid: int) -> float | None:
+    """When a process started (seconds since the epoch), where /proc tells; None elsewhere."""
+    try:
+        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
+                    if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
-    except PermissionError:
         return False
-    return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def staging_is_orphaned(path: Path, max_age_seconds: float) -> bool:
+    """A staging folder nobody writes any more.
+
+    On this host the owner's pid decides, whatever the folder's age: a live owner's staging
+    is never orphaned (a long build may run for days), a dead owner's always is, and so is
+    one whose pid was reused by a process started after the build. For a build
+    on another host (or an owner that cannot be read) only the age can tell: older than
+    `max_age_seconds`. Trash folders (left between a publish's rename and its cleanup) are
+    always orphaned.
+    """
+    if max_age_seconds < 0:
+        raise ValueError(f"max_age_seconds must be >= 0, got {max_age_seconds}")
+    if path.name.startswith(TRASH_PREFIX):
+        return True
+    owner = _staging_owner(path)
+    if owner is not None and owner[0] == socket.gethostname() and owner[1] > 0:
+        _, pid, started = owner
+        if not _alive(pid):
+            return True
+        began = _process_start(pid) if started is not None else None
+        return began is not None and began > started + 5  # the pid now belongs to a newer process
+    try:
+        return time.time() - path.stat().st_mtime > max_age_seconds
+    except FileNotFoundError:  # removed meanwhile (published or cleaned up by its owner)
+        return False
 
 
 def verify_cache(directory: Path) -> list[str]:

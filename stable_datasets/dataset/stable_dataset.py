@@ -189,11 +189,10 @@ class StableDataset:
     # -- index arithmetic ----------------------------------------------------------------
     def _physical(self, index: int) -> int:
         n = len(self)
-        if index < 0:
-            index += n
-        if not 0 <= index < n:
+        position = index + n if index < 0 else index
+        if not 0 <= position < n:
             raise IndexError(f"index {index} is out of range for a dataset of {n} rows")
-        return int(self._indices[index]) if self._indices is not None else index
+        return int(self._indices[position]) if self._indices is not None else position
 
     def _physical_many(self, positions: np.ndarray) -> np.ndarray:
         positions = np.asarray(positions)
@@ -289,6 +288,8 @@ class StableDataset:
         if type(key) is int and self._indices is None and 0 <= key < self._starts_list[-1] and \
                 len(self._backends) == 1 and self._format.type != "arrow" and self._media is None:
             return self._format_row(self._backends[0].row(key))  # the hot path, checked first
+        if isinstance(key, (bool, np.bool_)):  # an int subclass: ds[True] would be row 1
+            raise TypeError("cannot index a dataset with a bool; use an int, or a boolean mask as a list or array")
         if isinstance(key, (int, np.integer)):
             physical = self._physical(int(key))
             if self._format.type == "arrow":

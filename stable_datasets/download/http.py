@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import shutil
+import socket
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -48,6 +50,12 @@ def head(url: str, *, timeout: float = 30.0) -> dict[str, str]:
         raise RetryableError(f"{url}: {getattr(exc, 'reason', exc)}") from None
 
 
+def _unreachable(reason: object) -> bool:
+    """A host name that does not resolve, or no route to the network at all."""
+    return isinstance(reason, socket.gaierror) or (
+        isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH))
+
+
 def fetch(url: str, partial: Path, *, timeout: float = 60.0) -> dict[str, str]:
     """Append the rest of `url` to `partial` and return its validators; raise RetryableError or FatalURLError."""
     parsed = urllib.parse.urlparse(url)
@@ -74,7 +82,11 @@ def fetch(url: str, partial: Path, *, timeout: float = 60.0) -> dict[str, str]:
             raise RetryableError(f"{url}: HTTP {exc.code} {exc.reason}") from None
         raise FatalURLError(f"{url}: HTTP {exc.code} {exc.reason}") from None
     except (urllib.error.URLError, OSError) as exc:
-        raise RetryableError(f"{url}: {getattr(exc, 'reason', exc)}") from None
+        reason = getattr(exc, "reason", exc)
+        if _unreachable(reason):  # offline, or no such host: retrying will not help, fail fast
+            raise FatalURLError(f"{url}: cannot reach {parsed.hostname} ({reason}); no network, or no such "
+                                "host (a mirror: STABLE_DATASETS_URL_REWRITES)") from None
+        raise RetryableError(f"{url}: {reason}") from None
 
     with response:
         resumed = response.status == 206

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.base import FeatureType, describe
-from stable_datasets.features.value import Value, normalize_dtype
+from stable_datasets.features.value import Value, check_numeric_cast, normalize_dtype
 
 
 class _ArrayND(FeatureType):
@@ -48,7 +48,9 @@ class _ArrayND(FeatureType):
             raise EncodingError(field, f"expected shape {self.shape}, got {array.shape}")
         if array.dtype != self._np_dtype and not np.can_cast(array.dtype, self._np_dtype, "same_kind"):
             raise EncodingError(field, f"expected dtype {self.dtype}, got {array.dtype} (not castable safely)")
-        return np.ascontiguousarray(array, dtype=self._np_dtype).reshape(-1)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below, naming the element
+            cast = np.ascontiguousarray(array, dtype=self._np_dtype)
+        return check_numeric_cast(array, cast, field).reshape(-1)
 
     def to_arrow(self, values: list) -> pa.Array:
         """Build a column with one numpy copy instead of element-wise conversion."""

@@ -23,7 +23,7 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.errors import EncodingError
+from stable_datasets.errors import CorruptCellError, EncodingError
 from stable_datasets.features.base import FeatureType, describe
 
 _FORMATS = {"png": ".png", "jpeg": ".jpg", "jpg": ".jpg", "webp": ".webp"}
@@ -138,6 +138,8 @@ def encode_image_array(array: np.ndarray, fmt: str = "png", quality: int | None 
         raise ValueError(f"16-bit images can be stored as png only, not {fmt}; use Image(format='png')")
     if array.dtype not in (np.uint8, np.uint16):
         raise ValueError(f"image arrays must be uint8 (or uint16 for png), got {array.dtype}")
+    if array.size == 0:
+        raise ValueError(f"an image needs at least one pixel, got shape {array.shape}")
     if array.ndim == 3 and array.shape[2] == 1:
         array = array[:, :, 0]
     if array.ndim == 3 and array.shape[2] == 3:
@@ -152,7 +154,11 @@ def encode_image_array(array: np.ndarray, fmt: str = "png", quality: int | None 
             params = [cv2.IMWRITE_JPEG_QUALITY, int(quality)]
         elif fmt == "webp":
             params = [cv2.IMWRITE_WEBP_QUALITY, int(quality)]
-    ok, buf = cv2.imencode(_FORMATS[fmt], array, params)
+    try:
+        ok, buf = cv2.imencode(_FORMATS[fmt], array, params)
+    except cv2.error as exc:  # OpenCV's own limits (e.g. a side over 65535 pixels for JPEG or WebP)
+        raise ValueError(f"OpenCV could not encode a {array.shape} image as {fmt}: "
+                         f"{str(exc).strip().splitlines()[-1]}") from None
     if not ok:
         raise ValueError(f"OpenCV could not encode a {array.shape} image as {fmt}")
     return buf.tobytes()
@@ -242,7 +248,8 @@ class Image(FeatureType):
             return raw
         image = decode_image_mode(raw, self.mode or "RGB")
         if image is None:
-            raise ValueError(f"stored image of {len(raw)} bytes could not be decoded")
+            raise CorruptCellError(f"stored image of {len(raw)} bytes could not be decoded (the cache is damaged: "
+                                   "`stable-datasets verify` finds the file)")
         if self.decode_to == "pil":
             return _to_pil(image)
         return image

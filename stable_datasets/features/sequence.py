@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.base import FeatureType, as_feature, describe, feature_from_dict
-from stable_datasets.features.value import Value
+from stable_datasets.features.value import Value, check_numeric_cast
 
 
 def feature_dict(feature: FeatureType) -> dict[str, Any]:
@@ -59,7 +59,9 @@ class Sequence(FeatureType):
                 raise EncodingError(field, f"expected a 1-d array, got {describe(value)}")
             if value.dtype != target and not np.can_cast(value.dtype, target, "same_kind"):
                 raise EncodingError(field, f"cannot store {describe(value)} as {target}")
-            return value.astype(target, copy=False)
+            with np.errstate(over="ignore", invalid="ignore"):
+                cast = value.astype(target, copy=False)
+            return check_numeric_cast(value, cast, field)
         inner = self.feature
         return [inner.encode(v, f"{field}[{i}]") for i, v in enumerate(value)]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence as SequenceABC
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,36 @@ def normalize_dtype(dtype: Any) -> str:
     return name
 
 
+def check_string(value: str, field: str) -> str:
+    """A str Arrow can store: UTF-8 has no lone surrogates (e.g. from `surrogateescape` decoding)."""
+    if not value.isascii():  # O(1) in CPython: the flag is stored on the string
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise EncodingError(field, f"string has a lone surrogate {value[exc.start]!r} at position {exc.start} "
+                                       f"and cannot be stored as UTF-8: {value[:40]!r}") from None
+    return value
+
+
+def check_numeric_cast(source: np.ndarray, cast: np.ndarray, field: str) -> np.ndarray:
+    """`cast` if it holds the same numbers as `source`; numpy's casts turn an overflow into inf
+    (floats) or a wrapped value (ints) without a word."""
+    if source.dtype == cast.dtype or source.size == 0 or source.dtype.kind not in "fiub":
+        return cast
+    if cast.dtype.kind == "f":
+        bad = np.isinf(cast) & ~np.isinf(source) if source.dtype.kind == "f" else np.isinf(cast)
+    elif source.dtype.kind == "f":
+        bad = cast != source  # a float cast to an int keeps only whole numbers that fit
+    else:
+        bad = cast.astype(source.dtype) != source
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        at = f"{field}[{']['.join(map(str, where))}]" if where else field
+        raise EncodingError(at, f"value {source[where].item()!r} does not fit {cast.dtype} "
+                                f"(it would be stored as {cast[where].item()!r})")
+    return cast
+
+
 def numeric_kind(dtype: str) -> str:
     if dtype == "bool":
         return "bool"
@@ -80,6 +111,8 @@ class Value(FeatureType):
         if self._kind in ("int", "uint"):
             info = np.iinfo(self.dtype)
             self._lo, self._hi = int(info.min), int(info.max)
+        # the largest finite value of a narrow float: beyond it a value would be stored as inf
+        self._float_max = float(np.finfo(self.dtype).max) if self._kind == "float" and self.dtype != "float64" else None
 
     def arrow_type(self) -> pa.DataType:
         return _ARROW_TYPES[self.dtype]
@@ -97,7 +130,7 @@ class Value(FeatureType):
         kind = self._kind
         if type(value) is int and kind in ("int", "uint") and self._lo <= value <= self._hi:
             return value
-        if type(value) is str and kind == "string":
+        if type(value) is str and kind == "string" and value.isascii():
             return value
         if kind in ("int", "uint"):
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
@@ -110,7 +143,14 @@ class Value(FeatureType):
         if kind == "float":
             if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
                 raise EncodingError(field, f"expected a number for {self.dtype}, got {describe(value)}: {value!r}")
-            return float(value)
+            try:
+                number = float(value)
+            except OverflowError:
+                raise EncodingError(field, f"value {value} does not fit {self.dtype}") from None
+            if self._float_max is not None and abs(number) > self._float_max and not math.isinf(number):
+                raise EncodingError(field, f"value {number!r} does not fit {self.dtype} (largest finite value "
+                                           f"{self._float_max:.6g}); it would be stored as inf")
+            return number
         if kind == "bool":
             if not isinstance(value, (bool, np.bool_)):
                 raise EncodingError(field, f"expected a bool, got {describe(value)}: {value!r}")
@@ -118,7 +158,7 @@ class Value(FeatureType):
         if kind == "string":
             if not isinstance(value, str):
                 raise EncodingError(field, f"expected a str, got {describe(value)}: {value!r:.80}")
-            return value
+            return check_string(value, field)
         if isinstance(value, (bytes, bytearray, memoryview)):
             return bytes(value)
         raise EncodingError(field, f"expected bytes, got {describe(value)}")

@@ -33,34 +33,63 @@ class TarMember:
     size: int
 
 
-def _text(field: bytes) -> str:
-    return field.split(b"\0", 1)[0].decode("utf-8", "surrogateescape")
-
-
-def _number(field: bytes, offset: int) -> int:
-    if field[:1] and field[0] & 0x80:  # GNU base-256 for large values
-        return int.from_bytes(field[1:], "big")
-    digits = field.split(b"\0", 1)[0].strip()
+def _text(field: bytes, path: object, offset: int) -> str:
+    raw = field.split(b"\0", 1)[0]
     try:
-        return int(digits or b"0", 8)
-    except ValueError:
-        raise TarFormatError(f"bad number {field!r} in the tar header at byte {offset}", offset) from None
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TarFormatError(f"{path}: member name {raw!r} in the tar header at byte {offset} is not UTF-8",
+                             offset) from None
 
 
-def _pax_records(data: bytes) -> dict[str, str]:
+def _number(field: bytes, path: object, offset: int) -> int:
+    if field[:1] and field[0] & 0x80:  # GNU base-256 for large values; 0xff starts a negative one
+        value = int.from_bytes(field[1:], "big")
+        return -1 if field[0] == 0xFF else value
+    digits = field.split(b"\0", 1)[0].strip()
+    if digits and not all(48 <= c <= 55 for c in digits):  # int() would also take a sign, '_' or spaces
+        raise TarFormatError(f"{path}: bad number {field!r} in the tar header at byte {offset}", offset)
+    return int(digits or b"0", 8)
+
+
+def _pax_records(data: bytes, path: object, offset: int) -> dict[str, str]:
+    """Records `"<length> key=value\n"`; each one must advance and end inside `data`."""
     records: dict[str, str] = {}
     pos = 0
     while pos < len(data):
-        space = data.index(b" ", pos)
-        length = int(data[pos:space])
-        key, _, value = data[space + 1:pos + length - 1].partition(b"=")
-        records[key.decode()] = value.decode("utf-8", "surrogateescape")
-        pos += length
+        if not data[pos:].strip(b"\0"):  # zero padding after the last record
+            break
+        where = offset + pos
+        space = data.find(b" ", pos, pos + 21)
+        digits = data[pos:space] if space > pos else b""
+        length = int(digits) if digits.isdigit() else 0
+        end = pos + length
+        if length <= len(digits) + 1 or end > len(data) or data[end - 1:end] != b"\n":
+            raise TarFormatError(f"{path}: malformed PAX header record at byte {where}", where)
+        key, equals, value = data[space + 1:end - 1].partition(b"=")
+        try:
+            if not equals or not key:
+                raise UnicodeDecodeError("utf-8", key, 0, 0, "no key=value")
+            records[key.decode("utf-8")] = value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise TarFormatError(f"{path}: malformed PAX header record at byte {where} (not UTF-8 key=value)",
+                                 where) from None
+        pos = end
     return records
 
 
+def _pax_size(value: str, path: object, offset: int) -> int:
+    if not (value.isascii() and value.isdigit()):
+        raise TarFormatError(f"{path}: PAX size {value!r} at byte {offset} is not a non-negative integer", offset)
+    return int(value)
+
+
 def iter_tar(path: str | os.PathLike, view: memoryview) -> Iterator[TarMember]:
-    """Regular-file members of the tar held in `view`, in order."""
+    """Regular-file members of the tar held in `view`, in order.
+
+    Every step moves forward by at least one 512-byte header, and every size is checked
+    against the bytes left, so a hostile tar ends in a `TarFormatError`, never a loop.
+    """
     total = len(view)
     pos = 0
     pending_name: str | None = None
@@ -74,35 +103,44 @@ def iter_tar(path: str | os.PathLike, view: memoryview) -> Iterator[TarMember]:
             if len(tail) < 1024 or any(tail):
                 raise TarFormatError(f"{path}: truncated or corrupt tar at byte {pos}", pos)
             return
-        stored = _number(header[148:156], pos)
+        stored = _number(header[148:156], path, pos)
         if stored != sum(header[:148]) + 256 + sum(header[156:]):
             raise TarFormatError(f"{path}: truncated or corrupt tar at byte {pos} (bad header checksum)", pos)
-        name = _text(header[0:100])
+        name = _text(header[0:100], path, pos)
         if header[257:262] == b"ustar" and header[345:500].strip(b"\0"):
-            name = f"{_text(header[345:500])}/{name}"
-        size = _number(header[124:136], pos)
+            name = f"{_text(header[345:500], path, pos)}/{name}"
+        size = _number(header[124:136], path, pos)
         kind = header[156:157]
         data = pos + 512
-        end = data + size
         if kind in (b"x", b"g", b"L"):
-            if end > total:
-                raise TarFormatError(f"{path}: truncated tar, extended header at byte {data}", data)
+            _check_size(path, name, data, size, total)
+            end = data + size
             if kind == b"x":
-                records = _pax_records(bytes(view[data:end]))
+                records = _pax_records(bytes(view[data:end]), path, data)
                 pending_name = records.get("path", pending_name)
-                pending_size = int(records["size"]) if "size" in records else pending_size
+                if "size" in records:
+                    pending_size = _pax_size(records["size"], path, data)
             elif kind == b"L":
-                pending_name = _text(bytes(view[data:end]))
+                pending_name = _text(bytes(view[data:end]), path, data)
             pos = data + -(-size // 512) * 512
             continue
         if pending_name is not None:
             name, pending_name = pending_name, None
         if pending_size is not None:
             size, pending_size = pending_size, None
-            end = data + size
+        if kind in (b"0", b"\0", b"7") or size:  # other kinds (links, folders) may still carry data to skip
+            _check_size(path, name, data, size, total)
         if kind in (b"0", b"\0", b"7"):
             yield TarMember(name, data, size)
         pos = data + -(-size // 512) * 512
+
+
+def _check_size(path: object, name: str, data: int, size: int, total: int) -> None:
+    if size < 0:
+        raise TarFormatError(f"{path}: member {name!r} at byte {data} has a negative size ({size})", data)
+    if data + size > total:
+        raise TarFormatError(f"{path}: truncated tar, member {name!r} at byte {data} needs {size} bytes, "
+                             f"{total - data} are left", data)
 
 
 def map_file(path: str | os.PathLike) -> tuple[mmap.mmap | None, memoryview]:

@@ -128,9 +128,6 @@ class InterleavedWebdatasetReader:
                     if name.is_absolute() or ".." in name.parts:
                         self.unsafe_members.append(f"{path}:{member.name}")
                         continue
-                    if member.offset_data + member.size > len(view):
-                        raise InterleavedReadError(f"{path}: truncated tar, member {member.name!r} at byte "
-                                                   f"{member.offset_data} needs {member.size} bytes")
                     if member.size > self.max_member_bytes:
                         raise InterleavedReadError(f"{path}: member {member.name!r} is {member.size} bytes, over "
                                                    f"the {self.max_member_bytes}-byte limit (max_member_bytes)")
@@ -150,9 +147,12 @@ class InterleavedWebdatasetReader:
                 logger.warning("{}: no document: none of its {} members ends with {} (json_extensions)", path,
                                len(members), "/".join(self.json_extensions))
         finally:
-            view.release()
-            if mapped is not None:
-                mapped.close()
+            try:
+                view.release()
+                if mapped is not None:
+                    mapped.close()
+            except BufferError:  # a traceback still holds a slice of the map: the collector unmaps it
+                pass
         if self.unsafe_members:
             logger.warning("skipped {} tar members with absolute or '..' paths, e.g. {}", len(self.unsafe_members),
                            self.unsafe_members[0])
@@ -211,11 +211,12 @@ class InterleavedWebdatasetReader:
         path, where = tar.path, f"{tar.path}:{json_member.name}"
         raw = tar.read(json_member)
         try:
-            record = json.loads(raw)
+            record = json.loads(raw.decode("utf-8"))  # JSON text is UTF-8 (RFC 8259); no guessing at UTF-16
         except ValueError as exc:
-            raise InterleavedReadError(f"{where}: not JSON ({exc})") from None
+            raise InterleavedReadError(f"{_where(path, json_member)}: not JSON ({exc})") from None
         if not isinstance(record, dict):
-            raise InterleavedReadError(f"{where}: the JSON is a {type(record).__name__}, not an object")
+            raise InterleavedReadError(f"{_where(path, json_member)}: the JSON is a {type(record).__name__}, "
+                                       "not an object")
         if self.sample_id_field and record.get(self.sample_id_field) is None:
             raise InterleavedReadError(f"{where}: no {self.sample_id_field!r} field (sample_id_field)")
         sample_id = str(record[self.sample_id_field]) if self.sample_id_field else unescape_key(key)
@@ -302,7 +303,13 @@ class InterleavedWebdatasetReader:
         for path in self.paths:
             files.append(path)
             for tar, json_member, key in self._documents(path):
-                sample = self._sample_rows(tar, json_member, key)
+                try:
+                    sample = self._sample_rows(tar, json_member, key)
+                except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+                    if isinstance(exc, InterleavedReadError):
+                        raise
+                    raise InterleavedReadError(f"{_where(path, json_member)}: unusable sample "
+                                               f"({type(exc).__name__}: {exc})") from exc
                 rows.extend(sample)
                 held += sum(len(r.get("text_content") or "") + len(r.get("binary_content") or b"") for r in sample)
                 if self.max_batch_bytes is not None and held >= self.max_batch_bytes:
@@ -348,8 +355,12 @@ def _column(name: str, values: list) -> pa.Array:
         return pa.array([v if v is None or isinstance(v, str) else json.dumps(v) for v in values], pa.string())
 
 
-def _at(values: list, index: int) -> Any:
-    return values[index] if index < len(values) else None
+def _where(path: str, member: TarMember) -> str:
+    return f"{path}: member {member.name!r} at byte {member.offset_data}"
+
+
+def _at(values: Any, index: int) -> Any:
+    return values[index] if isinstance(values, list) and index < len(values) else None
 
 
 def _expand(paths: Any, suffixes: tuple[str, ...]) -> list[str]:

@@ -26,6 +26,7 @@ from stable_datasets.arrow.cells import (
     primitive_view,
 )
 from stable_datasets.arrow.tables import ordered_gather
+from stable_datasets.errors import CacheError
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
 
@@ -177,19 +178,49 @@ class _ColumnGather:
         return [views[b][lo:hi].tobytes() for b, lo, hi in bounds]
 
 
+def map_shard(path: Path, validate: bool = True) -> tuple[pa.Buffer, pa.Schema, list[pa.RecordBatch]]:
+    """(the mapped file, its schema, its non-empty record batches), each batch validated in full.
+
+    The readers here dereference offsets and lengths straight from the file (numpy views,
+    `take` over a virtual array), so a flipped byte in an offset would read outside the map and
+    crash the interpreter. `RecordBatch.validate(full=True)` checks every offset, length, child
+    size and UTF-8 string once, when the shard is first mapped; a row read then costs nothing
+    extra. A damaged shard raises `CacheError` naming the file.
+    """
+    try:
+        whole = pa.memory_map(str(path), "r").read_buffer()
+        reader = pa.ipc.open_file(whole)
+        batches = []
+        for i in range(reader.num_record_batches):
+            batch = reader.get_batch(i)
+            if validate:
+                batch.validate(full=True)
+            if batch.num_rows:
+                batches.append(batch)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise CacheError(f"{path}: corrupt Arrow shard ({type(exc).__name__}: {exc}); `stable-datasets verify` "
+                         "checks every shard, download_mode='force_rebuild' builds the cache again") from None
+    return whole, reader.schema, batches
+
+
+#: validate every record batch on first open (see map_shard); off only to measure what it costs.
+VALIDATE_ON_OPEN = True
+
+
 class Backend(LayoutBackend):
     def _open(self) -> None:
         self._batches: list[pa.RecordBatch] = []
         self._schema: pa.Schema | None = None
         self._shards: list[_ShardGather] = []
         for shard in self.metadata.shards:
-            whole = pa.memory_map(str(self.directory / shard.path), "r").read_buffer()
-            reader = pa.ipc.open_file(whole)
-            self._schema = self._schema or reader.schema
-            batches = [b for b in (reader.get_batch(i) for i in range(reader.num_record_batches)) if b.num_rows]
+            whole, schema, batches = map_shard(self.directory / shard.path, VALIDATE_ON_OPEN)
+            if self._schema is not None and not schema.equals(self._schema):
+                raise CacheError(f"{self.directory / shard.path}: corrupt Arrow shard (its schema differs from "
+                                 "the first shard's)")
+            self._schema = self._schema or schema
             self.check_rows(self.directory / shard.path, sum(b.num_rows for b in batches), shard.num_rows)
             self._batches.extend(batches)
-            self._shards.append(_ShardGather(whole, batches, reader.schema))
+            self._shards.append(_ShardGather(whole, batches, schema))
         sizes = [b.num_rows for b in self._batches]
         self._starts: list[int] = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
         self._shard_starts = np.cumsum([0] + [int(s.starts[-1]) for s in self._shards]).astype(np.int64)

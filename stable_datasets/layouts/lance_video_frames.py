@@ -38,6 +38,7 @@ from stable_datasets.features.sequence import Sequence
 from stable_datasets.features.value import Value
 from stable_datasets.features.video import VideoRef, VideoWindow, resize_frame
 from stable_datasets.layouts import frames_video_column, lance_rows
+from stable_datasets.layouts.arrow_shards import map_shard
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
 from stable_datasets.layouts.lance_access import RowTaker, open_lance
 
@@ -316,8 +317,8 @@ class Backend(TableBackend):
         self._frame_rows = RowTaker(self._frames)
         self.check_rows(self.directory / lance_rows.DATASET_DIR, self._frames.count_rows(),
                         sum(v["frames"] for v in self.metadata.extra["videos"]), "frames")
-        with pa.memory_map(str(self.directory / VIDEOS_FILE)) as source:
-            videos = pa.ipc.open_file(source).read_all()
+        _, schema, batches = map_shard(self.directory / VIDEOS_FILE)  # validated: a flipped offset raises
+        videos = pa.Table.from_batches(batches, schema=schema)
         self.check_rows(self.directory / VIDEOS_FILE, videos.num_rows, len(self.metadata.extra["videos"]), "videos")
         stored = Features.from_dict(self.metadata.features)
         column = self.metadata.extra["video_column"]

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from stable_datasets.arrow.cells import CellGetter, cell_getter
 from stable_datasets.arrow.tables import ordered_gather
+from stable_datasets.errors import CacheError
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
 
@@ -240,14 +241,22 @@ class ParquetRowGroups:
             self.hits += 1
             return cached
         self.misses += 1
-        f, g = int(self._group_file[index]), int(self._group_index[index])
-        table = self._file(f).read_row_group(g, columns=self.columns)
-        batch = table.combine_chunks().to_batches()[0] if table.num_rows else self.schema.empty_table()
+        batch = self._read(index)
         getters = [cell_getter(batch.column(j)) for j in range(batch.num_columns)]
         self._cache[index] = (batch, getters)
         if len(self._cache) > self.capacity:
             self._cache.popitem(last=False)
         return batch, getters
+
+    def _read(self, index: int) -> pa.RecordBatch:
+        """Decode row group `index`; a damaged file (bad page, bad compression) raises CacheError."""
+        f, g = int(self._group_file[index]), int(self._group_index[index])
+        try:
+            table = self._file(f).read_row_group(g, columns=self.columns)
+        except (pa.ArrowException, OSError) as exc:
+            raise CacheError(f"{self.paths[f]}: row group {g} cannot be decoded ({type(exc).__name__}: {exc}); "
+                             "the file is damaged") from None
+        return table.combine_chunks().to_batches()[0] if table.num_rows else self.schema.empty_table()
 
     def locate(self, row: int) -> tuple[int, int]:
         g = bisect.bisect_right(self._starts_list, row) - 1
@@ -268,8 +277,7 @@ class ParquetRowGroups:
         while start < stop and g < len(self._group_file):
             lo = start - self._starts_list[g]
             hi = min(stop, self._starts_list[g + 1]) - self._starts_list[g]
-            f, group = int(self._group_file[g]), int(self._group_index[g])
-            batch = self._file(f).read_row_group(group, columns=self.columns).combine_chunks().to_batches()[0]
+            batch = self._read(g)
             for off in range(lo, hi, batch_rows):
                 yield batch.slice(off, min(batch_rows, hi - off))
             start = self._starts_list[g + 1]

@@ -203,6 +203,10 @@ def run_ray(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], runner: Jo
                 for other in pending:
                     with contextlib.suppress(Exception):
                         ray.cancel(other, force=True)
+                # wait until they are gone: a task still running could write into a staging folder
+                # that the build is about to remove
+                with contextlib.suppress(Exception):
+                    ray.wait(pending, num_returns=len(pending), timeout=120)
                 raise  # an instance of the task's own exception class too (ExampleError, ...)
             except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                     ray.exceptions.ObjectLostError) as exc:

@@ -1,0 +1,382 @@
+"""Random byte corruptions of every layout's files and of interleaved tars: a corrupt file must
+raise, never crash the interpreter or hang.
+
+    python tests/stress/fuzz_corruption.py --cases 2000 [--seed 0] [--results benchmarks/RESULTS.md]
+
+Caches of each layout (Arrow shards, Parquet shards, Lance rows, Lance video frames) hold rows
+with strings, lists, nested lists of strings, fixed-shape arrays and images, over several shards
+and record batches; the tars hold JSON, PNG and long (PAX) member names. Each case overwrites
+one to four random bytes of one file (every file of the cache except `_metadata.json`, half of
+the positions drawn within 4 KiB of either end where headers and footers live), then a forked
+child opens the cache and reads every row several ways (one at a time, a batch of rows, an
+Arrow `take`, a streamed pass). The parent restores the file and classifies the child:
+ok (the damage was in bytes nobody checks, e.g. inside a PNG's pixels), an error we raise, another
+Python exception, a crash (killed by a signal) or a hang (no exit within the timeout).
+The suite runs a few hundred cases (tests/test_fuzz_corruption.py); this script does thousands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+
+import numpy as np
+
+import stable_datasets as sds
+
+OUTCOMES = ("ok", "our error", "other exception", "crash", "hang")
+EXIT_CODES = {0: "ok", 10: "our error", 11: "other exception"}
+LAYOUTS = {"arrow": "arrow_shards", "parquet": "parquet_shards", "lance": "lance_rows"}
+
+
+# -- the data --------------------------------------------------------------------------------
+class FuzzRows(sds.GeneratorBasedBuilder):
+    """Every kind of column the readers dereference: offsets (strings, lists, lists of strings),
+    fixed-size arrays, structs and encoded images."""
+
+    VERSION = sds.Version("1.0.0")
+
+    def _info(self) -> sds.DatasetInfo:
+        return sds.DatasetInfo(features=sds.Features({
+            "text": sds.Value("string"), "tokens": sds.Sequence(sds.Value("int32")),
+            "tags": sds.Sequence(sds.Value("string")), "matrix": sds.Array2D((2, 3), "float32"),
+            "image": sds.Image(), "label": sds.ClassLabel(names=["a", "b", "c"]),
+            "meta": {"score": sds.Value("float64"), "name": sds.Value("string")},
+        }))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {})]
+
+    def _generate_examples(self):
+        rng = np.random.default_rng(0)
+        for i in range(240):
+            yield i, {"text": f"row {i} " + "é" * (i % 7), "tokens": list(range(i % 11)),
+                      "tags": [f"t{j}" for j in range(i % 4)], "matrix": np.full((2, 3), i, np.float32),
+                      "image": rng.integers(0, 255, (4 + i % 5, 5, 3), dtype=np.uint8),
+                      "label": i % 3, "meta": {"score": i / 7, "name": f"n{i}"}}
+
+
+def _tars(root: Path) -> list[Path]:
+    import io
+    import tarfile
+
+    import cv2
+    import numpy as np
+
+    from stable_datasets.interleaved.tar_format import TarWriter
+
+    png = cv2.imencode(".png", np.arange(48, dtype=np.uint8).reshape(4, 4, 3))[1].tobytes()
+    plain = root / "plain.tar"
+    writer = TarWriter(open(plain, "wb"))  # noqa: SIM115 - closed by TarWriter.close
+    for i in range(6):
+        key = f"doc{i}" if i % 2 else "deep/" * 25 + f"doc{i}"  # names over 100 bytes get PAX records
+        writer.add(f"{key}.json", json.dumps({"texts": [f"hello {i}", None], "images": [None, f"{key}.0.png"],
+                                              "url": f"u{i}"}).encode())
+        writer.add(f"{key}.0.png", png)
+    writer.close()
+    pax = root / "pax.tar"  # written by Python's tarfile: PAX headers with mtime/uid records
+    with tarfile.open(pax, "w", format=tarfile.PAX_FORMAT) as tar:
+        for i in range(4):
+            for name, data in ((f"s{i}.json", json.dumps({"texts": ["x"] * 2, "images": [None, None]}).encode()),
+                               (f"s{i}.png", png)):
+                info = tarfile.TarInfo(name)
+                info.size, info.pax_headers = len(data), {"comment": "é" * (i + 1)}
+                tar.addfile(info, io.BytesIO(data))
+    return [plain, pax]
+
+
+def build_targets(root: Path) -> dict[str, Path]:
+    """{kind: a cache directory, or a tar file} to corrupt."""
+    os.environ.setdefault("STABLE_DATASETS_DISABLE_PROGRESS", "1")
+    from loguru import logger
+
+    import stable_datasets as sds
+
+    logger.disable("stable_datasets")
+    builder = FuzzRows
+    shard_options = {"arrow": {"max_shard_size": 8 << 10}, "parquet": {"max_shard_size": 8 << 10},
+                     "lance": {"max_rows_per_file": 80}}
+    targets = {kind: sds.load_dataset(builder, split="train", storage_format=kind, cache_dir=root,
+                                      layout_options=options).cache_dirs[0]
+               for kind, options in shard_options.items()}
+    targets["video frames"] = sds.load_dataset("moving_digits", name="frames", split="train", cache_dir=root,
+                                               train_videos=3, test_videos=1, num_frames=6).cache_dirs[0]
+    tars = _tars(root)
+    targets["tar"], targets["tar (PAX)"] = tars
+    return {k: Path(v) for k, v in targets.items()}
+
+
+# -- one case, in a forked child ---------------------------------------------------------------
+def read_everything(kind: str, target: Path) -> None:
+    import numpy as np
+
+    from stable_datasets.interleaved import InterleavedWebdatasetReader
+
+    if kind.startswith("tar"):
+        InterleavedWebdatasetReader(target, materialize_on_read=True).read()
+        return
+    from stable_datasets import open_cache
+
+    ds = open_cache(target)
+    n = len(ds)
+    for i in range(0, n, 1 if kind in ("arrow", "parquet") else 9):  # a Lance row is a Rust call: every 9th
+        ds[i]
+    everything = list(range(n))
+    ds.__getitems__(everything[::-1])
+    ds[np.arange(n)[::3]]
+    ds.with_format("arrow")[everything[::-2]]
+    for _ in ds.iter(batch_size=64):
+        pass
+
+
+def _child(kind: str, target: Path) -> int:
+    from stable_datasets.errors import StableDatasetsError
+
+    try:
+        read_everything(kind, target)
+    except StableDatasetsError:
+        return 10
+    except Exception as exc:
+        sys.stderr.write(f"{type(exc).__name__}: {str(exc)[:300]}\n")
+        return 11
+    return 0
+
+
+def run_case(kind: str, target: Path, timeout: float) -> tuple[str, str]:
+    """Fork, read, classify. Returns (outcome, detail)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: silence, read, report through the exit code
+        os.close(read_fd)
+        os.dup2(write_fd, 2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        code = 12
+        try:
+            code = _child(kind, target)
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(read_fd)
+            return "hang", f"no exit after {timeout:.0f}s"
+        time.sleep(0.002)
+    detail = os.read(read_fd, 4096).decode("utf-8", "replace").strip()
+    os.close(read_fd)
+    if os.WIFSIGNALED(status):
+        return "crash", f"signal {signal.Signals(os.WTERMSIG(status)).name}"
+    return EXIT_CODES.get(os.WEXITSTATUS(status), "other exception"), detail
+
+
+def _files(kind: str, target: Path) -> list[Path]:
+    if target.is_file():
+        return [target]
+    return sorted(p for p in target.rglob("*") if p.is_file() and p.name != "_metadata.json")
+
+
+def corrupt(rng: random.Random, data: bytes) -> bytes:
+    """One to four bytes overwritten; half the time near either end (headers, footers)."""
+    damaged = bytearray(data)
+    for _ in range(rng.choice((1, 1, 1, 2, 4))):
+        if rng.random() < 0.5:
+            edge = min(4096, len(data))
+            position = rng.randrange(edge) if rng.random() < 0.5 else len(data) - 1 - rng.randrange(edge)
+        else:
+            position = rng.randrange(len(data))
+        new = rng.randrange(256)
+        damaged[position] = new if new != data[position] else new ^ 0xFF
+    return bytes(damaged)
+
+
+def fuzz(targets: dict[str, Path], cases: int, seed: int, timeout: float = 30.0) -> dict[str, dict]:
+    """`cases` corruptions per kind; {kind: {"tried", outcome counts, "examples": first details}}."""
+    import stable_datasets.load  # noqa: F401 - imported once here so every forked child starts warm
+    from stable_datasets.interleaved import InterleavedWebdatasetReader  # noqa: F401
+
+    rng = random.Random(seed)
+    results = {}
+    for kind, target in targets.items():
+        assert run_case(kind, target, timeout)[0] == "ok", f"{kind}: the clean copy must read"
+        files = _files(kind, target)
+        counts: Counter = Counter()
+        examples: dict[str, list[str]] = {}
+        started = time.monotonic()
+        for _ in range(cases):
+            path = rng.choice(files)
+            original = path.read_bytes()
+            if not original:
+                continue
+            path.write_bytes(corrupt(rng, original))
+            try:
+                outcome, detail = run_case(kind, target, timeout)
+            finally:
+                path.write_bytes(original)
+            counts[outcome] += 1
+            if outcome not in ("ok", "our error") and len(examples.setdefault(outcome, [])) < 5:
+                examples[outcome].append(f"{path.relative_to(target.parent)}: {detail}")
+        results[kind] = {"tried": sum(counts.values()), **{o: counts[o] for o in OUTCOMES}, "examples": examples,
+                         "seconds": round(time.monotonic() - started, 1)}
+    return results
+
+
+def validation_cost(gigabytes: float = 1.0) -> dict[str, float]:
+    """The one-time cost of validating an Arrow cache of about `gigabytes` when it is first opened,
+    against opening it unvalidated and against hashing it (the other way to trust a file), and
+    `ds[i]` with and without validation (it happens in `_open`, so `ds[i]` should not change).
+
+    The rows mix what training data holds: an encoded image (binary, ~3 KiB), a caption (UTF-8
+    text, ~300 bytes, the costly part: every byte is checked), tokens (list<int32>) and a label.
+    """
+    import hashlib
+    import shutil
+
+    import pyarrow as pa
+
+    from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
+    from stable_datasets.cache.publish import file_sha256
+    from stable_datasets.layouts import arrow_shards
+
+    root = Path(tempfile.mkdtemp(prefix="validate-"))
+    features = sds.Features({"image": sds.Value("binary"), "caption": sds.Value("string"),
+                             "tokens": sds.Sequence(sds.Value("int32")), "label": sds.Value("int64")})
+    rng = np.random.default_rng(0)
+    words = np.array(["the", "a", "photo", "of", "über", "naïve", "café", "dog", "on", "grass", "日本"])
+    target, shard_bytes, rows_per_batch = int(gigabytes * (1 << 30)), 512 << 20, 1000
+    shards, rows, written = [], 0, 0
+    while written < target:
+        path = root / f"shard-{len(shards):05d}.arrow"
+        shard_rows = 0
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, features.arrow_schema) as writer:
+            while sink.tell() < shard_bytes and written + sink.tell() < target:
+                n = rows_per_batch
+                images = [rng.bytes(int(k)) for k in rng.integers(2000, 4000, n)]
+                captions = [" ".join(rng.choice(words, int(k))) for k in rng.integers(20, 80, n)]
+                tokens = [np.arange(int(k), dtype=np.int32) for k in rng.integers(50, 300, n)]
+                writer.write_batch(pa.RecordBatch.from_arrays(
+                    [pa.array(images, pa.binary()), pa.array(captions), pa.array(tokens, pa.list_(pa.int32())),
+                     pa.array(np.arange(rows + shard_rows, rows + shard_rows + n))], schema=features.arrow_schema))
+                shard_rows += n
+        size = path.stat().st_size
+        shards.append(ShardInfo(path=path.name, num_rows=shard_rows, num_bytes=size, sha256=file_sha256(path)))
+        rows, written = rows + shard_rows, written + size
+    CacheMetadata(layout="arrow_shards", features=features.to_dict(), num_rows=rows, shards=shards,
+                  fingerprint="bench", split="train").write(root)
+    gib = written / (1 << 30)
+    for s in shards:  # warm the page cache: we measure validation, not the disk
+        (root / s.path).read_bytes()
+
+    def best_of(runs: int, fn) -> float:
+        best = float("inf")
+        for _ in range(runs):
+            started = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - started)
+        return best
+
+    def open_seconds(validate: bool) -> float:
+        arrow_shards.VALIDATE_ON_OPEN = validate
+        return best_of(3, lambda: sds.open_cache(root)._backends[0].ensure_open())
+
+    def hash_all() -> None:
+        for s in shards:
+            hashlib.sha256((root / s.path).read_bytes()).digest()
+
+    def row_seconds(validate: bool, runs: int = 3, rows_read: int = 200_000) -> float:
+        arrow_shards.VALIDATE_ON_OPEN = validate
+        ds = sds.open_cache(root)
+        ds[0]
+        picks = np.random.default_rng(1).integers(0, rows, rows_read).tolist()
+
+        def read() -> None:
+            for i in picks:
+                ds[i]
+
+        return best_of(runs, read) / len(picks)
+
+    try:
+        plain, checked = open_seconds(False), open_seconds(True)
+        hashed = best_of(1, hash_all)
+        before, after = row_seconds(False), row_seconds(True)
+        alternating: dict[bool, list[float]] = {False: [], True: []}
+        for rep in range(6):  # A/B/B/A... so a change in the machine's load hits both sides
+            for validate in ((True, False) if rep % 2 else (False, True)):
+                alternating[validate].append(round(row_seconds(validate, runs=1, rows_read=100_000) * 1e6, 1))
+    finally:
+        arrow_shards.VALIDATE_ON_OPEN = True
+        shutil.rmtree(root, ignore_errors=True)
+    return {"gib": round(gib, 3), "rows": rows, "shards": len(shards), "open_ms_unvalidated": round(plain * 1e3, 1),
+            "open_ms_validated": round(checked * 1e3, 1),
+            "validation_ms_per_gib": round((checked - plain) * 1e3 / gib, 1),
+            "sha256_ms_per_gib": round(hashed * 1e3 / gib, 1),
+            "row_us_unvalidated": round(before * 1e6, 2), "row_us_validated": round(after * 1e6, 2),
+            "row_us_alternating_unvalidated": sorted(alternating[False]),
+            "row_us_alternating_validated": sorted(alternating[True])}
+
+
+def table(results: dict[str, dict]) -> str:
+    lines = ["| layout | corruptions tried | read fine (damage unread) | our error | other exception | crashes "
+             "| hangs |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for kind, r in results.items():
+        lines.append(f"| {kind} | {r['tried']} | {r['ok']} | {r['our error']} | {r['other exception']} | "
+                     f"{r['crash']} | {r['hang']} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", type=int, default=2000, help="corruptions per layout")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds before a case counts as a hang")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument("--kinds", nargs="*", help="only these kinds (arrow, parquet, lance, 'video frames', tar)")
+    parser.add_argument("--cost-gb", type=float, default=0.0, help="also measure validation cost on this many GB")
+    args = parser.parse_args()
+    root = Path(tempfile.mkdtemp(prefix="fuzz-"))
+    # build in a fresh process: the parent must not start thread pools before it forks children
+    listing = subprocess.run([sys.executable, __file__, "--build-only", str(root)], capture_output=True, text=True)
+    if listing.returncode:
+        sys.exit(f"building the caches failed:\n{listing.stderr}")
+    targets = {k: Path(v) for k, v in json.loads(listing.stdout.strip().splitlines()[-1]).items()
+               if not args.kinds or k in args.kinds}
+    started = time.monotonic()
+    results = fuzz(targets, args.cases, args.seed, args.timeout)
+    elapsed = time.monotonic() - started
+    cost = validation_cost(args.cost_gb) if args.cost_gb else None
+    if args.json:
+        print(json.dumps({"results": results, "seconds": elapsed, "validation": cost}))
+    else:
+        print(table(results))
+        print(f"\n{sum(r['tried'] for r in results.values())} cases in {elapsed:.0f}s")
+        for kind, r in results.items():
+            for outcome, examples in r["examples"].items():
+                print(f"{kind} {outcome}:", *examples, sep="\n    ")
+        if cost:
+            print(json.dumps(cost, indent=1))
+    if any(r["crash"] or r["hang"] for r in results.values()):
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--build-only":
+        print(json.dumps({k: str(v) for k, v in build_targets(Path(sys.argv[2])).items()}))
+    else:
+        main()
