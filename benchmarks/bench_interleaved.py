@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))  # tests.fixtures: the MINT-style shard generator
 from common import print_table, quiet, work_dir
 
 
@@ -49,7 +50,7 @@ def main() -> None:
         InterleavedWebdatasetReader,
         InterleavedWebdatasetWriter,
     )
-    from stable_datasets.interleaved.mint_shards import write_mint_shards
+    from tests.fixtures.mint_shards import write_mint_shards
 
     work = work_dir("bench-interleaved-")
     rows = []

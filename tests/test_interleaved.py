@@ -32,7 +32,7 @@ from stable_datasets.interleaved import (
     split_member,
     unescape_key,
 )
-from stable_datasets.interleaved.mint_shards import write_mint_shards
+from tests.fixtures.mint_shards import write_mint_shards
 
 
 @pytest.fixture

@@ -212,7 +212,7 @@ def test_python_docs_sft_with_num_proc(cache_root):
 
 
 def test_interleaved_builder_with_num_proc(tmp_path):
-    from stable_datasets.interleaved.mint_shards import write_mint_shards
+    from tests.fixtures.mint_shards import write_mint_shards
 
     shards = write_mint_shards(tmp_path / "tars", num_samples=30, samples_per_shard=8, tiff_every=10)
     data_files = str(shards[0].parent / "*.tar")

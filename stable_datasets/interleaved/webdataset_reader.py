@@ -215,8 +215,7 @@ class InterleavedWebdatasetReader:
         except ValueError as exc:
             raise InterleavedReadError(f"{_where(path, json_member)}: not JSON ({exc})") from None
         if not isinstance(record, dict):
-            raise InterleavedReadError(f"{_where(path, json_member)}: the JSON is a {type(record).__name__}, "
-                                       "not an object")
+            raise InterleavedReadError(f"{_where(path, json_member)}: not a JSON object ({type(record).__name__})")
         if self.sample_id_field and record.get(self.sample_id_field) is None:
             raise InterleavedReadError(f"{where}: no {self.sample_id_field!r} field (sample_id_field)")
         sample_id = str(record[self.sample_id_field]) if self.sample_id_field else unescape_key(key)
