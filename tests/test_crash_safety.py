@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import random
 import subprocess
@@ -107,3 +108,19 @@ def test_verify_reports_every_injected_corruption(tmp_path):
     for name, directory in build_caches(tmp_path / "caches").items():
         detected, injected, misses = sweep(directory)
         assert injected >= 4 and detected == injected, (name, misses)
+
+
+def test_killed_lance_build_resumes_from_its_journaled_fragments(toy_builder, cache_root):
+    options = {"batch_rows": 50, "max_rows_per_file": 300}
+    died = _build_in_subprocess(toy_builder, cache_root, 2000, {"TOY_KILL_AT": "1500"}, "lance", options)
+    assert died.returncode == -9
+    part = next(cache_root.rglob(".staging-train")) / ".part-00000"
+    journal = [json.loads(line) for line in (part / "_journal.jsonl").read_text().splitlines()]
+    assert len(journal) >= 3 and all(entry["note"]["fragment"]["physical_rows"] == 300 for entry in journal)
+    first = part / journal[0]["path"]
+    inode = first.stat().st_ino
+    resumed = sds.load_dataset(str(toy_builder), split="train", rows=2000, storage_format="lance",
+                               layout_options=options)
+    assert (resumed.cache_dirs[0] / journal[0]["path"]).stat().st_ino == inode  # kept, not rewritten
+    assert resumed["id"] == list(range(2000))
+    assert verify_cache(resumed.cache_dirs[0]) == []
