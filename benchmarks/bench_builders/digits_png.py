@@ -15,7 +15,8 @@ import stable_datasets as sds
 CHUNKS = 16
 
 
-def generate(chunks: list[int], examples: int):
+def generate(chunks: list[int], examples: int, library_encodes: bool = False):
+    """Examples with PNG bytes, or (library_encodes) with the uint8 array for the library to encode."""
     from sklearn.datasets import load_digits
 
     digits = load_digits()
@@ -25,13 +26,18 @@ def generate(chunks: list[int], examples: int):
         for n in range(bounds[chunk], bounds[chunk + 1]):
             big = cv2.resize(images[n % len(images)], (96, 96), interpolation=cv2.INTER_CUBIC)
             turn = cv2.getRotationMatrix2D((48, 48), (n * 7) % 31 - 15, 1.0)
-            _, png = cv2.imencode(".png", cv2.warpAffine(big, turn, (96, 96)), [cv2.IMWRITE_PNG_COMPRESSION, 9])
+            turned = cv2.warpAffine(big, turn, (96, 96))
+            if library_encodes:
+                yield n, {"image": turned, "label": int(digits.target[n % len(images)])}
+                continue
+            _, png = cv2.imencode(".png", turned, [cv2.IMWRITE_PNG_COMPRESSION, 9])
             yield n, {"image": png.tobytes(), "label": int(digits.target[n % len(images)])}
 
 
 @dataclass
 class DigitsPngConfig(sds.BuilderConfig):
     examples: int = 20000
+    library_encodes: bool = False
 
 
 class DigitsPng(sds.GeneratorBasedBuilder):
@@ -42,7 +48,8 @@ class DigitsPng(sds.GeneratorBasedBuilder):
             "image": sds.Image(), "label": sds.ClassLabel(names=[str(d) for d in range(10)])}))
 
     def _split_generators(self, dl_manager):
-        return [sds.SplitGenerator("train", {"chunks": list(range(CHUNKS)), "examples": self.config.examples})]
+        return [sds.SplitGenerator("train", {"chunks": list(range(CHUNKS)), "examples": self.config.examples,
+                                             "library_encodes": self.config.library_encodes})]
 
-    def _generate_examples(self, chunks, examples):
-        yield from generate(chunks, examples)
+    def _generate_examples(self, chunks, examples, library_encodes):
+        yield from generate(chunks, examples, library_encodes)
