@@ -283,3 +283,24 @@ def test_an_exception_that_does_not_pickle_still_reaches_the_parent(parts_builde
     ds = sds.load_dataset(str(parts_builder), split="train")
     with pytest.raises(StableDatasetsError, match=r"(?s)failed in its worker.*Picky: part/4"):
         ds.map(explode, num_proc=2)
+
+
+@pytest.mark.timeout(60)
+def test_a_part_killed_inside_the_progress_lock_does_not_hang_the_parent():
+    """A part dies (SIGKILL) while holding tqdm's lock; the parent must still report it, not wait forever."""
+    import signal
+
+    import tqdm
+
+    from stable_datasets.write.engines import run_forked
+
+    tqdm.tqdm.get_lock()  # made before the fork, as after any earlier progress bar: its semaphore is shared
+
+    def die_holding_the_lock():
+        with tqdm.tqdm.get_lock():
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    with pytest.raises(WorkerDiedError, match="killed by SIGKILL"):
+        run_forked(die_holding_the_lock, [(), ()], 2)
+    with tqdm.tqdm(range(3), disable=True) as bar:  # would block forever if the lock were still held
+        assert list(bar) == [0, 1, 2]

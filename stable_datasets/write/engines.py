@@ -17,6 +17,7 @@ import signal
 import site
 import sys
 import sysconfig
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -78,7 +79,19 @@ class JobRunner:
 
 
 # -- forked processes ------------------------------------------------------------------------
+def _private_progress_lock() -> None:
+    """tqdm's lock holds a semaphore shared with the parent across fork: a part killed while
+    holding it (OOM, SIGKILL) would leave the parent waiting for it forever. Parts use their own."""
+    import tqdm
+    import tqdm.auto
+
+    lock = threading.RLock()
+    tqdm.tqdm.set_lock(lock)
+    tqdm.auto.tqdm.set_lock(lock)
+
+
 def _child(fn: Callable[..., Any], args: tuple[Any, ...], conn: multiprocessing.connection.Connection) -> None:
+    _private_progress_lock()
     try:
         result: tuple[Any, ...] = ("ok", fn(*args))
     except BaseException as exc:  # reported to the parent, which raises it
