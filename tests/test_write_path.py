@@ -114,10 +114,11 @@ def test_nested_path_videos_restart_instead_of_resuming(write_builder):
     """)
     builder = sds.load_builder(str(path))
     options = builder.layout_options("arrow")
-    plan = builder._write_plan("train", builder.cache_dir("arrow", options) / "train", "arrow", options, "fp")
+    plan = builder._write_plan("train", builder.cache_dir("arrow", options) / "train", "arrow", options, "fp", {})
     assert plan.resumable is False
     toy = sds.load_builder(str(write_builder("parts", PARTS_BUILDER.replace("KEY", "(part, i)"))))
-    assert toy._write_plan("train", toy.cache_dir() / "train", "arrow", toy.layout_options("arrow"), "fp").resumable
+    assert toy._write_plan("train", toy.cache_dir() / "train", "arrow", toy.layout_options("arrow"), "fp",
+                           {}).resumable
 
 
 def test_engine_and_num_proc_are_checked(parts_builder):

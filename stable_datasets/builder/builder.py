@@ -32,8 +32,8 @@ from stable_datasets.cache.paths import cache_root, downloads_dir, fingerprint_d
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import CacheError, StableDatasetsError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
-from stable_datasets.features.features import Features, walk_features
-from stable_datasets.features.video import Video
+from stable_datasets.features.features import Features
+from stable_datasets.features.video import has_path_videos
 from stable_datasets.layouts import layout_for, layout_module
 from stable_datasets.layouts.base import require_positive_ints
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
@@ -197,8 +197,10 @@ class DatasetBuilder:
 
     def cache_dir(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> Path:
         """The fingerprint directory; each split is a published folder inside it."""
-        return fingerprint_dir(self.cache_root, self.builder_name(), self.config.name, str(self.version),
-                               self.fingerprint(storage_format, layout_options))
+        return self._dir_for(self.fingerprint(storage_format, layout_options))
+
+    def _dir_for(self, fp: str) -> Path:
+        return fingerprint_dir(self.cache_root, self.builder_name(), self.config.name, str(self.version), fp)
 
     # -- building ------------------------------------------------------------------------
     def split_names(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None,
@@ -262,8 +264,9 @@ class DatasetBuilder:
             raise ValueError(f"verification_mode must be one of {VERIFICATION_MODES}, got {verification_mode!r}")
         runner = JobRunner(engine=engine, num_proc=num_proc, ray_address=ray_address)
         options = self.layout_options(storage_format, layout_options)
-        fp = self.fingerprint(storage_format, options)
-        base = self.cache_dir(storage_format, options)
+        inputs = self.fingerprint_inputs(storage_format, options)  # once: it stats every input file
+        fp = fingerprint(inputs)
+        base = self._dir_for(fp)
         force = download_mode != "reuse_dataset_if_exists"
         dl_manager = self._download_manager(download_mode, verification_mode)
         generators: dict[str, SplitGenerator] | None = None
@@ -289,21 +292,19 @@ class DatasetBuilder:
                                  f"splits are {sorted(all_generators())}")
             with exclusive_lock(base / f".{split_folder_name(split)}.lock", timeout=lock_timeout, soft=soft_lock):
                 if force or not self._valid_cache(directory, fp):
-                    plan = self._write_plan(split, directory, storage_format, options, fp)
+                    plan = self._write_plan(split, directory, storage_format, options, fp, inputs)
                     write_split(plan, BuilderSource(self, all_generators()[split]), runner)
             result[split] = directory
         return result
 
     def _write_plan(self, split: str, directory: Path, storage_format: str, options: dict[str, Any],
-                    fp: str) -> WritePlan:
-        layout = self.layout_name(storage_format)
+                    fp: str, inputs: dict[str, Any]) -> WritePlan:
         # Path-stored videos register media files as they encode, so a part restarts instead of resuming.
-        path_videos = any(isinstance(f, Video) and f.storage == "path" for f in walk_features(self.features))
         return WritePlan(
-            target=directory, layout=layout, options=options, fingerprint=fp,
-            fingerprint_inputs=self.fingerprint_inputs(storage_format, options), builder_name=self.builder_name(),
-            config_name=self.config.name, version=str(self.version), split=split, info=self.info.to_dict(),
-            features=self.features, resumable=not path_videos, media_root=directory.parent)
+            target=directory, layout=self.layout_name(storage_format), options=options, fingerprint=fp,
+            fingerprint_inputs=inputs, builder_name=self.builder_name(), config_name=self.config.name,
+            version=str(self.version), split=split, info=self.info.to_dict(), features=self.features,
+            resumable=not has_path_videos(self.features), media_root=directory.parent)
 
     def _plan_split(self, generator: SplitGenerator, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         """Hook: a split's jobs, one per part; by default its gen_kwargs' lists divided in order.

@@ -31,6 +31,7 @@ from stable_datasets.cache.media import MediaStore, current_media_store
 from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.base import FeatureType, describe
+from stable_datasets.features.features import walk_features
 from stable_datasets.features.image import READ_RGB
 
 STORAGES = ("path", "bytes", "frames")
@@ -416,12 +417,6 @@ def _building_store(field: str) -> MediaStore:
     if store is None:
         raise EncodingError(field, "Video(storage='path') can only be encoded while building a cache")
     return store
-
-
-def walk_features(feature: Any) -> Iterator[FeatureType]:
-    from stable_datasets.features.features import walk_features as walk
-
-    return walk(feature)
 
 
 def bind_videos(features: Any, decode_config: VideoDecodeConfig | None) -> Any:
