@@ -290,6 +290,17 @@ class Backend(TableBackend):
         self.ensure_open()
         return self._dataset.count_rows(), self.metadata.num_rows
 
+    def block_bounds(self) -> np.ndarray:
+        """Fragments, cut every `max_rows_per_group` rows (the unit Lance writes its pages in)."""
+        self.ensure_open()
+        group = int(self.metadata.layout_options.get("max_rows_per_group", DEFAULT_OPTIONS["max_rows_per_group"]))
+        fragments = self._dataset.get_fragments() if hasattr(self._dataset, "get_fragments") else []
+        sizes = [f.metadata.physical_rows or 0 for f in fragments]
+        starts = np.cumsum([0, *sizes])[:-1] if sum(sizes) == self.num_rows else np.zeros(1, np.int64)
+        cuts = np.concatenate([np.arange(lo, hi, group) for lo, hi in zip(starts, [*starts[1:], self.num_rows])]
+                              or [np.zeros(1, np.int64)])
+        return np.unique(np.append(cuts, self.num_rows)).astype(np.int64)
+
     def take(self, indices: np.ndarray) -> pa.Table:
         self.ensure_open()
         if not len(indices):

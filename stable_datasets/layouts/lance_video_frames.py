@@ -345,6 +345,12 @@ class Backend(TableBackend):
                 [], type=others.schema.field(name).type)
         return pa.Table.from_pydict(columns, schema=self._schema)
 
+    def block_bounds(self) -> np.ndarray:
+        """The windows of one video are a block (their frames are stored together)."""
+        video = self._win[:, 0]
+        cuts = np.flatnonzero(video[1:] != video[:-1]) + 1
+        return np.concatenate([[0], cuts, [len(video)]] if len(video) else [[0]]).astype(np.int64)
+
     def stored_row_counts(self) -> tuple[int, int]:
         """Rows are windows; what is stored and recorded is frames (checked again on open)."""
         self.ensure_open()
