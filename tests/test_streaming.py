@@ -320,3 +320,13 @@ print("ok")
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_video_frame_windows_stream_a_video_at_a_time():
+    ds = sds.load_dataset("moving_digits", name="frames", split="train", train_videos=6, test_videos=2)
+    assert ds.block_bounds().tolist() == [0, 2, 4, 6, 8, 10, 12]  # two windows per 20-frame video
+    stream = ds.with_format("numpy", columns=["video_index", "start_frame"]).to_iterable().shuffle(
+        seed=0, window_blocks=2)
+    rows = [(int(r["video_index"]), int(r["start_frame"])) for r in stream]
+    assert sorted(rows) == [(v, s) for v in range(6) for s in (0, 8)]
+    assert all(len({v for v, _ in rows[i:i + 4]}) == 2 for i in range(0, 12, 4))  # a window: two whole videos

@@ -15,6 +15,8 @@ A pass that runs to the end moves on to the next epoch; `set_epoch(e)` jumps to 
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -72,10 +74,8 @@ class StreamingDataset(_IterableBase):
         self._options = {"shuffle": shuffle, "seed": seed, "window_blocks": window_blocks,
                          "max_block_rows": max_block_rows, "rank": rank, "world_size": world_size,
                          "drop_last": drop_last, "loader_batch_size": loader_batch_size}
-        bounds = dataset_block_bounds(dataset)
-        if bounds is not None:
-            bounds = split_large_blocks(bounds_from_starts(bounds, self.num_rows), max_block_rows)
-        self.order = BlockOrder(self.num_rows, bounds, seed=seed, shuffle=shuffle, window_blocks=window_blocks)
+        BlockOrder(self.num_rows, None, seed=seed, shuffle=shuffle, window_blocks=window_blocks)  # checks options
+        self._order: BlockOrder | None = None  # built on first use, so a Lance cache is opened where it is read
         self._given_rank = (rank, world_size)
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.drop_last = drop_last
@@ -86,6 +86,28 @@ class StreamingDataset(_IterableBase):
         self._maps: list[Callable[[Any], Any]] = []
         self.epoch = 0
         self.consumed = 0
+
+    @property
+    def order(self) -> BlockOrder:
+        """How epochs are ordered (reads the dataset's block bounds the first time)."""
+        if self._order is None:
+            bounds = dataset_block_bounds(self.dataset)
+            if bounds is not None:
+                bounds = split_large_blocks(bounds_from_starts(bounds, self.num_rows), self._options["max_block_rows"])
+            options = self._options
+            self._order = BlockOrder(self.num_rows, bounds, seed=options["seed"], shuffle=options["shuffle"],
+                                     window_blocks=options["window_blocks"])
+        return self._order
+
+    def order_identity(self) -> str:
+        """What decides the order, hashed: the dataset's fingerprint when it has one (so the main process
+        need not open the cache), else the block bounds."""
+        fingerprint = getattr(self.dataset, "fingerprint", None)
+        if not isinstance(fingerprint, str):
+            return self.order.identity()
+        keys = ("seed", "shuffle", "window_blocks", "max_block_rows")
+        described = [fingerprint, self.num_rows, *(self._options[k] for k in keys)]
+        return hashlib.sha256(json.dumps(described).encode()).hexdigest()[:16]
 
     # -- lazy ops: each returns a new stream (epoch 0, nothing consumed) ------------------------
     def _with(self, **changes: Any) -> StreamingDataset:
@@ -135,12 +157,13 @@ class StreamingDataset(_IterableBase):
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         """Where this rank is: epoch and rows consumed (`consumed=` overrides the count kept here)."""
         return {"epoch": self.epoch, "consumed": self.consumed if consumed is None else int(consumed),
-                "seed": self.order.seed, "world_size": self.world_size, "num_rows": self.num_rows,
-                "order": self.order.identity(), "drop_last": self.drop_last}
+                "seed": self._options["seed"], "world_size": self.world_size, "num_rows": self.num_rows,
+                "order": self.order_identity(), "drop_last": self.drop_last}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_resumable(state, {"num_rows": self.num_rows, "seed": self.order.seed, "world_size": self.world_size,
-                                "drop_last": self.drop_last, "order": self.order.identity()}, "stream")
+        check_resumable(state, {"num_rows": self.num_rows, "seed": self._options["seed"],
+                                "world_size": self.world_size, "drop_last": self.drop_last,
+                                "order": self.order_identity()}, "stream")
         consumed = int(state["consumed"])
         if not 0 <= consumed <= self.rows_per_epoch():
             raise ValueError(f"cannot resume: the saved stream consumed {consumed} rows, but an epoch of this "
@@ -200,7 +223,6 @@ class StreamingDataset(_IterableBase):
             self.epoch, self.consumed = epoch + 1, 0  # a finished pass moves on to the next epoch
 
     def __repr__(self) -> str:
-        mode = "block shuffle" if self.order.shuffle and self.order.bounds is not None else (
-            "full permutation" if self.order.shuffle else "storage order")
+        mode = "shuffled" if self._options["shuffle"] else "storage order"
         return (f"StreamingDataset(rows={self.num_rows}, rank={self.rank}/{self.world_size}, {mode}, "
                 f"epoch={self.epoch}, consumed={self.consumed})")
