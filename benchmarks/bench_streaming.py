@@ -20,9 +20,12 @@ What is measured, each side in turn, `--rounds` times, medians and ranges:
    8 for the label), in storage order and shuffled. Ours: `StableDataset.to_iterable()` on the
    Arrow (default), Parquet and Lance layouts; MDS `StreamingDataset(local=...)`; litdata
    `StreamingDataset(dir)`. Each library writes the rows its own default way (shard sizes).
+   Then each shuffled side through a torch DataLoader (2 workers, batches of 256, the same
+   collate for all), each epoch timed in a fresh child process (imports untimed).
 2. Shuffle quality: for each original neighbour pair (i, i+1), how far apart the epoch puts them,
    as a fraction of what a full permutation gives ((N+1)/3 on average); 1.0 is a full permutation,
-   0 is storage order. Also the rows a reader must hold to serve the order (its window).
+   0 is storage order. Beside it, the rows each library reads together (our blocks, MDS shards,
+   litdata chunks) and the rows its shuffle mixes at a time (its window / shuffle block).
 3. Resume: for 1 and 2 ranks x 2 DataLoader workers, rows after `load_state_dict` equal the
    uninterrupted run.
 """
@@ -31,9 +34,11 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -203,6 +208,70 @@ def fmt_range(values: list[float]) -> str:
     return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
 
+def make_sides(work: Path, rows: int, blob: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(our datasets by layout, side name -> a function making that side's fresh dataset); builds what is missing."""
+    StreamBench.ROWS, StreamBench.BLOB = rows, blob
+    ours = {fmt: sds.load_dataset(StreamBench, split="train", storage_format=fmt, cache_dir=work / "ours")
+            for fmt in ("arrow", "parquet", "lance")}
+    sides: dict[str, Any] = {}
+    for fmt, ds in ours.items():
+        sides[f"ours {fmt}, storage order"] = lambda ds=ds: ds.to_iterable()
+        sides[f"ours {fmt}, block shuffle"] = lambda ds=ds: ds.to_iterable().shuffle(seed=0)
+    try:
+        if not (work / "mds" / "index.json").exists():
+            write_mds(work / "mds", rows, blob)
+        sides["MDS, storage order"] = lambda: mds_dataset(work / "mds", False)
+        sides["MDS, shuffle (py1e)"] = lambda: mds_dataset(work / "mds", True)
+    except ImportError as exc:
+        print(f"skipping MDS: {exc}")
+    try:
+        if not (work / "litdata" / "index.json").exists():
+            write_litdata(work / "litdata", rows, blob)
+        sides["litdata, storage order"] = lambda: litdata_dataset(work / "litdata", False)
+        sides["litdata, shuffle"] = lambda: litdata_dataset(work / "litdata", True)
+    except ImportError as exc:
+        print(f"skipping litdata: {exc}")
+    return ours, sides
+
+
+def loader_side_in_child(work: Path, rows: int, blob: int, side: str) -> float:
+    """Seconds for one DataLoader epoch of `side`, timed in a fresh process: the parent has read every
+    side in process, and a parent that opened Lance makes forked workers read through a helper process."""
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import bench_streaming as b; "
+            f"b.child_loader_epoch({str(work)!r}, {rows}, {blob}, {side!r})")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=900)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("ELAPSED ")]
+    if done.returncode or not lines:
+        raise SystemExit(f"{side} through a DataLoader failed:\n{done.stderr[-3000:]}")
+    return float(lines[-1].split()[1])
+
+
+def child_loader_epoch(work: str, rows: int, blob: int, side: str) -> None:
+    import torch  # noqa: F401
+
+    _, sides = make_sides(Path(work), rows, blob)
+    elapsed, count = timed_loader(sides[side], 256, 2)
+    if count != rows:
+        raise SystemExit(f"{side} through a DataLoader served {count} rows, not {rows}")
+    print(f"ELAPSED {elapsed}")
+
+
+def unit_rows(work: Path, library: str, rows: int) -> int:
+    """Rows per shard (MDS) or chunk (litdata), from their index files."""
+    index = json.loads((work / library / "index.json").read_text())
+    units = index["shards"] if library == "mds" else index["chunks"]
+    return rows // max(len(units), 1)
+
+
+def ratio_cells(name: str, names: list[str], times: dict[str, list[float]]) -> list[str]:
+    cells = []
+    for peer in ("MDS", "litdata"):
+        match = next((p for p in names if p.startswith(peer) and kind(p) == kind(name)), None)
+        cells.append("" if match is None or name.startswith(peer) else
+                     f"{statistics.median(times[match]) / statistics.median(times[name]):.2f}x")
+    return cells
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=50_000)
@@ -214,102 +283,66 @@ def main() -> None:
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-streaming-"))
     rows, blob = args.rows, args.blob_bytes
-    print(f"# {rows:,} rows of {blob} distinct bytes + int64 label; load: {os.getloadavg()}", flush=True)
+    print(f"# {rows:,} rows of {blob} distinct bytes + int64 label; load before: {os.getloadavg()}", flush=True)
+    ours, sides = make_sides(work, rows, blob)
+    names = list(sides)
 
-    StreamBench.ROWS, StreamBench.BLOB = rows, blob
-    ours = {fmt: sds.load_dataset(StreamBench, split="train", storage_format=fmt, cache_dir=work / "ours")
-            for fmt in ("arrow", "parquet", "lance")}
-    sides: dict[str, Any] = {}
-    for fmt, ds in ours.items():
-        sides[f"ours {fmt}, storage order"] = lambda ds=ds: ds.to_iterable()
-        sides[f"ours {fmt}, block shuffle"] = lambda ds=ds: ds.to_iterable().shuffle(seed=0)
-    have_mds = have_litdata = True
-    try:
-        if not (work / "mds" / "index.json").exists():
-            write_mds(work / "mds", rows, blob)
-        sides["MDS, storage order"] = lambda: mds_dataset(work / "mds", False)
-        sides["MDS, shuffle (py1e)"] = lambda: mds_dataset(work / "mds", True)
-    except ImportError as exc:
-        have_mds = False
-        print(f"skipping MDS: {exc}")
-    try:
-        if not (work / "litdata" / "index.json").exists():
-            write_litdata(work / "litdata", rows, blob)
-        sides["litdata, storage order"] = lambda: litdata_dataset(work / "litdata", False)
-        sides["litdata, shuffle"] = lambda: litdata_dataset(work / "litdata", True)
-    except ImportError as exc:
-        have_litdata = False
-        print(f"skipping litdata: {exc}")
-
-    # 1. throughput, sides in turns
-    times: dict[str, list[float]] = {name: [] for name in sides}
-    sizes: dict[str, tuple[int, int]] = {}
+    # 1. one epoch in this process, sides in turns
+    times: dict[str, list[float]] = {name: [] for name in names}
+    payload_bytes = 0
     for _ in range(args.rounds):
-        for name, make in sides.items():
-            elapsed, count, nbytes = timed_epoch(make)
+        for name in names:
+            elapsed, count, payload_bytes = timed_epoch(sides[name])
             if count != rows:
                 raise SystemExit(f"{name} served {count} rows, not {rows}")
             times[name].append(elapsed)
-            sizes[name] = (count, nbytes)
     print("\n| one epoch in process | rows/s | MB/s | vs MDS | vs litdata |")
     print("|---|---|---|---|---|")
-    for name in sides:
-        count, nbytes = sizes[name]
-        rate = [count / t for t in times[name]]
-        mb = [nbytes / t / 1e6 for t in times[name]]
-        peers = []
-        for peer in ("MDS", "litdata"):
-            match = next((p for p in sides if p.startswith(peer) and kind(p) == kind(name)), None)
-            peers.append("" if match is None or name.startswith(peer) else
-                         f"{statistics.median(times[match]) / statistics.median(times[name]):.2f}x")
-        print(f"| {name} | {fmt_range(rate)} | {fmt_range(mb)} | {peers[0]} | {peers[1]} |")
+    for name in names:
+        rate = [rows / t for t in times[name]]
+        mb = [payload_bytes / t / 1e6 for t in times[name]]
+        print(f"| {name} | {fmt_range(rate)} | {fmt_range(mb)} | " + " | ".join(ratio_cells(name, names, times)) + " |")
 
-    # 1b. shuffled epochs through a DataLoader with 2 workers, batches of 256
-    shuffled = [name for name in sides if kind(name) == "shuffle"]
+    # 1b. shuffled epochs through a torch DataLoader (2 workers, batches of 256), each in a fresh process
+    shuffled = [name for name in names if kind(name) == "shuffle"]
     loader_times: dict[str, list[float]] = {name: [] for name in shuffled}
     for _ in range(args.rounds):
         for name in shuffled:
-            elapsed, count = timed_loader(sides[name], 256, 2)
-            if count != rows:
-                raise SystemExit(f"{name} through a DataLoader served {count} rows, not {rows}")
-            loader_times[name].append(elapsed)
+            loader_times[name].append(loader_side_in_child(work, rows, blob, name))
     print("\n| shuffled epoch, torch DataLoader, 2 workers, batch 256 | rows/s | MB/s | vs MDS | vs litdata |")
     print("|---|---|---|---|---|")
     for name in shuffled:
         rate = [rows / t for t in loader_times[name]]
-        mb = [sizes[name][1] / t / 1e6 for t in loader_times[name]]
-        peers = []
-        for peer in ("MDS", "litdata"):
-            match = next((p for p in shuffled if p.startswith(peer)), None)
-            peers.append("" if match is None or name.startswith(peer) else
-                         f"{statistics.median(loader_times[match]) / statistics.median(loader_times[name]):.2f}x")
-        print(f"| {name} | {fmt_range(rate)} | {fmt_range(mb)} | {peers[0]} | {peers[1]} |", flush=True)
+        mb = [payload_bytes / t / 1e6 for t in loader_times[name]]
+        print(f"| {name} | {fmt_range(rate)} | {fmt_range(mb)} | "
+              + " | ".join(ratio_cells(name, shuffled, loader_times)) + " |", flush=True)
 
     # 2. shuffle quality
     arrow = ours["arrow"]
-    block_rows = int(np.diff(arrow.block_bounds()).max())
-    qualities: list[tuple[str, np.ndarray, str]] = [
-        ("full permutation", np.random.default_rng(0).permutation(rows), f"{rows:,} (all)")]
+    block = int(np.diff(arrow.block_bounds()).max())
+    qualities: list[tuple[str, np.ndarray, str, str]] = [
+        ("full permutation", np.random.default_rng(0).permutation(rows), "1", f"{rows:,} (all)")]
     for window in (2, 8, 32):
         qualities.append((f"ours, block shuffle, window_blocks={window}",
                           epoch_ids(arrow.to_iterable().shuffle(seed=0, window_blocks=window)),
-                          f"{window * block_rows:,}"))
-    if have_mds:
+                          f"{block:,} (record batch)", f"{window * block:,}"))
+    if "MDS, storage order" in sides:
+        shard = f"{unit_rows(work, 'mds', rows):,} (shard)"
         for algo in ("py1e", "py1br"):
-            qualities.append((f"MDS {algo}, default shuffle_block_size", epoch_ids(
-                mds_dataset(work / "mds", True, shuffle_algo=algo)), "262,144 (default block)"))
-            qualities.append((f"MDS {algo}, shuffle_block_size={8 * block_rows}", epoch_ids(
-                mds_dataset(work / "mds", True, shuffle_algo=algo, shuffle_block_size=8 * block_rows)),
-                f"{8 * block_rows:,}"))
-    if have_litdata:
+            qualities.append((f"MDS {algo}, default shuffle_block_size",
+                              epoch_ids(mds_dataset(work / "mds", True, shuffle_algo=algo)), shard, "262,144"))
+            qualities.append((f"MDS {algo}, shuffle_block_size={8 * block}", epoch_ids(
+                mds_dataset(work / "mds", True, shuffle_algo=algo, shuffle_block_size=8 * block)), shard,
+                f"{8 * block:,}"))
+    if "litdata, storage order" in sides:
         qualities.append(("litdata shuffle=True", epoch_ids(litdata_dataset(work / "litdata", True)),
-                          "1 chunk (64 MB)"))
-    print("\n| shuffle | neighbour spread (1.0 = full permutation) | rows held to serve it |")
-    print("|---|---|---|")
-    for name, order, held in qualities:
+                          f"{unit_rows(work, 'litdata', rows):,} (chunk)", "its chunks"))
+    print("\n| shuffle | neighbour spread (1.0 = full permutation) | rows read together | shuffle window (rows) |")
+    print("|---|---|---|---|")
+    for name, order, unit, window in qualities:
         if sorted(order.tolist()) != list(range(rows)):
             raise SystemExit(f"{name}: the epoch is not a permutation of the rows")
-        print(f"| {name} | {neighbour_spread(order):.3f} | {held} |")
+        print(f"| {name} | {neighbour_spread(order):.3f} | {unit} | {window} |")
 
     # 3. resume
     print("\n| resume after 5 batches of 64, 2 DataLoader workers | rows after load_state_dict equal the "
@@ -319,8 +352,7 @@ def main() -> None:
         for fmt in ("arrow", "parquet", "lance"):
             print(f"| {world_size} rank(s), {fmt} | {'exact' if resume_check(ours[fmt], world_size) else 'DIFFERS'} |",
                   flush=True)
-    print(f"\nload after: {os.getloadavg()}; disk: ours arrow "
-          f"{sum(f.stat().st_size for f in ours['arrow'].cache_dirs[0].rglob('*') if f.is_file()) / 1e6:.0f} MB")
+    print(f"\nload after: {os.getloadavg()}")
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 
