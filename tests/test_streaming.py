@@ -90,7 +90,7 @@ def test_rank_and_worker_shares_partition_the_order():
     order = np.arange(103)[::-1]
     padded = [rank_share(order, r, 4, drop_last=False) for r in range(4)]
     assert [len(p) for p in padded] == [26] * 4
-    assert padded[3].tolist() == list(range(24, -1, -1)) + [102]  # wraps around to the start of the order
+    assert padded[3].tolist() == [*range(24, -1, -1), 102]  # wraps around to the start of the order
     dropped = [rank_share(order, r, 4, drop_last=True) for r in range(4)]
     assert sorted(np.concatenate(dropped).tolist()) == list(range(3, 103))
     shares = [worker_share(10, 3, w, 2).tolist() for w in range(2)]
@@ -136,7 +136,7 @@ def test_rank_comes_from_torchrun_environment(caches, monkeypatch):
 @pytest.mark.parametrize("workers", [0, 2])
 def test_resume_continues_with_the_next_row_exactly(caches, world_size, workers):
     for rank in range(world_size):
-        def stream():
+        def stream(rank=rank):
             return caches["arrow"].to_iterable(rank=rank, world_size=world_size).shuffle(seed=3, window_blocks=2)
 
         full = ids(StreamingDataLoader(stream(), batch_size=32, num_workers=workers))
