@@ -137,20 +137,29 @@ def epoch_ids(dataset: Any) -> np.ndarray:
     return np.fromiter((int(row["idx"]) for row in dataset), dtype=np.int64)
 
 
-def timed_epoch(make: Any) -> tuple[float, int, int]:
+def cpu_seconds() -> float:
+    """CPU time of this process's threads and of its reaped children (DataLoader workers)."""
+    import resource
+
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def timed_epoch(make: Any) -> tuple[float, float, int, int]:
+    """(wall seconds, CPU seconds, rows, payload bytes) of one epoch iterated in this process."""
     dataset = make()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     rows = nbytes = 0
     for row in dataset:
         rows += 1
         nbytes += len(row["blob"]) + 8
-    elapsed = time.perf_counter() - start
+    elapsed, used = time.perf_counter() - start, cpu_seconds() - cpu
     del dataset
-    return elapsed, rows, nbytes
+    return elapsed, used, rows, nbytes
 
 
-def timed_loader(make: Any, batch: int, workers: int) -> tuple[float, int]:
-    """One epoch through a torch DataLoader with `workers` workers; (seconds, rows)."""
+def timed_loader(make: Any, batch: int, workers: int) -> tuple[float, float, int]:
+    """One epoch through a torch DataLoader with `workers` workers: (wall seconds, CPU seconds, rows)."""
     import torch
 
     from stable_datasets.streaming import StreamingDataLoader, StreamingDataset
@@ -158,9 +167,10 @@ def timed_loader(make: Any, batch: int, workers: int) -> tuple[float, int]:
     dataset = make()
     loader_class = StreamingDataLoader if isinstance(dataset, StreamingDataset) else torch.utils.data.DataLoader
     loader = loader_class(dataset, batch_size=batch, num_workers=workers, collate_fn=collate_rows)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_seconds()
     rows = sum(len(b["idx"]) for b in loader)
-    return time.perf_counter() - start, rows
+    del loader
+    return time.perf_counter() - start, cpu_seconds() - cpu, rows
 
 
 def collate_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -234,7 +244,7 @@ def make_sides(work: Path, rows: int, blob: int) -> tuple[dict[str, Any], dict[s
     return ours, sides
 
 
-def loader_side_in_child(work: Path, rows: int, blob: int, side: str) -> float:
+def loader_side_in_child(work: Path, rows: int, blob: int, side: str) -> tuple[float, float]:
     """Seconds for one DataLoader epoch of `side`, timed in a fresh process: the parent has read every
     side in process, and a parent that opened Lance makes forked workers read through a helper process."""
     code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import bench_streaming as b; "
@@ -243,17 +253,17 @@ def loader_side_in_child(work: Path, rows: int, blob: int, side: str) -> float:
     lines = [line for line in done.stdout.splitlines() if line.startswith("ELAPSED ")]
     if done.returncode or not lines:
         raise SystemExit(f"{side} through a DataLoader failed:\n{done.stderr[-3000:]}")
-    return float(lines[-1].split()[1])
+    return float(lines[-1].split()[1]), float(lines[-1].split()[2])
 
 
 def child_loader_epoch(work: str, rows: int, blob: int, side: str) -> None:
     import torch  # noqa: F401
 
     _, sides = make_sides(Path(work), rows, blob)
-    elapsed, count = timed_loader(sides[side], 256, 2)
+    elapsed, used, count = timed_loader(sides[side], 256, 2)
     if count != rows:
         raise SystemExit(f"{side} through a DataLoader served {count} rows, not {rows}")
-    print(f"ELAPSED {elapsed}")
+    print(f"ELAPSED {elapsed} {used}")
 
 
 def unit_rows(work: Path, library: str, rows: int) -> int:
@@ -263,13 +273,29 @@ def unit_rows(work: Path, library: str, rows: int) -> int:
     return rows // max(len(units), 1)
 
 
-def ratio_cells(name: str, names: list[str], times: dict[str, list[float]]) -> list[str]:
+def ratio_cells(name: str, names: list[str], wall: dict[str, list[float]], cpu: dict[str, list[float]]) -> list[str]:
+    """Per peer: how many times its median wall time and CPU time ours is (>1: ours faster)."""
     cells = []
     for peer in ("MDS", "litdata"):
         match = next((p for p in names if p.startswith(peer) and kind(p) == kind(name)), None)
-        cells.append("" if match is None or name.startswith(peer) else
-                     f"{statistics.median(times[match]) / statistics.median(times[name]):.2f}x")
+        if match is None or name.startswith(peer):
+            cells.append("")
+            continue
+        ratios = [statistics.median(t[match]) / statistics.median(t[name]) for t in (wall, cpu)]
+        cells.append(f"{ratios[0]:.2f}x / {ratios[1]:.2f}x")
     return cells
+
+
+def print_table(title: str, names: list[str], rows: int, payload_bytes: int, wall: dict[str, list[float]],
+                cpu: dict[str, list[float]]) -> None:
+    print(f"\n| {title} | rows/s | MB/s | CPU s per epoch | vs MDS (wall / CPU) | vs litdata (wall / CPU) |")
+    print("|---|---|---|---|---|---|")
+    for name in names:
+        rate = [rows / t for t in wall[name]]
+        mb = [payload_bytes / t / 1e6 for t in wall[name]]
+        used = statistics.median(cpu[name])
+        print(f"| {name} | {fmt_range(rate)} | {fmt_range(mb)} | {used:.2f} | "
+              + " | ".join(ratio_cells(name, names, wall, cpu)) + " |", flush=True)
 
 
 def main() -> None:
@@ -289,33 +315,28 @@ def main() -> None:
 
     # 1. one epoch in this process, sides in turns
     times: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
     payload_bytes = 0
     for _ in range(args.rounds):
         for name in names:
-            elapsed, count, payload_bytes = timed_epoch(sides[name])
+            elapsed, used, count, payload_bytes = timed_epoch(sides[name])
             if count != rows:
                 raise SystemExit(f"{name} served {count} rows, not {rows}")
             times[name].append(elapsed)
-    print("\n| one epoch in process | rows/s | MB/s | vs MDS | vs litdata |")
-    print("|---|---|---|---|---|")
-    for name in names:
-        rate = [rows / t for t in times[name]]
-        mb = [payload_bytes / t / 1e6 for t in times[name]]
-        print(f"| {name} | {fmt_range(rate)} | {fmt_range(mb)} | " + " | ".join(ratio_cells(name, names, times)) + " |")
+            cpu[name].append(used)
+    print_table("one epoch in process", names, rows, payload_bytes, times, cpu)
 
     # 1b. shuffled epochs through a torch DataLoader (2 workers, batches of 256), each in a fresh process
     shuffled = [name for name in names if kind(name) == "shuffle"]
     loader_times: dict[str, list[float]] = {name: [] for name in shuffled}
+    loader_cpu: dict[str, list[float]] = {name: [] for name in shuffled}
     for _ in range(args.rounds):
         for name in shuffled:
-            loader_times[name].append(loader_side_in_child(work, rows, blob, name))
-    print("\n| shuffled epoch, torch DataLoader, 2 workers, batch 256 | rows/s | MB/s | vs MDS | vs litdata |")
-    print("|---|---|---|---|---|")
-    for name in shuffled:
-        rate = [rows / t for t in loader_times[name]]
-        mb = [payload_bytes / t / 1e6 for t in loader_times[name]]
-        print(f"| {name} | {fmt_range(rate)} | {fmt_range(mb)} | "
-              + " | ".join(ratio_cells(name, shuffled, loader_times)) + " |", flush=True)
+            elapsed, used = loader_side_in_child(work, rows, blob, name)
+            loader_times[name].append(elapsed)
+            loader_cpu[name].append(used)
+    print_table("shuffled epoch, torch DataLoader, 2 workers, batch 256", shuffled, rows, payload_bytes,
+                loader_times, loader_cpu)
 
     # 2. shuffle quality
     arrow = ours["arrow"]
