@@ -101,6 +101,12 @@ class DatasetBuilder:
         return _snake_case(cls.__name__.removesuffix("Builder") or cls.__name__)
 
     @classmethod
+    def builder_source(cls) -> str:
+        """Which builder this is, beyond its name (two scripts may both be called `shapes`): the script's
+        resolved path, else `module:qualname`. Recorded in `_metadata.json` so `ls`/`prune`/`rm` find it."""
+        return cls._script_path or f"{cls.__module__}:{cls.__qualname__}"
+
+    @classmethod
     def _resolve_config(cls, config_name: str | None, config: BuilderConfig | None,
                         kwargs: dict[str, Any]) -> BuilderConfig:
         if config is None:
@@ -304,7 +310,8 @@ class DatasetBuilder:
             target=directory, layout=self.layout_name(storage_format), options=options, fingerprint=fp,
             fingerprint_inputs=inputs, builder_name=self.builder_name(), config_name=self.config.name,
             version=str(self.version), split=split, info=self.info.to_dict(), features=self.features,
-            resumable=not has_path_videos(self.features), media_root=directory.parent)
+            builder_source=self.builder_source(), resumable=not has_path_videos(self.features),
+            media_root=directory.parent)
 
     def _plan_split(self, generator: SplitGenerator, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         """Hook: a split's jobs, one per part; by default its gen_kwargs' lists divided in order.
