@@ -106,3 +106,20 @@ def test_a_migration_that_fails_midway_publishes_nothing(tmp_path, cache_root, m
     assert not (tmp_path / "dest").exists() and not list(tmp_path.rglob(".staging-*"))
     monkeypatch.setattr(migrate.UpstreamRows, "examples", real)
     assert len(sds.open_cache(migrate.migrate_cache(upstream, tmp_path / "dest") and tmp_path / "dest")) == 8
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet"])
+def test_an_empty_split_is_read_with_zero_shards_or_one_empty_shard(tmp_path, toy_builder, storage_format):
+    """Upstream writes an empty split as zero shards, we write one empty shard: both forms read."""
+    ds = sds.load_dataset(str(toy_builder), split="train", rows=0, storage_format=storage_format)
+    build = ds.cache_dirs[0]
+    assert [s.num_rows for s in ds.cache_metadata[0].shards] == [0] and len(ds) == 0
+    meta = json.loads((build / "_metadata.json").read_text())
+    for shard in meta["shards"]:
+        (build / shard["path"]).unlink()
+    (build / "_metadata.json").write_text(json.dumps({**meta, "shards": []}))
+    zero = sds.open_cache(build)
+    assert len(zero) == 0 and list(zero) == [] and zero.features == ds.features and verify_cache(build) == []
+    upstream = write_upstream_cache(tmp_path / "up" / "toy_default_test_0123456789abcdef", [0])  # one empty shard
+    assert len(sds.open_cache(upstream)) == 0
+    assert len(sds.open_cache(write_upstream_cache(tmp_path / "up" / "toy_default_val_0123456789abcdef", []))) == 0
