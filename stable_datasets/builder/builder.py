@@ -154,6 +154,11 @@ class DatasetBuilder:
     def _generate_examples(self, **gen_kwargs: Any) -> Iterator[tuple[Any, dict[str, Any]]]:
         raise NotImplementedError(f"{type(self).__name__} must implement _generate_examples(**gen_kwargs)")
 
+    def columnar_examples(self) -> bool:
+        """True when `_generate_examples` yields Arrow record batches in the features' schema instead of
+        (key, example) pairs (loaders of tabular files): they skip the per-row encoder."""
+        return False
+
     def _fingerprint_extra(self) -> dict[str, Any]:
         """Hook for subclasses with more inputs (e.g. a tokenizer identity)."""
         return {}
@@ -336,6 +341,8 @@ class BuilderSource(ExampleSource):
 
     def __init__(self, builder: DatasetBuilder, generator: SplitGenerator):
         self.builder, self.generator = builder, generator
+        self.columnar = builder.columnar_examples()
+        self.keyed = not self.columnar  # record batches carry no example keys
 
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         return self.builder._plan_split(self.generator, num_jobs, run, workdir)

@@ -1,0 +1,158 @@
+"""`load_dataset("csv", data_files=...)`: CSV/TSV files read by pyarrow's streaming CSV reader.
+
+Options are named as Hugging Face (pandas) names them: `sep` (or `delimiter`), `header`
+("infer" or 0: the first row names the columns; None: no header row), `column_names` (or
+`names`), `skiprows`, `quotechar`, `escapechar`, `encoding`, `na_values`. Empty fields and
+pandas' default NA markers ("", "NA", "N/A", "NaN", "null", ...) are nulls, as in pandas.
+A row with another number of fields than the header is an error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from stable_datasets.features.features import Features
+from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
+from stable_datasets.loaders.columns import LoaderError, features_from_schema, is_columnar
+
+BLOCK_BYTES = 8 << 20
+
+
+@dataclass
+class CsvConfig(FileLoaderConfig):
+    sep: str = ","
+    delimiter: str | None = None
+    header: Any = "infer"
+    column_names: list[str] | None = None
+    names: list[str] | None = None
+    skiprows: int = 0
+    quotechar: str = '"'
+    escapechar: str | None = None
+    encoding: str = "utf-8"
+    na_values: list[str] | None = None
+
+
+class CsvLoader(FileLoader):
+    name = "csv"
+    BUILDER_CONFIG_CLASS = CsvConfig
+    EXTENSIONS = (".csv", ".tsv")
+
+    # -- pyarrow options ------------------------------------------------------------------
+    @property
+    def delimiter(self) -> str:
+        value = self.config.delimiter or self.config.sep
+        if len(value) != 1:
+            raise ValueError(f"the 'csv' loader reads one-character delimiters, got sep={value!r}")
+        return value
+
+    def _read_options(self) -> pacsv.ReadOptions:
+        config = self.config
+        names = config.column_names or config.names
+        if config.header not in ("infer", 0, None):
+            raise ValueError(f"the 'csv' loader takes header='infer', 0 or None, got {config.header!r}")
+        skip_after = 1 if names and config.header == 0 else 0  # a header row replaced by column_names
+        return pacsv.ReadOptions(use_threads=True, block_size=BLOCK_BYTES, skip_rows=config.skiprows,
+                                 skip_rows_after_names=skip_after, column_names=names,
+                                 autogenerate_column_names=config.header is None and not names,
+                                 encoding=config.encoding)
+
+    def _parse_options(self, bad_rows: list[Any]) -> pacsv.ParseOptions:
+        def refuse(row: Any) -> str:
+            bad_rows.append(row)
+            return "error"
+
+        return pacsv.ParseOptions(delimiter=self.delimiter, quote_char=self.config.quotechar or False,
+                                  escape_char=self.config.escapechar or False, newlines_in_values=True,
+                                  invalid_row_handler=refuse)
+
+    def _convert_options(self, features: Features | None) -> pacsv.ConvertOptions:
+        kwargs: dict[str, Any] = {"strings_can_be_null": True, "quoted_strings_can_be_null": True}
+        if self.config.na_values is not None:
+            kwargs["null_values"] = list(self.config.na_values)
+        if features is not None:
+            # read each column straight as its type where Arrow can (class names stay text until mapped)
+            kwargs["column_types"] = {name: f.arrow_type() for name, f in features.items()
+                                      if is_columnar(f) and type(f).__name__ != "ClassLabel"}
+        return pacsv.ConvertOptions(**kwargs)
+
+    def _column_names(self, names: list[str]) -> list[str]:
+        if self.config.header is None and not (self.config.column_names or self.config.names):
+            return [str(i) for i in range(len(names))]  # pandas numbers the columns
+        return names
+
+    # -- reading --------------------------------------------------------------------------
+    def infer_features(self) -> Features:
+        path = self.first_file()
+        bad: list[Any] = []
+        try:
+            reader = pacsv.open_csv(path, read_options=self._read_options(), parse_options=self._parse_options(bad),
+                                    convert_options=self._convert_options(None))
+            schema = reader.schema
+        except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+            raise self._error(path, exc, bad) from None
+        names = self._column_names(schema.names)
+        return features_from_schema(pa.schema([pa.field(n, f.type) for n, f in zip(names, schema)]))
+
+    def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
+        path = piece[0]
+        bad: list[Any] = []
+        row = 0
+        try:
+            reader = pacsv.open_csv(path, read_options=self._read_options(), parse_options=self._parse_options(bad),
+                                    convert_options=self._convert_options(self.features))
+            for batch in reader:
+                table = pa.Table.from_batches([batch])
+                table = table.rename_columns(self._column_names(table.column_names))
+                yield self.conform(table, path, row) if conform else table
+                row += batch.num_rows
+        except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+            raise self._error(path, exc, bad) from None
+
+    def _error(self, path: str, exc: Exception, bad: list[Any]) -> LoaderError:
+        """The first malformed row named by its line, from pyarrow's report or a re-read with `csv`."""
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if bad and bad[0].number is not None:
+            row = bad[0]
+            return LoaderError(f"{path}, line {row.number}: expected {row.expected_columns} fields, got "
+                               f"{row.actual_columns} ({row.text[:80]!r})")
+        found = _first_malformed_line(path, self.delimiter, self.config.quotechar, self.config.escapechar,
+                                      self.config.encoding, self.config.skiprows)
+        if found is not None:
+            return LoaderError(f"{path}, {found}")
+        if isinstance(exc, UnicodeDecodeError):
+            return LoaderError(f"{path}: not valid {self.config.encoding} text ({exc.reason})")
+        return LoaderError(f"{path}: {message}")
+
+
+def _first_malformed_line(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,
+                          skiprows: int) -> str | None:
+    """Where the file first breaks the CSV grammar or the header's field count (error path only)."""
+    with open(path, encoding=encoding, errors="strict", newline="") as fh:
+        try:
+            reader = csv.reader(fh, delimiter=delimiter, quotechar=quotechar or None, escapechar=escapechar,
+                                strict=True)
+            expected = None
+            for _ in range(skiprows):
+                next(reader, None)
+            for fields in reader:
+                if not fields:
+                    continue
+                if expected is None:
+                    expected = len(fields)
+                elif len(fields) != expected:
+                    return f"line {reader.line_num}: expected {expected} fields, got {len(fields)}"
+        except csv.Error as exc:
+            return f"line {reader.line_num}: {exc}"
+        except UnicodeDecodeError as exc:
+            return f"not valid {encoding} text ({exc.reason}, in line {reader.line_num + 1})"
+    return None
+
+
+__all__ = ["CsvConfig", "CsvLoader"]
