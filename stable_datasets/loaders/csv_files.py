@@ -10,7 +10,7 @@ A row with another number of fields than the header is an error naming the file 
 from __future__ import annotations
 
 import csv
-
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -115,6 +115,17 @@ class CsvLoader(FileLoader):
         except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
             raise self._error(path, exc, bad) from None
 
+    def _line_of_value(self, path: str, column: int, value: str) -> int | None:
+        try:
+            records = _csv_records(path, self.delimiter, self.config.quotechar, self.config.escapechar,
+                                   self.config.encoding, self.config.skiprows)
+            for line, fields in records:
+                if column < len(fields) and fields[column] == value:
+                    return line
+        except (csv.Error, UnicodeDecodeError):
+            pass
+        return None
+
     def _error(self, path: str, exc: Exception, bad: list[Any]) -> LoaderError:
         """The first malformed row named by its line, from pyarrow's report or a re-read with `csv`."""
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -122,6 +133,15 @@ class CsvLoader(FileLoader):
             row = bad[0]
             return LoaderError(f"{path}, line {row.number}: expected {row.expected_columns} fields, got "
                                f"{row.actual_columns} ({row.text[:80]!r})")
+        conversion = re.match(r"In CSV column #(\d+): CSV conversion error to (\w+): invalid value '(.*)'$", message)
+        if conversion is not None:
+            column, dtype, value = int(conversion[1]), conversion[2], conversion[3]
+            names = list(self.features)
+            name = names[column] if column < len(names) else f"#{column}"
+            line = self._line_of_value(path, column, value)
+            at = f", line {line}" if line is not None else ""
+            return LoaderError(f"{path}{at}: column {name!r}: value {value!r} cannot be stored as {dtype}; pass "
+                               "features= to store the column as another type")
         found = _first_malformed_line(path, self.delimiter, self.config.quotechar, self.config.escapechar,
                                       self.config.encoding, self.config.skiprows)
         if found is not None:
@@ -129,6 +149,20 @@ class CsvLoader(FileLoader):
         if isinstance(exc, UnicodeDecodeError):
             return LoaderError(f"{path}: not valid {self.config.encoding} text ({exc.reason})")
         return LoaderError(f"{path}: {message}")
+
+
+def _csv_records(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,
+                 skiprows: int) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each non-empty record, as Python's `csv` reads them (error paths only)."""
+    with open(path, encoding=encoding, errors="strict", newline="") as fh:
+        reader = csv.reader(fh, delimiter=delimiter, quotechar=quotechar or None, escapechar=escapechar, strict=True)
+        for _ in range(skiprows):
+            next(reader, None)
+        start = reader.line_num + 1
+        for fields in reader:
+            if fields:
+                yield start, fields
+            start = reader.line_num + 1
 
 
 def _first_malformed_line(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,

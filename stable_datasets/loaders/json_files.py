@@ -10,11 +10,11 @@ that is not valid JSON is an error naming the file and the line.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.json as pajson
@@ -110,8 +110,8 @@ class JsonLoader(FileLoader):
             elif isinstance(document, list):
                 bad = next((i for i, r in enumerate(document) if not isinstance(r, dict)), None)
                 if bad is not None:
-                    raise LoaderError(f"{path}: record {bad} of the top-level array is a {type(document[bad]).__name__}, "
-                                      "not an object")
+                    kind = type(document[bad]).__name__
+                    raise LoaderError(f"{path}: record {bad} of the top-level array is a {kind}, not an object")
                 yield pa.Table.from_pylist(document)
             else:
                 raise LoaderError(f"{path}: the JSON document is a {type(document).__name__}; expected an array of "
@@ -136,7 +136,7 @@ def line_ranges(path: str, parts: int) -> list[Piece]:
             if position > bounds[-1]:
                 bounds.append(position)
     bounds.append(size)
-    return [[path, lo, hi] for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+    return [[path, lo, hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
 
 
 def line_blocks(path: str, start: int | None, stop: int | None,

@@ -6,6 +6,7 @@ carries them, else its Arrow types). A large file is divided by row groups for `
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -34,7 +35,7 @@ class ParquetLoader(FileLoader):
         groups = _open(path).metadata.num_row_groups
         parts = max(1, min(parts, groups))
         bounds = [round(i * groups / parts) for i in range(parts + 1)]
-        return [[path, lo, hi] for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+        return [[path, lo, hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
         path, start, stop = piece
