@@ -371,3 +371,11 @@ def test_an_example_error_names_the_loader_and_split(tmp_path):
     (tmp_path / "img" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
     with pytest.raises(ExampleError, match=r"broken\.png"):
         sds.load_dataset("imagefolder", data_dir=str(tmp_path / "img"), split="train")
+
+
+def test_json_field_beyond_the_inferred_features_names_the_line(tmp_path):
+    path = tmp_path / "d.jsonl"
+    rows = [json.dumps({"a": i}) for i in range(100_000)] + [json.dumps({"a": 1, "late": "x"})]
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(LoaderError, match=r"d\.jsonl, line 100001: field 'late' is not in the features \['a'\]"):
+        sds.load_dataset("json", data_files=str(path), split="train")

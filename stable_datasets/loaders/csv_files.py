@@ -10,6 +10,7 @@ A row with another number of fields than the header is an error naming the file 
 from __future__ import annotations
 
 import csv
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -22,7 +23,11 @@ from stable_datasets.features.features import Features
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import LoaderError, features_from_schema, is_columnar
 
-BLOCK_BYTES = 8 << 20
+BLOCK_BYTES = 16 << 20
+#: files up to this size are parsed in one multi-threaded read
+WHOLE_FILE_BYTES = 256 << 20
+#: bytes of the first file read to infer the features
+SAMPLE_BYTES = 1 << 20
 
 
 @dataclass
@@ -63,14 +68,11 @@ class CsvLoader(FileLoader):
                                  autogenerate_column_names=config.header is None and not names,
                                  encoding=config.encoding)
 
-    def _parse_options(self, bad_rows: list[Any]) -> pacsv.ParseOptions:
-        def refuse(row: Any) -> str:
-            bad_rows.append(row)
-            return "error"
-
+    def _parse_options(self) -> pacsv.ParseOptions:
+        # quoted fields may hold line breaks, as pandas reads them; a malformed row stops the read and
+        # is then located by a re-read with Python's csv module (pyarrow knows no line numbers here)
         return pacsv.ParseOptions(delimiter=self.delimiter, quote_char=self.config.quotechar or False,
-                                  escape_char=self.config.escapechar or False, newlines_in_values=True,
-                                  invalid_row_handler=refuse)
+                                  escape_char=self.config.escapechar or False, newlines_in_values=True)
 
     def _convert_options(self, features: Features | None) -> pacsv.ConvertOptions:
         kwargs: dict[str, Any] = {"strings_can_be_null": True, "quoted_strings_can_be_null": True}
@@ -89,31 +91,37 @@ class CsvLoader(FileLoader):
 
     # -- reading --------------------------------------------------------------------------
     def infer_features(self) -> Features:
+        """Types pyarrow infers from the first SAMPLE_BYTES of the first file (pandas infers per
+        chunk; later rows that do not fit are an error naming them, and features= settles it)."""
         path = self.first_file()
-        bad: list[Any] = []
+        options = self._read_options()
+        options.block_size = SAMPLE_BYTES
         try:
-            reader = pacsv.open_csv(path, read_options=self._read_options(), parse_options=self._parse_options(bad),
+            reader = pacsv.open_csv(path, read_options=options, parse_options=self._parse_options(),
                                     convert_options=self._convert_options(None))
             schema = reader.schema
         except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-            raise self._error(path, exc, bad) from None
+            raise self._error(path, exc) from None
         names = self._column_names(schema.names)
         return features_from_schema(pa.schema([pa.field(n, f.type) for n, f in zip(names, schema)]))
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
+        """A file up to WHOLE_FILE_BYTES is parsed at once on every core; a larger one streams in blocks."""
         path = piece[0]
-        bad: list[Any] = []
         row = 0
+        options = (self._read_options(), self._parse_options(), self._convert_options(self.features))
         try:
-            reader = pacsv.open_csv(path, read_options=self._read_options(), parse_options=self._parse_options(bad),
-                                    convert_options=self._convert_options(self.features))
-            for batch in reader:
-                table = pa.Table.from_batches([batch])
+            if os.path.getsize(path) <= WHOLE_FILE_BYTES:
+                tables: Iterator[pa.Table] = iter([pacsv.read_csv(path, *options)])
+            else:
+                reader = pacsv.open_csv(path, *options)
+                tables = (pa.Table.from_batches([batch]) for batch in reader)
+            for table in tables:
                 table = table.rename_columns(self._column_names(table.column_names))
                 yield self.conform(table, path, row) if conform else table
-                row += batch.num_rows
+                row += table.num_rows
         except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-            raise self._error(path, exc, bad) from None
+            raise self._error(path, exc) from None
 
     def _line_of_value(self, path: str, column: int, value: str) -> int | None:
         try:
@@ -126,13 +134,9 @@ class CsvLoader(FileLoader):
             pass
         return None
 
-    def _error(self, path: str, exc: Exception, bad: list[Any]) -> LoaderError:
+    def _error(self, path: str, exc: Exception) -> LoaderError:
         """The first malformed row named by its line, from pyarrow's report or a re-read with `csv`."""
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if bad and bad[0].number is not None:
-            row = bad[0]
-            return LoaderError(f"{path}, line {row.number}: expected {row.expected_columns} fields, got "
-                               f"{row.actual_columns} ({row.text[:80]!r})")
         conversion = re.match(r"In CSV column #(\d+): CSV conversion error to (\w+): invalid value '(.*)'$", message)
         if conversion is not None:
             column, dtype, value = int(conversion[1]), conversion[2], conversion[3]

@@ -24,6 +24,8 @@ from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import LoaderError, features_from_schema, is_columnar
 
 BLOCK_BYTES = 16 << 20
+#: pyarrow parses blocks of this size on its threads (one block would use one core)
+PARSE_BLOCK_BYTES = 1 << 20
 #: bytes of the first file read to infer the features of JSON Lines
 SAMPLE_BYTES = 1 << 20
 
@@ -85,12 +87,17 @@ class JsonLoader(FileLoader):
         return pa.schema(fields) if fields else None
 
     def _parse_block(self, path: str, block: bytes, first_line: int, schema: pa.Schema | None) -> pa.Table:
-        options = pajson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="infer")
+        # a field beyond the features is refused by the parser (faster than inferring it, and the
+        # cast to the features would refuse it anyway) unless class-name columns are left to inference
+        complete = schema is not None and len(schema) == len(self.features)
+        options = pajson.ParseOptions(explicit_schema=schema,
+                                      unexpected_field_behavior="error" if complete else "infer")
         try:
-            return pajson.read_json(io.BytesIO(block), read_options=pajson.ReadOptions(block_size=BLOCK_BYTES * 2),
+            return pajson.read_json(io.BytesIO(block), read_options=pajson.ReadOptions(block_size=PARSE_BLOCK_BYTES),
                                     parse_options=options)
         except pa.ArrowInvalid as exc:
-            raise line_error(path, block, first_line, self.config.encoding, exc) from None
+            raise line_error(path, block, first_line, self.config.encoding, exc,
+                             list(self.features) if schema is not None else None) from None
 
     def _document_tables(self, path: str) -> Iterator[pa.Table]:
         with open(path, encoding=self.config.encoding) as fh:
@@ -168,7 +175,8 @@ def line_blocks(path: str, start: int | None, stop: int | None,
             line += block.count(b"\n")
 
 
-def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exception) -> LoaderError:
+def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exception,
+               fields: list[str] | None = None) -> LoaderError:
     """The first line of the block that is not a JSON object, or pyarrow's message with the file."""
     for number, raw in enumerate(block.split(b"\n"), start=first_line + 1):
         text = raw.strip()
@@ -183,6 +191,10 @@ def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exc
         if not isinstance(value, dict):
             return LoaderError(f"{path}, line {number}: a JSON Lines record must be an object, got "
                                f"{type(value).__name__}")
+        extra = [k for k in value if fields is not None and k not in fields]
+        if extra:
+            return LoaderError(f"{path}, line {number}: field {extra[0]!r} is not in the features {fields}; pass "
+                               "features= naming every field")
     message = str(exc).strip().splitlines()[0]
     last = first_line + block.count(b"\n")
     return LoaderError(f"{path} (lines {first_line + 1}-{last}): {message}; if a column "
