@@ -379,3 +379,27 @@ def test_json_field_beyond_the_inferred_features_names_the_line(tmp_path):
     path.write_text("\n".join(rows) + "\n")
     with pytest.raises(LoaderError, match=r"d\.jsonl, line 100001: field 'late' is not in the features \['a'\]"):
         sds.load_dataset("json", data_files=str(path), split="train")
+
+
+def test_remote_csv_over_http_is_downloaded_and_rebuilt_when_its_etag_changes(tmp_path):
+    from .http_server import FileServer
+
+    with FileServer() as server:
+        server.files["/d.csv"] = b"x,y\n1,a\n"
+        server.validators["/d.csv"] = {"ETag": '"v1"'}
+        url = server.url + "/d.csv"
+        assert sds.load_dataset("csv", data_files=url, split="train")[:] == {"x": [1], "y": ["a"]}
+        server.files["/d.csv"] = b"x,y\n1,a\n2,b\n"
+        server.validators["/d.csv"] = {"ETag": '"v2"'}
+        assert sds.load_dataset("csv", data_files=url, split="train")["x"] == [1, 2]
+
+
+def test_hugging_face_features_are_accepted(tmp_path):
+    import datasets
+
+    path = tmp_path / "d.csv"
+    path.write_text("label,x\nneg,1\npos,2\n")
+    hf_features = datasets.Features({"label": datasets.ClassLabel(names=["neg", "pos"]), "x": datasets.Value("int32")})
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", features=hf_features)
+    assert ds.features == sds.Features({"label": sds.ClassLabel(names=["neg", "pos"]), "x": sds.Value("int32")})
+    assert ds[:] == {"label": [0, 1], "x": [1, 2]}

@@ -59,6 +59,8 @@ class FileLoader(GeneratorBasedBuilder):
     def __init__(self, config_name: str | None = None, **kwargs: Any):
         super().__init__(config_name, **kwargs)
         config = self.config
+        if config.features is not None and not isinstance(config.features, Features):
+            config = self.config = config.replace(features=_our_features(config.features))
         if config.data_dir and config.data_files:  # data_files relative to data_dir, as in Hugging Face
             self.config = config.replace(data_files=_under(config.data_dir, config.data_files), data_dir=None)
         elif not config.data_files and not config.data_dir:
@@ -81,11 +83,19 @@ class FileLoader(GeneratorBasedBuilder):
         """Names of files read beside the data files (metadata.csv for image folders)."""
         return ()
 
+    def local_file(self, path: str, dl_manager: DownloadManager | None = None) -> str:
+        """A local path for a data file; a remote one is downloaded once into the downloads folder."""
+        if path.startswith("file://"):
+            return path[len("file://"):]
+        if "://" not in path:
+            return path
+        return str((dl_manager or self._download_manager()).download(path))
+
     def first_file(self) -> str:
         for paths in self.data_files().values():
             for path in paths:
                 if not self.is_companion(path):
-                    return path
+                    return self.local_file(path)
         where = self.config.data_files or self.config.data_dir
         raise FileNotFoundError(f"the '{self.builder_name()}' loader found no data file in {where}")
 
@@ -95,9 +105,7 @@ class FileLoader(GeneratorBasedBuilder):
     # -- features --------------------------------------------------------------------------
     def _info(self) -> DatasetInfo:
         given = self.config.features
-        features = as_feature(given) if given is not None else self.infer_features()
-        if not isinstance(features, Features):
-            raise ValueError(f"features= must be a Features or a dict of features, got {given!r}")
+        features = given if given is not None else self.infer_features()
         return DatasetInfo(features=features, description=f"Files read by the '{self.builder_name()}' loader.")
 
     def infer_features(self) -> Features:
@@ -113,8 +121,7 @@ class FileLoader(GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: DownloadManager) -> list[SplitGenerator]:
         generators = []
         for split, paths in self.data_files().items():
-            local = [str(dl_manager.download(p)) if "://" in p and not p.startswith("file://") else
-                     p.removeprefix("file://") for p in paths]
+            local = [self.local_file(p, dl_manager) for p in paths]
             generators.append(SplitGenerator(split, {"pieces": [[p, None, None] for p in local]}))
         return generators
 
@@ -162,6 +169,18 @@ class FileLoader(GeneratorBasedBuilder):
 
     def conform(self, table: pa.Table, where: str, first_row: int) -> pa.Table:
         return conform_table(table, self.features, where, first_row)
+
+
+def _our_features(given: Any) -> Features:
+    """`features=` as ours: a Features, a dict of our features, or Hugging Face's `datasets.Features`."""
+    if type(given).__module__.startswith("datasets"):
+        from stable_datasets.features.hf import from_hf_features
+
+        return from_hf_features(given)
+    features = as_feature(given)
+    if not isinstance(features, Features):
+        raise ValueError(f"features= must be a Features or a dict of features, got {given!r}")
+    return features
 
 
 def _under(folder: str, data_files: Any) -> Any:
