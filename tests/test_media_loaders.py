@@ -210,3 +210,90 @@ def test_webdataset_matches_the_webdataset_package_grouping(tmp_path):
     assert ds["__key__"] == ["dir/x"] and sorted(ds.column_names) == sorted(["__key__", "__url__", "y.seg.png",
                                                                            "y.txt"])
     assert ds.features["y.seg.png"] == sds.Image() and ds["y.txt"] == ["t"]
+
+
+def _write_rows(loader: str, path: Path, values: list[int]) -> None:
+    """One input file of `loader` holding rows that carry `values` (read back by _values)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if loader == "csv":
+        path.write_text("v\n" + "".join(f"{v}\n" for v in values))
+    elif loader == "json":
+        path.write_text("".join(json.dumps({"v": v}) + "\n" for v in values))
+    elif loader == "text":
+        path.write_text("".join(f"{v}\n" for v in values))
+    elif loader == "parquet":
+        pq.write_table(pa.table({"v": values}), path)
+    elif loader == "arrow":
+        table = pa.table({"v": values})
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table)
+    elif loader == "webdataset":
+        _shard(path, [(f"{path.stem}-{i}", {"cls": str(v).encode()}) for i, v in enumerate(values)])
+    elif loader == "imagefolder":
+        path.mkdir(exist_ok=True)
+        for i, v in enumerate(values):
+            cv2.imwrite(str(path / f"{i}.png"), np.full((2, 2), v, np.uint8))
+    elif loader == "videofolder":
+        path.mkdir(exist_ok=True)
+        for i, v in enumerate(values):
+            _video(path / f"{i}.mp4", 1 + v % 3, v)
+    stat = path.stat()  # a new mtime even on filesystems with a coarse clock
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))
+
+
+def _values(loader: str, ds) -> list[int]:
+    if loader in ("csv", "json", "parquet", "arrow"):
+        return ds["v"]
+    if loader == "text":
+        return [int(t) for t in ds["text"]]
+    if loader == "webdataset":
+        return ds["cls"]
+    if loader == "imagefolder":
+        return [int(row["image"][0, 0, 0]) for row in ds]
+    return [int(row["video"].size > 0) for row in ds]  # videofolder: one row per file
+
+
+EXTENSION = {"csv": ".csv", "json": ".jsonl", "text": ".txt", "parquet": ".parquet", "arrow": ".arrow",
+             "webdataset": ".tar", "imagefolder": "", "videofolder": ""}
+
+
+@pytest.mark.parametrize("loader", list(EXTENSION))
+def test_every_loader_rebuilds_on_edit_add_and_remove_and_reuses_unchanged(tmp_path, loader):
+    root = tmp_path / "inputs"
+    root.mkdir()
+    media = loader in ("imagefolder", "videofolder")
+    first = root / ("a" if media else f"a{EXTENSION[loader]}")
+    _write_rows(loader, first, [10, 20])
+    kwargs = {"data_dir": str(root)} if media else {"data_files": str(root / f"*{EXTENSION[loader]}")}
+    if media:  # files under folders of one depth: one folder "a" at first, then "a" and "b"
+        kwargs["drop_labels"] = True
+
+    def load():
+        return sds.load_dataset(loader, split="train", **kwargs)
+
+    built = load()
+    assert len(built) == 2 and (loader == "videofolder" or _values(loader, built) == [10, 20])
+    assert load().cache_files == built.cache_files  # unchanged: reused
+    edited = [10, 20, 30]
+    if media:  # edit: replace one file's content
+        _write_rows(loader, first, [40])
+        (first / "1.png").unlink(missing_ok=True)
+        (first / "1.mp4").unlink(missing_ok=True)
+        assert len(load()) == 1 and (loader == "videofolder" or _values(loader, load()) == [40])
+    else:
+        _write_rows(loader, first, edited)
+        assert _values(loader, load()) == edited
+    second = root / ("b" if media else f"b{EXTENSION[loader]}")
+    _write_rows(loader, second, [50])
+    grown = load()
+    assert len(grown) == (2 if media else 4) and (loader == "videofolder" or _values(loader, grown)[-1] == 50)
+    if media:
+        for child in first.iterdir():
+            child.unlink()
+        first.rmdir()
+    else:
+        first.unlink()
+    shrunk = load()
+    assert len(shrunk) == 1 and (loader == "videofolder" or _values(loader, shrunk) == [50])
