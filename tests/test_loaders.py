@@ -403,3 +403,12 @@ def test_hugging_face_features_are_accepted(tmp_path):
     ds = sds.load_dataset("csv", data_files=str(path), split="train", features=hf_features)
     assert ds.features == sds.Features({"label": sds.ClassLabel(names=["neg", "pos"]), "x": sds.Value("int32")})
     assert ds[:] == {"label": [0, 1], "x": [1, 2]}
+
+
+def test_csv_files_divided_among_processes_keep_their_order(tmp_path):
+    for i in range(5):
+        (tmp_path / f"part-{i}.csv").write_text("x\n" + "".join(f"{10 * i + j}\n" for j in range(i + 1)))
+    one = sds.load_dataset("csv", data_files=str(tmp_path / "part-*.csv"), split="train")
+    two = sds.load_dataset("csv", data_files=str(tmp_path / "part-*.csv"), split="train", num_proc=2,
+                           storage_format="lance")
+    assert one["x"] == [0, 10, 11, 20, 21, 22, 30, 31, 32, 33, 40, 41, 42, 43, 44] and two["x"] == one["x"]
