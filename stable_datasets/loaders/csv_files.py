@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
@@ -63,16 +64,16 @@ class CsvLoader(FileLoader):
         if config.header not in ("infer", 0, None):
             raise ValueError(f"the 'csv' loader takes header='infer', 0 or None, got {config.header!r}")
         skip_after = 1 if names and config.header == 0 else 0  # a header row replaced by column_names
-        return pacsv.ReadOptions(use_threads=True, block_size=BLOCK_BYTES, skip_rows=config.skiprows,
-                                 skip_rows_after_names=skip_after, column_names=names,
-                                 autogenerate_column_names=config.header is None and not names,
-                                 encoding=config.encoding)
+        encoding = "utf8" if config.encoding.lower().replace("-", "").replace("_", "") == "utf8" else config.encoding
+        return pacsv.ReadOptions(use_threads=True, skip_rows=config.skiprows, skip_rows_after_names=skip_after,
+                                 column_names=names, autogenerate_column_names=config.header is None and not names,
+                                 encoding=encoding)  # "utf8" exactly: any other spelling transcodes (slower)
 
-    def _parse_options(self) -> pacsv.ParseOptions:
-        # quoted fields may hold line breaks, as pandas reads them; a malformed row stops the read and
-        # is then located by a re-read with Python's csv module (pyarrow knows no line numbers here)
+    def _parse_options(self, newlines_in_values: bool = True) -> pacsv.ParseOptions:
+        # A malformed row stops the read and is then located by a re-read with Python's csv module
+        # (pyarrow reports no line numbers). Quoted fields may hold line breaks, as pandas reads them.
         return pacsv.ParseOptions(delimiter=self.delimiter, quote_char=self.config.quotechar or False,
-                                  escape_char=self.config.escapechar or False, newlines_in_values=True)
+                                  escape_char=self.config.escapechar or False, newlines_in_values=newlines_in_values)
 
     def _convert_options(self, features: Features | None) -> pacsv.ConvertOptions:
         kwargs: dict[str, Any] = {"strings_can_be_null": True, "quoted_strings_can_be_null": True}
@@ -109,12 +110,16 @@ class CsvLoader(FileLoader):
         """A file up to WHOLE_FILE_BYTES is parsed at once on every core; a larger one streams in blocks."""
         path = piece[0]
         row = 0
-        options = (self._read_options(), self._parse_options(), self._convert_options(self.features))
+        read, convert = self._read_options(), self._convert_options(self.features)
         try:
             if os.path.getsize(path) <= WHOLE_FILE_BYTES:
-                tables: Iterator[pa.Table] = iter([pacsv.read_csv(path, *options)])
+                data = pa.memory_map(path).read_buffer()
+                newlines = self.config.escapechar is not None or quoted_line_breaks(data, self.config.quotechar)
+                tables: Iterator[pa.Table] = iter([pacsv.read_csv(pa.BufferReader(data), read, self._parse_options(
+                    newlines_in_values=newlines), convert)])
             else:
-                reader = pacsv.open_csv(path, *options)
+                read.block_size = BLOCK_BYTES
+                reader = pacsv.open_csv(path, read, self._parse_options(), convert)
                 tables = (pa.Table.from_batches([batch]) for batch in reader)
             for table in tables:
                 table = table.rename_columns(self._column_names(table.column_names))
@@ -153,6 +158,20 @@ class CsvLoader(FileLoader):
         if isinstance(exc, UnicodeDecodeError):
             return LoaderError(f"{path}: not valid {self.config.encoding} text ({exc.reason})")
         return LoaderError(f"{path}: {message}")
+
+
+def quoted_line_breaks(data: pa.Buffer, quotechar: str | None) -> bool:
+    """True when a line break may sit inside a quoted field: an odd number of quote characters
+    before some line break. Without one, pyarrow may cut the file into blocks at any line break and
+    parse them on every core (`newlines_in_values=False`); with one, blocks must follow quotes."""
+    if not quotechar:
+        return False
+    view = np.frombuffer(data, dtype=np.uint8)
+    quotes = np.flatnonzero(view == ord(quotechar))
+    if not len(quotes):
+        return False
+    breaks = np.flatnonzero((view == 10) | (view == 13))
+    return bool((np.searchsorted(quotes, breaks) % 2).any())
 
 
 def _csv_records(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,
