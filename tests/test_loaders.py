@@ -412,3 +412,24 @@ def test_csv_files_divided_among_processes_keep_their_order(tmp_path):
     two = sds.load_dataset("csv", data_files=str(tmp_path / "part-*.csv"), split="train", num_proc=2,
                            storage_format="lance")
     assert one["x"] == [0, 10, 11, 20, 21, 22, 30, 31, 32, 33, 40, 41, 42, 43, 44] and two["x"] == one["x"]
+
+
+def test_one_large_csv_is_divided_by_line_ranges_unless_quotes_hold_line_breaks(tmp_path):
+    from stable_datasets.loaders.csv_files import CsvLoader, quoted_line_breaks_in_file
+
+    plain = tmp_path / "plain.csv"
+    plain.write_text("# skipped\nid,name\n" + "".join(f'{i},"n {i}"\n' for i in range(20_000)))
+    builder = sds.load_builder("csv", data_files=str(plain), skiprows=1)
+    assert isinstance(builder, CsvLoader) and len(builder.piece_ranges(str(plain), 3)) == 3
+    one = sds.load_dataset("csv", data_files=str(plain), split="train", skiprows=1)
+    three = sds.load_dataset("csv", data_files=str(plain), split="train", skiprows=1, num_proc=3)
+    assert one["id"] == list(range(20_000)) and three[:] == one[:]
+
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_text("id,text\n" + "".join(f'{i},"line {i}\nnext"\n' for i in range(5000)))
+    assert quoted_line_breaks_in_file(str(quoted), '"')
+    assert quoted_line_breaks_in_file(str(quoted), '"', chunk_bytes=7)  # parity carried across chunks
+    assert not quoted_line_breaks_in_file(str(plain), '"', chunk_bytes=7)
+    assert len(builder.piece_ranges(str(quoted), 3)) == 1
+    two = sds.load_dataset("csv", data_files=str(quoted), split="train", num_proc=2)
+    assert two["text"][4999] == "line 4999\nnext" and len(two) == 5000

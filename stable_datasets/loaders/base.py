@@ -17,7 +17,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import pyarrow as pa
 
@@ -52,17 +52,21 @@ Piece = list[Any]
 class FileLoader(GeneratorBasedBuilder):
     """Base class of the generic loaders; subclasses set `name`, `EXTENSIONS` and read pieces."""
 
+    config: FileLoaderConfig
     BUILDER_CONFIG_CLASS: ClassVar[type[BuilderConfig]] = FileLoaderConfig
     #: file name endings this loader reads (lowercase, with the dot); used when listing a folder
     EXTENSIONS: ClassVar[tuple[str, ...]] = ()
+    #: True for loaders whose pieces are Arrow tables (tabular formats), False for media and tars
+    read_tables: ClassVar[bool] = True
 
     def __init__(self, config_name: str | None = None, **kwargs: Any):
         super().__init__(config_name, **kwargs)
         config = self.config
         if config.features is not None and not isinstance(config.features, Features):
-            config = self.config = config.replace(features=_our_features(config.features))
+            config = self.config = cast(FileLoaderConfig, config.replace(features=_our_features(config.features)))
         if config.data_dir and config.data_files:  # data_files relative to data_dir, as in Hugging Face
-            self.config = config.replace(data_files=_under(config.data_dir, config.data_files), data_dir=None)
+            self.config = cast(FileLoaderConfig, config.replace(data_files=_under(config.data_dir, config.data_files),
+                                                               data_dir=None))
         elif not config.data_files and not config.data_dir:
             raise ValueError(f"the '{self.builder_name()}' loader needs data_files= (a path, a glob, a list, or a "
                              "dict of split -> paths) or data_dir= (a folder)")
@@ -75,7 +79,7 @@ class FileLoader(GeneratorBasedBuilder):
             if self.config.data_files:
                 self._files = normalize_data_files(self.config.data_files, self.builder_name())
             else:
-                self._files = infer_data_files(self.config.data_dir, self.EXTENSIONS + self.companion_files(),
+                self._files = infer_data_files(self.config.data_dir or ".", self.EXTENSIONS + self.companion_files(),
                                                self.builder_name())
         return self._files
 
@@ -114,9 +118,6 @@ class FileLoader(GeneratorBasedBuilder):
     def columnar_examples(self) -> bool:
         return self.read_tables and is_columnar(self.features)
 
-    #: True for loaders whose pieces are Arrow tables (tabular formats)
-    read_tables: ClassVar[bool] = True
-
     # -- splits and jobs ---------------------------------------------------------------------
     def _split_generators(self, dl_manager: DownloadManager) -> list[SplitGenerator]:
         generators = []
@@ -144,7 +145,7 @@ class FileLoader(GeneratorBasedBuilder):
             weights.extend([size / len(split)] * len(split))
         return SplitJobs([{"pieces": group} for group in _contiguous_groups(divided, weights, num_jobs)])
 
-    def _generate_examples(self, pieces: list[Piece]) -> Iterator[Any]:
+    def _generate_examples(self, pieces: list[Piece]) -> Iterator[Any]:  # type: ignore[override]
         """Record batches of the pieces for columnar features, else (key, example) pairs."""
         if self.columnar_examples():
             for piece in pieces:

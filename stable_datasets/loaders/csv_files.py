@@ -10,6 +10,7 @@ A row with another number of fields than the header is an error naming the file 
 from __future__ import annotations
 
 import csv
+import itertools
 import os
 import re
 from collections.abc import Iterator
@@ -23,6 +24,7 @@ import pyarrow.csv as pacsv
 from stable_datasets.features.features import Features
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import LoaderError, features_from_schema, is_columnar
+from stable_datasets.loaders.json_files import line_ranges
 
 BLOCK_BYTES = 16 << 20
 #: files up to this size are parsed in one multi-threaded read
@@ -46,6 +48,7 @@ class CsvConfig(FileLoaderConfig):
 
 
 class CsvLoader(FileLoader):
+    config: CsvConfig
     name = "csv"
     BUILDER_CONFIG_CLASS = CsvConfig
     EXTENSIONS = (".csv", ".tsv")
@@ -107,26 +110,60 @@ class CsvLoader(FileLoader):
         return features_from_schema(pa.schema([pa.field(n, f.type) for n, f in zip(names, schema)]))
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
-        """A file up to WHOLE_FILE_BYTES is parsed at once on every core; a larger one streams in blocks."""
-        path = piece[0]
-        row = 0
-        read, convert = self._read_options(), self._convert_options(self.features)
+        """A file (or range) up to WHOLE_FILE_BYTES is parsed at once on every core; a larger file streams."""
+        path, start, stop = piece
+        convert = self._convert_options(self.features)
         try:
-            if os.path.getsize(path) <= WHOLE_FILE_BYTES:
-                data = pa.memory_map(path).read_buffer()
-                newlines = self.config.escapechar is not None or quoted_line_breaks(data, self.config.quotechar)
-                tables: Iterator[pa.Table] = iter([pacsv.read_csv(pa.BufferReader(data), read, self._parse_options(
-                    newlines_in_values=newlines), convert)])
-            else:
+            if start is None and os.path.getsize(path) > WHOLE_FILE_BYTES:
+                read = self._read_options()
                 read.block_size = BLOCK_BYTES
                 reader = pacsv.open_csv(path, read, self._parse_options(), convert)
-                tables = (pa.Table.from_batches([batch]) for batch in reader)
+                tables: Iterator[pa.Table] = (pa.Table.from_batches([batch]) for batch in reader)
+            else:
+                tables = iter([self._read_bytes(path, start, stop, convert)])
+            row = 0
+            where = path if not start else f"{path} (from byte {start})"
             for table in tables:
                 table = table.rename_columns(self._column_names(table.column_names))
-                yield self.conform(table, path, row) if conform else table
+                yield self.conform(table, where, row) if conform else table
                 row += table.num_rows
         except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
             raise self._error(path, exc) from None
+
+    def _read_bytes(self, path: str, start: int | None, stop: int | None, convert: pacsv.ConvertOptions) -> pa.Table:
+        source = pa.memory_map(path)  # the buffer keeps the map open while the table is parsed
+        if start is None:
+            data = source.read_buffer()
+        else:
+            source.seek(start)
+            data = source.read_buffer((stop or source.size()) - start)
+        read = self._read_options()
+        if start:  # a range after the header: the header's names, nothing to skip, records are lines
+            read = pacsv.ReadOptions(use_threads=True, column_names=self._header_names(path), encoding=read.encoding)
+            newlines = False
+        else:
+            newlines = self.config.escapechar is not None or quoted_line_breaks(data, self.config.quotechar)
+        return pacsv.read_csv(pa.BufferReader(data), read, self._parse_options(newlines), convert)
+
+    def _header_names(self, path: str) -> list[str]:
+        """The column names as the start of the file gives them (before pandas-style numbering)."""
+        options = self._read_options()
+        options.block_size = 1 << 16
+        return pacsv.open_csv(path, options, self._parse_options(), self._convert_options(None)).schema.names
+
+    def piece_ranges(self, path: str, parts: int) -> list[Piece]:
+        """Byte ranges at line ends when every line break ends a record (no line break inside quotes,
+        no escape character, UTF-8 text); otherwise the file stays whole."""
+        if (self.config.escapechar is not None or self._read_options().encoding != "utf8"
+                or quoted_line_breaks_in_file(path, self.config.quotechar)):
+            return [[path, None, None]]
+        with open(path, "rb") as fh:
+            for _ in range(self.config.skiprows + (0 if self.config.header is None else 1)):
+                fh.readline()
+            header_end = fh.tell()
+        ranges = line_ranges(path, parts)
+        bounds = [0] + [r[1] for r in ranges[1:] if r[1] > header_end] + [ranges[-1][2]]
+        return [[path, lo, hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
 
     def _line_of_value(self, path: str, column: int, value: str) -> int | None:
         try:
@@ -172,6 +209,25 @@ def quoted_line_breaks(data: pa.Buffer, quotechar: str | None) -> bool:
         return False
     breaks = np.flatnonzero((view == 10) | (view == 13))
     return bool((np.searchsorted(quotes, breaks) % 2).any())
+
+
+def quoted_line_breaks_in_file(path: str, quotechar: str | None, chunk_bytes: int = 64 << 20) -> bool:
+    """`quoted_line_breaks` over a file of any size, a chunk at a time (the quote parity carries over)."""
+    if not quotechar:
+        return False
+    parity = 0
+    quote = ord(quotechar)
+    with open(path, "rb") as fh:
+        while chunk := fh.read(chunk_bytes):
+            view = np.frombuffer(chunk, dtype=np.uint8)
+            quotes = np.flatnonzero(view == quote)
+            breaks = np.flatnonzero((view == 10) | (view == 13))
+            if len(quotes) and len(breaks) and ((np.searchsorted(quotes, breaks) + parity) % 2).any():
+                return True
+            if not len(quotes) and parity and len(breaks):
+                return True
+            parity = (parity + len(quotes)) % 2
+    return False
 
 
 def _csv_records(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,

@@ -37,6 +37,7 @@ class JsonConfig(FileLoaderConfig):
 
 
 class JsonLoader(FileLoader):
+    config: JsonConfig
     name = "json"
     BUILDER_CONFIG_CLASS = JsonConfig
     EXTENSIONS = (".json", ".jsonl", ".ndjson")

@@ -42,6 +42,7 @@ class MediaFolderConfig(FileLoaderConfig):
 class MediaFolderLoader(FileLoader):
     """Files of one kind (images, videos), with labels from folders or a metadata file."""
 
+    config: MediaFolderConfig
     BUILDER_CONFIG_CLASS = MediaFolderConfig
     read_tables = False
     #: the column holding each file

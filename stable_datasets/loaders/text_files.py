@@ -31,6 +31,7 @@ class TextConfig(FileLoaderConfig):
 
 
 class TextLoader(FileLoader):
+    config: TextConfig
     name = "text"
     BUILDER_CONFIG_CLASS = TextConfig
     EXTENSIONS = (".txt", ".text", ".md")
