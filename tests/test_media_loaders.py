@@ -297,3 +297,14 @@ def test_every_loader_rebuilds_on_edit_add_and_remove_and_reuses_unchanged(tmp_p
         first.unlink()
     shrunk = load()
     assert len(shrunk) == 1 and (loader == "videofolder" or _values(loader, shrunk) == [50])
+
+
+def test_webdataset_compressed_shards_and_folder_inference(tmp_path):
+    import gzip
+
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    _shard(tmp_path / "plain.tar", [(f"k{i}", {"txt": f"text {i}".encode(), "cls": str(i).encode()}) for i in range(3)])
+    (folder / "shard-0.tar.gz").write_bytes(gzip.compress((tmp_path / "plain.tar").read_bytes()))
+    ds = sds.load_dataset(str(folder), split="train")
+    assert ds["txt"] == ["text 0", "text 1", "text 2"] and ds["cls"] == [0, 1, 2]

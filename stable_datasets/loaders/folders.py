@@ -14,6 +14,8 @@ import re
 from collections import Counter
 from typing import Any
 
+from stable_datasets.interleaved.tar_format import TAR_SUFFIXES
+
 SPLIT_WORDS = {
     "train": ("train", "training"),
     "validation": ("validation", "valid", "val", "dev"),
@@ -86,7 +88,7 @@ def infer_folder_format(folder: str | os.PathLike) -> tuple[str, dict[str, Any]]
     for path in list_files(os.fspath(folder)):
         if _is_metadata(path):
             continue
-        extension = os.path.splitext(path)[1].lower()
+        extension = ".tar" if path.lower().endswith(TAR_SUFFIXES) else os.path.splitext(path)[1].lower()
         if extension in FORMAT_OF_EXTENSION:
             counts[extension] += 1
     if not counts:

@@ -1,4 +1,5 @@
-"""`load_dataset("webdataset", data_files="shards/*.tar")`: tar shards, members grouped by key.
+"""`load_dataset("webdataset", data_files="shards/*.tar")`: tar shards (also .tar.gz/.tgz/.tar.bz2/.tar.xz,
+told by their magic bytes), members grouped by key.
 
 As in WebDataset, a member `dir/0001.jpg` has key `dir/0001` and extension `jpg`; consecutive
 members with one key form a sample, a row with `__key__`, `__url__` (the shard) and a column
@@ -23,7 +24,7 @@ from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
 from stable_datasets.features.value import Value
 from stable_datasets.interleaved.keys import split_member
-from stable_datasets.interleaved.tar_format import TarFormatError, iter_tar, map_file
+from stable_datasets.interleaved.tar_format import TAR_SUFFIXES, TarFormatError, iter_tar, map_file
 from stable_datasets.loaders.base import FileLoader, Piece
 from stable_datasets.loaders.columns import LoaderError, feature_for_type
 from stable_datasets.loaders.folders import IMAGE_EXTENSIONS
@@ -88,7 +89,7 @@ def iter_samples(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
 
 class WebDatasetLoader(FileLoader):
     name = "webdataset"
-    EXTENSIONS = (".tar",)
+    EXTENSIONS = TAR_SUFFIXES  # compressed shards are decompressed once into a temporary file
     read_tables = False
 
     def infer_features(self) -> Features:
