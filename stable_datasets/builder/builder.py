@@ -194,8 +194,12 @@ class DatasetBuilder:
             "layout_options": self.layout_options(storage_format, layout_options),
             "cache_format_version": CACHE_FORMAT_VERSION,
             "extra": to_jsonable(self._fingerprint_extra(), "fingerprint extra"),
-            "input_files": input_files_identity(self.config, self.cache_root, self.builder_name()),
+            "input_files": self.input_files_identity(),
         }
+
+    def input_files_identity(self) -> dict[str, Any] | None:
+        """The identity of the files `data_files`/`data_dir` name (see builder/input_identity.py)."""
+        return input_files_identity(self.config, self.cache_root, self.builder_name())
 
     def fingerprint(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> str:
         return fingerprint(self.fingerprint_inputs(storage_format, layout_options))

@@ -13,6 +13,7 @@ images, videos and tar samples, which go through the features' encoders row by r
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from stable_datasets.builder.builder import GeneratorBasedBuilder
 from stable_datasets.builder.config import BuilderConfig
 from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
+from stable_datasets.builder.input_identity import input_files_identity
+from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.features.base import as_feature
 from stable_datasets.features.features import Features
@@ -73,6 +76,22 @@ class FileLoader(GeneratorBasedBuilder):
         self._files: dict[str, list[str]] | None = None
 
     # -- files -----------------------------------------------------------------------------
+    def fingerprint_inputs(self, storage_format: str = "arrow",
+                           layout_options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Files listed afresh, and features inferred from them, for each fingerprint; the build that
+        follows reads the very list the fingerprint identified."""
+        self._files = None
+        if self.config.features is None:
+            self._info_cache = None
+        return super().fingerprint_inputs(storage_format, layout_options)
+
+    def input_files_identity(self) -> dict[str, Any] | None:
+        resolved = self.data_files() if self.config.data_files else None  # one glob, not two
+        return input_files_identity(self.config, self.cache_root, self.builder_name(), resolved=resolved)
+
+    def source_text(self) -> str:
+        return _library_source_text(type(self))
+
     def data_files(self) -> dict[str, list[str]]:
         """split -> files, globs expanded; from a data_dir, the files this loader reads, split by name."""
         if self._files is None:
@@ -170,6 +189,12 @@ class FileLoader(GeneratorBasedBuilder):
 
     def conform(self, table: pa.Table, where: str, first_row: int) -> pa.Table:
         return conform_table(table, self.features, where, first_row)
+
+
+@functools.cache
+def _library_source_text(cls: type) -> str:
+    """A packaged loader's code, read once per process (the installed library does not change under it)."""
+    return builder_source_text(cls)
 
 
 def _our_features(given: Any) -> Features:
