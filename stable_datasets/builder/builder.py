@@ -160,6 +160,11 @@ class DatasetBuilder:
     def _generate_examples(self, **gen_kwargs: Any) -> Iterator[tuple[Any, dict[str, Any]]]:
         raise NotImplementedError(f"{type(self).__name__} must implement _generate_examples(**gen_kwargs)")
 
+    def columnar_examples(self) -> bool:
+        """True when `_generate_examples` yields Arrow record batches in the features' schema instead of
+        (key, example) pairs (loaders of tabular files): they skip the per-row encoder."""
+        return False
+
     def _fingerprint_extra(self) -> dict[str, Any]:
         """Hook for subclasses with more inputs (e.g. a tokenizer identity)."""
         return {}
@@ -195,8 +200,12 @@ class DatasetBuilder:
             "layout_options": self.layout_options(storage_format, layout_options),
             "cache_format_version": CACHE_FORMAT_VERSION,
             "extra": to_jsonable(self._fingerprint_extra(), "fingerprint extra"),
-            "input_files": input_files_identity(self.config, self.cache_root, self.builder_name()),
+            "input_files": self.input_files_identity(),
         }
+
+    def input_files_identity(self) -> dict[str, Any] | None:
+        """The identity of the files `data_files`/`data_dir` name (see builder/input_identity.py)."""
+        return input_files_identity(self.config, self.cache_root, self.builder_name())
 
     def fingerprint(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> str:
         return fingerprint(self.fingerprint_inputs(storage_format, layout_options))
@@ -343,6 +352,8 @@ class BuilderSource(ExampleSource):
 
     def __init__(self, builder: DatasetBuilder, generator: SplitGenerator):
         self.builder, self.generator = builder, generator
+        self.columnar = builder.columnar_examples()
+        self.keyed = not self.columnar  # record batches carry no example keys
 
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         return self.builder._plan_split(self.generator, num_jobs, run, workdir)
