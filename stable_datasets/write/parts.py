@@ -128,6 +128,31 @@ def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, seen: di
         yield item
 
 
+def write_tables(plan: WritePlan, source: ExampleSource, job: Any, writer: Any, desc: str) -> int:
+    """A columnar source's job, encoded a table at a time (see features.columnar); returns its rows."""
+    from stable_datasets.features.columnar import RowEncodingError, encode_columns, table_columns
+
+    if plan.features is None:
+        raise ValueError(f"{type(source).__name__} is columnar: its WritePlan needs features")
+    schema = plan.features.arrow_schema
+    num_rows = 0
+    for columns in progress(source.tables(job), desc=desc, unit=" tables"):
+        try:
+            if isinstance(columns, pa.Table) and columns.schema.equals(schema, check_metadata=True):
+                table = columns  # encoded already (by this library, with these features)
+            else:
+                table = encode_columns(plan.features, table_columns(columns) if isinstance(columns, pa.Table)
+                                       else columns)
+        except EncodingError as exc:
+            key = num_rows + exc.row if isinstance(exc, RowEncodingError) else None
+            raise ExampleError(plan.builder_name, plan.split, key, exc.field, exc.message + source.encoding_hint) \
+                from None
+        for batch in table.to_batches(max_chunksize=plan.batch_rows):
+            writer.write(batch)
+        num_rows += table.num_rows
+    return num_rows
+
+
 def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num_parts: int,
                staging: Path) -> PartResult:
     """Write one job's examples into its part folder (or return the part a previous run finished)."""
@@ -182,7 +207,11 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
     media_root = plan.media_root or plan.target.parent
     try:
         with media_store(media_root) as store:
-            for position, (key, example) in enumerate(_checked_examples(source, job, plan, seen, desc)):
+            if source.columnar:  # whole columns, encoded column by column: no examples to loop over
+                start(features)
+                num_rows = write_tables(plan, source, job, writer, desc)
+            examples = () if source.columnar else _checked_examples(source, job, plan, seen, desc)
+            for position, (key, example) in enumerate(examples):
                 if position < skip:  # already in a journaled shard; the key still counts for duplicates
                     continue
                 if encoder is None:

@@ -20,6 +20,8 @@ class ExampleSource:
     keyed = True
     #: appended to the message when an example does not fit the features
     encoding_hint = ""
+    #: the source hands over whole columns (`tables`), encoded column by column, instead of examples
+    columnar = False
 
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         """Divide the work into at most `num_jobs` jobs, in order. `run` runs functions in parallel
@@ -29,6 +31,11 @@ class ExampleSource:
 
     def examples(self, job: Any) -> Iterator[tuple[Any, Any]]:
         """The (key, example) pairs of one job, in order."""
+        raise NotImplementedError
+
+    def tables(self, job: Any) -> Iterator[dict[str, Any]]:
+        """For a `columnar` source: one job's rows as dicts of columns (Arrow, or lists of objects),
+        in order. The plan's features must be given."""
         raise NotImplementedError
 
     def infer_features(self, examples: list[dict[str, Any]]) -> Features:
