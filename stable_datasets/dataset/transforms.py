@@ -241,12 +241,11 @@ class MapSource(ExampleSource):
 
 
 def _without_removed(output: Any, given: dict[str, Any], remove: list[str]) -> Any:
-    """The function's output without the columns to remove that it handed back as it got them (the
-    input dict itself, changed in place, or the very value it received); a new value is kept."""
-    if not remove or not isinstance(output, dict):
+    """As Hugging Face does: when the function hands back the dict it was given (changed in place),
+    the columns to remove go too; a dict of its own keeps every column it names."""
+    if not remove or output is not given:
         return output
-    return {k: v for k, v in output.items()
-            if not (k in remove and (output is given or (k in given and v is given[k])))}
+    return {k: v for k, v in output.items() if k not in remove}
 
 
 def _output_features(source: Features, rows: list[dict[str, Any]], given: Features | None) -> Features:
