@@ -23,9 +23,9 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.dataset.column_view import ColumnView
-from stable_datasets.errors import StableDatasetsError
+from stable_datasets.errors import EncodingError, ExampleError, StableDatasetsError
 from stable_datasets.features.base import as_feature
-from stable_datasets.features.columnar import as_columns
+from stable_datasets.features.columnar import RowEncodingError, as_columns, encode_columns
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features
 from stable_datasets.features.value import ClassLabel, Value
@@ -128,17 +128,25 @@ class ColumnsSource(ExampleSource):
     columnar = True
     keyed = False
 
-    def __init__(self, ds: StableDataset, change: Callable[[pa.Table], dict[str, Any]], desc: str):
-        self.ds, self.change, self.desc = ds.with_format("arrow"), change, desc
+    def __init__(self, ds: StableDataset, change: Callable[[pa.Table], dict[str, Any]], features: Features,
+                 desc: str):
+        self.ds, self.change, self.features, self.desc = ds.with_format("arrow"), change, features, desc
 
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         return SplitJobs([None])
 
-    def tables(self, job: Any) -> Iterator[dict[str, Any]]:
+    def examples(self, job: Any) -> Iterator[pa.RecordBatch]:
+        done = 0
         for table in self.ds.iter_arrow(DEFAULT_BATCH_ROWS * 16):
             columns: dict[str, Any] = {n: table.column(n) for n in table.column_names}
             columns.update(self.change(table))
-            yield columns
+            try:
+                encoded = encode_columns(self.features, columns)
+            except EncodingError as exc:
+                row = done + exc.row if isinstance(exc, RowEncodingError) else None
+                raise ExampleError(self.desc, str(self.ds.split), row, exc.field, exc.message) from None
+            yield from encoded.to_batches(max_chunksize=DEFAULT_BATCH_ROWS)
+            done += table.num_rows
 
     def describe(self) -> str:
         return self.desc
@@ -176,7 +184,7 @@ def rewrite(ds: StableDataset, operation: dict[str, Any], features: Features,
                              fingerprint=fp, fingerprint_inputs=inputs, builder_name=base.builder_name,
                              config_name=base.config_name, version=base.version,
                              split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(), features=features)
-            write_split(plan, ColumnsSource(ds, change, operation["op"]))
+            write_split(plan, ColumnsSource(ds, change, features, operation["op"]))
     return reopen()
 
 

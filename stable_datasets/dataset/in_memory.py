@@ -112,9 +112,8 @@ class TableSource(ExampleSource):
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         return SplitJobs([None])  # already in memory and encoded: one part writes it
 
-    def tables(self, job: Any) -> Iterator[pa.Table]:
-        for start in range(0, self.table.num_rows, HASH_BATCH_ROWS):
-            yield self.table.slice(start, HASH_BATCH_ROWS)
+    def examples(self, job: Any) -> Iterator[pa.RecordBatch]:
+        yield from self.table.to_batches(max_chunksize=DEFAULT_BATCH_ROWS)
 
     def describe(self) -> str:
         return self.desc

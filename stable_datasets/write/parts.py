@@ -21,7 +21,7 @@ import pyarrow as pa
 from stable_datasets.cache.journal import JOURNAL_FILE, ShardJournal
 from stable_datasets.cache.media import media_store
 from stable_datasets.cache.metadata import ShardInfo
-from stable_datasets.errors import EncodingError, ExampleError
+from stable_datasets.errors import EncodingError, ExampleError, StableDatasetsError
 from stable_datasets.features.encoder import BatchEncoder
 from stable_datasets.features.features import Features
 from stable_datasets.progress import progress
@@ -128,31 +128,6 @@ def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, seen: di
         yield item
 
 
-def write_tables(plan: WritePlan, source: ExampleSource, job: Any, writer: Any, desc: str) -> int:
-    """A columnar source's job, encoded a table at a time (see features.columnar); returns its rows."""
-    from stable_datasets.features.columnar import RowEncodingError, encode_columns, table_columns
-
-    if plan.features is None:
-        raise ValueError(f"{type(source).__name__} is columnar: its WritePlan needs features")
-    schema = plan.features.arrow_schema
-    num_rows = 0
-    for columns in progress(source.tables(job), desc=desc, unit=" tables"):
-        try:
-            if isinstance(columns, pa.Table) and columns.schema.equals(schema, check_metadata=True):
-                table = columns  # encoded already (by this library, with these features)
-            else:
-                table = encode_columns(plan.features, table_columns(columns) if isinstance(columns, pa.Table)
-                                       else columns)
-        except EncodingError as exc:
-            key = num_rows + exc.row if isinstance(exc, RowEncodingError) else None
-            raise ExampleError(plan.builder_name, plan.split, key, exc.field, exc.message + source.encoding_hint) \
-                from None
-        for batch in table.to_batches(max_chunksize=plan.batch_rows):
-            writer.write(batch)
-        num_rows += table.num_rows
-    return num_rows
-
-
 def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num_parts: int,
                staging: Path) -> PartResult:
     """Write one job's examples into its part folder (or return the part a previous run finished)."""
@@ -207,9 +182,9 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
     media_root = plan.media_root or plan.target.parent
     try:
         with media_store(media_root) as store:
-            if source.columnar:  # whole columns, encoded column by column: no examples to loop over
+            if source.columnar:
                 start(features)
-                num_rows = write_tables(plan, source, job, writer, desc)
+                num_rows += write_record_batches(source.examples(job), writer, encoder.schema, skip, desc)
             examples = () if source.columnar else _checked_examples(source, job, plan, seen, desc)
             for position, (key, example) in enumerate(examples):
                 if position < skip:  # already in a journaled shard; the key still counts for duplicates
@@ -255,6 +230,26 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
                         features=features.to_dict(), has_keys=has_keys)
     result.save(directory)
     return result
+
+
+def write_record_batches(batches: Iterator[pa.RecordBatch], writer: Any, schema: pa.Schema, skip: int,
+                         desc: str) -> int:
+    """Write a columnar source's batches as they come (after the first `skip` rows, which a
+    journaled shard holds already); returns the rows written."""
+    written = 0
+    with progress(None, desc=desc, unit=" rows") as bar:
+        for batch in batches:
+            if not batch.schema.equals(schema, check_metadata=False):
+                raise StableDatasetsError(f"{desc}: a record batch has schema {batch.schema.to_string()} where the "
+                                          f"features give {schema.to_string(show_schema_metadata=False)}")
+            if skip:
+                dropped = min(skip, batch.num_rows)
+                batch, skip = batch.slice(dropped), skip - dropped
+            if batch.num_rows:
+                writer.write(pa.RecordBatch.from_arrays(batch.columns, schema=schema))
+                written += batch.num_rows
+                bar.update(batch.num_rows)
+    return written
 
 
 def find_duplicate_key(staging: Path, parts: list[PartResult]) -> Any | None:

@@ -20,7 +20,8 @@ class ExampleSource:
     keyed = True
     #: appended to the message when an example does not fit the features
     encoding_hint = ""
-    #: the source hands over whole columns (`tables`), encoded column by column, instead of examples
+    #: `examples(job)` yields Arrow record batches already in the plan's schema (files read by
+    #: pyarrow's own readers: CSV, JSON, Parquet) instead of (key, example) pairs; no per-row encoding
     columnar = False
 
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
@@ -30,12 +31,7 @@ class ExampleSource:
         raise NotImplementedError
 
     def examples(self, job: Any) -> Iterator[tuple[Any, Any]]:
-        """The (key, example) pairs of one job, in order."""
-        raise NotImplementedError
-
-    def tables(self, job: Any) -> Iterator[dict[str, Any]]:
-        """For a `columnar` source: one job's rows as dicts of columns (Arrow, or lists of objects),
-        in order. The plan's features must be given."""
+        """The (key, example) pairs of one job, in order (record batches for a `columnar` source)."""
         raise NotImplementedError
 
     def infer_features(self, examples: list[dict[str, Any]]) -> Features:
