@@ -17,13 +17,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from loguru import logger
 
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.dataset.column_view import ColumnView
-from stable_datasets.errors import EncodingError, ExampleError, StableDatasetsError
+from stable_datasets.errors import EncodingError, ExampleError
 from stable_datasets.features.base import as_feature
 from stable_datasets.features.columnar import RowEncodingError, as_columns, encode_columns
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
@@ -156,6 +155,7 @@ def rewrite(ds: StableDataset, operation: dict[str, Any], features: Features,
             change: Callable[[pa.Table], dict[str, Any]]) -> StableDataset:
     """`ds` with columns changed by `change`, written once into a cache named by the source view
     and `operation` (which must say everything `change` does), beside the source's cache."""
+    from stable_datasets.dataset.in_memory import reopen
     from stable_datasets.dataset.open import open_cache
     from stable_datasets.layouts import arrow_shards
 
@@ -166,18 +166,16 @@ def rewrite(ds: StableDataset, operation: dict[str, Any], features: Features,
     target = first.parent / f"{first.name.split('.map-')[0]}.map-{fp}"
     fmt = ds.format
 
-    def reopen() -> StableDataset:
-        out = open_cache(target)
+    def formatted(out: StableDataset) -> StableDataset:
         kept = [c for c in fmt["columns"] or [] if c in out.features] or None
         return out.with_format(fmt["type"], kept, fmt["decode"])
 
-    if target.is_dir():
-        try:
-            return reopen()
-        except StableDatasetsError as exc:
-            logger.warning("rebuilding {}: {}", target, exc)
+    existing = reopen(target)
+    if existing is not None:
+        return formatted(existing)
     with exclusive_lock(first.parent / f".{target.name}.lock"):
-        if not target.is_dir():
+        existing = reopen(target)
+        if existing is None:
             base = ds.cache_metadata[0]
             plan = WritePlan(target=target, layout=arrow_shards.NAME,
                              options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": DEFAULT_BATCH_ROWS},
@@ -185,7 +183,7 @@ def rewrite(ds: StableDataset, operation: dict[str, Any], features: Features,
                              config_name=base.config_name, version=base.version,
                              split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(), features=features)
             write_split(plan, ColumnsSource(ds, change, features, operation["op"]))
-    return reopen()
+    return formatted(existing or open_cache(target))
 
 
 def cast_column(ds: StableDataset, column: str, feature: Any) -> StableDataset:
@@ -259,7 +257,7 @@ def add_column(ds: StableDataset, name: str, column: Any, feature: Any = None) -
     features = Features({**ds.features, name: as_feature(feature)})
     from stable_datasets.dataset.in_memory import encoded_table, table_sha256
 
-    encoded = encoded_table({name: values}, Features({name: features[name]}), "add_column")
+    encoded = encoded_table({name: values}, Features({name: features[name]}), "add_column", str(ds.split))
     position = [0]
 
     def change(table: pa.Table) -> dict[str, Any]:

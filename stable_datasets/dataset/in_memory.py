@@ -63,6 +63,8 @@ def infer_column_feature(name: str, column: Column) -> Any:
         arrow_type = column.type
     if pa.types.is_null(arrow_type):
         raise ValueError(f"column {name!r} holds only nulls, so its type cannot be inferred; pass features=")
+    # pandas >= 3 strings arrive as large_string: stored as string (32-bit offsets per chunk), as by default
+    arrow_type = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(arrow_type, arrow_type)
     try:
         return infer_feature(arrow_type)
     except ValueError as exc:
@@ -169,34 +171,46 @@ def publish(kind: str, source: ExampleSource, identity: dict[str, Any], features
     fp = fingerprint(inputs)
     base = fingerprint_dir(cache_root(cache_dir), BUILDER_NAME, kind, VERSION, fp)
     target = base / split_folder_name(split)
-    if reuse and target.is_dir():
-        try:
-            return open_cache(target)
-        except StableDatasetsError as exc:
-            logger.warning("rebuilding {}: {}", target, exc)
+    existing = reopen(target) if reuse else None
+    if existing is not None:
+        return existing
     with exclusive_lock(base / f".{target.name}.lock"):
-        if not (reuse and target.is_dir()):
+        existing = reopen(target) if reuse else None  # another process may have built it meanwhile
+        if existing is None:
             plan = WritePlan(target=target, layout=layout, options=options, fingerprint=fp, fingerprint_inputs=inputs,
                              builder_name=BUILDER_NAME, config_name=kind, version=VERSION, split=split,
                              info=info or {}, features=features, media_root=base)
             write_split(plan, source)
-    return open_cache(target)
+    return existing or open_cache(target)
 
 
-def encoded_table(columns: Mapping[str, Column], features: Features, what: str) -> pa.Table:
-    """The input encoded as `features` store it; a bad value names the constructor, column and row."""
+def reopen(target: Path) -> StableDataset | None:
+    """The published cache at `target`, or None when there is none or it cannot be trusted (rebuilt then)."""
+    from stable_datasets.dataset.open import open_cache
+
+    if not target.is_dir():
+        return None
+    try:
+        return open_cache(target)
+    except StableDatasetsError as exc:
+        logger.warning("rebuilding {}: {}", target, exc)
+        return None
+
+
+def encoded_table(columns: Mapping[str, Column], features: Features, what: str, split: str) -> pa.Table:
+    """The input encoded as `features` store it; a bad value names the constructor, row and column."""
     try:
         return encode_columns(features, columns)
     except EncodingError as exc:
         row = exc.row if isinstance(exc, RowEncodingError) else None
-        raise ExampleError(what, "input", row, exc.field, exc.message) from None
+        raise ExampleError(what, split, row, exc.field, exc.message) from None
 
 
 def from_columns(columns: Mapping[str, Column], kind: str, *, features: Features | Mapping[str, Any] | None,
                  storage_format: str, cache_dir: str | os.PathLike | None, split: str,
                  info: dict[str, Any] | None = None) -> StableDataset:
     resolved = resolve_features(columns, features)
-    table = encoded_table(columns, resolved, kind)
+    table = encoded_table(columns, resolved, kind, split)
     identity = {"content_sha256": table_sha256(table), "num_rows": table.num_rows}
     return publish(kind, TableSource(table, kind), identity, resolved, storage_format=storage_format,
                    cache_dir=cache_dir, split=split, info=info)

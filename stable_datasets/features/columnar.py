@@ -61,16 +61,18 @@ def arrow_castable(source: pa.DataType, feature: FeatureType) -> bool:
     if pa.types.is_null(source):
         return not isinstance(feature, _ArrayND)
     if type(feature) is Value:
-        kind = _kind(source)
-        return kind == _kind(feature.arrow_type()) or (kind == "number" and feature.numpy_dtype is not None
-                                                       and feature.dtype != "bool")
+        kind, target = _kind(source), feature.arrow_type()
+        if kind == "number" and _kind(target) == "number":  # ints to any number, floats to floats (as encode)
+            return pa.types.is_integer(source) or pa.types.is_floating(target)
+        return kind == _kind(target)
     if isinstance(feature, ClassLabel):
         return False  # its range (and names) are checked by `_class_labels`
     if isinstance(feature, Sequence):
-        if not (pa.types.is_list(source) or pa.types.is_large_list(source)
-                or (pa.types.is_fixed_size_list(source) and feature.length in (-1, source.list_size))):
-            return False
-        return feature.length == -1 and arrow_castable(source.value_type, feature.feature)
+        if pa.types.is_fixed_size_list(source):
+            return feature.length in (-1, source.list_size) and arrow_castable(source.value_type, feature.feature)
+        if pa.types.is_list(source) or pa.types.is_large_list(source):  # lengths unknown: a fixed one is checked
+            return feature.length == -1 and arrow_castable(source.value_type, feature.feature)
+        return False
     if isinstance(feature, Features):
         return (pa.types.is_struct(source) and [source.field(i).name for i in range(source.num_fields)] == list(feature)
                 and all(arrow_castable(source.field(i).type, f) for i, f in enumerate(feature.values())))
