@@ -216,7 +216,8 @@ def relabel(ds: StableDataset, features: Features) -> StableDataset:
     return view.with_format(fmt["type"], fmt["columns"], fmt["decode"])
 
 
-def class_encode_column(ds: StableDataset, column: str, include_nulls: bool = False) -> StableDataset:
+def class_encode_column(ds: StableDataset, column: str, include_nulls: bool = False,
+                        names: list[str] | None = None) -> StableDataset:
     """A column of strings (or other values) turned into a ClassLabel whose names are its distinct
     values, sorted as Hugging Face sorts them; values are rewritten as class ids."""
     _check_names(ds, [column], "class_encode_column")
@@ -229,7 +230,7 @@ def class_encode_column(ds: StableDataset, column: str, include_nulls: bool = Fa
     if not include_nulls:
         values = values.drop_null()
     texts = [str(v) for v in values.to_pylist()]  # as Hugging Face names them: str(value), sorted
-    names = sorted(set(texts))
+    names = names if names is not None else sorted(set(texts))  # given: the names of every split of a dict
     label = ClassLabel(names=names)
     features = Features({n: (label if n == column else f) for n, f in ds.features.items()})
     ids = pa.array([names.index(t) for t in texts], pa.int64())  # position in `values` -> class id
@@ -239,8 +240,8 @@ def class_encode_column(ds: StableDataset, column: str, include_nulls: bool = Fa
         found = pc.index_in(table.column(column), value_set=values, skip_nulls=null_id is None)
         return {column: pc.take(ids, found)}
 
-    return rewrite(ds, {"op": "class_encode_column", "column": column, "include_nulls": include_nulls},
-                   features, change)
+    return rewrite(ds, {"op": "class_encode_column", "column": column, "include_nulls": include_nulls,
+                        "names": names}, features, change)
 
 
 def add_column(ds: StableDataset, name: str, column: Any, feature: Any = None) -> StableDataset:

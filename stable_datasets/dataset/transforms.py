@@ -236,7 +236,9 @@ class MapSource(ExampleSource):
                     output = _without_removed(_call(function, args, input_columns, row, fn_kwargs), row, remove)
                     out_rows.extend(_rows_from_output(output, 1, False, f"for row {start + i}"))
             for r, o in zip(in_rows, out_rows):
-                yield position, {**{k: v for k, v in r.items() if k not in remove}, **o}
+                # an input column keeps its place, also one removed that the function returns anew
+                kept = {k: v for k, v in r.items() if k not in remove or k in o}
+                yield position, {**kept, **o}
                 position += 1
 
 
