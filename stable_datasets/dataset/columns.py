@@ -25,7 +25,6 @@ from stable_datasets.dataset.column_view import ColumnView
 from stable_datasets.errors import EncodingError, ExampleError
 from stable_datasets.features.base import as_feature
 from stable_datasets.features.columnar import RowEncodingError, as_columns, encode_columns
-from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features
 from stable_datasets.features.value import ClassLabel, Value
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
@@ -135,8 +134,10 @@ class ColumnsSource(ExampleSource):
         return SplitJobs([None])
 
     def examples(self, job: Any) -> Iterator[pa.RecordBatch]:
+        from stable_datasets.dataset.in_memory import COLUMNAR_BATCH_ROWS
+
         done = 0
-        for table in self.ds.iter_arrow(DEFAULT_BATCH_ROWS * 16):
+        for table in self.ds.iter_arrow(COLUMNAR_BATCH_ROWS):
             columns: dict[str, Any] = {n: table.column(n) for n in table.column_names}
             columns.update(self.change(table))
             try:
@@ -144,7 +145,7 @@ class ColumnsSource(ExampleSource):
             except EncodingError as exc:
                 row = done + exc.row if isinstance(exc, RowEncodingError) else None
                 raise ExampleError(self.desc, str(self.ds.split), row, exc.field, exc.message) from None
-            yield from encoded.to_batches(max_chunksize=DEFAULT_BATCH_ROWS)
+            yield from encoded.to_batches(max_chunksize=COLUMNAR_BATCH_ROWS)
             done += table.num_rows
 
     def describe(self) -> str:
@@ -155,7 +156,7 @@ def rewrite(ds: StableDataset, operation: dict[str, Any], features: Features,
             change: Callable[[pa.Table], dict[str, Any]]) -> StableDataset:
     """`ds` with columns changed by `change`, written once into a cache named by the source view
     and `operation` (which must say everything `change` does), beside the source's cache."""
-    from stable_datasets.dataset.in_memory import reopen
+    from stable_datasets.dataset.in_memory import COLUMNAR_BATCH_ROWS, reopen
     from stable_datasets.dataset.open import open_cache
     from stable_datasets.layouts import arrow_shards
 
@@ -178,7 +179,7 @@ def rewrite(ds: StableDataset, operation: dict[str, Any], features: Features,
         if existing is None:
             base = ds.cache_metadata[0]
             plan = WritePlan(target=target, layout=arrow_shards.NAME,
-                             options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": DEFAULT_BATCH_ROWS},
+                             options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": COLUMNAR_BATCH_ROWS},
                              fingerprint=fp, fingerprint_inputs=inputs, builder_name=base.builder_name,
                              config_name=base.config_name, version=base.version,
                              split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(), features=features)

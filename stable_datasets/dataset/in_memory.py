@@ -48,6 +48,8 @@ if TYPE_CHECKING:
 BUILDER_NAME = "in_memory"
 VERSION = "1.0.0"
 HASH_BATCH_ROWS = 1 << 16
+#: rows per record batch written from columns already in memory (slices of them: no copy)
+COLUMNAR_BATCH_ROWS = 1 << 16
 
 
 # -- features -------------------------------------------------------------------------------
@@ -115,7 +117,7 @@ class TableSource(ExampleSource):
         return SplitJobs([None])  # already in memory and encoded: one part writes it
 
     def examples(self, job: Any) -> Iterator[pa.RecordBatch]:
-        yield from self.table.to_batches(max_chunksize=DEFAULT_BATCH_ROWS)
+        yield from self.table.to_batches(max_chunksize=COLUMNAR_BATCH_ROWS)
 
     def describe(self) -> str:
         return self.desc
@@ -152,10 +154,10 @@ class GeneratorSource(ExampleSource):
 
 
 # -- publishing -----------------------------------------------------------------------------
-def _storage(features: Features, storage_format: str) -> tuple[str, dict[str, Any]]:
+def _storage(features: Features, storage_format: str, columnar: bool) -> tuple[str, dict[str, Any]]:
     layout = layout_for(features, storage_format)
-    options = {**layout_module(layout).DEFAULT_OPTIONS, "batch_rows": DEFAULT_BATCH_ROWS}
-    return layout, options
+    rows = COLUMNAR_BATCH_ROWS if columnar else DEFAULT_BATCH_ROWS
+    return layout, {**layout_module(layout).DEFAULT_OPTIONS, "batch_rows": rows}
 
 
 def publish(kind: str, source: ExampleSource, identity: dict[str, Any], features: Features | None, *,
@@ -164,7 +166,7 @@ def publish(kind: str, source: ExampleSource, identity: dict[str, Any], features
     """Write `source` once into the cache its identity names, and open it (reused when it exists)."""
     from stable_datasets.dataset.open import open_cache
 
-    layout, options = _storage(features or Features(), storage_format)
+    layout, options = _storage(features or Features(), storage_format, source.columnar)
     inputs = {"constructor": kind, **identity, "features": features.to_dict() if features is not None else None,
               "storage_format": storage_format, "layout": layout, "layout_options": options,
               "cache_format_version": CACHE_FORMAT_VERSION}
