@@ -224,3 +224,48 @@ def test_a_damaged_in_memory_cache_is_rebuilt():
     shard.write_bytes(shard.read_bytes()[:-10])  # truncated
     again = StableDataset.from_dict({"a": list(range(10))})
     assert again["a"] == list(range(10))
+
+
+def test_two_processes_racing_build_once(cache_root, tmp_path):
+    code = textwrap.dedent("""
+        import sys, numpy as np
+        import stable_datasets as sds
+        ds = sds.StableDataset.from_dict({"x": np.arange(200_000), "t": [str(i % 97) for i in range(200_000)]})
+        print(ds.cache_dirs[0].name, sum(ds["x"]))
+    """)
+    env = {**__import__("os").environ, "STABLE_DATASETS_CACHE_DIR": str(cache_root)}
+    racers = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env) for _ in range(2)]
+    outputs = [r.communicate(timeout=240) for r in racers]
+    assert [r.returncode for r in racers] == [0, 0], [o[1][-2000:] for o in outputs]
+    lines = {o[0].strip() for o in outputs}
+    assert len(lines) == 1 and lines.pop().endswith(str(sum(range(200_000))))  # one build, read by both
+    builds = [p for p in next((cache_root / "in_memory" / "from_dict" / "1.0.0").iterdir()).iterdir()
+              if p.name.startswith("train@")]
+    assert len(builds) == 1
+
+
+def test_flipped_bytes_in_an_in_memory_cache_fail_cleanly(tmp_path):
+    ds = StableDataset.from_dict({"x": list(range(1000)), "t": [f"row {i}" for i in range(1000)]})
+    shard = ds.cache_dirs[0] / ds.cache_metadata[0].shards[0].path
+    data = bytearray(shard.read_bytes())
+    for offset in range(200, len(data) - 200, 97):
+        data[offset] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    code = textwrap.dedent(f"""
+        import stable_datasets as sds
+        from stable_datasets.errors import StableDatasetsError
+        try:
+            ds = sds.open_cache({str(ds.cache_dirs[0])!r})
+            ds["t"]
+        except StableDatasetsError as exc:
+            print("refused:", type(exc).__name__)
+        else:
+            print("read")
+    """)
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]  # no crash
+    assert run.stdout.strip() in ("refused: CacheError", "refused: CorruptCellError")
+    # and the constructor, given the same data, rebuilds rather than serving the damaged cache
+    again = StableDataset.from_dict({"x": list(range(1000)), "t": [f"row {i}" for i in range(1000)]})
+    assert again["t"][999] == "row 999"

@@ -193,7 +193,10 @@ def reopen(target: Path) -> StableDataset | None:
     if not target.is_dir():
         return None
     try:
-        return open_cache(target)
+        ds = open_cache(target)
+        for backend in ds.backends:  # maps and checks the stored files' structure (cheap: no full read)
+            backend.ensure_open()
+        return ds
     except StableDatasetsError as exc:
         logger.warning("rebuilding {}: {}", target, exc)
         return None
