@@ -86,6 +86,15 @@ def test_kinds_of_values_do_not_mix_silently():
         StableDataset.from_dict({"n": [1.0, 2.5]}, features={"n": sds.Value("int32")})
     widened = StableDataset.from_dict({"n": [1, 2]}, features={"n": sds.Value("float32")})
     assert widened["n"] == [1.0, 2.0]
+    # Arrow's safe cast lets a float overflow to inf; the bulk path does not
+    with pytest.raises(ExampleError, match=r"example key 1, field 'x': value 1e\+300 does not fit float32"):
+        StableDataset.from_dict({"x": [1.0, 1e300]}, features={"x": sds.Value("float32")})
+    with pytest.raises(ExampleError, match=r"example key 1, field 'x\[1\]': value 1e\+300 does not fit float32"):
+        StableDataset.from_dict({"x": [[1.0], [2.0, 1e300]]}, features={"x": sds.Sequence(sds.Value("float32"))})
+    with pytest.raises(ExampleError, match=r"example key 1, field 'x': value 70000.0 does not fit float16"):
+        StableDataset.from_dict({"x": [1, 70000]}, features={"x": sds.Value("float16")})
+    assert StableDataset.from_dict({"x": [1.5, float("inf")]}, features={"x": sds.Value("float32")})["x"] == \
+        [1.5, float("inf")]  # an inf that was given stays inf
 
 
 def test_images_arrays_and_labels_by_name():

@@ -169,6 +169,8 @@ def _fixed_from_nested(feature: _ArrayND, column: pa.ChunkedArray) -> pa.Chunked
             flat = values.cast(target.value_type, safe=True)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return None
+        if _overflows_to_inf(values, flat):
+            return None
         chunks.append(pa.FixedSizeListArray.from_arrays(flat, target.list_size))
     return pa.chunked_array(chunks, type=target)
 
@@ -178,12 +180,34 @@ def _cast(feature: FeatureType, column: pa.ChunkedArray, name: str) -> pa.Chunke
     if column.type == target:
         return column  # zero copy
     try:
-        return column.cast(target, safe=True)
+        cast = column.cast(target, safe=True)
+        if not any(_overflows_to_inf(a, b) for a, b in zip(column.chunks, cast.chunks)):
+            return cast
+        problem = "it would be stored as inf"
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        bad = _first_bad_row(feature, column, name)
-        if bad is not None:
-            raise bad from None
-        raise EncodingError(name, f"cannot store a {column.type} column as {target}: {exc}") from None
+        problem = str(exc)
+    bad = _first_bad_row(feature, column, name)
+    if bad is not None:
+        raise bad from None
+    raise EncodingError(name, f"cannot store a {column.type} column as {target}: {problem}") from None
+
+
+def _leaf_values(array: pa.Array) -> pa.Array:
+    while pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or \
+            pa.types.is_fixed_size_list(array.type):
+        array = array.flatten()
+    return array
+
+
+def _overflows_to_inf(source: pa.Array, cast: pa.Array) -> bool:
+    """True when a finite number became inf (Arrow's safe cast lets float64 -> float32 overflow)."""
+    source, cast = _leaf_values(source), _leaf_values(cast)
+    if not pa.types.is_floating(cast.type) or cast.type == source.type or cast.type == pa.float64():
+        return False
+    became_inf = pc.is_inf(cast)
+    if pa.types.is_floating(source.type):
+        became_inf = pc.and_(became_inf, pc.invert(pc.is_inf(source)))
+    return bool(pc.any(became_inf).as_py())
 
 
 def as_columns(data: Mapping[str, Any]) -> dict[str, Column]:
