@@ -97,9 +97,8 @@ def table_sha256(table: pa.Table) -> str:
     schema = pa.schema([pa.field(f.name, f.type) for f in table.schema])  # content only, not metadata
     table = table.replace_schema_metadata(None)
     with pa.ipc.new_stream(pa.PythonFile(_Sink(), mode="w"), schema) as writer:
-        for start in range(0, table.num_rows, HASH_BATCH_ROWS):
-            window = table.slice(start, HASH_BATCH_ROWS).combine_chunks()
-            writer.write_batch(window.to_batches()[0] if window.num_rows else pa.record_batch([], schema=schema))
+        for start in range(0, table.num_rows, HASH_BATCH_ROWS):  # one batch each, whatever the chunks were
+            writer.write_table(table.slice(start, HASH_BATCH_ROWS).combine_chunks())
     return digest.hexdigest()
 
 
