@@ -9,7 +9,6 @@ features.columnar), into a fingerprinted cache beside the source, like `map`.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,19 +40,12 @@ def _check_names(ds: StableDataset, names: Sequence[str], what: str) -> None:
 
 def with_columns(ds: StableDataset, columns: dict[str, str]) -> StableDataset:
     """A view of `ds` showing `columns` (new name -> current name, in order); nothing is rewritten."""
-    from stable_datasets.dataset.stable_dataset import StableDataset
 
     if not columns:
         raise ValueError("a dataset needs at least one column")
     features = Features({shown: ds.features[name] for shown, name in columns.items()})
-    backends = [ColumnView(b, columns) for b in ds.backends]
-    fmt = ds.format
     renamed = {name: shown for shown, name in columns.items()}
-    kept = [renamed[c] for c in fmt["columns"] or [] if c in renamed]
-    info = dataclasses.replace(ds.info, features=features)
-    view = StableDataset(backends, features=features, info=info, split=ds.split,
-                         indices=None if ds.is_whole else ds.physical_indices)
-    return view.with_format(fmt["type"], kept or None, fmt["decode"])
+    return ds.with_backends([ColumnView(b, columns) for b in ds.backends], features, renamed)
 
 
 def select_columns(ds: StableDataset, column_names: str | Sequence[str]) -> StableDataset:
@@ -208,13 +200,7 @@ def _same_values(old: Any, new: Any) -> bool:
 
 def relabel(ds: StableDataset, features: Features) -> StableDataset:
     """The same rows and storage, described by `features` (same names and Arrow types)."""
-    from stable_datasets.dataset.stable_dataset import StableDataset
-
-    fmt = ds.format
-    info = dataclasses.replace(ds.info, features=features)
-    view = StableDataset(ds.backends, features=features, info=info, split=ds.split,
-                         indices=None if ds.is_whole else ds.physical_indices)
-    return view.with_format(fmt["type"], fmt["columns"], fmt["decode"])
+    return ds.with_backends(ds.backends, features)
 
 
 def class_encode_column(ds: StableDataset, column: str, include_nulls: bool = False,

@@ -8,6 +8,7 @@ carries paths and indices only; each process reopens its own handles.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
@@ -478,15 +479,22 @@ class StableDataset:
         self._adopt_format(self.with_transform(transform, columns, output_all_columns))
 
     # -- column operations (dataset/columns.py): views where the stored data does not change ----
+    def with_backends(self, backends: Sequence[LayoutBackend], features: Features,
+                      renamed: dict[str, str] | None = None) -> StableDataset:
+        """The same rows, split, format and transform, served by `backends` (column views of this
+        dataset's) and described by `features`; format columns follow `renamed` (old -> new name)."""
+        fmt, renamed = self._format, renamed or {}
+        columns = tuple(renamed.get(c, c) for c in fmt.columns or () if renamed.get(c, c) in features) or None
+        view = StableDataset(backends, features=features, info=dataclasses.replace(self._info, features=features),
+                             split=self._split, indices=self._indices,
+                             format=Format(fmt.type, columns, fmt.decode, fmt.video_decode))
+        view._transform = self._transform
+        return view
+
     @property
     def backends(self) -> list[LayoutBackend]:
         """The layout backends serving this dataset's rows, one per cache (or column view of one)."""
         return list(self._backends)
-
-    @property
-    def physical_indices(self) -> np.ndarray | None:
-        """The stored row behind each row of this view, or None when the view is every stored row."""
-        return self._indices
 
     def select_columns(self, column_names: str | Sequence[str]) -> StableDataset:
         """Only `column_names`, in that order (a view: nothing is rewritten)."""
