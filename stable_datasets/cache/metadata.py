@@ -164,7 +164,8 @@ class CacheMetadata:
     def write(self, directory: Path) -> Path:
         path = directory / METADATA_FILE
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(self.to_dict(), fh, indent=2, sort_keys=True)
+            # keys in the order they were given: features keep their declared column order
+            json.dump(self.to_dict(), fh, indent=2)
             fh.flush()
             os.fsync(fh.fileno())
         return path
