@@ -66,8 +66,9 @@ def writer_settings(options: dict[str, Any], schema: pa.Schema) -> dict[str, Any
     Parquet 2.0, which every current reader opens.
     """
     dictionary = options.get("use_dictionary", "strings")
+    levelled = options["compression"] in ("gzip", "brotli", "lz4", "zstd")  # the others refuse any level
     settings: dict[str, Any] = {"compression": options["compression"],
-                                "compression_level": options["compression_level"],
+                                "compression_level": options["compression_level"] if levelled else None,
                                 "write_statistics": True, "write_page_index": True}
     if dictionary == "strings":
         textual = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary,
