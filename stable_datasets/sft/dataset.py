@@ -150,6 +150,14 @@ class _CacheRows:
     def row(self, index: int) -> dict[str, Any]:
         return self.dataset.stored_row(index)
 
+    def row_groups(self) -> Any:
+        """The Parquet row groups behind the rows, when they are one Parquet cache read as stored: then
+        validation uses the row groups that reads decode anyway, instead of decoding them twice."""
+        backends = getattr(self.dataset, "_backends", [])
+        if len(backends) == 1 and getattr(self.dataset, "_indices", 0) is None and hasattr(backends[0], "row_groups"):
+            return backends[0].row_groups
+        return None
+
     def arrow_rows(self, start: int, stop: int) -> Any:
         """Rows [start, stop) as an Arrow table (memory-mapped where the layout allows)."""
         return self.arrow[start:stop]

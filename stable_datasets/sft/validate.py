@@ -84,8 +84,9 @@ class BlockChecks:
     def __init__(self, source: Any):
         from stable_datasets.layouts.parquet_shards import ParquetRowGroups
 
-        self.source = source
-        self.row_groups = isinstance(source, ParquetRowGroups)
+        groups = source.row_groups() if hasattr(source, "row_groups") else None
+        self.source = groups if groups is not None else source
+        self.row_groups = isinstance(self.source, ParquetRowGroups)
         self.blocks: dict[int, np.ndarray] = {}
         self.whole = None
         if hasattr(source, "offsets") and hasattr(source, "values"):  # .npy packs: flat arrays already
