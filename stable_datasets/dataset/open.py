@@ -25,6 +25,9 @@ def open_cache(cache_dir: str | os.PathLike, **layout_options: Any) -> StableDat
     finally:
         pin.release()  # the backend holds its own pin on the same build
     stored = Features.from_dict(metadata.features)
+    if len(stored) > 1 and list(stored) == sorted(stored) and metadata.layout != "lance_video_frames":
+        # an older _metadata.json sorted its keys: the stored files keep the declared order
+        stored = stored.in_order(backend.schema.names)
     features = backend.dataset_features(stored)
     return StableDataset([backend], features=features, info=DatasetInfo.from_metadata(stored, metadata.info),
                          split=metadata.split or None)
