@@ -11,6 +11,12 @@ The "Megatron-Bridge reader design" below follows its GPTSFTPackedParquetDataset
 row group (the three packed columns), decoded again on a miss, and the requested row converted
 with `.as_py()`.
 
+    python benchmarks/bench_packed_sft.py --throughput --packs 100000
+
+measures only the token throughput of one process, pack by pack into a buffer, with the default
+`validate=True` and with `validate=False`, from our Arrow and Parquet layouts (sequential order;
+rounds in turns, median and range, in CPU seconds of the process), against memcpy of the same bytes.
+
     python benchmarks/bench_packed_sft.py --sweep --packs 20000
 
 sweeps the row-group size of one Parquet file (ROW_GROUP_SETTINGS): file and footer size,
@@ -233,14 +239,72 @@ SWEEP_HEADER = ["row groups", "groups", "packs/group", "footer MB", "file MB", "
                 "ours packs/s", "Megatron design packs/s", "ratio"]
 
 
+def throughput(packs: int, rounds: int) -> None:
+    """Token GB/s of `PackedSFTDataset[i]` in stored order, validation on and off, sides in turns."""
+    import statistics
+
+    import stable_datasets as sds
+    from stable_datasets.sft import PackedSFTDataset
+
+    work = work_dir("bench-sft-tp-")
+    try:
+        script = work / "packs.py"
+        script.write_text(BUILDER.format(here=str(Path(__file__).resolve().parent), total=packs))
+        caches = {fmt: sds.load_dataset(str(script), split="train", storage_format=fmt, cache_dir=work / fmt)
+                  for fmt in ("arrow", "parquet")}
+        arrow_rows = caches["arrow"].with_format("arrow")._all_rows_table()
+        column = arrow_rows.column("input_ids")
+        flat = np.concatenate([c.flatten().to_numpy() for c in column.chunks])
+        offsets = np.concatenate([[0], np.cumsum(pa.compute.list_value_length(column).to_numpy())])
+        gbytes = len(flat) * flat.itemsize / 1e9
+        buffer = np.empty(PACK, flat.dtype)
+
+        def stream(fmt: str, validate: bool):
+            def run():
+                ds = PackedSFTDataset(caches[fmt].cache_dirs[0], eos_id=0, validate=validate)  # checks start cold
+                for i in range(len(ds)):
+                    ids = ds[i]["input_ids"]
+                    buffer[:len(ids)] = ids
+            return run
+
+        def memcpy():
+            for a, b in itertools.pairwise(offsets):
+                buffer[:b - a] = flat[a:b]
+
+        sides = {f"{fmt}, validate={v}": stream(fmt, v) for fmt in ("arrow", "parquet") for v in (True, False)}
+        sides["memcpy of the same bytes, pack by pack"] = memcpy
+        seconds: dict[str, list[float]] = {name: [] for name in sides}
+        for _ in range(rounds):
+            for name, fn in sides.items():
+                gc.collect()
+                started = time.process_time()  # CPU time of this one-thread reader: steadier on a shared machine
+                fn()
+                seconds[name].append(time.process_time() - started)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\n{packs:,} packs, {gbytes:.2f} GB of input_ids; {rounds} rounds in turns, median (range); "
+          f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.1f}\n")
+    rows = []
+    for name, times in seconds.items():
+        rates = [gbytes / t for t in times]
+        rows.append((name, f"{statistics.median(rates):.2f} ({min(rates):.2f}-{max(rates):.2f})",
+                     f"{packs / statistics.median(times):,.0f}"))
+    print_table(["reader", "GB/s", "packs/s"], rows, right=(1, 2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--packs", type=int, default=100_000)
     parser.add_argument("--lengths", type=int, default=1_000_000)
     parser.add_argument("--sweep", action="store_true", help="only the row-group size sweep, on --packs packs")
     parser.add_argument("--sweep-settings", default="", help="comma-separated indices into ROW_GROUP_SETTINGS")
+    parser.add_argument("--throughput", action="store_true", help="only token throughput, validation on and off")
+    parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     quiet()
+    if args.throughput:
+        throughput(args.packs, args.rounds)
+        return
     if args.sweep:
         work = work_dir("bench-sft-sweep-")
         try:

@@ -16,7 +16,8 @@ def test_there_are_doc_pages():
     assert {p.name for p in PAGES} >= {"quickstart.md", "writing-a-builder.md", "features.md",
                                         "caches-and-fingerprints.md", "storage-formats-and-video.md",
                                         "shared-cache-on-a-cluster.md", "packed-sft.md",
-                                        "interleaved.md", "parallel-builds.md", "in-memory-and-hf.md"}
+                                        "interleaved.md", "parallel-builds.md", "in-memory-and-hf.md",
+                                        "choosing-a-layout.md"}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)

@@ -1,0 +1,115 @@
+"""Pack validation a block of packs at a time, in numpy.
+
+Checking each pack in Python as it is read cost ~20 µs a pack, more than reading it. Instead the
+checks run once per block (a decoded Parquet row group, or 16,384 rows of a cache) on the Arrow
+list offsets and the `seq_start_id` values, and leave one bad-or-not flag per pack. Reading a
+pack then looks its flag up; a flagged pack is checked again on its own, which names the fault
+exactly as the per-pack check did. Only a bad pack raises: its neighbours in the block still read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+CACHE_BLOCK_ROWS = 16_384
+
+
+def _chunks(column: Any) -> list[Any]:
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    for chunk in chunks:
+        if not (pa.types.is_list(chunk.type) or pa.types.is_large_list(chunk.type)):
+            raise TypeError(f"expected a list column, got {chunk.type}")
+    return chunks
+
+
+def _nulls(chunks: list[Any]) -> np.ndarray:
+    return np.concatenate([c.is_null().to_numpy(zero_copy_only=False) if c.null_count else np.zeros(len(c), bool)
+                           for c in chunks]) if chunks else np.zeros(0, bool)
+
+
+def _lengths(column: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(list lengths, nulls) of a list column, read from its offsets only: the values are not touched."""
+    chunks = _chunks(column)
+    lengths = [np.diff(c.offsets.to_numpy()) for c in chunks]
+    return (np.concatenate(lengths) if lengths else np.zeros(0, np.int64)), _nulls(chunks)
+
+
+def _offsets_and_values(column: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets from 0, the values they index, nulls) of a small list column, sliced or chunked."""
+    chunks = _chunks(column)
+    column = pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
+    offsets = column.offsets.to_numpy().astype(np.int64, copy=False)
+    first, last = (int(offsets[0]), int(offsets[-1])) if len(offsets) else (0, 0)
+    values = column.values.slice(first, last - first).to_numpy(zero_copy_only=False) if last > first else \
+        np.zeros(0, np.int64)
+    return offsets - first, values, _nulls(chunks)
+
+
+def bad_packs_from_lengths(ids_len: np.ndarray, mask_len: np.ndarray, starts_offsets: np.ndarray,
+                           starts: np.ndarray) -> np.ndarray:
+    """One flag per pack: True where any check of `PackedSFTDataset._check` fails."""
+    ids_len = np.asarray(ids_len, np.int64)
+    starts = np.asarray(starts, np.int64)
+    bad = np.asarray(mask_len, np.int64) != ids_len
+    counts = np.diff(starts_offsets)
+    bad |= counts == 0
+    filled = np.flatnonzero(counts > 0)
+    bad[filled] |= starts[starts_offsets[:-1][filled]] != 0
+    last = starts[starts_offsets[1:][filled] - 1]
+    bad[filled] |= (last >= ids_len[filled]) & (ids_len[filled] > 0)
+    if len(starts) > 1:
+        falls = np.flatnonzero(np.diff(starts) <= 0)  # between value j and j + 1
+        if len(falls):
+            row = np.searchsorted(starts_offsets, falls, side="right") - 1
+            inside = falls + 1 < starts_offsets[row + 1]  # both values in the same pack
+            bad[row[inside]] = True
+    return bad
+
+
+def bad_packs(input_ids: Any, loss_mask: Any, seq_start_id: Any) -> np.ndarray:
+    """One flag per pack of Arrow list columns; packs with a null column are flagged too."""
+    ids_len, ids_null = _lengths(input_ids)
+    mask_len, mask_null = _lengths(loss_mask)
+    starts_off, starts, starts_null = _offsets_and_values(seq_start_id)
+    bad = bad_packs_from_lengths(ids_len, mask_len, starts_off, starts)
+    return bad | ids_null | mask_null | starts_null
+
+
+class BlockChecks:
+    """Flags of the blocks read so far (per dataset object; a worker process fills its own)."""
+
+    def __init__(self, source: Any):
+        from stable_datasets.layouts.parquet_shards import ParquetRowGroups
+
+        groups = source.row_groups() if hasattr(source, "row_groups") else None
+        self.source = groups if groups is not None else source
+        self.row_groups = isinstance(self.source, ParquetRowGroups)
+        self.blocks: dict[int, np.ndarray] = {}
+        self.whole = None
+        if hasattr(source, "offsets") and hasattr(source, "values"):  # .npy packs: flat arrays already
+            offsets = source.offsets
+            self.whole = bad_packs_from_lengths(np.diff(offsets["input_ids"]), np.diff(offsets["loss_mask"]),
+                                                offsets["seq_start_id"], source.values["seq_start_id"])
+
+    def is_bad(self, pack: int) -> bool:
+        if self.whole is not None:
+            return bool(self.whole[pack])
+        if self.row_groups:
+            block, local = self.source.locate(pack)
+        else:
+            block, local = divmod(pack, CACHE_BLOCK_ROWS)
+        flags = self.blocks.get(block)
+        if flags is None:
+            flags = self.blocks[block] = self._check_block(block)
+        return bool(flags[local])
+
+    def _check_block(self, block: int) -> np.ndarray:
+        if self.row_groups:
+            batch = self.source.group(block)[0]
+        else:
+            lo = block * CACHE_BLOCK_ROWS
+            batch = self.source.arrow_rows(lo, min(lo + CACHE_BLOCK_ROWS, self.source.num_rows))
+        return bad_packs(batch.column("input_ids"), batch.column("loss_mask"), batch.column("seq_start_id"))
