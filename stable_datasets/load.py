@@ -11,16 +11,17 @@ from stable_datasets.dataset.open import open_cache
 from stable_datasets.dataset.splits import parse_split
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.dataset.transforms import concatenate_datasets
-from stable_datasets.registry import resolve_builder_class
+from stable_datasets.registry import resolve_builder
 
 __all__ = ["load_builder", "load_dataset", "open_cache"]
 
 
 def load_builder(path: str | os.PathLike | type[DatasetBuilder], name: str | None = None, *,
                  cache_dir: str | os.PathLike | None = None, **config_kwargs: Any) -> DatasetBuilder:
-    """A builder instance from a registered name, a script path or a folder holding a script."""
-    cls = resolve_builder_class(path)
-    return cls(name, cache_dir=cache_dir, **config_kwargs)
+    """A builder instance from a registered name or generic loader ("csv", "json", ...), a script path,
+    a folder holding a script, or a folder of data files (its loader inferred from the files)."""
+    cls, options = resolve_builder(path)
+    return cls(name, cache_dir=cache_dir, **{**options, **config_kwargs})
 
 
 @overload
@@ -28,7 +29,8 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str, *, 
                  storage_format: str = "arrow", cache_dir: str | os.PathLike | None = None,
                  download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                  num_proc: int | None = None, engine: str = "process", ray_address: str | None = None,
-                 layout_options: dict[str, Any] | None = None, **config_kwargs: Any) -> StableDataset: ...
+                 layout_options: dict[str, Any] | None = None, streaming: bool = False,
+                 **config_kwargs: Any) -> StableDataset: ...
 
 
 @overload
@@ -36,7 +38,8 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: None = N
                  storage_format: str = "arrow", cache_dir: str | os.PathLike | None = None,
                  download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                  num_proc: int | None = None, engine: str = "process", ray_address: str | None = None,
-                 layout_options: dict[str, Any] | None = None, **config_kwargs: Any) -> DatasetDict: ...
+                 layout_options: dict[str, Any] | None = None, streaming: bool = False,
+                 **config_kwargs: Any) -> DatasetDict: ...
 
 
 def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | None = None, *,
@@ -44,13 +47,23 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
                  cache_dir: str | os.PathLike | None = None, download_mode: str = "reuse_dataset_if_exists",
                  verification_mode: str = "basic_checks", num_proc: int | None = None, engine: str = "process",
                  ray_address: str | None = None, layout_options: dict[str, Any] | None = None,
-                 **config_kwargs: Any) -> StableDataset | DatasetDict:
+                 streaming: bool = False, **config_kwargs: Any) -> StableDataset | DatasetDict:
     """Reuse a valid cache or build one; a `StableDataset` for `split`, a `DatasetDict` for None.
 
     `split` follows Hugging Face: "train", "train[:10%]", "train[10:20]", "train+test".
     `num_proc` builds a split in that many parts when its gen_kwargs hold lists (e.g. files), in
     forked processes (`engine="process"`) or as Ray tasks (`engine="ray"`, see docs/parallel-builds.md).
+    `streaming=True` returns `StableDataset.to_iterable()` of the split (a dict of them for None): an
+    iterable read a block at a time, see docs/object-storage-and-streaming.md.
     """
+    if streaming:
+        loaded = load_dataset(path, split, name=name, storage_format=storage_format, cache_dir=cache_dir,
+                              download_mode=download_mode, verification_mode=verification_mode, num_proc=num_proc,
+                              engine=engine, ray_address=ray_address, layout_options=layout_options,
+                              **config_kwargs)
+        if isinstance(loaded, DatasetDict):
+            return {name: ds.to_iterable() for name, ds in loaded.items()}  # type: ignore[return-value]
+        return loaded.to_iterable()
     builder = load_builder(path, name, cache_dir=cache_dir, **config_kwargs)
     prepare: dict[str, Any] = dict(download_mode=download_mode, verification_mode=verification_mode,
                                    layout_options=layout_options, num_proc=num_proc, engine=engine,

@@ -39,6 +39,15 @@ def test_compression_option(toy_builder):
     assert size(packed.cache_files[0]["filename"]) < size(plain.cache_files[0]["filename"])
 
 
+@pytest.mark.parametrize("codec", [None, "none", "snappy", "gzip", "brotli", "lz4", "zstd"])
+def test_every_parquet_codec_builds_with_the_default_level(toy_builder, codec):
+    """The default compression_level (3) is not handed to codecs that refuse a level (pyarrow raises)."""
+    plain = sds.load_dataset(str(toy_builder), split="train", rows=50)
+    ds = sds.load_dataset(str(toy_builder), split="train", rows=50, storage_format="parquet",
+                          layout_options={"compression": codec})
+    assert ds["text"] == plain["text"] and ds["grid"][7].tolist() == plain["grid"][7].tolist()
+
+
 def test_unknown_layout_option(toy_builder):
     with pytest.raises(ValueError, match=r"unknown layout option\(s\) \['shard_size'\]"):
         sds.load_dataset(str(toy_builder), split="train", layout_options={"shard_size": 1})

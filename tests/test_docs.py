@@ -26,3 +26,7 @@ def test_doc_examples_run(page, tmp_path, monkeypatch):
     namespace: dict = {"__name__": f"docs_{page.stem}"}
     for number, code in enumerate(blocks, 1):
         exec(compile(code, f"{page.name} block {number}", "exec"), namespace)
+
+
+def test_the_loaders_page_exists():
+    assert (DOCS / "load-your-own-files.md").is_file()

@@ -491,7 +491,9 @@ def test_locality_aware_shuffle_stays_within_windows(tmp_path):
     order = list(PackedSampler(len(packs), seed=3, locality_starts=starts, window_row_groups=2))
     assert sorted(order) == list(range(100)) and order != list(range(100))
     windows = [order[i:i + 20] for i in range(0, 100, 20)]
-    assert all(len({x // 20 for x in w}) == 1 for w in windows)  # each run of 20 stays in 2 row groups
+    groups = [sorted({x // 10 for x in w}) for w in windows]
+    assert all(len(g) == 2 for g in groups)  # each run of 20 is the packs of exactly 2 whole row groups
+    assert sorted(sum(groups, [])) == list(range(10))  # every row group lands in exactly one window
     for index in order:
         packs[index]
     source = packs._source

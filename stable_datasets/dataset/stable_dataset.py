@@ -356,6 +356,52 @@ class StableDataset:
                     batch = table.combine_chunks().to_batches()[0] if table.num_rows else batch
                 yield batch
 
+    # -- blocks: what streaming readers and block-shuffle samplers read ----------------------
+    def block_bounds(self) -> np.ndarray:
+        """Positions where this view's blocks begin, then `len(self)`.
+
+        A block is a maximal run of consecutive rows that lie in one stored block (a record batch,
+        a row group, a slice of a Lance fragment): it is read with one sequential read. A view
+        that keeps stored order (select of ranges, filter) keeps its blocks; a shuffled view has
+        blocks of one row.
+        """
+        stored = np.concatenate([b.block_bounds()[:-1] + self._starts[i] for i, b in enumerate(self._backends)]
+                                + [self._starts[-1:]]).astype(np.int64)
+        if self._indices is None:
+            return stored
+        from stable_datasets.streaming.order import runs_of_blocks
+
+        if not len(self._indices):
+            return np.zeros(1, np.int64)
+        return runs_of_blocks(np.searchsorted(stored, self._indices, side="right") - 1)
+
+    def read_block(self, start: int, stop: int) -> pa.Table:
+        """Rows at positions [start, stop) as stored (Arrow, nothing decoded): one sequential read
+        for a range inside one block."""
+        if self._indices is None:
+            return self._slice(start, stop)
+        return self._take(self._indices[start:stop])
+
+    def read_rows(self, positions: np.ndarray) -> pa.Table:
+        """Rows at `positions` (any order) as stored (Arrow, nothing decoded)."""
+        return self._take(self._physical_many(positions))
+
+    def rows_from_arrow(self, table: pa.Table) -> list[Row]:
+        """Stored rows (from `read_block`/`read_rows`) as this view's format gives rows."""
+        return self._rows_of_table(table)
+
+    def batch_from_arrow(self, table: pa.Table) -> Any:
+        """Stored rows as one batch in this view's format (a dict of columns, or a table for "arrow")."""
+        return self._format_table(table)
+
+    def to_iterable(self, **options: Any) -> Any:
+        """An iterable over these rows for training (`stable_datasets.streaming.StreamingDataset`):
+        blocks read in order with bounded memory, seeded block shuffle, DDP ranks and DataLoader
+        workers, `state_dict()`/`load_state_dict()`/`set_epoch()`. See docs/object-storage-and-streaming.md."""
+        from stable_datasets.streaming.iterable import StreamingDataset
+
+        return StreamingDataset(self, **options)
+
     def _column(self, name: str) -> Any:
         if name not in self._features:
             raise KeyError(f"no column {name!r}; columns are {list(self._features)}")

@@ -164,7 +164,8 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
         base = ds.cache_metadata[0]
         plan = WritePlan(target=target, layout=arrow_shards.NAME,
                          options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": DEFAULT_BATCH_ROWS}, fingerprint=fp,
-                         fingerprint_inputs=inputs, builder_name=base.builder_name, config_name=base.config_name,
+                         fingerprint_inputs=inputs, builder_name=base.builder_name,
+                         builder_source=base.builder_source, config_name=base.config_name,
                          version=base.version, split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict())
         write_split(plan, MapSource(ds, function, batched=batched, batch_size=batch_size, with_indices=with_indices,
                                     input_columns=input_columns, remove=remove, given_features=given_features,

@@ -267,6 +267,11 @@ class Backend(LayoutBackend):
         self.ensure_open()
         return self._starts[-1], self.metadata.num_rows
 
+    def block_bounds(self) -> np.ndarray:
+        """Record batches are the blocks (the write path writes about 1,000 rows per batch)."""
+        self.ensure_open()
+        return self._batch_starts.copy()
+
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         self.ensure_open()
         b = max(bisect.bisect_right(self._starts, start) - 1, 0)

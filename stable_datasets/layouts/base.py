@@ -153,6 +153,11 @@ class LayoutBackend(ABC):
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         """Stream rows [start, stop) in record batches of at most `batch_rows`."""
 
+    def block_bounds(self) -> np.ndarray:
+        """Row offsets where the stored blocks begin, then `num_rows`: rows in one block are read
+        together (a record batch, a row group, a slice of a fragment). By default one block."""
+        return np.asarray([0, self.num_rows] if self.num_rows else [0], dtype=np.int64)
+
     @abstractmethod
     def stored_row_counts(self) -> tuple[int, int]:
         """(rows the stored files hold, whatever `_metadata.json` says; rows it records), for verify."""

@@ -66,8 +66,9 @@ def writer_settings(options: dict[str, Any], schema: pa.Schema) -> dict[str, Any
     Parquet 2.0, which every current reader opens.
     """
     dictionary = options.get("use_dictionary", "strings")
+    levelled = options["compression"] in ("gzip", "brotli", "lz4", "zstd")  # the others refuse any level
     settings: dict[str, Any] = {"compression": options["compression"],
-                                "compression_level": options["compression_level"],
+                                "compression_level": options["compression_level"] if levelled else None,
                                 "write_statistics": True, "write_page_index": True}
     if dictionary == "strings":
         textual = (pa.types.is_string, pa.types.is_large_string, pa.types.is_binary, pa.types.is_large_binary,
@@ -212,7 +213,10 @@ class ParquetRowGroups:
             return handle
         path = self.paths[f]
         try:
-            handle = pq.ParquetFile(path, metadata=self._footers.pop(f, None))
+            # pre_buffer coalesces a row group's reads on a background thread pool: a win on object
+            # stores, but on local files it costs more than the read itself for the small row groups
+            # random access uses (0.4x the time per random pack with one pack per group, 0.7x at 256 KiB)
+            handle = pq.ParquetFile(path, metadata=self._footers.pop(f, None), pre_buffer=False)
         except (OSError, pa.ArrowInvalid) as exc:
             raise ValueError(f"{path} can no longer be read as Parquet: {exc}") from exc
         if handle.metadata.num_rows != self._file_rows[f]:
@@ -297,6 +301,10 @@ class Backend(LayoutBackend):
 
     def stored_row_counts(self) -> tuple[int, int]:
         return sum(self.row_groups.file_rows()), self.metadata.num_rows
+
+    def block_bounds(self) -> np.ndarray:
+        """Row groups are the blocks: each is decoded whole."""
+        return self.row_groups.starts.copy()
 
     @property
     def row_groups(self) -> ParquetRowGroups:

@@ -244,6 +244,22 @@ class PackedSFTDataset:
     def __len__(self) -> int:
         return len(self.samples_mapping) if self.samples_mapping is not None else self.num_packs
 
+    def block_bounds(self) -> np.ndarray:
+        """Positions where the stored blocks begin (Parquet row groups, a cache's blocks), then `len(self)`:
+        what `PackedSampler(locality_starts=)` and the block shuffle of `stable_datasets.streaming` use."""
+        from stable_datasets.streaming.order import runs_of_blocks
+
+        source = self._source
+        if hasattr(source, "starts"):
+            stored = source.starts
+        elif isinstance(source, _CacheRows):
+            stored = source.dataset.block_bounds()
+        else:
+            stored = np.asarray([0, self.num_packs], dtype=np.int64)
+        if self.samples_mapping is None:
+            return np.asarray(stored, dtype=np.int64)
+        return runs_of_blocks(np.searchsorted(stored, self.samples_mapping, side="right") - 1)
+
     def _row(self, pack: int) -> dict[str, Any]:
         return self._source.row(pack)
 

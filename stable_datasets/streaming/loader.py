@@ -1,0 +1,66 @@
+"""`StreamingDataLoader`: a torch DataLoader that records how far the training loop got.
+
+DataLoader workers are other processes and run ahead of the loop (prefetch), so neither the
+stream nor a sampler can know what the loop has received. This loader counts the rows of the
+batches it hands out: every batch holds `batch_size` rows except the last of the rank's share
+(the stream deals rows to workers in whole batches, see streaming.iterable), so the count is
+exact. After each batch it writes (epoch, rows consumed) into the stream or the
+`BlockShuffleSampler`, so their `state_dict()` is right at any step; the loader's own
+`state_dict()`/`load_state_dict()` are the same thing.
+
+Workers are started afresh for every pass (`persistent_workers=True` is refused): they receive
+the stream's current epoch and position when they start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from stable_datasets.streaming.iterable import StreamingDataset
+from stable_datasets.streaming.sampler import BlockShuffleSampler
+
+try:
+    from torch.utils.data import DataLoader
+except ImportError as exc:  # pragma: no cover - torch is optional
+    raise ImportError("StreamingDataLoader needs PyTorch: pip install torch") from exc
+
+
+class StreamingDataLoader(DataLoader):
+    def __init__(self, dataset: Any, batch_size: int | None = 1, **kwargs: Any):
+        if kwargs.get("persistent_workers"):
+            raise ValueError("StreamingDataLoader starts its workers for every pass (they take the stream's epoch and "
+                             "position when they start); persistent_workers=True would keep stale copies")
+        sampler = kwargs.get("sampler")
+        if isinstance(dataset, StreamingDataset):
+            if dataset.batch_size is not None and batch_size is not None:
+                raise ValueError(f"the stream already yields batches of {dataset.batch_size} rows (batch()); pass "
+                                 "batch_size=None to the loader")
+            if dataset.batch_size is None:
+                dataset.loader_batch_size = batch_size or 1  # rows are dealt to workers a whole batch at a time
+            self._holder: Any = dataset
+            self._rows_per_batch = dataset.batch_size or batch_size or 1
+        elif isinstance(sampler, BlockShuffleSampler):
+            self._holder = sampler
+            self._rows_per_batch = batch_size or 1
+        else:
+            raise TypeError("StreamingDataLoader reads a StreamingDataset, or a map-style dataset with "
+                            f"sampler=BlockShuffleSampler(...); got {type(dataset).__name__} with sampler "
+                            f"{type(sampler).__name__}")
+        super().__init__(dataset, batch_size=batch_size, **kwargs)
+
+    def __iter__(self) -> Iterator[Any]:
+        holder = self._holder
+        epoch, count = holder.epoch, holder.consumed
+        total = len(holder) if isinstance(holder, BlockShuffleSampler) else holder.rows_per_epoch()
+        for batch in super().__iter__():
+            count = min(count + self._rows_per_batch, total)
+            holder.epoch, holder.consumed = epoch, count
+            yield batch
+        holder.epoch, holder.consumed = epoch + 1, 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._holder.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._holder.load_state_dict(state)

@@ -1,0 +1,164 @@
+"""The order of one epoch: blocks shuffled, then rows shuffled inside windows of blocks.
+
+A block is a run of rows stored together (an Arrow record batch, a Parquet row group, a slice
+of a Lance fragment, the windows of one video). The epoch order is computed the same way on
+every rank and worker, from (block bounds, seed, epoch, window_blocks) only, with its own RNG:
+
+1. the blocks are permuted;
+2. consecutive permuted blocks form windows of `window_blocks` blocks;
+3. the rows of each window are permuted.
+
+A reader then holds at most the blocks of one window (two, at a boundary) while it serves the
+window's rows, so reads stay near-sequential, while neighbours in storage end up anywhere in
+a window that mixes `window_blocks` unrelated parts of the dataset. With no block bounds the
+order is a full permutation; with `shuffle=False` it is storage order.
+
+Ranks take contiguous shares of the global order (so each rank reads mostly its own blocks);
+`drop_last` drops the tail of the order, otherwise the order is padded by wrapping around to
+its start so every rank gets the same number of rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+
+def bounds_from_starts(starts: Any, num_rows: int) -> np.ndarray:
+    """Block bounds ([0, ..., num_rows], ascending) from block start offsets."""
+    starts = np.asarray(starts, dtype=np.int64)
+    inner = starts[(starts > 0) & (starts < num_rows)]
+    return np.unique(np.concatenate([[0], inner, [num_rows]])).astype(np.int64)
+
+
+def split_large_blocks(bounds: np.ndarray, max_rows: int | None) -> np.ndarray:
+    """Bounds with every block longer than `max_rows` cut into pieces of at most that many rows."""
+    bounds = np.asarray(bounds, dtype=np.int64)
+    if not max_rows or len(bounds) < 2 or int(np.diff(bounds).max()) <= max_rows:
+        return bounds
+    pieces = [np.arange(lo, hi, max_rows) for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    return np.concatenate([*pieces, bounds[-1:]]).astype(np.int64)
+
+
+def runs_of_blocks(block_ids: np.ndarray) -> np.ndarray:
+    """Bounds of the maximal runs of equal block ids (a view's rows that lie in one stored block)."""
+    block_ids = np.asarray(block_ids)
+    cuts = np.flatnonzero(block_ids[1:] != block_ids[:-1]) + 1
+    return np.concatenate([[0], cuts, [len(block_ids)]]).astype(np.int64)
+
+
+def check_bounds(bounds: np.ndarray, num_rows: int) -> np.ndarray:
+    bounds = np.asarray(bounds, dtype=np.int64)
+    if len(bounds) < 2 or bounds[0] != 0 or bounds[-1] != num_rows or np.any(np.diff(bounds) <= 0):
+        if num_rows == 0 and len(bounds) >= 1 and not bounds.any():
+            return np.zeros(1, np.int64)
+        raise ValueError(f"block bounds must rise strictly from 0 to the {num_rows} rows, got "
+                         f"{bounds[:5].tolist()}{'...' if len(bounds) > 5 else ''} ({len(bounds)} entries)")
+    return bounds
+
+
+@dataclass(frozen=True)
+class EpochOrder:
+    """One epoch: row positions in order, and for each block the window it is read in (None: a full
+    permutation, rows are read one by one)."""
+
+    positions: np.ndarray
+    block_window: np.ndarray | None
+
+
+@dataclass(frozen=True, eq=False)
+class BlockOrder:
+    """How epochs are ordered; `bounds` None means a full permutation when shuffling."""
+
+    num_rows: int
+    bounds: np.ndarray | None = None
+    seed: int = 0
+    shuffle: bool = True
+    window_blocks: int = 8
+
+    def __post_init__(self) -> None:
+        if self.bounds is not None:
+            object.__setattr__(self, "bounds", check_bounds(self.bounds, self.num_rows))
+        if isinstance(self.window_blocks, bool) or not isinstance(self.window_blocks, int) or self.window_blocks < 1:
+            raise ValueError(f"window_blocks must be a positive int, got {self.window_blocks!r}")
+
+    @property
+    def num_blocks(self) -> int:
+        return 0 if self.bounds is None else len(self.bounds) - 1
+
+    def identity(self) -> str:
+        """A short hash of what decides the order (checked when a saved state is loaded)."""
+        digest = hashlib.sha256(repr((self.num_rows, self.seed, self.shuffle, self.window_blocks)).encode())
+        if self.bounds is not None:
+            digest.update(self.bounds.tobytes())
+        return digest.hexdigest()[:16]
+
+    def epoch(self, epoch: int) -> EpochOrder:
+        n = self.num_rows
+        if not self.shuffle:
+            windows = None if self.bounds is None else np.arange(self.num_blocks, dtype=np.int64)
+            return EpochOrder(np.arange(n, dtype=np.int64), windows)
+        rng = np.random.default_rng([self.seed, epoch])  # its own stream per (seed, epoch)
+        if self.bounds is None:
+            return EpochOrder(rng.permutation(n).astype(np.int64), None)
+        starts, sizes = self.bounds[:-1], np.diff(self.bounds)
+        block_order = rng.permutation(self.num_blocks)
+        sizes_in_order = sizes[block_order]
+        out_starts = np.cumsum(sizes_in_order) - sizes_in_order
+        # row positions of the permuted blocks, laid end to end, without a Python loop over blocks
+        positions = np.arange(n, dtype=np.int64) + np.repeat(starts[block_order] - out_starts, sizes_in_order)
+        window_of_row = np.repeat(np.arange(self.num_blocks, dtype=np.int64) // self.window_blocks, sizes_in_order)
+        shuffled = np.lexsort((rng.random(n), window_of_row))  # rows permuted within their window
+        block_window = np.empty(self.num_blocks, dtype=np.int64)
+        block_window[block_order] = np.arange(self.num_blocks) // self.window_blocks
+        return EpochOrder(positions[shuffled], block_window)
+
+
+def rows_per_rank(num_rows: int, world_size: int, drop_last: bool) -> int:
+    return num_rows // world_size if drop_last else -(-num_rows // world_size)
+
+
+def rank_share(order: np.ndarray, rank: int, world_size: int, drop_last: bool) -> np.ndarray:
+    """This rank's contiguous share of the global order (padded by wrapping around unless drop_last)."""
+    per_rank = rows_per_rank(len(order), world_size, drop_last)
+    if per_rank * world_size > len(order):
+        order = np.resize(order, per_rank * world_size)  # repeats the order from its start
+    return order[rank * per_rank:(rank + 1) * per_rank]
+
+
+def worker_share(count: int, unit: int, worker: int, num_workers: int) -> np.ndarray:
+    """Offsets (into a sequence of `count` rows) that worker `worker` serves: units of `unit` rows dealt
+    round-robin, which is the order a DataLoader hands the workers' batches back in."""
+    offsets = np.arange(count, dtype=np.int64)
+    if num_workers <= 1:
+        return offsets
+    return offsets[(offsets // unit) % num_workers == worker]
+
+
+def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """(rank, world_size): as given, else from torch.distributed when it is initialized, else (0, 1)."""
+    if rank is None and world_size is None:
+        rank, world_size = _distributed_rank()
+    elif rank is None or world_size is None:
+        raise ValueError("pass both rank= and world_size=, or neither (torch.distributed is then asked)")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+        raise ValueError(f"rank {rank!r} is not in [0, {world_size})")
+    return rank, world_size
+
+
+def _distributed_rank() -> tuple[int, int]:
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        return 0, 1
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # torchrun, before init_process_group
+        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    return 0, 1

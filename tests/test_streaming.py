@@ -1,0 +1,332 @@
+"""Streaming reads and the block shuffle: orders, rank x worker splits, exact resume, memory, layouts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.streaming import BlockOrder, BlockShuffleSampler, StreamingDataset
+from stable_datasets.streaming.order import rank_share, worker_share
+from stable_datasets.streaming.reader import BlockReader
+
+torch = pytest.importorskip("torch")
+from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
+
+ROWS = 1000
+BLOCK = 100
+LAYOUT_OPTIONS = {"arrow": {"batch_rows": BLOCK}, "parquet": {"row_group_rows": BLOCK},
+                  "lance": {"max_rows_per_group": BLOCK, "max_rows_per_file": 450}}
+
+
+class Rows(sds.GeneratorBasedBuilder):
+    """`idx` tells each row's identity; `blob` gives rows a size."""
+
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({"idx": sds.Value("int64"), "blob": sds.Value("binary")}))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {"n": ROWS}), sds.SplitGenerator("test", {"n": 30})]
+
+    def _generate_examples(self, n):
+        for i in range(n):
+            yield i, {"idx": i, "blob": i.to_bytes(4, "little") * 8}
+
+
+@pytest.fixture(scope="module")
+def caches(tmp_path_factory):
+    root = tmp_path_factory.mktemp("streaming-caches")
+    return {fmt: sds.load_dataset(Rows, split="train", storage_format=fmt, cache_dir=root,
+                                  layout_options=LAYOUT_OPTIONS[fmt]) for fmt in LAYOUT_OPTIONS}
+
+
+def ids(batches) -> list[int]:
+    return [int(v) for batch in batches for v in batch["idx"]]
+
+
+# -- blocks --------------------------------------------------------------------------------------
+def test_every_layout_reports_its_blocks(caches):
+    blocks = np.arange(0, ROWS + 1, BLOCK).tolist()
+    assert caches["arrow"].block_bounds().tolist() == blocks  # record batches
+    assert caches["parquet"].block_bounds().tolist() == blocks  # row groups
+    # Lance: fragments of 450 rows, cut every 100 rows inside each fragment
+    assert caches["lance"].block_bounds().tolist() == [0, 100, 200, 300, 400, 450, 550, 650, 750, 850, 900, 1000]
+    view = caches["arrow"].select(range(150, 420))
+    assert view.block_bounds().tolist() == [0, 50, 150, 250, 270]  # runs inside stored blocks
+    assert view.read_block(50, 150).column("idx").to_pylist() == list(range(200, 300))
+    assert caches["arrow"].shuffle(seed=0).block_bounds().tolist()[:3] != [0, 100, 200]
+
+
+def test_block_order_windows_hold_whole_blocks_and_use_their_own_rng():
+    bounds = np.array([0, 10, 25, 40, 41, 60, 80, 100])
+    state = np.random.get_state()
+    order = BlockOrder(100, bounds, seed=5, window_blocks=3)
+    epoch = order.epoch(0)
+    assert np.array_equal(np.random.get_state()[1], state[1])
+    assert sorted(epoch.positions.tolist()) == list(range(100))
+    block_of = np.searchsorted(bounds, epoch.positions, side="right") - 1
+    # walk the order: each window is the whole rows of its blocks, and nothing else
+    sizes = np.diff(bounds)
+    at = 0
+    for window in range(int(epoch.block_window.max()) + 1):
+        members = np.flatnonzero(epoch.block_window == window)
+        length = int(sizes[members].sum())
+        assert sorted(set(block_of[at:at + length].tolist())) == sorted(members.tolist())
+        at += length
+    assert at == 100
+    assert np.array_equal(BlockOrder(100, bounds, seed=5, window_blocks=3).epoch(0).positions, epoch.positions)
+    assert not np.array_equal(order.epoch(1).positions, epoch.positions)
+    assert BlockOrder(100, None, shuffle=False).epoch(3).positions.tolist() == list(range(100))
+    with pytest.raises(ValueError, match="block bounds must rise strictly from 0 to the 100 rows"):
+        BlockOrder(100, np.array([0, 50, 50, 100]))
+
+
+def test_rank_and_worker_shares_partition_the_order():
+    order = np.arange(103)[::-1]
+    padded = [rank_share(order, r, 4, drop_last=False) for r in range(4)]
+    assert [len(p) for p in padded] == [26] * 4
+    assert padded[3].tolist() == [*range(24, -1, -1), 102]  # wraps around to the start of the order
+    dropped = [rank_share(order, r, 4, drop_last=True) for r in range(4)]
+    assert sorted(np.concatenate(dropped).tolist()) == list(range(3, 103))
+    shares = [worker_share(10, 3, w, 2).tolist() for w in range(2)]
+    assert shares == [[0, 1, 2, 6, 7, 8], [3, 4, 5, 9]]
+
+
+# -- rank x worker splits ------------------------------------------------------------------------
+@pytest.mark.parametrize("fmt", ["arrow", "parquet", "lance"])
+@pytest.mark.parametrize("world_size", [1, 2])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_each_rank_gets_its_exact_share_with_any_workers(caches, fmt, world_size, workers):
+    seen = []
+    for rank in range(world_size):
+        stream = caches[fmt].to_iterable(rank=rank, world_size=world_size, drop_last=True).shuffle(seed=11,
+                                                                                                  window_blocks=3)
+        expected = stream.rank_order().tolist()
+        got = ids(StreamingDataLoader(stream, batch_size=64, num_workers=workers))
+        assert got == expected  # the rank's share, in order, whatever num_workers
+        seen.extend(got)
+    assert sorted(seen) == list(range(ROWS))  # no row twice, none lost
+
+
+def test_uneven_rows_are_padded_by_wrapping_or_dropped(caches):
+    ds = caches["arrow"].select(range(7))
+    padded = [[r["idx"] for r in ds.to_iterable(rank=r, world_size=3)] for r in range(3)]
+    assert padded == [[0, 1, 2], [3, 4, 5], [6, 0, 1]]
+    dropped = [[r["idx"] for r in ds.to_iterable(rank=r, world_size=3, drop_last=True)] for r in range(3)]
+    assert dropped == [[0, 1], [2, 3], [4, 5]]
+
+
+def test_rank_comes_from_torchrun_environment(caches, monkeypatch):
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    stream = caches["arrow"].to_iterable()
+    assert (stream.rank, stream.world_size) == (1, 2)
+    assert [r["idx"] for r in stream][:3] == [500, 501, 502]
+    with pytest.raises(ValueError, match="rank 2 is not in"):
+        caches["arrow"].to_iterable(rank=2, world_size=2)
+
+
+# -- resume --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("world_size", [1, 2])
+@pytest.mark.parametrize("workers", [0, 2])
+def test_resume_continues_with_the_next_row_exactly(caches, world_size, workers):
+    for rank in range(world_size):
+        def stream(rank=rank):
+            return caches["arrow"].to_iterable(rank=rank, world_size=world_size).shuffle(seed=3, window_blocks=2)
+
+        full = ids(StreamingDataLoader(stream(), batch_size=32, num_workers=workers))
+        first = stream()
+        loader = StreamingDataLoader(first, batch_size=32, num_workers=workers)
+        head = []
+        for step, batch in enumerate(loader):
+            head.extend(int(v) for v in batch["idx"])
+            if step == 4:
+                saved = json.loads(json.dumps(loader.state_dict()))  # a checkpoint holds plain JSON
+                break
+        assert saved["consumed"] == 160 and first.state_dict()["consumed"] == 160
+        second = stream()
+        resumed = StreamingDataLoader(second, batch_size=32, num_workers=workers)
+        resumed.load_state_dict(saved)
+        assert head + ids(resumed) == full
+        assert second.state_dict()["epoch"] == 1 and second.state_dict()["consumed"] == 0
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "lance"])
+def test_resume_is_exact_on_other_layouts_with_workers(caches, fmt):
+    def stream():
+        return caches[fmt].to_iterable(rank=1, world_size=2).shuffle(seed=9, window_blocks=2)
+
+    full = ids(StreamingDataLoader(stream(), batch_size=50, num_workers=2))
+    first = stream()
+    loader = StreamingDataLoader(first, batch_size=50, num_workers=2)
+    iterator = iter(loader)
+    head = ids([next(iterator) for _ in range(3)])
+    saved = loader.state_dict()
+    del iterator
+    second = stream()
+    second.load_state_dict(saved)
+    assert head + ids(StreamingDataLoader(second, batch_size=50, num_workers=2)) == full
+
+
+def test_resume_in_process_counts_each_row(caches):
+    stream = caches["parquet"].to_iterable().shuffle(seed=1)
+    full = [r["idx"] for r in stream]
+    run = caches["parquet"].to_iterable().shuffle(seed=1)
+    iterator = iter(run)
+    head = [next(iterator)["idx"] for _ in range(321)]
+    again = caches["parquet"].to_iterable().shuffle(seed=1)
+    again.load_state_dict(run.state_dict())
+    assert head + [r["idx"] for r in again] == full
+    with pytest.raises(ValueError, match="the saved stream had seed=1, this one has 2"):
+        caches["parquet"].to_iterable().shuffle(seed=2).load_state_dict(run.state_dict())
+    with pytest.raises(ValueError, match="saved stream had the block layout, seed or window"):
+        caches["parquet"].to_iterable().shuffle(seed=1, window_blocks=4).load_state_dict(run.state_dict())
+
+
+def test_set_epoch_changes_the_order_deterministically(caches):
+    stream = caches["lance"].to_iterable().shuffle(seed=4, window_blocks=2)
+    first = [r["idx"] for r in stream]
+    second = [r["idx"] for r in stream]  # a finished pass moves on to the next epoch
+    assert first != second and sorted(first) == sorted(second) == list(range(ROWS))
+    stream.set_epoch(0)
+    assert [r["idx"] for r in stream] == first
+    arrow, parquet = (caches[f].to_iterable().shuffle(seed=4, window_blocks=2) for f in ("arrow", "parquet"))
+    parquet.set_epoch(1)
+    arrow.set_epoch(1)  # the order depends on the blocks, seed and epoch, not on the layout that stores them
+    assert [r["idx"] for r in arrow] == [r["idx"] for r in parquet] != second
+
+
+def test_persistent_workers_are_refused(caches):
+    with pytest.raises(ValueError, match="persistent_workers=True would keep stale copies"):
+        StreamingDataLoader(caches["arrow"].to_iterable(), batch_size=4, num_workers=1, persistent_workers=True)
+
+
+# -- the sampler for map-style datasets ---------------------------------------------------------
+def test_block_shuffle_sampler_with_a_map_style_loader_resumes_exactly(caches):
+    ds = caches["parquet"]
+
+    def loader(sampler):
+        return StreamingDataLoader(ds, batch_size=40, sampler=sampler, num_workers=2)
+
+    full = ids(loader(BlockShuffleSampler(ds, seed=2, window_blocks=2, rank=0, world_size=2)))
+    sampler = BlockShuffleSampler(ds, seed=2, window_blocks=2, rank=0, world_size=2)
+    head = []
+    run = loader(sampler)
+    for step, batch in enumerate(run):
+        head.extend(int(v) for v in batch["idx"])
+        if step == 2:
+            break
+    assert sampler.state_dict()["consumed"] == 120  # what the loop received, not what workers prefetched
+    resumed = BlockShuffleSampler(ds, seed=2, window_blocks=2, rank=0, world_size=2)
+    resumed.load_state_dict(sampler.state_dict())
+    assert head + ids(loader(resumed)) == full
+    blocks = {i // BLOCK for i in full[:200]}
+    assert len(blocks) == 2  # the first window: two whole row groups
+
+
+# -- memory --------------------------------------------------------------------------------------
+def test_streaming_holds_a_window_of_blocks_not_the_table(tmp_path):
+    """Decoded Parquet row groups live in Arrow's memory pool: the peak stays near a window's worth
+    (a window of 80 blocks, the whole table, measures 16 MB here; 4 blocks measure 2 MB)."""
+    class Big(sds.GeneratorBasedBuilder):
+        def _info(self):
+            return sds.DatasetInfo(features=sds.Features({"idx": sds.Value("int64"), "blob": sds.Value("binary")}))
+
+        def _split_generators(self, dl_manager):
+            return [sds.SplitGenerator("train", {})]
+
+        def _generate_examples(self):
+            for i in range(8000):
+                yield i, {"idx": i, "blob": bytes([i % 251]) * 2048}
+
+    ds = sds.load_dataset(Big, split="train", storage_format="parquet", cache_dir=tmp_path,
+                          layout_options={"row_group_rows": 100})
+    total = 8000 * 2048
+    base = pa.total_allocated_bytes()
+    peak, count = 0, 0
+    for row in ds.to_iterable().shuffle(seed=0, window_blocks=4).batch(256):
+        peak = max(peak, pa.total_allocated_bytes() - base)
+        count += len(row["idx"])
+    assert count == 8000
+    assert peak < total // 4, f"{peak} bytes held while streaming a {total}-byte table"
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "parquet", "lance"])
+def test_block_reader_drops_blocks_the_order_has_left(caches, fmt):
+    ds = caches[fmt]
+    order = BlockOrder(ROWS, ds.block_bounds(), seed=0, window_blocks=2).epoch(0)
+    reader = BlockReader(ds, ds.block_bounds(), order.block_window)
+    held = []
+    got = []
+    for lo in range(0, ROWS, 64):
+        got.extend(reader.table(order.positions[lo:lo + 64]).column("idx").to_pylist())
+        held.append(reader.held_rows())
+    assert got == order.positions.tolist()
+    assert max(held) <= 4 * BLOCK  # two windows of two blocks at most
+    assert reader.blocks_read == len(ds.block_bounds()) - 1  # each block read once
+
+
+# -- lazy ops, formats, packed SFT, front doors ---------------------------------------------------
+def test_batch_and_map_are_lazy_and_applied_in_workers(caches):
+    stream = caches["arrow"].with_format("numpy").to_iterable(drop_last=True).batch(64).map(
+        lambda b: {"idx": b["idx"] * 2})
+    batches = list(StreamingDataLoader(stream, batch_size=None, num_workers=2))
+    assert [len(b["idx"]) for b in batches] == [64] * 15 + [40]
+    assert np.concatenate([b["idx"].numpy() for b in batches]).tolist() == list(range(0, 2 * ROWS, 2))
+    with pytest.raises(ValueError, match="pass batch_size=None to the loader"):
+        StreamingDataLoader(stream, batch_size=8)
+    torch_rows = list(caches["arrow"].with_format("torch").to_iterable().batch(500))
+    assert torch_rows[1]["idx"].dtype == torch.int64 and torch_rows[1]["idx"][0].item() == 500
+
+
+def test_packed_sft_packs_stream_into_the_megatron_collate(tmp_path):
+    from stable_datasets.sft import PackedSFTDataset, write_packed_parquet
+
+    packs = [{"input_ids": np.arange(i, i + 6, dtype=np.int32), "loss_mask": np.ones(6, np.int8),
+              "seq_start_id": np.array([0, 3], np.int32)} for i in range(40)]
+    path = write_packed_parquet(packs, tmp_path / "packs.idx.parquet", row_group_rows=5)
+    dataset = PackedSFTDataset(path, eos_id=0, max_seq_length=8)
+    assert dataset.block_bounds().tolist() == list(range(0, 41, 5))
+    stream = StreamingDataset(dataset, shuffle=True, seed=1, window_blocks=2)
+    batches = list(StreamingDataLoader(stream, batch_size=4, collate_fn=dataset.collate_fn, num_workers=2))
+    firsts = sorted(int(b) for batch in batches for b in batch["tokens"][:, 0])
+    assert firsts == list(range(40))  # every pack once; tokens are the pack's input_ids
+    assert batches[0]["tokens"].shape == (4, 8)
+
+
+def test_load_dataset_streaming(tmp_path):
+    stream = sds.load_dataset(Rows, split="test", streaming=True, cache_dir=tmp_path)
+    assert isinstance(stream, StreamingDataset) and isinstance(stream, torch.utils.data.IterableDataset)
+    assert [r["idx"] for r in stream] == list(range(30))
+    every = sds.load_dataset(Rows, streaming=True, cache_dir=tmp_path)
+    assert sorted(every) == ["test", "train"] and len(every["train"]) == ROWS
+
+
+def test_streaming_works_without_torch(caches):
+    cache = caches["arrow"].cache_dirs[0]
+    code = f"""
+import sys
+sys.modules["torch"] = None  # import torch raises ImportError
+import stable_datasets as sds
+stream = sds.open_cache({str(cache)!r}).to_iterable().shuffle(seed=0)
+rows = [r["idx"] for r in stream]
+assert sorted(rows) == list(range({ROWS})) and type(stream).__mro__[1] is object, type(stream).__mro__
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_video_frame_windows_stream_a_video_at_a_time():
+    ds = sds.load_dataset("moving_digits", name="frames", split="train", train_videos=6, test_videos=2)
+    assert ds.block_bounds().tolist() == [0, 2, 4, 6, 8, 10, 12]  # two windows per 20-frame video
+    stream = ds.with_format("numpy", columns=["video_index", "start_frame"]).to_iterable().shuffle(
+        seed=0, window_blocks=2)
+    rows = [(int(r["video_index"]), int(r["start_frame"])) for r in stream]
+    assert sorted(rows) == [(v, s) for v in range(6) for s in (0, 8)]
+    assert all(len({v for v, _ in rows[i:i + 4]}) == 2 for i in range(0, 12, 4))  # a window: two whole videos
