@@ -245,6 +245,14 @@ def test_map_writes_a_cache_and_reuses_it(toy, tmp_path):
     assert other.cache_dirs != mapped.cache_dirs
 
 
+def test_a_damaged_map_cache_is_rebuilt(toy):
+    mapped = toy.map(lambda row: {"double": row["id"] * 2})
+    (mapped.cache_dirs[0] / "_metadata.json").write_text("{")
+    again = toy.map(lambda row: {"double": row["id"] * 2})
+    assert again["double"][:3] == [0, 2, 4] and len(again) == 200
+    assert sds.open_cache(again.cache_dirs[0])["double"][199] == 398
+
+
 def test_map_fingerprint_follows_closures(toy):
     def make(k):
         return lambda row: {"y": row["id"] * k}

@@ -153,14 +153,20 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
         cols = [c for c in (fmt["columns"] or []) if c in out.features] or None
         return out.with_format(fmt["type"], cols, fmt["decode"])
 
-    if load_from_cache_file and target.is_dir():
+    def reuse() -> StableDataset | None:
+        if not (load_from_cache_file and target.is_dir()):
+            return None
         try:
             return reopen()
-        except StableDatasetsError as exc:
+        except StableDatasetsError as exc:  # damaged or invalid: rebuilt below, like a builder's cache
             logger.warning("rebuilding map cache {}: {}", target, exc)
+            return None
+
+    if (reused := reuse()) is not None:
+        return reused
     with exclusive_lock(first.parent / f".{target.name}.lock"):
-        if load_from_cache_file and target.is_dir():
-            return reopen()
+        if (reused := reuse()) is not None:  # another process built it while we waited
+            return reused
         base = ds.cache_metadata[0]
         plan = WritePlan(target=target, layout=arrow_shards.NAME,
                          options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": DEFAULT_BATCH_ROWS}, fingerprint=fp,
