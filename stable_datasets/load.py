@@ -17,9 +17,16 @@ __all__ = ["load_builder", "load_dataset", "open_cache"]
 
 
 def load_builder(path: str | os.PathLike | type[DatasetBuilder], name: str | None = None, *,
-                 cache_dir: str | os.PathLike | None = None, **config_kwargs: Any) -> DatasetBuilder:
-    """A builder instance from a registered name, a script path or a folder holding a script."""
+                 cache_dir: str | os.PathLike | None = None, storage_options: dict[str, Any] | None = None,
+                 **config_kwargs: Any) -> DatasetBuilder:
+    """A builder instance from a registered name, a script path or a folder holding a script.
+
+    `cache_dir` may be an object-store URL (`s3://bucket/prefix`); `storage_options` then give its
+    endpoint and credentials where the environment does not (docs/object-storage-and-streaming.md).
+    """
     cls = resolve_builder_class(path)
+    if storage_options is not None:
+        return cls(name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
     return cls(name, cache_dir=cache_dir, **config_kwargs)
 
 
@@ -28,7 +35,8 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str, *, 
                  storage_format: str = "arrow", cache_dir: str | os.PathLike | None = None,
                  download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                  num_proc: int | None = None, engine: str = "process", ray_address: str | None = None,
-                 layout_options: dict[str, Any] | None = None, **config_kwargs: Any) -> StableDataset: ...
+                 layout_options: dict[str, Any] | None = None, storage_options: dict[str, Any] | None = None,
+                 **config_kwargs: Any) -> StableDataset: ...
 
 
 @overload
@@ -36,7 +44,8 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: None = N
                  storage_format: str = "arrow", cache_dir: str | os.PathLike | None = None,
                  download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                  num_proc: int | None = None, engine: str = "process", ray_address: str | None = None,
-                 layout_options: dict[str, Any] | None = None, **config_kwargs: Any) -> DatasetDict: ...
+                 layout_options: dict[str, Any] | None = None, storage_options: dict[str, Any] | None = None,
+                 **config_kwargs: Any) -> DatasetDict: ...
 
 
 def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | None = None, *,
@@ -44,25 +53,28 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
                  cache_dir: str | os.PathLike | None = None, download_mode: str = "reuse_dataset_if_exists",
                  verification_mode: str = "basic_checks", num_proc: int | None = None, engine: str = "process",
                  ray_address: str | None = None, layout_options: dict[str, Any] | None = None,
-                 **config_kwargs: Any) -> StableDataset | DatasetDict:
+                 storage_options: dict[str, Any] | None = None, **config_kwargs: Any) -> StableDataset | DatasetDict:
     """Reuse a valid cache or build one; a `StableDataset` for `split`, a `DatasetDict` for None.
 
     `split` follows Hugging Face: "train", "train[:10%]", "train[10:20]", "train+test".
     `num_proc` builds a split in that many parts when its gen_kwargs hold lists (e.g. files), in
     forked processes (`engine="process"`) or as Ray tasks (`engine="ray"`, see docs/parallel-builds.md).
+    `cache_dir="s3://bucket/prefix"` (or $STABLE_DATASETS_CACHE_DIR) publishes to and reads from an object
+    store, with `storage_options` for its endpoint and credentials (docs/object-storage-and-streaming.md).
     """
-    builder = load_builder(path, name, cache_dir=cache_dir, **config_kwargs)
+    builder = load_builder(path, name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
+    opened = {"storage_options": builder.remote.storage_options} if builder.remote else {}
     prepare: dict[str, Any] = dict(download_mode=download_mode, verification_mode=verification_mode,
                                    layout_options=layout_options, num_proc=num_proc, engine=engine,
                                    ray_address=ray_address)
     if split is None:
         dirs = builder.prepare(None, storage_format, **prepare)
-        return DatasetDict({s: open_cache(d) for s, d in dirs.items()})
+        return DatasetDict({s: open_cache(d, **opened) for s, d in dirs.items()})
     parts = parse_split(split)
     dirs = builder.prepare(list(dict.fromkeys(p.name for p in parts)), storage_format, **prepare)
     datasets = []
     for part in parts:
-        ds = open_cache(dirs[part.name])
+        ds = open_cache(dirs[part.name], **opened)
         if not part.is_whole:
             start, stop = part.bounds(len(ds))
             ds = ds.select(range(start, stop))

@@ -282,7 +282,7 @@ def merge_parts(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo]
 class Backend(TableBackend):
     def _open(self) -> None:
         # caches of the upstream stable-datasets keep the Lance dataset at the cache root ("dataset_dir": ".")
-        self._dataset = open_lance(str(self.directory / self.metadata.extra.get("dataset_dir", DATASET_DIR)))
+        self._dataset = self.lance_dataset(self.metadata.extra.get("dataset_dir", DATASET_DIR))
         self._schema = self._dataset.schema
         self.check_rows(self.directory / DATASET_DIR, self._dataset.count_rows(), self.metadata.num_rows)
 

@@ -40,7 +40,7 @@ from stable_datasets.features.video import VideoRef, VideoWindow, resize_frame
 from stable_datasets.layouts import frames_video_column, lance_rows
 from stable_datasets.layouts.arrow_shards import map_shard
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
-from stable_datasets.layouts.lance_access import RowTaker, open_lance
+from stable_datasets.layouts.lance_access import RowTaker
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -313,7 +313,7 @@ class Backend(TableBackend):
                          "frame_indices": Sequence(Value("int64")), **others})
 
     def _open(self) -> None:
-        self._frames = open_lance(str(self.directory / lance_rows.DATASET_DIR))
+        self._frames = self.lance_dataset(lance_rows.DATASET_DIR)
         self._frame_rows = RowTaker(self._frames)
         self.check_rows(self.directory / lance_rows.DATASET_DIR, self._frames.count_rows(),
                         sum(v["frames"] for v in self.metadata.extra["videos"]), "frames")
