@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from .s3_server import moto_endpoint, s3_env  # noqa: F401  (fixtures: an S3 server on 127.0.0.1)
+
 os.environ.setdefault("STABLE_DATASETS_DISABLE_PROGRESS", "1")
 
 

@@ -26,15 +26,24 @@ def _is_transient(exc: BaseException) -> bool:
 
 
 class FsspecStore(ObjectStore):
-    def __init__(self, scheme: str, bucket: str, storage_options: dict[str, Any] | None = None):
+    def __init__(self, scheme: str, bucket: str, storage_options: dict[str, Any] | None = None,
+                 url: str | None = None):
+        url = url or f"{scheme}://{bucket}"
         try:
             import fsspec
-
+        except ImportError:
+            raise ConfigurationError(f"{url}: {scheme}:// cache roots need fsspec: pip install fsspec") from None
+        if scheme not in fsspec.available_protocols():
+            raise ConfigurationError(f"{url}: unsupported scheme {scheme!r}; use s3://, gs://, az:// (or another "
+                                     "fsspec protocol, with its package installed) or a local folder")
+        try:
             self.fs = fsspec.filesystem(scheme, **(storage_options or {}))
-        except (ImportError, ValueError) as exc:
-            raise ConfigurationError(f"{scheme}://{bucket}: no filesystem for the {scheme!r} scheme ({exc}); install "
-                                     "the fsspec package for it (gcsfs for gs://, adlfs for az://) or use s3://, "
-                                     "gs://, az:// or a local folder") from None
+        except ImportError as exc:
+            raise ConfigurationError(f"{url}: the {scheme}:// filesystem needs a package that is not installed "
+                                     f"({exc}); e.g. pip install gcsfs for gs://, adlfs for az://") from None
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"{url}: cannot set up the {scheme}:// filesystem ({exc}); check "
+                                     "storage_options") from None
         self.scheme, self.bucket = scheme, bucket
         self._exclusive = True
 

@@ -35,7 +35,7 @@ def open_store(url: ObjectURL, storage_options: dict[str, Any] | None = None) ->
             else:
                 from stable_datasets.storage.fsspec_store import FsspecStore
 
-                store = FsspecStore(url.scheme, url.bucket, storage_options)
+                store = FsspecStore(url.scheme, url.bucket, storage_options, str(url))
             _stores[key] = store
     return store
 
