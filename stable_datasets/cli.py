@@ -317,9 +317,9 @@ def _prune_remote(args: argparse.Namespace, remote: Any) -> list[tuple[str, Any]
     from stable_datasets.storage.inventory import (
         abandoned_attempts,
         find_remote_caches,
-        remove_attempt_objects,
         remove_remote_cache,
     )
+    from stable_datasets.storage.publish import remove_attempt
 
     doomed: list[tuple[str, Any]] = []
     for entry in find_remote_caches(remote):
@@ -330,7 +330,7 @@ def _prune_remote(args: argparse.Namespace, remote: Any) -> list[tuple[str, Any]
     for kind, split, attempt in abandoned_attempts(remote, args.max_staging_age * 3600):
         doomed.append((kind, f"{split.url}/{attempt}"))
         if not args.dry_run:
-            remove_attempt_objects(split, attempt)
+            remove_attempt(split, attempt)
     return doomed
 
 

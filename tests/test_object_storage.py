@@ -334,8 +334,9 @@ def test_damaged_remote_metadata_is_rebuilt_and_named(s3_env, toy_builder):
     s3_env.write(f"{prefix}/_metadata.json", b"{not json")
     with pytest.raises(CacheError, match=rf"s3://{s3_env.bucket}/{prefix}/_metadata.json: invalid cache metadata"):
         sds.open_cache(f"s3://{s3_env.bucket}/{prefix}")
-    rebuilt = sds.load_dataset(str(toy_builder), split="train", download_mode="force_rebuild")
+    rebuilt = sds.load_dataset(str(toy_builder), split="train")  # unusable: built again and replaced
     assert _rows(rebuilt) == _rows(ds)
+    assert rebuilt.cache_metadata[0].attempt != ds.cache_metadata[0].attempt
 
 
 # -- the local shard cache -----------------------------------------------------------------------
@@ -427,3 +428,13 @@ def test_remote_root_from_the_environment_in_docs_text():
     assert "## Streaming" in text and "If-None-Match" in text and "STABLE_DATASETS_LOCAL_CACHE_LIMIT" in text
 
 
+
+
+def test_a_parallel_build_publishes_the_rows_of_a_one_process_build(s3_env, parts_builder, tmp_path):
+    import pickle
+
+    remote = sds.load_dataset(str(parts_builder), split="train", num_proc=2)
+    local = sds.load_dataset(str(parts_builder), split="train", cache_dir=str(tmp_path / "one-process"))
+    assert len(remote) == 1500 and _rows(remote) == _rows(local)
+    builder = pickle.loads(pickle.dumps(sds.load_builder(str(parts_builder))))  # as Ray tasks receive it
+    assert builder.remote.store.get(f"{_split_prefix(s3_env, remote)}/_metadata.json") is not None

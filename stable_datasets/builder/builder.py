@@ -9,6 +9,7 @@ cache; a valid cache is reused without calling any of the three.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -310,9 +311,10 @@ class DatasetBuilder:
         for split in wanted:
             directory = base / split_folder_name(split)
             if self.remote is not None:
-                result[split] = self._prepare_remote(split, directory, force, lock_timeout, all_generators,
-                                                     lambda s, d: self._write_plan(s, d, storage_format, options, fp,
-                                                                                   inputs), runner)
+                plan_for = functools.partial(self._write_plan, storage_format=storage_format, options=options, fp=fp,
+                                             inputs=inputs)
+                result[split] = self._prepare_remote(split, directory, fp, force, lock_timeout, all_generators,
+                                                     plan_for, runner)
                 continue
             if not force and self._valid_cache(directory, fp):
                 result[split] = directory
@@ -327,8 +329,9 @@ class DatasetBuilder:
             result[split] = directory
         return result
 
-    def _prepare_remote(self, split: str, directory: Path, force: bool, lock_timeout: float | None,
-                        generators: Any, plan_for: Any, runner: JobRunner) -> Any:
+    def _prepare_remote(self, split: str, directory: Path, fp: str, force: bool, lock_timeout: float | None,
+                        generators: Any, plan_for: Any, runner: JobRunner) -> str:
+        """Publish one split to the object-store root (storage.remote_cache); its URL."""
         from stable_datasets.storage.remote_cache import prepare_remote_split
 
         def build(local: Path) -> None:
@@ -338,8 +341,7 @@ class DatasetBuilder:
             write_split(plan_for(split, local), BuilderSource(self, generators()[split]), runner)
 
         return prepare_remote_split(self.remote, directory.relative_to(self.cache_root).as_posix(),  # type: ignore
-                                    plan_for(split, directory).fingerprint, force=force, build=build,
-                                    lock_timeout=lock_timeout)
+                                    fp, force=force, build=build, lock_timeout=lock_timeout)
 
     def _write_plan(self, split: str, directory: Path, storage_format: str, options: dict[str, Any],
                     fp: str, inputs: dict[str, Any]) -> WritePlan:

@@ -34,6 +34,7 @@ from stable_datasets.storage.publish import (
     RemoteSplit,
     files_of,
     parse_remote_metadata,
+    remove_attempt,
 )
 from stable_datasets.storage.root import RemoteRoot
 from stable_datasets.storage.store import ObjectInfo
@@ -198,11 +199,6 @@ def abandoned_attempts(root: RemoteRoot, max_age_seconds: float) -> list[tuple[s
     return found
 
 
-def remove_attempt_objects(split: RemoteSplit, attempt: str) -> None:
-    keys = [o.key for o in split.store.list(split.key(attempt) + "/")]
-    split.store.delete(keys)
-
-
 def remove_remote_cache(split: RemoteSplit) -> None:
     """Unpublish a cache: `_metadata.json` goes first (no new reader finds it), then its objects.
 
@@ -235,4 +231,4 @@ def remote_entry_for(url: str, storage_options: dict[str, Any] | None = None) ->
 
 
 __all__ = ["RemoteEntry", "abandoned_attempts", "find_remote_caches", "parse_remote_metadata", "remote_entry_for",
-           "remove_attempt_objects", "remove_remote_cache", "scan", "verify_remote"]
+           "remove_attempt", "remove_remote_cache", "scan", "verify_remote"]

@@ -52,11 +52,12 @@ def prepare_remote_split(root: RemoteRoot, relative: str, fingerprint: str, *, f
     with Lease(root.store, split.prefix, timeout=lock_timeout) as lease:
         if not force and valid_remote(split, fingerprint):
             return split.url
+        replace = force or split.metadata_text() is not None  # a damaged commit is replaced, under the lease
         local = root.local_dir / relative
         build(local)
         pin, metadata = read_published(local)
         try:
-            published, won = publish_attempt(split, pin.directory, metadata, lease.attempt, replace=force)
+            published, won = publish_attempt(split, pin.directory, metadata, lease.attempt, replace=replace)
             if won:
                 _keep_as_shard_cache(root, split, pin.directory, published)
         finally:

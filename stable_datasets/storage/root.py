@@ -53,6 +53,14 @@ class RemoteRoot:
     def __str__(self) -> str:
         return str(self.url)
 
+    def __getstate__(self) -> dict[str, Any]:  # builders travel to Ray tasks: the client is set up again there
+        return {"url": str(self.url), "storage_options": self.storage_options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        url = ObjectURL.parse(state["url"])
+        self.url, self.storage_options = url, state["storage_options"]
+        self.store = open_store(url, self.storage_options)
+
 
 def resolve_root(cache_dir: str | os.PathLike | None, storage_options: dict[str, Any] | None = None,
                  *, check: bool = True) -> Path | RemoteRoot:
