@@ -438,3 +438,15 @@ def test_a_parallel_build_publishes_the_rows_of_a_one_process_build(s3_env, part
     assert len(remote) == 1500 and _rows(remote) == _rows(local)
     builder = pickle.loads(pickle.dumps(sds.load_builder(str(parts_builder))))  # as Ray tasks receive it
     assert builder.remote.store.get(f"{_split_prefix(s3_env, remote)}/_metadata.json") is not None
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "lance"])
+def test_dataloader_workers_read_a_remote_cache(s3_env, toy_builder, storage_format):
+    import multiprocessing
+
+    torch = pytest.importorskip("torch")
+    ds = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format)
+    ds[0]  # handles open in the parent first: forked Lance workers read through a helper process
+    loader = torch.utils.data.DataLoader(ds.with_format("torch", columns=["id"]), batch_size=8, num_workers=2,
+                                         multiprocessing_context=multiprocessing.get_context("fork"))
+    assert torch.cat([b["id"] for b in loader]).tolist() == list(range(50))
