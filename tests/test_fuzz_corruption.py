@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 RUNNER = Path(__file__).parent / "stress" / "fuzz_corruption.py"
-KINDS = ["arrow", "parquet", "lance", "video frames", "tar", "tar (PAX)"]
+KINDS = ["arrow", "parquet", "lance", "video frames", "tar", "tar (PAX)", "tar.gz"]
 
 
 def test_corrupt_files_raise_and_never_crash_or_hang():

@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
 
 from stable_datasets.interleaved import InterleavedWebdatasetReader
@@ -139,3 +140,52 @@ def test_unusable_sample_json_names_file_member_and_offset(tmp_path):
     utf16 = write(tmp_path / "utf16.tar", member(b"a.json", '{"texts": ["x"]}'.encode("utf-16-le")))
     with pytest.raises(InterleavedReadError, match=r"utf16.tar: member 'a.json' at byte 512: "):
         InterleavedWebdatasetReader(utf16).read()
+
+
+@pytest.mark.parametrize(("suffix", "compress"), [(".tar.gz", "gzip"), (".tgz", "gzip"), (".tar.bz2", "bz2"),
+                                                  (".tar.xz", "lzma")])
+def test_compressed_tars_read_like_the_plain_tar(tmp_path, suffix, compress):
+    """Eager and lazy reads: a lazy image's byte range points into the decompressed tar."""
+    import importlib
+
+    import cv2
+    import numpy as np
+
+    from stable_datasets.interleaved import materialize
+
+    png = cv2.imencode(".png", np.arange(48, dtype=np.uint8).reshape(4, 4, 3))[1].tobytes()
+    docs = [part for i in range(3) for part in (
+        member(f"d{i}.json".encode(), json.dumps({"texts": [f"hello {i}", None], "images": [None, f"d{i}.png"],
+                                                   "url": f"u{i}"}).encode()),
+        member(f"d{i}.png".encode(), png[:-1] + bytes([i])))]
+    plain = write(tmp_path / "plain.tar", *docs)
+    packed = tmp_path / "folder" / f"shard{suffix}"
+    packed.parent.mkdir()
+    packed.write_bytes(importlib.import_module(compress).compress(plain.read_bytes()))
+    expected = InterleavedWebdatasetReader(plain, materialize_on_read=True).read().table
+    for source in (packed, packed.parent):  # the file itself, and a folder of shards
+        batch = InterleavedWebdatasetReader(source, materialize_on_read=True).read()
+        assert batch.source_files == (str(packed),)
+        assert batch.table.drop_columns(["source_ref"]).equals(expected.drop_columns(["source_ref"]))
+        images = batch.table.filter(pc.equal(batch.table.column("modality"), "image"))
+        assert [b[-1] for b in images.column("binary_content").to_pylist()] == [0, 1, 2]
+        lazy = InterleavedWebdatasetReader(source).read().table
+        assert lazy.column("binary_content").null_count == lazy.num_rows
+        assert materialize(lazy).column("binary_content").equals(batch.table.column("binary_content"))
+
+
+def test_damaged_and_truncated_gzip_tars_name_the_file(tmp_path):
+    import gzip
+
+    body = gzip.compress(write(tmp_path / "p.tar", member(b"a.json", b'{"texts": ["x"]}')).read_bytes())
+    truncated = tmp_path / "cut.tar.gz"
+    truncated.write_bytes(body[: len(body) // 2])
+    with pytest.raises(InterleavedReadError, match=r"cut.tar.gz: damaged gzip stream after \d+ decompressed bytes"):
+        InterleavedWebdatasetReader(truncated).read()
+    flipped = bytearray(body)
+    flipped[-6] ^= 0xFF  # inside the CRC32 trailer: the data decompresses, the check fails
+    bad_crc = tmp_path / "crc.tar.gz"
+    bad_crc.write_bytes(bytes(flipped))
+    with pytest.raises(InterleavedReadError,
+                       match=r"crc.tar.gz: damaged gzip stream after \d+ decompressed bytes \(CRC check failed"):
+        InterleavedWebdatasetReader(bad_crc).read()

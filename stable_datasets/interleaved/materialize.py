@@ -12,8 +12,10 @@ says which frame failed, so nothing read is thrown away.
 
 from __future__ import annotations
 
+import contextlib
 import tarfile
 from collections import defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import cv2
@@ -24,6 +26,7 @@ from loguru import logger
 
 from stable_datasets.features.image import is_decodable
 from stable_datasets.interleaved.schema import parse_source_ref
+from stable_datasets.interleaved.tar_format import TarFormatError, compression_of, map_stream
 
 POLICIES = ("error", "warn", "drop_row", "drop_sample")
 
@@ -72,12 +75,39 @@ def tiff_frame(data: bytes, index: int, what: str) -> bytes:
     return encoded.tobytes()
 
 
-def read_ref(ref: dict[str, Any]) -> bytes:
+@contextlib.contextmanager
+def _compressed_tar(path: str) -> Iterator[memoryview | None]:
+    """The decompressed bytes of a compressed tar (byte ranges in its refs point into those), else None."""
+    try:
+        with _open(path) as fh:
+            compressed = compression_of(fh.read(6)) is not None
+            if compressed:
+                fh.seek(0)
+                mapped, view = map_stream(fh, path)
+    except (OSError, TarFormatError):
+        compressed = False  # read_ref reports the file's own error for each row
+    if not compressed:
+        yield None
+        return
+    try:
+        yield view
+    finally:
+        view.release()
+        if mapped is not None:
+            mapped.close()
+
+
+def read_ref(ref: dict[str, Any], unpacked: memoryview | None = None) -> bytes:
+    """The bytes a ref names; `unpacked` is its tar's decompressed content when the tar is compressed."""
     path = ref["path"]
     if ref.get("byte_offset") is not None and ref.get("byte_size") is not None:
-        with _open(path) as fh:
-            fh.seek(int(ref["byte_offset"]))
-            data = fh.read(int(ref["byte_size"]))
+        start, size = int(ref["byte_offset"]), int(ref["byte_size"])
+        if unpacked is not None:
+            data = bytes(unpacked[start:start + size])
+        else:
+            with _open(path) as fh:
+                fh.seek(start)
+                data = fh.read(size)
         if len(data) != int(ref["byte_size"]):
             raise MaterializeError(f"{path}: wanted {ref['byte_size']} bytes at {ref['byte_offset']}, got {len(data)}")
         return data
@@ -108,17 +138,18 @@ def materialize(table: pa.Table, on_error: str = "error") -> pa.Table:
             todo[parsed["path"]].append((i, parsed))
     for path, rows in todo.items():
         cache: dict[tuple, bytes] = {}
-        for i, ref in rows:
-            key = (path, ref.get("member"), ref.get("byte_offset"))
-            try:
-                if key not in cache:
-                    cache[key] = read_ref(ref)
-                binary[i], errors[i] = cache[key], None
-                if ref.get("frame_index") is not None:
-                    binary[i] = tiff_frame(cache[key], int(ref["frame_index"]),
-                                           f"{path}:{ref.get('member') or ''}".rstrip(":"))
-            except (OSError, MaterializeError, tarfile.TarError) as exc:
-                errors[i] = f"{type(exc).__name__}: {exc}"
+        with _compressed_tar(path) as unpacked:
+            for i, ref in rows:
+                key = (path, ref.get("member"), ref.get("byte_offset"))
+                try:
+                    if key not in cache:
+                        cache[key] = read_ref(ref, unpacked)
+                    binary[i], errors[i] = cache[key], None
+                    if ref.get("frame_index") is not None:
+                        binary[i] = tiff_frame(cache[key], int(ref["frame_index"]),
+                                               f"{path}:{ref.get('member') or ''}".rstrip(":"))
+                except (OSError, MaterializeError, tarfile.TarError) as exc:
+                    errors[i] = f"{type(exc).__name__}: {exc}"
     table = table.set_column(table.schema.get_field_index("binary_content"), "binary_content",
                              pa.array(binary, pa.large_binary()))
     table = table.set_column(table.schema.get_field_index("materialize_error"), "materialize_error",

@@ -13,6 +13,7 @@ bytes) and the two zero blocks that end an archive; `tarfile` reads what it writ
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 from collections.abc import Iterator
@@ -143,12 +144,69 @@ def _check_size(path: object, name: str, data: int, size: int, total: int) -> No
                              f"{total - data} are left", data)
 
 
+# Compressed tars (`.tar.gz`, `.tar.bz2`, `.tar.xz`) are told by their magic bytes, not their names.
+_COMPRESSIONS: tuple[tuple[bytes, str], ...] = ((b"\x1f\x8b", "gzip"), (b"BZh", "bz2"), (b"\xfd7zXZ\x00", "lzma"))
+_CHUNK = 1 << 20
+TAR_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tar.xz")
+
+
+def compression_of(head: bytes) -> str | None:
+    """The module that decompresses a file starting with `head`, or None for a plain file."""
+    return next((module for magic, module in _COMPRESSIONS if head.startswith(magic)), None)
+
+
+def _decompressed(fh: BinaryIO, module: str | None, path: object) -> BinaryIO:
+    """The stream (decompressed by `module`, if any) copied into an unlinked temporary file (in
+    $TMPDIR), so it can be mapped like a local tar; a damaged stream is a `TarFormatError` at the
+    decompressed byte reached."""
+    import bz2
+    import gzip
+    import lzma
+    import tempfile
+    import zlib
+
+    openers = {"gzip": lambda f: gzip.GzipFile(fileobj=f), "bz2": bz2.BZ2File, "lzma": lzma.LZMAFile}
+    out = tempfile.TemporaryFile(prefix="stable-datasets-tar-")  # noqa: SIM115 - returned open
+    written = 0
+    try:
+        with contextlib.nullcontext(fh) if module is None else openers[module](fh) as stream:
+            while chunk := stream.read(_CHUNK):
+                out.write(chunk)
+                written += len(chunk)
+    except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
+        out.close()
+        raise TarFormatError(f"{path}: damaged {module} stream after {written} decompressed bytes ({exc})",
+                             written) from None
+    out.flush()
+    return out
+
+
 def map_file(path: str | os.PathLike) -> tuple[mmap.mmap | None, memoryview]:
-    """A read-only map of the file (None and an empty view for an empty file)."""
+    """A read-only map of the tar (None and an empty view for an empty file). A compressed tar is
+    decompressed first into a temporary file that lives as long as the map."""
     with open(path, "rb") as fh:
-        if os.fstat(fh.fileno()).st_size == 0:
+        return map_stream(fh, path)
+
+
+def map_stream(fh: BinaryIO, path: object) -> tuple[mmap.mmap | None, memoryview]:
+    """`map_file` for an open binary file: a local one is mapped in place; a compressed one, or one
+    with no file descriptor (a remote file), is copied (decompressed) into a temporary file first."""
+    head = fh.read(6)
+    fh.seek(0)
+    module = compression_of(head)
+    try:
+        fh.fileno()
+        local = True
+    except (AttributeError, OSError, ValueError):
+        local = False
+    source = _decompressed(fh, module, path) if module or not local else fh
+    try:
+        if os.fstat(source.fileno()).st_size == 0:
             return None, memoryview(b"")
-        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        mapped = mmap.mmap(source.fileno(), 0, access=mmap.ACCESS_READ)
+    finally:
+        if source is not fh:
+            source.close()  # the map keeps the unlinked file's pages
     return mapped, memoryview(mapped)
 
 

@@ -50,7 +50,7 @@ from stable_datasets.interleaved.schema import (
     reconcile_schema,
     resolve_schema,
 )
-from stable_datasets.interleaved.tar_format import TarFormatError, TarMember, iter_tar, map_file
+from stable_datasets.interleaved.tar_format import TAR_SUFFIXES, TarFormatError, TarMember, iter_tar, map_file
 
 DEFAULT_JSON_EXTENSIONS = (".json",)
 DEFAULT_IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".tif", ".tiff", ".webp", ".bmp", ".gif")
@@ -98,7 +98,7 @@ class InterleavedWebdatasetReader:
                  image_member_field: str | None = None, per_image_fields: Sequence[str] = (),
                  per_text_fields: Sequence[str] = (), max_member_bytes: int = 256 << 20,
                  schema: pa.Schema | None = None, schema_overrides: Mapping[str, pa.DataType] | None = None):
-        self.paths = _expand(paths, (".tar",))
+        self.paths = _expand(paths, TAR_SUFFIXES)
         self.fields = list(fields) if fields is not None else None
         if self.fields:
             clash = sorted(set(self.fields) & set(RESERVED_COLUMNS))
@@ -119,7 +119,10 @@ class InterleavedWebdatasetReader:
     # -- tar walking -------------------------------------------------------------------------
     def _documents(self, path: str) -> Iterator[tuple[_Tar, TarMember, str]]:
         """(tar, JSON member, key) for each document of one tar, in member order."""
-        mapped, view = map_file(path)
+        try:
+            mapped, view = map_file(path)
+        except TarFormatError as exc:
+            raise InterleavedReadError(str(exc)) from None
         try:
             members: dict[str, TarMember] = {}
             try:

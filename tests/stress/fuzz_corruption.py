@@ -68,6 +68,7 @@ class FuzzRows(sds.GeneratorBasedBuilder):
 
 
 def _tars(root: Path) -> list[Path]:
+    import gzip
     import io
     import tarfile
 
@@ -93,7 +94,9 @@ def _tars(root: Path) -> list[Path]:
                 info = tarfile.TarInfo(name)
                 info.size, info.pax_headers = len(data), {"comment": "é" * (i + 1)}
                 tar.addfile(info, io.BytesIO(data))
-    return [plain, pax]
+    gz = root / "plain.tar.gz"  # the same tar gzipped: the reader decompresses it first
+    gz.write_bytes(gzip.compress(plain.read_bytes()))
+    return [plain, pax, gz]
 
 
 def build_targets(root: Path) -> dict[str, Path]:
@@ -113,7 +116,7 @@ def build_targets(root: Path) -> dict[str, Path]:
     targets["video frames"] = sds.load_dataset("moving_digits", name="frames", split="train", cache_dir=root,
                                                train_videos=3, test_videos=1, num_frames=6).cache_dirs[0]
     tars = _tars(root)
-    targets["tar"], targets["tar (PAX)"] = tars
+    targets["tar"], targets["tar (PAX)"], targets["tar.gz"] = tars
     return {k: Path(v) for k, v in targets.items()}
 
 
