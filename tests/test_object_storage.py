@@ -450,3 +450,16 @@ def test_dataloader_workers_read_a_remote_cache(s3_env, toy_builder, storage_for
     loader = torch.utils.data.DataLoader(ds.with_format("torch", columns=["id"]), batch_size=8, num_workers=2,
                                          multiprocessing_context=multiprocessing.get_context("fork"))
     assert torch.cat([b["id"] for b in loader]).tolist() == list(range(50))
+
+
+def test_map_of_a_remote_dataset_is_a_local_cache_that_eviction_leaves_alone(s3_env, toy_builder, monkeypatch):
+    ds = sds.load_dataset(str(toy_builder), split="train")
+    doubled = ds.map(lambda row: {"twice": row["id"] * 2})
+    assert doubled[7]["twice"] == 14
+    shard = doubled.cache_dirs[0] / doubled.cache_metadata[0].shards[0].path
+    del doubled, ds
+    gc.collect()
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_LIMIT", "0")
+    removed = shard_cache.evict()
+    assert removed and all("/attempts/" in str(p) and ".map-" not in str(p) for p in removed)
+    assert shard.is_file()

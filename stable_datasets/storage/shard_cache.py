@@ -35,6 +35,7 @@ from stable_datasets.storage.store import ObjectStore
 DEFAULT_LIMIT = 50 << 30
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2, "mib": 1 << 20,
           "g": 1000**3, "gb": 1000**3, "gib": 1 << 30, "t": 1000**4, "tb": 1000**4, "tib": 1 << 40}
+_ATTEMPT_ID = re.compile(r"[0-9a-f]{8,64}")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -109,11 +110,13 @@ def evict(limit: int | None = None) -> list[Path]:
     if not root.is_dir():
         return []
     with filelock.FileLock(str(root / ".evict.lock"), mode=0o664):
-        files: list[tuple[float, int, Path, Path | None]] = []
+        files: list[tuple[float, int, Path, Path]] = []
         total = 0
         for dirpath, _dirnames, filenames in os.walk(root):
             directory = Path(dirpath)
             owner = _owning_attempt(directory, root)
+            if owner is None:
+                continue  # not a downloaded attempt: e.g. a local `map` cache made beside one, never evicted
             for name in filenames:
                 if _is_bookkeeping(name):
                     continue
@@ -129,11 +132,10 @@ def evict(limit: int | None = None) -> list[Path]:
         for _mtime, size, path, owner in sorted(files, key=lambda f: f[0]):
             if total <= limit:
                 break
-            if owner is not None:
-                if owner not in pinned:
-                    pinned[owner] = build_in_use(owner)
-                if pinned[owner]:
-                    continue
+            if owner not in pinned:
+                pinned[owner] = build_in_use(owner)
+            if pinned[owner]:
+                continue
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
                 removed.append(path)
@@ -145,9 +147,9 @@ def evict(limit: int | None = None) -> list[Path]:
 
 
 def _owning_attempt(directory: Path, root: Path) -> Path | None:
-    """The attempt folder (the nearest one holding `_metadata.json`) a cached file belongs to."""
+    """The attempt folder (`.../attempts/<id>`, holding `_metadata.json`) a cached file belongs to, else None."""
     while directory != root and root in directory.parents:
         if (directory / METADATA_FILE).is_file():
-            return directory
+            return directory if _ATTEMPT_ID.fullmatch(directory.name) and directory.parent.name == "attempts" else None
         directory = directory.parent
     return None
