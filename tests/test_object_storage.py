@@ -463,3 +463,16 @@ def test_map_of_a_remote_dataset_is_a_local_cache_that_eviction_leaves_alone(s3_
     removed = shard_cache.evict()
     assert removed and all("/attempts/" in str(p) and ".map-" not in str(p) for p in removed)
     assert shard.is_file()
+
+
+def test_remote_metadata_cannot_point_outside_its_attempt(s3_env, toy_builder, tmp_path, monkeypatch):
+    ds = sds.load_dataset(str(toy_builder), split="train")
+    prefix = _split_prefix(s3_env, ds)
+    metadata = _metadata(s3_env, prefix)
+    shard = metadata["shards"][0]
+    metadata["extra_files"] = [{**shard, "path": "../../../../escape.arrow"}]
+    s3_env.write(f"{prefix}/_metadata.json", json.dumps(metadata).encode())
+    _fresh_node(monkeypatch, tmp_path, "node-c")
+    with pytest.raises(CacheError, match=r"extra file '\.\./\.\./\.\./\.\./escape\.arrow' leaves the cache's attempt"):
+        sds.open_cache(f"s3://{s3_env.bucket}/{prefix}")
+    assert not list(tmp_path.rglob("escape.arrow"))

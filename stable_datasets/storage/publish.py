@@ -84,6 +84,9 @@ def parse_remote_metadata(text: str, url: str) -> CacheMetadata:
     if not metadata.attempt:
         raise CacheError(f"{url}: invalid cache metadata: names no attempt (not published by stable-datasets' "
                          "object-store protocol)")
+    outside = next((f.path for f in metadata.extra_files if ".." in PurePosixPath(f.path).parts), None)
+    if outside is not None:  # local caches may point at a shared media folder; a remote one never does
+        raise CacheError(f"{url}: invalid cache metadata: extra file {outside!r} leaves the cache's attempt prefix")
     return metadata
 
 
