@@ -75,6 +75,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--reads", type=int, default=20_000, help="random single-row reads per round")
     parser.add_argument("--batches", type=int, default=200, help="random 256-row batches per round")
+    parser.add_argument("--lance-batches", type=int, default=5,
+                        help="random 256-row batches per round for Lance read in place (each row is a ranged GET)")
     args = parser.parse_args()
     quiet()
     scratch = work_dir("bench-objstore-")
@@ -105,7 +107,8 @@ def main() -> None:
         url = f"{remote_root}/{remote.cache_dirs[0].as_posix().split('/cache/', 1)[1].rsplit('/attempts/', 1)[0]}"
         rng = np.random.default_rng(1)
         singles = rng.integers(0, args.rows, args.reads).tolist()
-        batches = [rng.integers(0, args.rows, 256).tolist() for _ in range(args.batches)]
+        n_batches = args.batches if storage_format == "arrow" else args.lance_batches
+        batches = [rng.integers(0, args.rows, 256).tolist() for _ in range(n_batches)]
         for ds in (remote, local):  # warm-up: handles open, pages in the page cache
             ds[0], ds.__getitems__(batches[0])
         remote_side = "remote, local shard cache" if storage_format == "arrow" else "remote, read in place"
@@ -122,8 +125,8 @@ def main() -> None:
                 os.environ["STABLE_DATASETS_LOCAL_CACHE_DIR"] = node
                 cold["remote"].append(timed(lambda url=url: sds.open_cache(url)[0]))
                 cold["local"].append(timed(lambda path=local.cache_dirs[0]: sds.open_cache(path)[0]))
-        for kind, measured, count in (("single rows", single, args.reads),
-                                      ("batches of 256", batched, args.batches * 256)):
+        reads = (("single rows", single, args.reads), ("batches of 256", batched, n_batches * 256))
+        for kind, measured, count in reads:
             if not measured["local cache"]:
                 continue
             base = statistics.median(measured["local cache"])
