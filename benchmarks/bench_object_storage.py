@@ -2,7 +2,7 @@
 
 - random access after warm-up: the remote cache read through the local shard cache (its shards
   downloaded and verified once) vs a local cache of the same rows; single rows and batches of
-  256 (`__getitems__`, what a DataLoader asks for); sides in turns, several rounds.
+  256 (`__getitems__`, what a DataLoader asks for); sides in turns (A B, B A, ...), several rounds.
 - cold open: open the remote cache on a "fresh node" (an empty local shard cache: download,
   verify, map) vs opening the local cache.
 - Lance: random batches read in place from the store vs from local disk (for reference).
@@ -115,8 +115,9 @@ def main() -> None:
         sides = {remote_side: remote, "local cache": local}
         single = {name: [] for name in sides}
         batched = {name: [] for name in sides}
-        for _ in range(args.rounds):
-            for name, ds in sides.items():
+        for round_number in range(args.rounds):
+            order = list(sides.items())
+            for name, ds in order if round_number % 2 == 0 else order[::-1]:  # A B, B A, ...: no side always first
                 if storage_format == "arrow":
                     single[name].append(timed(lambda ds=ds, rows=singles: [ds[i] for i in rows]))
                 batched[name].append(timed(lambda ds=ds, groups=batches: [ds.__getitems__(b) for b in groups]))
