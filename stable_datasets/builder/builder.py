@@ -274,7 +274,7 @@ class DatasetBuilder:
                 download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                 layout_options: dict[str, Any] | None = None, lock_timeout: float | None = None,
                 soft_lock: bool | None = None, num_proc: int | None = None, engine: str = "process",
-                ray_address: str | None = None) -> dict[str, Path]:
+                ray_address: str | None = None) -> dict[str, Path | str]:
         """Make sure each split has a valid published cache; return split -> cache directory.
 
         With an object-store root (`self.remote`) the values are the splits' URLs (str): each
@@ -307,7 +307,7 @@ class DatasetBuilder:
             wanted = self.split_names(storage_format, options, dl_manager)
         else:
             wanted = [splits] if isinstance(splits, str) else list(splits)
-        result: dict[str, Path] = {}
+        result: dict[str, Path | str] = {}
         for split in wanted:
             directory = base / split_folder_name(split)
             if self.remote is not None:
