@@ -476,3 +476,28 @@ def test_remote_metadata_cannot_point_outside_its_attempt(s3_env, toy_builder, t
     with pytest.raises(CacheError, match=r"extra file '\.\./\.\./\.\./\.\./escape\.arrow' leaves the cache's attempt"):
         sds.open_cache(f"s3://{s3_env.bucket}/{prefix}")
     assert not list(tmp_path.rglob("escape.arrow"))
+
+
+def test_a_live_lease_makes_builders_wait_then_time_out_naming_its_holder(s3_env, toy_builder, monkeypatch):
+    import time
+
+    from stable_datasets.errors import LockTimeoutError
+    from stable_datasets.storage.lease import Lease, lease_is_stale
+
+    builder = sds.load_builder(str(toy_builder))
+    prefix = builder._remote_key(builder.cache_dir() / "train")
+    holder = {"host": "node-elsewhere", "pid": 4242, "attempt": "00000000aa", "token": "t",
+              "expires": time.time() + 600}
+    s3_env.write(f"{prefix}/_lease.json", json.dumps(holder).encode())
+    assert not lease_is_stale(holder)
+    assert lease_is_stale({**holder, "expires": time.time() - 1})
+    assert lease_is_stale({**holder, "host": __import__("socket").gethostname(), "pid": 2**22 + 7})  # dead here
+    assert lease_is_stale({"garbage": True})
+    monkeypatch.setenv("STABLE_DATASETS_LOCK_TIMEOUT", "0.5")
+    with pytest.raises(LockTimeoutError, match=r"_lease.json \(held by pid 4242 on node-elsewhere, expires in"):
+        sds.load_dataset(str(toy_builder), split="train")
+    s3_env.write(f"{prefix}/_lease.json", json.dumps({**holder, "expires": time.time() - 1}).encode())
+    assert len(sds.load_dataset(str(toy_builder), split="train")) == 50  # an expired lease is taken over
+    with Lease(builder.remote.store, prefix, timeout=1) as lease:
+        assert json.loads(s3_env.read(f"{prefix}/_lease.json"))["token"] == lease.token
+    assert f"{prefix}/_lease.json" not in s3_env.objects(prefix)
