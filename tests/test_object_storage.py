@@ -501,3 +501,39 @@ def test_a_live_lease_makes_builders_wait_then_time_out_naming_its_holder(s3_env
     with Lease(builder.remote.store, prefix, timeout=1) as lease:
         assert json.loads(s3_env.read(f"{prefix}/_lease.json"))["token"] == lease.token
     assert f"{prefix}/_lease.json" not in s3_env.objects(prefix)
+
+
+FLIP_METADATA = """
+import json, random, sys, boto3, stable_datasets as sds
+from stable_datasets.errors import StableDatasetsError
+bucket, prefix, url = sys.argv[1:4]
+client = boto3.client("s3")
+original = client.get_object(Bucket=bucket, Key=prefix + "/_metadata.json")["Body"].read()
+rng = random.Random(0)
+outcomes = {"refused": 0, "read": 0}
+for trial in range(20):
+    data = bytearray(original)
+    for _ in range(3):
+        data[rng.randrange(len(data))] = rng.randrange(256)
+    client.put_object(Bucket=bucket, Key=prefix + "/_metadata.json", Body=bytes(data))
+    try:
+        ds = sds.open_cache(url)
+        [ds[i] for i in range(len(ds))]
+        outcomes["read"] += 1
+    except StableDatasetsError:
+        outcomes["refused"] += 1
+    except Exception as exc:
+        print("UNEXPECTED", trial, type(exc).__name__, exc)
+        sys.exit(3)
+print(json.dumps(outcomes))
+"""
+
+
+def test_flipped_bytes_in_remote_metadata_are_refused_or_harmless_never_a_crash(s3_env, toy_builder):
+    ds = sds.load_dataset(str(toy_builder), split="train")
+    prefix = _split_prefix(s3_env, ds)
+    run = subprocess.run([sys.executable, "-c", FLIP_METADATA, s3_env.bucket, prefix, f"s3://{s3_env.bucket}/{prefix}"],
+                         capture_output=True, text=True, timeout=200)
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    outcomes = json.loads(run.stdout.strip().splitlines()[-1])
+    assert sum(outcomes.values()) == 20 and outcomes["refused"] > 0
