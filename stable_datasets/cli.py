@@ -145,7 +145,10 @@ def cmd_build(args: argparse.Namespace) -> int:
                           cache_dir=args.cache_dir, num_proc=args.num_proc, download_mode=args.download_mode,
                           engine=args.engine, ray_address=args.address, **sets)
     splits = result.items() if isinstance(result, dict) else [(args.split, result)]
-    rows = [{"split": s, "rows": len(ds), "path": str(ds.cache_dirs[0])} for s, ds in splits]
+    from stable_datasets.storage.shard_cache import split_url_of
+
+    rows = [{"split": s, "rows": len(ds), "path": split_url_of(ds.cache_dirs[0]) or str(ds.cache_dirs[0])}
+            for s, ds in splits]
     if args.json:
         print(json.dumps(rows, indent=2))
     else:

@@ -387,6 +387,8 @@ def test_cli_on_a_remote_root(s3_env, toy_builder, capsys):
     ds = sds.load_dataset(str(toy_builder), split="train")
     prefix = _split_prefix(s3_env, ds)
     url = f"s3://{s3_env.bucket}/{prefix}"
+    assert cli_main(["build", str(toy_builder), "--split", "train", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"split": "train", "rows": 50, "path": url}]
     assert cli_main(["ls", "--cache-dir", s3_env.root, "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
     assert [(e["name"], e["split"], e["rows"], e["path"]) for e in listed] == [("toy", "train", 50, url)]

@@ -61,6 +61,17 @@ def attempt_dir(store: ObjectStore, attempt_key: str) -> Path:
     return shard_cache_root() / store.scheme / store.bucket / attempt_key
 
 
+def split_url_of(directory: Path) -> str | None:
+    """The URL of the remote split whose attempt `directory` mirrors (see `attempt_dir`), else None."""
+    try:
+        parts = directory.relative_to(shard_cache_root()).parts
+    except ValueError:
+        return None
+    if len(parts) < 5 or parts[-2] != "attempts":
+        return None
+    return f"{parts[0]}://{parts[1]}/{'/'.join(parts[2:-2])}"
+
+
 def _is_bookkeeping(name: str) -> bool:
     return name == METADATA_FILE or name.startswith(".")
 
