@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import time
 import uuid
 from pathlib import Path
 
@@ -33,6 +34,7 @@ from stable_datasets.storage.root import local_base
 from stable_datasets.storage.store import ObjectStore
 
 DEFAULT_LIMIT = 50 << 30
+STALE_DOWNLOAD_SECONDS = 3600.0  # a partial download this old belongs to a process that died
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2, "mib": 1 << 20,
           "g": 1000**3, "gb": 1000**3, "gib": 1 << 30, "t": 1000**4, "tb": 1000**4, "tib": 1 << 40}
 _ATTEMPT_ID = re.compile(r"[0-9a-f]{8,64}")
@@ -129,6 +131,11 @@ def evict(limit: int | None = None) -> list[Path]:
             if owner is None:
                 continue  # not a downloaded attempt: e.g. a local `map` cache made beside one, never evicted
             for name in filenames:
+                if name.endswith((".download", ".part")):  # left by a download that was killed
+                    with contextlib.suppress(FileNotFoundError):
+                        if time.time() - (directory / name).stat().st_mtime > STALE_DOWNLOAD_SECONDS:
+                            (directory / name).unlink()
+                    continue
                 if _is_bookkeeping(name):
                     continue
                 path = directory / name
