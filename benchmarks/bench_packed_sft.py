@@ -26,6 +26,7 @@ import gc
 import itertools
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -168,6 +169,7 @@ def fresh(code: str, path: str) -> list[float]:
     return [float(x) for x in out.stdout.split()]
 
 
+SWEEP_ROUNDS, SWEEP_CHUNK = 8, 250  # per row-group setting: rounds of random packs per reader, packs per round
 ROW_GROUP_SETTINGS = [  # (label, write_packed_parquet keyword arguments)
     ("1 MiB, dictionary on every column (before)", None),
     ("1 MiB", {"row_group_bytes": 1 << 20}),
@@ -208,15 +210,21 @@ def row_group_sweep(packs: int, work: Path, chosen: list[int] | None = None) -> 
         meta = pq.read_metadata(path)
         ours = PackedSFTDataset(str(path))
         theirs = MegatronStyleReader([str(path)])
-        n = min(3000, packs)
-        n_theirs = min(300 if meta.num_row_groups < packs / 8 else 2000, packs)
-        t_ours = timed(functools.partial(read_each, ours, order[:n]))
-        t_theirs = timed(functools.partial(read_each, theirs, order[:n_theirs]))
+        # the same packs through both readers, in turns (ours, theirs, theirs, ours, ...): a change in
+        # the machine's load hits both sides alike; per pack, the median over rounds
+        chunk = min(SWEEP_CHUNK, packs // (2 * SWEEP_ROUNDS) or 1)
+        per_pack: dict[str, list[float]] = {"ours": [], "theirs": []}
+        for rep in range(SWEEP_ROUNDS):
+            picks = order[rep * chunk:(rep + 1) * chunk]
+            for name, reader in ((("ours", ours), ("theirs", theirs)) if rep % 2 == 0
+                                 else (("theirs", theirs), ("ours", ours))):
+                per_pack[name].append(timed(functools.partial(read_each, reader, picks)) / len(picks))
+        t_ours, t_theirs = statistics.median(per_pack["ours"]), statistics.median(per_pack["theirs"])
         _, t_open, _, _ = fresh(OPEN_OURS, str(path))
         results.append((label, f"{meta.num_row_groups:,}", f"{packs / meta.num_row_groups:.1f}",
                         f"{meta.serialized_size / 1e6:.2f}", f"{path.stat().st_size / 1e6:,.1f}",
-                        f"{t_open * 1e3:.0f}", f"{t_ours / n * 1e3:.2f}", f"{n / t_ours:,.0f}",
-                        f"{n_theirs / t_theirs:,.0f}", f"{(n / t_ours) / (n_theirs / t_theirs):.1f}x"))
+                        f"{t_open * 1e3:.0f}", f"{t_ours * 1e3:.2f}", f"{1 / t_ours:,.0f}",
+                        f"{1 / t_theirs:,.0f}", f"{t_theirs / t_ours:.1f}x"))
         path.unlink()
     return results
 

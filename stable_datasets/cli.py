@@ -26,6 +26,13 @@ from stable_datasets.cache.inventory import (
     verify_cache,
 )
 from stable_datasets.cache.metadata import METADATA_FILE
+from stable_datasets.cache.ownership import (
+    cache_status,
+    is_map_cache,
+    map_caches_of,
+    remove_empty_parents,
+    same_builder,
+)
 from stable_datasets.cache.paths import cache_root, safe_name
 from stable_datasets.layouts import STORAGE_FORMATS
 
@@ -114,27 +121,6 @@ def _builder_for(target: str, config: str | None, sets: Sequence[tuple[str, Any]
         raise UsageError(str(exc)) from None
 
 
-def cache_status(entry: CacheEntry) -> str:
-    """"current" if the builder today would produce this fingerprint, "stale" if not, else "unknown"."""
-    from stable_datasets.cache.fingerprint import to_jsonable
-    from stable_datasets.load import load_builder
-
-    meta = entry.metadata
-    inputs = meta.fingerprint_inputs
-    if not inputs.get("builder") or ".map" in entry.directory.name:
-        return "unknown"
-    try:
-        builder = load_builder(inputs["builder"], meta.config_name or None)
-        defaults = to_jsonable(builder.config)
-        overrides = {k: v for k, v in inputs.get("config", {}).items() if defaults.get(k) != v}
-        if overrides:
-            builder = load_builder(inputs["builder"], meta.config_name or None, **overrides)
-        current = builder.fingerprint(inputs.get("storage_format", "arrow"), dict(inputs.get("layout_options", {})))
-    except Exception:
-        return "unknown"
-    return "current" if current == meta.fingerprint else "stale"
-
-
 # -- commands ---------------------------------------------------------------------------------
 def cmd_build(args: argparse.Namespace) -> int:
     from stable_datasets.load import load_dataset
@@ -200,19 +186,42 @@ def cmd_ls(args: argparse.Namespace) -> int:
     return OK
 
 
-def _builder_name(target: str) -> str:
-    """The builder name a target means: a script path or a folder holding one is resolved as
-    `build` resolves it; anything else is taken as a name."""
+def _is_script_target(target: str) -> bool:
     path = Path(target).expanduser()
-    if path.suffix != ".py" and not path.is_dir():
-        return target
+    return path.suffix == ".py" or path.is_dir()
+
+
+def _builder_class(target: str) -> type | None:
+    """The builder a target names as `build` resolves it; None for a name no builder has any more."""
     from stable_datasets.errors import BuilderNotFoundError
     from stable_datasets.registry import resolve_builder_class
 
     try:
-        return resolve_builder_class(target).builder_name()
+        return resolve_builder_class(target)
     except BuilderNotFoundError as exc:
-        raise UsageError(str(exc)) from None
+        if _is_script_target(target):
+            raise UsageError(str(exc)) from None
+        return None
+
+
+def _builder_name(target: str) -> str:
+    cls = _builder_class(target)
+    return cls.builder_name() if cls is not None else target
+
+
+def _caches_of_builder(target: str, entries: list[CacheEntry]) -> list[CacheEntry]:
+    """The caches of the builder `target` names: by the builder's recorded source, not by its name alone
+    (two scripts may both define `shapes`). A name no builder answers to any more matches the caches of
+    that name if they come from one source; from several it is a usage error naming them."""
+    cls = _builder_class(target)
+    if cls is not None:
+        return [e for e in entries if same_builder(e, cls)]
+    named = [e for e in entries if e.metadata.builder_name == target]
+    sources = sorted({e.metadata.builder_source for e in named})
+    if len(sources) > 1:
+        raise UsageError(f"caches of several builders are named {target!r} (from {', '.join(map(repr, sources))}); "
+                         "name the builder's script path, or a cache folder")
+    return named
 
 
 def _resolve_targets(target: str, root: Path) -> list[CacheEntry]:
@@ -225,8 +234,7 @@ def _resolve_targets(target: str, root: Path) -> list[CacheEntry]:
         return [CacheEntry(path, CacheMetadata.read(path))]
     if path.is_dir() and (found := find_caches(path)):
         return found
-    name = _builder_name(target)
-    return [e for e in find_caches(root) if e.metadata.builder_name == name]
+    return _caches_of_builder(target, find_caches(root))
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -305,8 +313,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     else:
         name = _builder_name(args.target)
         unreadable.clear()
-        entries = find_caches(root, unreadable)
-        directories = [e.directory for e in entries if e.metadata.builder_name == name]
+        directories = [e.directory for e in _caches_of_builder(args.target, find_caches(root, unreadable))]
         # caches of this builder whose metadata cannot say so: by their folder under the root
         directories += [d for d, _ in unreadable if d.relative_to(root).parts[0] == safe_name(name)]
     if not directories:
@@ -344,27 +351,36 @@ def cmd_prune(args: argparse.Namespace) -> int:
     root = cache_root(args.cache_dir)
     doomed: list[tuple[str, Path]] = []
     for entry in find_caches(root):
-        if cache_status(entry) == "stale":
+        if is_map_cache(entry.directory):
+            parent = entry.directory.with_name(entry.directory.name.split(".map-")[0])
+            if not parent.exists() and not parent.is_symlink():
+                doomed.append(("map cache of a removed cache", entry.directory))
+        elif cache_status(entry) == "stale":
             doomed.append(("stale cache", entry.directory))
+            doomed += [("map cache of a stale cache", m) for m in map_caches_of(entry.directory)]
     for build in find_superseded(root):
         doomed.append(("superseded build", build))
     for staging in find_staging(root):
         if staging_is_orphaned(staging, args.max_staging_age * 3600):  # a live owner's staging never is
             doomed.append(("orphaned staging", staging))
-    for _kind, path in doomed:
-        if not args.dry_run:
+    doomed = list(dict.fromkeys(doomed))
+    emptied: list[Path] = []
+    if not args.dry_run:
+        for _kind, path in doomed:
             remove_tree(path)
-    return _report_prune(args, doomed)
+        for _kind, path in doomed:
+            emptied += remove_empty_parents(path, root)
+    return _report_prune(args, doomed + [("empty folder", p) for p in emptied])
 
 
-def _report_prune(args: argparse.Namespace, doomed: list[tuple[str, Any]]) -> int:
+def _report_prune(args: argparse.Namespace, report: list[tuple[str, Any]]) -> int:
     if args.json:
-        print(json.dumps([{"kind": k, "path": str(p), "removed": not args.dry_run} for k, p in doomed], indent=2))
+        print(json.dumps([{"kind": k, "path": str(p), "removed": not args.dry_run} for k, p in report], indent=2))
     else:
         verb = "would remove" if args.dry_run else "removed"
-        for kind, path in doomed:
+        for kind, path in report:
             print(f"{verb} {kind}: {path}")
-        if not doomed:
+        if not report:
             print("nothing to prune")
     return OK
 
@@ -389,19 +405,41 @@ def cmd_rm(args: argparse.Namespace) -> int:
             print("\n".join(f"{verb} {e.url}" for e in found))
         return OK
     root = cache_root(args.cache_dir)
-    entries = [e for e in find_caches(root) if e.metadata.builder_name == args.name
-               and (args.config is None or e.metadata.config_name == args.config)]
+    entries = [e for e in _resolve_targets(args.name, root)
+               if args.config is None or e.metadata.config_name == args.config]
     if not entries:
         print(f"stable-datasets: no caches of {args.name!r} under {root}", file=sys.stderr)
         return PROBLEM
-    for entry in entries:
-        if not args.dry_run:
-            remove_tree(entry.directory)
+    doomed = list(dict.fromkeys(p for e in entries for p in [e.directory, *map_caches_of(e.directory)]))
+    if not args.dry_run:
+        for path in doomed:
+            remove_tree(path)
+        for path in doomed:
+            remove_empty_parents(path, root)
     if args.json:
-        print(json.dumps([{"path": str(e.directory), "removed": not args.dry_run} for e in entries], indent=2))
+        print(json.dumps([{"path": str(p), "removed": not args.dry_run} for p in doomed], indent=2))
     else:
-        for entry in entries:
-            print(f"{'would remove' if args.dry_run else 'removed'} {entry.directory}")
+        for path in doomed:
+            print(f"{'would remove' if args.dry_run else 'removed'} {path}")
+    return OK
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from stable_datasets.cache.migrate import migrate_cache, plan_migrations
+
+    source = Path(args.path).expanduser()
+    dest = Path(args.dest) if args.dest else cache_root(args.cache_dir) / "migrated" / source.resolve().name
+    done = []
+    for migration in plan_migrations(source, dest):
+        metadata = migrate_cache(migration.source, migration.dest, storage_format=args.storage_format,
+                                 num_proc=args.num_proc)
+        done.append({"source": str(migration.source), "path": str(migration.dest), "rows": metadata.num_rows,
+                     "layout": metadata.layout})
+    if args.json:
+        print(json.dumps(done, indent=2))
+    else:
+        for item in done:
+            print(f"migrated {item['source']} -> {item['path']} ({item['rows']:,} rows, {item['layout']})")
     return OK
 
 
@@ -468,11 +506,20 @@ def build_parser() -> argparse.ArgumentParser:
                             "staging is orphaned only when its owner process is gone)")
     prune.set_defaults(func=cmd_prune)
 
-    rm = sub.add_parser("rm", parents=common, help="remove every cache of a builder")
-    rm.add_argument("name")
+    rm = sub.add_parser("rm", parents=common, help="remove every cache of a builder (and their map caches)")
+    rm.add_argument("name", help="a builder name, script path or folder (its caches only), or a cache folder")
     rm.add_argument("--config")
     rm.add_argument("--dry-run", action="store_true")
     rm.set_defaults(func=cmd_rm)
+
+    migrate = sub.add_parser("migrate", parents=common,
+                             help="convert caches of the upstream stable-datasets into ours (the source is only read)")
+    migrate.add_argument("path", help="an upstream cache folder, or a folder holding several")
+    migrate.add_argument("--dest", help="where the converted cache goes (for a folder of caches: one folder each "
+                                        "inside it); default <cache root>/migrated/<name of PATH>")
+    migrate.add_argument("--storage-format", default="arrow", choices=sorted(STORAGE_FORMATS))
+    migrate.add_argument("--num-proc", type=_positive_int, metavar="N", help="convert in this many parts, in parallel")
+    migrate.set_defaults(func=cmd_migrate)
     return parser
 
 

@@ -11,7 +11,7 @@ from stable_datasets.dataset.open import open_cache
 from stable_datasets.dataset.splits import parse_split
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.dataset.transforms import concatenate_datasets
-from stable_datasets.registry import resolve_builder_class
+from stable_datasets.registry import resolve_builder
 
 __all__ = ["load_builder", "load_dataset", "open_cache"]
 
@@ -19,15 +19,16 @@ __all__ = ["load_builder", "load_dataset", "open_cache"]
 def load_builder(path: str | os.PathLike | type[DatasetBuilder], name: str | None = None, *,
                  cache_dir: str | os.PathLike | None = None, storage_options: dict[str, Any] | None = None,
                  **config_kwargs: Any) -> DatasetBuilder:
-    """A builder instance from a registered name, a script path or a folder holding a script.
+    """A builder instance from a registered name or generic loader ("csv", "json", ...), a script path,
+    a folder holding a script, or a folder of data files (its loader inferred from the files).
 
     `cache_dir` may be an object-store URL (`s3://bucket/prefix`); `storage_options` then give its
     endpoint and credentials where the environment does not (docs/object-storage-and-streaming.md).
     """
-    cls = resolve_builder_class(path)
+    cls, options = resolve_builder(path)
     if storage_options is not None:
-        return cls(name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
-    return cls(name, cache_dir=cache_dir, **config_kwargs)
+        options = {**options, "storage_options": storage_options}
+    return cls(name, cache_dir=cache_dir, **{**options, **config_kwargs})
 
 
 @overload

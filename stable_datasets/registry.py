@@ -7,10 +7,12 @@ import difflib
 import os
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from stable_datasets.builder.builder import DatasetBuilder
 from stable_datasets.builder.local_modules import load_builder_module
 from stable_datasets.errors import BuilderNotFoundError, StableDatasetsError
+from stable_datasets.loaders import PACKAGED_LOADERS, folder_loader, loader_class
 
 ENTRY_POINT_GROUP = "stable_datasets.builders"
 _loaded: dict[str, type[DatasetBuilder]] = {}  # by module name, which changes with the code
@@ -56,6 +58,7 @@ def list_builders() -> list[str]:
             elif entry.is_dir() and not entry.name.startswith(("_", ".")) and _script_in_folder(entry):
                 names.add(entry.name)
     names.update(_entry_points())
+    names.update(PACKAGED_LOADERS)
     return sorted(names)
 
 
@@ -81,6 +84,22 @@ def load_script(path: str | os.PathLike) -> type[DatasetBuilder]:
     return cls
 
 
+def resolve_builder(path_or_name: str | os.PathLike | type[DatasetBuilder]) -> tuple[type[DatasetBuilder],
+                                                                                      dict[str, Any]]:
+    """(builder class, config options it needs) for anything `resolve_builder_class` takes, and for a
+    folder of data files without a builder script: the loader of its files, reading it as data_dir."""
+    if not isinstance(path_or_name, type):
+        text = os.fspath(path_or_name)
+        candidate = Path(text).expanduser()
+        if candidate.is_dir() and (os.sep in text or text.startswith(".")) and _script_in_folder(candidate) is None:
+            try:
+                return folder_loader(candidate)
+            except FileNotFoundError as exc:
+                raise BuilderNotFoundError(f"folder {text} holds no builder script ({candidate.name}.py or "
+                                           f"builder.py) and no data files: {exc}") from None
+    return resolve_builder_class(path_or_name), {}
+
+
 def resolve_builder_class(path_or_name: str | os.PathLike) -> type[DatasetBuilder]:
     """A builder class from a script path, a folder holding a script, or a registered name."""
     if isinstance(path_or_name, type) and issubclass(path_or_name, DatasetBuilder):
@@ -96,6 +115,8 @@ def resolve_builder_class(path_or_name: str | os.PathLike) -> type[DatasetBuilde
         if script is None:
             raise BuilderNotFoundError(f"folder {text} holds no builder script ({candidate.name}.py or builder.py)")
         return load_script(script)
+    if text in PACKAGED_LOADERS:  # "csv", "json", ... as in Hugging Face: before any builder of that name
+        return loader_class(text)
     for folder in search_path():
         script = folder / f"{text}.py"
         if script.is_file():

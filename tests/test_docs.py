@@ -16,7 +16,7 @@ def test_there_are_doc_pages():
     assert {p.name for p in PAGES} >= {"quickstart.md", "writing-a-builder.md", "features.md",
                                         "caches-and-fingerprints.md", "storage-formats-and-video.md",
                                         "shared-cache-on-a-cluster.md", "packed-sft.md",
-                                        "interleaved.md", "parallel-builds.md"}
+                                        "interleaved.md", "parallel-builds.md", "in-memory-and-hf.md"}
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
@@ -26,3 +26,7 @@ def test_doc_examples_run(page, tmp_path, monkeypatch):
     namespace: dict = {"__name__": f"docs_{page.stem}"}
     for number, code in enumerate(blocks, 1):
         exec(compile(code, f"{page.name} block {number}", "exec"), namespace)
+
+
+def test_the_loaders_page_exists():
+    assert (DOCS / "load-your-own-files.md").is_file()

@@ -213,8 +213,8 @@ def test_select_shard_filter_split(toy):
     parts = toy.train_test_split(test_size=0.25, seed=0)
     assert len(parts["train"]) == 150 and len(parts["test"]) == 50
     assert sorted(parts["train"]["id"] + parts["test"]["id"]) == list(range(200))
-    fixed = toy.train_test_split(test_size=10, shuffle=False)
-    assert fixed["test"]["id"] == list(range(10))
+    fixed = toy.train_test_split(test_size=10, shuffle=False)  # as Hugging Face: train first, then test
+    assert fixed["train"]["id"] == list(range(190)) and fixed["test"]["id"] == list(range(190, 200))
 
 
 def test_map_writes_a_cache_and_reuses_it(toy, tmp_path):

@@ -40,6 +40,9 @@ reveal_type(sds.load_builder("digits").as_dataset("train"))
 for row in ds:
     reveal_type(row)
 ds.select("not indices")
+reveal_type(sds.StableDataset.from_dict({"a": [1]}))
+reveal_type(ds.rename_column("label", "y").to_dict())
+reveal_type(ds.to_hf())
 """
 
 EXPECTED = [
@@ -60,6 +63,9 @@ EXPECTED = [
     "stable_datasets.dataset.stable_dataset.StableDataset",
     "stable_datasets.dataset.stable_dataset.StableDataset",
     "dict[str, Any]",
+    "stable_datasets.dataset.stable_dataset.StableDataset",
+    "dict[str, list[Any]]",
+    "Any",
 ]
 
 # Third-party packages mypy would otherwise analyze at length; they stay opaque, ours is read in full.

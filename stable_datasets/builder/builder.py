@@ -108,6 +108,12 @@ class DatasetBuilder:
         return _snake_case(cls.__name__.removesuffix("Builder") or cls.__name__)
 
     @classmethod
+    def builder_source(cls) -> str:
+        """Which builder this is, beyond its name (two scripts may both be called `shapes`): the script's
+        resolved path, else `module:qualname`. Recorded in `_metadata.json` so `ls`/`prune`/`rm` find it."""
+        return cls._script_path or f"{cls.__module__}:{cls.__qualname__}"
+
+    @classmethod
     def _resolve_config(cls, config_name: str | None, config: BuilderConfig | None,
                         kwargs: dict[str, Any]) -> BuilderConfig:
         if config is None:
@@ -161,6 +167,11 @@ class DatasetBuilder:
     def _generate_examples(self, **gen_kwargs: Any) -> Iterator[tuple[Any, dict[str, Any]]]:
         raise NotImplementedError(f"{type(self).__name__} must implement _generate_examples(**gen_kwargs)")
 
+    def columnar_examples(self) -> bool:
+        """True when `_generate_examples` yields Arrow record batches in the features' schema instead of
+        (key, example) pairs (loaders of tabular files): they skip the per-row encoder."""
+        return False
+
     def _fingerprint_extra(self) -> dict[str, Any]:
         """Hook for subclasses with more inputs (e.g. a tokenizer identity)."""
         return {}
@@ -196,8 +207,12 @@ class DatasetBuilder:
             "layout_options": self.layout_options(storage_format, layout_options),
             "cache_format_version": CACHE_FORMAT_VERSION,
             "extra": to_jsonable(self._fingerprint_extra(), "fingerprint extra"),
-            "input_files": input_files_identity(self.config, self.cache_root, self.builder_name()),
+            "input_files": self.input_files_identity(),
         }
+
+    def input_files_identity(self) -> dict[str, Any] | None:
+        """The identity of the files `data_files`/`data_dir` name (see builder/input_identity.py)."""
+        return input_files_identity(self.config, self.cache_root, self.builder_name())
 
     def fingerprint(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> str:
         return fingerprint(self.fingerprint_inputs(storage_format, layout_options))
@@ -350,7 +365,8 @@ class DatasetBuilder:
             target=directory, layout=self.layout_name(storage_format), options=options, fingerprint=fp,
             fingerprint_inputs=inputs, builder_name=self.builder_name(), config_name=self.config.name,
             version=str(self.version), split=split, info=self.info.to_dict(), features=self.features,
-            resumable=not has_path_videos(self.features), media_root=directory.parent)
+            builder_source=self.builder_source(), resumable=not has_path_videos(self.features),
+            media_root=directory.parent)
 
     def _plan_split(self, generator: SplitGenerator, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         """Hook: a split's jobs, one per part; by default its gen_kwargs' lists divided in order.
@@ -382,6 +398,8 @@ class BuilderSource(ExampleSource):
 
     def __init__(self, builder: DatasetBuilder, generator: SplitGenerator):
         self.builder, self.generator = builder, generator
+        self.columnar = builder.columnar_examples()
+        self.keyed = not self.columnar  # record batches carry no example keys
 
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         return self.builder._plan_split(self.generator, num_jobs, run, workdir)

@@ -28,8 +28,12 @@ IDENTITY_MODES = ("stat", "sha256")
 LISTED_FILES = 32
 
 
-def input_files_identity(config: Any, cache_root: Path, builder: str) -> dict[str, Any] | None:
-    """Identity of `config.data_files` and `config.data_dir` (None when the builder reads neither)."""
+def input_files_identity(config: Any, cache_root: Path, builder: str,
+                         resolved: dict[str, list[str]] | None = None) -> dict[str, Any] | None:
+    """Identity of `config.data_files` and `config.data_dir` (None when the builder reads neither).
+
+    `resolved` is `normalize_data_files(config.data_files)` when the caller has it already.
+    """
     data_files = getattr(config, "data_files", None)
     data_dir = getattr(config, "data_dir", None)
     if not data_files and not data_dir:
@@ -40,7 +44,7 @@ def input_files_identity(config: Any, cache_root: Path, builder: str) -> dict[st
     identity: dict[str, Any] = {"mode": mode}
     with ContentHashes(cache_root if mode == "sha256" else None) as hashes:
         if data_files:
-            splits = normalize_data_files(data_files, builder)
+            splits = resolved if resolved is not None else normalize_data_files(data_files, builder)
             identity["data_files"] = {split: _summary(_files_identity(paths, mode, hashes, cache_root))
                                       for split, paths in splits.items()}
         if data_dir:

@@ -20,7 +20,8 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 _ATTEMPT = re.compile(r"attempts/[0-9a-f]{8,64}")
 # field -> JSON type every _metadata.json must (required) or may hold
 _REQUIRED = {"layout": str, "features": dict, "num_rows": int, "shards": list}
-_OPTIONAL = {"fingerprint": str, "fingerprint_inputs": dict, "builder_name": str, "config_name": str, "version": str,
+_OPTIONAL = {"fingerprint": str, "fingerprint_inputs": dict, "builder_name": str, "builder_source": str,
+             "config_name": str, "version": str,
              "split": str, "layout_options": dict, "info": dict, "extra": dict, "extra_files": list,
              "cache_format_version": int, "library_version": str, "created_at": str, "attempt": str}
 _JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
@@ -90,6 +91,8 @@ class CacheMetadata:
     fingerprint: str = ""
     fingerprint_inputs: dict[str, Any] = field(default_factory=dict)
     builder_name: str = ""
+    #: the builder's script path or module:qualname; "" in caches written before it was recorded
+    builder_source: str = ""
     config_name: str = ""
     version: str = ""
     split: str = ""
@@ -169,7 +172,8 @@ class CacheMetadata:
     def write(self, directory: Path) -> Path:
         path = directory / METADATA_FILE
         with open(path, "w", encoding="utf-8") as fh:
-            json.dump(self.to_dict(), fh, indent=2, sort_keys=True)
+            # keys in the order they were given: features keep their declared column order
+            json.dump(self.to_dict(), fh, indent=2)
             fh.flush()
             os.fsync(fh.fileno())
         return path

@@ -24,8 +24,49 @@ class DatasetDict(dict[str, "StableDataset"]):
     def shuffle(self, seed: int | None = None) -> DatasetDict:
         return self._apply("shuffle", seed=seed)
 
-    def select_columns(self, columns: list[str]) -> DatasetDict:
-        return self._apply("select_columns", columns)
+    def select_columns(self, column_names: str | list[str]) -> DatasetDict:
+        return self._apply("select_columns", column_names)
+
+    def remove_columns(self, column_names: str | list[str]) -> DatasetDict:
+        return self._apply("remove_columns", column_names)
+
+    def rename_column(self, original_column_name: str, new_column_name: str) -> DatasetDict:
+        return self._apply("rename_column", original_column_name, new_column_name)
+
+    def rename_columns(self, column_mapping: dict[str, str]) -> DatasetDict:
+        return self._apply("rename_columns", column_mapping)
+
+    def cast_column(self, column: str, feature: Any) -> DatasetDict:
+        return self._apply("cast_column", column, feature)
+
+    def class_encode_column(self, column: str, include_nulls: bool = False) -> DatasetDict:
+        """Every split encoded with one ClassLabel: the names are the distinct values of all splits,
+        as Hugging Face does (each split's own values would give each its own ids)."""
+        from stable_datasets.dataset.columns import class_encode_column
+
+        names = sorted({str(v) for ds in self.values() for v in ds.unique(column) if include_nulls or v is not None})
+        return DatasetDict({name: class_encode_column(ds, column, include_nulls, names=names)
+                            for name, ds in self.items()})
+
+    def sort(self, *args: Any, **kwargs: Any) -> DatasetDict:
+        return self._apply("sort", *args, **kwargs)
+
+    def unique(self, column: str) -> dict[str, list[Any]]:
+        return {name: ds.unique(column) for name, ds in self.items()}
+
+    def with_transform(self, *args: Any, **kwargs: Any) -> DatasetDict:
+        return self._apply("with_transform", *args, **kwargs)
+
+    def set_transform(self, *args: Any, **kwargs: Any) -> None:
+        for ds in self.values():
+            ds.set_transform(*args, **kwargs)
+
+    def set_format(self, *args: Any, **kwargs: Any) -> None:
+        for ds in self.values():
+            ds.set_format(*args, **kwargs)
+
+    def reset_format(self) -> DatasetDict:
+        return self._apply("reset_format")
 
     @property
     def num_rows(self) -> dict[str, int]:
@@ -38,3 +79,4 @@ class DatasetDict(dict[str, "StableDataset"]):
     def __repr__(self) -> str:
         inner = ",\n".join(f"  {name!r}: {ds!r}" for name, ds in self.items())
         return f"DatasetDict({{\n{inner}\n}})"
+

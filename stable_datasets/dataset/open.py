@@ -42,6 +42,9 @@ def dataset_from(directory: Path, metadata: CacheMetadata, layout_options: dict[
     if lance_base is not None:
         backend.read_lance_from(*lance_base)
     stored = Features.from_dict(metadata.features)
+    if len(stored) > 1 and list(stored) == sorted(stored) and metadata.layout != "lance_video_frames":
+        # an older _metadata.json sorted its keys: the stored files keep the declared order
+        stored = stored.in_order(backend.schema.names)
     features = backend.dataset_features(stored)
     return StableDataset([backend], features=features, info=DatasetInfo.from_metadata(stored, metadata.info),
                          split=metadata.split or None)

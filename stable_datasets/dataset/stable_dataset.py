@@ -8,6 +8,7 @@ carries paths and indices only; each process reopens its own handles.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
@@ -21,6 +22,7 @@ from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.builder.info import DatasetInfo
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
+from stable_datasets.dataset import hf_interop, in_memory
 from stable_datasets.dataset.formatting import Format, to_torch
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
@@ -61,12 +63,16 @@ class StableDataset:
         self._media = [b.directory.parent for b in self._backends] if has_path_videos(features) else None
         self._plan = self._decode_plan()
         self._raw_final = self._raw_rows_are_final
+        self._transform: tuple[Callable[[dict[str, Any]], Any], tuple[str, ...] | None, bool] | None = None
 
     # -- construction helpers ------------------------------------------------------------
-    def _derive(self, *, indices: np.ndarray | str | None = "keep", format: Format | None = None) -> StableDataset:
-        return StableDataset(self._backends, features=self._features, info=self._info, split=self._split,
+    def _derive(self, *, indices: np.ndarray | str | None = "keep", format: Format | None = None,
+                keep_transform: bool = True) -> StableDataset:
+        view = StableDataset(self._backends, features=self._features, info=self._info, split=self._split,
                              indices=self._indices if isinstance(indices, str) else indices,
                              format=format or self._format)
+        view._transform = self._transform if keep_transform else None
+        return view
 
     def _decode_plan(self) -> list[tuple[str, Callable[[Any], Any] | None]]:
         """Per selected column, the decode function, or None where raw values are final."""
@@ -130,7 +136,8 @@ class StableDataset:
     def fingerprint(self) -> str:
         """What rows this view serves: its caches (fingerprint, folder, rows) and its row selection.
         Transforms hash it (with their own inputs) to name their caches."""
-        caches = [(m.fingerprint, published_path(b.directory).name, m.num_rows)
+        caches = [(m.fingerprint, published_path(b.directory).name, m.num_rows,
+                   *([b.view_identity] if hasattr(b, "view_identity") else []))  # a ColumnView's columns
                   for b, m in zip(self._backends, self.cache_metadata)]
         selection = None if self._indices is None else hashlib.sha256(self._indices.tobytes()).hexdigest()
         return hashlib.sha256(json.dumps([caches, selection]).encode()).hexdigest()[:16]
@@ -177,14 +184,18 @@ class StableDataset:
 
     # -- pickling: paths and indices, never open handles --------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        return {"backends": self._backends, "features": self._features.to_dict(), "info": self._info.to_dict(),
-                "split": self._split, "indices": self._indices, "format": self._format}
+        state = {"backends": self._backends, "features": self._features.to_dict(), "info": self._info.to_dict(),
+                 "split": self._split, "indices": self._indices, "format": self._format}
+        if self._transform is not None:
+            state["transform"] = self._transform  # pickled by reference: a module-level function
+        return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         features = Features.from_dict(state["features"])
         self.__init__(state["backends"], features=features,  # type: ignore[misc]
                       info=DatasetInfo.from_metadata(features, state["info"]), split=state["split"],
                       indices=state["indices"], format=state["format"])
+        self._transform = state.get("transform")
 
     # -- index arithmetic ----------------------------------------------------------------
     def _physical(self, index: int) -> int:
@@ -285,6 +296,10 @@ class StableDataset:
 
     def __getitem__(self, key: Any) -> Any:
         """A row for an int, a column for a name, a dict of columns for a slice or indices."""
+        if self._transform is not None:
+            from stable_datasets.dataset.transform_view import transformed_item
+
+            return transformed_item(self, key)
         if type(key) is int and self._indices is None and 0 <= key < self._starts_list[-1] and \
                 len(self._backends) == 1 and self._format.type != "arrow" and self._media is None:
             return self._format_row(self._backends[0].row(key))  # the hot path, checked first
@@ -308,6 +323,10 @@ class StableDataset:
 
     def __getitems__(self, keys: Sequence[int] | np.ndarray) -> list[Row]:
         """A list of rows, as torch's DataLoader asks for a batch of indices."""
+        if self._transform is not None:
+            from stable_datasets.dataset.transform_view import transformed_rows
+
+            return transformed_rows(self, keys)
         if self._format.type == "arrow":
             return [self[int(k)] for k in keys]
         physical = self._physical_many(np.asarray(keys, dtype=np.int64))
@@ -381,6 +400,11 @@ class StableDataset:
             yield self._format_table(table)
 
     def __iter__(self) -> Iterator[Row]:
+        if self._transform is not None:
+            from stable_datasets.dataset.transform_view import transformed_iter
+
+            yield from transformed_iter(self)
+            return
         if self._indices is not None and self._format.type != "arrow" and \
                 not all(b.batched_reads for b in self._backends):
             # scattered rows (after shuffle or select) read fastest a batch at a time, as __getitems__ does
@@ -399,7 +423,7 @@ class StableDataset:
             if unknown:
                 raise KeyError(f"no column(s) {unknown}; columns are {list(self._features)}")
         return self._derive(format=Format(type or "python", tuple(columns) if columns else None, decode,
-                                          self._format.video_decode))
+                                          self._format.video_decode), keep_transform=False)
 
     def with_video_decode(self, config: VideoDecodeConfig | None) -> StableDataset:
         """A view whose Video cells decode to frames as `config` says (None: VideoRef cells)."""
@@ -434,12 +458,93 @@ class StableDataset:
         """In-place formatting: take the format and everything derived from it from `other`."""
         self._format, self._read_features = other._format, other._read_features
         self._plan, self._raw_final = other._plan, other._raw_final
+        self._transform = other._transform
 
     def reset_format(self) -> StableDataset:
         return self.with_format("python")
 
-    def select_columns(self, columns: Sequence[str]) -> StableDataset:
-        return self.with_format(self._format.type, list(columns), self._format.decode)
+    def with_transform(self, transform: Callable[[dict[str, Any]], Any] | None, columns: Sequence[str] | None = None,
+                       output_all_columns: bool = False) -> StableDataset:
+        """A view whose rows and batches go through `transform` (a dict of columns -> a dict of
+        columns) as they are read, as in Hugging Face; a row is a batch of one. `columns`: the
+        columns it receives; `output_all_columns`: the other columns are returned too."""
+        from stable_datasets.dataset.transform_view import check_transform
+
+        view = self._derive()
+        view._transform = check_transform(self, transform, columns, output_all_columns)
+        return view
+
+    def set_transform(self, transform: Callable[[dict[str, Any]], Any] | None, columns: Sequence[str] | None = None,
+                      output_all_columns: bool = False) -> None:
+        self._adopt_format(self.with_transform(transform, columns, output_all_columns))
+
+    # -- column operations (dataset/columns.py): views where the stored data does not change ----
+    def with_backends(self, backends: Sequence[LayoutBackend], features: Features,
+                      renamed: dict[str, str] | None = None) -> StableDataset:
+        """The same rows, split, format and transform, served by `backends` (column views of this
+        dataset's) and described by `features`; format columns follow `renamed` (old -> new name)."""
+        fmt, renamed = self._format, renamed or {}
+        columns = tuple(renamed.get(c, c) for c in fmt.columns or () if renamed.get(c, c) in features) or None
+        view = StableDataset(backends, features=features, info=dataclasses.replace(self._info, features=features),
+                             split=self._split, indices=self._indices,
+                             format=Format(fmt.type, columns, fmt.decode, fmt.video_decode))
+        view._transform = self._transform
+        return view
+
+    @property
+    def backends(self) -> list[LayoutBackend]:
+        """The layout backends serving this dataset's rows, one per cache (or column view of one)."""
+        return list(self._backends)
+
+    def select_columns(self, column_names: str | Sequence[str]) -> StableDataset:
+        """Only `column_names`, in that order (a view: nothing is rewritten)."""
+        from stable_datasets.dataset import columns
+
+        return columns.select_columns(self, column_names)
+
+    def remove_columns(self, column_names: str | Sequence[str]) -> StableDataset:
+        from stable_datasets.dataset import columns
+
+        return columns.remove_columns(self, column_names)
+
+    def rename_column(self, original_column_name: str, new_column_name: str) -> StableDataset:
+        from stable_datasets.dataset import columns
+
+        return columns.rename_columns(self, {original_column_name: new_column_name})
+
+    def rename_columns(self, column_mapping: dict[str, str]) -> StableDataset:
+        from stable_datasets.dataset import columns
+
+        return columns.rename_columns(self, column_mapping)
+
+    def cast_column(self, column: str, feature: Any) -> StableDataset:
+        """`column` as `feature`: a view when the storage stays the same, else that column rewritten."""
+        from stable_datasets.dataset import columns
+
+        return columns.cast_column(self, column, feature)
+
+    def add_column(self, name: str, column: Any, feature: Any = None) -> StableDataset:
+        from stable_datasets.dataset import columns
+
+        return columns.add_column(self, name, column, feature)
+
+    def class_encode_column(self, column: str, include_nulls: bool = False) -> StableDataset:
+        from stable_datasets.dataset import columns
+
+        return columns.class_encode_column(self, column, include_nulls)
+
+    def sort(self, column_names: str | Sequence[str], reverse: bool | Sequence[bool] = False,
+             null_placement: str = "at_end") -> StableDataset:
+        """Rows ordered by `column_names` (stable), as a view of the same files."""
+        from stable_datasets.dataset import columns
+
+        return columns.sort(self, column_names, reverse, null_placement)
+
+    def unique(self, column: str) -> list[Any]:
+        """Distinct stored values of `column`, in order of first appearance."""
+        from stable_datasets.dataset import columns
+
+        return columns.unique(self, column)
 
     # -- transforms (the heavier ones live in dataset/transforms.py) -------------------
     def select(self, indices: Sequence[int] | np.ndarray | range) -> StableDataset:
@@ -482,13 +587,50 @@ class StableDataset:
         return map_dataset(self, function, **kwargs)
 
     def train_test_split(self, test_size: float | int | None = None, train_size: float | int | None = None,
-                         shuffle: bool = True, seed: int | None = None) -> DatasetDict:
+                         shuffle: bool = True, seed: int | None = None,
+                         stratify_by_column: str | None = None) -> DatasetDict:
         from stable_datasets.dataset.transforms import train_test_split
 
-        return train_test_split(self, test_size=test_size, train_size=train_size, shuffle=shuffle, seed=seed)
+        return train_test_split(self, test_size=test_size, train_size=train_size, shuffle=shuffle, seed=seed,
+                                stratify_by_column=stratify_by_column)
+
+    # -- in memory and back (dataset/in_memory.py, dataset/hf_interop.py) ------------------
+    from_dict = classmethod(in_memory.from_dict)
+    from_list = classmethod(in_memory.from_list)
+    from_pandas = classmethod(in_memory.from_pandas)
+    from_arrow = classmethod(in_memory.from_arrow)
+    from_generator = classmethod(in_memory.from_generator)
+    from_hf = classmethod(hf_interop.from_hf)
 
     def to_arrow(self) -> pa.Table:
-        return self._all_rows_table()
+        """Every row of this view as stored (images as encoded bytes), its columns in declared order;
+        the schema carries the features, so `from_arrow` gives them back."""
+        table = self._all_rows_table().select(list(self._features))
+        return table.replace_schema_metadata(self._features.arrow_schema.metadata)
+
+    def to_dict(self) -> dict[str, list[Any]]:
+        """Columns of stored values (as `to_arrow`), as Python lists."""
+        return self.to_arrow().to_pydict()
+
+    def to_list(self) -> list[dict[str, Any]]:
+        """Rows of stored values (as `to_arrow`), as Python dicts."""
+        return self.to_arrow().to_pylist()
+
+    def to_pandas(self) -> Any:
+        """A pandas DataFrame of the stored values (as `to_arrow`); needs pandas."""
+        return self.to_arrow().to_pandas()
+
+    def to_polars(self) -> Any:
+        """A polars DataFrame of the stored values (as `to_arrow`); needs polars."""
+        try:
+            import polars
+        except ImportError:
+            raise ImportError("to_polars needs polars: pip install polars") from None
+        return polars.from_arrow(self.to_arrow())
+
+    def to_hf(self) -> Any:
+        """A Hugging Face `datasets.Dataset` of these rows with the features mapped (see dataset/hf_interop.py)."""
+        return hf_interop.to_hf(self)
 
     @property
     def is_whole(self) -> bool:

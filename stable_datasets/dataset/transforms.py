@@ -55,6 +55,7 @@ def filter_positions(ds, function: Callable, *, batched: bool, batch_size: int, 
                      input_columns: Sequence[str] | None, num_proc: int | None = None,
                      engine: str = "process") -> np.ndarray:
     """Positions of the rows `function` keeps, computed in up to `num_proc` ranges of whole batches."""
+    input_columns = [input_columns] if isinstance(input_columns, str) else input_columns
     runner = JobRunner(engine=engine, num_proc=num_proc)
     n = len(ds)
     batches = max(1, math.ceil(n / batch_size))
@@ -118,6 +119,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
 
     runner = JobRunner(engine=engine, num_proc=num_proc)
     function = function or (lambda x: None)
+    input_columns = [input_columns] if isinstance(input_columns, str) else input_columns
     remove = [remove_columns] if isinstance(remove_columns, str) else list(remove_columns or [])
     unknown = [c for c in remove if c not in ds.features]
     if unknown:
@@ -162,7 +164,8 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
         base = ds.cache_metadata[0]
         plan = WritePlan(target=target, layout=arrow_shards.NAME,
                          options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": DEFAULT_BATCH_ROWS}, fingerprint=fp,
-                         fingerprint_inputs=inputs, builder_name=base.builder_name, config_name=base.config_name,
+                         fingerprint_inputs=inputs, builder_name=base.builder_name,
+                         builder_source=base.builder_source, config_name=base.config_name,
                          version=base.version, split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict())
         write_split(plan, MapSource(ds, function, batched=batched, batch_size=batch_size, with_indices=with_indices,
                                     input_columns=input_columns, remove=remove, given_features=given_features,
@@ -218,8 +221,8 @@ class MapSource(ExampleSource):
             if self.batched:
                 payload = columns if not input_columns else {c: columns[c] for c in input_columns}
                 args = [list(range(start, start + n_in))] if self.with_indices else []
-                out_rows = _rows_from_output(_call(function, args, input_columns, payload, fn_kwargs), n_in, True,
-                                             f"for rows {start}..{start + n_in - 1}")
+                output = _without_removed(_call(function, args, input_columns, payload, fn_kwargs), payload, remove)
+                out_rows = _rows_from_output(output, n_in, True, f"for rows {start}..{start + n_in - 1}")
                 if len(out_rows) != n_in:
                     kept = [c for c in names if c not in remove and c not in (out_rows[0] if out_rows else {})]
                     if kept:
@@ -231,11 +234,21 @@ class MapSource(ExampleSource):
                 out_rows = []
                 for i, row in enumerate(in_rows):
                     args = [start + i] if self.with_indices else []
-                    out_rows.extend(_rows_from_output(_call(function, args, input_columns, row, fn_kwargs), 1,
-                                                      False, f"for row {start + i}"))
+                    output = _without_removed(_call(function, args, input_columns, row, fn_kwargs), row, remove)
+                    out_rows.extend(_rows_from_output(output, 1, False, f"for row {start + i}"))
             for r, o in zip(in_rows, out_rows):
-                yield position, {**{k: v for k, v in r.items() if k not in remove}, **o}
+                # an input column keeps its place, also one removed that the function returns anew
+                kept = {k: v for k, v in r.items() if k not in remove or k in o}
+                yield position, {**kept, **o}
                 position += 1
+
+
+def _without_removed(output: Any, given: dict[str, Any], remove: list[str]) -> Any:
+    """As Hugging Face does: when the function hands back the dict it was given (changed in place),
+    the columns to remove go too; a dict of its own keeps every column it names."""
+    if not remove or output is not given:
+        return output
+    return {k: v for k, v in output.items() if k not in remove}
 
 
 def _output_features(source: Features, rows: list[dict[str, Any]], given: Features | None) -> Features:
@@ -258,7 +271,10 @@ def _output_features(source: Features, rows: list[dict[str, Any]], given: Featur
 
 # -- splitting and joining ------------------------------------------------------------------
 def train_test_split(ds, *, test_size: float | int | None, train_size: float | int | None, shuffle: bool,
-                     seed: int | None):
+                     seed: int | None, stratify_by_column: str | None = None):
+    """Hugging Face's split: without shuffling, train is the first rows and test the next; with
+    shuffling, test is the start of one permutation and train what follows. `stratify_by_column`
+    (a ClassLabel) gives each class its share of both sides."""
     from stable_datasets.dataset.dataset_dict import DatasetDict
 
     n = len(ds)
@@ -280,7 +296,17 @@ def train_test_split(ds, *, test_size: float | int | None, train_size: float | i
     n_train = n - n_test if n_train is None else n_train
     if n_train <= 0 or n_test <= 0 or n_train + n_test > n:
         raise ValueError(f"train_size={n_train} and test_size={n_test} do not fit a dataset of {n} rows")
-    order = np.random.default_rng(seed).permutation(n) if shuffle else np.arange(n)
+    if stratify_by_column is not None:
+        from stable_datasets.dataset.columns import stratified_split, stratify_labels
+
+        if not shuffle:
+            raise ValueError("train_test_split: stratify_by_column needs shuffle=True (as in Hugging Face)")
+        train, test = stratified_split(stratify_labels(ds, stratify_by_column), n_train, n_test, seed)
+        return DatasetDict({"train": ds.select(train), "test": ds.select(test)})
+    if not shuffle:
+        return DatasetDict({"train": ds.select(np.arange(n_train)),
+                            "test": ds.select(np.arange(n_train, n_train + n_test))})
+    order = np.random.default_rng(seed).permutation(n)
     return DatasetDict({"train": ds.select(order[n_test:n_test + n_train]), "test": ds.select(order[:n_test])})
 
 

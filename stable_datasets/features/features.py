@@ -63,7 +63,8 @@ class Features(dict, FeatureType):
         return {name: feature_dict(feature) for name, feature in self.items()}
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        """Compact JSON in declared order (an Arrow schema's metadata); fingerprints use canonical_json."""
+        return json.dumps(self.to_dict(), separators=(",", ":"))
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Features:
@@ -77,6 +78,14 @@ class Features(dict, FeatureType):
                 raise ValueError(f"feature {name!r}: {message}") from None
         return cls(features)
 
+    def in_order(self, names: list[str]) -> Features:
+        """These features in the order of `names` when they are the same set (the columns of stored
+        files, whose order is the declared one), else unchanged. Caches written before the
+        metadata kept the declared order list their features sorted by name."""
+        if list(self) == names or sorted(self) != sorted(names) or len(set(names)) != len(names):
+            return self
+        return Features({name: self[name] for name in names})
+
     @classmethod
     def _from_dict(cls, data: dict[str, Any]) -> Features:
         return cls.from_dict(data["fields"])
@@ -86,7 +95,7 @@ class Features(dict, FeatureType):
         """Use stored features when the schema carries them, else infer from Arrow types."""
         meta = schema.metadata or {}
         if SCHEMA_METADATA_KEY in meta:
-            return cls.from_dict(json.loads(meta[SCHEMA_METADATA_KEY]))
+            return cls.from_dict(json.loads(meta[SCHEMA_METADATA_KEY])).in_order(schema.names)
         return cls({f.name: infer_feature(f.type) for f in schema})
 
     # -- write side ---------------------------------------------------------------------

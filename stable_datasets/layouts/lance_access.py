@@ -11,6 +11,7 @@ directly. `STABLE_DATASETS_LANCE_FORK_PROXY=0` turns the proxy off.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -94,6 +95,35 @@ class RowTaker:
         if any(column.num_chunks > 1 for column in table.columns):
             table = table.combine_chunks()  # a take over many binary chunks is slow
         return table.take(pa.array(order))
+
+
+def _describe_rows(rows: Any) -> str:
+    if isinstance(rows, range):
+        return f"rows {rows.start}..{rows.stop - 1}" if len(rows) > 1 else f"row {rows.start}"
+    rows = np.asarray(rows).ravel()
+    shown = ", ".join(str(int(r)) for r in rows[:5]) + (f", ... ({len(rows)} rows)" if len(rows) > 5 else "")
+    return f"row {shown}" if len(rows) == 1 else f"rows {shown}"
+
+
+@contextlib.contextmanager
+def lance_read_errors(dataset_dir: Any, rows: Any = None, what: str = "reading") -> Iterator[None]:
+    """Lance's Rust reader reports a damaged or vanished file as a bare OSError, ValueError,
+    RuntimeError or panic; raise our CacheError naming the dataset and the rows instead."""
+    from stable_datasets.errors import CacheError, StableDatasetsError
+
+    try:
+        yield
+    except StableDatasetsError:
+        raise
+    except BaseException as exc:
+        if not isinstance(exc, (OSError, ValueError, RuntimeError, pa.ArrowException)) and \
+                type(exc).__name__ != "PanicException":  # pyo3's panic derives from BaseException
+            raise
+        where = f" ({_describe_rows(rows)})" if rows is not None else ""
+        text = " ".join(str(exc).split())[:500] or type(exc).__name__
+        raise CacheError(f"{dataset_dir}: the Lance dataset cannot be read, {what}{where}: {type(exc).__name__}: "
+                         f"{text}. The cache is damaged or was removed; `stable-datasets verify` checks it, "
+                         "load_dataset(..., download_mode='force_rebuild') rebuilds it") from exc
 
 
 def _write_message(stream: Any, payload: bytes) -> None:

@@ -14,9 +14,11 @@ and reopened in every new process (see LayoutBackend.ensure_open).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -35,7 +37,7 @@ from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_positive_ints
-from stable_datasets.layouts.lance_access import lance_module, needs_helper_process, open_lance
+from stable_datasets.layouts.lance_access import lance_module, lance_read_errors, needs_helper_process, open_lance
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -58,6 +60,22 @@ _END = object()
 
 class _Abort(Exception):
     pass
+
+
+_RUST_OS_ERROR = re.compile(r"os error (\d+)")
+_KEEP_ERRNO = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES, errno.EIO)
+
+
+def os_error_of(error: BaseException | str) -> OSError | None:
+    """The OS error behind a Lance failure: Rust reports a full disk as text ("... (os error 28)"),
+    with no errno, so the build could not tell it from a bug. An OSError carrying the errno, or None."""
+    if isinstance(error, OSError) and error.errno in _KEEP_ERRNO:
+        return error
+    found = _RUST_OS_ERROR.search(str(error))
+    if found is None or int(found.group(1)) not in _KEEP_ERRNO:
+        return None
+    code = int(found.group(1))
+    return OSError(code, f"{os.strerror(code)} (Lance: {str(error).strip()[-300:]})")
 
 
 def describe_files(directory: Path, dataset_dir: str = DATASET_DIR,
@@ -150,7 +168,7 @@ class Writer(LayoutWriter):
                 for meta in write_fragment_chunks(_Rows(self._batches()), self.schema, uri, per_file, per_group):
                     self._finish_fragment(meta)
         except BaseException as exc:  # reported to the building thread
-            self._error = exc
+            self._error = os_error_of(exc) or exc
 
     def _write_through_helper(self, uri: str, per_file: int, per_group: int) -> None:
         """In a process forked from a Lance user (a parallel part), Lance runs in a fresh helper
@@ -183,8 +201,9 @@ class Writer(LayoutWriter):
         if failure:
             raise failure[0]
         if code != 0:
-            raise StableDatasetsError(f"the Lance writer process failed (exit {code}): "
-                                      f"{process.stderr.read().decode(errors='replace')[-2000:]}")
+            stderr = process.stderr.read().decode(errors="replace")
+            raise os_error_of(stderr) or StableDatasetsError(f"the Lance writer process failed (exit {code}): "
+                                                             f"{stderr[-2000:]}")
 
     def _finish_fragment(self, meta: dict[str, Any]) -> None:
         rows = int(meta["physical_rows"])
@@ -200,10 +219,15 @@ class Writer(LayoutWriter):
             if self.journal is not None:  # the fragment's metadata rides with its last data file
                 self.journal.append(shard, self._rows_done, {"fragment": meta} if number == len(files) - 1 else None)
 
+    def _raise_error(self) -> None:
+        if isinstance(self._error, OSError):
+            raise self._error  # a full disk keeps its errno, so the build names it and keeps the journal
+        raise StableDatasetsError(f"writing the Lance dataset failed: {self._error}") from self._error
+
     def _put(self, item: Any) -> None:
         while True:
             if self._error is not None:
-                raise StableDatasetsError(f"writing the Lance dataset failed: {self._error}") from self._error
+                self._raise_error()
             if not self._thread.is_alive():
                 raise StableDatasetsError("the Lance writer thread stopped unexpectedly")
             try:
@@ -220,9 +244,7 @@ class Writer(LayoutWriter):
         self._put(_END)
         self._thread.join()
         if self._error is not None:
-            if isinstance(self._error, OSError):
-                raise self._error  # a full disk keeps its errno, so the build names it and keeps the journal
-            raise StableDatasetsError(f"writing the Lance dataset failed: {self._error}") from self._error
+            self._raise_error()
         return list(self._shards)
 
     def abort(self) -> None:
@@ -280,29 +302,38 @@ def merge_parts(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo]
 
 
 class Backend(TableBackend):
-    def _open(self) -> None:
+    @property
+    def dataset_dir(self) -> Path:
         # caches of the upstream stable-datasets keep the Lance dataset at the cache root ("dataset_dir": ".")
-        self._dataset = self.lance_dataset(self.metadata.extra.get("dataset_dir", DATASET_DIR))
-        self._schema = self._dataset.schema
-        self.check_rows(self.directory / DATASET_DIR, self._dataset.count_rows(), self.metadata.num_rows)
+        return self.directory / self.metadata.extra.get("dataset_dir", DATASET_DIR)
+
+    def _open(self) -> None:
+        with lance_read_errors(self.dataset_dir, what="opening it"):
+            self._dataset = self.lance_dataset(self.metadata.extra.get("dataset_dir", DATASET_DIR))
+            self._schema = self._dataset.schema
+            stored = self._dataset.count_rows()
+        self.check_rows(self.directory / DATASET_DIR, stored, self.metadata.num_rows)
 
     def stored_row_counts(self) -> tuple[int, int]:
         self.ensure_open()
-        return self._dataset.count_rows(), self.metadata.num_rows
+        with lance_read_errors(self.dataset_dir, what="counting rows"):
+            return self._dataset.count_rows(), self.metadata.num_rows
 
     def take(self, indices: np.ndarray) -> pa.Table:
         self.ensure_open()
         if not len(indices):
             return self._schema.empty_table()
-        return self._dataset.take(np.asarray(indices, dtype=np.int64))  # an ndarray is the cheapest form
+        with lance_read_errors(self.dataset_dir, indices):
+            return self._dataset.take(np.asarray(indices, dtype=np.int64))  # an ndarray is the cheapest form
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         self.ensure_open()
         if stop <= start:
             return
-        for batch in self._dataset.to_batches(offset=start, limit=stop - start, batch_size=batch_rows):
-            if batch.num_rows:
-                yield batch
+        with lance_read_errors(self.dataset_dir, range(start, stop)):
+            for batch in self._dataset.to_batches(offset=start, limit=stop - start, batch_size=batch_rows):
+                if batch.num_rows:
+                    yield batch
 
 
 if __name__ == "__main__":

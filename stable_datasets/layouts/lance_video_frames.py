@@ -40,7 +40,7 @@ from stable_datasets.features.video import VideoRef, VideoWindow, resize_frame
 from stable_datasets.layouts import frames_video_column, lance_rows
 from stable_datasets.layouts.arrow_shards import map_shard
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
-from stable_datasets.layouts.lance_access import RowTaker
+from stable_datasets.layouts.lance_access import RowTaker, lance_read_errors
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -313,9 +313,11 @@ class Backend(TableBackend):
                          "frame_indices": Sequence(Value("int64")), **others})
 
     def _open(self) -> None:
-        self._frames = self.lance_dataset(lance_rows.DATASET_DIR)
-        self._frame_rows = RowTaker(self._frames)
-        self.check_rows(self.directory / lance_rows.DATASET_DIR, self._frames.count_rows(),
+        with lance_read_errors(self.directory / lance_rows.DATASET_DIR, what="opening it"):
+            self._frames = self.lance_dataset(lance_rows.DATASET_DIR)
+            self._frame_rows = RowTaker(self._frames)
+            stored_frames = self._frames.count_rows()
+        self.check_rows(self.directory / lance_rows.DATASET_DIR, stored_frames,
                         sum(v["frames"] for v in self.metadata.extra["videos"]), "frames")
         _, schema, batches = map_shard(self.directory / VIDEOS_FILE)  # validated: a flipped offset raises
         videos = pa.Table.from_batches(batches, schema=schema)
@@ -333,8 +335,11 @@ class Backend(TableBackend):
         video, start = self._win[indices, 0], self._win[indices, 1]
         frame_indices = start[:, None] + self._offsets[None, :]
         rows = (self._first_row[video][:, None] + frame_indices).ravel()
-        frames = self._frame_rows.take(rows, ["frame"]).column("frame").combine_chunks() if len(rows) else \
-            pa.array([], pa.binary())
+        if len(rows):
+            with lance_read_errors(self.directory / lance_rows.DATASET_DIR, indices, "reading the frames of windows"):
+                frames = self._frame_rows.take(rows, ["frame"]).column("frame").combine_chunks()
+        else:
+            frames = pa.array([], pa.binary())
         window_offsets = pa.array(np.arange(0, len(rows) + 1, len(self._offsets), dtype=np.int32))
         columns = {self.metadata.extra["video_column"]: pa.ListArray.from_arrays(window_offsets, frames),
                    "video_index": pa.array(video), "start_frame": pa.array(start),
@@ -348,7 +353,8 @@ class Backend(TableBackend):
     def stored_row_counts(self) -> tuple[int, int]:
         """Rows are windows; what is stored and recorded is frames (checked again on open)."""
         self.ensure_open()
-        return self._frames.count_rows(), sum(v["frames"] for v in self.metadata.extra["videos"])
+        with lance_read_errors(self.directory / lance_rows.DATASET_DIR, what="counting frames"):
+            return self._frames.count_rows(), sum(v["frames"] for v in self.metadata.extra["videos"])
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         for lo in range(start, stop, batch_rows):

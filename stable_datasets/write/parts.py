@@ -21,7 +21,7 @@ import pyarrow as pa
 from stable_datasets.cache.journal import JOURNAL_FILE, ShardJournal
 from stable_datasets.cache.media import media_store
 from stable_datasets.cache.metadata import ShardInfo
-from stable_datasets.errors import EncodingError, ExampleError
+from stable_datasets.errors import EncodingError, ExampleError, StableDatasetsError
 from stable_datasets.features.encoder import BatchEncoder
 from stable_datasets.features.features import Features
 from stable_datasets.progress import progress
@@ -182,7 +182,11 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
     media_root = plan.media_root or plan.target.parent
     try:
         with media_store(media_root) as store:
-            for position, (key, example) in enumerate(_checked_examples(source, job, plan, seen, desc)):
+            if source.columnar:
+                start(features)
+                num_rows += write_record_batches(source.examples(job), writer, encoder.schema, skip, desc)
+            examples = () if source.columnar else _checked_examples(source, job, plan, seen, desc)
+            for position, (key, example) in enumerate(examples):
                 if position < skip:  # already in a journaled shard; the key still counts for duplicates
                     continue
                 if encoder is None:
@@ -226,6 +230,26 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
                         features=features.to_dict(), has_keys=has_keys)
     result.save(directory)
     return result
+
+
+def write_record_batches(batches: Iterator[pa.RecordBatch], writer: Any, schema: pa.Schema, skip: int,
+                         desc: str) -> int:
+    """Write a columnar source's batches as they come (after the first `skip` rows, which a
+    journaled shard holds already); returns the rows written."""
+    written = 0
+    with progress(None, desc=desc, unit=" rows") as bar:
+        for batch in batches:
+            if not batch.schema.equals(schema, check_metadata=False):
+                raise StableDatasetsError(f"{desc}: a record batch has schema {batch.schema.to_string()} where the "
+                                          f"features give {schema.to_string(show_schema_metadata=False)}")
+            if skip:
+                dropped = min(skip, batch.num_rows)
+                batch, skip = batch.slice(dropped), skip - dropped
+            if batch.num_rows:
+                writer.write(pa.RecordBatch.from_arrays(batch.columns, schema=schema))
+                written += batch.num_rows
+                bar.update(batch.num_rows)
+    return written
 
 
 def find_duplicate_key(staging: Path, parts: list[PartResult]) -> Any | None:

@@ -23,6 +23,7 @@ class WritePlan:
     version: str
     split: str
     info: dict[str, Any] = field(default_factory=dict)
+    builder_source: str = ""  # the builder's script path or module:qualname (see DatasetBuilder.builder_source)
     features: Features | None = None  # None: the source infers them from its first rows (map)
     resumable: bool = False  # journal finished shards so a killed build continues after them
     media_root: Path | None = None  # where path-stored videos are kept (the fingerprint directory)

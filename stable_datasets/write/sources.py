@@ -20,6 +20,9 @@ class ExampleSource:
     keyed = True
     #: appended to the message when an example does not fit the features
     encoding_hint = ""
+    #: `examples(job)` yields Arrow record batches already in the plan's schema (files read by
+    #: pyarrow's own readers: CSV, JSON, Parquet) instead of (key, example) pairs; no per-row encoding
+    columnar = False
 
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         """Divide the work into at most `num_jobs` jobs, in order. `run` runs functions in parallel
@@ -28,7 +31,7 @@ class ExampleSource:
         raise NotImplementedError
 
     def examples(self, job: Any) -> Iterator[tuple[Any, Any]]:
-        """The (key, example) pairs of one job, in order."""
+        """The (key, example) pairs of one job, in order (record batches for a `columnar` source)."""
         raise NotImplementedError
 
     def infer_features(self, examples: list[dict[str, Any]]) -> Features:

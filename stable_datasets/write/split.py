@@ -120,13 +120,14 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             builder_name=plan.builder_name, config_name=plan.config_name, version=plan.version, split=plan.split,
             layout_options=plan.writer_options, info=plan.info, extra={**extra, **split_jobs.extra},
             extra_files=sorted(media.values(), key=lambda m: m.path), cache_format_version=CACHE_FORMAT_VERSION,
-            library_version=__version__, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"))
+            library_version=__version__, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            builder_source=plan.builder_source)
         metadata.write(staging)
         publish(staging, plan.target)
     except BaseException as exc:
         if not _is_infrastructure_failure(exc):
             discard(staging)
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise CacheError(f"no space left on device while building {plan.builder_name} '{plan.split}' in "
                              f"{staging}; nothing was published. Free space (or point STABLE_DATASETS_CACHE_DIR "
                              "elsewhere) and run again: finished parts and journaled shards will be reused") from exc

@@ -240,98 +240,13 @@ def fuzz(targets: dict[str, Path], cases: int, seed: int, timeout: float = 30.0)
     return results
 
 
-def validation_cost(gigabytes: float = 1.0) -> dict[str, float]:
-    """The one-time cost of validating an Arrow cache of about `gigabytes` when it is first opened,
-    against opening it unvalidated and against hashing it (the other way to trust a file), and
-    `ds[i]` with and without validation (it happens in `_open`, so `ds[i]` should not change).
+def validation_cost(gigabytes: float = 1.0) -> dict:
+    """The one-time cost of validating shards on first open, and `ds[i]` with and without it:
+    measured by benchmarks/bench_shard_validation.py (see there)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "benchmarks"))
+    from bench_shard_validation import measure
 
-    The rows mix what training data holds: an encoded image (binary, ~3 KiB), a caption (UTF-8
-    text, ~300 bytes, the costly part: every byte is checked), tokens (list<int32>) and a label.
-    """
-    import hashlib
-    import shutil
-
-    import pyarrow as pa
-
-    from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
-    from stable_datasets.cache.publish import file_sha256
-    from stable_datasets.layouts import arrow_shards
-
-    root = Path(tempfile.mkdtemp(prefix="validate-"))
-    features = sds.Features({"image": sds.Value("binary"), "caption": sds.Value("string"),
-                             "tokens": sds.Sequence(sds.Value("int32")), "label": sds.Value("int64")})
-    rng = np.random.default_rng(0)
-    words = np.array(["the", "a", "photo", "of", "über", "naïve", "café", "dog", "on", "grass", "日本"])
-    target, shard_bytes, rows_per_batch = int(gigabytes * (1 << 30)), 512 << 20, 1000
-    shards, rows, written = [], 0, 0
-    while written < target:
-        path = root / f"shard-{len(shards):05d}.arrow"
-        shard_rows = 0
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, features.arrow_schema) as writer:
-            while sink.tell() < shard_bytes and written + sink.tell() < target:
-                n = rows_per_batch
-                images = [rng.bytes(int(k)) for k in rng.integers(2000, 4000, n)]
-                captions = [" ".join(rng.choice(words, int(k))) for k in rng.integers(20, 80, n)]
-                tokens = [np.arange(int(k), dtype=np.int32) for k in rng.integers(50, 300, n)]
-                writer.write_batch(pa.RecordBatch.from_arrays(
-                    [pa.array(images, pa.binary()), pa.array(captions), pa.array(tokens, pa.list_(pa.int32())),
-                     pa.array(np.arange(rows + shard_rows, rows + shard_rows + n))], schema=features.arrow_schema))
-                shard_rows += n
-        size = path.stat().st_size
-        shards.append(ShardInfo(path=path.name, num_rows=shard_rows, num_bytes=size, sha256=file_sha256(path)))
-        rows, written = rows + shard_rows, written + size
-    CacheMetadata(layout="arrow_shards", features=features.to_dict(), num_rows=rows, shards=shards,
-                  fingerprint="bench", split="train").write(root)
-    gib = written / (1 << 30)
-    for s in shards:  # warm the page cache: we measure validation, not the disk
-        (root / s.path).read_bytes()
-
-    def best_of(runs: int, fn) -> float:
-        best = float("inf")
-        for _ in range(runs):
-            started = time.perf_counter()
-            fn()
-            best = min(best, time.perf_counter() - started)
-        return best
-
-    def open_seconds(validate: bool) -> float:
-        arrow_shards.VALIDATE_ON_OPEN = validate
-        return best_of(3, lambda: sds.open_cache(root)._backends[0].ensure_open())
-
-    def hash_all() -> None:
-        for s in shards:
-            hashlib.sha256((root / s.path).read_bytes()).digest()
-
-    def row_seconds(validate: bool, runs: int = 3, rows_read: int = 200_000) -> float:
-        arrow_shards.VALIDATE_ON_OPEN = validate
-        ds = sds.open_cache(root)
-        ds[0]
-        picks = np.random.default_rng(1).integers(0, rows, rows_read).tolist()
-
-        def read() -> None:
-            for i in picks:
-                ds[i]
-
-        return best_of(runs, read) / len(picks)
-
-    try:
-        plain, checked = open_seconds(False), open_seconds(True)
-        hashed = best_of(1, hash_all)
-        before, after = row_seconds(False), row_seconds(True)
-        alternating: dict[bool, list[float]] = {False: [], True: []}
-        for rep in range(6):  # A/B/B/A... so a change in the machine's load hits both sides
-            for validate in ((True, False) if rep % 2 else (False, True)):
-                alternating[validate].append(round(row_seconds(validate, runs=1, rows_read=100_000) * 1e6, 1))
-    finally:
-        arrow_shards.VALIDATE_ON_OPEN = True
-        shutil.rmtree(root, ignore_errors=True)
-    return {"gib": round(gib, 3), "rows": rows, "shards": len(shards), "open_ms_unvalidated": round(plain * 1e3, 1),
-            "open_ms_validated": round(checked * 1e3, 1),
-            "validation_ms_per_gib": round((checked - plain) * 1e3 / gib, 1),
-            "sha256_ms_per_gib": round(hashed * 1e3 / gib, 1),
-            "row_us_unvalidated": round(before * 1e6, 2), "row_us_validated": round(after * 1e6, 2),
-            "row_us_alternating_unvalidated": sorted(alternating[False]),
-            "row_us_alternating_validated": sorted(alternating[True])}
+    return measure(gigabytes)
 
 
 def table(results: dict[str, dict]) -> str:

@@ -1,0 +1,130 @@
+"""Which builder a cache belongs to, and whether it is that builder's current cache.
+
+A builder's name is not its identity: two scripts may both define `shapes`. Each cache
+records its builder's source (`builder_source` in `_metadata.json`: the script's resolved
+path, or `module:qualname`), and every decision that deletes (`prune`, `rm`) goes by that
+source, never by the name alone. Caches written before the source was recorded fall back to
+the name, as they always did. A cache whose builder cannot be loaded any more is "unknown",
+which nothing deletes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from stable_datasets.cache.inventory import CacheEntry
+
+MAP_MARKER = ".map-"  # a map's cache is the folder `<split>.map-<fingerprint>` beside its parent's
+
+
+def is_map_cache(directory: Path) -> bool:
+    return MAP_MARKER in directory.name
+
+
+def map_caches_of(directory: Path) -> list[Path]:
+    """The map caches derived from the split cache `directory` (its siblings `<split>.map-*`)."""
+    if is_map_cache(directory) or not directory.parent.is_dir():
+        return []
+    return sorted(p for p in directory.parent.iterdir()
+                  if p.name.startswith(directory.name + MAP_MARKER) and "@" not in p.name)  # not its builds
+
+
+def builder_class(source: str, name: str) -> type | None:
+    """The builder class a recorded source names; with no source, the builder registered as `name`.
+
+    None when it cannot be loaded (the script was deleted or moved, the module is gone).
+    """
+    from stable_datasets.registry import load_script, resolve_builder_class
+
+    try:
+        if not source:
+            return resolve_builder_class(name) if name else None
+        if source.endswith(".py") and Path(source).is_absolute():
+            return load_script(source) if Path(source).is_file() else None
+        module_name, _, qualname = source.partition(":")
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        return obj if isinstance(obj, type) else None
+    except Exception:  # a script that no longer imports is no builder we can ask
+        return None
+
+
+def same_builder(entry: CacheEntry, cls: type) -> bool:
+    """Whether `entry` was written by `cls` (by recorded source; by name for caches that record none)."""
+    meta = entry.metadata
+    if meta.builder_source:
+        return meta.builder_source == cls.builder_source()
+    return meta.builder_name == cls.builder_name()
+
+
+def cache_status(entry: CacheEntry) -> str:
+    """"current" if its builder today would produce this fingerprint, "stale" if not, else "unknown"."""
+    from stable_datasets.cache.fingerprint import to_jsonable
+
+    meta = entry.metadata
+    inputs = meta.fingerprint_inputs
+    if not inputs.get("builder") or is_map_cache(entry.directory):
+        return "unknown"
+    cls = builder_class(meta.builder_source, inputs["builder"])
+    if cls is None or cls.builder_name() != inputs["builder"]:
+        return "unknown"
+    try:
+        builder = cls(meta.config_name or None)
+        defaults = to_jsonable(builder.config)
+        overrides = {k: v for k, v in inputs.get("config", {}).items() if defaults.get(k) != v}
+        if overrides:
+            builder = cls(meta.config_name or None, **overrides)
+        current = builder.fingerprint(inputs.get("storage_format", "arrow"), dict(inputs.get("layout_options", {})))
+    except Exception:
+        return "unknown"
+    return "current" if current == meta.fingerprint else "stale"
+
+
+def _only_idle_bookkeeping(folder: Path) -> list[Path] | None:
+    """The files in `folder` if they are all bookkeeping (lock files nobody holds now, the list of
+    split names), else None."""
+    import filelock
+
+    from stable_datasets.builder.builder import SPLITS_FILE
+
+    entries = list(folder.iterdir())
+    locks = [p for p in entries if p.name.startswith(".") and p.name.endswith(".lock") and p.is_file()]
+    others = [p for p in entries if p.is_file() and (p.name == SPLITS_FILE or (p.name.startswith(".") and
+                                                                                 p.name.endswith(".lock.owner")))]
+    if len(locks) + len(others) != len(entries):
+        return None
+    for lock_path in locks:
+        lock = filelock.FileLock(str(lock_path))
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            return None  # a build of this folder is starting
+        lock.release()
+    return locks + others
+
+
+def remove_empty_parents(path: Path, root: Path) -> list[Path]:
+    """Remove the folders above `path` left empty, up to (not including) `root`; the removed ones.
+
+    A folder holding only bookkeeping that finished builds leave (lock files nobody holds, the
+    list of split names) counts as empty. `rmdir` removes only an empty folder, so one that a
+    build starts to fill meanwhile stays.
+    """
+    removed = []
+    folder = path.parent
+    while folder != root and root in folder.parents:
+        try:
+            files = _only_idle_bookkeeping(folder)
+            if files is None:
+                break
+            for file in files:
+                file.unlink(missing_ok=True)
+            folder.rmdir()
+        except OSError:
+            break
+        removed.append(folder)
+        folder = folder.parent
+    return removed

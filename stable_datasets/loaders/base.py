@@ -1,0 +1,245 @@
+"""`FileLoader`: the builder behind the generic loaders ("csv", "json", "parquet", ...).
+
+A loader is a builder like any other: its files enter the fingerprint by identity (see
+builder/input_identity.py), its features are given (`features=`) or inferred from the first
+file, and it writes through the one write path. A split's files become pieces (a whole file,
+or a range of a large one: Parquet row groups, byte ranges of line-based files), and the
+pieces are divided in order into `num_proc` jobs of about equal bytes.
+
+A loader says how to read one piece (`read_piece`): Arrow tables for the tabular formats,
+which go to the write path as record batches (`columnar`), or (key, example) pairs for
+images, videos and tar samples, which go through the features' encoders row by row.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, cast
+
+import pyarrow as pa
+
+from stable_datasets.builder.builder import GeneratorBasedBuilder
+from stable_datasets.builder.config import BuilderConfig
+from stable_datasets.builder.data_files import normalize_data_files
+from stable_datasets.builder.info import DatasetInfo, SplitGenerator
+from stable_datasets.builder.input_identity import input_files_identity
+from stable_datasets.builder.source_identity import builder_source_text
+from stable_datasets.download.manager import DownloadManager
+from stable_datasets.features.base import as_feature
+from stable_datasets.features.features import Features
+from stable_datasets.loaders.columns import conform_table, is_columnar
+from stable_datasets.loaders.folders import infer_data_files
+from stable_datasets.write.engines import JobRunner
+from stable_datasets.write.plan import SplitJobs
+
+#: rows per record batch handed to the write path by the tabular loaders
+BATCH_ROWS = 64 * 1024
+
+
+@dataclass
+class FileLoaderConfig(BuilderConfig):
+    """Options every loader takes; `features` (a Features or a dict of features) skips inference."""
+
+    features: Any = None
+
+
+# A piece is [path, start, stop]: the whole file when start and stop are None, else a range
+# whose unit the loader chooses (row groups, bytes).
+Piece = list[Any]
+
+
+class FileLoader(GeneratorBasedBuilder):
+    """Base class of the generic loaders; subclasses set `name`, `EXTENSIONS` and read pieces."""
+
+    config: FileLoaderConfig
+    BUILDER_CONFIG_CLASS: ClassVar[type[BuilderConfig]] = FileLoaderConfig
+    #: file name endings this loader reads (lowercase, with the dot); used when listing a folder
+    EXTENSIONS: ClassVar[tuple[str, ...]] = ()
+    #: True for loaders whose pieces are Arrow tables (tabular formats), False for media and tars
+    read_tables: ClassVar[bool] = True
+
+    def __init__(self, config_name: str | None = None, **kwargs: Any):
+        super().__init__(config_name, **kwargs)
+        config = self.config
+        if config.features is not None and not isinstance(config.features, Features):
+            config = self.config = cast(FileLoaderConfig, config.replace(features=_our_features(config.features)))
+        if config.data_dir and config.data_files:  # data_files relative to data_dir, as in Hugging Face
+            self.config = cast(FileLoaderConfig, config.replace(data_files=_under(config.data_dir, config.data_files),
+                                                               data_dir=None))
+        elif not config.data_files and not config.data_dir:
+            raise ValueError(f"the '{self.builder_name()}' loader needs data_files= (a path, a glob, a list, or a "
+                             "dict of split -> paths) or data_dir= (a folder)")
+        self._files: dict[str, list[str]] | None = None
+
+    # -- files -----------------------------------------------------------------------------
+    def fingerprint_inputs(self, storage_format: str = "arrow",
+                           layout_options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Files listed afresh, and features inferred from them, for each fingerprint; the build that
+        follows reads the very list the fingerprint identified."""
+        self._files = None
+        if self.config.features is None:
+            self._info_cache = None
+        return super().fingerprint_inputs(storage_format, layout_options)
+
+    def input_files_identity(self) -> dict[str, Any] | None:
+        resolved = self.data_files() if self.config.data_files else None  # one glob, not two
+        return input_files_identity(self.config, self.cache_root, self.builder_name(), resolved=resolved)
+
+    def source_text(self) -> str:
+        return _library_source_text(type(self))
+
+    def data_files(self) -> dict[str, list[str]]:
+        """split -> files, globs expanded; from a data_dir, the files this loader reads, split by name."""
+        if self._files is None:
+            if self.config.data_files:
+                self._files = normalize_data_files(self.config.data_files, self.builder_name())
+            else:
+                self._files = infer_data_files(self.config.data_dir or ".", self.EXTENSIONS + self.companion_files(),
+                                               self.builder_name())
+        return self._files
+
+    def companion_files(self) -> tuple[str, ...]:
+        """Names of files read beside the data files (metadata.csv for image folders)."""
+        return ()
+
+    def local_file(self, path: str, dl_manager: DownloadManager | None = None) -> str:
+        """A local path for a data file; a remote one is downloaded once into the downloads folder."""
+        if path.startswith("file://"):
+            return path[len("file://"):]
+        if "://" not in path:
+            return path
+        return str((dl_manager or self._download_manager()).download(path))
+
+    def first_file(self) -> str:
+        for paths in self.data_files().values():
+            for path in paths:
+                if not self.is_companion(path):
+                    return self.local_file(path)
+        where = self.config.data_files or self.config.data_dir
+        raise FileNotFoundError(f"the '{self.builder_name()}' loader found no data file in {where}")
+
+    def is_companion(self, path: str) -> bool:
+        return os.path.basename(path) in self.companion_files()
+
+    # -- features --------------------------------------------------------------------------
+    def _info(self) -> DatasetInfo:
+        given = self.config.features
+        features = given if given is not None else self.infer_features()
+        return DatasetInfo(features=features, description=f"Files read by the '{self.builder_name()}' loader.")
+
+    def infer_features(self) -> Features:
+        raise NotImplementedError
+
+    def columnar_examples(self) -> bool:
+        return self.read_tables and is_columnar(self.features)
+
+    # -- splits and jobs ---------------------------------------------------------------------
+    def _split_generators(self, dl_manager: DownloadManager) -> list[SplitGenerator]:
+        generators = []
+        for split, paths in self.data_files().items():
+            local = [self.local_file(p, dl_manager) for p in paths]
+            generators.append(SplitGenerator(split, {"pieces": [[p, None, None] for p in local]}))
+        return generators
+
+    def piece_ranges(self, path: str, parts: int) -> list[Piece]:
+        """A file divided into up to `parts` pieces, in order (by default it is not divided)."""
+        return [[path, None, None]]
+
+    def _plan_split(self, generator: SplitGenerator, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
+        pieces: list[Piece] = generator.gen_kwargs["pieces"]
+        if num_jobs <= 1 or not pieces:
+            return SplitJobs([{"pieces": pieces}])
+        sizes = [_size(p[0]) for p in pieces]
+        total = sum(sizes) or 1
+        divided: list[Piece] = []
+        weights: list[float] = []
+        for piece, size in zip(pieces, sizes):
+            parts = max(1, round(num_jobs * size / total)) if len(pieces) < num_jobs else 1
+            split = self.piece_ranges(piece[0], parts) if parts > 1 else [piece]
+            divided.extend(split)
+            weights.extend([size / len(split)] * len(split))
+        return SplitJobs([{"pieces": group} for group in _contiguous_groups(divided, weights, num_jobs)])
+
+    def _generate_examples(self, pieces: list[Piece]) -> Iterator[Any]:  # type: ignore[override]
+        """Record batches of the pieces for columnar features, else (key, example) pairs."""
+        if self.columnar_examples():
+            for piece in pieces:
+                for table in self.read_piece(piece):
+                    yield from (batch for batch in table.to_batches(BATCH_ROWS) if batch.num_rows)
+            return
+        for piece in pieces:
+            yield from self.examples_of_piece(piece)
+
+    def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
+        """Tables of one piece, conformed to the features unless `conform` is False (tabular loaders)."""
+        raise NotImplementedError
+
+    def examples_of_piece(self, piece: Piece) -> Iterator[tuple[Any, dict[str, Any]]]:
+        """(key, example) pairs of one piece: row by row from its tables unless a loader has its own."""
+        path = piece[0]
+        row = 0
+        for table in self.read_piece(piece, conform=False):
+            for example in table.to_pylist():
+                yield f"{path}:{row}", example
+                row += 1
+
+    def conform(self, table: pa.Table, where: str, first_row: int) -> pa.Table:
+        return conform_table(table, self.features, where, first_row)
+
+
+@functools.cache
+def _library_source_text(cls: type) -> str:
+    """A packaged loader's code, read once per process (the installed library does not change under it)."""
+    return builder_source_text(cls)
+
+
+def _our_features(given: Any) -> Features:
+    """`features=` as ours: a Features, a dict of our features, or Hugging Face's `datasets.Features`."""
+    if type(given).__module__.startswith("datasets"):
+        from stable_datasets.features.hf import from_hf_features
+
+        return from_hf_features(given)
+    features = as_feature(given)
+    if not isinstance(features, Features):
+        raise ValueError(f"features= must be a Features or a dict of features, got {given!r}")
+    return features
+
+
+def _under(folder: str, data_files: Any) -> Any:
+    def join(item: Any) -> str:
+        text = os.fspath(item)
+        return text if "://" in text or os.path.isabs(text) else os.path.join(folder, text)
+
+    if isinstance(data_files, dict):
+        return {split: _under(folder, files) for split, files in data_files.items()}
+    if isinstance(data_files, (str, os.PathLike)):
+        return join(data_files)
+    return [join(f) for f in data_files]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _contiguous_groups(items: list[Any], weights: list[float], groups: int) -> list[list[Any]]:
+    """`items` cut in order into at most `groups` runs of about equal total weight."""
+    groups = max(1, min(groups, len(items)))
+    total = sum(weights) or float(len(items))
+    if not sum(weights):
+        weights = [1.0] * len(items)
+    out: list[list[Any]] = [[]]
+    done = 0.0
+    for item, weight in zip(items, weights):
+        boundary = total * len(out) / groups
+        if out[-1] and len(out) < groups and done + weight / 2 > boundary:
+            out.append([])
+        out[-1].append(item)
+        done += weight
+    return out

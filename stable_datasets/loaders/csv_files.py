@@ -1,0 +1,271 @@
+"""`load_dataset("csv", data_files=...)`: CSV/TSV files read by pyarrow's streaming CSV reader.
+
+Options are named as Hugging Face (pandas) names them: `sep` (or `delimiter`), `header`
+("infer" or 0: the first row names the columns; None: no header row), `column_names` (or
+`names`), `skiprows`, `quotechar`, `escapechar`, `encoding`, `na_values`. Empty fields and
+pandas' default NA markers ("", "NA", "N/A", "NaN", "null", ...) are nulls, as in pandas.
+A row with another number of fields than the header is an error naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+from stable_datasets.features.features import Features
+from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
+from stable_datasets.loaders.columns import LoaderError, features_from_schema, is_columnar
+from stable_datasets.loaders.json_files import line_ranges
+
+BLOCK_BYTES = 16 << 20
+#: files up to this size are parsed in one multi-threaded read
+WHOLE_FILE_BYTES = 256 << 20
+#: bytes of the first file read to infer the features
+SAMPLE_BYTES = 1 << 20
+
+
+@dataclass
+class CsvConfig(FileLoaderConfig):
+    sep: str = ","
+    delimiter: str | None = None
+    header: Any = "infer"
+    column_names: list[str] | None = None
+    names: list[str] | None = None
+    skiprows: int = 0
+    quotechar: str = '"'
+    escapechar: str | None = None
+    encoding: str = "utf-8"
+    na_values: list[str] | None = None
+
+
+class CsvLoader(FileLoader):
+    config: CsvConfig
+    name = "csv"
+    BUILDER_CONFIG_CLASS = CsvConfig
+    EXTENSIONS = (".csv", ".tsv")
+
+    # -- pyarrow options ------------------------------------------------------------------
+    @property
+    def delimiter(self) -> str:
+        value = self.config.delimiter or self.config.sep
+        if len(value) != 1:
+            raise ValueError(f"the 'csv' loader reads one-character delimiters, got sep={value!r}")
+        return value
+
+    def _read_options(self) -> pacsv.ReadOptions:
+        config = self.config
+        names = config.column_names or config.names
+        if config.header not in ("infer", 0, None):
+            raise ValueError(f"the 'csv' loader takes header='infer', 0 or None, got {config.header!r}")
+        skip_after = 1 if names and config.header == 0 else 0  # a header row replaced by column_names
+        encoding = "utf8" if config.encoding.lower().replace("-", "").replace("_", "") == "utf8" else config.encoding
+        return pacsv.ReadOptions(use_threads=True, skip_rows=config.skiprows, skip_rows_after_names=skip_after,
+                                 column_names=names, autogenerate_column_names=config.header is None and not names,
+                                 encoding=encoding)  # "utf8" exactly: any other spelling transcodes (slower)
+
+    def _parse_options(self, newlines_in_values: bool = True) -> pacsv.ParseOptions:
+        # A malformed row stops the read and is then located by a re-read with Python's csv module
+        # (pyarrow reports no line numbers). Quoted fields may hold line breaks, as pandas reads them.
+        return pacsv.ParseOptions(delimiter=self.delimiter, quote_char=self.config.quotechar or False,
+                                  escape_char=self.config.escapechar or False, newlines_in_values=newlines_in_values)
+
+    def _convert_options(self, features: Features | None) -> pacsv.ConvertOptions:
+        kwargs: dict[str, Any] = {"strings_can_be_null": True, "quoted_strings_can_be_null": True}
+        if self.config.na_values is not None:
+            kwargs["null_values"] = list(self.config.na_values)
+        if features is not None:
+            # read each column straight as its type where Arrow can (class names stay text until mapped)
+            kwargs["column_types"] = {name: f.arrow_type() for name, f in features.items()
+                                      if is_columnar(f) and type(f).__name__ != "ClassLabel"}
+        return pacsv.ConvertOptions(**kwargs)
+
+    def _column_names(self, names: list[str]) -> list[str]:
+        if self.config.header is None and not (self.config.column_names or self.config.names):
+            return [str(i) for i in range(len(names))]  # pandas numbers the columns
+        return names
+
+    # -- reading --------------------------------------------------------------------------
+    def infer_features(self) -> Features:
+        """Types pyarrow infers from the first SAMPLE_BYTES of the first file (pandas infers per
+        chunk; later rows that do not fit are an error naming them, and features= settles it)."""
+        path = self.first_file()
+        options = self._read_options()
+        options.block_size = SAMPLE_BYTES
+        try:
+            reader = pacsv.open_csv(path, read_options=options, parse_options=self._parse_options(),
+                                    convert_options=self._convert_options(None))
+            schema = reader.schema
+        except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+            raise self._error(path, exc) from None
+        names = self._column_names(schema.names)
+        return features_from_schema(pa.schema([pa.field(n, f.type) for n, f in zip(names, schema)]))
+
+    def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
+        """A file (or range) up to WHOLE_FILE_BYTES is parsed at once on every core; a larger file streams."""
+        path, start, stop = piece
+        convert = self._convert_options(self.features)
+        try:
+            if start is None and os.path.getsize(path) > WHOLE_FILE_BYTES:
+                read = self._read_options()
+                read.block_size = BLOCK_BYTES
+                reader = pacsv.open_csv(path, read, self._parse_options(), convert)
+                tables: Iterator[pa.Table] = (pa.Table.from_batches([batch]) for batch in reader)
+            else:
+                tables = iter([self._read_bytes(path, start, stop, convert)])
+            row = 0
+            where = path if not start else f"{path} (from byte {start})"
+            for table in tables:
+                table = table.rename_columns(self._column_names(table.column_names))
+                yield self.conform(table, where, row) if conform else table
+                row += table.num_rows
+        except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+            raise self._error(path, exc) from None
+
+    def _read_bytes(self, path: str, start: int | None, stop: int | None, convert: pacsv.ConvertOptions) -> pa.Table:
+        source = pa.memory_map(path)  # the buffer keeps the map open while the table is parsed
+        if start is None:
+            data = source.read_buffer()
+        else:
+            source.seek(start)
+            data = source.read_buffer((stop or source.size()) - start)
+        read = self._read_options()
+        if start:  # a range after the header: the header's names, nothing to skip, records are lines
+            read = pacsv.ReadOptions(use_threads=True, column_names=self._header_names(path), encoding=read.encoding)
+            newlines = False
+        else:
+            newlines = self.config.escapechar is not None or quoted_line_breaks(data, self.config.quotechar)
+        return pacsv.read_csv(pa.BufferReader(data), read, self._parse_options(newlines), convert)
+
+    def _header_names(self, path: str) -> list[str]:
+        """The column names as the start of the file gives them (before pandas-style numbering)."""
+        options = self._read_options()
+        options.block_size = 1 << 16
+        return pacsv.open_csv(path, options, self._parse_options(), self._convert_options(None)).schema.names
+
+    def piece_ranges(self, path: str, parts: int) -> list[Piece]:
+        """Byte ranges at line ends when every line break ends a record (no line break inside quotes,
+        no escape character, UTF-8 text); otherwise the file stays whole."""
+        if (self.config.escapechar is not None or self._read_options().encoding != "utf8"
+                or quoted_line_breaks_in_file(path, self.config.quotechar)):
+            return [[path, None, None]]
+        with open(path, "rb") as fh:
+            for _ in range(self.config.skiprows + (0 if self.config.header is None else 1)):
+                fh.readline()
+            header_end = fh.tell()
+        ranges = line_ranges(path, parts)
+        bounds = [0] + [r[1] for r in ranges[1:] if r[1] > header_end] + [ranges[-1][2]]
+        return [[path, lo, hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
+
+    def _line_of_value(self, path: str, column: int, value: str) -> int | None:
+        try:
+            records = _csv_records(path, self.delimiter, self.config.quotechar, self.config.escapechar,
+                                   self.config.encoding, self.config.skiprows)
+            for line, fields in records:
+                if column < len(fields) and fields[column] == value:
+                    return line
+        except (csv.Error, UnicodeDecodeError):
+            pass
+        return None
+
+    def _error(self, path: str, exc: Exception) -> LoaderError:
+        """The first malformed row named by its line, from pyarrow's report or a re-read with `csv`."""
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        conversion = re.match(r"In CSV column #(\d+): CSV conversion error to (\w+): invalid value '(.*)'$", message)
+        if conversion is not None:
+            column, dtype, value = int(conversion[1]), conversion[2], conversion[3]
+            names = list(self.features)
+            name = names[column] if column < len(names) else f"#{column}"
+            line = self._line_of_value(path, column, value)
+            at = f", line {line}" if line is not None else ""
+            return LoaderError(f"{path}{at}: column {name!r}: value {value!r} cannot be stored as {dtype}; pass "
+                               "features= to store the column as another type")
+        found = _first_malformed_line(path, self.delimiter, self.config.quotechar, self.config.escapechar,
+                                      self.config.encoding, self.config.skiprows)
+        if found is not None:
+            return LoaderError(f"{path}, {found}")
+        if isinstance(exc, UnicodeDecodeError):
+            return LoaderError(f"{path}: not valid {self.config.encoding} text ({exc.reason})")
+        return LoaderError(f"{path}: {message}")
+
+
+def quoted_line_breaks(data: pa.Buffer, quotechar: str | None) -> bool:
+    """True when a line break may sit inside a quoted field: an odd number of quote characters
+    before some line break. Without one, pyarrow may cut the file into blocks at any line break and
+    parse them on every core (`newlines_in_values=False`); with one, blocks must follow quotes."""
+    if not quotechar:
+        return False
+    view = np.frombuffer(data, dtype=np.uint8)
+    quotes = np.flatnonzero(view == ord(quotechar))
+    if not len(quotes):
+        return False
+    breaks = np.flatnonzero((view == 10) | (view == 13))
+    return bool((np.searchsorted(quotes, breaks) % 2).any())
+
+
+def quoted_line_breaks_in_file(path: str, quotechar: str | None, chunk_bytes: int = 64 << 20) -> bool:
+    """`quoted_line_breaks` over a file of any size, a chunk at a time (the quote parity carries over)."""
+    if not quotechar:
+        return False
+    parity = 0
+    quote = ord(quotechar)
+    with open(path, "rb") as fh:
+        while chunk := fh.read(chunk_bytes):
+            view = np.frombuffer(chunk, dtype=np.uint8)
+            quotes = np.flatnonzero(view == quote)
+            breaks = np.flatnonzero((view == 10) | (view == 13))
+            if len(quotes) and len(breaks) and ((np.searchsorted(quotes, breaks) + parity) % 2).any():
+                return True
+            if not len(quotes) and parity and len(breaks):
+                return True
+            parity = (parity + len(quotes)) % 2
+    return False
+
+
+def _csv_records(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,
+                 skiprows: int) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of each non-empty record, as Python's `csv` reads them (error paths only)."""
+    with open(path, encoding=encoding, errors="strict", newline="") as fh:
+        reader = csv.reader(fh, delimiter=delimiter, quotechar=quotechar or None, escapechar=escapechar, strict=True)
+        for _ in range(skiprows):
+            next(reader, None)
+        start = reader.line_num + 1
+        for fields in reader:
+            if fields:
+                yield start, fields
+            start = reader.line_num + 1
+
+
+def _first_malformed_line(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,
+                          skiprows: int) -> str | None:
+    """Where the file first breaks the CSV grammar or the header's field count (error path only)."""
+    with open(path, encoding=encoding, errors="strict", newline="") as fh:
+        try:
+            reader = csv.reader(fh, delimiter=delimiter, quotechar=quotechar or None, escapechar=escapechar,
+                                strict=True)
+            expected = None
+            for _ in range(skiprows):
+                next(reader, None)
+            for fields in reader:
+                if not fields:
+                    continue
+                if expected is None:
+                    expected = len(fields)
+                elif len(fields) != expected:
+                    return f"line {reader.line_num}: expected {expected} fields, got {len(fields)}"
+        except csv.Error as exc:
+            return f"line {reader.line_num}: {exc}"
+        except UnicodeDecodeError as exc:
+            return f"not valid {encoding} text ({exc.reason}, in line {reader.line_num + 1})"
+    return None
+
+
+__all__ = ["CsvConfig", "CsvLoader"]

@@ -1,0 +1,202 @@
+"""`load_dataset("json", data_files=...)`: JSON Lines, or one JSON document per file.
+
+A file whose first character is `[` holds a top-level array of records; `field="data"` reads the
+records (a list of objects, or an object of columns) under that key of a top-level object, as
+Hugging Face does. JSON Lines files are parsed by pyarrow in blocks of whole lines (blank lines
+are skipped), and a large file is divided by byte ranges at line ends for `num_proc`. A line
+that is not valid JSON is an error naming the file and the line.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.json as pajson
+
+from stable_datasets.features.features import Features
+from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
+from stable_datasets.loaders.columns import LoaderError, features_from_schema, is_columnar
+
+BLOCK_BYTES = 16 << 20
+#: pyarrow parses blocks of this size on its threads (one block would use one core)
+PARSE_BLOCK_BYTES = 1 << 20
+#: bytes of the first file read to infer the features of JSON Lines
+SAMPLE_BYTES = 1 << 20
+
+
+@dataclass
+class JsonConfig(FileLoaderConfig):
+    field: str | None = None
+    encoding: str = "utf-8"
+
+
+class JsonLoader(FileLoader):
+    config: JsonConfig
+    name = "json"
+    BUILDER_CONFIG_CLASS = JsonConfig
+    EXTENSIONS = (".json", ".jsonl", ".ndjson")
+
+    def infer_features(self) -> Features:
+        path = self.first_file()
+        if self._is_document(path):
+            table = next(iter(self._document_tables(path)))
+        else:
+            with open(path, "rb") as fh:
+                sample = fh.read(SAMPLE_BYTES)
+                sample += fh.readline()
+            table = self._parse_block(path, sample, 0, None)
+        return features_from_schema(table.schema)
+
+    def _is_document(self, path: str) -> bool:
+        if self.config.field is not None:
+            return True
+        with open(path, "rb") as fh:
+            head = fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+        return head.startswith(b"[")
+
+    # -- pieces ----------------------------------------------------------------------------
+    def piece_ranges(self, path: str, parts: int) -> list[Piece]:
+        if self._is_document(path):
+            return [[path, None, None]]
+        return line_ranges(path, parts)
+
+    def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
+        path, start, stop = piece
+        if self._is_document(path):
+            row = 0
+            for table in self._document_tables(path):
+                yield self.conform(table, path, row) if conform else table
+                row += table.num_rows
+            return
+        schema = self._explicit_schema()
+        row = 0
+        for block, line in line_blocks(path, start, stop):
+            table = self._parse_block(path, block, line, schema)
+            yield self.conform(table, f"{path} (from line {line + 1})", 0) if conform else table
+            row += table.num_rows
+
+    def _explicit_schema(self) -> pa.Schema | None:
+        """The features' types where pyarrow can parse straight into them (class names stay text)."""
+        fields = [pa.field(n, f.arrow_type()) for n, f in self.features.items()
+                  if is_columnar(f) and type(f).__name__ != "ClassLabel"]
+        return pa.schema(fields) if fields else None
+
+    def _parse_block(self, path: str, block: bytes, first_line: int, schema: pa.Schema | None) -> pa.Table:
+        # a field beyond the features is refused by the parser (faster than inferring it, and the
+        # cast to the features would refuse it anyway) unless class-name columns are left to inference
+        complete = schema is not None and len(schema) == len(self.features)
+        options = pajson.ParseOptions(explicit_schema=schema,
+                                      unexpected_field_behavior="error" if complete else "infer")
+        try:
+            return pajson.read_json(io.BytesIO(block), read_options=pajson.ReadOptions(block_size=PARSE_BLOCK_BYTES),
+                                    parse_options=options)
+        except pa.ArrowInvalid as exc:
+            raise line_error(path, block, first_line, self.config.encoding, exc,
+                             list(self.features) if schema is not None else None) from None
+
+    def _document_tables(self, path: str) -> Iterator[pa.Table]:
+        with open(path, encoding=self.config.encoding) as fh:
+            try:
+                document = json.load(fh)
+            except json.JSONDecodeError as exc:
+                raise LoaderError(f"{path}, line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+        field = self.config.field
+        if field is not None:
+            if not isinstance(document, dict) or field not in document:
+                keys = sorted(document)[:20] if isinstance(document, dict) else type(document).__name__
+                raise LoaderError(f"{path}: no top-level field {field!r} (field=); the file has {keys}")
+            document = document[field]
+        try:
+            if isinstance(document, dict):  # an object of columns
+                yield pa.table(document)
+            elif isinstance(document, list):
+                bad = next((i for i, r in enumerate(document) if not isinstance(r, dict)), None)
+                if bad is not None:
+                    kind = type(document[bad]).__name__
+                    raise LoaderError(f"{path}: record {bad} of the top-level array is a {kind}, not an object")
+                yield pa.Table.from_pylist(document)
+            else:
+                raise LoaderError(f"{path}: the JSON document is a {type(document).__name__}; expected an array of "
+                                  "objects (or field= naming one)")
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise LoaderError(f"{path}: the records do not form columns of one type each ({exc})") from None
+
+
+def line_ranges(path: str, parts: int) -> list[Piece]:
+    """Byte ranges of about equal size that start and end at line ends."""
+    size = os.path.getsize(path)
+    bounds = [0]
+    with open(path, "rb") as fh:
+        for i in range(1, parts):
+            target = max(size * i // parts, bounds[-1])
+            fh.seek(target)
+            if target:
+                fh.readline()  # to the end of the line the target falls in
+            position = fh.tell()
+            if position >= size:
+                break
+            if position > bounds[-1]:
+                bounds.append(position)
+    bounds.append(size)
+    return [[path, lo, hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
+
+
+def line_blocks(path: str, start: int | None, stop: int | None,
+                block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int]]:
+    """Blocks of whole lines of the byte range, each with the number (0-based) of its first line
+    counted from the start of the file."""
+    with open(path, "rb") as fh:
+        line = 0
+        if start:
+            remaining = start
+            while remaining:  # count the lines before the range, for messages
+                chunk = fh.read(min(remaining, block_bytes))
+                if not chunk:
+                    break
+                line += chunk.count(b"\n")
+                remaining -= len(chunk)
+        position = start or 0
+        end = os.path.getsize(path) if stop is None else stop
+        while position < end:
+            block = fh.read(min(block_bytes, end - position))
+            if not block:
+                break
+            position += len(block)
+            if position < end and not block.endswith(b"\n"):
+                rest = fh.readline()
+                block += rest
+                position += len(rest)
+            yield block, line
+            line += block.count(b"\n")
+
+
+def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exception,
+               fields: list[str] | None = None) -> LoaderError:
+    """The first line of the block that is not a JSON object, or pyarrow's message with the file."""
+    for number, raw in enumerate(block.split(b"\n"), start=first_line + 1):
+        text = raw.strip()
+        if not text:
+            continue
+        try:
+            value = json.loads(text.decode(encoding))
+        except UnicodeDecodeError as error:
+            return LoaderError(f"{path}, line {number}: not valid {encoding} text ({error.reason})")
+        except json.JSONDecodeError as error:
+            return LoaderError(f"{path}, line {number}: invalid JSON ({error.msg} at column {error.colno})")
+        if not isinstance(value, dict):
+            return LoaderError(f"{path}, line {number}: a JSON Lines record must be an object, got "
+                               f"{type(value).__name__}")
+        extra = [k for k in value if fields is not None and k not in fields]
+        if extra:
+            return LoaderError(f"{path}, line {number}: field {extra[0]!r} is not in the features {fields}; pass "
+                               "features= naming every field")
+    message = str(exc).strip().splitlines()[0]
+    last = first_line + block.count(b"\n")
+    return LoaderError(f"{path} (lines {first_line + 1}-{last}): {message}; if a column "
+                       "changes type between records, pass features= to say how to store it")

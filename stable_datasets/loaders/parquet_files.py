@@ -1,0 +1,53 @@
+"""`load_dataset("parquet", data_files=...)`: Parquet files read a batch of rows at a time.
+
+Features come from the first file's schema (Hugging Face's or our stored features when the file
+carries them, else its Arrow types). A large file is divided by row groups for `num_proc`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stable_datasets.features.features import Features
+from stable_datasets.loaders.base import BATCH_ROWS, FileLoader, Piece
+from stable_datasets.loaders.columns import LoaderError, features_from_schema
+
+
+def _open(path: str) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise LoaderError(f"{path}: not a readable Parquet file ({exc})") from None
+
+
+class ParquetLoader(FileLoader):
+    name = "parquet"
+    EXTENSIONS = (".parquet",)
+
+    def infer_features(self) -> Features:
+        return features_from_schema(_open(self.first_file()).schema_arrow)
+
+    def piece_ranges(self, path: str, parts: int) -> list[Piece]:
+        groups = _open(path).metadata.num_row_groups
+        parts = max(1, min(parts, groups))
+        bounds = [round(i * groups / parts) for i in range(parts + 1)]
+        return [[path, lo, hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
+
+    def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
+        path, start, stop = piece
+        reader = _open(path)
+        groups = None if start is None else list(range(start, stop))
+        columns = [n for n in self.features if n in reader.schema_arrow.names] if conform else None
+        row = 0
+        try:
+            for batch in reader.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=columns or None,
+                                             use_threads=True):
+                table = pa.Table.from_batches([batch])
+                yield self.conform(table, path, row) if conform else table
+                row += batch.num_rows
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise LoaderError(f"{path}: cannot read rows after row {row} ({exc})") from None

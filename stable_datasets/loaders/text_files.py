@@ -1,0 +1,83 @@
+"""`load_dataset("text", data_files=...)`: one `text` column, as Hugging Face reads text files.
+
+`sample_by="line"` (each line a row, empty lines kept; `keep_linebreaks=True` keeps the line
+ends), `"paragraph"` (blocks separated by a blank line, empty ones dropped) or `"document"`
+(a whole file a row). Lines split as Python's `str.splitlines` does, after universal-newline
+decoding. Line-based files are divided by byte ranges at line ends for `num_proc`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from stable_datasets.features.features import Features
+from stable_datasets.features.value import Value
+from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
+from stable_datasets.loaders.columns import LoaderError
+from stable_datasets.loaders.json_files import line_blocks, line_ranges
+
+SAMPLE_BY = ("line", "paragraph", "document")
+
+
+@dataclass
+class TextConfig(FileLoaderConfig):
+    sample_by: str = "line"
+    keep_linebreaks: bool = False
+    encoding: str = "utf-8"
+    encoding_errors: str = "strict"
+
+
+class TextLoader(FileLoader):
+    config: TextConfig
+    name = "text"
+    BUILDER_CONFIG_CLASS = TextConfig
+    EXTENSIONS = (".txt", ".text", ".md")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.config.sample_by not in SAMPLE_BY:
+            raise ValueError(f"the 'text' loader takes sample_by in {SAMPLE_BY}, got {self.config.sample_by!r}")
+
+    def infer_features(self) -> Features:
+        return Features({"text": Value("string")})
+
+    def piece_ranges(self, path: str, parts: int) -> list[Piece]:
+        return line_ranges(path, parts) if self.config.sample_by == "line" else [[path, None, None]]
+
+    def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
+        path, start, stop = piece
+        schema = pa.schema([pa.field("text", pa.string())])
+        if self.config.sample_by == "line":
+            for block, line in line_blocks(path, start, stop):
+                text = self._decode(path, block, line)
+                lines = text.splitlines(keepends=self.config.keep_linebreaks)
+                yield self._table(lines, schema, conform, path, line)
+            return
+        text = self._decode(path, _read(path), 0)
+        if self.config.sample_by == "document":
+            yield self._table([text], schema, conform, path, 0)
+            return
+        paragraphs = [p for p in text.split("\n\n") if p]
+        yield self._table(paragraphs, schema, conform, path, 0)
+
+    def _table(self, rows: list[str], schema: pa.Schema, conform: bool, path: str, line: int) -> pa.Table:
+        table = pa.Table.from_arrays([pa.array(rows, pa.string())], schema=schema)
+        return self.conform(table, f"{path} (from line {line + 1})", 0) if conform else table
+
+    def _decode(self, path: str, block: bytes, first_line: int) -> str:
+        """Universal newlines, as `open(path)` reads them; a decoding error names the line."""
+        try:
+            text = block.decode(self.config.encoding, self.config.encoding_errors)
+        except UnicodeDecodeError as exc:
+            line = first_line + block[:exc.start].count(b"\n") + 1
+            raise LoaderError(f"{path}, line {line}: not valid {self.config.encoding} text ({exc.reason}); pass "
+                              "encoding= or encoding_errors='replace'") from None
+        return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read()

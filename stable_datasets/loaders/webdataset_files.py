@@ -1,0 +1,130 @@
+"""`load_dataset("webdataset", data_files="shards/*.tar")`: tar shards (also .tar.gz/.tgz/.tar.bz2/.tar.xz,
+told by their magic bytes), members grouped by key.
+
+As in WebDataset, a member `dir/0001.jpg` has key `dir/0001` and extension `jpg`; consecutive
+members with one key form a sample, a row with `__key__`, `__url__` (the shard) and a column
+per extension. Cells are decoded by extension: images (jpg, png, webp, ...) are `Image()`
+cells, `json` is parsed, `txt`/`text` is text, `cls`/`index`/`id` an integer, anything else bytes.
+Features are inferred from the first samples of the first shard (or given with `features=`);
+a sample missing a column, or a malformed tar, is an error naming the shard (and key or byte offset).
+
+Tars are walked by the strict header parser of `stable_datasets.interleaved.tar_format`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+
+from stable_datasets.features.base import FeatureType
+from stable_datasets.features.features import Features
+from stable_datasets.features.image import Image
+from stable_datasets.features.value import Value
+from stable_datasets.interleaved.keys import split_member
+from stable_datasets.interleaved.tar_format import TAR_SUFFIXES, TarFormatError, iter_tar, map_file
+from stable_datasets.loaders.base import FileLoader, Piece
+from stable_datasets.loaders.columns import LoaderError, feature_for_type
+from stable_datasets.loaders.folders import IMAGE_EXTENSIONS
+
+IMAGE_KINDS = {e.lstrip(".") for e in IMAGE_EXTENSIONS} | {"ppm", "pgm", "pbm"}
+TEXT_KINDS = {"txt", "text"}
+INT_KINDS = {"cls", "cls2", "index", "inx", "id"}
+#: samples of the first shard read to infer the features
+SAMPLES_FOR_FEATURES = 16
+
+
+def _kind(extension: str) -> str:
+    return extension.rsplit(".", 1)[-1].lower()
+
+
+def decode_member(extension: str, data: bytes, where: str) -> Any:
+    kind = _kind(extension)
+    try:
+        if kind == "json":
+            return json.loads(data)
+        if kind in TEXT_KINDS:
+            return data.decode("utf-8")
+        if kind in INT_KINDS:
+            return int(data.decode("ascii").strip())
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise LoaderError(f"{where}: cannot read the {extension!r} member as {kind} ({exc})") from None
+    return data
+
+
+def iter_samples(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(key, {extension: decoded value}) of each sample of a tar, in order."""
+    mapped, view = map_file(path)
+    try:
+        key: str | None = None
+        sample: dict[str, Any] = {}
+        try:
+            for member in iter_tar(path, view):
+                member_key, extension = split_member(member.name)
+                if member_key != key and sample:
+                    yield key, sample  # type: ignore[misc]
+                    sample = {}
+                key = member_key
+                where = f"{path}, member {member.name!r}"
+                if not extension:
+                    raise LoaderError(f"{where}: a WebDataset member needs an extension (key.extension)")
+                if extension in sample:
+                    raise LoaderError(f"{where}: the sample {key!r} has two {extension!r} members")
+                data = bytes(view[member.offset_data:member.offset_data + member.size])
+                sample[extension] = decode_member(extension, data, where)
+        except TarFormatError as exc:
+            raise LoaderError(str(exc)) from None
+        if sample:
+            yield key, sample  # type: ignore[misc]
+    finally:
+        try:
+            view.release()
+            if mapped is not None:
+                mapped.close()
+        except BufferError:  # a traceback still holds a slice: the collector unmaps it
+            pass
+
+
+class WebDatasetLoader(FileLoader):
+    name = "webdataset"
+    EXTENSIONS = TAR_SUFFIXES  # compressed shards are decompressed once into a temporary file
+    read_tables = False
+
+    def infer_features(self) -> Features:
+        path = self.first_file()
+        columns: dict[str, list[Any]] = {}
+        for count, (_, sample) in enumerate(iter_samples(path)):
+            for extension, value in sample.items():
+                columns.setdefault(extension, []).append(value)
+            if count + 1 >= SAMPLES_FOR_FEATURES:
+                break
+        if not columns:
+            raise LoaderError(f"{path}: the tar holds no sample")
+        features: dict[str, FeatureType] = {"__key__": Value("string"), "__url__": Value("string")}
+        for extension, values in columns.items():
+            features[extension] = _feature_of(extension, values, path)
+        return Features(features)
+
+    def examples_of_piece(self, piece: Piece) -> Iterator[tuple[Any, dict[str, Any]]]:
+        path = piece[0]
+        for key, sample in iter_samples(path):
+            yield f"{path}:{key}", {"__key__": key, "__url__": path, **sample}
+
+
+def _feature_of(extension: str, values: list[Any], path: str) -> FeatureType:
+    kind = _kind(extension)
+    if kind in IMAGE_KINDS:
+        return Image()
+    if kind in TEXT_KINDS:
+        return Value("string")
+    if kind in INT_KINDS:
+        return Value("int64")
+    if kind == "json":
+        try:
+            return feature_for_type(pa.array(values).type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise LoaderError(f"{path}: the {extension!r} members of the first samples differ in type ({exc}); pass "
+                              "features=") from None
+    return Value("binary")

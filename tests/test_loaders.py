@@ -1,0 +1,435 @@
+"""Generic loaders: load_dataset("csv" | "json" | "parquet" | "arrow" | "text", data_files=...)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.errors import ExampleError
+from stable_datasets.loaders import LoaderError
+
+
+def _bump_mtime(path: Path) -> None:
+    """Give a rewritten file a new mtime even on coarse-clock filesystems."""
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))
+
+
+def _cache_dir(ds) -> str:
+    return os.path.dirname(os.path.dirname(ds.cache_files[0]["filename"])) if ds.cache_files else ""
+
+
+# -- CSV --------------------------------------------------------------------------------------
+def test_csv_infers_types_and_nulls_like_pandas(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("id,name,score,flag\n1,ann,1.5,true\n2,,2.0,false\n3,NA,,true\n")
+    ds = sds.load_dataset("csv", data_files=str(path), split="train")
+    assert dict(ds.features) == {"id": sds.Value("int64"), "name": sds.Value("string"),
+                                 "score": sds.Value("float64"), "flag": sds.Value("bool")}
+    assert ds[:] == {"id": [1, 2, 3], "name": ["ann", None, None], "score": [1.5, 2.0, None],
+                     "flag": [True, False, True]}
+
+
+def test_csv_options_named_as_hugging_face_names_them(tmp_path):
+    path = tmp_path / "d.tsv"
+    path.write_text("# a comment line\nx\ty\n1\ta\n2\tb\n")
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", sep="\t", skiprows=1)
+    assert ds[:] == {"x": [1, 2], "y": ["a", "b"]}
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", delimiter="\t", skiprows=2, header=None)
+    assert ds.column_names == ["0", "1"] and ds[:] == {"0": [1, 2], "1": ["a", "b"]}
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", delimiter="\t", skiprows=2,
+                          column_names=["n", "s"])
+    assert ds[:] == {"n": [1, 2], "s": ["a", "b"]}
+
+
+def test_csv_row_with_wrong_number_of_fields_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.csv"
+    lines = ["a,b,c"] + [f"{i},{i},{i}" for i in range(1, 300)]
+    lines[211] = "7,8,9,10"  # line 212 of the file
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(LoaderError, match=r"bad\.csv, line 212: expected 3 fields, got 4"):
+        sds.load_dataset("csv", data_files=str(path), split="train")
+
+
+def test_csv_features_cast_and_a_value_that_does_not_fit_names_the_column(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("label,x\ncat,1\ndog,2\ncat,3\n")
+    features = sds.Features({"label": sds.ClassLabel(names=["cat", "dog"]), "x": sds.Value("int16")})
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", features=features)
+    assert ds.features == features and ds[:] == {"label": [0, 1, 0], "x": [1, 2, 3]}
+    path.write_text("label,x\ncat,1\ndog,70000\n")
+    with pytest.raises(LoaderError, match=r"d\.csv, line 3: column 'x': value '70000' cannot be stored as int16"):
+        sds.load_dataset("csv", data_files=str(path), split="train", features=features)
+    path.write_text("label,x\ncat,1\nbird,2\n")
+    with pytest.raises(LoaderError, match=r"column 'label', row 2: unknown class name 'bird'"):
+        sds.load_dataset("csv", data_files=str(path), split="train", features=features)
+
+
+def test_csv_inferred_int_column_with_a_later_fraction_is_an_error_not_a_truncation(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("x\n1\n2\n")
+    features = {"x": sds.Value("int64")}
+    path.write_text("x\n1\n2.5\n")
+    with pytest.raises(LoaderError, match=r"d\.csv.*'x'"):
+        sds.load_dataset("csv", data_files=str(path), split="train", features=features)
+
+
+def test_csv_edit_add_remove_rebuild_and_unchanged_reuses(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "a.csv").write_text("x\n1\n2\n")
+    pattern = str(folder / "*.csv")
+    first = sds.load_dataset("csv", data_files=pattern, split="train")
+    assert first["x"] == [1, 2]
+    again = sds.load_dataset("csv", data_files=pattern, split="train")
+    assert again.cache_files == first.cache_files  # unchanged: the same cache
+    (folder / "a.csv").write_text("x\n1\n2\n3\n")
+    _bump_mtime(folder / "a.csv")
+    assert sds.load_dataset("csv", data_files=pattern, split="train")["x"] == [1, 2, 3]
+    (folder / "b.csv").write_text("x\n9\n")
+    assert sds.load_dataset("csv", data_files=pattern, split="train")["x"] == [1, 2, 3, 9]
+    (folder / "a.csv").unlink()
+    assert sds.load_dataset("csv", data_files=pattern, split="train")["x"] == [9]
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
+def test_csv_in_every_storage_format(tmp_path, storage_format):
+    path = tmp_path / "d.csv"
+    path.write_text("x,s\n" + "".join(f"{i},r{i}\n" for i in range(50)))
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", storage_format=storage_format)
+    assert ds["x"] == list(range(50)) and ds[49] == {"x": 49, "s": "r49"}
+
+
+# -- data_files forms and splits ------------------------------------------------------------------
+def test_data_files_forms_and_split_selection(tmp_path):
+    for name, rows in [("train1.csv", [1, 2]), ("train2.csv", [3]), ("test.csv", [7])]:
+        (tmp_path / name).write_text("x\n" + "".join(f"{r}\n" for r in rows))
+    as_list = sds.load_dataset("csv", data_files=[str(tmp_path / "train1.csv"), str(tmp_path / "train2.csv")])
+    assert list(as_list) == ["train"] and as_list["train"]["x"] == [1, 2, 3]
+    as_dict = sds.load_dataset("csv", data_files={"train": str(tmp_path / "train*.csv"),
+                                                  "test": str(tmp_path / "test.csv")})
+    assert sorted(as_dict) == ["test", "train"]
+    assert as_dict["test"]["x"] == [7] and as_dict["train"]["x"] == [1, 2, 3]
+    picked = sds.load_dataset("csv", data_files={"train": str(tmp_path / "train*.csv"),
+                                                 "test": str(tmp_path / "test.csv")}, split="test")
+    assert picked["x"] == [7]
+    sliced = sds.load_dataset("csv", data_files=str(tmp_path / "train*.csv"), split="train[1:]")
+    assert sliced["x"] == [2, 3]
+    with pytest.raises(FileNotFoundError, match=r"nothing\*\.csv.*matches no file"):
+        sds.load_dataset("csv", data_files=str(tmp_path / "nothing*.csv"), split="train")
+
+
+def test_data_dir_with_relative_data_files(tmp_path):
+    (tmp_path / "a.csv").write_text("x\n5\n")
+    ds = sds.load_dataset("csv", data_dir=str(tmp_path), data_files="a.csv", split="train")
+    assert ds["x"] == [5]
+
+
+def test_a_data_folder_is_loaded_with_the_loader_of_its_files(tmp_path):
+    folder = tmp_path / "mydata"
+    (folder / "train").mkdir(parents=True)
+    (folder / "test").mkdir()
+    (folder / "train" / "part-0.jsonl").write_text('{"t": "a"}\n{"t": "b"}\n')
+    (folder / "test" / "part-0.jsonl").write_text('{"t": "z"}\n')
+    (folder / "README.md").write_text("not data")
+    dd = sds.load_dataset(str(folder))
+    assert sorted(dd) == ["test", "train"]
+    assert dd["train"]["t"] == ["a", "b"] and dd["test"]["t"] == ["z"]
+    assert sds.load_dataset(str(folder), split="test")["t"] == ["z"]
+
+
+def test_loader_without_files_is_a_clear_error():
+    with pytest.raises(ValueError, match="'csv' loader needs data_files="):
+        sds.load_dataset("csv", split="train")
+
+
+# -- JSON -------------------------------------------------------------------------------------
+def test_json_lines_nested_values_and_blank_lines(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text('{"a": 1, "tags": ["x", "y"], "meta": {"k": 1.5}}\n\n{"a": 2, "tags": [], "meta": {"k": 2.5}}\n')
+    ds = sds.load_dataset("json", data_files=str(path), split="train")
+    assert ds[:] == {"a": [1, 2], "tags": [["x", "y"], []], "meta": [{"k": 1.5}, {"k": 2.5}]}
+
+
+def test_json_top_level_array_and_field(tmp_path):
+    (tmp_path / "arr.json").write_text(json.dumps([{"q": "a", "n": 1}, {"q": "b", "n": 2}], indent=2))
+    assert sds.load_dataset("json", data_files=str(tmp_path / "arr.json"), split="train")[:] == \
+        {"q": ["a", "b"], "n": [1, 2]}
+    (tmp_path / "field.json").write_text(json.dumps({"version": 1, "data": [{"q": "c"}, {"q": "d"}]}))
+    assert sds.load_dataset("json", data_files=str(tmp_path / "field.json"), field="data", split="train")["q"] == \
+        ["c", "d"]
+    (tmp_path / "cols.json").write_text(json.dumps({"data": {"q": ["e", "f"], "n": [5, 6]}}))
+    assert sds.load_dataset("json", data_files=str(tmp_path / "cols.json"), field="data", split="train")[:] == \
+        {"q": ["e", "f"], "n": [5, 6]}
+    with pytest.raises(LoaderError, match="no top-level field 'rows'"):
+        sds.load_dataset("json", data_files=str(tmp_path / "cols.json"), field="rows", split="train")
+
+
+def test_invalid_json_on_line_812_names_the_file_and_line(tmp_path):
+    path = tmp_path / "chat.jsonl"
+    lines = [json.dumps({"i": i, "text": f"row {i}"}) for i in range(1000)]
+    lines[811] = '{"i": 811, "text": "oops"'
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(LoaderError, match=r"chat\.jsonl, line 812: invalid JSON"):
+        sds.load_dataset("json", data_files=str(path), split="train")
+    # the same in a parallel build, where the line falls in the second part's byte range
+    with pytest.raises(LoaderError, match=r"chat\.jsonl, line 812: invalid JSON"):
+        sds.load_dataset("json", data_files=str(path), split="train", num_proc=2)
+
+
+def test_json_rows_of_a_parallel_build_equal_a_one_process_build(tmp_path):
+    path = tmp_path / "big.jsonl"
+    path.write_text("".join(json.dumps({"i": i, "s": "x" * (i % 7)}) + "\n" for i in range(5000)))
+    one = sds.load_dataset("json", data_files=str(path), split="train")
+    two = sds.load_dataset("json", data_files=str(path), split="train", num_proc=2, storage_format="parquet")
+    assert one["i"] == list(range(5000)) and two[:] == one[:]
+
+
+def test_json_edit_rebuilds(tmp_path):
+    path = tmp_path / "d.jsonl"
+    path.write_text("".join(json.dumps({"i": i}) + "\n" for i in range(50)))
+    assert len(sds.load_dataset("json", data_files=str(path), split="train")) == 50
+    path.write_text("".join(json.dumps({"i": i}) + "\n" for i in range(80)))
+    _bump_mtime(path)
+    assert len(sds.load_dataset("json", data_files=str(path), split="train")) == 80
+
+
+# -- Parquet and Arrow ----------------------------------------------------------------------
+def test_parquet_row_groups_divide_a_parallel_build(tmp_path):
+    table = pa.table({"i": list(range(10_000)), "s": [f"r{i}" for i in range(10_000)]})
+    pq.write_table(table, tmp_path / "d.parquet", row_group_size=1000)
+    one = sds.load_dataset("parquet", data_files=str(tmp_path / "d.parquet"), split="train")
+    two = sds.load_dataset("parquet", data_files=str(tmp_path / "d.parquet"), split="train", num_proc=2,
+                           storage_format="parquet")
+    assert one["i"] == list(range(10_000)) and two[:] == one[:]
+    assert one.features == sds.Features({"i": sds.Value("int64"), "s": sds.Value("string")})
+
+
+def test_parquet_with_hugging_face_features_keeps_them(tmp_path):
+    import datasets
+
+    hf = datasets.Dataset.from_dict({"label": [0, 1, 1], "x": [1.0, 2.0, 3.0]},
+                                    features=datasets.Features({"label": datasets.ClassLabel(names=["no", "yes"]),
+                                                                "x": datasets.Value("float32")}))
+    hf.to_parquet(str(tmp_path / "hf.parquet"))
+    ds = sds.load_dataset("parquet", data_files=str(tmp_path / "hf.parquet"), split="train")
+    assert ds.features == sds.Features({"label": sds.ClassLabel(names=["no", "yes"]), "x": sds.Value("float32")})
+    assert ds[:] == {"label": [0, 1, 1], "x": [1.0, 2.0, 3.0]}
+
+
+def test_parquet_edit_rebuilds(tmp_path):
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"i": [1, 2]}), path)
+    assert sds.load_dataset("parquet", data_files=str(path), split="train")["i"] == [1, 2]
+    pq.write_table(pa.table({"i": [1, 2, 3]}), path)
+    _bump_mtime(path)
+    assert sds.load_dataset("parquet", data_files=str(path), split="train")["i"] == [1, 2, 3]
+
+
+def test_damaged_parquet_file_names_the_file(tmp_path):
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"i": list(range(100))}), path)
+    data = bytearray(path.read_bytes())
+    data[-8:-4] = b"\xff\xff\xff\x7f"  # footer length beyond the file
+    path.write_bytes(bytes(data))
+    with pytest.raises(LoaderError, match=r"d\.parquet: not a readable Parquet file"):
+        sds.load_dataset("parquet", data_files=str(path), split="train")
+
+
+@pytest.mark.parametrize("kind", ["file", "stream"])
+def test_arrow_ipc_file_and_stream(tmp_path, kind):
+    table = pa.table({"i": [1, 2, 3], "s": ["a", "b", None]})
+    path = tmp_path / "d.arrow"
+    with pa.OSFile(str(path), "wb") as sink:
+        writer = pa.ipc.new_file(sink, table.schema) if kind == "file" else pa.ipc.new_stream(sink, table.schema)
+        writer.write_table(table)
+        writer.close()
+    ds = sds.load_dataset("arrow", data_files=str(path), split="train")
+    assert ds[:] == {"i": [1, 2, 3], "s": ["a", "b", None]}
+
+
+def test_arrow_file_written_by_hugging_face(tmp_path):
+    import datasets
+
+    hf = datasets.Dataset.from_dict({"text": ["a", "b"], "n": [1, 2]})
+    hf.save_to_disk(str(tmp_path / "saved"))
+    arrow_files = sorted(str(p) for p in (tmp_path / "saved").glob("*.arrow"))
+    ds = sds.load_dataset("arrow", data_files=arrow_files, split="train")
+    assert ds[:] == {"text": ["a", "b"], "n": [1, 2]}
+
+
+# -- text -------------------------------------------------------------------------------------
+def test_text_sample_by_line_paragraph_document(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"first line\r\nsecond\n\nthird para\nline two\n")
+    by_line = sds.load_dataset("text", data_files=str(path), split="train")
+    assert by_line["text"] == ["first line", "second", "", "third para", "line two"]
+    kept = sds.load_dataset("text", data_files=str(path), split="train", keep_linebreaks=True)
+    assert kept["text"] == ["first line\n", "second\n", "\n", "third para\n", "line two\n"]
+    paragraphs = sds.load_dataset("text", data_files=str(path), split="train", sample_by="paragraph")
+    assert paragraphs["text"] == ["first line\nsecond", "third para\nline two\n"]
+    document = sds.load_dataset("text", data_files=str(path), split="train", sample_by="document")
+    assert document["text"] == ["first line\nsecond\n\nthird para\nline two\n"]
+
+
+def test_text_rows_match_hugging_face(tmp_path):
+    import datasets
+
+    path = tmp_path / "t.txt"
+    path.write_text("alpha\n\nbeta  \n gamma\n\n\ndelta\nlast without newline")
+    for options in ({}, {"keep_linebreaks": True}, {"sample_by": "paragraph"}, {"sample_by": "document"}):
+        ours = sds.load_dataset("text", data_files=str(path), split="train", **options)["text"]
+        theirs = datasets.load_dataset("text", data_files=str(path), split="train",
+                                       cache_dir=str(tmp_path / "hf"), **options)["text"]
+        assert ours == theirs, options
+
+
+def test_text_not_utf8_names_the_line(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_bytes(b"ok\nok\nbad \xff byte\n")
+    with pytest.raises(LoaderError, match=r"t\.txt, line 3: not valid utf-8"):
+        sds.load_dataset("text", data_files=str(path), split="train")
+
+
+def test_text_parallel_build_by_byte_ranges(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("".join(f"line {i}\n" for i in range(20_000)))
+    ds = sds.load_dataset("text", data_files=str(path), split="train", num_proc=2)
+    assert ds["text"] == [f"line {i}" for i in range(20_000)]
+
+
+# -- against Hugging Face on the same files -----------------------------------------------------
+def test_csv_and_json_rows_match_hugging_face(tmp_path):
+    import datasets
+
+    csv_path = tmp_path / "d.csv"
+    csv_path.write_text('id,name,score\n1,"a, quoted",1.5\n2,,2\n3,"multi\nline",\n')
+    json_path = tmp_path / "d.jsonl"
+    json_path.write_text('{"id": 1, "tags": ["a"]}\n{"id": 2, "tags": ["b", "c"]}\n')
+    for loader, path in (("csv", csv_path), ("json", json_path)):
+        ours = sds.load_dataset(loader, data_files=str(path), split="train")
+        theirs = datasets.load_dataset(loader, data_files=str(path), split="train", cache_dir=str(tmp_path / "hf"))
+        assert ours[:] == theirs[:], loader
+
+
+# -- hostile input in a subprocess: an error, never a crash ---------------------------------
+def test_flipped_bytes_in_input_files_fail_cleanly(tmp_path):
+    script = tmp_path / "probe.py"
+    script.write_text("""
+import sys, random
+import stable_datasets as sds
+from stable_datasets.errors import StableDatasetsError
+path, loader, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+data = bytearray(open(path, 'rb').read())
+rng = random.Random(seed)
+for _ in range(8):
+    data[rng.randrange(len(data))] = rng.randrange(256)
+open(path, 'wb').write(bytes(data))
+try:
+    ds = sds.load_dataset(loader, data_files=path, split='train', cache_dir=sys.argv[4])
+    len(ds); ds[:]
+except (ValueError, OSError, StableDatasetsError) as exc:
+    print('error', type(exc).__name__)
+else:
+    print('ok')
+""")
+    pq.write_table(pa.table({"i": list(range(500)), "s": [f"r{i}" for i in range(500)]}), tmp_path / "d.parquet",
+                   row_group_size=100)
+    (tmp_path / "d.jsonl").write_text("".join(json.dumps({"i": i, "s": f"r{i}"}) + "\n" for i in range(500)))
+    (tmp_path / "d.csv").write_text("i,s\n" + "".join(f"{i},r{i}\n" for i in range(500)))
+    for seed in range(3):
+        for loader, name in (("parquet", "d.parquet"), ("json", "d.jsonl"), ("csv", "d.csv")):
+            copy = tmp_path / f"{seed}-{name}"
+            copy.write_bytes((tmp_path / name).read_bytes())
+            out = subprocess.run([sys.executable, str(script), str(copy), loader, str(seed), str(tmp_path / "c")],
+                                 capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0, (loader, seed, out.stderr[-2000:])
+            assert out.stdout.strip().split()[0] in ("ok", "error")
+
+
+def test_touching_an_input_rebuilds_without_sleeping_on_coarse_clocks(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text("x\n1\n")
+    first = sds.load_dataset("csv", data_files=str(path), split="train")
+    time.sleep(0.01)
+    path.touch()
+    _bump_mtime(path)
+    assert sds.load_dataset("csv", data_files=str(path), split="train").cache_files != first.cache_files
+
+
+def test_an_example_error_names_the_loader_and_split(tmp_path):
+    (tmp_path / "img").mkdir()
+    (tmp_path / "img" / "broken.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really")
+    with pytest.raises(ExampleError, match=r"broken\.png"):
+        sds.load_dataset("imagefolder", data_dir=str(tmp_path / "img"), split="train")
+
+
+def test_json_field_beyond_the_inferred_features_names_the_line(tmp_path):
+    path = tmp_path / "d.jsonl"
+    rows = [json.dumps({"a": i}) for i in range(100_000)] + [json.dumps({"a": 1, "late": "x"})]
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(LoaderError, match=r"d\.jsonl, line 100001: field 'late' is not in the features \['a'\]"):
+        sds.load_dataset("json", data_files=str(path), split="train")
+
+
+def test_remote_csv_over_http_is_downloaded_and_rebuilt_when_its_etag_changes(tmp_path):
+    from .http_server import FileServer
+
+    with FileServer() as server:
+        server.files["/d.csv"] = b"x,y\n1,a\n"
+        server.validators["/d.csv"] = {"ETag": '"v1"'}
+        url = server.url + "/d.csv"
+        assert sds.load_dataset("csv", data_files=url, split="train")[:] == {"x": [1], "y": ["a"]}
+        server.files["/d.csv"] = b"x,y\n1,a\n2,b\n"
+        server.validators["/d.csv"] = {"ETag": '"v2"'}
+        assert sds.load_dataset("csv", data_files=url, split="train")["x"] == [1, 2]
+
+
+def test_hugging_face_features_are_accepted(tmp_path):
+    import datasets
+
+    path = tmp_path / "d.csv"
+    path.write_text("label,x\nneg,1\npos,2\n")
+    hf_features = datasets.Features({"label": datasets.ClassLabel(names=["neg", "pos"]), "x": datasets.Value("int32")})
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", features=hf_features)
+    assert ds.features == sds.Features({"label": sds.ClassLabel(names=["neg", "pos"]), "x": sds.Value("int32")})
+    assert ds[:] == {"label": [0, 1], "x": [1, 2]}
+
+
+def test_csv_files_divided_among_processes_keep_their_order(tmp_path):
+    for i in range(5):
+        (tmp_path / f"part-{i}.csv").write_text("x\n" + "".join(f"{10 * i + j}\n" for j in range(i + 1)))
+    one = sds.load_dataset("csv", data_files=str(tmp_path / "part-*.csv"), split="train")
+    two = sds.load_dataset("csv", data_files=str(tmp_path / "part-*.csv"), split="train", num_proc=2,
+                           storage_format="lance")
+    assert one["x"] == [0, 10, 11, 20, 21, 22, 30, 31, 32, 33, 40, 41, 42, 43, 44] and two["x"] == one["x"]
+
+
+def test_one_large_csv_is_divided_by_line_ranges_unless_quotes_hold_line_breaks(tmp_path):
+    from stable_datasets.loaders.csv_files import CsvLoader, quoted_line_breaks_in_file
+
+    plain = tmp_path / "plain.csv"
+    plain.write_text("# skipped\nid,name\n" + "".join(f'{i},"n {i}"\n' for i in range(20_000)))
+    builder = sds.load_builder("csv", data_files=str(plain), skiprows=1)
+    assert isinstance(builder, CsvLoader) and len(builder.piece_ranges(str(plain), 3)) == 3
+    one = sds.load_dataset("csv", data_files=str(plain), split="train", skiprows=1)
+    three = sds.load_dataset("csv", data_files=str(plain), split="train", skiprows=1, num_proc=3)
+    assert one["id"] == list(range(20_000)) and three[:] == one[:]
+
+    quoted = tmp_path / "quoted.csv"
+    quoted.write_text("id,text\n" + "".join(f'{i},"line {i}\nnext"\n' for i in range(5000)))
+    assert quoted_line_breaks_in_file(str(quoted), '"')
+    assert quoted_line_breaks_in_file(str(quoted), '"', chunk_bytes=7)  # parity carried across chunks
+    assert not quoted_line_breaks_in_file(str(plain), '"', chunk_bytes=7)
+    assert len(builder.piece_ranges(str(quoted), 3)) == 1
+    two = sds.load_dataset("csv", data_files=str(quoted), split="train", num_proc=2)
+    assert two["text"][4999] == "line 4999\nnext" and len(two) == 5000
