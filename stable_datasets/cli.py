@@ -131,7 +131,10 @@ def cmd_build(args: argparse.Namespace) -> int:
                           cache_dir=args.cache_dir, num_proc=args.num_proc, download_mode=args.download_mode,
                           engine=args.engine, ray_address=args.address, **sets)
     splits = result.items() if isinstance(result, dict) else [(args.split, result)]
-    rows = [{"split": s, "rows": len(ds), "path": str(ds.cache_dirs[0])} for s, ds in splits]
+    from stable_datasets.storage.shard_cache import split_url_of
+
+    rows = [{"split": s, "rows": len(ds), "path": split_url_of(ds.cache_dirs[0]) or str(ds.cache_dirs[0])}
+            for s, ds in splits]
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
@@ -139,15 +142,42 @@ def cmd_build(args: argparse.Namespace) -> int:
     return OK
 
 
+def _remote_root(args: argparse.Namespace) -> Any:
+    """The object-store root `--cache-dir` (or $STABLE_DATASETS_CACHE_DIR) names, else None (a local root)."""
+    from stable_datasets.storage.root import RemoteRoot, resolve_root
+
+    root = resolve_root(args.cache_dir)
+    return root if isinstance(root, RemoteRoot) else None
+
+
+def _remote_targets(target: str, root: Any) -> list[Any]:
+    """Remote caches a command names: a cache's URL, or every cache of a builder under the root."""
+    from stable_datasets.storage.inventory import find_remote_caches, remote_entry_for
+    from stable_datasets.storage.urls import is_url
+
+    if is_url(target):
+        return [remote_entry_for(target, root.storage_options if root else None)]
+    if root is None:
+        return []
+    name = _builder_name(target)
+    return [e for e in find_remote_caches(root) if e.metadata.builder_name == name]
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
-    entries = find_caches(cache_root(args.cache_dir))
+    remote = _remote_root(args)
+    if remote is not None:
+        from stable_datasets.storage.inventory import find_remote_caches
+
+        entries: list[Any] = find_remote_caches(remote)
+    else:
+        entries = find_caches(cache_root(args.cache_dir))
     for entry in entries:
         entry.status = cache_status(entry)
     if args.json:
         print(json.dumps([e.to_dict() | {"age_seconds": round(e.age_seconds)} for e in entries], indent=2))
         return OK
     if not entries:
-        print(f"no caches under {cache_root(args.cache_dir)}")
+        print(f"no caches under {remote or cache_root(args.cache_dir)}")
         return OK
     rows = [[e.metadata.builder_name, e.metadata.config_name, e.metadata.version, e.metadata.split,
              e.metadata.layout, f"{e.metadata.num_rows:,}", _size(e.size), _age(e.age_seconds), e.status]
@@ -208,8 +238,13 @@ def _resolve_targets(target: str, root: Path) -> list[CacheEntry]:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    root = cache_root(args.cache_dir)
-    entries = _resolve_targets(args.target, root)
+    from stable_datasets.storage.urls import is_url
+
+    remote = _remote_root(args)
+    if remote is not None or is_url(args.target):
+        entries: list[Any] = _remote_targets(args.target, remote)
+    else:
+        entries = _resolve_targets(args.target, cache_root(args.cache_dir))
     if entries:
         info = [{**e.to_dict(), "features": e.metadata.features, "fingerprint_inputs": e.metadata.fingerprint_inputs,
                  "info": e.metadata.info, "shards": len(e.metadata.shards)} for e in entries]
@@ -239,7 +274,35 @@ def cmd_info(args: argparse.Namespace) -> int:
     return OK
 
 
+def _verify_remote(args: argparse.Namespace, remote: Any) -> int:
+    from stable_datasets.storage.inventory import verify_remote
+
+    entries = _remote_targets(args.target, remote)
+    if not entries:
+        print(f"stable-datasets: no cache found for {args.target!r} under {remote}", file=sys.stderr)
+        return PROBLEM
+    options = remote.storage_options if remote else None
+    report = [{"path": e.url, "problems": verify_remote(e.split, options)} for e in entries]
+    return _print_verify(args, report)
+
+
+def _print_verify(args: argparse.Namespace, report: list[dict[str, Any]]) -> int:
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        for item in report:
+            print(f"{'ok ' if not item['problems'] else 'BAD'} {item['path']}")
+            for problem in item["problems"]:
+                print(f"    {problem}")
+    return PROBLEM if any(item["problems"] for item in report) else OK
+
+
 def cmd_verify(args: argparse.Namespace) -> int:
+    from stable_datasets.storage.urls import is_url
+
+    remote = _remote_root(args)
+    if remote is not None or is_url(args.target):
+        return _verify_remote(args, remote)
     root = cache_root(args.cache_dir)
     target = Path(args.target).expanduser()
     unreadable: list[tuple[Path, str]] = []
@@ -257,17 +320,34 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"stable-datasets: no cache found for {args.target!r}", file=sys.stderr)
         return PROBLEM
     report = [{"path": str(d), "problems": verify_cache(d)} for d in directories]
-    if args.json:
-        print(json.dumps(report, indent=2))
-    else:
-        for item in report:
-            print(f"{'ok ' if not item['problems'] else 'BAD'} {item['path']}")
-            for problem in item["problems"]:
-                print(f"    {problem}")
-    return PROBLEM if any(item["problems"] for item in report) else OK
+    return _print_verify(args, report)
+
+
+def _prune_remote(args: argparse.Namespace, remote: Any) -> list[tuple[str, Any]]:
+    from stable_datasets.storage.inventory import (
+        abandoned_attempts,
+        find_remote_caches,
+        remove_remote_cache,
+    )
+    from stable_datasets.storage.publish import remove_attempt
+
+    doomed: list[tuple[str, Any]] = []
+    for entry in find_remote_caches(remote):
+        if cache_status(entry) == "stale":
+            doomed.append(("stale cache", entry.url))
+            if not args.dry_run:
+                remove_remote_cache(entry.split)
+    for kind, split, attempt in abandoned_attempts(remote, args.max_staging_age * 3600):
+        doomed.append((kind, f"{split.url}/{attempt}"))
+        if not args.dry_run:
+            remove_attempt(split, attempt)
+    return doomed
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
+    remote = _remote_root(args)
+    if remote is not None:
+        return _report_prune(args, _prune_remote(args, remote))
     root = cache_root(args.cache_dir)
     doomed: list[tuple[str, Path]] = []
     for entry in find_caches(root):
@@ -290,7 +370,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
             remove_tree(path)
         for _kind, path in doomed:
             emptied += remove_empty_parents(path, root)
-    report = doomed + [("empty folder", p) for p in emptied]
+    return _report_prune(args, doomed + [("empty folder", p) for p in emptied])
+
+
+def _report_prune(args: argparse.Namespace, report: list[tuple[str, Any]]) -> int:
     if args.json:
         print(json.dumps([{"kind": k, "path": str(p), "removed": not args.dry_run} for k, p in report], indent=2))
     else:
@@ -303,6 +386,24 @@ def cmd_prune(args: argparse.Namespace) -> int:
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
+    remote = _remote_root(args)
+    if remote is not None:
+        from stable_datasets.storage.inventory import find_remote_caches, remove_remote_cache
+
+        found = [e for e in find_remote_caches(remote) if e.metadata.builder_name == args.name
+                 and (args.config is None or e.metadata.config_name == args.config)]
+        if not found:
+            print(f"stable-datasets: no caches of {args.name!r} under {remote}", file=sys.stderr)
+            return PROBLEM
+        for entry in found:
+            if not args.dry_run:
+                remove_remote_cache(entry.split)
+        verb = "would remove" if args.dry_run else "removed"
+        if args.json:
+            print(json.dumps([{"path": e.url, "removed": not args.dry_run} for e in found], indent=2))
+        else:
+            print("\n".join(f"{verb} {e.url}" for e in found))
+        return OK
     root = cache_root(args.cache_dir)
     entries = [e for e in _resolve_targets(args.name, root)
                if args.config is None or e.metadata.config_name == args.config]

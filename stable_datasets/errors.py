@@ -64,3 +64,7 @@ class WorkerDiedError(StableDatasetsError):
 
 class LockTimeoutError(StableDatasetsError, TimeoutError):
     """Another process held a cache or download lock for longer than the timeout."""
+
+
+class StorageError(CacheError):
+    """An object store refused or could not serve a request; the message names the URL and what to set."""

@@ -17,10 +17,17 @@ __all__ = ["load_builder", "load_dataset", "open_cache"]
 
 
 def load_builder(path: str | os.PathLike | type[DatasetBuilder], name: str | None = None, *,
-                 cache_dir: str | os.PathLike | None = None, **config_kwargs: Any) -> DatasetBuilder:
+                 cache_dir: str | os.PathLike | None = None, storage_options: dict[str, Any] | None = None,
+                 **config_kwargs: Any) -> DatasetBuilder:
     """A builder instance from a registered name or generic loader ("csv", "json", ...), a script path,
-    a folder holding a script, or a folder of data files (its loader inferred from the files)."""
+    a folder holding a script, or a folder of data files (its loader inferred from the files).
+
+    `cache_dir` may be an object-store URL (`s3://bucket/prefix`); `storage_options` then give its
+    endpoint and credentials where the environment does not (docs/object-storage-and-streaming.md).
+    """
     cls, options = resolve_builder(path)
+    if storage_options is not None:
+        options = {**options, "storage_options": storage_options}
     return cls(name, cache_dir=cache_dir, **{**options, **config_kwargs})
 
 
@@ -29,7 +36,8 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str, *, 
                  storage_format: str = "arrow", cache_dir: str | os.PathLike | None = None,
                  download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                  num_proc: int | None = None, engine: str = "process", ray_address: str | None = None,
-                 layout_options: dict[str, Any] | None = None, streaming: bool = False,
+                 layout_options: dict[str, Any] | None = None, storage_options: dict[str, Any] | None = None,
+                 streaming: bool = False,
                  **config_kwargs: Any) -> StableDataset: ...
 
 
@@ -38,7 +46,8 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: None = N
                  storage_format: str = "arrow", cache_dir: str | os.PathLike | None = None,
                  download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                  num_proc: int | None = None, engine: str = "process", ray_address: str | None = None,
-                 layout_options: dict[str, Any] | None = None, streaming: bool = False,
+                 layout_options: dict[str, Any] | None = None, storage_options: dict[str, Any] | None = None,
+                 streaming: bool = False,
                  **config_kwargs: Any) -> DatasetDict: ...
 
 
@@ -47,12 +56,15 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
                  cache_dir: str | os.PathLike | None = None, download_mode: str = "reuse_dataset_if_exists",
                  verification_mode: str = "basic_checks", num_proc: int | None = None, engine: str = "process",
                  ray_address: str | None = None, layout_options: dict[str, Any] | None = None,
-                 streaming: bool = False, **config_kwargs: Any) -> StableDataset | DatasetDict:
+                 storage_options: dict[str, Any] | None = None, streaming: bool = False,
+                 **config_kwargs: Any) -> StableDataset | DatasetDict:
     """Reuse a valid cache or build one; a `StableDataset` for `split`, a `DatasetDict` for None.
 
     `split` follows Hugging Face: "train", "train[:10%]", "train[10:20]", "train+test".
     `num_proc` builds a split in that many parts when its gen_kwargs hold lists (e.g. files), in
     forked processes (`engine="process"`) or as Ray tasks (`engine="ray"`, see docs/parallel-builds.md).
+    `cache_dir="s3://bucket/prefix"` (or $STABLE_DATASETS_CACHE_DIR) publishes to and reads from an object
+    store, with `storage_options` for its endpoint and credentials (docs/object-storage-and-streaming.md).
     `streaming=True` returns `StableDataset.to_iterable()` of the split (a dict of them for None): an
     iterable read a block at a time, see docs/object-storage-and-streaming.md.
     """
@@ -60,22 +72,23 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
         loaded = load_dataset(path, split, name=name, storage_format=storage_format, cache_dir=cache_dir,
                               download_mode=download_mode, verification_mode=verification_mode, num_proc=num_proc,
                               engine=engine, ray_address=ray_address, layout_options=layout_options,
-                              **config_kwargs)
+                              storage_options=storage_options, **config_kwargs)
         if isinstance(loaded, DatasetDict):
             return {name: ds.to_iterable() for name, ds in loaded.items()}  # type: ignore[return-value]
         return loaded.to_iterable()
-    builder = load_builder(path, name, cache_dir=cache_dir, **config_kwargs)
+    builder = load_builder(path, name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
+    opened = {"storage_options": builder.remote.storage_options} if builder.remote else {}
     prepare: dict[str, Any] = dict(download_mode=download_mode, verification_mode=verification_mode,
                                    layout_options=layout_options, num_proc=num_proc, engine=engine,
                                    ray_address=ray_address)
     if split is None:
         dirs = builder.prepare(None, storage_format, **prepare)
-        return DatasetDict({s: open_cache(d) for s, d in dirs.items()})
+        return DatasetDict({s: open_cache(d, **opened) for s, d in dirs.items()})
     parts = parse_split(split)
     dirs = builder.prepare(list(dict.fromkeys(p.name for p in parts)), storage_format, **prepare)
     datasets = []
     for part in parts:
-        ds = open_cache(dirs[part.name])
+        ds = open_cache(dirs[part.name], **opened)
         if not part.is_whole:
             start, stop = part.bounds(len(ds))
             ds = ds.select(range(start, stop))

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from .s3_server import moto_endpoint, s3_env  # noqa: F401  (fixtures: an S3 server on 127.0.0.1)
+
 os.environ.setdefault("STABLE_DATASETS_DISABLE_PROGRESS", "1")
 
 
@@ -14,6 +16,7 @@ def cache_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own cache root and builder search path."""
     root = tmp_path / "cache"
     monkeypatch.setenv("STABLE_DATASETS_CACHE_DIR", str(root))
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "object-store"))  # remote roots' local side
     monkeypatch.delenv("STABLE_DATASETS_BUILDERS_PATH", raising=False)
     monkeypatch.delenv("STABLE_DATASETS_URL_REWRITES", raising=False)
     return root

@@ -57,7 +57,7 @@ EXPECTED = [
     "stable_datasets.dataset.stable_dataset.StableDataset",
     "stable_datasets.dataset.dataset_dict.DatasetDict",
     "stable_datasets.dataset.stable_dataset.StableDataset",
-    "dict[str, pathlib.Path]",
+    "dict[str, pathlib.Path | str]",
     "stable_datasets.features.features.Features",
     "list[str]",
     "stable_datasets.dataset.stable_dataset.StableDataset",
@@ -73,7 +73,7 @@ CONFIG = """
 [mypy]
 follow_imports = silent
 ignore_missing_imports = True
-[mypy-torch.*,pyarrow.*,lance.*,cv2.*,datasets.*,pandas.*,sklearn.*,tokenizers.*,loguru.*,tqdm.*,filelock.*,fsspec.*,PIL.*]
+[mypy-torch.*,pyarrow.*,lance.*,cv2.*,boto3.*,botocore.*,datasets.*,pandas.*,sklearn.*,tokenizers.*,loguru.*,tqdm.*,filelock.*,fsspec.*,PIL.*]
 follow_imports = skip
 """
 

@@ -9,6 +9,7 @@ cache; a valid cache is reused without calling any of the three.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import json
 import os
@@ -28,7 +29,7 @@ from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, read_published
-from stable_datasets.cache.paths import cache_root, downloads_dir, fingerprint_dir, split_folder_name
+from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, split_folder_name
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import CacheError, StableDatasetsError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
@@ -36,6 +37,7 @@ from stable_datasets.features.features import Features
 from stable_datasets.features.video import has_path_videos
 from stable_datasets.layouts import layout_for, layout_module
 from stable_datasets.layouts.base import require_positive_ints
+from stable_datasets.storage.root import RemoteRoot, resolve_root
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
 from stable_datasets.write.engines import user_modules
 
@@ -86,9 +88,14 @@ class DatasetBuilder:
     _script_path: ClassVar[str | None] = None
 
     def __init__(self, config_name: str | None = None, *, config: BuilderConfig | None = None,
-                 cache_dir: str | os.PathLike | None = None, **config_kwargs: Any):
+                 cache_dir: str | os.PathLike | None = None, storage_options: dict[str, Any] | None = None,
+                 **config_kwargs: Any):
         self.config = self._resolve_config(config_name, config, config_kwargs)
-        self.cache_root = cache_root(cache_dir)
+        root = resolve_root(cache_dir, storage_options)
+        #: the object-store root caches are published to (storage.remote_cache), or None for a local root
+        self.remote: RemoteRoot | None = root if isinstance(root, RemoteRoot) else None
+        #: local folder of caches; for a remote root, this node's work folder for it (staging, downloads)
+        self.cache_root: Path = root.local_dir if isinstance(root, RemoteRoot) else root
         self._info_cache: DatasetInfo | None = None
 
     # -- identity ------------------------------------------------------------------------
@@ -224,6 +231,10 @@ class DatasetBuilder:
         recorded = self.cache_dir(storage_format, layout_options) / SPLITS_FILE
         if recorded.is_file():
             return json.loads(recorded.read_text())
+        if self.remote is not None:
+            text = self.remote.store.get(self._remote_key(recorded))
+            if text is not None:
+                return json.loads(text)
         return [g.name for g in self._generators(storage_format, layout_options, dl_manager)]
 
     def _generators(self, storage_format: str, layout_options: dict[str, Any] | None,
@@ -237,7 +248,13 @@ class DatasetBuilder:
         tmp = directory / f".{SPLITS_FILE}.{os.getpid()}"
         tmp.write_text(json.dumps(names))
         os.replace(tmp, directory / SPLITS_FILE)
+        if self.remote is not None:  # so a reader on another node learns the splits without the builder's inputs
+            self.remote.store.put_bytes(self._remote_key(directory / SPLITS_FILE), json.dumps(names).encode())
         return generators
+
+    def _remote_key(self, local: Path) -> str:
+        """The object key of a path under this builder's local work folder for its remote root."""
+        return self.remote.key(local.relative_to(self.cache_root).as_posix())  # type: ignore[union-attr]
 
     def _download_manager(self, download_mode: str = "reuse_dataset_if_exists",
                           verification_mode: str = "basic_checks") -> DownloadManager:
@@ -248,6 +265,12 @@ class DatasetBuilder:
     def is_prepared(self, split: str, storage_format: str = "arrow",
                     layout_options: dict[str, Any] | None = None) -> bool:
         directory = self.cache_dir(storage_format, layout_options) / split_folder_name(split)
+        if self.remote is not None:
+            from stable_datasets.storage.publish import RemoteSplit
+            from stable_datasets.storage.remote_cache import valid_remote
+
+            return valid_remote(RemoteSplit(self.remote.store, self._remote_key(directory)),
+                                self.fingerprint(storage_format, layout_options))
         return self._valid_cache(directory, self.fingerprint(storage_format, layout_options))
 
     @staticmethod
@@ -266,8 +289,11 @@ class DatasetBuilder:
                 download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                 layout_options: dict[str, Any] | None = None, lock_timeout: float | None = None,
                 soft_lock: bool | None = None, num_proc: int | None = None, engine: str = "process",
-                ray_address: str | None = None) -> dict[str, Path]:
+                ray_address: str | None = None) -> dict[str, Path | str]:
         """Make sure each split has a valid published cache; return split -> cache directory.
+
+        With an object-store root (`self.remote`) the values are the splits' URLs (str): each
+        split is built locally, then published by storage.remote_cache.
 
         A split is built in up to `num_proc` parts (its gen_kwargs' lists divided in order), in
         forked processes (`engine="process"`) or as Ray tasks (`engine="ray"`, on the cluster
@@ -296,9 +322,15 @@ class DatasetBuilder:
             wanted = self.split_names(storage_format, options, dl_manager)
         else:
             wanted = [splits] if isinstance(splits, str) else list(splits)
-        result: dict[str, Path] = {}
+        result: dict[str, Path | str] = {}
         for split in wanted:
             directory = base / split_folder_name(split)
+            if self.remote is not None:
+                plan_for = functools.partial(self._write_plan, storage_format=storage_format, options=options, fp=fp,
+                                             inputs=inputs)
+                result[split] = self._prepare_remote(split, directory, fp, force, lock_timeout, all_generators,
+                                                     plan_for, runner)
+                continue
             if not force and self._valid_cache(directory, fp):
                 result[split] = directory
                 continue
@@ -311,6 +343,20 @@ class DatasetBuilder:
                     write_split(plan, BuilderSource(self, all_generators()[split]), runner)
             result[split] = directory
         return result
+
+    def _prepare_remote(self, split: str, directory: Path, fp: str, force: bool, lock_timeout: float | None,
+                        generators: Any, plan_for: Any, runner: JobRunner) -> str:
+        """Publish one split to the object-store root (storage.remote_cache); its URL."""
+        from stable_datasets.storage.remote_cache import prepare_remote_split
+
+        def build(local: Path) -> None:
+            if split not in generators():
+                raise ValueError(f"builder '{self.builder_name()}' has no split {split!r}; "
+                                 f"splits are {sorted(generators())}")
+            write_split(plan_for(split, local), BuilderSource(self, generators()[split]), runner)
+
+        return prepare_remote_split(self.remote, directory.relative_to(self.cache_root).as_posix(),  # type: ignore
+                                    fp, force=force, build=build, lock_timeout=lock_timeout)
 
     def _write_plan(self, split: str, directory: Path, storage_format: str, options: dict[str, Any],
                     fp: str, inputs: dict[str, Any]) -> WritePlan:
@@ -339,7 +385,7 @@ class DatasetBuilder:
         from stable_datasets.dataset.open import open_cache
 
         directory = self.prepare(split, storage_format, **prepare_kwargs)[split]
-        return open_cache(directory)
+        return open_cache(directory, storage_options=self.remote.storage_options if self.remote else None)
 
     def __repr__(self) -> str:
         fields = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}

@@ -17,12 +17,13 @@ from stable_datasets.errors import CacheError
 
 METADATA_FILE = "_metadata.json"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_ATTEMPT = re.compile(r"attempts/[0-9a-f]{8,64}")
 # field -> JSON type every _metadata.json must (required) or may hold
 _REQUIRED = {"layout": str, "features": dict, "num_rows": int, "shards": list}
 _OPTIONAL = {"fingerprint": str, "fingerprint_inputs": dict, "builder_name": str, "builder_source": str,
              "config_name": str, "version": str,
              "split": str, "layout_options": dict, "info": dict, "extra": dict, "extra_files": list,
-             "cache_format_version": int, "library_version": str, "created_at": str}
+             "cache_format_version": int, "library_version": str, "created_at": str, "attempt": str}
 _JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
 
 
@@ -104,6 +105,9 @@ class CacheMetadata:
     cache_format_version: int = 1
     library_version: str = ""
     created_at: str = ""
+    #: object-store caches only: the attempt prefix (`attempts/<id>`) the files are under, relative to the
+    #: metadata's own prefix (see storage.publish); "" for a local cache, whose files are beside it
+    attempt: str = ""
 
     @property
     def num_bytes(self) -> int:
@@ -112,6 +116,8 @@ class CacheMetadata:
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["num_bytes"] = self.num_bytes
+        if not self.attempt:
+            del data["attempt"]
         return data
 
     @classmethod
@@ -131,6 +137,8 @@ class CacheMetadata:
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 raise MetadataProblem(f"{key} must be {_JSON_NAMES[kind]}, got {type(value).__name__} {value!r:.80}")
         _require_count(data["num_rows"], "num_rows")
+        if "attempt" in data and not _ATTEMPT.fullmatch(data["attempt"]):
+            raise MetadataProblem(f"attempt must be 'attempts/<hex id>', got {data['attempt']!r:.80}")
         shards = [ShardInfo.checked(s, f"shards[{i}]", inside=True) for i, s in enumerate(data["shards"])]
         extra_files = [ShardInfo.checked(s, f"extra_files[{i}]", inside=False)
                        for i, s in enumerate(data.get("extra_files", []))]

@@ -22,11 +22,22 @@ MAX_FOLDER_NAME = 200
 
 
 def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
-    """The cache root: an explicit argument, else $STABLE_DATASETS_CACHE_DIR, else the default."""
-    if cache_dir is not None:
-        return Path(cache_dir).expanduser()
+    """The local cache root: an explicit argument, else $STABLE_DATASETS_CACHE_DIR, else the default.
+
+    An object-store URL is refused here, never taken as a folder named `s3:`: callers that can
+    serve remote roots resolve them with `storage.resolve_root` first.
+    """
+    from stable_datasets.storage.urls import is_url, local_path_text
+
     env = os.environ.get("STABLE_DATASETS_CACHE_DIR")
-    return Path(env).expanduser() if env else DEFAULT_CACHE_ROOT.expanduser()
+    location = cache_dir if cache_dir is not None else env
+    if is_url(location):
+        source = "cache_dir" if cache_dir is not None else "STABLE_DATASETS_CACHE_DIR"
+        raise StableDatasetsError(f"{source}={location!r} is an object-store URL, which this operation cannot use "
+                                  "(it needs a local folder)")
+    if location:
+        return Path(local_path_text(location)).expanduser()
+    return DEFAULT_CACHE_ROOT.expanduser()
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")

@@ -3,27 +3,44 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from stable_datasets.builder.info import DatasetInfo
-from stable_datasets.cache.metadata import read_published
+from stable_datasets.cache.metadata import CacheMetadata, read_published
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.features.features import Features
 from stable_datasets.layouts import layout_module
+from stable_datasets.storage.urls import is_url
 
 
-def open_cache(cache_dir: str | os.PathLike, **layout_options: Any) -> StableDataset:
+def open_cache(cache_dir: str | os.PathLike, *, storage_options: dict[str, Any] | None = None,
+               **layout_options: Any) -> StableDataset:
     """Open a published cache from its `_metadata.json` alone: no builder needed.
 
     `layout_options` are read-time options of the cache's layout (e.g. `window_length` for
     video frame caches). The dataset reads the build `cache_dir` points to when it is opened,
-    whatever is republished there later (see cache.builds).
+    whatever is republished there later (see cache.builds). `cache_dir` may be an object-store
+    URL (`s3://bucket/prefix/.../<split>`, credentials from the environment or `storage_options`):
+    see storage.remote_cache.
     """
+    if is_url(cache_dir):
+        from stable_datasets.storage.remote_cache import open_remote_cache
+
+        return open_remote_cache(str(cache_dir), storage_options, **layout_options)
     pin, metadata = read_published(cache_dir)  # the build the cache's link points to now, pinned
     try:
-        backend = layout_module(metadata.layout).Backend(pin.directory, metadata, **layout_options)
+        return dataset_from(pin.directory, metadata, layout_options)
     finally:
         pin.release()  # the backend holds its own pin on the same build
+
+
+def dataset_from(directory: Path, metadata: CacheMetadata, layout_options: dict[str, Any],
+                 lance_base: tuple[str, dict[str, str]] | None = None) -> StableDataset:
+    """The dataset of a checked cache in `directory`; `lance_base`: where its Lance data is read in place."""
+    backend = layout_module(metadata.layout).Backend(directory, metadata, **layout_options)
+    if lance_base is not None:
+        backend.read_lance_from(*lance_base)
     stored = Features.from_dict(metadata.features)
     if len(stored) > 1 and list(stored) == sorted(stored) and metadata.layout != "lance_video_frames":
         # an older _metadata.json sorted its keys: the stored files keep the declared order

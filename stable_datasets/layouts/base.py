@@ -17,6 +17,7 @@ from stable_datasets.cache.builds import BuildPin
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.errors import CacheError
 from stable_datasets.features.features import Features
+from stable_datasets.layouts.lance_access import open_lance
 
 
 def require_positive_ints(options: dict[str, Any], *names: str) -> None:
@@ -78,6 +79,8 @@ class LayoutBackend(ABC):
     #: read-time options the layout accepts, with their defaults; `read_options_name` names them in errors.
     READ_OPTIONS: dict[str, Any] = {}
     read_options_name = "read"
+    #: (URI, storage options) of the cache folder on an object store, where Lance data is read in place
+    lance_base: tuple[str, dict[str, str]] | None = None
 
     def __init__(self, directory: str | os.PathLike, metadata: CacheMetadata, **options: Any):
         unknown = sorted(set(options) - set(self.READ_OPTIONS))
@@ -108,11 +111,25 @@ class LayoutBackend(ABC):
                              "corrupt (rebuild it with download_mode='force_rebuild')")
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"directory": str(self.directory), "metadata": self.metadata.to_dict(), "options": self.options}
+        return {"directory": str(self.directory), "metadata": self.metadata.to_dict(), "options": self.options,
+                "lance_base": self.lance_base}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["directory"], CacheMetadata.from_dict(state["metadata"]),  # type: ignore[misc]
                       **state.get("options", {}))
+        if state.get("lance_base"):
+            self.read_lance_from(*state["lance_base"])
+
+    def read_lance_from(self, uri: str, storage_options: dict[str, str]) -> None:
+        """Read this cache's Lance data in place on an object store (see storage.remote_cache)."""
+        self.lance_base = (uri.rstrip("/"), dict(storage_options))
+
+    def lance_dataset(self, relative: str) -> Any:
+        """The Lance dataset at `relative` inside the cache: on disk, or on its object store."""
+        if self.lance_base is None:
+            return open_lance(str(self.directory / relative))
+        uri, storage_options = self.lance_base
+        return open_lance(f"{uri}/{relative}", storage_options)
 
     def dataset_features(self, stored: Features) -> Features:
         """The features of the rows this backend serves (a layout may serve other rows than it stores)."""

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+_OPTIONS_ENV = "STABLE_DATASETS_LANCE_STORAGE_OPTIONS"  # storage options handed to a LanceProxy helper
 _lance_opened = False  # this process has a Lance runtime (it opened a dataset)
 _forked_after_lance = False  # this process was forked from one that did
 
@@ -52,11 +53,14 @@ def lance_module() -> Any:
     return lance
 
 
-def open_lance(uri: str) -> Any:
-    """A `lance.LanceDataset`, or a LanceProxy in a process forked from a Lance-using parent."""
+def open_lance(uri: str, storage_options: dict[str, str] | None = None) -> Any:
+    """A `lance.LanceDataset`, or a LanceProxy in a process forked from a Lance-using parent.
+
+    `storage_options`: endpoint and credentials of an object store holding `uri`.
+    """
     if needs_helper_process():
-        return LanceProxy(uri)
-    return lance_module().dataset(uri)
+        return LanceProxy(uri, storage_options)
+    return lance_module().dataset(uri, storage_options=storage_options or None)
 
 
 class RowTaker:
@@ -146,11 +150,12 @@ def _table_bytes(table: pa.Table) -> bytes:
 class LanceProxy:
     """The subset of `lance.LanceDataset` our backends use, served by a helper process."""
 
-    def __init__(self, uri: str):
+    def __init__(self, uri: str, storage_options: dict[str, str] | None = None):
         self.uri = uri
         self._lock = threading.Lock()
+        env = {**os.environ, _OPTIONS_ENV: json.dumps(storage_options or {})}  # not argv: they may hold secrets
         self._process = subprocess.Popen([sys.executable, "-m", "stable_datasets.layouts.lance_access", uri],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={**os.environ})
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.schema = self._call({"op": "schema"}).schema
 
     def _call(self, request: dict[str, Any]) -> pa.Table:
@@ -189,7 +194,7 @@ def _serve(uri: str) -> None:
     """The helper: answer requests on stdin with Arrow IPC on stdout until stdin closes."""
     import lance
 
-    dataset = lance.dataset(uri)
+    dataset = lance.dataset(uri, storage_options=json.loads(os.environ.get(_OPTIONS_ENV) or "{}") or None)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     while (message := _read_message(source)) is not None:
         request = json.loads(message)

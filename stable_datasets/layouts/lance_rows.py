@@ -309,7 +309,7 @@ class Backend(TableBackend):
 
     def _open(self) -> None:
         with lance_read_errors(self.dataset_dir, what="opening it"):
-            self._dataset = open_lance(str(self.dataset_dir))
+            self._dataset = self.lance_dataset(self.metadata.extra.get("dataset_dir", DATASET_DIR))
             self._schema = self._dataset.schema
             stored = self._dataset.count_rows()
         self.check_rows(self.directory / DATASET_DIR, stored, self.metadata.num_rows)

@@ -40,7 +40,7 @@ from stable_datasets.features.video import VideoRef, VideoWindow, resize_frame
 from stable_datasets.layouts import frames_video_column, lance_rows
 from stable_datasets.layouts.arrow_shards import map_shard
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
-from stable_datasets.layouts.lance_access import RowTaker, lance_read_errors, open_lance
+from stable_datasets.layouts.lance_access import RowTaker, lance_read_errors
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -314,7 +314,7 @@ class Backend(TableBackend):
 
     def _open(self) -> None:
         with lance_read_errors(self.directory / lance_rows.DATASET_DIR, what="opening it"):
-            self._frames = open_lance(str(self.directory / lance_rows.DATASET_DIR))
+            self._frames = self.lance_dataset(lance_rows.DATASET_DIR)
             self._frame_rows = RowTaker(self._frames)
             stored_frames = self._frames.count_rows()
         self.check_rows(self.directory / lance_rows.DATASET_DIR, stored_frames,

@@ -1,0 +1,139 @@
+"""A lease object: the object-store stand-in for the build lock (cache.lock).
+
+`<split>/_lease.json` is created with a conditional put, so one builder holds it; it names
+its holder (host, pid), the attempt it builds and when it expires. The holder renews it every
+third of `STABLE_DATASETS_LEASE_SECONDS` (default 300) while it builds, and deletes it when
+done. Another builder waits while the lease is live, and takes it over once it has expired
+or its holder, on this same host, is gone. The lease only keeps builders from doing the same
+work twice: correctness rests on the conditional put of `_metadata.json` (storage.publish),
+so a builder that stalls past its lease can lose the race to publish, never corrupt a cache.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+
+from loguru import logger
+
+from stable_datasets.cache.inventory import _alive
+from stable_datasets.cache.lock import default_timeout
+from stable_datasets.errors import ConfigurationError, LockTimeoutError
+from stable_datasets.storage.store import ObjectStore
+
+LEASE_FILE = "_lease.json"
+DEFAULT_SECONDS = 300.0
+
+
+def lease_seconds() -> float:
+    text = os.environ.get("STABLE_DATASETS_LEASE_SECONDS", "").strip()
+    if not text:
+        return DEFAULT_SECONDS
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1 <= value < float("inf"):
+        raise ConfigurationError(f"STABLE_DATASETS_LEASE_SECONDS={text!r} must be a number of seconds >= 1")
+    return value
+
+
+def new_attempt_id() -> str:
+    """Sorts by time (microseconds), then 32 random bits."""
+    return f"{time.time_ns() // 1000:013x}{os.urandom(4).hex()}"
+
+
+def lease_is_stale(record: dict[str, Any] | None, now: float | None = None) -> bool:
+    """Expired, unreadable, or held by a process of this host that no longer runs."""
+    if not isinstance(record, dict):
+        return True
+    now = time.time() if now is None else now
+    try:
+        if float(record["expires"]) < now:
+            return True
+        host, pid = record["host"], int(record["pid"])
+    except (KeyError, TypeError, ValueError):
+        return True
+    return host == socket.gethostname() and not _alive(pid)
+
+
+class Lease:
+    """Hold `<prefix>/_lease.json` for the body of a `with` block (see the module docstring)."""
+
+    def __init__(self, store: ObjectStore, prefix: str, *, timeout: float | None = None):
+        self.store, self.key = store, f"{prefix}/{LEASE_FILE}"
+        self.timeout = default_timeout() if timeout is None else timeout
+        self.seconds = lease_seconds()
+        self.attempt = new_attempt_id()
+        self.token = uuid.uuid4().hex
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    def _record(self) -> bytes:
+        return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "attempt": self.attempt,
+                           "token": self.token, "expires": time.time() + self.seconds}).encode()
+
+    def read(self) -> dict[str, Any] | None:
+        data = self.store.get(self.key)
+        if data is None:
+            return None
+        try:
+            return json.loads(data)
+        except ValueError:
+            return {}
+
+    def acquire(self) -> None:
+        started, wait, announced = time.monotonic(), 0.05, False
+        while True:
+            if self.store.put_if_absent(self.key, self._record()):
+                break
+            holder = self.read()
+            if holder is None:
+                continue  # released between our put and our read
+            if lease_is_stale(holder):
+                logger.info("taking over the stale lease {} (was {})", self.store.url(self.key), holder)
+                self.store.delete([self.key])
+                continue
+            if time.monotonic() - started > self.timeout:
+                raise LockTimeoutError(f"timed out after {self.timeout:.0f}s waiting for the lease "
+                                       f"{self.store.url(self.key)} (held by pid {holder.get('pid')} on "
+                                       f"{holder.get('host')}, expires in "
+                                       f"{float(holder.get('expires', 0)) - time.time():.0f}s)")
+            if not announced:
+                logger.info("waiting for the lease {} (held by pid {} on {})", self.store.url(self.key),
+                            holder.get("pid"), holder.get("host"))
+                announced = True
+            time.sleep(wait)
+            wait = min(wait * 2, 2.0)
+        self._renewer = threading.Thread(target=self._renew, name="lease renewal", daemon=True)
+        self._renewer.start()
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.seconds / 3):
+            try:
+                self.store.put_bytes(self.key, self._record())
+            except Exception as exc:  # the final conditional put still keeps the cache whole
+                logger.warning("could not renew the lease {}: {}", self.store.url(self.key), exc)
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        try:
+            holder = self.read()
+            if holder and holder.get("token") == self.token:
+                self.store.delete([self.key])
+        except Exception as exc:  # it expires on its own
+            logger.warning("could not release the lease {}: {}", self.store.url(self.key), exc)
+
+    def __enter__(self) -> Lease:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()

@@ -1,0 +1,145 @@
+"""Publishing a cache to an object store, where there is no rename.
+
+The rule: **a remote cache is visible only through its `_metadata.json`, written last, with a
+conditional put.** A split's prefix `<root>/<name>/<config>/<version>/<fingerprint>/<split>/` holds
+
+    _metadata.json          the commit: lists `attempt` and every object under it (size, sha256)
+    _lease.json             who builds it now (storage.lease)
+    attempts/<id>/...       the data objects of one build attempt, never modified once written
+
+A build runs the local write path into a local staging folder (write.split), then
+`publish_attempt` uploads every file `_metadata.json` lists under a fresh attempt prefix and
+puts `_metadata.json` with `If-None-Match: *`. Exactly one builder's put succeeds; a loser
+deletes its attempt and uses the winner's cache. A reader resolves `_metadata.json` once and
+then reads only inside the attempt it names, so it sees no cache or a whole one, and keeps
+reading its attempt whatever is published later. Objects of an attempt no `_metadata.json`
+names (a killed build, a lost race) are removed by `prune` once no lease protects them.
+
+A rebuild (`download_mode="force_rebuild"`) replaces `_metadata.json` under the lease and
+marks the attempt it replaced `_superseded.json`: `prune` removes a superseded attempt only
+after a grace period, so datasets other nodes opened before keep their files that long.
+
+Lance caches are uploaded the same way (a finished Lance dataset is a folder of files with
+relative paths), and read in place from the attempt prefix: Lance's own object-store commit
+would make the dataset visible by itself, beside `_metadata.json`, and needs a commit store
+for concurrent writers; one protocol for every layout keeps "visible only through
+`_metadata.json`" true for all of them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.errors import CacheError, StableDatasetsError
+from stable_datasets.storage.store import ObjectStore
+
+ATTEMPTS = "attempts"
+ATTEMPT_RECORD = "_attempt.json"  # {"host", "pid", "started"}: uploaded first, names the attempt's builder
+SUPERSEDED = "_superseded.json"  # {"at"}: written when a rebuild replaced this attempt's _metadata.json
+UPLOAD_THREADS = 8
+
+
+@dataclass(frozen=True)
+class RemoteSplit:
+    """One split's prefix on a store."""
+
+    store: ObjectStore
+    prefix: str
+
+    @property
+    def url(self) -> str:
+        return self.store.url(self.prefix)
+
+    def key(self, *relative: str) -> str:
+        return "/".join([self.prefix, *relative])
+
+    def metadata_text(self) -> str | None:
+        data = self.store.get(self.key(METADATA_FILE))
+        if data is None:
+            return None
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return "\x00not utf-8"  # parse refuses it, naming the object
+
+    def read_metadata(self) -> CacheMetadata | None:
+        """The published metadata (checked), None when nothing is published; CacheError when it is damaged."""
+        text = self.metadata_text()
+        return None if text is None else parse_remote_metadata(text, self.store.url(self.key(METADATA_FILE)))
+
+
+def parse_remote_metadata(text: str, url: str) -> CacheMetadata:
+    """Checked metadata of a remote cache; it must name the attempt its objects are under."""
+    try:
+        metadata = CacheMetadata.parse(text, PurePosixPath("/remote") / METADATA_FILE)  # type: ignore[arg-type]
+    except CacheError as exc:
+        raise CacheError(str(exc).replace(f"/remote/{METADATA_FILE}", url)) from None
+    if not metadata.attempt:
+        raise CacheError(f"{url}: invalid cache metadata: names no attempt (not published by stable-datasets' "
+                         "object-store protocol)")
+    outside = next((f.path for f in metadata.extra_files if ".." in PurePosixPath(f.path).parts), None)
+    if outside is not None:  # local caches may point at a shared media folder; a remote one never does
+        raise CacheError(f"{url}: invalid cache metadata: extra file {outside!r} leaves the cache's attempt prefix")
+    return metadata
+
+
+def files_of(metadata: CacheMetadata) -> list:
+    return [*metadata.shards, *metadata.extra_files]
+
+
+def publish_attempt(split: RemoteSplit, build_dir: Path, metadata: CacheMetadata, attempt_id: str, *,
+                    replace: bool = False) -> tuple[CacheMetadata, bool]:
+    """Upload a locally built cache under `attempts/<attempt_id>` and commit its `_metadata.json`.
+
+    Returns (the published metadata, whether ours won). With `replace` (a rebuild under the
+    lease) ours replaces what was published and the replaced attempt is marked superseded.
+    """
+    outside = [f.path for f in files_of(metadata) if ".." in PurePosixPath(f.path).parts]
+    if outside:
+        raise StableDatasetsError(f"{split.url}: files outside the cache folder ({outside[0]!r}: path-stored "
+                                  "videos) cannot be published to an object store; use Video(storage='bytes') or "
+                                  "Video(storage='frames')")
+    attempt = f"{ATTEMPTS}/{attempt_id}"
+    store = split.store
+    store.put_bytes(split.key(attempt, ATTEMPT_RECORD), json.dumps(
+        {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}).encode())
+    with ThreadPoolExecutor(UPLOAD_THREADS) as pool:
+        list(pool.map(lambda f: store.put_file(build_dir / f.path, split.key(attempt, f.path)), files_of(metadata)))
+    metadata.attempt = attempt
+    body = json.dumps(metadata.to_dict(), indent=2, sort_keys=True).encode()
+    if replace:
+        previous = split.metadata_text()
+        store.put_bytes(split.key(METADATA_FILE), body)
+        old = _attempt_named(previous)
+        if old and old != attempt:
+            store.put_bytes(split.key(old, SUPERSEDED), json.dumps({"at": time.time()}).encode())
+        return metadata, True
+    if store.put_if_absent(split.key(METADATA_FILE), body):
+        return metadata, True
+    remove_attempt(split, attempt)  # another builder published first: use theirs
+    winner = split.read_metadata()
+    if winner is None:
+        raise CacheError(f"{split.url}: another builder's {METADATA_FILE} was there and then gone; run again")
+    return winner, False
+
+
+def _attempt_named(text: str | None) -> str | None:
+    try:
+        value = json.loads(text).get("attempt") if text else None
+    except (ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and value.startswith(f"{ATTEMPTS}/") else None
+
+
+def remove_attempt(split: RemoteSplit, attempt: str) -> int:
+    """Delete every object of one attempt; how many."""
+    keys = [o.key for o in split.store.list(split.key(attempt) + "/")]
+    split.store.delete(keys)
+    return len(keys)

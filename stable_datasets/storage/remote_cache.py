@@ -1,0 +1,154 @@
+"""Building and opening caches whose root is on an object store (the protocol: storage.publish)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from loguru import logger
+
+from stable_datasets.cache.builds import BuildPin
+from stable_datasets.cache.inventory import remove_tree
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, read_published
+from stable_datasets.errors import CacheError
+from stable_datasets.storage import shard_cache
+from stable_datasets.storage.lease import Lease
+from stable_datasets.storage.publish import RemoteSplit, files_of, parse_remote_metadata, publish_attempt
+from stable_datasets.storage.resolve import open_store
+from stable_datasets.storage.root import RemoteRoot
+from stable_datasets.storage.urls import ObjectURL
+
+if TYPE_CHECKING:
+    from stable_datasets.dataset.stable_dataset import StableDataset
+
+LANCE_DIR = "data.lance/"  # files of a Lance dataset inside a cache (layouts.lance_rows.DATASET_DIR)
+
+
+def valid_remote(split: RemoteSplit, expected_fingerprint: str) -> bool:
+    try:
+        metadata = split.read_metadata()
+    except CacheError as exc:
+        logger.warning("ignoring unusable cache {}: {}", split.url, exc)
+        return False
+    return metadata is not None and metadata.fingerprint == expected_fingerprint
+
+
+def prepare_remote_split(root: RemoteRoot, relative: str, fingerprint: str, *, force: bool,
+                         build: Callable[[Path], None], lock_timeout: float | None = None) -> str:
+    """Make sure `<root>/<relative>` holds a published cache of `fingerprint`; its URL.
+
+    `build(directory)` runs the local write path into `directory` (under the root's local work
+    folder); what it publishes there is uploaded, committed, then removed locally (its shards
+    are moved into the local shard cache, so a read right after needs no download).
+    """
+    split = RemoteSplit(root.store, root.key(relative))
+    if not force and valid_remote(split, fingerprint):
+        return split.url
+    with Lease(root.store, split.prefix, timeout=lock_timeout) as lease:
+        if not force and valid_remote(split, fingerprint):
+            return split.url
+        replace = force or split.metadata_text() is not None  # a damaged commit is replaced, under the lease
+        local = root.local_dir / relative
+        build(local)
+        pin, metadata = read_published(local)
+        try:
+            published, won = publish_attempt(split, pin.directory, metadata, lease.attempt, replace=replace)
+            if won:
+                _keep_as_shard_cache(root, split, pin.directory, published)
+        finally:
+            pin.release()
+            remove_tree(local)
+        logger.info("{} {} rows to {}", "published" if won else "another builder published", published.num_rows,
+                    split.url)
+    return split.url
+
+
+def _keep_as_shard_cache(root: RemoteRoot, split: RemoteSplit, build_dir: Path, metadata: CacheMetadata) -> None:
+    """The files just uploaded become the local shard cache's copies (same bytes, already verified)."""
+    target = shard_cache.attempt_dir(root.store, split.key(metadata.attempt))
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for item in files_of(metadata):
+            if item.path.startswith(LANCE_DIR) and root.store.lance_location("") is not None:
+                continue  # read in place from the store
+            (target / item.path).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(build_dir / item.path, target / item.path)
+        _write_local_metadata(target, metadata)
+    except OSError as exc:  # only a warm-up: a reader downloads what is not here
+        logger.debug("could not keep the built shards in the local shard cache: {}", exc)
+
+
+def _write_local_metadata(directory: Path, metadata: CacheMetadata | str) -> None:
+    text = metadata if isinstance(metadata, str) else json.dumps(metadata.to_dict(), indent=2, sort_keys=True)
+    path = directory / METADATA_FILE
+    with contextlib.suppress(OSError):
+        if path.read_text(encoding="utf-8") == text:
+            return
+    temporary = directory / f".{METADATA_FILE}.{uuid.uuid4().hex[:8]}"
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def open_remote_split(url: str, storage_options: dict[str, Any] | None = None
+                      ) -> tuple[RemoteSplit, CacheMetadata, str]:
+    """(the split, its checked metadata, the metadata's text); CacheError when nothing is published there."""
+    parsed = ObjectURL.parse(url)
+    split = RemoteSplit(open_store(parsed, storage_options), parsed.key)
+    text = split.metadata_text()
+    if text is None:
+        raise CacheError(f"{split.url}: not a stable-datasets cache (no {METADATA_FILE})")
+    return split, parse_remote_metadata(text, split.store.url(split.key(METADATA_FILE))), text
+
+
+def open_remote_cache(url: str, storage_options: dict[str, Any] | None = None,
+                      **layout_options: Any) -> StableDataset:
+    """A published remote cache, read through the local shard cache (Lance: in place on the store).
+
+    The attempt named by `_metadata.json` now is pinned locally while the dataset lives, so
+    neither eviction nor `prune` on this node removes its files.
+    """
+    from stable_datasets.dataset.open import dataset_from
+
+    split, metadata, text = open_remote_split(url, storage_options)
+    store, attempt_key = split.store, split.key(metadata.attempt)
+    local = shard_cache.attempt_dir(store, attempt_key)
+    local.mkdir(parents=True, exist_ok=True)
+    _write_local_metadata(local, text)
+    pin = BuildPin.hold(local)
+    try:
+        has_lance = any(f.path.startswith(LANCE_DIR) for f in metadata.shards)
+        in_place = store.lance_location(attempt_key) if has_lance else None
+        for item in files_of(metadata):
+            if in_place is not None and item.path.startswith(LANCE_DIR):
+                continue
+            shard_cache.fetch(store, f"{attempt_key}/{item.path}", local / item.path, item)
+        if in_place is not None:
+            _check_in_place(split, metadata)
+        shard_cache.evict()
+        return dataset_from(local, metadata, layout_options, lance_base=in_place)
+    finally:
+        if pin is not None:
+            pin.release()  # the backend holds its own pin
+
+
+def _check_in_place(split: RemoteSplit, metadata: CacheMetadata) -> None:
+    """Every Lance object listed is on the store with its recorded size (one listing, no download)."""
+    prefix = split.key(metadata.attempt) + "/"
+    found = {o.key[len(prefix):]: o.size for o in split.store.list(prefix + LANCE_DIR)}
+    for item in metadata.shards:
+        if not item.path.startswith(LANCE_DIR):
+            continue
+        size = found.get(item.path)
+        if size is None:
+            raise CacheError(f"{split.store.url(prefix + item.path)}: object listed in {METADATA_FILE} is missing "
+                             "from the store (deleted after it was published); rebuild the cache with "
+                             "download_mode='force_rebuild'")
+        if size != item.num_bytes:
+            raise CacheError(f"{split.store.url(prefix + item.path)}: object is {size} bytes but {METADATA_FILE} "
+                             f"records {item.num_bytes} (changed after it was published); rebuild the cache with "
+                             "download_mode='force_rebuild'")

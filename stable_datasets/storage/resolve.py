@@ -1,0 +1,46 @@
+"""From a cache location to a store: `s3://` (and `s3a://`) through boto3, other schemes through fsspec.
+
+Stores are kept per (scheme, bucket, storage options) for the life of the process, so opening
+many caches of one bucket sets up one client.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from stable_datasets.storage.store import ObjectStore
+from stable_datasets.storage.urls import ObjectURL
+
+S3_SCHEMES = ("s3", "s3a")
+_stores: dict[tuple[str, str, str], ObjectStore] = {}
+_lock = threading.Lock()
+
+
+def open_store(url: ObjectURL, storage_options: dict[str, Any] | None = None) -> ObjectStore:
+    """The store holding `url`'s bucket (created once per process and options)."""
+    try:
+        options_key = json.dumps(storage_options or {}, sort_keys=True, default=str)
+    except TypeError:
+        options_key = repr(storage_options)
+    key = (url.scheme, url.bucket, options_key)
+    with _lock:
+        store = _stores.get(key)
+        if store is None:
+            if url.scheme in S3_SCHEMES:
+                from stable_datasets.storage.s3 import S3Store
+
+                store = S3Store(url.bucket, storage_options, scheme=url.scheme)
+            else:
+                from stable_datasets.storage.fsspec_store import FsspecStore
+
+                store = FsspecStore(url.scheme, url.bucket, storage_options, str(url))
+            _stores[key] = store
+    return store
+
+
+def forget_stores() -> None:
+    """Drop the stores set up so far (tests that change the environment's credentials)."""
+    with _lock:
+        _stores.clear()

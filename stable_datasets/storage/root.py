@@ -1,0 +1,73 @@
+"""A cache root on an object store, and the local folders that serve it.
+
+A remote root keeps only published caches. What a build or a reader needs on this node lives
+under `$STABLE_DATASETS_LOCAL_CACHE_DIR` (default `~/.cache/stable_datasets/object-store`):
+`build/<scheme>/<bucket>/<prefix>/` (staging, downloads, the input-hash memo of builds) and
+`shards/<scheme>/<bucket>/<key>` (the local shard cache, see storage.shard_cache).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stable_datasets.storage.resolve import open_store
+from stable_datasets.storage.store import ObjectStore
+from stable_datasets.storage.urls import ObjectURL, is_url
+
+DEFAULT_LOCAL_BASE = Path("~/.cache/stable_datasets/object-store")
+
+
+def local_base() -> Path:
+    env = os.environ.get("STABLE_DATASETS_LOCAL_CACHE_DIR")
+    return Path(env).expanduser() if env else DEFAULT_LOCAL_BASE.expanduser()
+
+
+@dataclass
+class RemoteRoot:
+    """`scheme://bucket/prefix` with its store resolved (and checked once: fail fast)."""
+
+    url: ObjectURL
+    store: ObjectStore
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, url: str | ObjectURL, storage_options: dict[str, Any] | None = None, *,
+             check: bool = True) -> RemoteRoot:
+        parsed = url if isinstance(url, ObjectURL) else ObjectURL.parse(url)
+        store = open_store(parsed, storage_options)
+        if check:
+            store.check()
+        return cls(parsed, store, dict(storage_options or {}))
+
+    def key(self, *relative: str) -> str:
+        return self.url.child(*relative).key
+
+    @property
+    def local_dir(self) -> Path:
+        """Where builds for this root stage their work on this node."""
+        return local_base() / "build" / self.url.scheme / self.url.bucket / self.url.key
+
+    def __str__(self) -> str:
+        return str(self.url)
+
+    def __getstate__(self) -> dict[str, Any]:  # builders travel to Ray tasks: the client is set up again there
+        return {"url": str(self.url), "storage_options": self.storage_options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        url = ObjectURL.parse(state["url"])
+        self.url, self.storage_options = url, state["storage_options"]
+        self.store = open_store(url, self.storage_options)
+
+
+def resolve_root(cache_dir: str | os.PathLike | None, storage_options: dict[str, Any] | None = None,
+                 *, check: bool = True) -> Path | RemoteRoot:
+    """A local root (Path) or a RemoteRoot: the argument, else $STABLE_DATASETS_CACHE_DIR, else the default."""
+    from stable_datasets.cache.paths import cache_root
+
+    location = cache_dir if cache_dir is not None else os.environ.get("STABLE_DATASETS_CACHE_DIR")
+    if is_url(location):
+        return RemoteRoot.open(str(location), storage_options, check=check)
+    return cache_root(cache_dir)

@@ -1,0 +1,224 @@
+"""S3 and S3-compatible stores (MinIO, Ceph, R2, moto) through boto3.
+
+Credentials and endpoint come from the usual AWS places (AWS_ACCESS_KEY_ID /
+AWS_SECRET_ACCESS_KEY / AWS_SESSION_TOKEN, AWS_PROFILE and ~/.aws, AWS_ENDPOINT_URL,
+AWS_REGION) unless `storage_options` names them (s3fs's spelling: `key`, `secret`, `token`,
+`endpoint_url`, `region`, `profile`). boto3 is used directly because publishing needs
+`put_object(IfNoneMatch="*")`. boto3's own retries are off: storage.retry retries, so an
+unreachable endpoint fails after a bounded, short wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, BinaryIO, TypeVar
+
+from stable_datasets.errors import ConfigurationError, StorageError
+from stable_datasets.storage.retry import max_attempts, with_retries
+from stable_datasets.storage.store import ObjectInfo, ObjectStore
+
+T = TypeVar("T")
+OPTION_ALIASES = {
+    "key": "aws_access_key_id", "aws_access_key_id": "aws_access_key_id",
+    "secret": "aws_secret_access_key", "aws_secret_access_key": "aws_secret_access_key",
+    "token": "aws_session_token", "aws_session_token": "aws_session_token",
+    "endpoint_url": "endpoint_url", "region": "region_name", "region_name": "region_name",
+    "profile": "profile_name", "profile_name": "profile_name",
+}
+_TRANSIENT_CODES = {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "RequestTimeTooSkewed",
+                    "InternalError", "ServiceUnavailable", "ConditionalRequestConflict", "500", "502", "503", "504"}
+_MISSING_CODES = {"NoSuchKey", "404", "NotFound"}
+_DENIED_CODES = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403", "InvalidToken",
+                 "ExpiredToken", "Forbidden"}
+
+
+def _import_boto3() -> Any:
+    try:
+        import boto3
+    except ImportError:
+        raise ConfigurationError("s3:// cache roots need boto3: pip install 'stable-datasets[s3]'") from None
+    return boto3
+
+
+def _code(exc: BaseException) -> tuple[str, int]:
+    response = getattr(exc, "response", None) or {}
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    return code, status
+
+
+def _is_transient(exc: BaseException) -> bool:
+    from botocore import exceptions as bx
+
+    if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectionClosedError, bx.ReadTimeoutError,
+                        bx.ConnectTimeoutError, bx.ResponseStreamingError)):
+        return True
+    code, status = _code(exc)
+    return code in _TRANSIENT_CODES or status >= 500
+
+
+class S3Store(ObjectStore):
+    scheme = "s3"
+
+    def __init__(self, bucket: str, storage_options: dict[str, Any] | None = None, scheme: str = "s3"):
+        boto3 = _import_boto3()
+        from botocore.config import Config
+
+        self.scheme, self.bucket = scheme, bucket
+        options: dict[str, Any] = {}
+        for name, value in (storage_options or {}).items():
+            if name == "client_kwargs" and isinstance(value, dict):  # s3fs nests endpoint and region here
+                options.update({OPTION_ALIASES[k]: v for k, v in value.items() if k in OPTION_ALIASES})
+            elif name in OPTION_ALIASES:
+                options[OPTION_ALIASES[name]] = value
+            else:
+                raise ConfigurationError(f"unknown storage option {name!r} for {scheme}://{bucket}; known: "
+                                         f"{sorted(set(OPTION_ALIASES) | {'client_kwargs'})}")
+        session = boto3.session.Session(
+            **{k: options.pop(k) for k in ("aws_access_key_id", "aws_secret_access_key", "aws_session_token",
+                                             "profile_name", "region_name") if k in options})
+        self.region = session.region_name or "us-east-1"
+        self.session = session
+        endpoint = options.get("endpoint_url")
+        config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=60,
+                        s3={"addressing_style": "path"} if endpoint else None)
+        try:
+            self.client = session.client("s3", region_name=self.region, endpoint_url=endpoint, config=config)
+        except Exception as exc:  # a bad profile name, a malformed endpoint
+            raise StorageError(f"{self.url('')}: cannot set up an S3 client ({type(exc).__name__}: {exc}); check "
+                               "AWS_PROFILE, AWS_ENDPOINT_URL and storage_options") from None
+        self.endpoint = self.client.meta.endpoint_url
+
+    # -- errors ---------------------------------------------------------------------------
+    def _explain(self, exc: BaseException, key: str, what: str) -> StorageError:
+        from botocore import exceptions as bx
+
+        url = self.url(key)
+        if isinstance(exc, (bx.NoCredentialsError, bx.PartialCredentialsError)):
+            return StorageError(f"{url}: no AWS credentials found; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
+                                "(or AWS_PROFILE), or pass storage_options={'key': ..., 'secret': ...}")
+        if isinstance(exc, bx.ProfileNotFound):
+            return StorageError(f"{url}: {exc}; fix AWS_PROFILE or storage_options['profile']")
+        if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ConnectionClosedError,
+                            bx.ReadTimeoutError)):
+            return StorageError(f"{url}: cannot reach the endpoint {self.endpoint} after {max_attempts()} attempts "
+                                f"({type(exc).__name__}); check AWS_ENDPOINT_URL (or storage_options="
+                                "{'endpoint_url': ...}) and the network")
+        code, status = _code(exc)
+        if code == "NoSuchBucket" or (what == "check" and status == 404):
+            return StorageError(f"{url}: bucket {self.bucket!r} does not exist at {self.endpoint}; create it, or fix "
+                                "the URL or AWS_ENDPOINT_URL")
+        if code in _DENIED_CODES:
+            return StorageError(f"{url}: {self.endpoint} refused the request ({code}); check the credentials "
+                                "(AWS_ACCESS_KEY_ID / AWS_PROFILE / storage_options) and the bucket's policy")
+        message = getattr(exc, "response", {}).get("Error", {}).get("Message", "") if code else str(exc)
+        return StorageError(f"{url}: {what} failed ({code or type(exc).__name__}: {message})")
+
+    def _call(self, what: str, key: str, call: Callable[[], T]) -> T:
+        try:
+            return with_retries(call, _is_transient, f"{what} {self.url(key)}")
+        except StorageError:
+            raise
+        except Exception as exc:
+            raise self._explain(exc, key, what) from None
+
+    # -- operations -----------------------------------------------------------------------
+    def check(self) -> None:
+        self._call("check", "", lambda: self.client.head_bucket(Bucket=self.bucket))
+
+    def _open_stream(self, key: str) -> BinaryIO | None:
+        from botocore.exceptions import ClientError
+
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"]
+        except ClientError as exc:
+            if _code(exc)[0] in _MISSING_CODES:
+                return None
+            raise
+
+    def get(self, key: str) -> bytes | None:
+        def fetch() -> bytes | None:
+            stream = self._open_stream(key)
+            if stream is None:
+                return None
+            with stream:
+                return stream.read()
+
+        return self._call("read", key, fetch)
+
+    def download(self, key: str, destination: Path) -> tuple[int, str]:
+        return self._call("download", key, lambda: ObjectStore.download(self, key, destination))
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        self._call("write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=data))
+
+    def put_file(self, path: Path, key: str) -> None:
+        def upload() -> None:
+            with open(path, "rb") as body:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=body)
+
+        self._call("upload", key, upload)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        from botocore.exceptions import ClientError
+
+        def put() -> bool:
+            try:
+                self.client.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+            except ClientError as exc:
+                if _code(exc)[0] == "PreconditionFailed" or _code(exc)[1] == 412:
+                    return False
+                raise
+            return True
+
+        return self._call("conditional write", key, put)
+
+    def list(self, prefix: str) -> list[ObjectInfo]:
+        def listing() -> list[ObjectInfo]:
+            found = []
+            for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    found.append(ObjectInfo(item["Key"], int(item["Size"]), item["LastModified"].timestamp()))
+            return found
+
+        return self._call("list", prefix, listing)
+
+    def head(self, key: str) -> ObjectInfo | None:
+        from botocore.exceptions import ClientError
+
+        def head() -> ObjectInfo | None:
+            try:
+                item = self.client.head_object(Bucket=self.bucket, Key=key)
+            except ClientError as exc:
+                if _code(exc)[0] in _MISSING_CODES:
+                    return None
+                raise
+            return ObjectInfo(key, int(item["ContentLength"]), item["LastModified"].timestamp())
+
+        return self._call("read", key, head)
+
+    def delete(self, keys: list[str]) -> None:
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": k} for k in keys[start:start + 1000]]
+            self._call("delete", keys[start], lambda b=batch: self.client.delete_objects(
+                Bucket=self.bucket, Delete={"Objects": b, "Quiet": True}))
+
+    def lance_location(self, key: str) -> tuple[str, dict[str, str]]:
+        """Lance reads in place with the same endpoint, region and credentials as boto3 resolved."""
+        options = {"aws_region": self.region}
+        if self.endpoint and not self.endpoint.startswith("https://s3."):
+            options["aws_endpoint"] = self.endpoint
+            if self.endpoint.startswith("http://"):
+                options["allow_http"] = "true"
+        credentials = self.session.get_credentials()
+        if credentials is not None:
+            frozen = credentials.get_frozen_credentials()
+            options["aws_access_key_id"] = frozen.access_key
+            options["aws_secret_access_key"] = frozen.secret_key
+            if frozen.token:
+                options["aws_session_token"] = frozen.token
+        return f"s3://{self.bucket}/{key}", options
+
+    def describe(self) -> dict[str, Any]:
+        return {"scheme": self.scheme, "bucket": self.bucket, "endpoint": self.endpoint, "region": self.region}

@@ -1,0 +1,102 @@
+"""What the cache needs from an object store: whole-object reads and writes, listing, deletion,
+and one conditional write (create only if absent) that makes publishing safe without rename.
+
+Keys are bucket-relative (`prefix/name/.../_metadata.json`). Every method raises
+`StorageError` with one line naming the URL and what to set; transient failures are retried
+first (see storage.retry).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from stable_datasets.storage.urls import ObjectURL
+
+CHUNK = 8 << 20
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    modified: float  # seconds since the epoch
+
+
+class ObjectStore(ABC):
+    """One bucket of one object store, with its credentials and endpoint resolved."""
+
+    scheme: str
+    bucket: str
+
+    def url(self, key: str) -> str:
+        return str(ObjectURL(self.scheme, self.bucket, key))
+
+    @abstractmethod
+    def check(self) -> None:
+        """Fail fast (StorageError) when the bucket is missing, unreachable or refuses our credentials."""
+
+    @abstractmethod
+    def get(self, key: str) -> bytes | None:
+        """The object's bytes, None when there is no such object."""
+
+    @abstractmethod
+    def _open_stream(self, key: str) -> BinaryIO | None:
+        """A stream over the object (None when missing), unretried: callers wrap it in their retries."""
+
+    @abstractmethod
+    def put_bytes(self, key: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def put_file(self, path: Path, key: str) -> None: ...
+
+    @abstractmethod
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create the object only if no object has that key (If-None-Match: *); False if one exists."""
+
+    @abstractmethod
+    def list(self, prefix: str) -> list[ObjectInfo]:
+        """Every object whose key starts with `prefix` (recursively)."""
+
+    @abstractmethod
+    def delete(self, keys: list[str]) -> None: ...
+
+    def head(self, key: str) -> ObjectInfo | None:
+        return next((o for o in self.list(key) if o.key == key), None)
+
+    def lance_location(self, key: str) -> tuple[str, dict[str, str]] | None:
+        """(URI, storage_options) for Lance to read `key` in place, or None: download it first."""
+        return None
+
+    def download(self, key: str, destination: Path) -> tuple[int, str]:
+        """Copy the object to `destination` (written beside it, then renamed); (size, sha256).
+
+        Raises StorageError when the object is missing. Stores wrap this in their retries.
+        """
+        from stable_datasets.errors import StorageError
+
+        stream = self._open_stream(key)
+        if stream is None:
+            raise StorageError(f"{self.url(key)}: object is missing")
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        temporary = destination.parent / f".{destination.name}.{uuid.uuid4().hex[:8]}.part"
+        digest, size = hashlib.sha256(), 0
+        try:
+            with stream, open(temporary, "wb") as out:
+                while chunk := stream.read(CHUNK):
+                    digest.update(chunk)
+                    out.write(chunk)
+                    size += len(chunk)
+            os.replace(temporary, destination)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+        return size, digest.hexdigest()
+
+    def describe(self) -> dict[str, Any]:
+        return {"scheme": self.scheme, "bucket": self.bucket}
