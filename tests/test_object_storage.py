@@ -141,6 +141,20 @@ def test_build_and_load_equal_a_local_cache(s3_env, toy_builder, tmp_path, stora
     np.testing.assert_array_equal(remote.with_format("numpy")[:5]["grid"], local.with_format("numpy")[:5]["grid"])
 
 
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
+def test_streaming_from_a_remote_cache_equals_streaming_the_local_one(s3_env, toy_builder, tmp_path,
+                                                                      storage_format):
+    """streaming=True over a bucket: the same rows, and the same seeded block-shuffled order."""
+    kwargs = dict(split="train", storage_format=storage_format, streaming=True)
+    remote = sds.load_dataset(str(toy_builder), **kwargs)
+    local = sds.load_dataset(str(toy_builder), cache_dir=str(tmp_path / "local-cache"), **kwargs)
+    assert [_plain(r) for r in remote] == [_plain(r) for r in local]
+    assert [r["id"] for r in remote] == list(range(50))
+    shuffled = [r["id"] for r in remote.shuffle(seed=3)]
+    assert shuffled == [r["id"] for r in local.shuffle(seed=3)]
+    assert sorted(shuffled) == list(range(50)) and shuffled != list(range(50))
+
+
 def test_lance_is_read_in_place_and_arrow_through_the_shard_cache(s3_env, toy_builder, monkeypatch):
     lance = sds.load_dataset(str(toy_builder), split="train", storage_format="lance")
     backend = lance._backends[0]
