@@ -9,7 +9,6 @@ jobs of one group can share a cache.
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import socket
 import time
@@ -19,7 +18,8 @@ from pathlib import Path
 import filelock
 from loguru import logger
 
-from stable_datasets.errors import ConfigurationError, LockTimeoutError
+from stable_datasets.env import env_number
+from stable_datasets.errors import LockTimeoutError
 
 DEFAULT_TIMEOUT = 3600.0
 
@@ -30,17 +30,8 @@ def _env_flag(name: str) -> bool:
 
 def default_timeout() -> float:
     """`STABLE_DATASETS_LOCK_TIMEOUT` seconds (a number >= 0, or inf), else an hour."""
-    text = os.environ.get("STABLE_DATASETS_LOCK_TIMEOUT", "").strip()
-    if not text:
-        return DEFAULT_TIMEOUT
-    try:
-        seconds = float(text)
-    except ValueError:
-        seconds = math.nan
-    if not seconds >= 0:  # also refuses nan
-        raise ConfigurationError(f"STABLE_DATASETS_LOCK_TIMEOUT={text!r} is not a number of seconds >= 0 "
-                                 "(unset it for the default of one hour)")
-    return seconds
+    return env_number("STABLE_DATASETS_LOCK_TIMEOUT", DEFAULT_TIMEOUT, float, lambda s: s >= 0,  # refuses nan
+                      "is not a number of seconds >= 0 (unset it for the default of one hour)")
 
 
 def _holder(lock_path: Path) -> str:

@@ -23,7 +23,8 @@ from loguru import logger
 
 from stable_datasets.cache.inventory import _alive
 from stable_datasets.cache.lock import default_timeout
-from stable_datasets.errors import ConfigurationError, LockTimeoutError
+from stable_datasets.env import env_number
+from stable_datasets.errors import LockTimeoutError
 from stable_datasets.storage.store import ObjectStore
 
 LEASE_FILE = "_lease.json"
@@ -31,16 +32,8 @@ DEFAULT_SECONDS = 300.0
 
 
 def lease_seconds() -> float:
-    text = os.environ.get("STABLE_DATASETS_LEASE_SECONDS", "").strip()
-    if not text:
-        return DEFAULT_SECONDS
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 1 <= value < float("inf"):
-        raise ConfigurationError(f"STABLE_DATASETS_LEASE_SECONDS={text!r} must be a number of seconds >= 1")
-    return value
+    return env_number("STABLE_DATASETS_LEASE_SECONDS", DEFAULT_SECONDS, float, lambda s: 1 <= s < float("inf"),
+                      "must be a number of seconds >= 1")
 
 
 def new_attempt_id() -> str:

@@ -7,7 +7,6 @@ are not retried: each store says which of its errors are transient.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from typing import TypeVar
 
 from loguru import logger
 
-from stable_datasets.errors import ConfigurationError
+from stable_datasets.env import env_number
 
 T = TypeVar("T")
 DEFAULT_ATTEMPTS = 4
@@ -24,16 +23,8 @@ MAX_WAIT = 5.0
 
 
 def max_attempts() -> int:
-    text = os.environ.get("STABLE_DATASETS_STORAGE_RETRIES", "").strip()
-    if not text:
-        return DEFAULT_ATTEMPTS
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ConfigurationError(f"STABLE_DATASETS_STORAGE_RETRIES={text!r} must be a whole number of attempts >= 1")
-    return value
+    return env_number("STABLE_DATASETS_STORAGE_RETRIES", DEFAULT_ATTEMPTS, int, lambda n: n >= 1,
+                      "must be a whole number of attempts >= 1")
 
 
 def with_retries(call: Callable[[], T], is_transient: Callable[[BaseException], bool], what: str) -> T:
