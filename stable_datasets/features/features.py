@@ -145,17 +145,24 @@ def check_keys(features: Mapping[str, Any], example: Mapping[str, Any], field: s
     raise EncodingError(prefix + extra[0], f"unexpected key '{extra[0]}' (features are {list(features)})")
 
 
-def infer_feature(arrow_type: pa.DataType) -> FeatureType:
-    """The feature a plain Arrow type maps to, for data written without stored features."""
+def infer_feature(arrow_type: pa.DataType, lenient: bool = False) -> FeatureType:
+    """The feature a plain Arrow type maps to, for data written without stored features.
+
+    `lenient` also takes the types a file reader infers that have no feature of their own:
+    decimals are stored as float64; dates, times, timestamps and all-null columns as text."""
     if pa.types.is_struct(arrow_type):
-        return Features({arrow_type.field(i).name: infer_feature(arrow_type.field(i).type)
+        return Features({arrow_type.field(i).name: infer_feature(arrow_type.field(i).type, lenient)
                          for i in range(arrow_type.num_fields)})
     if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
-        return Sequence(infer_feature(arrow_type.value_type))
+        return Sequence(infer_feature(arrow_type.value_type, lenient))
     if pa.types.is_fixed_size_list(arrow_type):
-        return Sequence(infer_feature(arrow_type.value_type), length=arrow_type.list_size)
+        return Sequence(infer_feature(arrow_type.value_type, lenient), length=arrow_type.list_size)
     if pa.types.is_dictionary(arrow_type):
-        return infer_feature(arrow_type.value_type)
+        return infer_feature(arrow_type.value_type, lenient)
+    if lenient and pa.types.is_decimal(arrow_type):
+        return Value("float64")
+    if lenient and (pa.types.is_null(arrow_type) or pa.types.is_temporal(arrow_type)):
+        return Value("string")
     for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
                  "float16", "float32", "float64", "string", "large_string", "binary", "large_binary"):
         if Value(name).arrow_type() == arrow_type:

@@ -28,24 +28,10 @@ def feature_for_type(arrow_type: pa.DataType) -> FeatureType:
     """Our feature for an Arrow type a reader inferred. Types without a feature of their own are
     stored as text (dates, times, timestamps: their ISO form; an all-null column: strings) or as
     float64 (decimals)."""
-    if pa.types.is_struct(arrow_type):
-        return Features({arrow_type.field(i).name: feature_for_type(arrow_type.field(i).type)
-                         for i in range(arrow_type.num_fields)})
-    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
-        return Sequence(feature_for_type(arrow_type.value_type))
-    if pa.types.is_fixed_size_list(arrow_type):
-        return Sequence(feature_for_type(arrow_type.value_type), length=arrow_type.list_size)
-    if pa.types.is_dictionary(arrow_type):
-        return feature_for_type(arrow_type.value_type)
-    if pa.types.is_decimal(arrow_type):
-        return Value("float64")
-    if pa.types.is_null(arrow_type) or pa.types.is_temporal(arrow_type):
-        return Value("string")
     try:
-        return infer_feature(arrow_type)
-    except ValueError:
-        raise LoaderError(f"no feature type for the Arrow type {arrow_type}; pass features= to say how to store "
-                          "this column") from None
+        return infer_feature(arrow_type, lenient=True)
+    except ValueError as exc:  # names the innermost type that has no feature
+        raise LoaderError(f"{exc}; pass features= to say how to store this column") from None
 
 
 def features_from_schema(schema: pa.Schema) -> Features:
