@@ -61,6 +61,8 @@ class FileLoader(GeneratorBasedBuilder):
     EXTENSIONS: ClassVar[tuple[str, ...]] = ()
     #: True for loaders whose pieces are Arrow tables (tabular formats), False for media and tars
     read_tables: ClassVar[bool] = True
+    #: True when `infer_features` reads the first data file only (see `_inference_key`)
+    INFERS_FROM_FIRST_FILE: ClassVar[bool] = True
 
     def __init__(self, config_name: str | None = None, **kwargs: Any):
         super().__init__(config_name, **kwargs)
@@ -74,6 +76,7 @@ class FileLoader(GeneratorBasedBuilder):
             raise ValueError(f"the '{self.builder_name()}' loader needs data_files= (a path, a glob, a list, or a "
                              "dict of split -> paths) or data_dir= (a folder)")
         self._files: dict[str, list[str]] | None = None
+        self._inferred: tuple[Any, Features] | None = None  # (_inference_key(), features)
 
     # -- files -----------------------------------------------------------------------------
     def fingerprint_inputs(self, storage_format: str = "arrow",
@@ -81,7 +84,7 @@ class FileLoader(GeneratorBasedBuilder):
         """Files listed afresh, and features inferred from them, for each fingerprint; the build that
         follows reads the very list the fingerprint identified."""
         self._files = None
-        if self.config.features is None:
+        if self.config.features is None and (self._inferred is None or self._inferred[0] != self._inference_key()):
             self._info_cache = None
         return super().fingerprint_inputs(storage_format, layout_options)
 
@@ -128,8 +131,26 @@ class FileLoader(GeneratorBasedBuilder):
     # -- features --------------------------------------------------------------------------
     def _info(self) -> DatasetInfo:
         given = self.config.features
-        features = given if given is not None else self.infer_features()
-        return DatasetInfo(features=features, description=f"Files read by the '{self.builder_name()}' loader.")
+        if given is None:
+            key = self._inference_key()
+            if self._inferred is None or key is None or self._inferred[0] != key:
+                self._inferred = (key, self.infer_features())
+            given = self._inferred[1]
+        return DatasetInfo(features=given, description=f"Files read by the '{self.builder_name()}' loader.")
+
+    def _inference_key(self) -> tuple[Any, ...] | None:
+        """What the inferred features depend on: the first file as it is now (its path, size and
+        mtime), for loaders that infer from it alone; None (infer every time) for the others.
+        `prepare` fingerprints twice and each fingerprint needs the features, so this saves a
+        second read and parse of the sample."""
+        if not self.INFERS_FROM_FIRST_FILE:
+            return None
+        path = self.first_file()
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return None
+        return path, stat.st_size, stat.st_mtime_ns, stat.st_ino
 
     def infer_features(self) -> Features:
         raise NotImplementedError

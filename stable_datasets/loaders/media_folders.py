@@ -45,6 +45,7 @@ class MediaFolderLoader(FileLoader):
     config: MediaFolderConfig
     BUILDER_CONFIG_CLASS = MediaFolderConfig
     read_tables = False
+    INFERS_FROM_FIRST_FILE = False  # labels and metadata files come from the whole folder
     #: the column holding each file
     BASE_COLUMN: ClassVar[str] = ""
 

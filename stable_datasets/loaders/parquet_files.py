@@ -41,7 +41,8 @@ class ParquetLoader(FileLoader):
         path, start, stop = piece
         reader = _open(path)
         groups = None if start is None else list(range(start, stop))
-        columns = [n for n in self.features if n in reader.schema_arrow.names] if conform else None
+        present = set(reader.schema_arrow.names)  # `schema_arrow` converts the schema on each access
+        columns = [n for n in self.features if n in present] if conform else None
         row = 0
         try:
             for batch in reader.iter_batches(batch_size=BATCH_ROWS, row_groups=groups, columns=columns or None,
