@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 
+import pytest
+
 import stable_datasets as sds
 from stable_datasets.cache import hashing
 from stable_datasets.loaders.csv_files import CsvLoader
@@ -43,3 +45,63 @@ def test_features_are_inferred_once_per_build_and_again_when_the_file_changes(tm
     ds = sds.load_dataset("csv", data_files=str(data), split="train", cache_dir=str(tmp_path / "cache"))
     assert ds.to_dict() == {"x": [1.5, 2.0, 3.0], "y": ["a", "b", "c"]}
     assert len(calls) == 2
+
+
+def test_a_csv_read_in_ranges_gives_the_rows_and_errors_of_one_read(tmp_path, monkeypatch):
+    from stable_datasets.loaders import csv_files
+    from stable_datasets.loaders.columns import LoaderError
+
+    monkeypatch.setattr(csv_files, "RANGE_BYTES", 64)  # about 6 lines a range
+    path = tmp_path / "r.csv"
+    path.write_text("n,word\n" + "".join(f"{i},w{i}\n" for i in range(200)))
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", cache_dir=str(tmp_path / "c1"))
+    assert ds.to_dict() == {"n": list(range(200)), "word": [f"w{i}" for i in range(200)]}
+    lines = path.read_text().splitlines()
+    lines[150] = "oops,w149"  # line 151 of the file, in a late range
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(LoaderError, match=r"r\.csv, line 151: column 'n': value 'oops' cannot be stored as int64"):
+        sds.load_dataset("csv", data_files=str(path), split="train", cache_dir=str(tmp_path / "c2"),
+                         features={"n": sds.Value("int64"), "word": sds.Value("string")})
+    assert not list((tmp_path / "c2").rglob("_metadata.json"))
+
+
+def test_a_csv_with_a_quoted_line_break_is_not_cut_into_ranges(tmp_path, monkeypatch):
+    from stable_datasets.loaders import csv_files
+
+    monkeypatch.setattr(csv_files, "RANGE_BYTES", 64)
+    path = tmp_path / "q.csv"
+    path.write_text("n,word\n" + "".join(f'{i},"w{i}\nsecond"\n' for i in range(100)))
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", cache_dir=str(tmp_path / "c"))
+    assert ds["word"] == [f"w{i}\nsecond" for i in range(100)]
+
+
+def test_read_ahead_raises_the_readers_error_and_stops_a_reader_left_early():
+    from stable_datasets.loaders.read_ahead import read_ahead
+
+    def failing():
+        yield 1
+        raise ValueError("bad line 7")
+
+    seen = []
+    with pytest.raises(ValueError, match="bad line 7"):
+        for item in read_ahead(failing()):
+            seen.append(item)
+    assert seen == [1]
+
+    produced = []
+    closed = []
+
+    def endless():
+        try:
+            i = 0
+            while True:
+                produced.append(i)
+                yield i
+                i += 1
+        finally:
+            closed.append(True)
+
+    reader = read_ahead(endless(), depth=2)
+    assert [next(reader) for _ in range(3)] == [0, 1, 2]
+    reader.close()  # the consumer stops: the thread stops too, and closes the generator
+    assert closed == [True] and len(produced) <= 3 + 2 + 1

@@ -163,11 +163,16 @@ def infer_feature(arrow_type: pa.DataType, lenient: bool = False) -> FeatureType
         return Value("float64")
     if lenient and (pa.types.is_null(arrow_type) or pa.types.is_temporal(arrow_type)):
         return Value("string")
-    for name in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-                 "float16", "float32", "float64", "string", "large_string", "binary", "large_binary"):
-        if Value(name).arrow_type() == arrow_type:
-            return Value(name)
-    raise ValueError(f"no feature type for Arrow type {arrow_type}")
+    dtype = _DTYPE_OF_ARROW_TYPE.get(arrow_type)
+    if dtype is None:
+        raise ValueError(f"no feature type for Arrow type {arrow_type}")
+    return Value(dtype)
+
+
+#: the Value dtype of each plain Arrow type (one lookup instead of building a Value per candidate)
+_DTYPE_OF_ARROW_TYPE = {Value(name).arrow_type(): name for name in (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "float32", "float64", "string", "large_string", "binary", "large_binary")}
 
 
 def binary_array(values: list) -> pa.Array | None:

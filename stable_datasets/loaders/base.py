@@ -33,6 +33,7 @@ from stable_datasets.features.base import as_feature
 from stable_datasets.features.features import Features
 from stable_datasets.loaders.columns import conform_table, is_columnar
 from stable_datasets.loaders.folders import infer_data_files
+from stable_datasets.loaders.read_ahead import read_ahead
 from stable_datasets.write.engines import JobRunner
 from stable_datasets.write.plan import SplitJobs
 
@@ -188,9 +189,8 @@ class FileLoader(GeneratorBasedBuilder):
     def _generate_examples(self, pieces: list[Piece]) -> Iterator[Any]:  # type: ignore[override]
         """Record batches of the pieces for columnar features, else (key, example) pairs."""
         if self.columnar_examples():
-            for piece in pieces:
-                for table in self.read_piece(piece):
-                    yield from (batch for batch in table.to_batches(BATCH_ROWS) if batch.num_rows)
+            for table in read_ahead(table for piece in pieces for table in self.read_piece(piece)):
+                yield from (batch for batch in table.to_batches(BATCH_ROWS) if batch.num_rows)
             return
         for piece in pieces:
             yield from self.examples_of_piece(piece)

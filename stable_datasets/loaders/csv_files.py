@@ -27,8 +27,10 @@ from stable_datasets.loaders.columns import LoaderError, features_from_schema, i
 from stable_datasets.loaders.json_files import line_ranges
 
 BLOCK_BYTES = 16 << 20
-#: files up to this size are parsed in one multi-threaded read
+#: files up to this size whose records may span lines are parsed in one multi-threaded read
 WHOLE_FILE_BYTES = 256 << 20
+#: a file of single-line records is parsed this many bytes at a time (each on every core)
+RANGE_BYTES = 16 << 20
 #: bytes of the first file read to infer the features
 SAMPLE_BYTES = 1 << 20
 
@@ -110,15 +112,22 @@ class CsvLoader(FileLoader):
         return features_from_schema(pa.schema([pa.field(n, f.type) for n, f in zip(names, schema)]))
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
-        """A file (or range) up to WHOLE_FILE_BYTES is parsed at once on every core; a larger file streams."""
+        """A file is parsed a RANGE_BYTES range of whole lines at a time, each range on every core (the
+        writer writes one range while the next is parsed, see read_ahead.py); a file whose records
+        may span lines is parsed at once up to WHOLE_FILE_BYTES, and streamed past that."""
         path, start, stop = piece
         convert = self._convert_options(self.features)
         try:
-            if start is None and os.path.getsize(path) > WHOLE_FILE_BYTES:
+            tables: Iterator[pa.Table]
+            size = os.path.getsize(path) if start is None else 0
+            ranges = self.piece_ranges(path, -(-size // RANGE_BYTES)) if size > RANGE_BYTES else [piece]
+            if len(ranges) > 1:
+                tables = (self._read_bytes(path, lo, hi, convert, plain=True) for _, lo, hi in ranges)
+            elif start is None and size > WHOLE_FILE_BYTES:
                 read = self._read_options()
                 read.block_size = BLOCK_BYTES
                 reader = pacsv.open_csv(path, read, self._parse_options(), convert)
-                tables: Iterator[pa.Table] = (pa.Table.from_batches([batch]) for batch in reader)
+                tables = (pa.Table.from_batches([batch]) for batch in reader)
             else:
                 tables = iter([self._read_bytes(path, start, stop, convert)])
             row = 0
@@ -130,7 +139,9 @@ class CsvLoader(FileLoader):
         except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
             raise self._error(path, exc) from None
 
-    def _read_bytes(self, path: str, start: int | None, stop: int | None, convert: pacsv.ConvertOptions) -> pa.Table:
+    def _read_bytes(self, path: str, start: int | None, stop: int | None, convert: pacsv.ConvertOptions,
+                    plain: bool = False) -> pa.Table:
+        """`plain`: the caller knows no line break sits inside quotes."""
         source = pa.memory_map(path)  # the buffer keeps the map open while the table is parsed
         if start is None:
             data = source.read_buffer()
@@ -142,7 +153,8 @@ class CsvLoader(FileLoader):
             read = pacsv.ReadOptions(use_threads=True, column_names=self._header_names(path), encoding=read.encoding)
             newlines = False
         else:
-            newlines = self.config.escapechar is not None or quoted_line_breaks(data, self.config.quotechar)
+            newlines = not plain and (self.config.escapechar is not None
+                                      or quoted_line_breaks(data, self.config.quotechar))
         return pacsv.read_csv(pa.BufferReader(data), read, self._parse_options(newlines), convert)
 
     def _header_names(self, path: str) -> list[str]:
@@ -197,18 +209,13 @@ class CsvLoader(FileLoader):
         return LoaderError(f"{path}: {message}")
 
 
-def quoted_line_breaks(data: pa.Buffer, quotechar: str | None) -> bool:
+def quoted_line_breaks(data: pa.Buffer | bytes, quotechar: str | None) -> bool:
     """True when a line break may sit inside a quoted field: an odd number of quote characters
     before some line break. Without one, pyarrow may cut the file into blocks at any line break and
     parse them on every core (`newlines_in_values=False`); with one, blocks must follow quotes."""
     if not quotechar:
         return False
-    view = np.frombuffer(data, dtype=np.uint8)
-    quotes = np.flatnonzero(view == ord(quotechar))
-    if not len(quotes):
-        return False
-    breaks = np.flatnonzero((view == 10) | (view == 13))
-    return bool((np.searchsorted(quotes, breaks) % 2).any())
+    return _quote_scan(np.frombuffer(data, dtype=np.uint8), ord(quotechar), 0)[0]
 
 
 def quoted_line_breaks_in_file(path: str, quotechar: str | None, chunk_bytes: int = 64 << 20) -> bool:
@@ -216,18 +223,33 @@ def quoted_line_breaks_in_file(path: str, quotechar: str | None, chunk_bytes: in
     if not quotechar:
         return False
     parity = 0
-    quote = ord(quotechar)
     with open(path, "rb") as fh:
         while chunk := fh.read(chunk_bytes):
-            view = np.frombuffer(chunk, dtype=np.uint8)
-            quotes = np.flatnonzero(view == quote)
-            breaks = np.flatnonzero((view == 10) | (view == 13))
-            if len(quotes) and len(breaks) and ((np.searchsorted(quotes, breaks) + parity) % 2).any():
+            found, parity = _quote_scan(np.frombuffer(chunk, dtype=np.uint8), ord(quotechar), parity)
+            if found:
                 return True
-            if not len(quotes) and parity and len(breaks):
-                return True
-            parity = (parity + len(quotes)) % 2
     return False
+
+
+#: bytes scanned at a time by `_quote_scan`: its masks stay in the CPU cache (~1.7x faster than one pass)
+_SCAN_BYTES = 1 << 18
+
+
+def _quote_scan(view: np.ndarray, quote: int, parity: int) -> tuple[bool, int]:
+    """(a line break follows an odd number of quotes, the quote count's parity at the end), given
+    the parity before `view`."""
+    for offset in range(0, len(view), _SCAN_BYTES):
+        part = view[offset:offset + _SCAN_BYTES]
+        quotes = np.flatnonzero(part == quote)
+        if not len(quotes):
+            if parity and ((part == 10) | (part == 13)).any():
+                return True, parity
+            continue
+        breaks = np.flatnonzero((part == 10) | (part == 13))
+        if len(breaks) and ((np.searchsorted(quotes, breaks) + parity) % 2).any():
+            return True, parity
+        parity = (parity + len(quotes)) % 2
+    return False, parity
 
 
 def _csv_records(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,
