@@ -105,3 +105,66 @@ def test_read_ahead_raises_the_readers_error_and_stops_a_reader_left_early():
     assert [next(reader) for _ in range(3)] == [0, 1, 2]
     reader.close()  # the consumer stops: the thread stops too, and closes the generator
     assert closed == [True] and len(produced) <= 3 + 2 + 1
+
+
+def _parquet(path, **columns):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table(columns), path)
+    return str(path)
+
+
+def test_a_table_already_in_the_features_schema_is_kept_but_class_ids_are_still_checked(tmp_path):
+    from stable_datasets.loaders.columns import LoaderError
+
+    features = {"x": sds.Value("int64"), "label": sds.ClassLabel(names=["a", "b", "c"])}
+    good = _parquet(tmp_path / "good.parquet", x=[1, 2, 3], label=[0, 2, 1])
+    ds = sds.load_dataset("parquet", data_files=good, split="train", cache_dir=str(tmp_path / "c1"), features=features)
+    assert ds.to_dict() == {"x": [1, 2, 3], "label": [0, 2, 1]}
+    bad = _parquet(tmp_path / "bad.parquet", x=[1, 2, 3], label=[0, 7, 1])  # the schema is the features' schema
+    with pytest.raises(LoaderError, match=r"bad\.parquet: column 'label', row 2: class index 7 is out of range "
+                                          r"\[0, 3\)"):
+        sds.load_dataset("parquet", data_files=bad, split="train", cache_dir=str(tmp_path / "c2"), features=features)
+
+
+def test_a_file_column_of_another_type_is_cast_and_a_bad_value_named_by_row(tmp_path):
+    from stable_datasets.loaders.columns import LoaderError
+
+    path = _parquet(tmp_path / "f.parquet", x=[1.0, 2.0, 2.5])
+    with pytest.raises(LoaderError, match=r"f\.parquet: column 'x', row 3: value 2\.5 cannot be stored as "
+                                          r"Value\(dtype='int64'\) \(.*\); pass features= to store the column"):
+        sds.load_dataset("parquet", data_files=path, split="train", cache_dir=str(tmp_path / "c"),
+                         features={"x": sds.Value("int64")})
+    ok = _parquet(tmp_path / "ok.parquet", x=[1.0, 2.0, 3.0])
+    ds = sds.load_dataset("parquet", data_files=ok, split="train", cache_dir=str(tmp_path / "c"),
+                          features={"x": sds.Value("int64")})
+    assert ds["x"] == [1, 2, 3]
+
+
+def test_a_float_that_would_become_inf_is_refused_by_loaders_as_by_from_dict(tmp_path):
+    from stable_datasets.errors import ExampleError
+    from stable_datasets.loaders.columns import LoaderError
+
+    path = _parquet(tmp_path / "big.parquet", x=[1.0, 1e300])
+    with pytest.raises(LoaderError, match=r"big\.parquet: column 'x', row 2: value 1e\+300 cannot be stored as "
+                                          r"Value\(dtype='float32'\) \(it would be stored as inf\)"):
+        sds.load_dataset("parquet", data_files=path, split="train", cache_dir=str(tmp_path / "c"),
+                         features={"x": sds.Value("float32")})
+    with pytest.raises(ExampleError, match=r"example key 1, field 'x': value 1e\+300 does not fit float32"):
+        sds.StableDataset.from_dict({"x": [1.0, 1e300]}, features={"x": sds.Value("float32")},
+                                    cache_dir=str(tmp_path / "m"))
+
+
+def test_one_cast_two_wordings_of_the_same_bad_class_name(tmp_path):
+    from stable_datasets.errors import ExampleError
+    from stable_datasets.loaders.columns import LoaderError
+
+    features = {"label": sds.ClassLabel(names=["cat", "dog"])}
+    path = _parquet(tmp_path / "l.parquet", label=["cat", "dog", "cow"])
+    with pytest.raises(LoaderError, match=r"l\.parquet: column 'label', row 3: unknown class name 'cow'; "
+                                          r"names are \['cat', 'dog'\]$"):
+        sds.load_dataset("parquet", data_files=path, split="train", cache_dir=str(tmp_path / "c"), features=features)
+    with pytest.raises(ExampleError, match=r"example key 2, field 'label': unknown class name 'cow'; "
+                                           r"names are \['cat', 'dog'\]"):
+        sds.StableDataset.from_dict({"label": ["cat", "dog", "cow"]}, features=features, cache_dir=str(tmp_path / "m"))

@@ -1,6 +1,7 @@
 """Arrow tables read from files <-> Features: inferring features from a schema, and casting a
-table to given features column by column, so a value that does not fit is an error naming its
-file, column and row instead of a silently changed or dropped row."""
+table to given features column by column (through features/casting.py, as in-memory data is),
+so a value that does not fit is an error naming its file, column and row instead of a silently
+changed or dropped row."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from stable_datasets.features.base import FeatureType
+from stable_datasets.features.casting import CastLocation, cast_column, first_failing_row
 from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.features.sequence import Sequence
 from stable_datasets.features.value import ClassLabel, Value
@@ -65,6 +66,37 @@ def is_columnar(feature: Any) -> bool:
     return isinstance(feature, (Value, ClassLabel))
 
 
+class FileLocation(CastLocation):
+    """Columns read from a file: a failure names the file, the column and the row (counted from
+    1, `first_row` being the table's first row in the file); any Arrow cast is allowed, since the
+    reader parsed the column and `features=` asked for its type."""
+
+    any_kind = True
+
+    def __init__(self, where: str, first_row: int = 0):
+        self.where, self.first_row = where, first_row
+
+    def _at(self, name: str, row: int) -> str:
+        return f"{self.where}: column {name!r}, row {self.first_row + row + 1}"
+
+    def unknown_class(self, name: str, row: int, value: Any, feature: ClassLabel) -> Exception:
+        return LoaderError(f"{self._at(name, row)}: unknown class name {value!r}; names are {feature.names[:20]}")
+
+    def label_out_of_range(self, name: str, row: int, value: int, feature: ClassLabel) -> Exception:
+        return LoaderError(f"{self._at(name, row)}: class index {value} is out of range [0, {feature.num_classes})")
+
+    def not_labels(self, name: str, column: pa.ChunkedArray, problem: str) -> Exception:
+        return LoaderError(f"{self.where}: column {name!r} ({column.type}) cannot be class labels: {problem}")
+
+    def bad_value(self, name: str, column: pa.ChunkedArray, feature: FeatureType, problem: str) -> Exception:
+        row = first_failing_row(column, feature.arrow_type())
+        if row is None:
+            return LoaderError(f"{self.where}: column {name!r} of type {column.type} cannot be stored as {feature!r}: "
+                               f"{problem}")
+        return LoaderError(f"{self._at(name, row)}: value {column[row].as_py()!r:.80} cannot be stored as "
+                           f"{feature!r} ({problem}); pass features= to store the column as another type")
+
+
 def conform_table(table: pa.Table | pa.RecordBatch, features: Features, where: str,
                   first_row: int = 0) -> pa.Table:
     """`table` with exactly the columns of `features`, in their order and Arrow types.
@@ -72,8 +104,13 @@ def conform_table(table: pa.Table | pa.RecordBatch, features: Features, where: s
     A missing or unexpected column, or a value the cast cannot keep (a float with a fraction
     for an int column, text for a number, an unknown class name), raises a LoaderError naming
     `where` (the file), the column and the row (`first_row` is the table's first row in the file).
+    A table already in the features' schema is returned as it is.
     """
     names = list(features)
+    schema = features.arrow_schema
+    if table.schema.equals(schema, check_metadata=False) and not any(isinstance(f, ClassLabel)
+                                                                     for f in features.values()):
+        return table if isinstance(table, pa.Table) else pa.Table.from_batches([table])  # ids need a range check
     missing = [n for n in names if n not in table.schema.names]
     if missing:
         raise LoaderError(f"{where}: no column {missing[0]!r} (the file has columns {table.schema.names}, the "
@@ -82,78 +119,13 @@ def conform_table(table: pa.Table | pa.RecordBatch, features: Features, where: s
     if extra:
         raise LoaderError(f"{where}: column {extra[0]!r} is not in the features {names}; add it to features= "
                           "(or remove it from the file)")
-    arrays = [conform_column(table.column(name), features[name], where, name, first_row) for name in names]
-    return pa.Table.from_arrays(arrays, schema=features.arrow_schema)
+    location = FileLocation(where, first_row)
+    arrays = [conform_column(table.column(name), features[name], location, name) for name in names]
+    return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def conform_column(column: pa.ChunkedArray | pa.Array, feature: FeatureType, where: str, name: str,
-                   first_row: int = 0) -> pa.ChunkedArray | pa.Array:
-    if isinstance(feature, ClassLabel):
-        return _class_labels(column, feature, where, name, first_row)
-    target = feature.arrow_type()
-    if column.type == target:
-        return column
-    try:
-        return pc.cast(column, target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        row = _first_bad_row(column, target)
-        if row is None:
-            raise LoaderError(f"{where}: column {name!r} of type {column.type} cannot be stored as {feature!r}: "
-                              f"{exc}") from None
-        value = column[row].as_py()
-        raise LoaderError(f"{where}: column {name!r}, row {first_row + row + 1}: value {value!r:.80} cannot be "
-                          f"stored as {feature!r} ({_first_line(exc)}); pass features= to store the column as "
-                          "another type") from None
-
-
-def _class_labels(column: Any, feature: ClassLabel, where: str, name: str, first_row: int) -> Any:
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) or \
-            pa.types.is_dictionary(column.type):
-        column = pc.cast(column, pa.string()) if pa.types.is_dictionary(column.type) else column
-        indices = pc.index_in(column, value_set=pa.array(feature.names, pa.string()))
-        unknown = pc.and_(pc.is_null(indices), pc.is_valid(column))
-        if pc.any(unknown).as_py():
-            row = pc.index(unknown, True).as_py()
-            raise LoaderError(f"{where}: column {name!r}, row {first_row + row + 1}: unknown class name "
-                              f"{column[row].as_py()!r}; names are {feature.names[:20]}")
-        return pc.cast(indices, pa.int64())
-    try:
-        values = pc.cast(column, pa.int64())
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise LoaderError(f"{where}: column {name!r} ({column.type}) cannot be class labels: {_first_line(exc)}") \
-            from None
-    bad = pc.or_(pc.less(values, 0), pc.greater_equal(values, feature.num_classes))
-    if pc.any(bad).as_py():
-        row = pc.index(bad, True).as_py()
-        raise LoaderError(f"{where}: column {name!r}, row {first_row + row + 1}: class index {values[row].as_py()} "
-                          f"is out of range [0, {feature.num_classes})")
-    return values
-
-
-def _first_bad_row(column: Any, target: pa.DataType) -> int | None:
-    """The first row whose cast fails (a bisection: the error path only)."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    lo, hi = 0, len(column)
-    if _casts(column, target):
-        return None
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if _casts(column.slice(lo, mid - lo), target):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def _casts(array: pa.Array, target: pa.DataType) -> bool:
-    try:
-        pc.cast(array, target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return False
-    return True
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+def conform_column(column: pa.ChunkedArray | pa.Array, feature: FeatureType, location: FileLocation,
+                   name: str) -> pa.ChunkedArray:
+    if isinstance(column, pa.Array):
+        column = pa.chunked_array([column], type=column.type)
+    return cast_column(column, feature, name, location)  # never None: a file's columns take any Arrow cast
