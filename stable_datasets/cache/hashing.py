@@ -5,10 +5,10 @@ background thread reads that region back from the page cache into sha256 (hashli
 the GIL), then fsyncs the file at the end. Hashing a shard overlaps with encoding the next
 batches instead of adding a full re-read at the end of the build.
 
-Each stretch the writer reports is also handed to the disk at once (Linux `sync_file_range`,
-which starts the writeback without waiting for it), so the disk writes while the writer parses
-and encodes the next batches; the fsync at the end, which the publish still waits for, then
-finds less left to write. Elsewhere the fsync does all the writing, as before.
+Each stretch the writer reports is also handed to the disk before it is hashed (Linux
+`sync_file_range`, which starts the writeback without waiting for it), so the disk writes while
+the writer parses and encodes the next batches; the fsync at the end, which the publish still
+waits for, then finds less left to write. Elsewhere the fsync does all the writing, as before.
 """
 
 from __future__ import annotations
@@ -62,12 +62,11 @@ class FileHasher:
     def advance(self, written: int) -> None:
         """The file now holds at least `written` bytes that will not change."""
         self._queue.put(written)
-        if written - self._handed_to_disk >= _WRITEBACK_STEP:
-            self._writeback(written)
 
     def _writeback(self, end: int) -> None:
-        """Start writing [handed, end) to the disk now, from the writer's side: the hashing thread
-        may lag behind on a busy machine, and the disk need not wait for it."""
+        """Start writing [handed, end) to the disk now. It runs in the hashing thread, before the
+        stretch is hashed: the call allocates the file's blocks (a few ms per 4 MiB), which the
+        writer need not wait for."""
         if _start_writeback is not None and end > self._handed_to_disk:
             _start_writeback(self._fd, self._handed_to_disk, end - self._handed_to_disk)
         self._handed_to_disk = end
@@ -82,6 +81,8 @@ class FileHasher:
                     return
                 last = target is None
                 end = os.fstat(fd).st_size if last else target
+                if last or end - self._handed_to_disk >= _WRITEBACK_STEP:
+                    self._writeback(end)
                 while position < end:
                     data = os.pread(fd, min(_CHUNK, end - position), position)
                     if not data:
@@ -97,7 +98,7 @@ class FileHasher:
     _cancelled = False
 
     def cancel(self) -> None:
-        """Stop without finishing (the build failed); the thread exits and closes its file."""
+        """Stop without finishing (the build failed): the thread exits, then its file is closed."""
         self._cancelled = True
         self._queue.put(None)
         self._thread.join()
@@ -105,7 +106,6 @@ class FileHasher:
 
     def finish(self) -> str:
         """Hash to the end of the (closed) file, fsync it, and return the hex digest."""
-        self._writeback(os.fstat(self._fd).st_size)  # the tail goes to the disk while it is hashed
         self._queue.put(None)
         self._thread.join()
         os.close(self._fd)
