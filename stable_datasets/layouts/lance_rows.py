@@ -33,9 +33,9 @@ import pyarrow as pa
 from stable_datasets.arrow.cells import cell_getter, compile_row_builder
 from stable_datasets.cache.hashing import FileHasher
 from stable_datasets.cache.journal import ShardJournal
-from stable_datasets.cache.metadata import ShardInfo
+from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
 from stable_datasets.cache.publish import file_sha256
-from stable_datasets.errors import StableDatasetsError
+from stable_datasets.errors import CacheError, StableDatasetsError
 from stable_datasets.features.features import Features
 from stable_datasets.layouts import base, lance_blobs
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_positive_ints
@@ -366,6 +366,11 @@ class Backend(TableBackend):
             stored_schema = dataset.schema
             stored = dataset.count_rows()
         self.check_rows(self.directory / DATASET_DIR, stored, self.metadata.num_rows)
+        recorded = list(self.metadata.features)
+        if stored_schema.names != recorded:  # e.g. a damaged manifest: rows would miss columns the features name
+            raise CacheError(f"{self.dataset_dir}: the Lance dataset holds columns {stored_schema.names} but "
+                             f"{METADATA_FILE} records {recorded}; the cache is corrupt (rebuild it with "
+                             "download_mode='force_rebuild')")
         blobs = self.blob_columns
         self._schema = stored_schema
         if not blobs:
