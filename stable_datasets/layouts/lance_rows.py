@@ -366,9 +366,9 @@ class Backend(TableBackend):
             stored_schema = dataset.schema
             stored = dataset.count_rows()
         self.check_rows(self.directory / DATASET_DIR, stored, self.metadata.num_rows)
-        recorded = list(self.metadata.features)
-        if stored_schema.names != recorded:  # e.g. a damaged manifest: rows would miss columns the features name
-            raise CacheError(f"{self.dataset_dir}: the Lance dataset holds columns {stored_schema.names} but "
+        recorded = sorted(self.metadata.features)  # order aside: metadata stored as sorted JSON keeps no order
+        if sorted(stored_schema.names) != recorded:  # e.g. a damaged manifest: rows would miss named columns
+            raise CacheError(f"{self.dataset_dir}: the Lance dataset holds columns {sorted(stored_schema.names)} but "
                              f"{METADATA_FILE} records {recorded}; the cache is corrupt (rebuild it with "
                              "download_mode='force_rebuild')")
         blobs = self.blob_columns
