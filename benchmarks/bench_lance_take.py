@@ -12,6 +12,9 @@ the table gives the median and range over rounds of:
   the asked order with one Arrow take (what `RowTaker` does) (ms),
 - the 256 rows as Lance blob descriptions (position, size) only, for the blob-encoded variant:
   the bytes would then be read from the data file directly (ms),
+- for the blob-encoded variant, the path `lance_rows` caches take now (layouts/lance_blobs.py):
+  the descriptions read once at open (`open_ms`), then one row as a slice of the mapped data
+  file (µs) and 256 rows as one Arrow take over it (ms), with the label column held in memory,
 - a full scan (s).
 
 Thread settings are read by Lance at start-up, so `--env LANCE_IO_THREADS=2` runs the whole
@@ -98,9 +101,32 @@ def measure(path: str, rows: int, seed: int, singles: int, batches: int, blob_en
         for b in many:
             dataset.take(b, columns=["blob"])  # struct<position, size>: the descriptions only
         out["descriptions_ms"] = (time.perf_counter() - started) / batches * 1e3
+        out.update(measure_mapped(dataset, Path(path), one, many))
     started = time.perf_counter()
     sum(batch.num_rows for batch in dataset.to_batches(batch_size=1024))
     out["scan_s"] = time.perf_counter() - started
+    return out
+
+
+def measure_mapped(dataset, path: Path, one: np.ndarray, many: list[np.ndarray]) -> dict[str, float]:
+    """Our blob path: descriptions once, then slices of the mapped data files (see lance_blobs)."""
+    from stable_datasets.layouts import lance_blobs
+
+    started = time.perf_counter()
+    layout, descriptions = lance_blobs.blob_descriptions(dataset, ["blob"])
+    reader = lance_blobs.BlobReader(path, ["blob"], layout, descriptions, {}, None)
+    labels = dataset.to_table(columns=["label"]).column("label").combine_chunks()
+    out = {"mapped_open_ms": (time.perf_counter() - started) * 1e3}
+    cell = reader.cell_getter("blob")
+    label_values = labels.to_numpy()
+    started = time.perf_counter()
+    for i in one.tolist():
+        (cell(i), int(label_values[i]))
+    out["mapped1_us"] = (time.perf_counter() - started) / len(one) * 1e6
+    started = time.perf_counter()
+    for b in many:
+        pa.Table.from_arrays([reader.take("blob", b), labels.take(pa.array(b))], names=["blob", "label"])
+    out["mapped256_ms"] = (time.perf_counter() - started) / len(many) * 1e3
     return out
 
 
@@ -141,7 +167,8 @@ def main() -> None:
           f"{os.environ.get('LANCE_CPU_THREADS', '-')} LANCE_IO_THREADS={os.environ.get('LANCE_IO_THREADS', '-')}\n")
     keys = [("take1_us", "take([i]) µs"), ("take256_ms", "take(256) ms"),
             ("fragment_sorted_ms", "sorted fragment take(256) ms"), ("descriptions_ms", "blob descriptions(256) ms"),
-            ("scan_s", "full scan s")]
+            ("mapped_open_ms", "mapped: open ms"), ("mapped1_us", "mapped: one row µs"),
+            ("mapped256_ms", "mapped: 256 rows ms"), ("scan_s", "full scan s")]
     table = []
     for name in names:
         cells = []

@@ -32,7 +32,8 @@ def to_ray(ds: StableDataset, *, ray_address: str | None = None, override_num_bl
     if ds.is_whole and len(caches) == 1 and caches[0].layout == "parquet_shards":
         paths = [str(ds.cache_dirs[0] / s.path) for s in caches[0].shards]
         return ray.data.read_parquet(paths, override_num_blocks=override_num_blocks)
-    if ds.is_whole and len(caches) == 1 and caches[0].layout == "lance_rows":
+    if ds.is_whole and len(caches) == 1 and caches[0].layout == "lance_rows" and \
+            not caches[0].extra.get("blob_columns"):  # Lance itself would read blob descriptions, not bytes
         return ray.data.read_lance(str(ds.cache_dirs[0] / "data.lance"), override_num_blocks=override_num_blocks)
     return ray.data.read_datasource(RowRanges(ds), override_num_blocks=override_num_blocks)
 

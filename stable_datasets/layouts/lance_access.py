@@ -169,13 +169,25 @@ class LanceProxy:
         return pa.ipc.open_stream(reply).read_all()
 
     def take(self, indices: Any, columns: list[str] | None = None) -> pa.Table:
-        values = indices.to_pylist() if isinstance(indices, pa.Array) else [int(i) for i in indices]
-        return self._call({"op": "take", "indices": values, "columns": columns})
+        return self.take_with_bytes(indices, columns, [])
 
-    def to_batches(self, offset: int = 0, limit: int | None = None, batch_size: int | None = None,
+    def take_with_bytes(self, indices: Any, columns: list[str] | None, blobs: list[str]) -> pa.Table:
+        """`take` with the bytes of the blob columns `blobs` (see lance_blobs.take_with_bytes)."""
+        values = indices.to_pylist() if isinstance(indices, pa.Array) else [int(i) for i in indices]
+        return self._call({"op": "take", "indices": values, "columns": columns, "blobs": blobs})
+
+    def to_batches(self, columns: list[str] | None = None, offset: int = 0, limit: int | None = None,
+                   batch_size: int | None = None, blob_handling: str | None = None,
                    **_: Any) -> Iterator[pa.RecordBatch]:
-        table = self._call({"op": "scan", "offset": offset, "limit": limit})
+        table = self._call({"op": "scan", "offset": offset, "limit": limit, "columns": columns,
+                            "blob_handling": blob_handling})
         yield from table.to_batches(max_chunksize=batch_size)
+
+    def blob_descriptions(self, blobs: list[str]) -> tuple[list[tuple[str, int]], pa.Table]:
+        """As lance_blobs.blob_descriptions, read by the helper."""
+        table = self._call({"op": "blob_descriptions", "blobs": blobs})
+        layout = json.loads(table.schema.metadata[b"layout"])
+        return [(name, int(rows)) for name, rows in layout], table.replace_schema_metadata(None)
 
     def count_rows(self) -> int:
         return self._call({"op": "count"}).column(0)[0].as_py()
@@ -194,6 +206,8 @@ def _serve(uri: str) -> None:
     """The helper: answer requests on stdin with Arrow IPC on stdout until stdin closes."""
     import lance
 
+    from stable_datasets.layouts import lance_blobs
+
     dataset = lance.dataset(uri, storage_options=json.loads(os.environ.get(_OPTIONS_ENV) or "{}") or None)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     while (message := _read_message(source)) is not None:
@@ -203,9 +217,14 @@ def _serve(uri: str) -> None:
             if op == "schema":
                 table = dataset.schema.empty_table()
             elif op == "take":
-                table = dataset.take(request["indices"], columns=request.get("columns"))
+                table = lance_blobs.take_with_bytes(dataset, request["indices"], request.get("columns"),
+                                                    request.get("blobs") or [])
             elif op == "scan":
-                table = dataset.to_table(offset=request["offset"], limit=request["limit"])
+                table = dataset.to_table(columns=request.get("columns"), offset=request["offset"],
+                                         limit=request["limit"], blob_handling=request.get("blob_handling"))
+            elif op == "blob_descriptions":
+                layout, table = lance_blobs.blob_descriptions(dataset, request["blobs"])
+                table = table.replace_schema_metadata({"layout": json.dumps(layout)})
             elif op == "count":
                 table = pa.table({"n": [dataset.count_rows()]})
             else:

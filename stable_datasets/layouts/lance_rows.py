@@ -30,14 +30,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.arrow.cells import cell_getter, compile_row_builder
 from stable_datasets.cache.hashing import FileHasher
 from stable_datasets.cache.journal import ShardJournal
-from stable_datasets.cache.metadata import ShardInfo
+from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
 from stable_datasets.cache.publish import file_sha256
-from stable_datasets.errors import StableDatasetsError
+from stable_datasets.errors import CacheError, StableDatasetsError
 from stable_datasets.features.features import Features
+from stable_datasets.layouts import base, lance_blobs
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_positive_ints
-from stable_datasets.layouts.lance_access import lance_module, lance_read_errors, needs_helper_process, open_lance
+from stable_datasets.layouts.lance_access import (
+    LanceProxy,
+    lance_module,
+    lance_read_errors,
+    needs_helper_process,
+    open_lance,
+)
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -49,6 +57,8 @@ warnings.filterwarnings("ignore", message="lance is not fork-safe", category=Use
 NAME = "lance_rows"
 DATASET_DIR = "data.lance"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_rows_per_file": 1 << 20, "max_rows_per_group": 1024}
+#: `_metadata.json` extra recording how the rows are stored: absent in caches written before blob columns (1)
+VERSION_KEY = "lance_rows_version"
 
 
 def check_options(options: dict[str, Any]) -> None:
@@ -131,8 +141,12 @@ class Writer(LayoutWriter):
 
     supports_resume = True
 
-    def __init__(self, directory: Path, schema: pa.Schema, options: dict[str, Any]):
+    def __init__(self, directory: Path, schema: pa.Schema, options: dict[str, Any], blobs: bool = True):
+        """`blobs`: write the binary columns with Lance's blob encoding (see lance_blobs)."""
         super().__init__(directory, schema, {**DEFAULT_OPTIONS, **options})
+        self.blob_columns = lance_blobs.blob_column_names(schema) if blobs else []
+        self.stored_schema = lance_blobs.stored_schema(schema, self.blob_columns) if self.blob_columns else schema
+        self.file_version = lance_blobs.FILE_VERSION if self.blob_columns else None
         self.journal: ShardJournal | None = None
         self._shards: list[ShardInfo] = []  # data files, in fragment order
         self._fragments: list[dict[str, Any]] = []  # Lance fragment metadata (JSON), in order
@@ -165,7 +179,8 @@ class Writer(LayoutWriter):
             if needs_helper_process():
                 self._write_through_helper(uri, per_file, per_group)
             else:
-                for meta in write_fragment_chunks(_Rows(self._batches()), self.schema, uri, per_file, per_group):
+                for meta in write_fragment_chunks(_Rows(self._batches()), self.stored_schema, uri, per_file, per_group,
+                                                  self.file_version):
                     self._finish_fragment(meta)
         except BaseException as exc:  # reported to the building thread
             self._error = os_error_of(exc) or exc
@@ -174,8 +189,8 @@ class Writer(LayoutWriter):
         """In a process forked from a Lance user (a parallel part), Lance runs in a fresh helper
         process: batches go to it as an Arrow IPC stream, finished fragments come back as JSON lines."""
         process = subprocess.Popen([sys.executable, "-m", "stable_datasets.layouts.lance_rows", uri, str(per_file),
-                                    str(per_group)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                   stderr=subprocess.PIPE)
+                                    str(per_group), self.file_version or ""], stdin=subprocess.PIPE,
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         failure: list[BaseException] = []
 
         def collect() -> None:
@@ -188,7 +203,7 @@ class Writer(LayoutWriter):
         collector = threading.Thread(target=collect, name="lance writer results", daemon=True)
         collector.start()
         try:
-            with pa.ipc.new_stream(process.stdin, self.schema) as stream:
+            with pa.ipc.new_stream(process.stdin, self.stored_schema) as stream:
                 for batch in self._batches():
                     stream.write_batch(batch)
             process.stdin.close()
@@ -238,7 +253,7 @@ class Writer(LayoutWriter):
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows:
-            self._put(batch)
+            self._put(batch.cast(self.stored_schema) if self.blob_columns else batch)
 
     def close(self) -> list[ShardInfo]:
         self._put(_END)
@@ -257,22 +272,24 @@ class Writer(LayoutWriter):
         return {"fragments": self._fragments}
 
 
-def write_fragment_chunks(rows: _Rows, schema: pa.Schema, uri: str, per_file: int,
-                          per_group: int) -> Iterator[dict[str, Any]]:
+def write_fragment_chunks(rows: _Rows, schema: pa.Schema, uri: str, per_file: int, per_group: int,
+                          file_version: str | None = None) -> Iterator[dict[str, Any]]:
     """Lance fragments of at most `per_file` rows each, written one chunk at a time so each can be
-    journaled as it finishes; yields each fragment's metadata (JSON)."""
+    journaled as it finishes; yields each fragment's metadata (JSON). `file_version`: Lance's
+    data storage version (None: pylance's default)."""
     lance = lance_module()
     while not rows.exhausted():
         reader = pa.RecordBatchReader.from_batches(schema, rows.take(per_file))
         for fragment in lance.fragment.write_fragments(reader, uri, schema=schema, mode="create",
-                                                       max_rows_per_file=per_file, max_rows_per_group=per_group):
+                                                       max_rows_per_file=per_file, max_rows_per_group=per_group,
+                                                       data_storage_version=file_version):
             yield fragment.to_json()
 
 
-def _write_from_stdin(uri: str, per_file: int, per_group: int) -> None:
+def _write_from_stdin(uri: str, per_file: int, per_group: int, file_version: str | None) -> None:
     """The helper process of `Writer._write_through_helper`."""
     reader = pa.ipc.open_stream(sys.stdin.buffer)
-    for meta in write_fragment_chunks(_Rows(iter(reader)), reader.schema, uri, per_file, per_group):
+    for meta in write_fragment_chunks(_Rows(iter(reader)), reader.schema, uri, per_file, per_group, file_version):
         sys.stdout.write(json.dumps(meta) + "\n")
         sys.stdout.flush()
 
@@ -298,54 +315,155 @@ def commit_parts(staging: Path, parts: list[PartResult], schema: pa.Schema) -> l
 
 def merge_parts(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo], dict[str, Any]]:
     schema = Features.from_dict(next(p.features for p in parts if p.features is not None)).arrow_schema
-    return commit_parts(staging, parts, schema), {}
+    blobs = lance_blobs.blob_column_names(schema)
+    stored = lance_blobs.stored_schema(schema, blobs) if blobs else schema
+    shards = commit_parts(staging, parts, stored)
+    extra: dict[str, Any] = {VERSION_KEY: lance_blobs.BLOB_LAYOUT_VERSION, "blob_columns": blobs}
+    if blobs:
+        extra["blob_digests"] = lance_blobs.dataset_digests(open_lance(str(staging / DATASET_DIR)), blobs)
+    return shards, extra
 
 
 class Backend(TableBackend):
+    """Rows through Lance's `take` and scans; in caches written with blob columns (`extra.lance_rows_version`
+    2) on local disk, blob columns are slices of the mapped data files and small columns are held in
+    memory from open (see lance_blobs), so a random batch makes no Lance call at all."""
+
     @property
     def dataset_dir(self) -> Path:
         # caches of the upstream stable-datasets keep the Lance dataset at the cache root ("dataset_dir": ".")
         return self.directory / self.metadata.extra.get("dataset_dir", DATASET_DIR)
 
+    @property
+    def blob_columns(self) -> list[str]:
+        """Columns stored with the blob encoding ([] in caches written before it)."""
+        if self.metadata.extra.get(VERSION_KEY, 1) < lance_blobs.BLOB_LAYOUT_VERSION:
+            return []
+        return list(self.metadata.extra.get("blob_columns") or [])
+
+    def ensure_open(self) -> None:
+        """In a forked child, the mapped files and held columns of the parent stay valid: only the Lance
+        handle is dropped (its runtime does not survive fork), to be reopened if a read needs it."""
+        if self._generation == base._fork_generation:
+            return
+        if self._generation != -1 and getattr(self, "_blobs", None) is not None:
+            self._dataset = None
+            self._generation = base._fork_generation
+            return
+        self._open()
+        self._generation = base._fork_generation
+
+    def _lance(self) -> Any:
+        if self._dataset is None:
+            with lance_read_errors(self.dataset_dir, what="opening it"):
+                self._dataset = self.lance_dataset(self.metadata.extra.get("dataset_dir", DATASET_DIR))
+        return self._dataset
+
     def _open(self) -> None:
+        self._dataset, self._blobs, self._held = None, None, None
         with lance_read_errors(self.dataset_dir, what="opening it"):
-            self._dataset = self.lance_dataset(self.metadata.extra.get("dataset_dir", DATASET_DIR))
-            self._schema = self._dataset.schema
-            stored = self._dataset.count_rows()
+            dataset = self._lance()
+            stored_schema = dataset.schema
+            stored = dataset.count_rows()
         self.check_rows(self.directory / DATASET_DIR, stored, self.metadata.num_rows)
+        recorded = sorted(self.metadata.features)  # order aside: metadata stored as sorted JSON keeps no order
+        if sorted(stored_schema.names) != recorded:  # e.g. a damaged manifest: rows would miss named columns
+            raise CacheError(f"{self.dataset_dir}: the Lance dataset holds columns {sorted(stored_schema.names)} but "
+                             f"{METADATA_FILE} records {recorded}; the cache is corrupt (rebuild it with "
+                             "download_mode='force_rebuild')")
+        blobs = self.blob_columns
+        self._schema = stored_schema
+        if not blobs:
+            return
+        self._schema = lance_blobs.served_schema(stored_schema, Features.from_dict(self.metadata.features).arrow_schema)
+        if self.lance_base is not None:
+            return  # an object store: nothing to map, Lance reads the bytes (take_with_bytes)
+        with lance_read_errors(self.dataset_dir, what="reading the blob descriptions"):
+            layout, descriptions = dataset.blob_descriptions(blobs) if isinstance(dataset, LanceProxy) else \
+                lance_blobs.blob_descriptions(dataset, blobs)
+        prefix = f"{DATASET_DIR}/data/"
+        sizes = {s.path[len(prefix):]: s.num_bytes for s in self.metadata.shards if s.path.startswith(prefix)}
+        self._blobs = lance_blobs.BlobReader(self.dataset_dir, blobs, layout, descriptions, sizes,
+                                             self.metadata.extra.get("blob_digests") or {})
+        self.check_rows(self.directory / DATASET_DIR, self._blobs.num_rows, self.metadata.num_rows)
+        rest = [name for name in self._schema.names if name not in blobs]
+        if rest and self._blobs.file_bytes - self._blobs.blob_bytes <= lance_blobs.HELD_MEMORY:
+            with lance_read_errors(self.dataset_dir, what="reading the small columns"):
+                self._held = pa.Table.from_batches(list(dataset.to_batches(columns=rest)),
+                                                   schema=pa.schema([self._schema.field(n) for n in rest]))
+            self._held = self._held.combine_chunks()
+            self.check_rows(self.directory / DATASET_DIR, self._held.num_rows, self.metadata.num_rows)
+        self._row_getters = None
 
     def stored_row_counts(self) -> tuple[int, int]:
         self.ensure_open()
         with lance_read_errors(self.dataset_dir, what="counting rows"):
-            return self._dataset.count_rows(), self.metadata.num_rows
+            return self._lance().count_rows(), self.metadata.num_rows
 
     def block_bounds(self) -> np.ndarray:
         """Fragments, cut every `max_rows_per_group` rows (the unit Lance writes its pages in)."""
         self.ensure_open()
         group = int(self.metadata.layout_options.get("max_rows_per_group", DEFAULT_OPTIONS["max_rows_per_group"]))
-        fragments = self._dataset.get_fragments() if hasattr(self._dataset, "get_fragments") else []
-        sizes = [f.metadata.physical_rows or 0 for f in fragments]
+        if self._blobs is not None:
+            sizes = np.diff(self._blobs.starts).tolist()
+        else:
+            dataset = self._lance()
+            fragments = dataset.get_fragments() if hasattr(dataset, "get_fragments") else []
+            sizes = [f.metadata.physical_rows or 0 for f in fragments]
         starts = np.cumsum([0, *sizes])[:-1] if sum(sizes) == self.num_rows else np.zeros(1, np.int64)
         cuts = np.concatenate([np.arange(lo, hi, group) for lo, hi in zip(starts, [*starts[1:], self.num_rows])]
                               or [np.zeros(1, np.int64)])
         return np.unique(np.append(cuts, self.num_rows)).astype(np.int64)
 
+    def _served(self, table: pa.Table) -> pa.Table:
+        """A table read through Lance with blob bytes (large_binary) in the served schema."""
+        return table.select(self._schema.names).cast(self._schema) if self.blob_columns else table
+
     def take(self, indices: np.ndarray) -> pa.Table:
         self.ensure_open()
         if not len(indices):
             return self._schema.empty_table()
-        with lance_read_errors(self.dataset_dir, indices):
-            return self._dataset.take(np.asarray(indices, dtype=np.int64))  # an ndarray is the cheapest form
+        indices = np.asarray(indices, dtype=np.int64)  # an ndarray is the cheapest form for Lance
+        blobs = self._blobs
+        if blobs is None:
+            with lance_read_errors(self.dataset_dir, indices):
+                if self.blob_columns:
+                    return self._served(lance_blobs.take_with_bytes(self._lance(), indices, None, self.blob_columns))
+                return self._lance().take(indices)
+        rest = self._held.take(pa.array(indices)) if self._held is not None else None
+        if rest is None and len(blobs.names) < len(self._schema):
+            with lance_read_errors(self.dataset_dir, indices):
+                rest = self._lance().take(indices, columns=[n for n in self._schema.names if n not in blobs.names])
+        arrays = [blobs.take(f.name, indices).cast(f.type) if f.name in blobs.names else rest.column(f.name)
+                  for f in self._schema]
+        return pa.Table.from_arrays(arrays, schema=self._schema)
+
+    def row(self, index: int) -> dict[str, Any]:
+        self.ensure_open()
+        if self._blobs is None or (self._held is None and len(self._blobs.names) < len(self._schema)):
+            return self.rows([index])[0]
+        if self._row_getters is None:
+            self._row_getters = [self._blobs.cell_getter(f.name) if f.name in self._blobs.names else
+                                 cell_getter(self._held.column(f.name).chunk(0)) for f in self._schema]
+            self._build_row = compile_row_builder(self._schema.names)
+        return self._build_row(self._row_getters, index)
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         self.ensure_open()
         if stop <= start:
             return
+        if self._blobs is not None:
+            for lo in range(start, stop, batch_rows):
+                yield from self.take(np.arange(lo, min(stop, lo + batch_rows), dtype=np.int64)).to_batches()
+            return
+        options = {"blob_handling": "all_binary"} if self.blob_columns else {}
         with lance_read_errors(self.dataset_dir, range(start, stop)):
-            for batch in self._dataset.to_batches(offset=start, limit=stop - start, batch_size=batch_rows):
+            for batch in self._lance().to_batches(offset=start, limit=stop - start, batch_size=batch_rows,
+                                                  **options):
                 if batch.num_rows:
-                    yield batch
+                    yield self._served(pa.Table.from_batches([batch])).to_batches()[0] if options else batch
 
 
 if __name__ == "__main__":
-    _write_from_stdin(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]))
+    _write_from_stdin(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] if len(sys.argv) > 4 and sys.argv[4]
+                      else None)

@@ -156,7 +156,7 @@ class Writer(LayoutWriter):
         self._ahead = 2 * workers  # videos being encoded or waiting to be written
         self._frames = lance_rows.Writer(directory, FRAMES_SCHEMA, {
             "max_rows_per_file": self.options["max_rows_per_file"],
-            "max_rows_per_group": self.options["max_rows_per_group"]})
+            "max_rows_per_group": self.options["max_rows_per_group"]}, blobs=False)  # windows read through Lance
         self._videos: list[dict[str, Any]] = []
         self._others: list[pa.RecordBatch] = []
         self._skipped = 0

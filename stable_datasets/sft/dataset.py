@@ -146,6 +146,18 @@ class _CacheRows:
         self.arrow = dataset.with_format("arrow", list(COLUMNS))
         self.num_rows = len(dataset)
         self.pack_metadata = dataset.cache_metadata[0].extra.get("pack_metadata")
+        backends = getattr(self.dataset, "_backends", [])
+        if len(backends) == 1 and self.dataset._indices is None and self.dataset._media is None:
+            self.row = backends[0].row  # a whole cache: its rows as stored, without the view's bookkeeping
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "row"}  # the bound backend method is rebound
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        backends = getattr(self.dataset, "_backends", [])
+        if len(backends) == 1 and self.dataset._indices is None and self.dataset._media is None:
+            self.row = backends[0].row
 
     def row(self, index: int) -> dict[str, Any]:
         return self.dataset.stored_row(index)
@@ -275,9 +287,6 @@ class PackedSFTDataset:
             return np.asarray(stored, dtype=np.int64)
         return runs_of_blocks(np.searchsorted(stored, self.samples_mapping, side="right") - 1)
 
-    def _row(self, pack: int) -> dict[str, Any]:
-        return self._source.row(pack)
-
     def __getitem__(self, idx: int) -> dict[str, np.ndarray]:
         idx = int(idx)
         padding = idx < 0
@@ -286,15 +295,15 @@ class PackedSFTDataset:
         if not 0 <= idx < len(self):
             raise IndexError(f"index {idx} is out of range for {len(self)} samples")
         pack = int(self.samples_mapping[idx]) if self.samples_mapping is not None else idx
-        row = self._row(pack)
-        input_ids = np.asarray(row["input_ids"])
-        loss_mask = np.asarray(row["loss_mask"])
-        starts = np.asarray(row["seq_start_id"], dtype=np.int64)
-        if self.validate and self._block_checks().is_bad(pack):
-            self._check(pack, input_ids, loss_mask, starts)
+        row = self._source.row(pack)
+        input_ids, loss_mask, starts = row["input_ids"], row["loss_mask"], row["seq_start_id"]
+        if type(input_ids) is not np.ndarray or type(loss_mask) is not np.ndarray or type(starts) is not np.ndarray:
+            input_ids, loss_mask, starts = np.asarray(input_ids), np.asarray(loss_mask), np.asarray(starts)
+        if self.validate and (self._checks or self._block_checks()).is_bad(pack):
+            self._check(pack, input_ids, loss_mask, starts.astype(np.int64))
             raise PackedRowError(f"pack {pack} of {self.paths}: malformed (null or unreadable packed columns)")
         boundaries = np.empty(len(starts) + 1, np.int64)  # np.append costs ~5 µs a pack, more than the read
-        boundaries[:-1] = starts
+        boundaries[:-1] = starts  # int32 or int64 stored: converted in this one copy
         boundaries[-1] = len(input_ids)
         if padding:
             loss_mask = np.zeros_like(loss_mask)

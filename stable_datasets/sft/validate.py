@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-CACHE_BLOCK_ROWS = 16_384
+CACHE_BLOCK_SHIFT = 14
+CACHE_BLOCK_ROWS = 1 << CACHE_BLOCK_SHIFT  # 16,384
 
 
 def _chunks(column: Any) -> list[Any]:
@@ -87,24 +88,25 @@ class BlockChecks:
         groups = source.row_groups() if hasattr(source, "row_groups") else None
         self.source = groups if groups is not None else source
         self.row_groups = isinstance(self.source, ParquetRowGroups)
-        self.blocks: dict[int, np.ndarray] = {}
-        self.whole = None
+        # flags as bytes: indexing bytes gives an int, ~5x cheaper than a numpy bool scalar per pack
+        self.blocks: dict[int, bytes] = {}
+        self.whole: bytes | None = None
         if hasattr(source, "offsets") and hasattr(source, "values"):  # .npy packs: flat arrays already
             offsets = source.offsets
             self.whole = bad_packs_from_lengths(np.diff(offsets["input_ids"]), np.diff(offsets["loss_mask"]),
-                                                offsets["seq_start_id"], source.values["seq_start_id"])
+                                                offsets["seq_start_id"], source.values["seq_start_id"]).tobytes()
 
     def is_bad(self, pack: int) -> bool:
         if self.whole is not None:
-            return bool(self.whole[pack])
+            return self.whole[pack] != 0
         if self.row_groups:
             block, local = self.source.locate(pack)
         else:
-            block, local = divmod(pack, CACHE_BLOCK_ROWS)
+            block, local = pack >> CACHE_BLOCK_SHIFT, pack & (CACHE_BLOCK_ROWS - 1)
         flags = self.blocks.get(block)
         if flags is None:
-            flags = self.blocks[block] = self._check_block(block)
-        return bool(flags[local])
+            flags = self.blocks[block] = self._check_block(block).astype(bool).tobytes()
+        return flags[local] != 0
 
     def _check_block(self, block: int) -> np.ndarray:
         if self.row_groups:
