@@ -21,6 +21,13 @@ rounds in turns, median and range, in CPU seconds of the process), against memcp
 
 sweeps the row-group size of one Parquet file (ROW_GROUP_SETTINGS): file and footer size,
 open time in a fresh process, decode time per random pack, ours vs the Megatron design.
+
+    python benchmarks/bench_packed_sft.py --pages --packs 20000
+
+page-level reads (issue 13, part 14): per file layout (PAGE_SETTINGS), single random packs and
+batches of 256 random packs (`PackedSFTDataset.__getitems__`, what a DataLoader asks for; read
+through DataFusion's page-index reader when the file has `pack_id`), ours vs the Megatron design
+on the same file, sides in turns; file and footer size, open time in a fresh process.
 """
 
 from __future__ import annotations
@@ -239,6 +246,64 @@ SWEEP_HEADER = ["row groups", "groups", "packs/group", "footer MB", "file MB", "
                 "ours packs/s", "Megatron design packs/s", "ratio"]
 
 
+PAGE_SETTINGS = [  # (label, write_packed_parquet keyword arguments)
+    ("256 KiB groups, no pack_id (today's file)", {"row_group_bytes": 256 << 10, "pack_ids": False}),
+    ("256 KiB groups, 8 KiB pages + pack_id", {"row_group_bytes": 256 << 10}),
+    ("1 MiB groups, 8 KiB pages + pack_id", {"row_group_bytes": 1 << 20}),
+    ("4 MiB groups, 8 KiB pages + pack_id", {"row_group_bytes": 4 << 20}),
+    ("1000-pack groups, 8 KiB pages + pack_id", {"row_group_bytes": 1 << 40, "row_group_rows": 1000}),
+]
+PAGE_SINGLES, PAGE_BATCH, PAGE_ROUNDS = 40, 256, 6  # random packs per round (single), packs per batch, rounds
+
+
+def page_reads(packs: int, work: Path, chosen: list[int] | None = None) -> list[tuple[str, ...]]:
+    """Single random packs and batches of 256 random packs, ours vs the Megatron design, per file layout."""
+    from stable_datasets.sft import PackedSFTDataset, write_packed_parquet
+
+    results = []
+    rng = np.random.default_rng(2)
+    settings = [PAGE_SETTINGS[i] for i in chosen] if chosen else PAGE_SETTINGS
+    for n, (label, kwargs) in enumerate(settings):
+        path = write_packed_parquet((p for chunk in all_chunks(packs) for p in chunk), work / f"pages_{n}", **kwargs)
+        meta = pq.read_metadata(path)
+        ours = PackedSFTDataset(str(path))
+        theirs = MegatronStyleReader([str(path)])
+        started = time.perf_counter()
+        ours.__getitems__(rng.choice(packs, 2, replace=False))  # the once-per-process file check
+        first = time.perf_counter() - started
+        paged = bool(ours._pages and all(ours._pages._usable.values()))
+        times: dict[str, list[float]] = {"single ours": [], "single theirs": [], "batch ours": [], "batch theirs": []}
+        for rep in range(PAGE_ROUNDS):
+            singles = rng.choice(packs, PAGE_SINGLES, replace=False)
+            batch = rng.choice(packs, PAGE_BATCH, replace=False)
+            sides = [("ours", ours), ("theirs", theirs)]
+            for name, reader in sides if rep % 2 == 0 else sides[::-1]:  # sides in turns
+                times[f"single {name}"].append(timed(functools.partial(read_each, reader, singles)) / len(singles))
+                if name == "ours":
+                    times["batch ours"].append(timed(functools.partial(ours.__getitems__, batch.tolist())) / len(batch))
+                else:
+                    times["batch theirs"].append(timed(functools.partial(read_each, theirs, batch)) / len(batch))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        spread = {k: f"{min(v) / statistics.median(v):.1f}-{max(v) / statistics.median(v):.1f}"
+                  for k, v in times.items()}
+        _, t_open, _, _ = fresh(OPEN_OURS, str(path))
+        results.append((label, f"{meta.num_row_groups:,}", f"{packs / meta.num_row_groups:.0f}",
+                        f"{meta.serialized_size / 1e6:.2f}", f"{path.stat().st_size / 1e6:,.1f}", f"{t_open * 1e3:.0f}",
+                        f"{1 / med['single ours']:,.0f} / {1 / med['single theirs']:,.0f}",
+                        f"{med['single theirs'] / med['single ours']:.1f}x",
+                        f"{1 / med['batch ours']:,.0f} / {1 / med['batch theirs']:,.0f}",
+                        f"{med['batch theirs'] / med['batch ours']:.1f}x",
+                        "pages" if paged else "row groups", f"{first * 1e3:.0f}",
+                        f"{spread['batch ours']} / {spread['batch theirs']}"))
+        path.unlink()
+    return results
+
+
+PAGE_HEADER = ["file", "groups", "packs/group", "footer MB", "file MB", "open ms", "single packs/s ours / Megatron",
+               "single ratio", "batch-256 packs/s ours / Megatron", "batch ratio", "our batch path",
+               "first batch ms (file check)", "batch range/median ours / Megatron"]
+
+
 def throughput(packs: int, rounds: int) -> None:
     """Token GB/s of `PackedSFTDataset[i]` in stored order, validation on and off, sides in turns."""
     import statistics
@@ -299,11 +364,24 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true", help="only the row-group size sweep, on --packs packs")
     parser.add_argument("--sweep-settings", default="", help="comma-separated indices into ROW_GROUP_SETTINGS")
     parser.add_argument("--throughput", action="store_true", help="only token throughput, validation on and off")
+    parser.add_argument("--pages", action="store_true", help="only page-level reads vs row groups, on --packs packs")
+    parser.add_argument("--page-settings", default="", help="comma-separated indices into PAGE_SETTINGS")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     quiet()
     if args.throughput:
         throughput(args.packs, args.rounds)
+        return
+    if args.pages:
+        work = work_dir("bench-sft-pages-")
+        try:
+            rows = page_reads(args.packs, work, [int(i) for i in args.page_settings.split(",") if i.strip()])
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        print(f"\n{args.packs:,} packs of up to {PACK} tokens, one Parquet file per layout; random packs, single and "
+              f"in batches of {PAGE_BATCH}, {PAGE_ROUNDS} rounds in turns (medians); {os.cpu_count()} cores; "
+              f"load average {os.getloadavg()[0]:.1f}\n")
+        print_table(PAGE_HEADER, rows)
         return
     if args.sweep:
         work = work_dir("bench-sft-sweep-")

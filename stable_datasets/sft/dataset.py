@@ -192,7 +192,8 @@ class PackedSFTDataset:
                  pad_cu_seqlens: bool = False, return_cu_seqlen: bool = True,
                  pack_metadata: Sequence[dict[str, Any]] | dict[str, Any] | None = None,
                  pack_metadata_file_path: str | Path | None = None, legacy_keys: bool = False,
-                 cache_row_groups: int = 16, max_open_files: int = 64, validate: bool = True):
+                 cache_row_groups: int = 16, max_open_files: int = 64, validate: bool = True,
+                 page_reads: bool = True):
         if paths is None and file_path is None:
             raise TypeError("PackedSFTDataset needs the packed files: paths= (or file_path=, as Megatron-Bridge "
                             "names it)")
@@ -213,6 +214,7 @@ class PackedSFTDataset:
         self.seed = seed
         self.validate = validate
         self.allow_pickle = allow_pickle  # the user's choice, kept as is through pickling
+        self._pages: Any = None  # page-level batch reads of Parquet files (parquet_pages), when they can serve
         from stable_datasets.dataset.stable_dataset import StableDataset
 
         found_metadata: Any = None
@@ -240,6 +242,10 @@ class PackedSFTDataset:
                     raise PackedFilesNotFoundError(str(exc)) from None
                 except ValueError as exc:
                     raise PackedFilesError(str(exc)) from None
+                if page_reads:
+                    from stable_datasets.sft.parquet_pages import PackPages
+
+                    self._pages = PackPages(self._source.paths, self._source.file_rows(), COLUMNS)
             if kind != "cache" and not self._source.num_rows:
                 raise PackedFilesError(f"the packed files {[str(f) for f in files][:3]} hold no packs (0 rows)")
             found_metadata = found_metadata or _find_pack_metadata(files)
@@ -287,19 +293,42 @@ class PackedSFTDataset:
             return np.asarray(stored, dtype=np.int64)
         return runs_of_blocks(np.searchsorted(stored, self.samples_mapping, side="right") - 1)
 
-    def __getitem__(self, idx: int) -> dict[str, np.ndarray]:
+    def _row(self, pack: int) -> dict[str, Any]:
+        return self._source.row(pack)
+
+    def _locate(self, idx: int) -> tuple[int, bool]:
+        """(stored pack, padding) of sample `idx`; a negative index is a padding sample."""
         idx = int(idx)
         padding = idx < 0
         if padding:
             idx += len(self)
         if not 0 <= idx < len(self):
             raise IndexError(f"index {idx} is out of range for {len(self)} samples")
-        pack = int(self.samples_mapping[idx]) if self.samples_mapping is not None else idx
-        row = self._source.row(pack)
+        return (int(self.samples_mapping[idx]) if self.samples_mapping is not None else idx), padding
+
+    def __getitem__(self, idx: int) -> dict[str, np.ndarray]:
+        pack, padding = self._locate(idx)
+        return self._sample(pack, self._source.row(pack), padding)
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, np.ndarray]]:
+        """A batch of samples, as `[self[i] for i in indices]` (a DataLoader with a batch size calls this).
+
+        From Parquet files written with `pack_id` (`write_packed_parquet`) and DataFusion installed,
+        the batch is read page by page in one query per file instead of a row group per pack.
+        """
+        located = [self._locate(i) for i in indices]
+        packs = np.fromiter((pack for pack, _ in located), np.int64, count=len(located))
+        if len(packs) < 2 or self._pages is None or not self._pages.usable(np.unique(self._pages.files_of(packs))):
+            return [self._sample(pack, self._row(pack), padding) for pack, padding in located]
+        rows, bad = self._pages.read(packs)
+        return [self._sample(pack, row, padding, flag) for (pack, padding), row, flag in zip(located, rows, bad)]
+
+    def _sample(self, pack: int, row: dict[str, Any], padding: bool, bad: bool | None = None) -> dict[str, np.ndarray]:
+        """The sample of stored `row`; `bad` is its validation flag when the caller has it already."""
         input_ids, loss_mask, starts = row["input_ids"], row["loss_mask"], row["seq_start_id"]
         if type(input_ids) is not np.ndarray or type(loss_mask) is not np.ndarray or type(starts) is not np.ndarray:
             input_ids, loss_mask, starts = np.asarray(input_ids), np.asarray(loss_mask), np.asarray(starts)
-        if self.validate and (self._checks or self._block_checks()).is_bad(pack):
+        if self.validate and ((self._checks or self._block_checks()).is_bad(pack) if bad is None else bad):
             self._check(pack, input_ids, loss_mask, starts.astype(np.int64))
             raise PackedRowError(f"pack {pack} of {self.paths}: malformed (null or unreadable packed columns)")
         boundaries = np.empty(len(starts) + 1, np.int64)  # np.append costs ~5 µs a pack, more than the read

@@ -191,16 +191,21 @@ def packed_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
 
 def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path, *,
                          pack_metadata: dict[str, Any] | None = None, row_group_bytes: int | None = None,
-                         row_group_rows: int | None = None, compression: str = "zstd") -> Path:
+                         row_group_rows: int | None = None, compression: str = "zstd", pack_ids: bool = True,
+                         page_bytes: int | None = None) -> Path:
     """Write packs as a Megatron-Bridge `*.idx.parquet` file, with `{pack_size}_metadata.jsonl` beside it.
 
     `rows` may be dicts, a PackedSFTDataset or a StableDataset of packs, and are written in
     chunks (memory stays bounded). Row groups are sized as the `parquet_shards` layout sizes
     them: `row_group_bytes` of data, at most `row_group_rows` rows (defaults: the layout's).
+    With `pack_ids` (default) the file also holds a `pack_id` column (the row number, delta-packed:
+    a few bytes a pack) and data pages of `page_bytes` (default about one pack), which is what
+    page-level batch reads need (`stable_datasets.sft.parquet_pages`); other readers ignore it.
     """
     import pyarrow.parquet as pq
 
     from stable_datasets.layouts import parquet_shards
+    from stable_datasets.sft.parquet_pages import PACK_ID, PAGE_BYTES
 
     options = dict(parquet_shards.DEFAULT_OPTIONS, compression=compression)
     if row_group_bytes is not None:
@@ -216,9 +221,22 @@ def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path,
         source = rows
         rows = (_as_stored(source[i]) for i in range(len(source)))
     schema = PACKED_FEATURES.arrow_schema
+    if pack_ids:
+        schema = schema.append(pa.field(PACK_ID, pa.int64(), nullable=False))
+    settings = parquet_shards.writer_settings(options, schema)
+    if pack_ids or page_bytes:
+        settings["data_page_size"] = page_bytes or PAGE_BYTES
+    written = 0
+
+    def numbered(table: pa.Table) -> pa.Table:
+        if not pack_ids:
+            return table
+        ids = pa.array(np.arange(written, written + table.num_rows, dtype=np.int64))
+        return table.append_column(schema.field(PACK_ID), ids)
+
     tmp = path.with_name(f".{path.name}.tmp")
     try:
-        with pq.ParquetWriter(tmp, schema, **parquet_shards.writer_settings(options, schema)) as writer:
+        with pq.ParquetWriter(tmp, schema, **settings) as writer:
             rows = iter(rows)
             pending = packed_table(itertools.islice(rows, 256))  # sizes the row groups
             per_group = parquet_shards.rows_per_group(options, pending.nbytes / max(pending.num_rows, 1))
@@ -228,7 +246,8 @@ def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path,
                     pending = pa.concat_tables([pending, more])
                 whole = pending.num_rows // per_group * per_group if more.num_rows else pending.num_rows
                 if whole:  # only whole row groups until the last one
-                    writer.write_table(pending.slice(0, whole), row_group_size=per_group)
+                    writer.write_table(numbered(pending.slice(0, whole)), row_group_size=per_group)
+                    written += whole
                     pending = pending.slice(whole)
                 if not more.num_rows:
                     break
