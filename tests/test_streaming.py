@@ -366,3 +366,17 @@ def test_video_frame_windows_stream_a_video_at_a_time():
     rows = [(int(r["video_index"]), int(r["start_frame"])) for r in stream]
     assert sorted(rows) == [(v, s) for v in range(6) for s in (0, 8)]
     assert all(len({v for v, _ in rows[i:i + 4]}) == 2 for i in range(0, 12, 4))  # a window: two whole videos
+
+
+def test_mapped_arrow_is_gathered_in_place_and_other_layouts_a_window_at_a_time(caches):
+    from stable_datasets.streaming.reader import make_reader
+
+    order = BlockOrder(ROWS, caches["arrow"].block_bounds(), seed=0, window_blocks=2).epoch(0)
+    assert caches["arrow"].reads_rows_in_place() and not caches["parquet"].reads_rows_in_place()
+    arrow = make_reader(caches["arrow"], caches["arrow"].block_bounds(), order.block_window)
+    parquet = make_reader(caches["parquet"], caches["parquet"].block_bounds(), order.block_window)
+    for reader in (arrow, parquet):
+        got = reader.table(order.positions[:300]).column("idx").to_pylist()
+        assert got == order.positions[:300].tolist()
+    assert arrow.held_rows() == 0 and arrow.blocks_read == 0  # nothing held: one gather over the map
+    assert parquet.held_rows() == 2 * BLOCK and parquet.blocks_read == 2  # the first window, read once

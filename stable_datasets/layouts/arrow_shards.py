@@ -208,6 +208,10 @@ VALIDATE_ON_OPEN = True
 
 
 class Backend(LayoutBackend):
+    def rows_in_place(self) -> bool:
+        """Uncompressed shards are mapped: a gather of any rows is one `take` per column over the map."""
+        return not self.metadata.layout_options.get("compression")
+
     def _open(self) -> None:
         self._batches: list[pa.RecordBatch] = []
         self._schema: pa.Schema | None = None
