@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.arrow.tables import ordered_gather
+from stable_datasets.arrow.tables import index_array, ordered_gather
 
 
 class BlockReader:
@@ -70,7 +70,7 @@ class BlockReader:
             self.blocks_read += len(members)
         if len(local) and local[-1] - local[0] == len(local) - 1 and np.all(np.diff(local) == 1):
             return table.slice(int(local[0]), len(local))
-        return table.take(pa.array(local))
+        return table.take(index_array(local))
 
     def rows(self, positions: np.ndarray) -> list[Any]:
         return self.dataset.rows_from_arrow(self.table(positions))
