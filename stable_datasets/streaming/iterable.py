@@ -187,8 +187,10 @@ class StreamingDataset(_IterableBase):
     def rank_order(self, epoch: int | None = None, deal: tuple[int, int] | None = None) -> np.ndarray:
         """This rank's positions for an epoch (default: the current one), in the order served when the epoch
         is dealt to `deal` = (workers, rows per unit) (default: the stream's, see `deal_to`)."""
-        order = self.order.epoch(self.epoch if epoch is None else epoch)
-        share = rank_share(order.positions, self.rank, self.world_size, self.drop_last)
+        return self._served(self.order.epoch(self.epoch if epoch is None else epoch).positions, deal)
+
+    def _served(self, positions: np.ndarray, deal: tuple[int, int] | None = None) -> np.ndarray:
+        share = rank_share(positions, self.rank, self.world_size, self.drop_last)
         workers, unit = self.deal if deal is None else deal
         return share[dealt_order(len(share), unit, workers)]
 
@@ -210,7 +212,7 @@ class StreamingDataset(_IterableBase):
             self.deal = (1, 1)  # an epoch read in this process is served in its own order
         epoch, start = self.epoch, self.consumed
         order = self.order.epoch(epoch)
-        rest = self.rank_order(epoch)[start:]
+        rest = self._served(order.positions)[start:]
         mine = worker_share(len(rest), self._unit(num_workers), worker, num_workers)
         positions = rest[mine]
         reader = make_reader(self.dataset, self.order.bounds, order.block_window)
