@@ -5,6 +5,11 @@ Every build runs in a fresh subprocess (so peak RSS is its own), sides in turns,
 rounds; the table gives medians and ranges, and ratios of medians.
 
     python benchmarks/bench_parallel_build.py --examples 20000 --rounds 3
+
+`--marginal N` also builds every side with N examples in each round, and splits each side's
+time into a fixed cost and a cost per example (the slope between the two sizes): the
+throughput of a build once its workers are running, apart from what a build pays once
+(starting processes, the generator's imports, merging and publishing).
 """
 
 from __future__ import annotations
@@ -85,6 +90,8 @@ def main() -> None:
     parser.add_argument("--formats", default="arrow,parquet,lance")
     parser.add_argument("--run")
     parser.add_argument("--cache")
+    parser.add_argument("--marginal", type=int, default=0,
+                        help="also build N examples per side and round, to separate fixed cost from throughput")
     parser.add_argument("--library-encodes", action="store_true",
                         help="the generator yields arrays and each library PNG-encodes them with its own encoder")
     args = parser.parse_args()
@@ -99,10 +106,15 @@ def main() -> None:
     for fmt in args.formats.split(","):
         sides += [f"ours:{fmt}:1", f"ours:{fmt}:2", f"ray:{fmt}:2"]
     results: dict[str, list[dict]] = {s: [] for s in sides}
+    small: dict[str, list[dict]] = {s: [] for s in sides}
     for round_no in range(args.rounds):
         for side in sides:  # in turns, so a slow spell hits every side alike
             results[side].append(measure(side, args.examples, work, round_no, args.library_encodes))
             print(f"round {round_no} {side}: {results[side][-1]['seconds']:.2f} s", file=sys.stderr)
+            if args.marginal:
+                small[side].append(measure(side, args.marginal, work, 100 + round_no, args.library_encodes))
+                print(f"round {round_no} {side} x{args.marginal}: {small[side][-1]['seconds']:.2f} s",
+                      file=sys.stderr)
     tiny = {s: measure(s, 16, work, 99)["seconds"] for s in ("ours:arrow:2", "ray:arrow:2") if s in results}
 
     def median(side: str, key: str = "seconds") -> float:
@@ -124,10 +136,36 @@ def main() -> None:
           f"PNG encoded by {'each library' if args.library_encodes else 'the generator'}")
     print_table(["builder", "layout", "processes", "seconds", "examples/s", "vs 1 process", "vs HF same procs",
                  "peak RSS MB (driver / largest child)"], rows, right=(2, 3, 4, 5, 6, 7))
+    if args.marginal:
+        print_marginal(sides, results, small, args.examples, args.marginal, print_table)
     if len(tiny) == 2:
         ray_init = statistics.median(r["ray_init_s"] for r in results["ray:arrow:2"])
         print(f"\nRay fixed cost: ray.init(num_cpus=2) {ray_init:.1f} s; a 16-example build "
               f"{tiny['ray:arrow:2']:.2f} s on Ray vs {tiny['ours:arrow:2']:.2f} s with 2 processes")
+
+
+def print_marginal(sides: list[str], big: dict[str, list[dict]], small: dict[str, list[dict]], n_big: int,
+                   n_small: int, print_table) -> None:
+    """Per side: the slope between the two sizes (seconds per example, round by round, median)
+    and the intercept (fixed seconds); ratios of the slopes are throughput ratios."""
+    slope, fixed = {}, {}
+    for side in sides:
+        per_round = [(b["seconds"] - s["seconds"]) / (n_big - n_small) for b, s in zip(big[side], small[side])]
+        slope[side] = statistics.median(per_round)
+        fixed[side] = statistics.median(s["seconds"] - slope[side] * n_small for s in small[side])
+    rows = []
+    for side in sides:
+        engine, fmt, procs = side.split(":")
+        one = f"{engine if engine != 'ray' else 'ours'}:{fmt}:1"
+        speedup = slope[one] / slope[side] if one in slope and procs != "1" else None
+        vs_hf = slope[f"hf:arrow:{procs}"] / slope[side] if engine != "hf" else None
+        rows.append(({"hf": "HF datasets", "ours": "stable-datasets", "ray": "stable-datasets, Ray"}[engine], fmt,
+                     procs, f"{fixed[side]:.2f}", f"{1 / slope[side]:,.0f}", f"{speedup:.2f}x" if speedup else "",
+                     f"{vs_hf:.2f}x" if vs_hf else ""))
+    print(f"\nThroughput apart from fixed cost: the slope between {n_small} and {n_big} examples "
+          "(median of the rounds)")
+    print_table(["builder", "layout", "processes", "fixed s", "examples/s", "vs 1 process", "vs HF same procs"],
+                rows, right=(2, 3, 4, 5, 6))
 
 
 if __name__ == "__main__":

@@ -1,15 +1,18 @@
 """From a cache location to a store: `s3://` (and `s3a://`) through boto3, other schemes through fsspec.
 
 Stores are kept per (scheme, bucket, storage options) for the life of the process, so opening
-many caches of one bucket sets up one client.
+many caches of one bucket sets up one client. Where no `storage_options=` is given (the command
+line, a Ray worker's environment), `$STABLE_DATASETS_STORAGE_OPTIONS` may hold them as a JSON object.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import threading
 from typing import Any
 
+from stable_datasets.errors import ConfigurationError
 from stable_datasets.storage.store import ObjectStore
 from stable_datasets.storage.urls import ObjectURL
 
@@ -18,8 +21,29 @@ _stores: dict[tuple[str, str, str], ObjectStore] = {}
 _lock = threading.Lock()
 
 
+OPTIONS_VARIABLE = "STABLE_DATASETS_STORAGE_OPTIONS"
+
+
+def storage_options_from_env() -> dict[str, Any]:
+    """`$STABLE_DATASETS_STORAGE_OPTIONS` (a JSON object), or {} when unset."""
+    text = os.environ.get(OPTIONS_VARIABLE, "").strip()
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(f"${OPTIONS_VARIABLE} is not valid JSON ({exc}); give an object such as "
+                                 '\'{"token": "anon"}\'') from None
+    if not isinstance(options, dict):
+        raise ConfigurationError(f"${OPTIONS_VARIABLE} must be a JSON object, got {type(options).__name__}")
+    return options
+
+
 def open_store(url: ObjectURL, storage_options: dict[str, Any] | None = None) -> ObjectStore:
-    """The store holding `url`'s bucket (created once per process and options)."""
+    """The store holding `url`'s bucket (created once per process and options); without
+    `storage_options`, those of the environment."""
+    if storage_options is None:
+        storage_options = storage_options_from_env()
     try:
         options_key = json.dumps(storage_options or {}, sort_keys=True, default=str)
     except TypeError:

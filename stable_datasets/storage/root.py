@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stable_datasets.storage.resolve import open_store
+from stable_datasets.storage.resolve import open_store, storage_options_from_env
 from stable_datasets.storage.store import ObjectStore
 from stable_datasets.storage.urls import ObjectURL, is_url
 
@@ -37,6 +37,8 @@ class RemoteRoot:
     def open(cls, url: str | ObjectURL, storage_options: dict[str, Any] | None = None, *,
              check: bool = True) -> RemoteRoot:
         parsed = url if isinstance(url, ObjectURL) else ObjectURL.parse(url)
+        if storage_options is None:  # resolved here, so they travel with the root to Ray workers
+            storage_options = storage_options_from_env()
         store = open_store(parsed, storage_options)
         if check:
             store.check()
