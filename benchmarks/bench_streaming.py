@@ -28,11 +28,19 @@ What is measured, each side in turn, `--rounds` times, medians and ranges:
    litdata chunks) and the rows its shuffle mixes at a time (its window / shuffle block).
 3. Resume: for 1 and 2 ranks x 2 DataLoader workers, rows after `load_state_dict` equal the
    uninterrupted run.
+
+With moto installed (`pip install 'moto[server]'`), the same rows are also read from an S3 server on
+127.0.0.1 (moto in server mode, started here): ours published to `s3://bench/cache` and read with
+`load_dataset(..., streaming=True)` (a shard at a time through the local shard cache), MDS with
+`remote=`, litdata from its `s3://` folder. Every remote epoch starts with an empty local cache, so it
+includes the downloads. The "(S3)" rows are compared with the peers' "(S3)" rows. `--no-remote` skips them.
+Each DataLoader side also runs with `.batch(256)` for ours (batches built column-wise in the workers).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
@@ -121,9 +129,11 @@ def write_litdata(folder: Path, rows: int, blob: int) -> None:
                      num_workers=1, verbose=False, start_method="fork")
 
 
-def mds_dataset(folder: Path, shuffle: bool, seed: int = 0, **options: Any) -> Any:
+def mds_dataset(folder: Path | None, shuffle: bool, seed: int = 0, **options: Any) -> Any:
     base = import_mds()
-    return base.StreamingDataset(local=str(folder), shuffle=shuffle, shuffle_seed=seed, batch_size=256, **options)
+    if folder is not None:
+        options["local"] = str(folder)
+    return base.StreamingDataset(shuffle=shuffle, shuffle_seed=seed, batch_size=256, **options)
 
 
 def litdata_dataset(folder: Path, shuffle: bool, seed: int = 0) -> Any:
@@ -166,7 +176,10 @@ def timed_loader(make: Any, batch: int, workers: int) -> tuple[float, float, int
 
     dataset = make()
     loader_class = StreamingDataLoader if isinstance(dataset, StreamingDataset) else torch.utils.data.DataLoader
-    loader = loader_class(dataset, batch_size=batch, num_workers=workers, collate_fn=collate_rows)
+    if isinstance(dataset, StreamingDataset) and dataset.batch_size is not None:  # .batch(): built in the workers
+        loader = loader_class(dataset, batch_size=None, num_workers=workers)
+    else:
+        loader = loader_class(dataset, batch_size=batch, num_workers=workers, collate_fn=collate_rows)
     start, cpu = time.perf_counter(), cpu_seconds()
     rows = sum(len(b["idx"]) for b in loader)
     del loader
@@ -211,7 +224,8 @@ def resume_check(dataset: Any, world_size: int, workers: int = 2, batch: int = 6
 
 
 def kind(side: str) -> str:
-    return "storage order" if "storage order" in side else "shuffle"
+    where = " (S3)" if "(S3)" in side else ""
+    return ("storage order" if "storage order" in side else "shuffle") + where + (" batch" if ".batch" in side else "")
 
 
 def fmt_range(values: list[float]) -> str:
@@ -227,6 +241,8 @@ def make_sides(work: Path, rows: int, blob: int) -> tuple[dict[str, Any], dict[s
     for fmt, ds in ours.items():
         sides[f"ours {fmt}, storage order"] = lambda ds=ds: ds.to_iterable()
         sides[f"ours {fmt}, block shuffle"] = lambda ds=ds: ds.to_iterable().shuffle(seed=0)
+        sides[f"ours {fmt}, block shuffle, .batch(256)"] = \
+            lambda ds=ds: ds.with_format("numpy").to_iterable().shuffle(seed=0).batch(256)
     try:
         if not (work / "mds" / "index.json").exists():
             write_mds(work / "mds", rows, blob)
@@ -242,6 +258,84 @@ def make_sides(work: Path, rows: int, blob: int) -> tuple[dict[str, Any], dict[s
     except ImportError as exc:
         print(f"skipping litdata: {exc}")
     return ours, sides
+
+
+# -- the S3 side ----------------------------------------------------------------------------------
+BUCKET = "bench"
+
+
+def start_s3(work: Path) -> Any:
+    """A moto S3 server on 127.0.0.1 with the AWS variables pointing at it (None without moto)."""
+    try:
+        from moto.server import ThreadedMotoServer
+    except ImportError:
+        print("skipping the S3 side: moto is not installed (pip install 'moto[server]')")
+        return None
+    import logging
+
+    import boto3
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    endpoint = f"http://{host}:{port}"
+    os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                       "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "S3_ENDPOINT_URL": endpoint,
+                       "AWS_EC2_METADATA_DISABLED": "true"})
+    boto3.client("s3", endpoint_url=endpoint).create_bucket(Bucket=BUCKET)
+    return server
+
+
+def upload_folder(folder: Path, prefix: str) -> None:
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=os.environ["AWS_ENDPOINT_URL"])
+    for path in sorted(folder.rglob("*")):
+        if path.is_file():
+            client.upload_file(str(path), BUCKET, f"{prefix}/{path.relative_to(folder).as_posix()}")
+
+
+def fresh_dir(work: Path) -> Path:
+    return Path(tempfile.mkdtemp(prefix="node-", dir=work / "nodes"))
+
+
+def remote_sides(work: Path, rows: int, blob: int, sides: dict[str, Any]) -> dict[str, Any]:
+    """Sides reading from the S3 server, each epoch from an empty local cache."""
+    (work / "nodes").mkdir(exist_ok=True)
+    remote: dict[str, Any] = {}
+    for fmt in ("arrow", "parquet"):
+        os.environ["STABLE_DATASETS_LOCAL_CACHE_DIR"] = str(fresh_dir(work))
+        sds.load_dataset(StreamBench, split="train", storage_format=fmt, cache_dir=f"s3://{BUCKET}/cache")
+
+        def ours(fmt: str = fmt, shuffle: bool = False) -> Any:
+            os.environ["STABLE_DATASETS_LOCAL_CACHE_DIR"] = str(fresh_dir(work))
+            stream = sds.load_dataset(StreamBench, split="train", storage_format=fmt, streaming=True,
+                                      cache_dir=f"s3://{BUCKET}/cache")
+            return stream.shuffle(seed=0) if shuffle else stream
+
+        remote[f"ours {fmt} (S3), storage order"] = ours
+        remote[f"ours {fmt} (S3), block shuffle"] = lambda ours=ours: ours(shuffle=True)
+    if "MDS, storage order" in sides:
+        upload_folder(work / "mds", "mds")
+        remote["MDS (S3), storage order"] = lambda: mds_dataset(None, False, remote=f"s3://{BUCKET}/mds",
+                                                                local=str(fresh_dir(work)))
+        remote["MDS (S3), shuffle (py1e)"] = lambda: mds_dataset(None, True, remote=f"s3://{BUCKET}/mds",
+                                                                 local=str(fresh_dir(work)))
+    if "litdata, storage order" in sides:
+        import litdata
+
+        upload_folder(work / "litdata", "litdata")
+        options = {"endpoint_url": os.environ["AWS_ENDPOINT_URL"]}
+        with contextlib.suppress(ImportError, AttributeError, TypeError):  # its obstore path refuses http:// else
+            from litdata.streaming import downloader
+
+            downloader._OBSTORE_CLIENT_OPTIONS["allow_http"] = "true"
+        for name, shuffle in (("litdata (S3), storage order", False), ("litdata (S3), shuffle", True)):
+            remote[name] = lambda shuffle=shuffle: litdata.StreamingDataset(
+                f"s3://{BUCKET}/litdata", shuffle=shuffle, seed=0, cache_dir=str(fresh_dir(work)),
+                storage_options=options)
+    return remote
 
 
 def loader_side_in_child(work: Path, rows: int, blob: int, side: str) -> tuple[float, float]:
@@ -277,7 +371,8 @@ def ratio_cells(name: str, names: list[str], wall: dict[str, list[float]], cpu: 
     """Per peer: how many times its median wall time and CPU time ours is (>1: ours faster)."""
     cells = []
     for peer in ("MDS", "litdata"):
-        match = next((p for p in names if p.startswith(peer) and kind(p) == kind(name)), None)
+        wanted = kind(name).replace(" batch", "")
+        match = next((p for p in names if p.startswith(peer) and kind(p) == wanted), None)
         if match is None or name.startswith(peer):
             cells.append("")
             continue
@@ -304,6 +399,7 @@ def main() -> None:
     parser.add_argument("--blob-bytes", type=int, default=2048)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--no-remote", action="store_true", help="skip the S3 (moto) side")
     args = parser.parse_args()
     import torch  # noqa: F401  (imported once up front: its first import takes seconds, in no side's timing)
 
@@ -311,7 +407,11 @@ def main() -> None:
     rows, blob = args.rows, args.blob_bytes
     print(f"# {rows:,} rows of {blob} distinct bytes + int64 label; load before: {os.getloadavg()}", flush=True)
     ours, sides = make_sides(work, rows, blob)
-    names = list(sides)
+    loader_only = [name for name in sides if ".batch" in name]
+    server = None if args.no_remote else start_s3(work)
+    if server is not None:
+        sides.update(remote_sides(work, rows, blob, sides))
+    names = [name for name in sides if name not in loader_only]
 
     # 1. one epoch in this process, sides in turns
     times: dict[str, list[float]] = {name: [] for name in names}
@@ -327,7 +427,7 @@ def main() -> None:
     print_table("one epoch in process", names, rows, payload_bytes, times, cpu)
 
     # 1b. shuffled epochs through a torch DataLoader (2 workers, batches of 256), each in a fresh process
-    shuffled = [name for name in names if kind(name) == "shuffle"]
+    shuffled = [name for name in sides if kind(name) in ("shuffle", "shuffle batch")]
     loader_times: dict[str, list[float]] = {name: [] for name in shuffled}
     loader_cpu: dict[str, list[float]] = {name: [] for name in shuffled}
     for _ in range(args.rounds):
@@ -374,6 +474,8 @@ def main() -> None:
             print(f"| {world_size} rank(s), {fmt} | {'exact' if resume_check(ours[fmt], world_size) else 'DIFFERS'} |",
                   flush=True)
     print(f"\nload after: {os.getloadavg()}")
+    if server is not None:
+        server.stop()
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -12,7 +12,7 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.streaming import BlockOrder, BlockShuffleSampler, StreamingDataset
-from stable_datasets.streaming.order import rank_share, worker_share
+from stable_datasets.streaming.order import dealt_order, rank_share, worker_share
 from stable_datasets.streaming.reader import BlockReader
 
 torch = pytest.importorskip("torch")
@@ -106,11 +106,44 @@ def test_each_rank_gets_its_exact_share_with_any_workers(caches, fmt, world_size
     for rank in range(world_size):
         stream = caches[fmt].to_iterable(rank=rank, world_size=world_size, drop_last=True).shuffle(seed=11,
                                                                                                   window_blocks=3)
-        expected = stream.rank_order().tolist()
+        expected = stream.rank_order(deal=(max(workers, 1), 64)).tolist()
         got = ids(StreamingDataLoader(stream, batch_size=64, num_workers=workers))
-        assert got == expected  # the rank's share, in order, whatever num_workers
+        assert got == expected  # the rank's share, dealt to the workers
+        assert sorted(got) == sorted(stream.rank_order(0, deal=(1, 1)).tolist())
         seen.extend(got)
     assert sorted(seen) == list(range(ROWS))  # no row twice, none lost
+
+
+@pytest.mark.parametrize("count,unit,workers", [(10, 3, 2), (50, 4, 3), (7, 2, 4), (64, 8, 2), (65, 8, 2), (5, 8, 3)])
+def test_a_dealt_epoch_gives_each_worker_one_run_and_serves_the_short_unit_last(count, unit, workers):
+    served = dealt_order(count, unit, workers)
+    assert sorted(served.tolist()) == list(range(count))
+    for worker in range(workers):
+        mine = served[worker_share(count, unit, worker, workers)]
+        assert np.array_equal(mine, np.arange(mine[0], mine[0] + len(mine))) if len(mine) else True  # one run
+    units = [served[lo:lo + unit] for lo in range(0, count, unit)]
+    assert all(len(u) == unit for u in units[:-1])  # only the last batch served can be short
+    assert dealt_order(10, 3, 2).tolist() == [0, 1, 2, 6, 7, 8, 3, 4, 5, 9]
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "parquet", "lance"])
+def test_each_worker_reads_only_its_own_blocks(caches, fmt):
+    """With the epoch dealt to 2 workers, each reads about half the blocks (the run boundary may share one
+    window), not every block of every window."""
+    stream = caches[fmt].to_iterable().shuffle(seed=5, window_blocks=2)
+    stream.deal_to(2, 50)
+    blocks = len(caches[fmt].block_bounds()) - 1
+
+    def blocks_read(worker):
+        order = stream.order.epoch(0)
+        positions = stream.rank_order()[worker_share(ROWS, 50, worker, 2)]
+        reader = BlockReader(caches[fmt], stream.order.bounds, order.block_window)
+        for lo in range(0, len(positions), 50):
+            reader.table(positions[lo:lo + 50])
+        return reader.blocks_read
+
+    counts = [blocks_read(w) for w in range(2)]
+    assert sum(counts) <= blocks + 2 * 2, counts  # at most one shared window (2 blocks) read twice
 
 
 def test_uneven_rows_are_padded_by_wrapping_or_dropped(caches):
@@ -277,7 +310,10 @@ def test_batch_and_map_are_lazy_and_applied_in_workers(caches):
         lambda b: {"idx": b["idx"] * 2})
     batches = list(StreamingDataLoader(stream, batch_size=None, num_workers=2))
     assert [len(b["idx"]) for b in batches] == [64] * 15 + [40]
-    assert np.concatenate([b["idx"].numpy() for b in batches]).tolist() == list(range(0, 2 * ROWS, 2))
+    served = np.concatenate([b["idx"].numpy() for b in batches])
+    assert served.tolist() == (stream.rank_order(0, deal=(2, 64)) * 2).tolist()  # each worker: its own run
+    assert served[:64].tolist() == list(range(0, 128, 2)) and served[64] == 2 * 512  # worker 1 starts half way
+    assert sorted(served.tolist()) == list(range(0, 2 * ROWS, 2))
     with pytest.raises(ValueError, match="pass batch_size=None to the loader"):
         StreamingDataLoader(stream, batch_size=8)
     torch_rows = list(caches["arrow"].with_format("torch").to_iterable().batch(500))
@@ -330,3 +366,17 @@ def test_video_frame_windows_stream_a_video_at_a_time():
     rows = [(int(r["video_index"]), int(r["start_frame"])) for r in stream]
     assert sorted(rows) == [(v, s) for v in range(6) for s in (0, 8)]
     assert all(len({v for v, _ in rows[i:i + 4]}) == 2 for i in range(0, 12, 4))  # a window: two whole videos
+
+
+def test_mapped_arrow_is_gathered_in_place_and_other_layouts_a_window_at_a_time(caches):
+    from stable_datasets.streaming.reader import make_reader
+
+    order = BlockOrder(ROWS, caches["arrow"].block_bounds(), seed=0, window_blocks=2).epoch(0)
+    assert caches["arrow"].reads_rows_in_place() and not caches["parquet"].reads_rows_in_place()
+    arrow = make_reader(caches["arrow"], caches["arrow"].block_bounds(), order.block_window)
+    parquet = make_reader(caches["parquet"], caches["parquet"].block_bounds(), order.block_window)
+    for reader in (arrow, parquet):
+        got = reader.table(order.positions[:150]).column("idx").to_pylist()
+        assert got == order.positions[:150].tolist()
+    assert arrow.held_rows() == 0 and arrow.blocks_read == 0  # nothing held: one gather over the map
+    assert parquet.held_rows() == 2 * BLOCK and parquet.blocks_read == 2  # the first window, read once

@@ -8,6 +8,14 @@ import numpy as np
 import pyarrow as pa
 
 
+def index_array(values: np.ndarray, type: pa.DataType | None = None) -> pa.Array:
+    """A numpy array of fixed-width numbers as an Arrow array over the same bytes. `pa.array(ndarray)`
+    asks pandas whether the array is a Series, which imports pandas (1-2 s) in every fresh process and
+    DataLoader worker that has not yet done it."""
+    values = np.ascontiguousarray(values, dtype=np.int64 if type is None else type.to_pandas_dtype())
+    return pa.Array.from_buffers(type or pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
 def ordered_gather(indices: np.ndarray, starts: np.ndarray, fetch: Callable[[int, np.ndarray], pa.Table],
                    schema: pa.Schema) -> pa.Table:
     """Rows at global `indices`, in order, from parts that begin at `starts` (ascending).
@@ -33,4 +41,4 @@ def ordered_gather(indices: np.ndarray, starts: np.ndarray, fetch: Callable[[int
         return table
     inverse = np.empty_like(order)
     inverse[order] = np.arange(len(order))
-    return table.take(pa.array(inverse))
+    return table.take(index_array(inverse))

@@ -386,6 +386,10 @@ class StableDataset:
         """Rows at `positions` (any order) as stored (Arrow, nothing decoded)."""
         return self._take(self._physical_many(positions))
 
+    def reads_rows_in_place(self) -> bool:
+        """Any rows are gathered straight from mapped files (a stream needs to hold no blocks)."""
+        return self._media is None and all(b.rows_in_place() for b in self._backends)
+
     def rows_from_arrow(self, table: pa.Table) -> list[Row]:
         """Stored rows (from `read_block`/`read_rows`) as this view's format gives rows."""
         return self._rows_of_table(table)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -22,8 +23,9 @@ class InterleavedParquetReader:
 
     def __init__(self, paths: str | os.PathLike | Sequence[str | os.PathLike], *, fields: Sequence[str] | None = None,
                  max_batch_bytes: int | None = None, schema: pa.Schema | None = None,
-                 schema_overrides: Mapping[str, pa.DataType] | None = None):
-        self.paths = _expand(paths, (".parquet",))
+                 schema_overrides: Mapping[str, pa.DataType] | None = None,
+                 storage_options: dict[str, Any] | None = None):
+        self.paths = _expand(paths, (".parquet",), storage_options)
         self.max_batch_bytes = max_batch_bytes
         observed = reconcile_schema(pq.read_schema(p) for p in self.paths)
         target = resolve_schema(observed, schema=schema, schema_overrides=schema_overrides)

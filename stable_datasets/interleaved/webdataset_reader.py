@@ -97,8 +97,9 @@ class InterleavedWebdatasetReader:
                  images_field: str = "images", sample_id_field: str | None = None,
                  image_member_field: str | None = None, per_image_fields: Sequence[str] = (),
                  per_text_fields: Sequence[str] = (), max_member_bytes: int = 256 << 20,
-                 schema: pa.Schema | None = None, schema_overrides: Mapping[str, pa.DataType] | None = None):
-        self.paths = _expand(paths, TAR_SUFFIXES)
+                 schema: pa.Schema | None = None, schema_overrides: Mapping[str, pa.DataType] | None = None,
+                 storage_options: dict[str, Any] | None = None):
+        self.paths = _expand(paths, TAR_SUFFIXES, storage_options)
         self.fields = list(fields) if fields is not None else None
         if self.fields:
             clash = sorted(set(self.fields) & set(RESERVED_COLUMNS))
@@ -365,8 +366,12 @@ def _at(values: Any, index: int) -> Any:
     return values[index] if isinstance(values, list) and index < len(values) else None
 
 
-def _expand(paths: Any, suffixes: tuple[str, ...]) -> list[str]:
+def _expand(paths: Any, suffixes: tuple[str, ...], storage_options: dict[str, Any] | None = None) -> list[str]:
+    """Files, folders and globs as file paths; URLs (a prefix or glob too) as local verified copies (storage.inputs)."""
+    from stable_datasets.storage.inputs import local_inputs
+
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    items = local_inputs(items, suffixes, storage_options)
     out: list[str] = []
     for item in items:
         path = Path(item)

@@ -25,7 +25,7 @@ from stable_datasets.arrow.cells import (
     offsets_and_data,
     primitive_view,
 )
-from stable_datasets.arrow.tables import ordered_gather
+from stable_datasets.arrow.tables import index_array, ordered_gather
 from stable_datasets.errors import CacheError
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
@@ -111,12 +111,13 @@ class _ShardGather:
         for j, field in enumerate(self.schema):
             kind, data = self._column(j)
             if kind == "virtual":
-                arrays.append(data.take(pa.array(local + batch_ids)).cast(field.type))
+                arrays.append(data.take(index_array(local + batch_ids)).cast(field.type))
             elif kind == "numpy":
-                arrays.append(pa.array(data[local], type=field.type))
+                arrays.append(index_array(data[local], field.type))
             else:
                 arrays.append(ordered_gather(
-                    local, self.starts[:-1], lambda b, loc, col=data: pa.table({"c": col[b].take(pa.array(loc))}),
+                    local, self.starts[:-1],
+                    lambda b, loc, col=data: pa.Table.from_arrays([col[b].take(index_array(loc))], ["c"]),
                     pa.schema([pa.field("c", field.type)])).column(0).combine_chunks())
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
@@ -208,6 +209,10 @@ VALIDATE_ON_OPEN = True
 
 
 class Backend(LayoutBackend):
+    def rows_in_place(self) -> bool:
+        """Uncompressed shards are mapped: a gather of any rows is one `take` per column over the map."""
+        return not self.metadata.layout_options.get("compression")
+
     def _open(self) -> None:
         self._batches: list[pa.RecordBatch] = []
         self._schema: pa.Schema | None = None

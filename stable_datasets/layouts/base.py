@@ -93,6 +93,17 @@ class LayoutBackend(ABC):
         self._generation = -1  # the fork generation the handles were opened in; -1: not opened
         self._pin = BuildPin.hold(self.directory)  # the build stays on disk while we may read it (cache.builds)
 
+    def rows_in_place(self) -> bool:
+        """True when any rows are read where they lie (a mapped file): a stream then gathers its rows
+        directly instead of holding the blocks of a window."""
+        return False
+
+    def release_pin(self) -> None:
+        """Stop holding this build on disk (a remote stream's shard: its open map keeps serving it)."""
+        if self._pin is not None:
+            self._pin.release()
+            self._pin = None
+
     @classmethod
     def metadata_problem(cls, metadata: CacheMetadata) -> str | None:
         """What in a `_metadata.json` of this layout contradicts itself, else None (checked on every read).

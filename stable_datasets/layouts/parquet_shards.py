@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stable_datasets.arrow.cells import CellGetter, cell_getter
-from stable_datasets.arrow.tables import ordered_gather
+from stable_datasets.arrow.tables import index_array, ordered_gather
 from stable_datasets.errors import CacheError
 from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
@@ -273,7 +273,7 @@ class ParquetRowGroups:
 
     def take(self, rows: np.ndarray) -> pa.Table:
         return ordered_gather(rows, self.starts[:-1],
-                              lambda g, local: pa.Table.from_batches([self.group(g)[0].take(pa.array(local))]),
+                              lambda g, local: pa.Table.from_batches([self.group(g)[0].take(index_array(local))]),
                               self.schema)
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:

@@ -39,14 +39,22 @@ class PackedFilesNotFoundError(PackedFilesError, FileNotFoundError):
     """A named file, folder or pattern holds no packed files."""
 
 
-def _resolve_files(paths: Any) -> tuple[str, list[Path]]:
+def _resolve_files(paths: Any, storage_options: dict[str, Any] | None = None) -> tuple[str, list[Path]]:
     """("cache", [dir]) / ("parquet", files) / ("npy", files) from a path, folder, glob or list.
 
     A path that exists is taken literally even when it has glob characters (`shard_[01].parquet`).
+    URLs (`s3://`, `https://`, ...; a prefix or a glob too) are read from local verified copies
+    (storage.inputs).
     """
     items = list(paths) if isinstance(paths, (list, tuple)) else [paths]
     if not items:
         raise PackedFilesNotFoundError("no packed files given (an empty list)")
+    from stable_datasets.storage.inputs import RemoteInputNotFoundError, local_inputs
+
+    try:
+        items = local_inputs(items, (".parquet", ".pq", ".npy"), storage_options)
+    except RemoteInputNotFoundError as exc:
+        raise PackedFilesNotFoundError(str(exc)) from None
     files: list[Path] = []
     for item in items:
         path = Path(item)
@@ -193,7 +201,7 @@ class PackedSFTDataset:
                  pack_metadata: Sequence[dict[str, Any]] | dict[str, Any] | None = None,
                  pack_metadata_file_path: str | Path | None = None, legacy_keys: bool = False,
                  cache_row_groups: int = 16, max_open_files: int = 64, validate: bool = True,
-                 page_reads: bool = True):
+                 page_reads: bool = True, storage_options: dict[str, Any] | None = None):
         if paths is None and file_path is None:
             raise TypeError("PackedSFTDataset needs the packed files: paths= (or file_path=, as Megatron-Bridge "
                             "names it)")
@@ -207,7 +215,10 @@ class PackedSFTDataset:
         if pack_metadata is not None and pack_metadata_file_path is not None:
             raise TypeError("pass pack_metadata= or pack_metadata_file_path=, not both")
         if pack_metadata_file_path is not None:
-            pack_metadata = _read_metadata_file(Path(pack_metadata_file_path))
+            from stable_datasets.storage.inputs import local_inputs
+
+            pack_metadata = _read_metadata_file(Path(local_inputs([pack_metadata_file_path], (),
+                                                                  storage_options)[0]))
             if pack_metadata is None:
                 raise PackedFilesError(f"pack metadata file {pack_metadata_file_path} is empty")
         self.paths = paths
@@ -223,7 +234,7 @@ class PackedSFTDataset:
             found_metadata = self._source.pack_metadata
             self.files: list[Path] = []
         else:
-            kind, files = _resolve_files(paths)
+            kind, files = _resolve_files(paths, storage_options)
             self.files = files
             if kind == "cache":
                 from stable_datasets.dataset.open import open_cache

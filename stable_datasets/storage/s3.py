@@ -179,7 +179,8 @@ class S3Store(ObjectStore):
             found = []
             for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
                 for item in page.get("Contents", []):
-                    found.append(ObjectInfo(item["Key"], int(item["Size"]), item["LastModified"].timestamp()))
+                    found.append(ObjectInfo(item["Key"], int(item["Size"]), item["LastModified"].timestamp(),
+                                                 str(item.get("ETag", ""))))
             return found
 
         return self._call("list", prefix, listing)
@@ -194,7 +195,8 @@ class S3Store(ObjectStore):
                 if _code(exc)[0] in _MISSING_CODES:
                     return None
                 raise
-            return ObjectInfo(key, int(item["ContentLength"]), item["LastModified"].timestamp())
+            return ObjectInfo(key, int(item["ContentLength"]), item["LastModified"].timestamp(),
+                              str(item.get("ETag", "")))
 
         return self._call("read", key, head)
 

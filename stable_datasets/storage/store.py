@@ -26,6 +26,7 @@ class ObjectInfo:
     key: str
     size: int
     modified: float  # seconds since the epoch
+    etag: str = ""  # the store's version tag of the object, when it gives one
 
 
 class ObjectStore(ABC):

@@ -26,6 +26,7 @@ from loguru import logger
 from stable_datasets.streaming.order import (
     BlockOrder,
     bounds_from_starts,
+    dealt_order,
     rank_share,
     resolve_rank,
     rows_per_rank,
@@ -86,6 +87,8 @@ class StreamingDataset(_IterableBase):
         self._maps: list[Callable[[Any], Any]] = []
         self.epoch = 0
         self.consumed = 0
+        #: (workers, rows per unit) this epoch is dealt to; StreamingDataLoader sets it when an epoch starts
+        self.deal: tuple[int, int] = (1, 1)
 
     @property
     def order(self) -> BlockOrder:
@@ -144,6 +147,12 @@ class StreamingDataset(_IterableBase):
         if epoch != self.epoch:
             self.epoch, self.consumed = int(epoch), 0
 
+    def deal_to(self, num_workers: int, unit: int) -> None:
+        """Lay out the epoch about to start for `num_workers` DataLoader workers reading `unit` rows at a time:
+        each worker then reads its own run of the order (its own blocks). Mid-epoch the saved layout stays."""
+        if self.consumed == 0:
+            self.deal = (max(int(num_workers), 1), max(int(unit), 1))
+
     def rows_per_epoch(self) -> int:
         """Rows of this rank's share of one epoch."""
         return rows_per_rank(self.num_rows, self.world_size, self.drop_last)
@@ -158,7 +167,7 @@ class StreamingDataset(_IterableBase):
         """Where this rank is: epoch and rows consumed (`consumed=` overrides the count kept here)."""
         return {"epoch": self.epoch, "consumed": self.consumed if consumed is None else int(consumed),
                 "seed": self._options["seed"], "world_size": self.world_size, "num_rows": self.num_rows,
-                "order": self.order_identity(), "drop_last": self.drop_last}
+                "order": self.order_identity(), "drop_last": self.drop_last, "deal": list(self.deal)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         check_resumable(state, {"num_rows": self.num_rows, "seed": self._options["seed"],
@@ -168,13 +177,22 @@ class StreamingDataset(_IterableBase):
         if not 0 <= consumed <= self.rows_per_epoch():
             raise ValueError(f"cannot resume: the saved stream consumed {consumed} rows, but an epoch of this "
                              f"rank has {self.rows_per_epoch()}")
-        self.epoch, self.consumed = int(state["epoch"]), consumed
+        deal = state.get("deal", [1, 1])  # states saved before epochs were dealt to workers: no deal
+        if (not isinstance(deal, (list, tuple)) or len(deal) != 2
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in deal)):
+            raise ValueError(f"cannot resume: the saved stream's deal must be [workers, rows per unit], got {deal!r}")
+        self.epoch, self.consumed, self.deal = int(state["epoch"]), consumed, (deal[0], deal[1])
 
     # -- iteration ---------------------------------------------------------------------------
-    def rank_order(self, epoch: int | None = None) -> np.ndarray:
-        """This rank's positions for an epoch (default: the current one), in the order served."""
-        order = self.order.epoch(self.epoch if epoch is None else epoch)
-        return rank_share(order.positions, self.rank, self.world_size, self.drop_last)
+    def rank_order(self, epoch: int | None = None, deal: tuple[int, int] | None = None) -> np.ndarray:
+        """This rank's positions for an epoch (default: the current one), in the order served when the epoch
+        is dealt to `deal` = (workers, rows per unit) (default: the stream's, see `deal_to`)."""
+        return self._served(self.order.epoch(self.epoch if epoch is None else epoch).positions, deal)
+
+    def _served(self, positions: np.ndarray, deal: tuple[int, int] | None = None) -> np.ndarray:
+        share = rank_share(positions, self.rank, self.world_size, self.drop_last)
+        workers, unit = self.deal if deal is None else deal
+        return share[dealt_order(len(share), unit, workers)]
 
     def _unit(self, num_workers: int) -> int:
         unit = self.batch_size or self.loader_batch_size
@@ -190,10 +208,11 @@ class StreamingDataset(_IterableBase):
         worker, num_workers, in_worker = _worker()
         if not in_worker and self._given_rank == (None, None):
             self.rank, self.world_size = resolve_rank(None, None)  # torch.distributed may be up by now
+        if not in_worker and self.consumed == 0:
+            self.deal = (1, 1)  # an epoch read in this process is served in its own order
         epoch, start = self.epoch, self.consumed
         order = self.order.epoch(epoch)
-        share = rank_share(order.positions, self.rank, self.world_size, self.drop_last)
-        rest = share[start:]
+        rest = self._served(order.positions)[start:]
         mine = worker_share(len(rest), self._unit(num_workers), worker, num_workers)
         positions = rest[mine]
         reader = make_reader(self.dataset, self.order.bounds, order.block_window)

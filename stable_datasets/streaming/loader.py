@@ -51,6 +51,8 @@ class StreamingDataLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:
         holder = self._holder
+        if isinstance(holder, StreamingDataset):
+            holder.deal_to(self.num_workers, self._rows_per_batch)  # each worker reads its own run of blocks
         epoch, count = holder.epoch, holder.consumed
         total = len(holder) if isinstance(holder, BlockShuffleSampler) else holder.rows_per_epoch()
         for batch in super().__iter__():

@@ -130,6 +130,31 @@ def rank_share(order: np.ndarray, rank: int, world_size: int, drop_last: bool) -
     return order[rank * per_rank:(rank + 1) * per_rank]
 
 
+def dealt_order(count: int, unit: int, num_workers: int) -> np.ndarray:
+    """A permutation of `count` offsets such that, when its units of `unit` rows are dealt to `num_workers`
+    workers in turn (`worker_share`), each worker serves one contiguous run of the original order.
+
+    Served unit k goes to worker k % num_workers; worker w's units are taken, in order, from one run of
+    the original units, so each worker reads its own blocks. The runs are laid out so the last (short)
+    unit of the original order is also served last: every batch but the last holds `unit` rows.
+    """
+    if num_workers <= 1 or count <= unit:
+        return np.arange(count, dtype=np.int64)
+    units = -(-count // unit)
+    served = np.arange(units, dtype=np.int64)
+    slot = served % num_workers
+    last_slot = (units - 1) % num_workers
+    layout = (np.arange(num_workers) + last_slot + 1) % num_workers  # runs in this slot order: the last unit's last
+    sizes_in_layout = np.bincount(slot, minlength=num_workers)[layout]
+    run_start = np.empty(num_workers, dtype=np.int64)
+    run_start[layout] = np.cumsum(sizes_in_layout) - sizes_in_layout
+    source_unit = run_start[slot] + served // num_workers
+    starts = source_unit * unit
+    sizes = np.minimum(starts + unit, count) - starts
+    out_starts = np.cumsum(sizes) - sizes
+    return np.arange(count, dtype=np.int64) + np.repeat(starts - out_starts, sizes)
+
+
 def worker_share(count: int, unit: int, worker: int, num_workers: int) -> np.ndarray:
     """Offsets (into a sequence of `count` rows) that worker `worker` serves: units of `unit` rows dealt
     round-robin, which is the order a DataLoader hands the workers' batches back in."""

@@ -1,10 +1,11 @@
 """Reading the rows of an epoch order, a block at a time.
 
-`BlockReader` serves a StableDataset (any layout): it reads each block it needs once, with the
+`BlockReader` serves a StableDataset (any layout): it reads each window of blocks once, with the
 dataset's `read_block` (an Arrow slice of a mapped record batch, one decoded Parquet row group,
-one Lance range scan), keeps the blocks of the current window, and gathers the requested rows
-from them with one `take` per block. Blocks of windows the order has left are dropped, so
-memory holds at most two windows of blocks. A remote cache plugs in below `read_block`.
+one Lance range scan), keeps it as one table, and gathers the requested rows from it with one
+`take`. Windows the order has left are dropped, so memory holds at most two windows of blocks.
+Mapped Arrow caches skip the blocks: any rows are one gather per column over the map
+(`reads_rows_in_place`). A remote cache plugs in below `read_block`.
 
 `ItemReader` serves any other map-style dataset (PackedSFTDataset, your own) through
 `__getitems__` or `__getitem__`; its own caches (Parquet row groups) give the locality.
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.arrow.tables import ordered_gather
+from stable_datasets.arrow.tables import index_array, ordered_gather
 
 
 class BlockReader:
@@ -25,8 +26,19 @@ class BlockReader:
         self.dataset = dataset
         self.bounds = bounds
         self.block_window = block_window  # None: rows are gathered straight from the dataset (full permutation)
-        self._held: dict[int, pa.Table] = {}
+        self._held: dict[int, pa.Table] = {}  # window -> its blocks as one single-chunk table
         self.blocks_read = 0
+        if block_window is not None and bounds is not None:
+            # rows of each window laid end to end (its blocks in stored order): a "window row" space, where a
+            # window is one table and any rows of it are one take
+            sizes = np.diff(bounds)
+            by_window = np.lexsort((np.arange(len(sizes)), block_window))
+            ends = np.cumsum(sizes[by_window])
+            self._block_start = np.empty(len(sizes), dtype=np.int64)
+            self._block_start[by_window] = ends - sizes[by_window]
+            per_window = np.bincount(block_window, minlength=int(block_window.max()) + 1 if len(sizes) else 0)
+            self._members = np.split(by_window, np.cumsum(per_window)[:-1])
+            self._window_start = np.concatenate([[0], ends[np.cumsum(per_window) - 1]]).astype(np.int64)
 
     def held_rows(self) -> int:
         """Rows of the blocks held now (what bounds this reader's memory)."""
@@ -35,24 +47,30 @@ class BlockReader:
     def table(self, positions: np.ndarray) -> pa.Table:
         """Stored rows at `positions`, in that order (nothing decoded)."""
         if self.block_window is None or self.bounds is None:
+            if len(positions) and positions[-1] - positions[0] == len(positions) - 1 and \
+                    np.all(np.diff(positions) == 1):
+                return self.dataset.read_block(int(positions[0]), int(positions[-1]) + 1)  # a run: slices
             return self.dataset.read_rows(positions)
         blocks = np.searchsorted(self.bounds, positions, side="right") - 1
         oldest = int(self.block_window[blocks].min())
-        for block in [b for b in self._held if self.block_window[b] < oldest]:
-            del self._held[block]  # the order has left this block's window
-        return ordered_gather(positions, self.bounds[:-1], self._fetch, None)
+        for window in [w for w in self._held if w < oldest]:
+            del self._held[window]  # the order has left this window
+        window_rows = self._block_start[blocks] + (positions - self.bounds[blocks])
+        return ordered_gather(window_rows, self._window_start[:-1], self._fetch, None)
 
-    def _fetch(self, block: int, local: np.ndarray) -> pa.Table:
-        table = self._held.get(block)
+    def _fetch(self, window: int, local: np.ndarray) -> pa.Table:
+        table = self._held.get(window)
         if table is None:
-            table = self.dataset.read_block(int(self.bounds[block]), int(self.bounds[block + 1]))
+            members = self._members[window]
+            pieces = [self.dataset.read_block(int(self.bounds[b]), int(self.bounds[b + 1])) for b in members]
+            table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
             if any(column.num_chunks > 1 for column in table.columns):
                 table = table.combine_chunks()  # a take over many binary chunks concatenates them each time
-            self._held[block] = table
-            self.blocks_read += 1
+            self._held[window] = table
+            self.blocks_read += len(members)
         if len(local) and local[-1] - local[0] == len(local) - 1 and np.all(np.diff(local) == 1):
             return table.slice(int(local[0]), len(local))
-        return table.take(pa.array(local))
+        return table.take(index_array(local))
 
     def rows(self, positions: np.ndarray) -> list[Any]:
         return self.dataset.rows_from_arrow(self.table(positions))
@@ -81,5 +99,10 @@ class ItemReader:
 
 def make_reader(dataset: Any, bounds: np.ndarray | None, block_window: np.ndarray | None) -> Any:
     if hasattr(dataset, "read_block") and hasattr(dataset, "rows_from_arrow"):
+        in_place = getattr(dataset, "reads_rows_in_place", None)
+        if in_place is not None and in_place():
+            # mapped Arrow: one gather per column over the map costs less than holding and taking from blocks
+            # (0.05 s vs 0.12 s CPU for a shuffled epoch of 50,000 rows of 2 KB)
+            return BlockReader(dataset, bounds, None)
         return BlockReader(dataset, bounds, block_window)
     return ItemReader(dataset)

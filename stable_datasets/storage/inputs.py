@@ -1,0 +1,160 @@
+"""Input files named by URL (`s3://`, `gs://`, any fsspec scheme, `https://`): local verified copies.
+
+Readers of input files (packed SFT Parquet, WebDataset tars, interleaved Parquet) map or seek
+files, so a remote input is first copied to `<local base>/inputs/` and read from there. Rules:
+
+- Object stores go through `storage.resolve.open_store` (the same client, retries and errors
+  as remote cache roots); `http(s)://` through the download manager (ETag/Last-Modified checks).
+- A copy appears whole: downloaded beside its place, its size checked against the object's,
+  the object asked again after the download (size and ETag, or modification time) and then
+  renamed. An object that changed while it was copied is an error naming it, so a reader
+  never gets bytes mixed from two versions. One process per node downloads a file (a lock).
+- A copy is reused while the object still has the size and ETag recorded with it; an object
+  that changed since is copied again, one that vanished is an error naming its URL.
+- A URL may end in a glob (`s3://b/packs/*.parquet`) or name a prefix (`s3://b/packs/`): the
+  objects under it whose names end in one of the reader's suffixes, sorted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+from typing import Any
+
+import filelock
+
+from stable_datasets.errors import StorageError
+from stable_datasets.storage.store import ObjectInfo, ObjectStore
+from stable_datasets.storage.urls import ObjectURL, is_url
+
+HTTP_SCHEMES = ("http", "https")
+
+
+class RemoteInputNotFoundError(StorageError, FileNotFoundError):
+    """A remote input (or pattern) names no object."""
+
+
+def inputs_root() -> Path:
+    from stable_datasets.storage.root import local_base
+
+    return local_base() / "inputs"
+
+
+def local_inputs(items: list[Any], suffixes: tuple[str, ...] = (),
+                 storage_options: dict[str, Any] | None = None) -> list[Any]:
+    """`items` with every URL replaced by the local copies of the objects it names (local paths kept as given).
+
+    A pattern or prefix expands to its objects ending in `suffixes` (any object when empty)."""
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, str) and is_url(item):
+            out.extend(str(path) for path in fetch_inputs(item, suffixes, storage_options))
+        else:
+            out.append(item)
+    return out
+
+
+def fetch_inputs(url: str, suffixes: tuple[str, ...] = (),
+                 storage_options: dict[str, Any] | None = None) -> list[Path]:
+    """Local verified copies of the object(s) `url` names (see the module docstring)."""
+    scheme = url.split("://", 1)[0].lower()
+    if scheme in HTTP_SCHEMES:
+        return [_fetch_http(url)]
+    from stable_datasets.storage.resolve import open_store
+
+    parsed = ObjectURL.parse(url)
+    store = open_store(parsed, storage_options)
+    objects = _objects_named(store, parsed, url, suffixes)
+    return [_fetch_object(store, info) for info in objects]
+
+
+def _objects_named(store: ObjectStore, parsed: ObjectURL, url: str, suffixes: tuple[str, ...]) -> list[ObjectInfo]:
+    key = parsed.key
+    if any(ch in key for ch in "*?["):
+        fixed = key[:min(key.index(ch) for ch in "*?[" if ch in key)]
+        found = [o for o in store.list(fixed) if fnmatch.fnmatchcase(o.key, key)]
+        if not found:
+            raise RemoteInputNotFoundError(f"no objects match the pattern {url}")
+        return sorted(found, key=lambda o: o.key)
+    single = store.head(key) if key and not url.endswith("/") else None
+    if single is not None:
+        return [single]
+    under = [o for o in store.list(f"{key}/" if key else "") if not suffixes or o.key.endswith(suffixes)]
+    if not under:
+        kinds = f" {'/'.join(suffixes)}" if suffixes else ""
+        raise RemoteInputNotFoundError(f"{url}: no such object, and no{kinds} objects under it")
+    return sorted(under, key=lambda o: o.key)
+
+
+def _version(info: ObjectInfo) -> dict[str, Any]:
+    return {"size": info.size, "etag": info.etag} if info.etag else {"size": info.size, "modified": info.modified}
+
+
+def _fetch_object(store: ObjectStore, info: ObjectInfo) -> Path:
+    destination = inputs_root() / store.scheme / store.bucket / info.key
+    record = destination.with_name(f".{destination.name}.version.json")
+    if _current(destination, record, info):
+        return destination
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    with filelock.FileLock(str(destination.with_name(f".{destination.name}.lock")), mode=0o664):
+        if _current(destination, record, info):
+            return destination
+        temporary = destination.with_name(f".{destination.name}.{uuid.uuid4().hex[:8]}.download")
+        try:
+            try:
+                size, digest = store.download(info.key, temporary)
+            except StorageError as exc:
+                if "object is missing" in str(exc):
+                    raise RemoteInputNotFoundError(f"{store.url(info.key)}: input vanished while it was being "
+                                                   "read") from None
+                raise
+            after = store.head(info.key)
+            if after is None:
+                raise RemoteInputNotFoundError(f"{store.url(info.key)}: input vanished while it was being read")
+            if size != info.size or _version(after) != _version(info):
+                raise StorageError(f"{store.url(info.key)}: input changed while it was being read ({info.size} "
+                                   f"bytes listed, {size} read, {after.size} now); read it again once it is "
+                                   "no longer being written")
+            os.replace(temporary, destination)
+            text = json.dumps({**_version(info), "sha256": digest, "url": store.url(info.key)})
+            record_temporary = record.with_name(f"{record.name}.{uuid.uuid4().hex[:8]}")
+            record_temporary.write_text(text, encoding="utf-8")
+            os.replace(record_temporary, record)
+        finally:
+            temporary.unlink(missing_ok=True)
+    return destination
+
+
+def _current(destination: Path, record: Path, info: ObjectInfo) -> bool:
+    """The copy here is of the object's present version (same size and ETag / modification time)."""
+    try:
+        saved = json.loads(record.read_text(encoding="utf-8"))
+        if destination.stat().st_size != info.size:
+            return False
+    except (OSError, ValueError):
+        return False
+    saved.pop("sha256", None)
+    saved.pop("url", None)
+    if saved != _version(info):
+        return False
+    with contextlib.suppress(OSError):
+        os.utime(destination)
+    return True
+
+
+def _fetch_http(url: str) -> Path:
+    from stable_datasets.download.manager import DownloadManager
+    from stable_datasets.errors import DownloadError
+
+    folder = inputs_root() / "http" / hashlib.sha256(url.encode()).hexdigest()[:2]
+    try:
+        return Path(DownloadManager(folder).download(url))
+    except DownloadError as exc:
+        if "HTTP 404" in str(exc) or "HTTP 410" in str(exc):
+            raise RemoteInputNotFoundError(f"{url}: no such input ({exc})") from None
+        raise

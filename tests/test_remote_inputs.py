@@ -1,0 +1,142 @@
+"""Input files on object storage and HTTP: packed SFT Parquet, WebDataset tars (.tar.gz too) and
+interleaved Parquet read from s3:// (the moto server) and http:// (the local file server)."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from stable_datasets.errors import StorageError
+from stable_datasets.interleaved import InterleavedParquetReader, InterleavedParquetWriter, InterleavedWebdatasetReader
+from stable_datasets.sft import PackedSFTDataset, write_packed_parquet
+from stable_datasets.sft.dataset import PackedFilesNotFoundError
+from stable_datasets.storage import inputs
+from tests.fixtures.mint_shards import write_mint_shards
+
+from .http_server import FileServer
+
+pytest.importorskip("boto3")
+
+
+def packs(first: int, count: int) -> list[dict]:
+    return [{"input_ids": np.arange(i, i + 6, dtype=np.int32), "loss_mask": np.ones(6, np.int8),
+             "seq_start_id": np.array([0, 3], np.int32)} for i in range(first, first + count)]
+
+
+def upload(s3_env, local, key: str) -> str:
+    s3_env.write(key, local.read_bytes())
+    return f"s3://{s3_env.bucket}/{key}"
+
+
+def first_tokens(dataset) -> list[int]:
+    return [int(dataset[i]["input_ids"][0]) for i in range(len(dataset))]
+
+
+def test_packed_sft_reads_s3_files_prefixes_and_globs(s3_env, tmp_path):
+    for shard in range(2):
+        path = write_packed_parquet(packs(shard * 10, 10), tmp_path / f"p{shard}.parquet", row_group_rows=4)
+        upload(s3_env, path, f"packs/p{shard}.parquet")
+    s3_env.write("packs/README.txt", b"not a pack")
+    one = PackedSFTDataset(f"s3://{s3_env.bucket}/packs/p1.parquet", eos_id=0, max_seq_length=8)
+    assert first_tokens(one) == list(range(10, 20))
+    for url in (f"s3://{s3_env.bucket}/packs/", f"s3://{s3_env.bucket}/packs", f"s3://{s3_env.bucket}/packs/p*.parquet"):
+        every = PackedSFTDataset(url, eos_id=0, max_seq_length=8)
+        assert first_tokens(every) == list(range(20)), url
+    assert every.block_bounds().tolist() == [0, 4, 8, 10, 14, 18, 20]  # row groups of the local copies
+    with pytest.raises(PackedFilesNotFoundError, match=r"no objects match the pattern s3://.*/packs/q\*"):
+        PackedSFTDataset(f"s3://{s3_env.bucket}/packs/q*.parquet", eos_id=0)
+    with pytest.raises(PackedFilesNotFoundError, match="no such object, and no .parquet/.pq/.npy objects under it"):
+        PackedSFTDataset(f"s3://{s3_env.bucket}/nothing-here.parquet", eos_id=0)
+
+
+def test_a_changed_object_is_copied_again_and_a_vanished_one_is_an_error(s3_env, tmp_path):
+    url = upload(s3_env, write_packed_parquet(packs(0, 5), tmp_path / "a.parquet"), "in/a.parquet")
+    assert first_tokens(PackedSFTDataset(url, eos_id=0)) == list(range(5))
+    upload(s3_env, write_packed_parquet(packs(100, 7), tmp_path / "b.parquet"), "in/a.parquet")  # replaced
+    assert first_tokens(PackedSFTDataset(url, eos_id=0)) == list(range(100, 107))  # never the stale copy
+    s3_env.delete("in/a.parquet")
+    with pytest.raises(PackedFilesNotFoundError, match=r"s3://.*/in/a.parquet: no such object"):
+        PackedSFTDataset(url, eos_id=0)
+
+
+def test_an_object_that_changes_during_the_copy_is_an_error(s3_env, tmp_path, monkeypatch):
+    url = upload(s3_env, write_packed_parquet(packs(0, 5), tmp_path / "a.parquet"), "in/a.parquet")
+    replacement = write_packed_parquet(packs(50, 9), tmp_path / "b.parquet").read_bytes()
+    real_download = inputs.ObjectStore.download
+
+    def download_then_overwrite(self, key, destination):
+        done = real_download(self, key, destination)
+        s3_env.write(key, replacement)  # a writer replaces the object while we read it
+        return done
+
+    monkeypatch.setattr(inputs.ObjectStore, "download", download_then_overwrite)
+    with pytest.raises(StorageError, match=r"s3://.*/in/a.parquet: input changed while it was being read"):
+        inputs.fetch_inputs(url)
+    monkeypatch.undo()
+    copies = [p for p in (s3_env.local / "inputs").rglob("*") if p.is_file()]
+    assert not [p for p in copies if p.name == "a.parquet"]  # nothing half-verified is kept
+    assert first_tokens(PackedSFTDataset(url, eos_id=0)) == list(range(50, 59))
+
+
+def test_webdataset_tars_and_tar_gz_from_s3_read_like_local_ones(s3_env, tmp_path):
+    shards = write_mint_shards(tmp_path / "tars", num_samples=12, samples_per_shard=5, tiff_every=10)
+    local = InterleavedWebdatasetReader(shards, materialize_on_read=True).read().table
+    for path in map(Path, sorted(map(str, shards))):
+        data = path.read_bytes()
+        if path.name.endswith("0.tar"):
+            s3_env.write(f"web/{path.name}.gz", gzip.compress(data))  # .tar.gz shards too
+        else:
+            s3_env.write(f"web/{path.name}", data)
+    s3_env.write("web/notes.txt", b"skipped: not a tar")
+    remote = InterleavedWebdatasetReader(f"s3://{s3_env.bucket}/web/", materialize_on_read=True).read().table
+    assert remote.select(["sample_id", "position", "text_content", "binary_content"]).equals(
+        local.select(["sample_id", "position", "text_content", "binary_content"]))
+    lazy = InterleavedWebdatasetReader(f"s3://{s3_env.bucket}/web/*.tar*")
+    assert lazy.read().num_items == 12
+
+
+def test_interleaved_parquet_from_s3(s3_env, tmp_path):
+    shards = write_mint_shards(tmp_path / "tars", num_samples=8, samples_per_shard=8, tiff_every=10)
+    with InterleavedParquetWriter(tmp_path / "pq") as writer:
+        for batch in InterleavedWebdatasetReader(shards, materialize_on_read=True):
+            writer.write(batch)
+    local = InterleavedParquetReader(tmp_path / "pq").read().table
+    for path in sorted((tmp_path / "pq").glob("*.parquet")):
+        upload(s3_env, path, f"pq/{path.name}")
+    remote = InterleavedParquetReader(f"s3://{s3_env.bucket}/pq/").read().table
+    assert remote.equals(local)
+
+
+def test_inputs_over_http_are_downloaded_once_and_a_404_names_the_url(tmp_path, monkeypatch):
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "local"))
+    buffer = io.BytesIO()
+    pq.write_table(pa.table({"input_ids": [[1, 2, 3]], "loss_mask": [[1, 1, 1]], "seq_start_id": [[0]]}), buffer)
+    tar = io.BytesIO()
+    with tarfile.open(fileobj=tar, mode="w:gz") as archive:
+        for name, data in (("doc1.json", b'{"texts": ["hello", null], "images": [null, "x.png"]}'),
+                           ("doc1.x.png", b"\x89PNG not really")):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+    with FileServer() as server:
+        server.files["/p.parquet"] = buffer.getvalue()
+        server.files["/s.tar.gz"] = tar.getvalue()
+        server.validators["/p.parquet"] = {"ETag": '"v1"'}
+        dataset = PackedSFTDataset(f"{server.url}/p.parquet", eos_id=0)
+        assert dataset[0]["input_ids"].tolist() == [1, 2, 3]
+        PackedSFTDataset(f"{server.url}/p.parquet", eos_id=0)
+        assert server.hits("/p.parquet") == 1  # the second open reuses the copy (its ETag is unchanged)
+        table = InterleavedWebdatasetReader(f"{server.url}/s.tar.gz").read().table
+        (tmp_path / "s.tar.gz").write_bytes(tar.getvalue())
+        local = InterleavedWebdatasetReader(tmp_path / "s.tar.gz").read().table
+        assert table.column("sample_id").to_pylist()[0] == "doc1"
+        assert table.drop_columns(["source_ref"]).equals(local.drop_columns(["source_ref"]))
+        with pytest.raises(PackedFilesNotFoundError, match=r"http://127.0.0.1:\d+/gone.parquet: no such input"):
+            PackedSFTDataset(f"{server.url}/gone.parquet", eos_id=0)

@@ -1,0 +1,115 @@
+"""`load_dataset(..., streaming=True)` on a bucket reads a shard at a time: shards are downloaded as the
+stream reaches them, the local shard cache stays within STABLE_DATASETS_LOCAL_CACHE_LIMIT, and a
+damaged remote shard is an error (moto on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.errors import CacheError
+from stable_datasets.storage.remote_stream import RemoteShardSource
+from stable_datasets.streaming import StreamingDataset
+
+pytest.importorskip("boto3")
+torch = pytest.importorskip("torch")
+from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
+
+ROWS = 4000
+BLOB = 1000
+
+
+class Wide(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({"idx": sds.Value("int64"), "blob": sds.Value("binary")}))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {})]
+
+    def _generate_examples(self):
+        for i in range(ROWS):
+            yield i, {"idx": i, "blob": random.Random(i).randbytes(BLOB)}  # incompressible: Parquet shards of 1 MB
+
+
+def local_shard_bytes(env) -> int:
+    return sum(p.stat().st_size for p in (env.local / "shards").rglob("shard-*") if p.is_file())
+
+
+def publish(s3_env, storage_format):
+    """The split published to the bucket in 4 shards of about 1 MB; the local node starts empty."""
+    options = {"max_shard_size": 1_000_000} if storage_format == "arrow" else {"max_shard_size": 1_000_000,
+                                                                              "row_group_rows": 250}
+    ds = sds.load_dataset(Wide, split="train", storage_format=storage_format, layout_options=options)
+    shards = ds.cache_metadata[0].shards
+    assert len(shards) >= 4
+    del ds
+    return shards
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet"])
+def test_streaming_downloads_shards_as_it_reaches_them_within_the_limit(s3_env, storage_format, monkeypatch,
+                                                                        tmp_path):
+    shards = publish(s3_env, storage_format)
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "fresh-node"))
+    s3_env.local = tmp_path / "fresh-node"
+    biggest = max(s.num_bytes for s in shards)
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_LIMIT", str(int(biggest * 1.5)))
+    stream = sds.load_dataset(Wide, split="train", storage_format=storage_format, streaming=True,
+                              layout_options={"max_shard_size": 1_000_000, **(
+                                  {"row_group_rows": 250} if storage_format == "parquet" else {})})
+    assert isinstance(stream, StreamingDataset) and isinstance(stream.dataset, RemoteShardSource)
+    assert local_shard_bytes(s3_env) == 0  # opening the stream downloads nothing
+    held, seen = [], []
+    for row in stream:
+        seen.append(row["idx"])
+        if len(seen) == 1:  # rows are read 1,024 at a time: the first read reaches into the second shard
+            assert stream.dataset.downloads == 2 and local_shard_bytes(s3_env) <= int(biggest * 1.5)
+        if len(seen) % 500 == 0:
+            held.append(local_shard_bytes(s3_env))
+    assert seen == list(range(ROWS))
+    assert max(held) <= int(biggest * 1.5)  # never the whole split
+    assert sum(s.num_bytes for s in shards) > int(biggest * 1.5)
+    assert stream.dataset.downloads == len(shards)
+
+
+def test_a_remote_stream_shuffles_and_resumes_through_workers(s3_env, monkeypatch, tmp_path):
+    publish(s3_env, "arrow")
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "fresh-node"))
+
+    def stream():
+        return sds.load_dataset(Wide, split="train", streaming=True, layout_options={"max_shard_size": 1_000_000}
+                                ).shuffle(seed=2, window_blocks=2)
+
+    full = [int(i) for b in StreamingDataLoader(stream(), batch_size=100, num_workers=2) for i in b["idx"]]
+    assert sorted(full) == list(range(ROWS)) and full != list(range(ROWS))
+    first = stream()
+    loader = StreamingDataLoader(first, batch_size=100, num_workers=2)
+    head = []
+    for step, batch in enumerate(loader):
+        head.extend(int(i) for i in batch["idx"])
+        if step == 6:
+            state = loader.state_dict()
+            break
+    second = stream()
+    second.load_state_dict(state)
+    rest = [int(i) for b in StreamingDataLoader(second, batch_size=100, num_workers=2) for i in b["idx"]]
+    assert head + rest == full
+
+
+def test_a_changed_remote_shard_is_an_error_when_the_stream_reaches_it(s3_env, monkeypatch, tmp_path):
+    shards = publish(s3_env, "arrow")
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "fresh-node"))
+    stream = sds.load_dataset(Wide, split="train", streaming=True, layout_options={"max_shard_size": 1_000_000})
+    source = stream.dataset
+    key = f"{source.split.key(source.metadata.attempt)}/{shards[-1].path}"
+    data = bytearray(s3_env.read(key))
+    data[len(data) // 2] ^= 0xFF
+    s3_env.write(key, bytes(data))
+    served = []
+    with pytest.raises(CacheError, match=rf"{shards[-1].path}: shard changed since it was published"):
+        for row in stream:
+            served.append(row["idx"])
+    last_start = sum(s.num_rows for s in shards[:-1])
+    assert 0 < len(served) < last_start and served == list(range(len(served)))  # good rows, then the error
