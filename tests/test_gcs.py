@@ -6,31 +6,19 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 import stable_datasets as sds
 from stable_datasets.cli import main as cli_main
 from stable_datasets.errors import CacheError
 
+from .rows import plain, remote_split_prefix, rows_of
+
 pytestmark = pytest.mark.timeout(240)
 
 
-def _plain(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def _rows(ds) -> list[dict]:
-    return [_plain(ds[i]) for i in range(len(ds))]
-
-
 def _split_prefix(env, ds) -> str:
-    relative = ds.cache_dirs[0].relative_to(env.local / "shards" / "gs" / env.bucket).as_posix()
-    return relative.rsplit("/attempts/", 1)[0]
+    return remote_split_prefix(env, ds, "gs")
 
 
 @pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
@@ -40,7 +28,7 @@ def test_build_and_load_on_gs_equal_a_local_cache(gcs_env, toy_builder, tmp_path
                               cache_dir=gcs_env.root, storage_options=options)
     local = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format,
                              cache_dir=str(tmp_path / "local-cache"))
-    assert len(remote) == 50 and _rows(remote) == _rows(local)
+    assert len(remote) == 50 and rows_of(remote) == rows_of(local)
     prefix = _split_prefix(gcs_env, remote)
     metadata = json.loads(gcs_env.read(f"{prefix}/_metadata.json"))
     assert metadata["num_rows"] == 50 and metadata["attempt"].startswith("attempts/")
@@ -57,7 +45,7 @@ def test_a_second_node_reuses_the_gs_cache_without_generating(gcs_env, toy_build
     monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "fresh-node"))
     again = sds.load_dataset(str(toy_builder), **kwargs)
     assert counter.read_text() == "x"  # generated once
-    assert _rows(again) == _rows(first)
+    assert rows_of(again) == rows_of(first)
     assert str(again.cache_dirs[0]).startswith(str(tmp_path / "fresh-node"))
 
 
@@ -66,7 +54,7 @@ def test_streaming_from_gs_equals_streaming_the_local_cache(gcs_env, toy_builder
     remote = sds.load_dataset(str(toy_builder), cache_dir=gcs_env.root, storage_options=gcs_env.storage_options,
                               **kwargs)
     local = sds.load_dataset(str(toy_builder), cache_dir=str(tmp_path / "local-cache"), **kwargs)
-    assert [_plain(r) for r in remote] == [_plain(r) for r in local]
+    assert [plain(r) for r in remote] == [plain(r) for r in local]
     assert [r["id"] for r in remote.shuffle(seed=5)] == [r["id"] for r in local.shuffle(seed=5)]
 
 

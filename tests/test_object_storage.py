@@ -25,26 +25,13 @@ from stable_datasets.storage.publish import RemoteSplit, publish_attempt
 from stable_datasets.storage.resolve import forget_stores, open_store
 from stable_datasets.storage.urls import ObjectURL
 
+from .rows import plain, remote_split_prefix, rows_of
+
 pytestmark = pytest.mark.timeout(240)
 
 
-def _plain(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-def _rows(ds) -> list[dict]:
-    return [_plain(ds[i]) for i in range(len(ds))]
-
-
 def _split_prefix(env, ds) -> str:
-    """The object key prefix of a loaded remote split (from its local attempt folder)."""
-    local = ds.cache_dirs[0]
-    relative = local.relative_to(env.local / "shards" / "s3" / env.bucket).as_posix()
-    return relative.rsplit("/attempts/", 1)[0]
+    return remote_split_prefix(env, ds, "s3")
 
 
 def _metadata(env, prefix: str) -> dict:
@@ -130,7 +117,7 @@ def test_build_and_load_equal_a_local_cache(s3_env, toy_builder, tmp_path, stora
     remote = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format)
     local = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format,
                              cache_dir=str(tmp_path / "local-cache"))
-    assert _rows(remote) == _rows(local)
+    assert rows_of(remote) == rows_of(local)
     assert len(remote) == 50 and remote[-1]["id"] == 49
     prefix = _split_prefix(s3_env, remote)
     metadata = _metadata(s3_env, prefix)
@@ -148,7 +135,7 @@ def test_streaming_from_a_remote_cache_equals_streaming_the_local_one(s3_env, to
     kwargs = dict(split="train", storage_format=storage_format, streaming=True)
     remote = sds.load_dataset(str(toy_builder), **kwargs)
     local = sds.load_dataset(str(toy_builder), cache_dir=str(tmp_path / "local-cache"), **kwargs)
-    assert [_plain(r) for r in remote] == [_plain(r) for r in local]
+    assert [plain(r) for r in remote] == [plain(r) for r in local]
     assert [r["id"] for r in remote] == list(range(50))
     shuffled = [r["id"] for r in remote.shuffle(seed=3)]
     assert shuffled == [r["id"] for r in local.shuffle(seed=3)]
@@ -184,8 +171,8 @@ def test_open_cache_by_url_and_pickled_copies_read_the_same_rows(s3_env, toy_bui
         ds = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format)
         url = f"{s3_env.root.rsplit('/', 1)[0]}/{_split_prefix(s3_env, ds)}"
         opened = sds.open_cache(url)
-        assert _rows(opened) == _rows(ds)
-        assert _rows(pickle.loads(pickle.dumps(opened))) == _rows(ds)
+        assert rows_of(opened) == rows_of(ds)
+        assert rows_of(pickle.loads(pickle.dumps(opened))) == rows_of(ds)
 
 
 def test_fsspec_memory_root_builds_and_loads(toy_builder, tmp_path, monkeypatch):
@@ -283,26 +270,26 @@ def test_build_killed_while_uploading_leaves_an_attempt_that_prune_removes(s3_en
     assert cli_main(["prune"]) == 0
     left = {k.split("/attempts/")[1].split("/")[0] for k in s3_env.objects() if "/attempts/" in k}
     assert left == {ds.cache_metadata[0].attempt.split("/")[1]}
-    assert _rows(ds)[3]["text"] == "row 3"
+    assert rows_of(ds)[3]["text"] == "row 3"
 
 
 def test_an_open_dataset_keeps_its_attempt_through_a_rebuild_and_prune(s3_env, toy_builder, capsys):
     for storage_format in ("arrow", "lance"):
         old = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format)
-        before = _rows(old)
+        before = rows_of(old)
         new = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format,
                                download_mode="force_rebuild")
         assert new.cache_metadata[0].attempt != old.cache_metadata[0].attempt
         assert cli_main(["prune", "--max-staging-age", "0"]) == 0  # grace over: only the pin protects it
         assert "superseded attempt" not in capsys.readouterr().out
-        assert _rows(old) == before == _rows(new)
+        assert rows_of(old) == before == rows_of(new)
         attempt = old.cache_metadata[0].attempt
         del old
         gc.collect()
         assert cli_main(["prune", "--max-staging-age", "0"]) == 0
         assert f"removed superseded attempt: {s3_env.root}" in capsys.readouterr().out
         assert not [k for k in s3_env.objects() if f"/{attempt}/" in k]
-        assert _rows(sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format)) == before
+        assert rows_of(sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format)) == before
 
 
 # -- damaged remote caches -----------------------------------------------------------------------
@@ -329,7 +316,7 @@ def test_a_damaged_remote_shard_is_an_error_naming_it(s3_env, toy_builder, tmp_p
     with pytest.raises(CacheError, match=rf"s3://{s3_env.bucket}/{key}: .*{expected}"):
         sds.load_dataset(str(toy_builder), split="train")
     assert not list((tmp_path / "node-b").rglob("shard-*.arrow"))  # nothing unverified is kept
-    assert _rows(ds)[10]["id"] == 10  # the copy verified before is still right
+    assert rows_of(ds)[10]["id"] == 10  # the copy verified before is still right
 
 
 def test_a_deleted_lance_object_is_an_error_naming_it(s3_env, toy_builder, tmp_path, monkeypatch):
@@ -349,7 +336,7 @@ def test_damaged_remote_metadata_is_rebuilt_and_named(s3_env, toy_builder):
     with pytest.raises(CacheError, match=rf"s3://{s3_env.bucket}/{prefix}/_metadata.json: invalid cache metadata"):
         sds.open_cache(f"s3://{s3_env.bucket}/{prefix}")
     rebuilt = sds.load_dataset(str(toy_builder), split="train")  # unusable: built again and replaced
-    assert _rows(rebuilt) == _rows(ds)
+    assert rows_of(rebuilt) == rows_of(ds)
     assert rebuilt.cache_metadata[0].attempt != ds.cache_metadata[0].attempt
 
 
@@ -451,7 +438,7 @@ def test_a_parallel_build_publishes_the_rows_of_a_one_process_build(s3_env, part
 
     remote = sds.load_dataset(str(parts_builder), split="train", num_proc=2)
     local = sds.load_dataset(str(parts_builder), split="train", cache_dir=str(tmp_path / "one-process"))
-    assert len(remote) == 1500 and _rows(remote) == _rows(local)
+    assert len(remote) == 1500 and rows_of(remote) == rows_of(local)
     builder = pickle.loads(pickle.dumps(sds.load_builder(str(parts_builder))))  # as Ray tasks receive it
     assert builder.remote.store.get(f"{_split_prefix(s3_env, remote)}/_metadata.json") is not None
 

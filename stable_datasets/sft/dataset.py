@@ -304,9 +304,6 @@ class PackedSFTDataset:
             return np.asarray(stored, dtype=np.int64)
         return runs_of_blocks(np.searchsorted(stored, self.samples_mapping, side="right") - 1)
 
-    def _row(self, pack: int) -> dict[str, Any]:
-        return self._source.row(pack)
-
     def _locate(self, idx: int) -> tuple[int, bool]:
         """(stored pack, padding) of sample `idx`; a negative index is a padding sample."""
         idx = int(idx)
@@ -330,7 +327,7 @@ class PackedSFTDataset:
         located = [self._locate(i) for i in indices]
         packs = np.fromiter((pack for pack, _ in located), np.int64, count=len(located))
         if len(packs) < 2 or self._pages is None or not self._pages.usable(np.unique(self._pages.files_of(packs))):
-            return [self._sample(pack, self._row(pack), padding) for pack, padding in located]
+            return [self._sample(pack, self._source.row(pack), padding) for pack, padding in located]
         rows, bad = self._pages.read(packs)
         return [self._sample(pack, row, padding, flag) for (pack, padding), row, flag in zip(located, rows, bad)]
 
