@@ -68,3 +68,7 @@ class LockTimeoutError(StableDatasetsError, TimeoutError):
 
 class StorageError(CacheError):
     """An object store refused or could not serve a request; the message names the URL and what to set."""
+
+
+class MissingObjectError(StorageError):
+    """The object asked for is not in the store (deleted, or never written)."""

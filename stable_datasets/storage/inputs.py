@@ -28,7 +28,7 @@ from typing import Any
 
 import filelock
 
-from stable_datasets.errors import StorageError
+from stable_datasets.errors import MissingObjectError, StorageError
 from stable_datasets.storage.store import ObjectInfo, ObjectStore
 from stable_datasets.storage.urls import ObjectURL, is_url
 
@@ -108,11 +108,9 @@ def _fetch_object(store: ObjectStore, info: ObjectInfo) -> Path:
         try:
             try:
                 size, digest = store.download(info.key, temporary)
-            except StorageError as exc:
-                if "object is missing" in str(exc):
-                    raise RemoteInputNotFoundError(f"{store.url(info.key)}: input vanished while it was being "
-                                                   "read") from None
-                raise
+            except MissingObjectError:
+                raise RemoteInputNotFoundError(f"{store.url(info.key)}: input vanished while it was being "
+                                               "read") from None
             after = store.head(info.key)
             if after is None:
                 raise RemoteInputNotFoundError(f"{store.url(info.key)}: input vanished while it was being read")

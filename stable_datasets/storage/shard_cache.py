@@ -29,7 +29,7 @@ from loguru import logger
 
 from stable_datasets.cache.builds import build_in_use
 from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
-from stable_datasets.errors import CacheError, ConfigurationError, StorageError
+from stable_datasets.errors import CacheError, ConfigurationError, MissingObjectError
 from stable_datasets.storage.root import local_base
 from stable_datasets.storage.store import ObjectStore
 
@@ -90,12 +90,10 @@ def fetch(store: ObjectStore, key: str, destination: Path, shard: ShardInfo) -> 
         try:
             try:
                 size, digest = store.download(key, temporary)
-            except StorageError as exc:
-                if "object is missing" in str(exc):
-                    raise CacheError(f"{store.url(key)}: shard listed in {METADATA_FILE} is missing from the store "
-                                     "(deleted after it was published); rebuild the cache with "
-                                     "download_mode='force_rebuild'") from None
-                raise
+            except MissingObjectError:
+                raise CacheError(f"{store.url(key)}: shard listed in {METADATA_FILE} is missing from the store "
+                                 "(deleted after it was published); rebuild the cache with "
+                                 "download_mode='force_rebuild'") from None
             if size != shard.num_bytes or (shard.sha256 and digest != shard.sha256):
                 raise CacheError(f"{store.url(key)}: shard changed since it was published ({size} bytes, sha256 "
                                  f"{digest[:16]}...; {METADATA_FILE} records {shard.num_bytes} bytes, sha256 "

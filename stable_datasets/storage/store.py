@@ -77,13 +77,13 @@ class ObjectStore(ABC):
     def download(self, key: str, destination: Path) -> tuple[int, str]:
         """Copy the object to `destination` (written beside it, then renamed); (size, sha256).
 
-        Raises StorageError when the object is missing. Stores wrap this in their retries.
+        Raises MissingObjectError when the object is missing. Stores wrap this in their retries.
         """
-        from stable_datasets.errors import StorageError
+        from stable_datasets.errors import MissingObjectError
 
         stream = self._open_stream(key)
         if stream is None:
-            raise StorageError(f"{self.url(key)}: object is missing")
+            raise MissingObjectError(f"{self.url(key)}: object is missing")
         destination.parent.mkdir(parents=True, exist_ok=True)
         temporary = destination.parent / f".{destination.name}.{uuid.uuid4().hex[:8]}.part"
         digest, size = hashlib.sha256(), 0
