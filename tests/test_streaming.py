@@ -380,3 +380,52 @@ def test_mapped_arrow_is_gathered_in_place_and_other_layouts_a_window_at_a_time(
         assert got == order.positions[:150].tolist()
     assert arrow.held_rows() == 0 and arrow.blocks_read == 0  # nothing held: one gather over the map
     assert parquet.held_rows() == 2 * BLOCK and parquet.blocks_read == 2  # the first window, read once
+
+
+def test_lance_v2_streams_through_the_mapped_blobs_in_place(caches):
+    from stable_datasets.layouts import lance_blobs
+    from stable_datasets.streaming.reader import make_reader
+
+    lance = caches["lance"]
+    assert lance.cache_metadata[0].extra["lance_rows_version"] == lance_blobs.BLOB_LAYOUT_VERSION
+    assert lance.reads_rows_in_place()
+    order = BlockOrder(ROWS, lance.block_bounds(), seed=0, window_blocks=2).epoch(0)
+    reader = make_reader(lance, lance.block_bounds(), order.block_window)
+    table = reader.table(order.positions[:150])
+    assert table.column("idx").to_pylist() == order.positions[:150].tolist()
+    assert table.column("blob").to_pylist() == [int(i).to_bytes(4, "little") * 8 for i in order.positions[:150]]
+    assert reader.held_rows() == 0 and reader.blocks_read == 0  # one gather over the maps and held columns
+
+
+def _lance_handle_is_closed(row, backend=None):
+    return {**row, "no_lance_call": backend._dataset is None}
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+def test_lance_v2_workers_read_the_parents_maps_and_resume_exactly(caches, world_size):
+    """StreamingDataLoader opens a v2 Lance cache before forking: workers gather from the inherited maps and
+    held columns and never reopen Lance (their handle stays None), and resume stays exact."""
+    import functools
+
+    lance = caches["lance"]
+    for rank in range(world_size):
+        def stream(rank=rank):
+            return lance.to_iterable(rank=rank, world_size=world_size).shuffle(seed=4, window_blocks=2)
+
+        probe = stream().map(functools.partial(_lance_handle_is_closed, backend=lance._backends[0]))
+        batches = list(StreamingDataLoader(probe, batch_size=40, num_workers=2))
+        assert all(all(b["no_lance_call"]) for b in batches)
+        full = ids(batches)
+        assert full == stream().rank_order(deal=(2, 40)).tolist()
+        first = stream()
+        loader = StreamingDataLoader(first, batch_size=40, num_workers=2)
+        iterator = iter(loader)
+        head = ids([next(iterator) for _ in range(4)])
+        saved = loader.state_dict()
+        del iterator
+        second = stream()
+        second.load_state_dict(saved)
+        assert head + ids(StreamingDataLoader(second, batch_size=40, num_workers=2)) == full
+    every = [i for rank in range(world_size)
+             for i in lance.to_iterable(rank=rank, world_size=world_size).shuffle(seed=4).rank_order().tolist()]
+    assert sorted(every) == list(range(ROWS))

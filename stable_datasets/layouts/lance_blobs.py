@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.arrow.tables import ordered_gather
+from stable_datasets.arrow.tables import index_array, ordered_gather
 from stable_datasets.errors import CacheError
 
 #: the `extra.lance_rows_version` of caches whose binary columns are blobs; older caches have none (1)
@@ -98,7 +98,7 @@ class _FragmentBlobs:
                                              [validity, pa.py_buffer(bounds), whole])
 
     def take(self, local: np.ndarray) -> pa.Array:
-        return self.virtual.take(pa.array(local * 2))
+        return self.virtual.take(index_array(local * 2))
 
     def cell(self, k: int) -> bytes | None:
         if self.valid is not None and not self.valid[k]:

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.arrow.cells import cell_getter, compile_row_builder
+from stable_datasets.arrow.tables import index_array
 from stable_datasets.cache.hashing import FileHasher
 from stable_datasets.cache.journal import ShardJournal
 from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
@@ -395,6 +396,19 @@ class Backend(TableBackend):
             self.check_rows(self.directory / DATASET_DIR, self._held.num_rows, self.metadata.num_rows)
         self._row_getters = None
 
+    def rows_in_place(self) -> bool:
+        """Blob columns mapped and every other column held: any rows are gathered with no Lance call."""
+        self.ensure_open()
+        return self._blobs is not None and (self._held is not None or len(self._blobs.names) == len(self._schema))
+
+    def open_before_fork(self) -> None:
+        """Open a v2 cache on local disk now, in the process that forks DataLoader workers: they keep its maps
+        and held columns and never import or call Lance (an import of lance is also one of pandas, 1-2 s per
+        worker). Other caches are opened where they are read: a worker forked from a Lance user reads through
+        the helper process of lance_access."""
+        if self.blob_columns and self.lance_base is None:
+            self.ensure_open()
+
     def stored_row_counts(self) -> tuple[int, int]:
         self.ensure_open()
         with lance_read_errors(self.dataset_dir, what="counting rows"):
@@ -430,7 +444,7 @@ class Backend(TableBackend):
                 if self.blob_columns:
                     return self._served(lance_blobs.take_with_bytes(self._lance(), indices, None, self.blob_columns))
                 return self._lance().take(indices)
-        rest = self._held.take(pa.array(indices)) if self._held is not None else None
+        rest = self._held.take(index_array(indices)) if self._held is not None else None
         if rest is None and len(blobs.names) < len(self._schema):
             with lance_read_errors(self.dataset_dir, indices):
                 rest = self._lance().take(indices, columns=[n for n in self._schema.names if n not in blobs.names])

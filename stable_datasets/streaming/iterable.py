@@ -153,6 +153,14 @@ class StreamingDataset(_IterableBase):
         if self.consumed == 0:
             self.deal = (max(int(num_workers), 1), max(int(unit), 1))
 
+    def open_before_fork(self) -> None:
+        """Open, in this process, what forked DataLoader workers can share (the maps and held columns of a
+        v2 Lance cache on local disk), so each worker does not open it again; StreamingDataLoader calls it."""
+        for backend in getattr(self.dataset, "_backends", ()):
+            hook = getattr(backend, "open_before_fork", None)
+            if hook is not None:
+                hook()
+
     def rows_per_epoch(self) -> int:
         """Rows of this rank's share of one epoch."""
         return rows_per_rank(self.num_rows, self.world_size, self.drop_last)

@@ -26,6 +26,13 @@ except ImportError as exc:  # pragma: no cover - torch is optional
     raise ImportError("StreamingDataLoader needs PyTorch: pip install torch") from exc
 
 
+def _forks(context: Any) -> bool:
+    """Whether workers started with `context` (None: the default) are forked from this process."""
+    import multiprocessing
+
+    return (context or multiprocessing).get_start_method() == "fork"
+
+
 class StreamingDataLoader(DataLoader):
     def __init__(self, dataset: Any, batch_size: int | None = 1, **kwargs: Any):
         if kwargs.get("persistent_workers"):
@@ -53,6 +60,8 @@ class StreamingDataLoader(DataLoader):
         holder = self._holder
         if isinstance(holder, StreamingDataset):
             holder.deal_to(self.num_workers, self._rows_per_batch)  # each worker reads its own run of blocks
+            if self.num_workers > 0 and _forks(self.multiprocessing_context):
+                holder.open_before_fork()
         epoch, count = holder.epoch, holder.consumed
         total = len(holder) if isinstance(holder, BlockShuffleSampler) else holder.rows_per_epoch()
         for batch in super().__iter__():
