@@ -7,12 +7,12 @@ The peers are pinned in the `bench` extra (mosaicml-streaming==0.13.0, litdata==
 installing that extra lets pip replace our numpy (both peers cap it) and pull a CUDA torch.
 Install them the way this script was run instead:
 
-    .venv/bin/pip install --no-deps mosaicml-streaming==0.13.0 litdata==0.2.76 transformers==5.23.0 \\
+    .venv/bin/pip install --no-deps mosaicml-streaming==0.13.0 litdata==0.2.76 \\
         lightning-utilities catalogue zstd xxhash python-snappy brotli cramjam boto3 botocore \\
         s3transfer jmespath obstore
 
-(mosaicml-streaming's top-level package imports its example datasets, which need torchvision,
-whose PyPI wheel needs CUDA torch; `import_mds` imports its core package `streaming.base` only.)
+(mosaicml-streaming imports `transformers` and `torchvision`, whose pins clash with our torch; `import_mds`
+puts stand-in modules in their place inside this benchmark, as bench_peers.py does.)
 
 What is measured, each side in turn, `--rounds` times, medians and ranges:
 
@@ -50,7 +50,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import types
 from pathlib import Path
 from typing import Any
 
@@ -92,15 +91,16 @@ class StreamBench(sds.GeneratorBasedBuilder):
 
 # -- the peers ------------------------------------------------------------------------------------
 def import_mds() -> Any:
-    """mosaicml-streaming's core (`streaming.base`) without its package __init__, which imports
-    example datasets that need torchvision."""
-    if "streaming" not in sys.modules:
-        spec = importlib.util.find_spec("streaming")
-        if spec is None:
+    """mosaicml-streaming's core (`streaming.base`). Its package imports `transformers` and `torchvision`
+    (isinstance checks, example datasets), whose pins clash with our torch: `bench_peers.import_streaming`
+    puts modules of stand-in classes in their place, in this process only."""
+    if "streaming.base" not in sys.modules:
+        if importlib.util.find_spec("streaming") is None:
             raise ImportError("mosaicml-streaming is not installed (see this script's docstring)")
-        package = types.ModuleType("streaming")
-        package.__path__ = list(spec.submodule_search_locations)
-        sys.modules["streaming"] = package
+        sys.path.insert(0, str(Path(__file__).parent))
+        from bench_peers import import_streaming
+
+        import_streaming()
     import streaming.base as base
     from streaming.base.util import clean_stale_shared_memory
 
@@ -304,7 +304,7 @@ def remote_sides(work: Path, rows: int, blob: int, sides: dict[str, Any]) -> dic
     """Sides reading from the S3 server, each epoch from an empty local cache."""
     (work / "nodes").mkdir(exist_ok=True)
     remote: dict[str, Any] = {}
-    for fmt in ("arrow", "parquet"):
+    for fmt in ("arrow", "parquet", "lance"):
         os.environ["STABLE_DATASETS_LOCAL_CACHE_DIR"] = str(fresh_dir(work))
         sds.load_dataset(StreamBench, split="train", storage_format=fmt, cache_dir=f"s3://{BUCKET}/cache")
 

@@ -68,7 +68,7 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
     `streaming=True` returns `StableDataset.to_iterable()` of the split (a dict of them for None): an
     iterable read a block at a time, see docs/object-storage-and-streaming.md.
     """
-    if streaming and (split is None or _whole_split(split)):
+    if streaming and (split is None or len(parse_split(split)) == 1):
         return _load_streams(path, split, name=name, storage_format=storage_format, cache_dir=cache_dir,
                              download_mode=download_mode, verification_mode=verification_mode, num_proc=num_proc,
                              engine=engine, ray_address=ray_address, layout_options=layout_options,
@@ -101,16 +101,12 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
     return (datasets[0] if len(datasets) == 1 else concatenate_datasets(datasets)).with_split_name(split)
 
 
-def _whole_split(split: str) -> bool:
-    parts = parse_split(split)
-    return len(parts) == 1 and parts[0].is_whole
-
-
 def _load_streams(path: Any, split: str | None, *, name: str | None, storage_format: str | None,
                   storage_options: dict[str, Any] | None, download_mode: Any, verification_mode: Any, num_proc: Any,
                   engine: Any, ray_address: Any, layout_options: Any, cache_dir: Any, **config_kwargs: Any) -> Any:
-    """`streaming=True` for whole splits: a remote Arrow/Parquet split is read a shard at a time
-    (storage.remote_stream), anything else is opened and read with `to_iterable()`."""
+    """`streaming=True` for one split or a slice of it: a remote Arrow/Parquet split is read a shard at a time
+    (storage.remote_stream; a slice downloads only the shards it covers), anything else is opened and read with
+    `to_iterable()`."""
     from stable_datasets.storage.urls import is_url
 
     builder = load_builder(path, name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
@@ -119,14 +115,20 @@ def _load_streams(path: Any, split: str | None, *, name: str | None, storage_for
                                    layout_options=layout_options, num_proc=num_proc, engine=engine,
                                    ray_address=ray_address)
 
+    part = None if split is None else parse_split(split)[0]
+    sliced = part is not None and not part.is_whole
+
     def stream(directory: Any) -> Any:
         if is_url(directory):
             from stable_datasets.storage.remote_stream import open_remote_stream
 
-            found = open_remote_stream(str(directory), remote_options)
+            found = open_remote_stream(str(directory), remote_options, part.bounds if sliced else None)
             if found is not None:
                 return found
-        return open_cache(directory, storage_options=remote_options).to_iterable()
+        opened = open_cache(directory, storage_options=remote_options)
+        if sliced:
+            opened = opened.select(range(*part.bounds(len(opened)))).with_split_name(split)
+        return opened.to_iterable()
 
     dirs = builder.prepare(None if split is None else [parse_split(split)[0].name], storage_format, **prepare)
     if split is None:

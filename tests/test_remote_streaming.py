@@ -113,3 +113,24 @@ def test_a_changed_remote_shard_is_an_error_when_the_stream_reaches_it(s3_env, m
             served.append(row["idx"])
     last_start = sum(s.num_rows for s in shards[:-1])
     assert 0 < len(served) < last_start and served == list(range(len(served)))  # good rows, then the error
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet"])
+def test_a_partial_split_streams_only_the_shards_covering_it(s3_env, monkeypatch, tmp_path, storage_format):
+    shards = publish(s3_env, storage_format)
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "fresh-node"))
+    s3_env.local = tmp_path / "fresh-node"
+    options = {"max_shard_size": 1_000_000, **({"row_group_rows": 250} if storage_format == "parquet" else {})}
+    stream = sds.load_dataset(Wide, split="train[30%:60%]", storage_format=storage_format, streaming=True,
+                              layout_options=options)
+    assert isinstance(stream.dataset, RemoteShardSource) and len(stream) == 1200
+    assert [row["idx"] for row in stream] == list(range(1200, 2400))
+    starts = [sum(s.num_rows for s in shards[:k]) for k in range(len(shards) + 1)]
+    covering = [k for k in range(len(shards)) if starts[k] < 2400 and starts[k + 1] > 1200]
+    assert stream.dataset.downloads == len(covering) < len(shards)
+    assert local_shard_bytes(s3_env) == sum(shards[k].num_bytes for k in covering)
+    shuffled = [row["idx"] for row in stream.shuffle(seed=5)]
+    assert sorted(shuffled) == list(range(1200, 2400)) and shuffled != list(range(1200, 2400))
+    again = sds.load_dataset(Wide, split="train[30%:60%]", storage_format=storage_format, streaming=True,
+                             layout_options=options).shuffle(seed=5)
+    assert [row["idx"] for row in again] == shuffled  # seeded: the same order on every node

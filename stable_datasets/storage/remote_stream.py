@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -42,25 +43,41 @@ FETCH_TRIES = 3
 class RemoteShardSource:
     """The rows of one published remote split, for `StreamingDataset` (see the module docstring)."""
 
-    def __init__(self, split: RemoteSplit, metadata: CacheMetadata, layout_options: dict[str, Any] | None = None):
+    def __init__(self, split: RemoteSplit, metadata: CacheMetadata, layout_options: dict[str, Any] | None = None,
+                 rows: tuple[int, int] | None = None):
+        """`rows`: (start, stop) of a partial split ("train[10%:30%]"): only the shards covering it are read."""
         self.split, self.metadata = split, metadata
         self.layout_options = dict(layout_options or {})
-        self.fingerprint = metadata.fingerprint
         counts = [s.num_rows for s in metadata.shards]
         self._shard_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        total = int(self._shard_starts[-1])
+        start, stop = (0, total) if rows is None else (int(rows[0]), int(rows[1]))
+        if not 0 <= start <= stop <= total:
+            raise ValueError(f"rows {start}:{stop} are not inside the {total} rows of {split.url}")
+        self._start, self._stop = start, stop
+        whole = (start, stop) == (0, total)
+        self.fingerprint = metadata.fingerprint if whole else f"{metadata.fingerprint}[{start}:{stop}]"
         self._open: OrderedDict[int, Any] = OrderedDict()
         self.downloads = 0  # shards fetched by this process (a fetch of a present copy counts too)
 
     def __len__(self) -> int:
-        return int(self._shard_starts[-1])
+        return self._stop - self._start
 
     def __getstate__(self) -> dict[str, Any]:  # a DataLoader worker opens its own shards
         return {**self.__dict__, "_open": OrderedDict()}
 
     def block_bounds(self) -> np.ndarray:
+        """Each shard cut every BLOCK_ROWS rows (of the whole split), clipped to the rows read."""
         pieces = [np.arange(lo, hi, BLOCK_ROWS) for lo, hi in zip(self._shard_starts[:-1].tolist(),
                                                                     self._shard_starts[1:].tolist()) if hi > lo]
-        return np.concatenate([*pieces, self._shard_starts[-1:]]).astype(np.int64)
+        bounds = np.concatenate([*pieces, self._shard_starts[-1:]]).astype(np.int64)
+        inside = bounds[(bounds > self._start) & (bounds < self._stop)]
+        return np.concatenate([[self._start], inside, [self._stop]]).astype(np.int64) - self._start
+
+    def shard_bounds(self) -> np.ndarray:
+        """Where the shards begin (rows of this source), then its length: the groups of a shard window."""
+        inside = self._shard_starts[(self._shard_starts > self._start) & (self._shard_starts < self._stop)]
+        return np.concatenate([[self._start], inside, [self._stop]]).astype(np.int64) - self._start
 
     def _shard(self, index: int) -> Any:
         """Shard `index` as a one-shard StableDataset (downloaded and opened on first use)."""
@@ -93,19 +110,24 @@ class RemoteShardSource:
         return dataset
 
     def read_block(self, start: int, stop: int) -> pa.Table:
+        start, stop = start + self._start, stop + self._start
         shard = int(np.searchsorted(self._shard_starts, start, side="right") - 1)
         base = int(self._shard_starts[shard])
         if stop <= self._shard_starts[shard + 1]:
             return self._shard(shard).read_block(start - base, stop - base)
-        return self.read_rows(np.arange(start, stop, dtype=np.int64))
+        return self._gather(np.arange(start, stop, dtype=np.int64))
 
     def read_rows(self, positions: np.ndarray) -> pa.Table:
-        return ordered_gather(np.asarray(positions, dtype=np.int64), self._shard_starts[:-1],
+        return self._gather(np.asarray(positions, dtype=np.int64) + self._start)
+
+    def _gather(self, positions: np.ndarray) -> pa.Table:
+        """Rows at split positions (not offset by the range)."""
+        return ordered_gather(positions, self._shard_starts[:-1],
                               lambda s, local: self._shard(s).read_rows(local), None)
 
     def _formatter(self) -> Any:
         if not self._open:
-            self._shard(0)
+            self._shard(int(np.searchsorted(self._shard_starts, self._start, side="right") - 1))
         return next(reversed(self._open.values()))
 
     def rows_from_arrow(self, table: pa.Table) -> list[Any]:
@@ -115,12 +137,16 @@ class RemoteShardSource:
         return self._formatter().batch_from_arrow(table)
 
     def __repr__(self) -> str:
-        return f"RemoteShardSource({self.split.url}, {len(self)} rows in {len(self.metadata.shards)} shards)"
+        rows = "" if (self._start, self._stop) == (0, int(self._shard_starts[-1])) else \
+            f" [{self._start}:{self._stop}]"
+        return f"RemoteShardSource({self.split.url}{rows}, {len(self)} rows in {len(self.metadata.shards)} shards)"
 
 
-def open_remote_stream(url: str, storage_options: dict[str, Any] | None = None) -> Any | None:
+def open_remote_stream(url: str, storage_options: dict[str, Any] | None = None,
+                       rows: Callable[[int], tuple[int, int]] | None = None) -> Any | None:
     """A `StreamingDataset` reading the remote split at `url` a shard at a time; None for layouts it cannot
-    stream that way (Lance is read in place, caches with media files are opened whole)."""
+    stream that way (Lance is read in place, caches with media files are opened whole). `rows(num_rows)`
+    gives the (start, stop) of a partial split."""
     from stable_datasets.storage.remote_cache import _write_local_metadata, open_remote_split
     from stable_datasets.streaming.iterable import StreamingDataset
 
@@ -130,4 +156,4 @@ def open_remote_stream(url: str, storage_options: dict[str, Any] | None = None) 
     local = shard_cache.attempt_dir(split.store, split.key(metadata.attempt))
     local.mkdir(parents=True, exist_ok=True)
     _write_local_metadata(local, text)  # marks the folder as an attempt's, so the shard cache can trim it
-    return StreamingDataset(RemoteShardSource(split, metadata))
+    return StreamingDataset(RemoteShardSource(split, metadata, rows=None if rows is None else rows(metadata.num_rows)))
