@@ -380,7 +380,11 @@ class StableDataset:
         for a range inside one block."""
         if self._indices is None:
             return self._slice(start, stop)
-        return self._take(self._indices[start:stop])
+        physical = self._indices[start:stop]
+        if len(physical) and int(physical[-1]) - int(physical[0]) == len(physical) - 1 and \
+                np.all(np.diff(physical) == 1):  # a run of stored rows (a select of a range): a sequential read
+            return self._slice(int(physical[0]), int(physical[-1]) + 1)
+        return self._take(physical)
 
     def read_rows(self, positions: np.ndarray) -> pa.Table:
         """Rows at `positions` (any order) as stored (Arrow, nothing decoded)."""
