@@ -175,3 +175,48 @@ def test_a_remote_lance_stream_reads_only_the_rows_it_reaches(s3_env, monkeypatc
     assert ROWS * BLOB // 4 <= sum(data) <= ROWS * BLOB * 0.6
     assert len(data) < 60  # ranged reads of the blocks, not a request per row
     assert not list((tmp_path / "fresh-node").rglob("*.lance"))  # nothing downloaded whole
+
+
+def test_a_shuffled_remote_stream_with_shard_windows_stays_within_the_cache_limit(s3_env, monkeypatch, tmp_path):
+    """window_shards=1: shards in a seeded order, blocks shuffled inside each, so every shard is downloaded once
+    and the local cache holds about one; without it the windows mix shards and a small cache re-downloads."""
+    shards = publish(s3_env, "arrow")
+    biggest = max(s.num_bytes for s in shards)
+    limit = int(biggest * 1.5)
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_LIMIT", str(limit))
+    monkeypatch.setattr("stable_datasets.storage.remote_stream.BLOCK_ROWS", 250)  # 4 blocks per shard
+
+    def stream(node, **shuffle):
+        monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / node))
+        s3_env.local = tmp_path / node
+        return sds.load_dataset(Wide, split="train", streaming=True, layout_options={"max_shard_size": 1_000_000}
+                                ).shuffle(seed=4, window_blocks=2, **shuffle)
+
+    bounded = stream("bounded", window_shards=1)
+    held, seen = [], []
+    for row in bounded:
+        seen.append(row["idx"])
+        if len(seen) % 250 == 0:
+            held.append(local_shard_bytes(s3_env))
+    assert sorted(seen) == list(range(ROWS)) and seen != list(range(ROWS))
+    assert bounded.dataset.downloads == len(shards) and max(held) <= limit
+    assert seen == [row["idx"] for row in stream("again", window_shards=1)]  # seeded: the same on every node
+    unbounded = stream("unbounded")
+    assert sorted(row["idx"] for row in unbounded) == list(range(ROWS))
+    assert unbounded.dataset.downloads > len(shards)  # what the shard window saves
+
+    def workers_stream():
+        return stream("workers", window_shards=2)
+
+    full = [int(i) for b in StreamingDataLoader(workers_stream(), batch_size=100, num_workers=2) for i in b["idx"]]
+    assert sorted(full) == list(range(ROWS))
+    loader = StreamingDataLoader(workers_stream(), batch_size=100, num_workers=2)
+    head = []
+    for step, batch in enumerate(loader):
+        head.extend(int(i) for i in batch["idx"])
+        if step == 6:
+            state = loader.state_dict()
+            break
+    second = workers_stream()
+    second.load_state_dict(state)
+    assert head + [int(i) for b in StreamingDataLoader(second, batch_size=100, num_workers=2) for i in b["idx"]] == full

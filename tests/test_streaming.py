@@ -429,3 +429,53 @@ def test_lance_v2_workers_read_the_parents_maps_and_resume_exactly(caches, world
     every = [i for rank in range(world_size)
              for i in lance.to_iterable(rank=rank, world_size=world_size).shuffle(seed=4).rank_order().tolist()]
     assert sorted(every) == list(range(ROWS))
+
+
+def test_shard_windows_bound_the_shards_a_stretch_of_the_order_touches():
+    bounds, shards = np.arange(0, 1001, 50), np.array([0, 200, 400, 600, 800, 1000])
+    order = BlockOrder(1000, bounds, seed=1, window_blocks=2, shards=shards, window_shards=2)
+    for epoch in range(3):
+        e = order.epoch(epoch)
+        assert sorted(e.positions.tolist()) == list(range(1000))
+        shard_of_row = np.searchsorted(shards, e.positions, side="right") - 1
+        # the order is shard windows one after another: each shard's rows form one stretch with one other shard's
+        first_seen = {s: int(np.flatnonzero(shard_of_row == s)[0]) for s in range(5)}
+        last_seen = {s: int(np.flatnonzero(shard_of_row == s)[-1]) for s in range(5)}
+        for s in range(5):
+            inside = set(shard_of_row[first_seen[s]:last_seen[s] + 1].tolist())
+            assert len(inside) <= 2
+        shard_of_block = np.searchsorted(shards, bounds[:-1], side="right") - 1
+        for window in np.unique(e.block_window):
+            assert np.sum(e.block_window == window) <= 2 and len(set(shard_of_block[e.block_window == window])) <= 2
+    assert not np.array_equal(order.epoch(0).positions, order.epoch(1).positions)
+    plain = BlockOrder(1000, bounds, seed=1, window_blocks=2)
+    wide = BlockOrder(1000, bounds, seed=1, window_blocks=2, shards=shards, window_shards=5)  # holds every shard
+    assert np.array_equal(plain.epoch(0).positions, wide.epoch(0).positions) and plain.identity() == wide.identity()
+    assert order.identity() != plain.identity()
+    with pytest.raises(ValueError, match="window_shards must be a positive int"):
+        BlockOrder(1000, bounds, shards=shards, window_shards=0)
+
+
+def test_a_stream_with_shard_windows_resumes_exactly_through_workers(caches):
+    lance = caches["lance"]  # 3 data files of 450, 450, 100 rows
+    assert lance.to_iterable().shuffle(window_shards=1).order.shards.tolist() == [0, 450, 900, 1000]
+
+    def stream():
+        return lance.to_iterable(rank=1, world_size=2).shuffle(seed=3, window_blocks=2, window_shards=1)
+
+    full = ids(StreamingDataLoader(stream(), batch_size=50, num_workers=2))
+    loader = StreamingDataLoader(stream(), batch_size=50, num_workers=2)
+    iterator = iter(loader)
+    head = ids([next(iterator) for _ in range(3)])
+    saved = loader.state_dict()
+    del iterator
+    second = stream()
+    second.load_state_dict(saved)
+    assert head + ids(StreamingDataLoader(second, batch_size=50, num_workers=2)) == full
+    other = lance.to_iterable(rank=1, world_size=2).shuffle(seed=3, window_blocks=2)
+    with pytest.raises(ValueError, match="cannot resume"):
+        other.load_state_dict(saved)  # another order: refused
+    whole = [int(r["idx"]) for r in lance.to_iterable().shuffle(seed=3, window_shards=1)]
+    assert sorted(whole) == list(range(ROWS))
+    shard_of_row = np.searchsorted([0, 450, 900, 1000], whole, side="right") - 1
+    assert np.count_nonzero(np.diff(shard_of_row)) == 2  # one data file after another

@@ -414,6 +414,16 @@ class Backend(TableBackend):
         with lance_read_errors(self.dataset_dir, what="counting rows"):
             return self._lance().count_rows(), self.metadata.num_rows
 
+    def shard_bounds(self) -> np.ndarray:
+        """Where each fragment (one data file) begins, then the rows: the shards of a stream's shard window."""
+        self.ensure_open()
+        if self._blobs is not None:
+            return self._blobs.starts.astype(np.int64)
+        dataset = self._lance()
+        sizes = [f.metadata.physical_rows or 0 for f in dataset.get_fragments()] \
+            if hasattr(dataset, "get_fragments") else [self.num_rows]
+        return np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).astype(np.int64)
+
     def block_bounds(self) -> np.ndarray:
         """Fragments, cut every `max_rows_per_group` rows (the unit Lance writes its pages in)."""
         self.ensure_open()

@@ -34,7 +34,7 @@ from stable_datasets.streaming.order import (
     worker_share,
 )
 from stable_datasets.streaming.reader import make_reader
-from stable_datasets.streaming.sampler import check_resumable, dataset_block_bounds
+from stable_datasets.streaming.sampler import check_resumable, dataset_block_bounds, dataset_shard_bounds
 
 try:  # a torch IterableDataset when torch is installed, so DataLoader treats it as one
     from torch.utils.data import IterableDataset as _IterableBase
@@ -62,20 +62,24 @@ class StreamingDataset(_IterableBase):
 
     `dataset`: a StableDataset (read a block at a time as Arrow) or any map-style dataset with
     `__len__`/`__getitem__` (read row by row; `block_bounds()` if it has one). `shuffle` with
-    `seed` and `window_blocks` picks the block shuffle (`streaming.order`); `rank`/`world_size`
+    `seed` and `window_blocks` picks the block shuffle (`streaming.order`); `window_shards` k
+    shuffles the shard order and blocks only within windows of k shards (bounded local cache for a
+    remote stream; None: blocks from the whole split); `rank`/`world_size`
     default to torch.distributed (or torchrun's RANK/WORLD_SIZE); `drop_last=False` pads the
     last rank's share by wrapping around to the start of the order.
     """
 
     def __init__(self, dataset: Any, *, shuffle: bool = False, seed: int = 0, window_blocks: int = 8,
-                 max_block_rows: int | None = MAX_BLOCK_ROWS, rank: int | None = None,
-                 world_size: int | None = None, drop_last: bool = False, loader_batch_size: int | None = None):
+                 window_shards: int | None = None, max_block_rows: int | None = MAX_BLOCK_ROWS,
+                 rank: int | None = None, world_size: int | None = None, drop_last: bool = False,
+                 loader_batch_size: int | None = None):
         self.dataset = dataset
         self.num_rows = len(dataset)
         self._options = {"shuffle": shuffle, "seed": seed, "window_blocks": window_blocks,
-                         "max_block_rows": max_block_rows, "rank": rank, "world_size": world_size,
-                         "drop_last": drop_last, "loader_batch_size": loader_batch_size}
-        BlockOrder(self.num_rows, None, seed=seed, shuffle=shuffle, window_blocks=window_blocks)  # checks options
+                         "window_shards": window_shards, "max_block_rows": max_block_rows, "rank": rank,
+                         "world_size": world_size, "drop_last": drop_last, "loader_batch_size": loader_batch_size}
+        BlockOrder(self.num_rows, None, seed=seed, shuffle=shuffle, window_blocks=window_blocks,
+                   window_shards=window_shards)  # checks options
         self._order: BlockOrder | None = None  # built on first use, so a Lance cache is opened where it is read
         self._given_rank = (rank, world_size)
         self.rank, self.world_size = resolve_rank(rank, world_size)
@@ -98,8 +102,10 @@ class StreamingDataset(_IterableBase):
             if bounds is not None:
                 bounds = split_large_blocks(bounds_from_starts(bounds, self.num_rows), self._options["max_block_rows"])
             options = self._options
+            shards = dataset_shard_bounds(self.dataset) if options["window_shards"] is not None else None
             self._order = BlockOrder(self.num_rows, bounds, seed=options["seed"], shuffle=options["shuffle"],
-                                     window_blocks=options["window_blocks"])
+                                     window_blocks=options["window_blocks"], shards=shards,
+                                     window_shards=options["window_shards"])
         return self._order
 
     def order_identity(self) -> str:
@@ -110,6 +116,8 @@ class StreamingDataset(_IterableBase):
             return self.order.identity()
         keys = ("seed", "shuffle", "window_blocks", "max_block_rows")
         described = [fingerprint, self.num_rows, *(self._options[k] for k in keys)]
+        if self._options["window_shards"] is not None:  # (absent from states saved before shard windows)
+            described.append({"window_shards": self._options["window_shards"]})
         return hashlib.sha256(json.dumps(described).encode()).hexdigest()[:16]
 
     # -- lazy ops: each returns a new stream (epoch 0, nothing consumed) ------------------------
@@ -120,9 +128,10 @@ class StreamingDataset(_IterableBase):
         other._maps = list(self._maps)
         return other
 
-    def shuffle(self, seed: int = 0, window_blocks: int = 8) -> StreamingDataset:
-        """The block shuffle (see streaming.order): blocks permuted, rows permuted within windows."""
-        return self._with(shuffle=True, seed=seed, window_blocks=window_blocks)
+    def shuffle(self, seed: int = 0, window_blocks: int = 8, window_shards: int | None = None) -> StreamingDataset:
+        """The block shuffle (see streaming.order): blocks permuted, rows permuted within windows; with
+        `window_shards` k, shards permuted and blocks only within windows of k shards."""
+        return self._with(shuffle=True, seed=seed, window_blocks=window_blocks, window_shards=window_shards)
 
     def map(self, function: Callable[[Any], Any]) -> StreamingDataset:
         """Apply `function` to every row (or batch, after `batch()`), lazily, in the reading process."""

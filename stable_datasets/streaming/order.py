@@ -8,6 +8,13 @@ every rank and worker, from (block bounds, seed, epoch, window_blocks) only, wit
 2. consecutive permuted blocks form windows of `window_blocks` blocks;
 3. the rows of each window are permuted.
 
+With `shards` (the row bounds of the stored shards) and `window_shards` k, step 1 is bounded: the
+shards are permuted, consecutive permuted shards form shard windows of k shards, and the blocks
+are permuted inside their shard window only (block windows never cross a shard window). A reader
+then needs about k shards at a time, which is what lets a remote stream shuffle within a local
+cache smaller than the split (litdata and MDS shuffle shard order the same way). With k at least
+the number of shards, the order is the one without shards.
+
 A reader then holds at most the blocks of one window (two, at a boundary) while it serves the
 window's rows, so reads stay near-sequential, while neighbours in storage end up anywhere in
 a window that mixes `window_blocks` unrelated parts of the dataset. With no block bounds the
@@ -79,10 +86,22 @@ class BlockOrder:
     seed: int = 0
     shuffle: bool = True
     window_blocks: int = 8
+    shards: np.ndarray | None = None
+    window_shards: int | None = None
 
     def __post_init__(self) -> None:
+        if self.window_shards is not None and (isinstance(self.window_shards, bool)
+                                               or not isinstance(self.window_shards, int) or self.window_shards < 1):
+            raise ValueError(f"window_shards must be a positive int or None, got {self.window_shards!r}")
         if self.bounds is not None:
-            object.__setattr__(self, "bounds", check_bounds(self.bounds, self.num_rows))
+            bounds = check_bounds(self.bounds, self.num_rows)
+            if self.window_shards is not None and self.shards is not None:
+                shards = check_bounds(self.shards, self.num_rows)
+                object.__setattr__(self, "shards", shards)
+                bounds = np.union1d(bounds, shards).astype(np.int64)  # no block crosses a shard
+            object.__setattr__(self, "bounds", bounds)
+        if self.shards is not None and (self.window_shards is None or self.bounds is None):
+            object.__setattr__(self, "shards", None)  # no shard window: the shards do not decide the order
         if isinstance(self.window_blocks, bool) or not isinstance(self.window_blocks, int) or self.window_blocks < 1:
             raise ValueError(f"window_blocks must be a positive int, got {self.window_blocks!r}")
 
@@ -95,6 +114,8 @@ class BlockOrder:
         digest = hashlib.sha256(repr((self.num_rows, self.seed, self.shuffle, self.window_blocks)).encode())
         if self.bounds is not None:
             digest.update(self.bounds.tobytes())
+        if self._shard_windows():
+            digest.update(repr(self.window_shards).encode() + self.shards.tobytes())
         return digest.hexdigest()[:16]
 
     def epoch(self, epoch: int) -> EpochOrder:
@@ -106,16 +127,38 @@ class BlockOrder:
         if self.bounds is None:
             return EpochOrder(rng.permutation(n).astype(np.int64), None)
         starts, sizes = self.bounds[:-1], np.diff(self.bounds)
-        block_order = rng.permutation(self.num_blocks)
+        if self._shard_windows():
+            block_order, window_in_order = self._blocks_in_shard_windows(rng)
+        else:
+            block_order = rng.permutation(self.num_blocks)
+            window_in_order = np.arange(self.num_blocks, dtype=np.int64) // self.window_blocks
         sizes_in_order = sizes[block_order]
         out_starts = np.cumsum(sizes_in_order) - sizes_in_order
         # row positions of the permuted blocks, laid end to end, without a Python loop over blocks
         positions = np.arange(n, dtype=np.int64) + np.repeat(starts[block_order] - out_starts, sizes_in_order)
-        window_of_row = np.repeat(np.arange(self.num_blocks, dtype=np.int64) // self.window_blocks, sizes_in_order)
+        window_of_row = np.repeat(window_in_order, sizes_in_order)
         shuffled = np.lexsort((rng.random(n), window_of_row))  # rows permuted within their window
         block_window = np.empty(self.num_blocks, dtype=np.int64)
-        block_window[block_order] = np.arange(self.num_blocks) // self.window_blocks
+        block_window[block_order] = window_in_order
         return EpochOrder(positions[shuffled], block_window)
+
+    def _shard_windows(self) -> bool:
+        return self.shards is not None and len(self.shards) - 1 > self.window_shards
+
+    def _blocks_in_shard_windows(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """(blocks in epoch order, the block window of each): shards permuted, blocks permuted inside windows
+        of `window_shards` permuted shards, block windows cut inside each shard window."""
+        num_shards = len(self.shards) - 1
+        shard_rank = np.empty(num_shards, dtype=np.int64)
+        shard_rank[rng.permutation(num_shards)] = np.arange(num_shards)
+        shard_of_block = np.searchsorted(self.shards, self.bounds[:-1], side="right") - 1
+        shard_window = shard_rank[shard_of_block] // self.window_shards
+        block_order = np.lexsort((rng.random(self.num_blocks), shard_window))
+        window_of_ordered = shard_window[block_order]
+        first = np.searchsorted(window_of_ordered, window_of_ordered, side="left")  # each shard window's first
+        key = window_of_ordered * (self.num_blocks + 1) + (np.arange(self.num_blocks) - first) // self.window_blocks
+        window_in_order = np.concatenate([[0], np.cumsum(key[1:] != key[:-1])]).astype(np.int64)
+        return block_order.astype(np.int64), window_in_order
 
 
 def rows_per_rank(num_rows: int, world_size: int, drop_last: bool) -> int:
