@@ -14,9 +14,9 @@ local shard cache) when the first block of it is read. Rules:
 - The checks are the shard cache's: a shard that changed or vanished remotely is an error
   naming it, never wrong rows.
 - In storage order the stream reads shard after shard, so the disk holds about one shard. The
-  block shuffle reads windows of blocks from anywhere in the split: it needs the split's
-  shards for the whole epoch, so give it a cache limit that holds the split (or expect
-  re-downloads).
+  block shuffle reads windows of blocks from anywhere in the split unless it is given
+  `window_shards=k` (streaming.order): then about k shards at a time, each downloaded once.
+- A partial split (`rows=`) reads only the shards covering its rows.
 """
 
 from __future__ import annotations
