@@ -353,6 +353,9 @@ def loader_side_in_child(work: Path, rows: int, blob: int, side: str) -> tuple[f
 def child_loader_epoch(work: str, rows: int, blob: int, side: str) -> None:
     import torch  # noqa: F401
 
+    with contextlib.suppress(ImportError):  # imports are untimed: lance (and the pandas it imports) takes ~0.5 s CPU
+        import lance  # noqa: F401
+
     _, sides = make_sides(Path(work), rows, blob)
     elapsed, used, count = timed_loader(sides[side], 256, 2)
     if count != rows:
