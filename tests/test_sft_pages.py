@@ -75,10 +75,12 @@ def test_files_without_usable_pack_ids_fall_back_to_row_groups(tmp_path):
     no_index = tmp_path / "no_index.idx.parquet"
     pq.write_table(table.append_column(PACK_ID, pa.array(np.arange(50))), no_index)
     assert pack_id_problem(str(no_index)) == "it has no page index (offset index)"
+    assert PackedSFTDataset(str(plain), page_reads=True)._pages is None  # no pack_id column: known from the footer
     for path in (plain, shuffled, no_index):
-        ds = PackedSFTDataset(str(path))
+        ds = PackedSFTDataset(str(path), page_reads=True)
         got = ds.__getitems__([4, 3, 49, 0])
-        assert ds._pages._usable == {0: False}
+        assert (ds._pages is None) == (path == plain)
+        assert ds._pages is None or ds._pages._usable == {0: False}
         _assert_same_samples(got, [ds[i] for i in [4, 3, 49, 0]])
         assert got[0]["input_ids"][0] == 4
 
@@ -89,7 +91,7 @@ def test_validation_errors_are_the_row_group_paths(tmp_path, seed):
 
     rows = _random_packs(seed, 120)
     path = write_packed_parquet(rows, tmp_path / "bad.idx.parquet", row_group_rows=16)
-    ds = PackedSFTDataset(str(path))
+    ds = PackedSFTDataset(str(path), page_reads=True)  # pages even on 16-pack row groups
     reference = PackedSFTDataset(str(path), page_reads=False)
     good = next(i for i in range(len(rows)) if _outcome(lambda i=i: reference[i])[0] == "ok")
     verdicts = set()
@@ -112,7 +114,7 @@ def test_null_packs_fail_as_on_the_row_group_path(tmp_path):
                       "seq_start_id": pa.array([[0], [0], [0]], pa.list_(pa.int32())),
                       PACK_ID: pa.array([0, 1, 2], pa.int64())})
     pq.write_table(table, path, write_page_index=True)
-    ds = PackedSFTDataset(str(path))
+    ds = PackedSFTDataset(str(path), page_reads=True)
     # the row-group path raises a TypeError from its check of a null pack (not a PackedRowError); the
     # page path must give the same, whatever it is
     with pytest.raises(Exception) as expected:
@@ -162,7 +164,7 @@ def test_dataloader_workers(tmp_path, method, parent_reads):
     import multiprocessing
 
     path = write_packed_parquet(_packs(0, 120), tmp_path / "w.idx.parquet", row_group_rows=30)
-    ds = PackedSFTDataset(str(path), eos_id=0, max_seq_length=64)
+    ds = PackedSFTDataset(str(path), eos_id=0, max_seq_length=64, page_reads=True)
     if parent_reads:
         assert ds.__getitems__([7, 3])[0]["input_ids"][0] == 7
     from stable_datasets.sft import parquet_pages
