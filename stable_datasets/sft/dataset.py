@@ -29,6 +29,9 @@ COLUMNS = ("input_ids", "loss_mask", "seq_start_id")
 #: `samples_mapping`, one rank of many, one DataLoader worker of many)
 READAHEAD = 256
 MAX_STRIDE = 1 << 12
+#: lone packs read from row groups before DataFusion is started for them: its import (~0.7 s) pays off only
+#: over many reads, and opening a file and reading one pack stays fast
+LONE_READS_BEFORE_PAGES = 8
 _LOGGED: set[str] = set()  # read-path messages already logged in this process
 
 
@@ -328,34 +331,37 @@ class PackedSFTDataset:
     def __getitem__(self, idx: int) -> dict[str, np.ndarray]:
         pack, padding = self._locate(idx)
         if self._pages is not None:
-            ahead = self._ahead.pop(pack, None)
-            if ahead is None:
-                ahead = self._read_pages(int(idx) + (len(self) if int(idx) < 0 else 0), pack)
+            position = int(idx) + (len(self) if int(idx) < 0 else 0)
+            stride = position - self._last_position if self._last_position is not None else 0
+            steady = 0 < stride <= MAX_STRIDE and stride == self._last_stride
+            self._last_position, self._last_stride = position, stride
+            ahead = self._ahead.pop(pack, None) or self._read_pages(position, pack, stride if steady else 0)
             if ahead is not None:
                 return self._sample(pack, ahead[0], padding, ahead[1])
         return self._sample(pack, self._source.row(pack), padding)
 
     def _reset_readahead(self) -> None:
         self._ahead: dict[int, tuple[dict[str, Any], bool]] = {}  # pack -> (row, validation flag), read ahead
-        self._last_position = self._last_stride = -1
+        self._last_position: int | None = None
+        self._last_stride = 0
+        self._lone_reads = 0
 
-    def _read_pages(self, position: int, pack: int) -> tuple[dict[str, Any], bool] | None:
+    def _read_pages(self, position: int, pack: int, stride: int) -> tuple[dict[str, Any], bool] | None:
         """(row, validation flag) of `pack` read from its pages, or None for the row-group path.
 
-        Samples requested in a steady stride are read `readahead` at a time in one query and kept
-        until asked for; a lone pack is read from its pages when its row group is not decoded
+        Samples requested in a steady `stride` (0: none) are read `readahead` at a time in one query
+        and kept until asked for; a lone pack is read from its pages when its row group is not decoded
         already (the LRU) and is large enough for a query to beat decoding it.
         """
-        stride = position - self._last_position
-        steady = 0 < stride <= MAX_STRIDE and stride == self._last_stride
-        self._last_position, self._last_stride = position, stride
         pages, source = self._pages, self._source
-        if steady and self.readahead > 1:
+        if stride and self.readahead > 1:
             positions = np.arange(position, min(len(self), position + stride * self.readahead), stride)
             packs = self.samples_mapping[positions] if self.samples_mapping is not None else positions
             packs = packs[np.sort(np.unique(packs, return_index=True)[1])]  # each pack once, the asked one first
         else:
-            if source.locate(pack)[0] in source._cache:
+            self._lone_reads += 1
+            if source.locate(pack)[0] in source._cache or (self._lone_reads <= LONE_READS_BEFORE_PAGES
+                                                           and not pages.started):
                 return None
             packs = np.asarray([pack], np.int64)
         if not pages.usable(np.unique(pages.files_of(packs))):
@@ -424,7 +430,8 @@ class PackedSFTDataset:
     # file list and row counts and reopen handles per process; .npy sources are plain arrays already.
     # Nothing is re-resolved or reloaded with allow_pickle behind the user's back. Rows read ahead stay behind.
     def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_ahead", "_last_position", "_last_stride")}
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("_ahead", "_last_position", "_last_stride", "_lone_reads")}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)

@@ -95,6 +95,11 @@ class PackPages:
         self.min_group_rows = min_group_rows
         self._reset()
 
+    @property
+    def started(self) -> bool:
+        """Whether this process has a DataFusion context for these files already."""
+        return self._context is not None and self._pid == os.getpid()
+
     def small_groups(self, f: int) -> bool:
         """File `f` has row groups too small for a query to beat decoding them."""
         return bool(self.group_rows[f] < self.min_group_rows)
