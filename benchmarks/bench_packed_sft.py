@@ -22,12 +22,14 @@ rounds in turns, median and range, in CPU seconds of the process), against memcp
 sweeps the row-group size of one Parquet file (ROW_GROUP_SETTINGS): file and footer size,
 open time in a fresh process, decode time per random pack, ours vs the Megatron design.
 
-    python benchmarks/bench_packed_sft.py --pages --packs 20000
+    python benchmarks/bench_packed_sft.py --pages --packs 100000 --page-settings 0,1,2,3,4
 
-page-level reads (issue 13, part 14): per file layout (PAGE_SETTINGS), single random packs and
-batches of 256 random packs (`PackedSFTDataset.__getitems__`, what a DataLoader asks for; read
-through DataFusion's page-index reader when the file has `pack_id`), ours vs the Megatron design
-on the same file, sides in turns; file and footer size, open time in a fresh process.
+page-level reads (issue 13, part 14): per file layout (PAGE_SETTINGS), random single packs,
+consecutive samples of a shuffled samples_mapping read one at a time (read ahead), and batches of
+256 random packs (`PackedSFTDataset.__getitems__`, what a DataLoader asks for; read through
+DataFusion's page-index reader when the file has `pack_id` and large row groups), ours vs the
+Megatron design on the same file, sides in turns; file and footer size, open time (constructor
+and the last pack) in a fresh process, median of 3.
 """
 
 from __future__ import annotations
@@ -247,17 +249,22 @@ SWEEP_HEADER = ["row groups", "groups", "packs/group", "footer MB", "file MB", "
 
 
 PAGE_SETTINGS = [  # (label, write_packed_parquet keyword arguments)
-    ("256 KiB groups, no pack_id (today's file)", {"row_group_bytes": 256 << 10, "pack_ids": False}),
-    ("256 KiB groups, 8 KiB pages + pack_id", {"row_group_bytes": 256 << 10}),
+    ("256 KiB groups, no pack_id (session 5's file)", {"row_group_bytes": 256 << 10, "pack_ids": False}),
+    ("256 KiB groups, 8 KiB pages + pack_id (session 5's default)", {"row_group_bytes": 256 << 10}),
     ("1 MiB groups, 8 KiB pages + pack_id", {"row_group_bytes": 1 << 20}),
-    ("4 MiB groups, 8 KiB pages + pack_id", {"row_group_bytes": 4 << 20}),
+    ("4 MiB groups, 8 KiB pages + pack_id (new default)", {}),
     ("1000-pack groups, 8 KiB pages + pack_id", {"row_group_bytes": 1 << 40, "row_group_rows": 1000}),
 ]
-PAGE_SINGLES, PAGE_BATCH, PAGE_ROUNDS = 40, 256, 6  # random packs per round (single), packs per batch, rounds
+#: per round: random single packs, batch size, Megatron-design packs of each batch timed, sequential samples
+PAGE_SINGLES, PAGE_BATCH, PAGE_BATCH_THEIRS, PAGE_SEQUENTIAL, PAGE_ROUNDS = 40, 256, 64, 512, 6
+OPEN_REPEATS = 3
 
 
 def page_reads(packs: int, work: Path, chosen: list[int] | None = None) -> list[tuple[str, ...]]:
-    """Single random packs and batches of 256 random packs, ours vs the Megatron design, per file layout."""
+    """Per file layout, ours vs the Megatron design on the same file, sides in turns: random single packs,
+    consecutive samples of a shuffled samples_mapping read one by one (what a sequential sampler or
+    micro-batches of one ask), and batches of 256 random packs (`__getitems__`, what a DataLoader with a batch
+    size asks); file and footer size; open (constructor + last pack) in a fresh process."""
     from stable_datasets.sft import PackedSFTDataset, write_packed_parquet
 
     results = []
@@ -266,41 +273,58 @@ def page_reads(packs: int, work: Path, chosen: list[int] | None = None) -> list[
     for n, (label, kwargs) in enumerate(settings):
         path = write_packed_parquet((p for chunk in all_chunks(packs) for p in chunk), work / f"pages_{n}", **kwargs)
         meta = pq.read_metadata(path)
+        opens = sorted(fresh(OPEN_OURS, str(path))[1] for _ in range(OPEN_REPEATS))
         ours = PackedSFTDataset(str(path))
+        sequential = PackedSFTDataset(str(path), max_num_samples=packs, seed=1)  # its own stride and read-ahead
+        mapping = sequential.samples_mapping
         theirs = MegatronStyleReader([str(path)])
         started = time.perf_counter()
         ours.__getitems__(rng.choice(packs, 2, replace=False))  # the once-per-process file check
         first = time.perf_counter() - started
         paged = bool(ours._pages and all(ours._pages._usable.values()))
-        times: dict[str, list[float]] = {"single ours": [], "single theirs": [], "batch ours": [], "batch theirs": []}
+        times: dict[str, list[float]] = {f"{m} {side}": [] for m in ("single", "sequential", "batch")
+                                         for side in ("ours", "theirs")}
+        position = 0
         for rep in range(PAGE_ROUNDS):
             singles = rng.choice(packs, PAGE_SINGLES, replace=False)
             batch = rng.choice(packs, PAGE_BATCH, replace=False)
+            run = np.arange(position, position + PAGE_SEQUENTIAL)
+            position += PAGE_SEQUENTIAL
             sides = [("ours", ours), ("theirs", theirs)]
             for name, reader in sides if rep % 2 == 0 else sides[::-1]:  # sides in turns
                 times[f"single {name}"].append(timed(functools.partial(read_each, reader, singles)) / len(singles))
                 if name == "ours":
                     times["batch ours"].append(timed(functools.partial(ours.__getitems__, batch.tolist())) / len(batch))
+                    times["sequential ours"].append(timed(functools.partial(read_each, sequential, run)) / len(run))
                 else:
-                    times["batch theirs"].append(timed(functools.partial(read_each, theirs, batch)) / len(batch))
+                    few = batch[:PAGE_BATCH_THEIRS]
+                    times["batch theirs"].append(timed(functools.partial(read_each, theirs, few)) / len(few))
+                    few = mapping[run[:PAGE_BATCH_THEIRS]]
+                    times["sequential theirs"].append(timed(functools.partial(read_each, theirs, few)) / len(few))
         med = {k: statistics.median(v) for k, v in times.items()}
         spread = {k: f"{min(v) / statistics.median(v):.1f}-{max(v) / statistics.median(v):.1f}"
                   for k, v in times.items()}
-        _, t_open, _, _ = fresh(OPEN_OURS, str(path))
+
         results.append((label, f"{meta.num_row_groups:,}", f"{packs / meta.num_row_groups:.0f}",
-                        f"{meta.serialized_size / 1e6:.2f}", f"{path.stat().st_size / 1e6:,.1f}", f"{t_open * 1e3:.0f}",
-                        f"{1 / med['single ours']:,.0f} / {1 / med['single theirs']:,.0f}",
-                        f"{med['single theirs'] / med['single ours']:.1f}x",
-                        f"{1 / med['batch ours']:,.0f} / {1 / med['batch theirs']:,.0f}",
-                        f"{med['batch theirs'] / med['batch ours']:.1f}x",
+                        f"{meta.serialized_size / 1e6:.2f}", f"{path.stat().st_size / 1e6:,.1f}",
+                        f"{opens[len(opens) // 2] * 1e3:.0f} ({opens[0] * 1e3:.0f}-{opens[-1] * 1e3:.0f})",
+                        *_pair(med, "single"), *_pair(med, "sequential"), *_pair(med, "batch"),
                         "pages" if paged else "row groups", f"{first * 1e3:.0f}",
                         f"{spread['batch ours']} / {spread['batch theirs']}"))
         path.unlink()
     return results
 
 
-PAGE_HEADER = ["file", "groups", "packs/group", "footer MB", "file MB", "open ms", "single packs/s ours / Megatron",
-               "single ratio", "batch-256 packs/s ours / Megatron", "batch ratio", "our batch path",
+def _pair(med: dict[str, float], measure: str) -> tuple[str, str]:
+    """("ours / theirs" per second, ratio) from median seconds per pack."""
+    ours_t, theirs_t = med[f"{measure} ours"], med[f"{measure} theirs"]
+    return f"{1 / ours_t:,.0f} / {1 / theirs_t:,.0f}", f"{theirs_t / ours_t:.1f}x"
+
+
+PAGE_HEADER = ["file", "groups", "packs/group", "footer MB", "file MB", "open ms (range)",
+               "random single packs/s ours / Megatron", "single ratio",
+               "sequential samples/s ours / Megatron", "sequential ratio",
+               "batch-256 packs/s ours / Megatron", "batch ratio", "our batch path",
                "first batch ms (file check)", "batch range/median ours / Megatron"]
 
 
@@ -373,14 +397,16 @@ def main() -> None:
         throughput(args.packs, args.rounds)
         return
     if args.pages:
+        load_before = os.getloadavg()
         work = work_dir("bench-sft-pages-")
         try:
             rows = page_reads(args.packs, work, [int(i) for i in args.page_settings.split(",") if i.strip()])
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print(f"\n{args.packs:,} packs of up to {PACK} tokens, one Parquet file per layout; random packs, single and "
-              f"in batches of {PAGE_BATCH}, {PAGE_ROUNDS} rounds in turns (medians); {os.cpu_count()} cores; "
-              f"load average {os.getloadavg()[0]:.1f}\n")
+              f"in batches of {PAGE_BATCH}, and runs of {PAGE_SEQUENTIAL} consecutive samples, {PAGE_ROUNDS} rounds in "
+              f"turns (medians); {os.cpu_count()} cores; load average (1, 5, 15 min) {load_before} before, "
+              f"{os.getloadavg()} after\n")
         print_table(PAGE_HEADER, rows)
         return
     if args.sweep:

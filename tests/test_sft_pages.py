@@ -75,10 +75,12 @@ def test_files_without_usable_pack_ids_fall_back_to_row_groups(tmp_path):
     no_index = tmp_path / "no_index.idx.parquet"
     pq.write_table(table.append_column(PACK_ID, pa.array(np.arange(50))), no_index)
     assert pack_id_problem(str(no_index)) == "it has no page index (offset index)"
+    assert PackedSFTDataset(str(plain), page_reads=True)._pages is None  # no pack_id column: known from the footer
     for path in (plain, shuffled, no_index):
-        ds = PackedSFTDataset(str(path))
+        ds = PackedSFTDataset(str(path), page_reads=True)
         got = ds.__getitems__([4, 3, 49, 0])
-        assert ds._pages._usable == {0: False}
+        assert (ds._pages is None) == (path == plain)
+        assert ds._pages is None or ds._pages._usable == {0: False}
         _assert_same_samples(got, [ds[i] for i in [4, 3, 49, 0]])
         assert got[0]["input_ids"][0] == 4
 
@@ -89,7 +91,7 @@ def test_validation_errors_are_the_row_group_paths(tmp_path, seed):
 
     rows = _random_packs(seed, 120)
     path = write_packed_parquet(rows, tmp_path / "bad.idx.parquet", row_group_rows=16)
-    ds = PackedSFTDataset(str(path))
+    ds = PackedSFTDataset(str(path), page_reads=True)  # pages even on 16-pack row groups
     reference = PackedSFTDataset(str(path), page_reads=False)
     good = next(i for i in range(len(rows)) if _outcome(lambda i=i: reference[i])[0] == "ok")
     verdicts = set()
@@ -112,7 +114,7 @@ def test_null_packs_fail_as_on_the_row_group_path(tmp_path):
                       "seq_start_id": pa.array([[0], [0], [0]], pa.list_(pa.int32())),
                       PACK_ID: pa.array([0, 1, 2], pa.int64())})
     pq.write_table(table, path, write_page_index=True)
-    ds = PackedSFTDataset(str(path))
+    ds = PackedSFTDataset(str(path), page_reads=True)
     # the row-group path raises a TypeError from its check of a null pack (not a PackedRowError); the
     # page path must give the same, whatever it is
     with pytest.raises(Exception) as expected:
@@ -162,7 +164,7 @@ def test_dataloader_workers(tmp_path, method, parent_reads):
     import multiprocessing
 
     path = write_packed_parquet(_packs(0, 120), tmp_path / "w.idx.parquet", row_group_rows=30)
-    ds = PackedSFTDataset(str(path), eos_id=0, max_seq_length=64)
+    ds = PackedSFTDataset(str(path), eos_id=0, max_seq_length=64, page_reads=True)
     if parent_reads:
         assert ds.__getitems__([7, 3])[0]["input_ids"][0] == 7
     from stable_datasets.sft import parquet_pages
@@ -174,3 +176,136 @@ def test_dataloader_workers(tmp_path, method, parent_reads):
     batches = list(loader)
     assert [i for ids, _ in batches for i in ids] == list(range(120))
     assert {paged for _, paged in batches} == {not (method == "fork" and started)}
+
+
+def _count_queries(ds) -> list[int]:
+    """Spy on the real page reader: the sizes of the queries it runs (it still runs them)."""
+    sizes: list[int] = []
+    query = ds._pages._query
+
+    def counted(f, wanted):
+        sizes.append(len(wanted))
+        return query(f, wanted)
+
+    ds._pages._query = counted
+    return sizes
+
+
+@pytest.mark.parametrize("stride", [1, 3])
+def test_strided_singles_are_read_ahead_from_pages(tmp_path, stride):
+    """ds[i] in a steady stride (a sequential sampler over samples_mapping, one rank or worker of many) reads
+    the next samples in one query; the samples are the row-group path's, padding included."""
+    path = write_packed_parquet(_packs(0, 600), tmp_path / "s.idx.parquet", row_group_rows=100)
+    ds = PackedSFTDataset(str(path), max_num_samples=900, seed=5, readahead=100)
+    reference = PackedSFTDataset(str(path), max_num_samples=900, seed=5, page_reads=False)
+    queries = _count_queries(ds)
+    positions = list(range(0, 900, stride))
+    got = [ds[i] for i in positions]
+    _assert_same_samples(got, [reference[i] for i in positions])
+    # the first two samples show no steady stride yet: lone packs, read from row groups before DataFusion runs
+    assert ds._source.misses == len({ds._source.locate(int(ds.samples_mapping[i]))[0] for i in positions[:2]})
+    mapping = ds.samples_mapping
+    expected = []
+    at = 2
+    while at < len(positions):  # then runs of up to 100 samples, each distinct pack once
+        run = positions[at:at + 100]
+        expected.append(len(np.unique(mapping[run])))
+        at += len(run)
+    assert queries == expected
+    assert ds[-1]["loss_mask"].sum() == 0 and ds[-1]["input_ids"].tolist() == reference[899]["input_ids"].tolist()
+
+
+def test_lone_packs_of_large_row_groups_read_pages_once_datafusion_runs(tmp_path):
+    path = write_packed_parquet(_packs(0, 400), tmp_path / "l.idx.parquet", row_group_rows=200)
+    ds = PackedSFTDataset(str(path), cache_row_groups=1)
+    reference = PackedSFTDataset(str(path), page_reads=False)
+    queries = _count_queries(ds)
+    picks = [5, 300, 17, 250, 33, 399, 0, 211, 80, 390, 7, 260]  # the two row groups in turns, no steady stride
+    _assert_same_samples([ds[i] for i in picks], [reference[i] for i in picks])
+    # the first 8 lone packs decode row groups (DataFusion is not imported for a few packs); then packs of
+    # the second group come from the one decoded group kept (211's), and those of the first from their pages
+    assert ds._source.misses == 8 and queries == [1, 1]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_read_ahead_gives_the_row_group_paths_errors(tmp_path, seed):
+    from tests.test_sft_validate import _random_packs
+
+    rows = _random_packs(seed, 200)
+    path = write_packed_parquet(rows, tmp_path / "bad.idx.parquet", row_group_rows=50)
+    ds = PackedSFTDataset(str(path), readahead=16)
+    reference = PackedSFTDataset(str(path), page_reads=False)
+    verdicts = set()
+    for i in range(len(rows)):  # sequential: read ahead 16 at a time, bad packs among them
+        expected, got = _outcome(lambda i=i: reference[i]), _outcome(lambda i=i: ds[i])
+        assert got[0] == expected[0]
+        if got[0] == "ok":
+            _assert_same_samples([got[1]], [expected[1]])
+        else:
+            assert got[1] == expected[1]
+        verdicts.add(got[0])
+    assert verdicts == {"ok", "PackedRowError"} and ds._source.misses == 1  # the first pack: no stride yet
+
+
+def test_dataloader_reaches_the_batch_read(tmp_path):
+    """torch's DataLoader calls __getitems__ with each batch: with PackedSampler and the Megatron collate, one
+    page query per batch and no row-group decode; with micro-batches of one (Megatron's packed default) the
+    singles are read ahead."""
+    torch = pytest.importorskip("torch")
+    from stable_datasets.sft import PackedSampler
+
+    path = write_packed_parquet(_packs(0, 400), tmp_path / "d.idx.parquet", row_group_rows=100)
+    ds = PackedSFTDataset(str(path), eos_id=0, max_seq_length=64, max_num_samples=400, seed=2, readahead=64)
+    queries = _count_queries(ds)
+    sampler = PackedSampler(len(ds), seed=0)
+    loader = torch.utils.data.DataLoader(ds, batch_size=16, sampler=sampler, collate_fn=ds.collate_fn)
+    batches = list(loader)
+    assert len(batches) == 25 and queries == [16] * 25 and ds._source.misses == 0
+    order = list(PackedSampler(len(ds), seed=0))  # the same epoch-0 order
+    first = ds.collate_fn([PackedSFTDataset(str(path), max_num_samples=400, seed=2, page_reads=False)[i]
+                           for i in order[:16]])
+    assert torch.equal(torch.as_tensor(batches[0]["tokens"]), torch.as_tensor(first["tokens"]))
+    queries.clear()
+    singles = torch.utils.data.DataLoader(ds, batch_sampler=[[i] for i in range(400)], collate_fn=ds.collate_fn)
+    assert sum(1 for _ in singles) == 400
+    # two lone packs (no steady stride yet; DataFusion runs, so from their pages), then runs of 64 ahead
+    assert queries == [1, 1, *[64] * 6, 398 - 6 * 64] and ds._source.misses == 0
+
+
+def test_the_read_path_is_logged_once(tmp_path):
+    from loguru import logger
+
+    paged = write_packed_parquet(_packs(0, 100), tmp_path / "p.idx.parquet", row_group_rows=50)
+    plain = write_packed_parquet(_packs(0, 100), tmp_path / "n.idx.parquet", pack_ids=False)
+    small = write_packed_parquet(_packs(0, 100), tmp_path / "m.idx.parquet", row_group_rows=10)
+    messages: list[str] = []
+    logger.enable("stable_datasets")
+    sink = logger.add(lambda m: messages.append(str(m)), level="INFO", format="{message}")
+    try:
+        for path in (paged, paged, plain, small):
+            PackedSFTDataset(str(path))
+    finally:
+        logger.remove(sink)
+        logger.disable("stable_datasets")
+    assert len(messages) == 3
+    assert f"packed Parquet {paged}: page-level reads through DataFusion" in messages[0]
+    assert f"packed Parquet {plain}: row-group reads: the files have no pack_id column" in messages[1]
+    assert "row groups of 10 packs on average decode faster than a page query" in messages[2]
+
+
+def test_opening_and_reading_a_pack_import_neither_datafusion_pandas_nor_torch(tmp_path):
+    """Opening is a footer read: DataFusion (~0.7 s to import), pandas (pyarrow's to_numpy imports it) and torch
+    (through the sampler's module) wait until something needs them."""
+    path = write_packed_parquet(_packs(0, 300), tmp_path / "o.idx.parquet", row_group_rows=100)
+    code = f"""
+import sys
+from stable_datasets.sft import PackedSFTDataset
+ds = PackedSFTDataset({str(path)!r})
+print(int(ds[len(ds) - 1]["input_ids"][0]), int(ds[7]["input_ids"][0]))
+print(*sorted(m for m in ("datafusion", "pandas", "torch") if m in sys.modules) or ["none"])
+ds.__getitems__([1, 2])
+print("datafusion" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["299", "7", "none", "True"]

@@ -183,6 +183,7 @@ class ParquetRowGroups:
         self.starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self._starts_list = self.starts.tolist()
         schema = schema if schema is not None else pa.schema([])
+        self.file_schema = schema  # every column of the first file (self.schema: the columns read)
         self.schema = pa.schema([schema.field(c) for c in self.columns]) if self.columns else schema
         self._reset_handles()
 
@@ -232,6 +233,10 @@ class ParquetRowGroups:
     @property
     def num_rows(self) -> int:
         return int(self.starts[-1])
+
+    def file_groups(self) -> list[int]:
+        """Non-empty row groups of each file."""
+        return np.bincount(self._group_file, minlength=len(self.paths)).tolist()
 
     def file_rows(self) -> list[int]:
         """Rows of each file, as its footer records them (read when the files were opened)."""

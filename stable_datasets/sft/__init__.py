@@ -13,7 +13,6 @@ from stable_datasets.sft.packing import (
     pack_indices,
     packing_metadata,
 )
-from stable_datasets.sft.sampler import PackedSampler, row_group_starts
 from stable_datasets.sft.tokenize import ByteTokenizer, chat_tokenizer, normalize_messages
 
 __all__ = [
@@ -23,3 +22,13 @@ __all__ = [
     "collate_packed", "first_fit", "first_fit_decreasing", "first_fit_shuffle", "normalize_messages",
     "pack_indices", "pack_sequences", "packing_metadata", "row_group_starts", "write_packed_parquet",
 ]
+
+
+def __getattr__(name: str):
+    """`PackedSampler` and `row_group_starts` on first use: their module imports `stable_datasets.streaming`,
+    which imports torch when installed (1.8 s), and reading packs needs neither."""
+    if name in ("PackedSampler", "row_group_starts"):
+        from stable_datasets.sft import sampler
+
+        return getattr(sampler, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

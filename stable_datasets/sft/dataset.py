@@ -25,6 +25,20 @@ from stable_datasets.sft.collate import collate_packed
 from stable_datasets.sft.validate import BlockChecks
 
 COLUMNS = ("input_ids", "loss_mask", "seq_start_id")
+#: samples read ahead in one page query when `ds[i]` is called in a steady stride (a sequential sampler over
+#: `samples_mapping`, one rank of many, one DataLoader worker of many)
+READAHEAD = 256
+MAX_STRIDE = 1 << 12
+#: lone packs read from row groups before DataFusion is started for them: its import (~0.7 s) pays off only
+#: over many reads, and opening a file and reading one pack stays fast
+LONE_READS_BEFORE_PAGES = 8
+_LOGGED: set[str] = set()  # read-path messages already logged in this process
+
+
+def _log_once(message: str) -> None:
+    if message not in _LOGGED:
+        _LOGGED.add(message)
+        logger.info(message)
 
 
 class PackedRowError(StableDatasetsError, ValueError):
@@ -201,7 +215,8 @@ class PackedSFTDataset:
                  pack_metadata: Sequence[dict[str, Any]] | dict[str, Any] | None = None,
                  pack_metadata_file_path: str | Path | None = None, legacy_keys: bool = False,
                  cache_row_groups: int = 16, max_open_files: int = 64, validate: bool = True,
-                 page_reads: bool = True, storage_options: dict[str, Any] | None = None):
+                 page_reads: bool | None = None, readahead: int = READAHEAD,
+                 storage_options: dict[str, Any] | None = None):
         if paths is None and file_path is None:
             raise TypeError("PackedSFTDataset needs the packed files: paths= (or file_path=, as Megatron-Bridge "
                             "names it)")
@@ -225,7 +240,9 @@ class PackedSFTDataset:
         self.seed = seed
         self.validate = validate
         self.allow_pickle = allow_pickle  # the user's choice, kept as is through pickling
-        self._pages: Any = None  # page-level batch reads of Parquet files (parquet_pages), when they can serve
+        self._pages: Any = None  # page-level reads of Parquet files (parquet_pages), when they can serve
+        self.readahead = max(1, int(readahead))
+        self._reset_readahead()
         from stable_datasets.dataset.stable_dataset import StableDataset
 
         found_metadata: Any = None
@@ -253,10 +270,7 @@ class PackedSFTDataset:
                     raise PackedFilesNotFoundError(str(exc)) from None
                 except ValueError as exc:
                     raise PackedFilesError(str(exc)) from None
-                if page_reads:
-                    from stable_datasets.sft.parquet_pages import PackPages
-
-                    self._pages = PackPages(self._source.paths, self._source.file_rows(), COLUMNS)
+                self._pages = _page_reader(self._source, page_reads)
             if kind != "cache" and not self._source.num_rows:
                 raise PackedFilesError(f"the packed files {[str(f) for f in files][:3]} hold no packs (0 rows)")
             found_metadata = found_metadata or _find_pack_metadata(files)
@@ -316,7 +330,45 @@ class PackedSFTDataset:
 
     def __getitem__(self, idx: int) -> dict[str, np.ndarray]:
         pack, padding = self._locate(idx)
+        if self._pages is not None:
+            position = int(idx) + (len(self) if int(idx) < 0 else 0)
+            stride = position - self._last_position if self._last_position is not None else 0
+            steady = 0 < stride <= MAX_STRIDE and stride == self._last_stride
+            self._last_position, self._last_stride = position, stride
+            ahead = self._ahead.pop(pack, None) or self._read_pages(position, pack, stride if steady else 0)
+            if ahead is not None:
+                return self._sample(pack, ahead[0], padding, ahead[1])
         return self._sample(pack, self._source.row(pack), padding)
+
+    def _reset_readahead(self) -> None:
+        self._ahead: dict[int, tuple[dict[str, Any], bool]] = {}  # pack -> (row, validation flag), read ahead
+        self._last_position: int | None = None
+        self._last_stride = 0
+        self._lone_reads = 0
+
+    def _read_pages(self, position: int, pack: int, stride: int) -> tuple[dict[str, Any], bool] | None:
+        """(row, validation flag) of `pack` read from its pages, or None for the row-group path.
+
+        Samples requested in a steady `stride` (0: none) are read `readahead` at a time in one query
+        and kept until asked for; a lone pack is read from its pages when its row group is not decoded
+        already (the LRU) and is large enough for a query to beat decoding it.
+        """
+        pages, source = self._pages, self._source
+        if stride and self.readahead > 1:
+            positions = np.arange(position, min(len(self), position + stride * self.readahead), stride)
+            packs = self.samples_mapping[positions] if self.samples_mapping is not None else positions
+            packs = packs[np.sort(np.unique(packs, return_index=True)[1])]  # each pack once, the asked one first
+        else:
+            self._lone_reads += 1
+            if source.locate(pack)[0] in source._cache or (self._lone_reads <= LONE_READS_BEFORE_PAGES
+                                                           and not pages.started):
+                return None
+            packs = np.asarray([pack], np.int64)
+        if not pages.usable(np.unique(pages.files_of(packs))):
+            return None
+        rows, flags = pages.read(packs)
+        self._ahead = {int(p): (row, flag) for p, row, flag in zip(packs[1:].tolist(), rows[1:], flags[1:])}
+        return rows[0], flags[0]
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, np.ndarray]]:
         """A batch of samples, as `[self[i] for i in indices]` (a DataLoader with a batch size calls this).
@@ -324,9 +376,11 @@ class PackedSFTDataset:
         From Parquet files written with `pack_id` (`write_packed_parquet`) and DataFusion installed,
         the batch is read page by page in one query per file instead of a row group per pack.
         """
+        if len(indices) < 2:
+            return [self[i] for i in indices]
         located = [self._locate(i) for i in indices]
         packs = np.fromiter((pack for pack, _ in located), np.int64, count=len(located))
-        if len(packs) < 2 or self._pages is None or not self._pages.usable(np.unique(self._pages.files_of(packs))):
+        if self._pages is None or not self._pages.usable(np.unique(self._pages.files_of(packs))):
             return [self._sample(pack, self._source.row(pack), padding) for pack, padding in located]
         rows, bad = self._pages.read(packs)
         return [self._sample(pack, row, padding, flag) for (pack, padding), row, flag in zip(located, rows, bad)]
@@ -374,4 +428,43 @@ class PackedSFTDataset:
 
     # Pickling (DataLoader workers) carries the source as it is: Parquet sources carry their resolved
     # file list and row counts and reopen handles per process; .npy sources are plain arrays already.
-    # Nothing is re-resolved or reloaded with allow_pickle behind the user's back.
+    # Nothing is re-resolved or reloaded with allow_pickle behind the user's back. Rows read ahead stay behind.
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("_ahead", "_last_position", "_last_stride", "_lone_reads")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset_readahead()
+
+
+def _page_reader(source: Any, page_reads: bool | None) -> Any:
+    """The page reader of Parquet files (None: row groups only), and a log line, once per process, saying
+    which path reads serve and how to get the page path when it is not taken.
+
+    `page_reads=None` (default) uses pages where they beat row-group decodes (files of large row groups
+    with `pack_id`, DataFusion installed); True uses them whatever the row-group size; False never.
+    """
+    from stable_datasets.sft.parquet_pages import PACK_ID, PAGE_MIN_GROUP_ROWS, PackPages, datafusion_available
+
+    files = source.paths
+    where = f"{files[0]}" + (f" and {len(files) - 1} more" if len(files) > 1 else "")
+    if page_reads is False:
+        _log_once(f"packed Parquet {where}: row-group reads (page_reads=False)")
+        return None
+    pages = PackPages(files, source.file_rows(), COLUMNS, source.file_groups(),
+                      min_group_rows=0 if page_reads else PAGE_MIN_GROUP_ROWS)
+    if not datafusion_available():
+        reason = "DataFusion is not installed (pip install stable-datasets[pages] for page-level reads)"
+    elif PACK_ID not in source.file_schema.names:
+        reason = (f"the files have no {PACK_ID} column (write_packed_parquet writes it; page-level reads "
+                  "need it)")
+    elif all(pages.small_groups(f) for f in range(len(files))):
+        reason = (f"row groups of {pages.group_rows.mean():.0f} packs on average decode faster than a page "
+                  f"query (pages from {PAGE_MIN_GROUP_ROWS} packs a group; write_packed_parquet writes ~230)")
+    else:
+        _log_once(f"packed Parquet {where}: page-level reads through DataFusion (batches, strided runs and "
+                  "single packs of large row groups); the file check runs on the first read")
+        return pages
+    _log_once(f"packed Parquet {where}: row-group reads: {reason}")
+    return None

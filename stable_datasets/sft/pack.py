@@ -28,6 +28,9 @@ from stable_datasets.sft.packing import ALGORITHMS, pack_indices, packing_metada
 if TYPE_CHECKING:
     from stable_datasets.sft.tokenize import ChatTokenizer
 
+#: row-group size of the files `write_packed_parquet` writes with `pack_id` (chosen in benchmarks/RESULTS.md,
+#: issue 13 part 14: page-level reads make large groups cheap to read from, and they keep the footer small)
+PACKED_ROW_GROUP_BYTES = 4 << 20
 PACKED_FEATURES = Features({"input_ids": SequenceFeature(Value("int32")), "loss_mask": SequenceFeature(Value("int8")),
                             "seq_start_id": SequenceFeature(Value("int32"))})
 
@@ -196,11 +199,13 @@ def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path,
     """Write packs as a Megatron-Bridge `*.idx.parquet` file, with `{pack_size}_metadata.jsonl` beside it.
 
     `rows` may be dicts, a PackedSFTDataset or a StableDataset of packs, and are written in
-    chunks (memory stays bounded). Row groups are sized as the `parquet_shards` layout sizes
-    them: `row_group_bytes` of data, at most `row_group_rows` rows (defaults: the layout's).
-    With `pack_ids` (default) the file also holds a `pack_id` column (the row number, delta-packed:
-    a few bytes a pack) and data pages of `page_bytes` (default about one pack), which is what
-    page-level batch reads need (`stable_datasets.sft.parquet_pages`); other readers ignore it.
+    chunks (memory stays bounded). Row groups hold `row_group_bytes` of data, at most
+    `row_group_rows` rows. With `pack_ids` (default) the file also holds a `pack_id` column (the
+    row number, delta-packed: a few bytes a pack) and data pages of `page_bytes` (default about one
+    pack), which is what page-level reads need (`stable_datasets.sft.parquet_pages`; other readers
+    ignore the column), and row groups default to `PACKED_ROW_GROUP_BYTES` (4 MiB, ~230 packs of
+    4,096 tokens): a small footer (opening 100k packs in ~40 ms) and one query per batch. Without
+    `pack_ids` they default to the layout's 256 KiB, which a reader decodes whole per random pack.
     """
     import pyarrow.parquet as pq
 
@@ -208,6 +213,8 @@ def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path,
     from stable_datasets.sft.parquet_pages import PACK_ID, PAGE_BYTES
 
     options = dict(parquet_shards.DEFAULT_OPTIONS, compression=compression)
+    if pack_ids:
+        options["row_group_bytes"] = PACKED_ROW_GROUP_BYTES
     if row_group_bytes is not None:
         options["row_group_bytes"] = row_group_bytes
     if row_group_rows is not None:

@@ -9,14 +9,19 @@ what `write_packed_parquet` writes: a `pack_id` column equal to the row number i
 the page index, and data pages of about one pack. Files stay plain Parquet; readers that
 know nothing of `pack_id` ignore the column.
 
-A query costs a few milliseconds of planning, so this path serves batches (what a DataLoader
-asks through `__getitems__`); single packs keep the row-group path. DataFusion is optional
+A query costs a few milliseconds (planning, and reading `pack_id` of every row group), about the
+decode of a row group of 30 packs, so files whose row groups are smaller than
+`PAGE_MIN_GROUP_ROWS` packs keep the row-group path. On the files `write_packed_parquet` writes
+(4 MiB row groups, ~230 packs) pages serve batches (`__getitems__`), runs of samples read in a
+steady stride (read ahead in one query), and single packs. DataFusion is optional
 (`pip install stable-datasets[pages]`); without it, or for files without a usable `pack_id`
-column, batches fall back to the row-group path.
+column, reads fall back to the row-group path. DataFusion is imported on the first read, not
+when a dataset is opened (the import costs ~0.7 s).
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -26,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from loguru import logger
 
-from stable_datasets.arrow.cells import cell_getter
+from stable_datasets.arrow.cells import cell_getter, primitive_view
 from stable_datasets.errors import CacheError
 from stable_datasets.sft.validate import bad_packs
 
@@ -36,14 +41,14 @@ PACK_ID = "pack_id"
 _RUNTIME_PID: int | None = None
 #: data page size `write_packed_parquet` writes: about one pack of 4,096 delta-packed token ids
 PAGE_BYTES = 8 << 10
+#: files whose row groups hold fewer packs than this on average are read by row groups: decoding such a
+#: group costs about what a query does (benchmarks/RESULTS.md, issue 13 part 14)
+PAGE_MIN_GROUP_ROWS = 32
 
 
 def datafusion_available() -> bool:
-    try:
-        import datafusion  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """Whether DataFusion is installed, without importing it (its import costs ~0.7 s)."""
+    return importlib.util.find_spec("datafusion") is not None
 
 
 def pack_id_problem(path: str) -> str | None:
@@ -63,10 +68,11 @@ def pack_id_problem(path: str) -> str | None:
     for g in range(meta.num_row_groups):
         if meta.row_group(g).num_rows and not meta.row_group(g).column(column).has_offset_index:
             return "it has no page index (offset index)"
-    ids = pq.read_table(path, columns=[PACK_ID]).column(0)
-    if not pa.types.is_integer(ids.type) or ids.null_count:
+    ids = pq.read_table(path, columns=[PACK_ID]).column(0).combine_chunks()
+    view = primitive_view(ids) if pa.types.is_integer(ids.type) else None
+    if view is None:
         return f"its {PACK_ID} column is not a null-free integer column ({ids.type})"
-    if not np.array_equal(ids.to_numpy(), np.arange(meta.num_rows)):
+    if not np.array_equal(view, np.arange(meta.num_rows)):
         return f"its {PACK_ID} column is not the row number 0..{meta.num_rows - 1}"
     return None
 
@@ -78,11 +84,25 @@ class PackPages:
     each file once, on its first batch from that file.
     """
 
-    def __init__(self, paths: Sequence[str], file_rows: Sequence[int], columns: Sequence[str]):
+    def __init__(self, paths: Sequence[str], file_rows: Sequence[int], columns: Sequence[str],
+                 file_groups: Sequence[int] | None = None, min_group_rows: int = PAGE_MIN_GROUP_ROWS):
         self.paths = [str(p) for p in paths]
         self.columns = list(columns)
         self.file_starts = np.concatenate([[0], np.cumsum(np.asarray(file_rows, np.int64))]).astype(np.int64)
+        groups = np.maximum(np.asarray(file_groups if file_groups is not None else [1] * len(self.paths)), 1)
+        #: packs per row group of each file, on average (from the footers)
+        self.group_rows = np.diff(self.file_starts) / groups
+        self.min_group_rows = min_group_rows
         self._reset()
+
+    @property
+    def started(self) -> bool:
+        """Whether this process has a DataFusion context for these files already."""
+        return self._context is not None and self._pid == os.getpid()
+
+    def small_groups(self, f: int) -> bool:
+        """File `f` has row groups too small for a query to beat decoding them."""
+        return bool(self.group_rows[f] < self.min_group_rows)
 
     def _reset(self) -> None:
         self._pid = os.getpid()
@@ -126,12 +146,13 @@ class PackPages:
                 self._datafusion = False
         if not self._datafusion:
             return False
-        context = self._session()
         for f in files:
             if f not in self._usable:
-                problem = pack_id_problem(self.paths[f])
+                problem = (f"its row groups hold {self.group_rows[f]:.0f} packs on average (< {self.min_group_rows})"
+                           if self.small_groups(f) else pack_id_problem(self.paths[f]))
                 if problem is None:
-                    context.register_parquet(f"f{f}", self.paths[f], file_extension=os.path.splitext(self.paths[f])[1])
+                    self._session().register_parquet(f"f{f}", self.paths[f],
+                                                     file_extension=os.path.splitext(self.paths[f])[1])
                 else:
                     logger.debug("{}: no page-level reads, row groups instead: {}", self.paths[f], problem)
                 self._usable[f] = problem is None

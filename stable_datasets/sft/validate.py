@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.arrow.cells import primitive_view
+
 CACHE_BLOCK_SHIFT = 14
 CACHE_BLOCK_ROWS = 1 << CACHE_BLOCK_SHIFT  # 16,384
 
@@ -26,6 +28,13 @@ def _chunks(column: Any) -> list[Any]:
     return chunks
 
 
+def _numbers(array: pa.Array) -> np.ndarray:
+    """A numeric array as numpy: a view of its buffer when it has no nulls (`Array.to_numpy` imports pandas on
+    its first call, a third of a second on the first pack read)."""
+    view = primitive_view(array)
+    return view if view is not None else array.to_numpy(zero_copy_only=False)
+
+
 def _nulls(chunks: list[Any]) -> np.ndarray:
     return np.concatenate([c.is_null().to_numpy(zero_copy_only=False) if c.null_count else np.zeros(len(c), bool)
                            for c in chunks]) if chunks else np.zeros(0, bool)
@@ -34,7 +43,7 @@ def _nulls(chunks: list[Any]) -> np.ndarray:
 def _lengths(column: Any) -> tuple[np.ndarray, np.ndarray]:
     """(list lengths, nulls) of a list column, read from its offsets only: the values are not touched."""
     chunks = _chunks(column)
-    lengths = [np.diff(c.offsets.to_numpy()) for c in chunks]
+    lengths = [np.diff(_numbers(c.offsets)) for c in chunks]
     return (np.concatenate(lengths) if lengths else np.zeros(0, np.int64)), _nulls(chunks)
 
 
@@ -42,9 +51,9 @@ def _offsets_and_values(column: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """(offsets from 0, the values they index, nulls) of a small list column, sliced or chunked."""
     chunks = _chunks(column)
     column = pa.concat_arrays(chunks) if len(chunks) != 1 else chunks[0]
-    offsets = column.offsets.to_numpy().astype(np.int64, copy=False)
+    offsets = _numbers(column.offsets).astype(np.int64, copy=False)
     first, last = (int(offsets[0]), int(offsets[-1])) if len(offsets) else (0, 0)
-    values = column.values.slice(first, last - first).to_numpy(zero_copy_only=False) if last > first else \
+    values = _numbers(column.values.slice(first, last - first)) if last > first else \
         np.zeros(0, np.int64)
     return offsets - first, values, _nulls(chunks)
 
