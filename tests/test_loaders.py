@@ -128,6 +128,15 @@ def test_data_files_forms_and_split_selection(tmp_path):
         sds.load_dataset("csv", data_files=str(tmp_path / "nothing*.csv"), split="train")
 
 
+def test_a_file_whose_name_has_glob_characters_is_read_as_named(tmp_path):
+    """`scores [v1].csv` exists: it is that file, not a pattern matching `scores v.csv` or nothing."""
+    (tmp_path / "scores [v1].csv").write_text("x\n1\n")
+    (tmp_path / "scores v.csv").write_text("x\n2\n")
+    ds = sds.load_dataset("csv", data_files=str(tmp_path / "scores [v1].csv"), split="train")
+    assert ds["x"] == [1]
+    assert sds.load_dataset("csv", data_files=str(tmp_path / "scores [v]*.csv"), split="train")["x"] == [2]
+
+
 def test_data_dir_with_relative_data_files(tmp_path):
     (tmp_path / "a.csv").write_text("x\n5\n")
     ds = sds.load_dataset("csv", data_dir=str(tmp_path), data_files="a.csv", split="train")
