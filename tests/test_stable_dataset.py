@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import stable_datasets as sds
+from stable_datasets import StableDataset
 from stable_datasets.errors import StableDatasetsError
 
 LAYOUTS = {
@@ -265,6 +266,31 @@ def test_map_fingerprint_follows_closures(toy):
 def test_map_errors_name_the_problem(toy):
     with pytest.raises(StableDatasetsError, match="map function returned 2 rows for a batch of 16"):
         toy.map(lambda b: {"x": [1, 2]}, batched=True, batch_size=16)
+
+
+@pytest.mark.parametrize("num_proc", [None, 2])
+def test_an_exception_from_the_users_function_names_the_row(num_proc):
+    """The user's exception keeps its type (their `except ValueError` still works) and its
+    traceback says which row, or which batch, the function was given; nothing is published."""
+    ds = StableDataset.from_dict({"x": list(range(3000))})
+
+    def explode(row):
+        if row["x"] == 1234:
+            raise ValueError("no 1234 here")
+        return {"y": row["x"]}
+
+    with pytest.raises(ValueError, match="no 1234 here") as info:
+        ds.map(explode, num_proc=num_proc)
+    assert info.value.__notes__ == [f"raised by {explode.__qualname__} in map, on row 1234"]
+    with pytest.raises(ValueError) as info:
+        ds.map(lambda b: explode({"x": 1234}) if 1234 in b["x"] else b, batched=True, batch_size=1000,
+               num_proc=num_proc)
+    assert info.value.__notes__[-1].endswith("in map, on the batch of rows 1000..1999")
+    with pytest.raises(ValueError) as info:
+        ds.filter(explode, num_proc=num_proc)
+    assert info.value.__notes__ == [f"raised by {explode.__qualname__} in filter, on row 1234"]
+    left = [p.name for p in ds.cache_dirs[0].parent.iterdir() if p.is_dir() and p.name.split("@")[0] != "train"]
+    assert left == []
 
 
 def test_pickle_carries_paths_not_data(toy):
