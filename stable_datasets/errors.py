@@ -72,3 +72,11 @@ class StorageError(CacheError):
 
 class MissingObjectError(StorageError):
     """The object asked for is not in the store (deleted, or never written)."""
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """A line a traceback shows under the message of an exception from user code (its type kept)."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # Python 3.10: kept on the exception, as 3.11 keeps it
+        exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]

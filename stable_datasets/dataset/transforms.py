@@ -17,7 +17,7 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.lock import exclusive_lock
-from stable_datasets.errors import StableDatasetsError
+from stable_datasets.errors import StableDatasetsError, add_note
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.progress import progress
@@ -54,15 +54,9 @@ def _call(function: Callable, args: list[Any], input_columns: Sequence[str] | No
     except Exception as exc:
         first, last = rows
         where = f"on row {first}" if first == last else f"on the batch of rows {first}..{last}"
-        _add_note(exc, f"raised by {getattr(function, '__qualname__', 'the function')} in {what}, {where}")
+        add_note(exc, f"raised by {getattr(function, '__qualname__', 'the function')} in {what}, {where}")
         raise
 
-
-def _add_note(exc: BaseException, note: str) -> None:
-    if hasattr(exc, "add_note"):
-        exc.add_note(note)
-    else:  # Python 3.10: kept on the exception, as 3.11 keeps it
-        exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]
 
 
 # -- filter -------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import pyarrow as pa
 from stable_datasets.cache.journal import JOURNAL_FILE, ShardJournal
 from stable_datasets.cache.media import media_store
 from stable_datasets.cache.metadata import ShardInfo
-from stable_datasets.errors import EncodingError, ExampleError, StableDatasetsError
+from stable_datasets.errors import EncodingError, ExampleError, StableDatasetsError, add_note
 from stable_datasets.features.encoder import BatchEncoder
 from stable_datasets.features.features import Features
 from stable_datasets.progress import progress
@@ -108,10 +108,21 @@ def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, seen: di
                       desc: str) -> Iterator[tuple[Any, Any]]:
     """Examples with their keys checked: pairs, hashable, unique within the part."""
     name, split = plan.builder_name, plan.split
-    for item in progress(source.examples(job), desc=desc, unit=" examples"):
-        if not source.keyed:
-            yield item
-            continue
+    if not source.keyed:  # map/filter output: user code there names its own row
+        yield from progress(source.examples(job), desc=desc, unit=" examples")
+        return
+    items = iter(progress(source.examples(job), desc=desc, unit=" examples"))
+    key: Any = None
+    while True:
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        except Exception as exc:
+            if not isinstance(exc, StableDatasetsError):  # the builder's own code: say where it stopped
+                after = "before its first example" if not seen else f"after example key {key!r}"
+                add_note(exc, f"raised by builder '{name}' generating split '{split}', {after}")
+            raise
         if not (isinstance(item, tuple) and len(item) == 2):
             raise ExampleError(name, split, None, None,
                                f"_generate_examples must yield (key, example) pairs, got {type(item).__name__}")
