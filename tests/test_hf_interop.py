@@ -127,3 +127,14 @@ def test_array_columns_with_null_rows_round_trip_through_hf(tmp_path):
     back = ds.to_hf()
     assert back.features == features and back[0]["a"] == [[1, 1], [1, 1]] and back[1]["a"] is None
     assert StableDataset.from_hf(back, cache_dir=tmp_path).cache_dirs == ds.cache_dirs
+
+
+def test_hf_timestamp_columns_come_in_as_iso_text(tmp_path):
+    import pandas as pd
+
+    when = pd.to_datetime(["2020-01-01 10:00", None]).astype("datetime64[us]")
+    hf = datasets.Dataset.from_pandas(pd.DataFrame({"when": when}))
+    assert hf.features["when"] == datasets.Value("timestamp[us]")
+    ds = StableDataset.from_hf(hf, cache_dir=tmp_path)
+    assert ds.features["when"] == sds.Value("string")
+    assert ds["when"] == ["2020-01-01 10:00:00.000000", None]

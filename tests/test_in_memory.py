@@ -278,3 +278,20 @@ def test_flipped_bytes_in_an_in_memory_cache_fail_cleanly(tmp_path):
     # and the constructor, given the same data, rebuilds rather than serving the damaged cache
     again = StableDataset.from_dict({"x": list(range(1000)), "t": [f"row {i}" for i in range(1000)]})
     assert again["t"][999] == "row 999"
+
+
+def test_dates_and_timestamps_are_stored_as_iso_text_as_the_file_loaders_store_them(tmp_path):
+    """Before, a pandas datetime column could not come in at all: 'no feature type for Arrow type
+    timestamp[ns]; pass features=', and features={"a": Value("string")} was refused too."""
+    import datetime
+
+    df = pd.DataFrame({"when": pd.to_datetime(["2020-01-01 10:00", None]).astype("datetime64[us]"),
+                       "day": [datetime.date(2021, 3, 4), None]})
+    ds = StableDataset.from_pandas(df, cache_dir=tmp_path)
+    assert ds.features == sds.Features({"when": sds.Value("string"), "day": sds.Value("string")})
+    assert ds.to_dict() == {"when": ["2020-01-01 10:00:00.000000", None], "day": ["2021-03-04", None]}
+    table = pa.table({"t": pa.array([1], pa.timestamp("s", tz="UTC"))})
+    assert StableDataset.from_arrow(table, features={"t": sds.Value("string")}, cache_dir=tmp_path)["t"] == \
+        ["1970-01-01 00:00:01Z"]
+    with pytest.raises(ValueError, match=r"column 'd': no feature type for Arrow type duration\[s\]"):
+        StableDataset.from_arrow(pa.table({"d": pa.array([1], pa.duration("s"))}), cache_dir=tmp_path)
