@@ -295,3 +295,10 @@ def test_dates_and_timestamps_are_stored_as_iso_text_as_the_file_loaders_store_t
         ["1970-01-01 00:00:01Z"]
     with pytest.raises(ValueError, match=r"column 'd': no feature type for Arrow type duration\[s\]"):
         StableDataset.from_arrow(pa.table({"d": pa.array([1], pa.duration("s"))}), cache_dir=tmp_path)
+
+
+def test_a_dataframe_with_a_repeated_column_name_is_refused_naming_it(tmp_path):
+    """Before: KeyError: 0, from deep inside the fallback conversion."""
+    df = pd.DataFrame([[1, 2, 3]], columns=["a", "b", "a"])
+    with pytest.raises(ValueError, match="^column 'a' appears more than once in the DataFrame$"):
+        StableDataset.from_pandas(df, cache_dir=tmp_path)

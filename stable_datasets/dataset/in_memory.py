@@ -237,6 +237,10 @@ def columns_of_rows(rows: list[Mapping[str, Any]]) -> dict[str, Column]:
 def pandas_columns(df: Any, preserve_index: bool | None) -> dict[str, Column]:
     """A DataFrame's columns as Arrow (pyarrow's pandas conversion), object columns it cannot
     convert (PIL images, arrays) as lists."""
+    names = [str(name) for name in df.columns]
+    if len(set(names)) != len(names):
+        repeated = next(n for n in names if names.count(n) > 1)
+        raise ValueError(f"column '{repeated}' appears more than once in the DataFrame")
     try:
         table = pa.Table.from_pandas(df, preserve_index=preserve_index)
     except (pa.ArrowException, ValueError, TypeError):
