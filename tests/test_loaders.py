@@ -442,3 +442,29 @@ def test_one_large_csv_is_divided_by_line_ranges_unless_quotes_hold_line_breaks(
     assert len(builder.piece_ranges(str(quoted), 3)) == 1
     two = sds.load_dataset("csv", data_files=str(quoted), split="train", num_proc=2)
     assert two["text"][4999] == "line 4999\nnext" and len(two) == 5000
+
+
+# -- found by hostile6, fixes belong to stable_datasets/loaders/ (owned by another helper) --------
+@pytest.mark.xfail(strict=True, reason="loaders infer float64 for integers past int64 (pyarrow's CSV/JSON "
+                   "inference) and round them silently; docs say nothing is silently converted")
+@pytest.mark.parametrize(("name", "text"), [("ids.csv", "id\n18446744073709551615\n1\n"),
+                                            ("ids.jsonl", '{"id": 18446744073709551615}\n{"id": 1}\n')])
+def test_integers_past_int64_are_kept_exactly_or_refused_naming_the_line(tmp_path, name, text):
+    (tmp_path / name).write_text(text)
+    try:
+        ds = sds.load_dataset("csv" if name.endswith(".csv") else "json", data_files=str(tmp_path / name),
+                              split="train")
+    except LoaderError as exc:
+        assert f"{name}, line" in str(exc)
+    else:
+        assert ds["id"] == [18446744073709551615, 1]
+
+
+@pytest.mark.xfail(strict=True, reason="an empty JSON Lines file is reported as '(lines 1-0): Empty JSON file; "
+                   "if a column changes type between records, pass features=', a hint about another problem")
+def test_an_empty_json_file_says_it_is_empty_and_nothing_else(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(LoaderError) as info:
+        sds.load_dataset("json", data_files=str(tmp_path / "empty.jsonl"), split="train")
+    assert "empty.jsonl" in str(info.value) and "empty" in str(info.value).lower()
+    assert "changes type" not in str(info.value) and "lines 1-0" not in str(info.value)
