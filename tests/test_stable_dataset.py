@@ -426,3 +426,5 @@ def test_a_process_that_only_wrote_lance_still_forks_safely(toy_builder, cache_r
                          env={**os.environ, "STABLE_DATASETS_CACHE_DIR": str(cache_root)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["LanceProxy", "12"]
+    # the helper is started without `-m` (which warned "found in sys.modules ..." once per worker)
+    assert "RuntimeWarning" not in out.stderr, out.stderr[-2000:]
