@@ -34,6 +34,10 @@ class ExampleError(StableDatasetsError, ValueError):
         return type(self), (self.builder, self.split, self.key, self.field, self.message)
 
 
+class UnknownSplitError(StableDatasetsError, ValueError):
+    """A split the builder does not make; the message lists the ones it makes."""
+
+
 class CacheError(StableDatasetsError):
     """A cache directory is missing, stale, truncated or otherwise unusable."""
 
