@@ -137,6 +137,16 @@ def test_a_file_whose_name_has_glob_characters_is_read_as_named(tmp_path):
     assert sds.load_dataset("csv", data_files=str(tmp_path / "scores [v]*.csv"), split="train")["x"] == [2]
 
 
+def test_a_leading_tilde_names_the_home_folder_in_data_files_and_data_dir(tmp_path, monkeypatch):
+    """As load_dataset("~/folder") and cache_dir="~/..." already did; before, data_files="~/x.csv"
+    was 'data file ~/x.csv does not exist' and data_dir="~" 'is not a folder'."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "t.csv").write_text("x\n4\n")
+    assert sds.load_dataset("csv", data_files="~/t.csv", split="train")["x"] == [4]
+    assert sds.load_dataset("csv", data_files={"train": ["~/*.csv"]})["train"]["x"] == [4]
+    assert sds.load_dataset("csv", data_dir="~", split="train")["x"] == [4]
+
+
 def test_data_dir_with_relative_data_files(tmp_path):
     (tmp_path / "a.csv").write_text("x\n5\n")
     ds = sds.load_dataset("csv", data_dir=str(tmp_path), data_files="a.csv", split="train")
