@@ -428,3 +428,16 @@ def test_a_process_that_only_wrote_lance_still_forks_safely(toy_builder, cache_r
     assert out.stdout.split() == ["LanceProxy", "12"]
     # the helper is started without `-m` (which warned "found in sys.modules ..." once per worker)
     assert "RuntimeWarning" not in out.stderr, out.stderr[-2000:]
+
+
+def test_a_relative_cache_dir_keeps_working_after_chdir(tmp_path, monkeypatch):
+    """Before: with cache_dir="rel" (or STABLE_DATASETS_CACHE_DIR=rel) an open dataset held relative
+    paths, and after os.chdir reading it raised 'corrupt Arrow shard (... Failed to open local file ...)'."""
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    ds = StableDataset.from_dict({"x": list(range(10))}, cache_dir="rel")
+    reopened = sds.open_cache(os.path.relpath(ds.cache_dirs[0]))
+    assert ds.cache_dirs[0].is_absolute() and reopened.cache_dirs[0].is_absolute()
+    monkeypatch.chdir(tmp_path)
+    assert ds[5] == {"x": 5} and reopened[7] == {"x": 7}
+    assert str(ds.cache_dirs[0]).startswith(str(tmp_path / "work" / "rel"))
