@@ -478,3 +478,23 @@ def test_an_empty_json_file_says_it_is_empty_and_nothing_else(tmp_path):
         sds.load_dataset("json", data_files=str(tmp_path / "empty.jsonl"), split="train")
     assert "empty.jsonl" in str(info.value) and "empty" in str(info.value).lower()
     assert "changes type" not in str(info.value) and "lines 1-0" not in str(info.value)
+
+
+@pytest.mark.xfail(strict=True, reason="a CSV that is not valid in its encoding loads as a binary column "
+                   "(b'caf\\xe9'), silently; the text loader names the file and line instead")
+def test_a_csv_not_valid_in_its_encoding_is_an_error_naming_the_file_and_line(tmp_path):
+    (tmp_path / "latin.csv").write_bytes("name\ncafé\n".encode("latin-1"))
+    with pytest.raises(LoaderError, match=r"latin\.csv, line 2"):
+        sds.load_dataset("csv", data_files=str(tmp_path / "latin.csv"), split="train")
+    assert sds.load_dataset("csv", data_files=str(tmp_path / "latin.csv"), split="train",
+                            encoding="latin-1")["name"] == ["café"]
+
+
+@pytest.mark.xfail(strict=True, reason="a repeated or empty CSV header name fails with \"KeyError: 'Field \"a\" "
+                   "exists 2 times in schema'\" or \"feature names must be non-empty strings, got ''\", "
+                   "naming no file")
+@pytest.mark.parametrize("header", ["a,a", "a,"])
+def test_a_bad_csv_header_is_an_error_naming_the_file(tmp_path, header):
+    (tmp_path / "head.csv").write_text(f"{header}\n1,2\n")
+    with pytest.raises(LoaderError, match=r"head\.csv"):
+        sds.load_dataset("csv", data_files=str(tmp_path / "head.csv"), split="train")
