@@ -302,3 +302,28 @@ def test_a_dataframe_with_a_repeated_column_name_is_refused_naming_it(tmp_path):
     df = pd.DataFrame([[1, 2, 3]], columns=["a", "b", "a"])
     with pytest.raises(ValueError, match="^column 'a' appears more than once in the DataFrame$"):
         StableDataset.from_pandas(df, cache_dir=tmp_path)
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
+def test_exports_come_back_through_every_constructor_with_arrays_images_and_nulls(tmp_path, storage_format):
+    """The docs promise from_dict(ds.to_dict(), features=ds.features) gives the same dataset back; an
+    Array2D cell is exported in its stored form (flat), which was refused as 'expected shape (2, 2),
+    got (4,)', and from_arrow(ds.to_arrow()) refused a Sequence of Array2D the same way; to_pandas
+    turned the uint8 cells of a column with a null row into float64 arrays."""
+    features = sds.Features({"img": sds.Image(), "arr": sds.Array2D((2, 2), "uint8"),
+                             "cl": sds.ClassLabel(names=["a", "b"]),
+                             "seq": sds.Sequence(sds.Array2D((1, 2), "float32")), "st": {"v": sds.Image()}})
+    ds = StableDataset.from_dict({"img": [np.zeros((2, 2, 3), np.uint8), None],
+                                  "arr": [np.eye(2, dtype=np.uint8), None], "cl": ["b", None],
+                                  "seq": [[np.ones((1, 2), np.float32)], []],
+                                  "st": [{"v": np.zeros((2, 2, 3), np.uint8)}, None]},
+                                 features=features, storage_format=storage_format, cache_dir=tmp_path)
+    kwargs = {"storage_format": storage_format, "cache_dir": tmp_path}
+    assert StableDataset.from_dict(ds.to_dict(), features=ds.features, **kwargs).cache_dirs == ds.cache_dirs
+    assert StableDataset.from_list(ds.to_list(), features=ds.features, **kwargs).to_arrow().equals(ds.to_arrow())
+    assert StableDataset.from_arrow(ds.to_arrow(), **kwargs).to_arrow().equals(ds.to_arrow())
+    cells = ds.to_pandas()["arr"].tolist()
+    assert cells[0].dtype == np.uint8 and cells[0].tolist() == [1, 0, 0, 1] and cells[1] is None
+    assert ds[0]["arr"].tolist() == [[1, 0], [0, 1]] and ds[1]["arr"] is None
+    with pytest.raises(ExampleError, match=r"field 'arr': expected shape \(2, 2\), got \(3,\)"):
+        StableDataset.from_dict({"arr": [[1, 2, 3]]}, features={"arr": sds.Array2D((2, 2), "uint8")}, **kwargs)

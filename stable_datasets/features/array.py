@@ -44,7 +44,7 @@ class _ArrayND(FeatureType):
             array = value if isinstance(value, np.ndarray) else np.asarray(value)
         except (ValueError, TypeError) as exc:
             raise EncodingError(field, f"cannot read {describe(value)} as an array: {exc}") from None
-        if array.shape != self.shape:
+        if array.shape != self.shape and array.shape != (self._size,):  # (size,): the stored form to_dict gives
             raise EncodingError(field, f"expected shape {self.shape}, got {array.shape}")
         if array.dtype != self._np_dtype and not _castable(array.dtype, self._np_dtype):
             raise EncodingError(field, f"expected dtype {self.dtype}, got {array.dtype} (not castable safely)")
