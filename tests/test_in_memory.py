@@ -327,3 +327,17 @@ def test_exports_come_back_through_every_constructor_with_arrays_images_and_null
     assert ds[0]["arr"].tolist() == [[1, 0], [0, 1]] and ds[1]["arr"] is None
     with pytest.raises(ExampleError, match=r"field 'arr': expected shape \(2, 2\), got \(3,\)"):
         StableDataset.from_dict({"arr": [[1, 2, 3]]}, features={"arr": sds.Array2D((2, 2), "uint8")}, **kwargs)
+
+
+def test_an_exception_from_the_users_generator_says_after_which_example(tmp_path):
+    def rows():
+        for i in range(100):
+            if i == 37:
+                raise OSError("the source went away")
+            yield {"i": i}
+
+    with pytest.raises(OSError, match="the source went away") as info:
+        StableDataset.from_generator(rows, cache_dir=tmp_path)
+    assert info.value.__notes__ == ["raised by from_generator(test_an_exception_from_the_users_generator_says_after_"
+                                    "which_example.<locals>.rows) generating split 'train', after example 36"]
+    assert not list(tmp_path.rglob("_metadata.json"))

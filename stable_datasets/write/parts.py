@@ -108,21 +108,26 @@ def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, seen: di
                       desc: str) -> Iterator[tuple[Any, Any]]:
     """Examples with their keys checked: pairs, hashable, unique within the part."""
     name, split = plan.builder_name, plan.split
-    if not source.keyed:  # map/filter output: user code there names its own row
-        yield from progress(source.examples(job), desc=desc, unit=" examples")
-        return
     items = iter(progress(source.examples(job), desc=desc, unit=" examples"))
     key: Any = None
+    count = 0
     while True:
         try:
             item = next(items)
         except StopIteration:
             return
         except Exception as exc:
-            if not isinstance(exc, StableDatasetsError):  # the builder's own code: say where it stopped
-                after = "before its first example" if not seen else f"after example key {key!r}"
-                add_note(exc, f"raised by builder '{name}' generating split '{split}', {after}")
+            located = any(str(n).startswith("raised by ") for n in getattr(exc, "__notes__", ()))
+            if not isinstance(exc, StableDatasetsError) and not located:  # user code: say where it stopped
+                last = f"example key {key!r}" if source.keyed else f"example {count - 1}"
+                after = "before its first example" if not count else f"after {last}"
+                who = f"builder '{name}'" if source.keyed else source.describe()
+                add_note(exc, f"raised by {who} generating split '{split}', {after}")
             raise
+        count += 1
+        if not source.keyed:
+            yield item
+            continue
         if not (isinstance(item, tuple) and len(item) == 2):
             raise ExampleError(name, split, None, None,
                                f"_generate_examples must yield (key, example) pairs, got {type(item).__name__}")
