@@ -258,3 +258,11 @@ def test_column_views_keep_the_format_and_its_columns(people):
     assert numpy_view.format == {"type": "numpy", "columns": ("years", "name"), "decode": True}
     assert numpy_view[:2]["years"].tolist() == [31, 25]
     assert people.with_format("numpy").remove_columns("name").format["type"] == "numpy"
+
+
+def test_unique_of_list_and_struct_columns(tmp_path):
+    """Before: ArrowNotImplementedError "Function 'unique' has no kernel matching input types (list<item: int64>)"."""
+    ds = StableDataset.from_dict({"tags": [[1, 2], [1], [1, 2], None, [1]],
+                                  "meta": [{"a": 1}, {"a": 2}, {"a": 1}, {"a": 1}, None]}, cache_dir=tmp_path)
+    assert ds.unique("tags") == [[1, 2], [1], None]
+    assert ds.unique("meta") == [{"a": 1}, {"a": 2}, None]
