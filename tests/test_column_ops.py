@@ -266,3 +266,10 @@ def test_unique_of_list_and_struct_columns(tmp_path):
                                   "meta": [{"a": 1}, {"a": 2}, {"a": 1}, {"a": 1}, None]}, cache_dir=tmp_path)
     assert ds.unique("tags") == [[1, 2], [1], None]
     assert ds.unique("meta") == [{"a": 1}, {"a": 2}, None]
+
+
+def test_a_missing_split_of_a_dataset_dict_names_the_splits_there_are(tmp_path):
+    dd = DatasetDict({"train": StableDataset.from_dict({"x": [1]}, cache_dir=tmp_path)})
+    with pytest.raises(KeyError, match=r"no split 'validation'; splits are \['train'\]"):
+        dd["validation"]
+    assert dd.get("validation") is None and "validation" not in dd

@@ -9,6 +9,9 @@ if TYPE_CHECKING:
 
 
 class DatasetDict(dict[str, "StableDataset"]):
+    def __missing__(self, split: str) -> StableDataset:
+        raise KeyError(f"no split {split!r}; splits are {list(self)}")
+
     def _apply(self, method: str, *args: Any, **kwargs: Any) -> DatasetDict:
         return DatasetDict({name: getattr(ds, method)(*args, **kwargs) for name, ds in self.items()})
 
