@@ -101,6 +101,13 @@ def resolve_builder(path_or_name: str | os.PathLike | type[DatasetBuilder]) -> t
             except FileNotFoundError as exc:
                 raise BuilderNotFoundError(f"folder {text} holds no builder script ({candidate.name}.py or "
                                            f"builder.py) and no data files: {exc}") from None
+        try:
+            return resolve_builder_class(path_or_name), {}
+        except BuilderNotFoundError:
+            # "data", a folder in the working directory: no builder has that name, so it is the folder
+            if candidate.is_dir() and not (os.sep in text or text.startswith(".")):
+                return resolve_builder(os.path.join(os.curdir, text))
+            raise
     return resolve_builder_class(path_or_name), {}
 
 

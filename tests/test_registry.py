@@ -69,3 +69,18 @@ def test_a_cache_folder_given_to_load_dataset_is_not_read_as_json_data(tmp_path)
                                                        r"open it with stable_datasets\.open_cache"):
             sds.load_dataset(str(folder))
     assert sds.open_cache(ds.cache_dirs[0])["x"] == [1, 2, 3]
+
+
+def test_a_bare_folder_name_in_the_working_directory_is_that_folder_when_no_builder_has_the_name(
+        tmp_path, monkeypatch):
+    """As Hugging Face reads load_dataset("data"); before: "no builder named 'data'". A builder of
+    that name still wins (the folder is only the fallback)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.csv").write_text("x\n1\n2\n")
+    assert sds.load_dataset("data", split="train", cache_dir=tmp_path / "cache")["x"] == [1, 2]
+    (tmp_path / "digits").mkdir()
+    (tmp_path / "digits" / "train.csv").write_text("x\n1\n")
+    assert sds.load_builder("digits").builder_name() == "digits"
+    with pytest.raises(BuilderNotFoundError, match="no builder named 'nothing_here'"):
+        sds.load_dataset("nothing_here", split="train")
