@@ -498,3 +498,20 @@ def test_a_bad_csv_header_is_an_error_naming_the_file(tmp_path, header):
     (tmp_path / "head.csv").write_text(f"{header}\n1,2\n")
     with pytest.raises(LoaderError, match=r"head\.csv"):
         sds.load_dataset("csv", data_files=str(tmp_path / "head.csv"), split="train")
+
+
+@pytest.mark.xfail(strict=True, reason="load_dataset(folder) with a.csv, b.jsonl and c.jsonl infers the json "
+                   "loader and leaves a.csv out without a word; its rows are silently dropped")
+def test_a_folder_of_mixed_files_says_which_files_it_leaves_out(tmp_path):
+    from loguru import logger
+
+    (tmp_path / "a.csv").write_text("x\n1\n")
+    (tmp_path / "b.jsonl").write_text('{"x": 2}\n')
+    (tmp_path / "c.jsonl").write_text('{"x": 3}\n')
+    messages: list[str] = []
+    handle = logger.add(lambda m: messages.append(str(m)), level="WARNING")
+    try:
+        assert sds.load_dataset(str(tmp_path), split="train")["x"] == [2, 3]
+    finally:
+        logger.remove(handle)
+    assert any("a.csv" in m for m in messages), messages
