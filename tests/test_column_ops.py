@@ -273,3 +273,18 @@ def test_a_missing_split_of_a_dataset_dict_names_the_splits_there_are(tmp_path):
     with pytest.raises(KeyError, match=r"no split 'validation'; splits are \['train'\]"):
         dd["validation"]
     assert dd.get("validation") is None and "validation" not in dd
+
+
+def test_reset_format_works_in_place_like_set_format(tmp_path):
+    """Before: set_format changed the dataset but reset_format returned a new view and left it as it
+    was, so after ds.set_format("numpy"); ds.reset_format() rows were still numpy (Hugging Face
+    resets in place)."""
+    ds = StableDataset.from_dict({"n": [1, 2, 3]}, cache_dir=tmp_path)
+    ds.set_format("numpy")
+    assert isinstance(ds[0:2]["n"], np.ndarray)
+    assert ds.reset_format() is None
+    assert ds[0:2] == {"n": [1, 2]} and ds.format["type"] == "python"
+    dd = DatasetDict({"train": ds})
+    dd.set_format("numpy")
+    dd.reset_format()
+    assert dd["train"][0:2] == {"n": [1, 2]}

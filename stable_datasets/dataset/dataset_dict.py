@@ -68,8 +68,9 @@ class DatasetDict(dict[str, "StableDataset"]):
         for ds in self.values():
             ds.set_format(*args, **kwargs)
 
-    def reset_format(self) -> DatasetDict:
-        return self._apply("reset_format")
+    def reset_format(self) -> None:
+        for ds in self.values():
+            ds.reset_format()
 
     @property
     def num_rows(self) -> dict[str, int]:

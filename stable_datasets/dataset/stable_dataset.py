@@ -510,8 +510,9 @@ class StableDataset:
         self._plan, self._raw_final = other._plan, other._raw_final
         self._transform = other._transform
 
-    def reset_format(self) -> StableDataset:
-        return self.with_format("python")
+    def reset_format(self) -> None:
+        """In place, as Hugging Face's: python rows of every column again (and no transform)."""
+        self.set_format("python")
 
     def with_transform(self, transform: Callable[[dict[str, Any]], Any] | None, columns: Sequence[str] | None = None,
                        output_all_columns: bool = False) -> StableDataset:
