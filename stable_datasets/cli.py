@@ -123,13 +123,23 @@ def _builder_for(target: str, config: str | None, sets: Sequence[tuple[str, Any]
 
 # -- commands ---------------------------------------------------------------------------------
 def cmd_build(args: argparse.Namespace) -> int:
+    from stable_datasets.dataset.splits import parse_split
+    from stable_datasets.errors import UnknownSplitError
     from stable_datasets.load import load_dataset
 
     sets = dict(args.set)
     _builder_for(args.name, args.config, args.set, args.cache_dir)  # usage errors before any work
-    result = load_dataset(args.name, split=args.split, name=args.config, storage_format=args.storage_format,
-                          cache_dir=args.cache_dir, num_proc=args.num_proc, download_mode=args.download_mode,
-                          engine=args.engine, ray_address=args.address, **sets)
+    if args.split is not None:
+        try:
+            parse_split(args.split)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    try:
+        result = load_dataset(args.name, split=args.split, name=args.config, storage_format=args.storage_format,
+                              cache_dir=args.cache_dir, num_proc=args.num_proc, download_mode=args.download_mode,
+                              engine=args.engine, ray_address=args.address, **sets)
+    except UnknownSplitError as exc:  # known once the builder named its splits, before any is built
+        raise UsageError(str(exc)) from None
     splits = result.items() if isinstance(result, dict) else [(args.split, result)]
     from stable_datasets.storage.shard_cache import split_url_of
 

@@ -34,6 +34,10 @@ class ExampleError(StableDatasetsError, ValueError):
         return type(self), (self.builder, self.split, self.key, self.field, self.message)
 
 
+class UnknownSplitError(StableDatasetsError, ValueError):
+    """A split the builder does not make; the message lists the ones it makes."""
+
+
 class CacheError(StableDatasetsError):
     """A cache directory is missing, stale, truncated or otherwise unusable."""
 
@@ -72,3 +76,11 @@ class StorageError(CacheError):
 
 class MissingObjectError(StorageError):
     """The object asked for is not in the store (deleted, or never written)."""
+
+
+def add_note(exc: BaseException, note: str) -> None:
+    """A line a traceback shows under the message of an exception from user code (its type kept)."""
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:  # Python 3.10: kept on the exception, as 3.11 keeps it
+        exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ from typing import Any
 
 from stable_datasets.builder.builder import DatasetBuilder
 from stable_datasets.builder.local_modules import load_builder_module
+from stable_datasets.cache.metadata import METADATA_FILE
 from stable_datasets.errors import BuilderNotFoundError, StableDatasetsError
 from stable_datasets.loaders import PACKAGED_LOADERS, folder_loader, loader_class
 
@@ -92,12 +93,33 @@ def resolve_builder(path_or_name: str | os.PathLike | type[DatasetBuilder]) -> t
         text = os.fspath(path_or_name)
         candidate = Path(text).expanduser()
         if candidate.is_dir() and (os.sep in text or text.startswith(".")) and _script_in_folder(candidate) is None:
+            if _is_cache_folder(candidate):
+                raise BuilderNotFoundError(f"{text} is a stable-datasets cache, not a folder of data files: open it "
+                                           f"with stable_datasets.open_cache({text!r}) (one split's folder)")
             try:
                 return folder_loader(candidate)
             except FileNotFoundError as exc:
                 raise BuilderNotFoundError(f"folder {text} holds no builder script ({candidate.name}.py or "
                                            f"builder.py) and no data files: {exc}") from None
+        try:
+            return resolve_builder_class(path_or_name), {}
+        except BuilderNotFoundError:
+            # "data", a folder in the working directory: no builder has that name, so it is the folder
+            if candidate.is_dir() and not (os.sep in text or text.startswith(".")):
+                return resolve_builder(os.path.join(os.curdir, text))
+            raise
     return resolve_builder_class(path_or_name), {}
+
+
+def _is_cache_folder(folder: Path) -> bool:
+    """A split's cache folder, or a fingerprint folder of them: its `_metadata.json` files are no data."""
+    if (folder / METADATA_FILE).is_file():
+        return True
+    try:
+        with os.scandir(folder) as entries:  # no stat per file of a large data folder
+            return any(os.path.isfile(os.path.join(e.path, METADATA_FILE)) for e in entries if e.is_dir())
+    except OSError:
+        return False
 
 
 def resolve_builder_class(path_or_name: str | os.PathLike) -> type[DatasetBuilder]:

@@ -73,6 +73,41 @@ def test_generator_must_yield_pairs(write_builder):
         sds.load_dataset(str(path), split="train")
 
 
+class Parses(sds.GeneratorBasedBuilder):
+    FAIL_AT = 0
+
+    def _info(self):
+        return sds.DatasetInfo(features={"x": sds.Value("int64")})
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {"starts": [0, 100]})]
+
+    def _generate_examples(self, starts):
+        for start in starts:
+            for i in range(start, start + 100):
+                if i == self.FAIL_AT:
+                    raise KeyError(f"missing field 'q' in record {i}")
+                yield f"r{i}", {"x": i}
+
+
+class ParsesLater(Parses):
+    FAIL_AT = 142
+
+
+@pytest.mark.parametrize("num_proc", [None, 2])
+def test_an_exception_from_generate_examples_says_where_the_builder_stopped(cache_root, num_proc):
+    """The builder's own exception (a KeyError from a missing field in its source file, say) keeps
+    its type and gains a note naming the builder, the split and the last key it yielded."""
+    with pytest.raises(KeyError, match="record 0") as info:
+        sds.load_dataset(Parses, split="train", num_proc=num_proc)
+    assert info.value.__notes__ == ["raised by builder 'parses' generating split 'train', before its first example"]
+    with pytest.raises(KeyError, match="record 142") as info:
+        sds.load_dataset(ParsesLater, split="train", num_proc=num_proc)
+    assert info.value.__notes__ == [
+        "raised by builder 'parses_later' generating split 'train', after example key 'r141'"]
+    assert not list(cache_root.rglob("_metadata.json"))
+
+
 def test_loading_one_split_builds_only_that_split(toy_builder, cache_root, tmp_path, monkeypatch):
     counter = tmp_path / "calls"
     monkeypatch.setenv("TOY_COUNTER", str(counter))

@@ -96,6 +96,7 @@ def _mutations():
         "features not readable": (lambda m: {**m, "features": {"x": {"_type": "Nope"}}}, "features cannot be read"),
         "shard rows only": (lambda m: shard_rows(m, -1), "num_rows is"),
         "not JSON": (None, "not JSON"),
+        "not UTF-8": (b"\xff\xfe{\x00", "invalid cache metadata: not UTF-8 text"),
     }
 
 
@@ -108,8 +109,12 @@ def test_damaged_metadata_is_a_clear_error_then_rebuilt(toy_builder, capsys, mut
     link = published_path(ds.cache_dirs[0])
     metadata_file = link / "_metadata.json"
     change, message = MUTATIONS[mutation]
-    text = "{not json" if change is None else json.dumps(change(json.loads(metadata_file.read_text())))
-    metadata_file.write_text(text)
+    if isinstance(change, bytes):
+        metadata_file.write_bytes(change)
+    elif change is None:
+        metadata_file.write_text("{not json")
+    else:
+        metadata_file.write_text(json.dumps(change(json.loads(metadata_file.read_text()))))
     with pytest.raises(CacheError, match=message) as raised:
         sds.open_cache(link)
     assert str(metadata_file.resolve()) in str(raised.value)

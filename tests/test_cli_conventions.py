@@ -89,6 +89,8 @@ def test_verify_and_info_take_what_build_takes(capsys, tmp_path):
     (["build", "{toy}", "--set", "no_such_field=1"], "no_such_field"),
     (["build", "no_such_builder"], "no builder named 'no_such_builder'"),
     (["ls", "--bogus"], "unrecognized arguments: --bogus"),
+    (["build", "{toy}", "--split", "nope"], "builder 'toy' has no split 'nope'; splits are ['test', 'train']"),
+    (["build", "{toy}", "--split", "train[:x]"], "cannot parse split 'train[:x]'"),
 ])
 def test_bad_values_are_usage_errors_and_build_nothing(capsys, toy_builder, cache_root, argv, message):
     argv = [a.replace("{toy}", str(toy_builder)) for a in argv]

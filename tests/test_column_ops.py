@@ -258,3 +258,33 @@ def test_column_views_keep_the_format_and_its_columns(people):
     assert numpy_view.format == {"type": "numpy", "columns": ("years", "name"), "decode": True}
     assert numpy_view[:2]["years"].tolist() == [31, 25]
     assert people.with_format("numpy").remove_columns("name").format["type"] == "numpy"
+
+
+def test_unique_of_list_and_struct_columns(tmp_path):
+    """Before: ArrowNotImplementedError "Function 'unique' has no kernel matching input types (list<item: int64>)"."""
+    ds = StableDataset.from_dict({"tags": [[1, 2], [1], [1, 2], None, [1]],
+                                  "meta": [{"a": 1}, {"a": 2}, {"a": 1}, {"a": 1}, None]}, cache_dir=tmp_path)
+    assert ds.unique("tags") == [[1, 2], [1], None]
+    assert ds.unique("meta") == [{"a": 1}, {"a": 2}, None]
+
+
+def test_a_missing_split_of_a_dataset_dict_names_the_splits_there_are(tmp_path):
+    dd = DatasetDict({"train": StableDataset.from_dict({"x": [1]}, cache_dir=tmp_path)})
+    with pytest.raises(KeyError, match=r"no split 'validation'; splits are \['train'\]"):
+        dd["validation"]
+    assert dd.get("validation") is None and "validation" not in dd
+
+
+def test_reset_format_works_in_place_like_set_format(tmp_path):
+    """Before: set_format changed the dataset but reset_format returned a new view and left it as it
+    was, so after ds.set_format("numpy"); ds.reset_format() rows were still numpy (Hugging Face
+    resets in place)."""
+    ds = StableDataset.from_dict({"n": [1, 2, 3]}, cache_dir=tmp_path)
+    ds.set_format("numpy")
+    assert isinstance(ds[0:2]["n"], np.ndarray)
+    assert ds.reset_format() is None
+    assert ds[0:2] == {"n": [1, 2]} and ds.format["type"] == "python"
+    dd = DatasetDict({"train": ds})
+    dd.set_format("numpy")
+    dd.reset_format()
+    assert dd["train"][0:2] == {"n": [1, 2]}

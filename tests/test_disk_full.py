@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -66,4 +67,33 @@ def test_a_full_disk_is_a_clear_error_naming_the_staging_folder(tmp_path, small_
     _mount(small_disk, "64m", "remount")  # space freed: the next run finishes the build
     ds = sds.load_dataset(str(script), split="train", storage_format=storage_format, cache_dir=small_disk,
                           layout_options=options)
+    assert ds["id"] == list(range(96)) and len(ds[95]["blob"]) == 64 << 10
+
+
+LOAD_WITH_FILE_LIMIT = """
+import resource, sys
+import stable_datasets as sds
+resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))  # ulimit -f: no file may pass 1 MiB
+try:
+    sds.load_dataset(sys.argv[1], split="train", storage_format=sys.argv[2], cache_dir=sys.argv[3])
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "lance"])
+def test_a_file_size_limit_is_a_clear_error_and_the_next_run_finishes(tmp_path, storage_format):
+    """A file larger than `ulimit -f` (or a filesystem's largest file) allows: EFBIG. Before, Arrow
+    gave a bare 'OSError: [Errno 27] Error writing bytes to file'; now the build's own message."""
+    script = tmp_path / "blobs.py"
+    script.write_text(textwrap.dedent(BLOBS))
+    cache = tmp_path / "cache"
+    result = subprocess.run([sys.executable, "-c", LOAD_WITH_FILE_LIMIT, str(script), storage_format, str(cache)],
+                            capture_output=True, text=True, timeout=120)
+    staging = next(cache.rglob(".staging-train"))
+    assert result.stdout.startswith(f"CacheError a file grew past the largest size allowed (the process's file "
+                                    f"size limit, ulimit -f, or the filesystem's) while building blobs 'train' in "
+                                    f"{staging}; nothing was published"), (result.stdout, result.stderr[-2000:])
+    assert not list(cache.rglob("_metadata.json"))
+    ds = sds.load_dataset(str(script), split="train", storage_format=storage_format, cache_dir=cache)
     assert ds["id"] == list(range(96)) and len(ds[95]["blob"]) == 64 << 10

@@ -114,3 +114,27 @@ def test_a_feature_without_equivalent_is_named():
         to_hf_features(Features({"clip": sds.Video(storage="bytes")}))
     with pytest.raises(ValueError, match=r"feature 'a': unknown feature type 'Audio'"):
         Features.from_dict({"a": {"_type": "Audio", "sampling_rate": 16000}})
+
+
+def test_array_columns_with_null_rows_round_trip_through_hf(tmp_path):
+    """A null cell in a fixed-shape array column (Hugging Face allows it) comes in from HF and goes
+    back out; before, the nested lists of the other rows were refused as int64."""
+    features = datasets.Features({"a": datasets.Array2D((2, 2), "uint8")})
+    hf = datasets.Dataset.from_dict({"a": [np.ones((2, 2), np.uint8), None]}, features=features)
+    ds = StableDataset.from_hf(hf, cache_dir=tmp_path)
+    assert ds.features["a"] == sds.Array2D((2, 2), "uint8")
+    assert ds[0]["a"].tolist() == [[1, 1], [1, 1]] and ds[1]["a"] is None
+    back = ds.to_hf()
+    assert back.features == features and back[0]["a"] == [[1, 1], [1, 1]] and back[1]["a"] is None
+    assert StableDataset.from_hf(back, cache_dir=tmp_path).cache_dirs == ds.cache_dirs
+
+
+def test_hf_timestamp_columns_come_in_as_iso_text(tmp_path):
+    import pandas as pd
+
+    when = pd.to_datetime(["2020-01-01 10:00", None]).astype("datetime64[us]")
+    hf = datasets.Dataset.from_pandas(pd.DataFrame({"when": when}))
+    assert hf.features["when"] == datasets.Value("timestamp[us]")
+    ds = StableDataset.from_hf(hf, cache_dir=tmp_path)
+    assert ds.features["when"] == sds.Value("string")
+    assert ds["when"] == ["2020-01-01 10:00:00.000000", None]

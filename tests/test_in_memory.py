@@ -278,3 +278,66 @@ def test_flipped_bytes_in_an_in_memory_cache_fail_cleanly(tmp_path):
     # and the constructor, given the same data, rebuilds rather than serving the damaged cache
     again = StableDataset.from_dict({"x": list(range(1000)), "t": [f"row {i}" for i in range(1000)]})
     assert again["t"][999] == "row 999"
+
+
+def test_dates_and_timestamps_are_stored_as_iso_text_as_the_file_loaders_store_them(tmp_path):
+    """Before, a pandas datetime column could not come in at all: 'no feature type for Arrow type
+    timestamp[ns]; pass features=', and features={"a": Value("string")} was refused too."""
+    import datetime
+
+    df = pd.DataFrame({"when": pd.to_datetime(["2020-01-01 10:00", None]).astype("datetime64[us]"),
+                       "day": [datetime.date(2021, 3, 4), None]})
+    ds = StableDataset.from_pandas(df, cache_dir=tmp_path)
+    assert ds.features == sds.Features({"when": sds.Value("string"), "day": sds.Value("string")})
+    assert ds.to_dict() == {"when": ["2020-01-01 10:00:00.000000", None], "day": ["2021-03-04", None]}
+    table = pa.table({"t": pa.array([1], pa.timestamp("s", tz="UTC"))})
+    assert StableDataset.from_arrow(table, features={"t": sds.Value("string")}, cache_dir=tmp_path)["t"] == \
+        ["1970-01-01 00:00:01Z"]
+    with pytest.raises(ValueError, match=r"column 'd': no feature type for Arrow type duration\[s\]"):
+        StableDataset.from_arrow(pa.table({"d": pa.array([1], pa.duration("s"))}), cache_dir=tmp_path)
+
+
+def test_a_dataframe_with_a_repeated_column_name_is_refused_naming_it(tmp_path):
+    """Before: KeyError: 0, from deep inside the fallback conversion."""
+    df = pd.DataFrame([[1, 2, 3]], columns=["a", "b", "a"])
+    with pytest.raises(ValueError, match="^column 'a' appears more than once in the DataFrame$"):
+        StableDataset.from_pandas(df, cache_dir=tmp_path)
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
+def test_exports_come_back_through_every_constructor_with_arrays_images_and_nulls(tmp_path, storage_format):
+    """The docs promise from_dict(ds.to_dict(), features=ds.features) gives the same dataset back; an
+    Array2D cell is exported in its stored form (flat), which was refused as 'expected shape (2, 2),
+    got (4,)', and from_arrow(ds.to_arrow()) refused a Sequence of Array2D the same way; to_pandas
+    turned the uint8 cells of a column with a null row into float64 arrays."""
+    features = sds.Features({"img": sds.Image(), "arr": sds.Array2D((2, 2), "uint8"),
+                             "cl": sds.ClassLabel(names=["a", "b"]),
+                             "seq": sds.Sequence(sds.Array2D((1, 2), "float32")), "st": {"v": sds.Image()}})
+    ds = StableDataset.from_dict({"img": [np.zeros((2, 2, 3), np.uint8), None],
+                                  "arr": [np.eye(2, dtype=np.uint8), None], "cl": ["b", None],
+                                  "seq": [[np.ones((1, 2), np.float32)], []],
+                                  "st": [{"v": np.zeros((2, 2, 3), np.uint8)}, None]},
+                                 features=features, storage_format=storage_format, cache_dir=tmp_path)
+    kwargs = {"storage_format": storage_format, "cache_dir": tmp_path}
+    assert StableDataset.from_dict(ds.to_dict(), features=ds.features, **kwargs).cache_dirs == ds.cache_dirs
+    assert StableDataset.from_list(ds.to_list(), features=ds.features, **kwargs).to_arrow().equals(ds.to_arrow())
+    assert StableDataset.from_arrow(ds.to_arrow(), **kwargs).to_arrow().equals(ds.to_arrow())
+    cells = ds.to_pandas()["arr"].tolist()
+    assert cells[0].dtype == np.uint8 and cells[0].tolist() == [1, 0, 0, 1] and cells[1] is None
+    assert ds[0]["arr"].tolist() == [[1, 0], [0, 1]] and ds[1]["arr"] is None
+    with pytest.raises(ExampleError, match=r"field 'arr': expected shape \(2, 2\), got \(3,\)"):
+        StableDataset.from_dict({"arr": [[1, 2, 3]]}, features={"arr": sds.Array2D((2, 2), "uint8")}, **kwargs)
+
+
+def test_an_exception_from_the_users_generator_says_after_which_example(tmp_path):
+    def rows():
+        for i in range(100):
+            if i == 37:
+                raise OSError("the source went away")
+            yield {"i": i}
+
+    with pytest.raises(OSError, match="the source went away") as info:
+        StableDataset.from_generator(rows, cache_dir=tmp_path)
+    assert info.value.__notes__ == ["raised by from_generator(test_an_exception_from_the_users_generator_says_after_"
+                                    "which_example.<locals>.rows) generating split 'train', after example 36"]
+    assert not list(tmp_path.rglob("_metadata.json"))

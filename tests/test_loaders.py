@@ -128,6 +128,25 @@ def test_data_files_forms_and_split_selection(tmp_path):
         sds.load_dataset("csv", data_files=str(tmp_path / "nothing*.csv"), split="train")
 
 
+def test_a_file_whose_name_has_glob_characters_is_read_as_named(tmp_path):
+    """`scores [v1].csv` exists: it is that file, not a pattern matching `scores v.csv` or nothing."""
+    (tmp_path / "scores [v1].csv").write_text("x\n1\n")
+    (tmp_path / "scores v.csv").write_text("x\n2\n")
+    ds = sds.load_dataset("csv", data_files=str(tmp_path / "scores [v1].csv"), split="train")
+    assert ds["x"] == [1]
+    assert sds.load_dataset("csv", data_files=str(tmp_path / "scores [v]*.csv"), split="train")["x"] == [2]
+
+
+def test_a_leading_tilde_names_the_home_folder_in_data_files_and_data_dir(tmp_path, monkeypatch):
+    """As load_dataset("~/folder") and cache_dir="~/..." already did; before, data_files="~/x.csv"
+    was 'data file ~/x.csv does not exist' and data_dir="~" 'is not a folder'."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "t.csv").write_text("x\n4\n")
+    assert sds.load_dataset("csv", data_files="~/t.csv", split="train")["x"] == [4]
+    assert sds.load_dataset("csv", data_files={"train": ["~/*.csv"]})["train"]["x"] == [4]
+    assert sds.load_dataset("csv", data_dir="~", split="train")["x"] == [4]
+
+
 def test_data_dir_with_relative_data_files(tmp_path):
     (tmp_path / "a.csv").write_text("x\n5\n")
     ds = sds.load_dataset("csv", data_dir=str(tmp_path), data_files="a.csv", split="train")
@@ -433,3 +452,66 @@ def test_one_large_csv_is_divided_by_line_ranges_unless_quotes_hold_line_breaks(
     assert len(builder.piece_ranges(str(quoted), 3)) == 1
     two = sds.load_dataset("csv", data_files=str(quoted), split="train", num_proc=2)
     assert two["text"][4999] == "line 4999\nnext" and len(two) == 5000
+
+
+# -- found by hostile6, fixes belong to stable_datasets/loaders/ (owned by another helper) --------
+@pytest.mark.xfail(strict=True, reason="loaders infer float64 for integers past int64 (pyarrow's CSV/JSON "
+                   "inference) and round them silently; docs say nothing is silently converted")
+@pytest.mark.parametrize(("name", "text"), [("ids.csv", "id\n18446744073709551615\n1\n"),
+                                            ("ids.jsonl", '{"id": 18446744073709551615}\n{"id": 1}\n')])
+def test_integers_past_int64_are_kept_exactly_or_refused_naming_the_line(tmp_path, name, text):
+    (tmp_path / name).write_text(text)
+    try:
+        ds = sds.load_dataset("csv" if name.endswith(".csv") else "json", data_files=str(tmp_path / name),
+                              split="train")
+    except LoaderError as exc:
+        assert f"{name}, line" in str(exc)
+    else:
+        assert ds["id"] == [18446744073709551615, 1]
+
+
+@pytest.mark.xfail(strict=True, reason="an empty JSON Lines file is reported as '(lines 1-0): Empty JSON file; "
+                   "if a column changes type between records, pass features=', a hint about another problem")
+def test_an_empty_json_file_says_it_is_empty_and_nothing_else(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(LoaderError) as info:
+        sds.load_dataset("json", data_files=str(tmp_path / "empty.jsonl"), split="train")
+    assert "empty.jsonl" in str(info.value) and "empty" in str(info.value).lower()
+    assert "changes type" not in str(info.value) and "lines 1-0" not in str(info.value)
+
+
+@pytest.mark.xfail(strict=True, reason="a CSV that is not valid in its encoding loads as a binary column "
+                   "(b'caf\\xe9'), silently; the text loader names the file and line instead")
+def test_a_csv_not_valid_in_its_encoding_is_an_error_naming_the_file_and_line(tmp_path):
+    (tmp_path / "latin.csv").write_bytes("name\ncafé\n".encode("latin-1"))
+    with pytest.raises(LoaderError, match=r"latin\.csv, line 2"):
+        sds.load_dataset("csv", data_files=str(tmp_path / "latin.csv"), split="train")
+    assert sds.load_dataset("csv", data_files=str(tmp_path / "latin.csv"), split="train",
+                            encoding="latin-1")["name"] == ["café"]
+
+
+@pytest.mark.xfail(strict=True, reason="a repeated or empty CSV header name fails with \"KeyError: 'Field \"a\" "
+                   "exists 2 times in schema'\" or \"feature names must be non-empty strings, got ''\", "
+                   "naming no file")
+@pytest.mark.parametrize("header", ["a,a", "a,"])
+def test_a_bad_csv_header_is_an_error_naming_the_file(tmp_path, header):
+    (tmp_path / "head.csv").write_text(f"{header}\n1,2\n")
+    with pytest.raises(LoaderError, match=r"head\.csv"):
+        sds.load_dataset("csv", data_files=str(tmp_path / "head.csv"), split="train")
+
+
+@pytest.mark.xfail(strict=True, reason="load_dataset(folder) with a.csv, b.jsonl and c.jsonl infers the json "
+                   "loader and leaves a.csv out without a word; its rows are silently dropped")
+def test_a_folder_of_mixed_files_says_which_files_it_leaves_out(tmp_path):
+    from loguru import logger
+
+    (tmp_path / "a.csv").write_text("x\n1\n")
+    (tmp_path / "b.jsonl").write_text('{"x": 2}\n')
+    (tmp_path / "c.jsonl").write_text('{"x": 3}\n')
+    messages: list[str] = []
+    handle = logger.add(lambda m: messages.append(str(m)), level="WARNING")
+    try:
+        assert sds.load_dataset(str(tmp_path), split="train")["x"] == [2, 3]
+    finally:
+        logger.remove(handle)
+    assert any("a.csv" in m for m in messages), messages

@@ -57,3 +57,30 @@ def test_script_without_builder(write_builder):
     path = write_builder("empty", "X = 1\n")
     with pytest.raises(StableDatasetsError, match="defines no DatasetBuilder subclass"):
         sds.load_builder(str(path))
+
+
+def test_a_cache_folder_given_to_load_dataset_is_not_read_as_json_data(tmp_path):
+    """Before, load_dataset(<a cache folder>) inferred the "json" loader from `_metadata.json` and
+    served that file as one row; a cache folder (a split's or its fingerprint folder) now points
+    at open_cache."""
+    ds = sds.StableDataset.from_dict({"x": [1, 2, 3]}, cache_dir=tmp_path)
+    for folder in (ds.cache_dirs[0], ds.cache_dirs[0].parent):
+        with pytest.raises(BuilderNotFoundError, match=r"is a stable-datasets cache, not a folder of data files: "
+                                                       r"open it with stable_datasets\.open_cache"):
+            sds.load_dataset(str(folder))
+    assert sds.open_cache(ds.cache_dirs[0])["x"] == [1, 2, 3]
+
+
+def test_a_bare_folder_name_in_the_working_directory_is_that_folder_when_no_builder_has_the_name(
+        tmp_path, monkeypatch):
+    """As Hugging Face reads load_dataset("data"); before: "no builder named 'data'". A builder of
+    that name still wins (the folder is only the fallback)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.csv").write_text("x\n1\n2\n")
+    assert sds.load_dataset("data", split="train", cache_dir=tmp_path / "cache")["x"] == [1, 2]
+    (tmp_path / "digits").mkdir()
+    (tmp_path / "digits" / "train.csv").write_text("x\n1\n")
+    assert sds.load_builder("digits").builder_name() == "digits"
+    with pytest.raises(BuilderNotFoundError, match="no builder named 'nothing_here'"):
+        sds.load_dataset("nothing_here", split="train")

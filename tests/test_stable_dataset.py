@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 import stable_datasets as sds
+from stable_datasets import StableDataset
 from stable_datasets.errors import StableDatasetsError
 
 LAYOUTS = {
@@ -267,6 +268,31 @@ def test_map_errors_name_the_problem(toy):
         toy.map(lambda b: {"x": [1, 2]}, batched=True, batch_size=16)
 
 
+@pytest.mark.parametrize("num_proc", [None, 2])
+def test_an_exception_from_the_users_function_names_the_row(num_proc):
+    """The user's exception keeps its type (their `except ValueError` still works) and its
+    traceback says which row, or which batch, the function was given; nothing is published."""
+    ds = StableDataset.from_dict({"x": list(range(3000))})
+
+    def explode(row):
+        if row["x"] == 1234:
+            raise ValueError("no 1234 here")
+        return {"y": row["x"]}
+
+    with pytest.raises(ValueError, match="no 1234 here") as info:
+        ds.map(explode, num_proc=num_proc)
+    assert info.value.__notes__ == [f"raised by {explode.__qualname__} in map, on row 1234"]
+    with pytest.raises(ValueError) as info:
+        ds.map(lambda b: explode({"x": 1234}) if 1234 in b["x"] else b, batched=True, batch_size=1000,
+               num_proc=num_proc)
+    assert info.value.__notes__[-1].endswith("in map, on the batch of rows 1000..1999")
+    with pytest.raises(ValueError) as info:
+        ds.filter(explode, num_proc=num_proc)
+    assert info.value.__notes__ == [f"raised by {explode.__qualname__} in filter, on row 1234"]
+    left = [p.name for p in ds.cache_dirs[0].parent.iterdir() if p.is_dir() and p.name.split("@")[0] != "train"]
+    assert left == []
+
+
 def test_pickle_carries_paths_not_data(toy):
     ds = toy.shuffle(seed=1).with_format("numpy")
     blob = pickle.dumps(ds)
@@ -400,3 +426,18 @@ def test_a_process_that_only_wrote_lance_still_forks_safely(toy_builder, cache_r
                          env={**os.environ, "STABLE_DATASETS_CACHE_DIR": str(cache_root)})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["LanceProxy", "12"]
+    # the helper is started without `-m` (which warned "found in sys.modules ..." once per worker)
+    assert "RuntimeWarning" not in out.stderr, out.stderr[-2000:]
+
+
+def test_a_relative_cache_dir_keeps_working_after_chdir(tmp_path, monkeypatch):
+    """Before: with cache_dir="rel" (or STABLE_DATASETS_CACHE_DIR=rel) an open dataset held relative
+    paths, and after os.chdir reading it raised 'corrupt Arrow shard (... Failed to open local file ...)'."""
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    ds = StableDataset.from_dict({"x": list(range(10))}, cache_dir="rel")
+    reopened = sds.open_cache(os.path.relpath(ds.cache_dirs[0]))
+    assert ds.cache_dirs[0].is_absolute() and reopened.cache_dirs[0].is_absolute()
+    monkeypatch.chdir(tmp_path)
+    assert ds[5] == {"x": 5} and reopened[7] == {"x": 7}
+    assert str(ds.cache_dirs[0]).startswith(str(tmp_path / "work" / "rel"))

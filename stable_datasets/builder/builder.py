@@ -31,7 +31,7 @@ from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, read_published
 from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, split_folder_name
 from stable_datasets.download.manager import DownloadManager
-from stable_datasets.errors import CacheError, StableDatasetsError
+from stable_datasets.errors import CacheError, StableDatasetsError, UnknownSplitError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features
 from stable_datasets.features.video import has_path_videos
@@ -335,7 +335,7 @@ class DatasetBuilder:
                 result[split] = directory
                 continue
             if split not in all_generators():
-                raise ValueError(f"builder '{self.builder_name()}' has no split {split!r}; "
+                raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {split!r}; "
                                  f"splits are {sorted(all_generators())}")
             with exclusive_lock(base / f".{split_folder_name(split)}.lock", timeout=lock_timeout, soft=soft_lock):
                 if force or not self._valid_cache(directory, fp):
@@ -351,7 +351,7 @@ class DatasetBuilder:
 
         def build(local: Path) -> None:
             if split not in generators():
-                raise ValueError(f"builder '{self.builder_name()}' has no split {split!r}; "
+                raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {split!r}; "
                                  f"splits are {sorted(generators())}")
             write_split(plan_for(split, local), BuilderSource(self, generators()[split]), runner)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,6 +58,11 @@ class BuilderConfig:
     #: How local data files enter the fingerprint: "stat" (size + mtime) or "sha256" (size + content).
     input_identity: str = "stat"
 
+    def __post_init__(self) -> None:
+        # "~/data/*.csv" names the user's files, as the shell reads it (a Python string is not expanded)
+        self.data_dir = _expand_user(self.data_dir)
+        self.data_files = _expand_user(self.data_files)
+
     def replace(self, **changes: Any) -> BuilderConfig:
         fields = {f.name: f for f in dataclasses.fields(self)}
         unknown = sorted(set(changes) - set(fields))
@@ -70,6 +76,18 @@ class BuilderConfig:
                 raise ValueError(f"{type(self).__name__}.{name} expects {wanted}, "
                                  f"got {type(value).__name__} {value!r}")
         return dataclasses.replace(self, **changes)
+
+
+def _expand_user(value: Any) -> Any:
+    """`value` with a leading `~` of each local path expanded; everything else as it was."""
+    if isinstance(value, (str, os.PathLike)):
+        text = os.fspath(value)
+        return os.path.expanduser(text) if isinstance(text, str) and text.startswith("~") else value
+    if isinstance(value, (list, tuple)):
+        return type(value)(_expand_user(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _expand_user(v) for k, v in value.items()}
+    return value
 
 
 # Annotations checked on override (others, e.g. unions or containers, are passed through).

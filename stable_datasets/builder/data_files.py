@@ -14,8 +14,9 @@ def _has_magic(text: str) -> bool:
 
 
 def glob_pattern(text: str) -> list[str] | None:
-    """The sorted matches of `text` when it is a glob pattern (has *, ? or [), else None."""
-    if not _has_magic(text):
+    """The sorted matches of `text` when it is a glob pattern (has *, ? or [), else None. A path
+    that exists is not a pattern: `scores [v1].csv` names that file, as the user typed it."""
+    if not _has_magic(text) or ("://" not in text and os.path.lexists(text)):
         return None
     folder, name = os.path.split(text)
     if _has_magic(folder) or "**" in name:

@@ -107,9 +107,14 @@ class BuildPin:
 
     def read_text(self) -> str:
         """The pinned `_metadata.json` (read through the pinned file, whatever the path shows now)."""
-        with os.fdopen(os.dup(self.fd), "r", encoding="utf-8") as fh:
+        with os.fdopen(os.dup(self.fd), "rb") as fh:
             fh.seek(0)
-            return fh.read()
+            data = fh.read()
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as exc:  # damaged bytes: the same CacheError as damaged JSON, so it is rebuilt
+            raise CacheError(f"{self.directory / METADATA_FILE}: invalid cache metadata: not UTF-8 text "
+                             f"({exc})") from None
 
     def release(self) -> None:
         if self.fd >= 0:

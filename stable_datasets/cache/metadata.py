@@ -186,7 +186,9 @@ class CacheMetadata:
             text = path.read_text(encoding="utf-8")
         except (FileNotFoundError, NotADirectoryError):
             raise CacheError(f"{directory}: not a stable-datasets cache (no {METADATA_FILE})") from None
-        except (OSError, UnicodeDecodeError) as exc:
+        except UnicodeDecodeError as exc:
+            raise CacheError(f"{path}: invalid cache metadata: not UTF-8 text ({exc})") from None
+        except OSError as exc:
             raise CacheError(f"{path}: cannot read cache metadata ({exc})") from None
         return cls.parse(text, path)
 

@@ -35,9 +35,9 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
         source = "cache_dir" if cache_dir is not None else "STABLE_DATASETS_CACHE_DIR"
         raise StableDatasetsError(f"{source}={location!r} is an object-store URL, which this operation cannot use "
                                   "(it needs a local folder)")
-    if location:
-        return Path(local_path_text(location)).expanduser()
-    return DEFAULT_CACHE_ROOT.expanduser()
+    if location:  # absolute: an open dataset keeps reading its files after os.chdir, in workers too
+        return Path(local_path_text(location)).expanduser().absolute()
+    return DEFAULT_CACHE_ROOT.expanduser().absolute()
 
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]")

@@ -86,7 +86,22 @@ def arrow_column(ds: StableDataset, name: str) -> pa.ChunkedArray:
 
 def unique(ds: StableDataset, column: str) -> list[Any]:
     """The distinct values of `column`, in order of first appearance (as Hugging Face returns them)."""
-    return pc.unique(arrow_column(ds, column)).to_pylist()
+    values = arrow_column(ds, column)
+    try:
+        return pc.unique(values).to_pylist()
+    except pa.ArrowNotImplementedError:  # lists and structs: Arrow has no kernel, compare them in Python
+        seen: dict[Any, Any] = {}
+        for value in values.to_pylist():
+            seen.setdefault(_hashable(value), value)
+        return list(seen.values())
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return ("list", tuple(_hashable(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _hashable(v)) for k, v in value.items()))
+    return value
 
 
 def sort(ds: StableDataset, column_names: str | Sequence[str], reverse: bool | Sequence[bool] = False,

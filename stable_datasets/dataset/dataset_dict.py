@@ -9,6 +9,9 @@ if TYPE_CHECKING:
 
 
 class DatasetDict(dict[str, "StableDataset"]):
+    def __missing__(self, split: str) -> StableDataset:
+        raise KeyError(f"no split {split!r}; splits are {list(self)}")
+
     def _apply(self, method: str, *args: Any, **kwargs: Any) -> DatasetDict:
         return DatasetDict({name: getattr(ds, method)(*args, **kwargs) for name, ds in self.items()})
 
@@ -65,8 +68,9 @@ class DatasetDict(dict[str, "StableDataset"]):
         for ds in self.values():
             ds.set_format(*args, **kwargs)
 
-    def reset_format(self) -> DatasetDict:
-        return self._apply("reset_format")
+    def reset_format(self) -> None:
+        for ds in self.values():
+            ds.reset_format()
 
     @property
     def num_rows(self) -> dict[str, int]:

@@ -34,10 +34,12 @@ from stable_datasets.features.columnar import (
     RowEncodingError,
     as_columns,
     encode_columns,
+    is_date_or_time,
     table_columns,
 )
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
+from stable_datasets.features.value import Value
 from stable_datasets.layouts import layout_for, layout_module
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
 
@@ -65,6 +67,8 @@ def infer_column_feature(name: str, column: Column) -> Any:
         arrow_type = column.type
     if pa.types.is_null(arrow_type):
         raise ValueError(f"column {name!r} holds only nulls, so its type cannot be inferred; pass features=")
+    if is_date_or_time(arrow_type):  # as the file loaders store them: ISO text
+        return Value("string")
     # pandas >= 3 strings arrive as large_string: stored as string (32-bit offsets per chunk), as by default
     arrow_type = {pa.large_string(): pa.string(), pa.large_binary(): pa.binary()}.get(arrow_type, arrow_type)
     try:
@@ -233,6 +237,10 @@ def columns_of_rows(rows: list[Mapping[str, Any]]) -> dict[str, Column]:
 def pandas_columns(df: Any, preserve_index: bool | None) -> dict[str, Column]:
     """A DataFrame's columns as Arrow (pyarrow's pandas conversion), object columns it cannot
     convert (PIL images, arrays) as lists."""
+    names = [str(name) for name in df.columns]
+    if len(set(names)) != len(names):
+        repeated = next(n for n in names if names.count(n) > 1)
+        raise ValueError(f"column '{repeated}' appears more than once in the DataFrame")
     try:
         table = pa.Table.from_pandas(df, preserve_index=preserve_index)
     except (pa.ArrowException, ValueError, TypeError):

@@ -28,7 +28,8 @@ def open_cache(cache_dir: str | os.PathLike, *, storage_options: dict[str, Any] 
         from stable_datasets.storage.remote_cache import open_remote_cache
 
         return open_remote_cache(str(cache_dir), storage_options, **layout_options)
-    pin, metadata = read_published(cache_dir)  # the build the cache's link points to now, pinned
+    # the build the cache's link points to now, pinned; absolute, so a later os.chdir does not lose it
+    pin, metadata = read_published(Path(cache_dir).expanduser().absolute())
     try:
         return dataset_from(pin.directory, metadata, layout_options)
     finally:

@@ -514,8 +514,9 @@ class StableDataset:
         self._plan, self._raw_final = other._plan, other._raw_final
         self._transform = other._transform
 
-    def reset_format(self) -> StableDataset:
-        return self.with_format("python")
+    def reset_format(self) -> None:
+        """In place, as Hugging Face's: python rows of every column again (and no transform)."""
+        self.set_format("python")
 
     def with_transform(self, transform: Callable[[dict[str, Any]], Any] | None, columns: Sequence[str] | None = None,
                        output_all_columns: bool = False) -> StableDataset:
@@ -672,7 +673,13 @@ class StableDataset:
 
     def to_pandas(self) -> Any:
         """A pandas DataFrame of the stored values (as `to_arrow`); needs pandas."""
-        return self.to_arrow().to_pandas()
+        table = self.to_arrow()
+        frame = table.to_pandas()
+        for field, column in zip(table.schema, table.columns):
+            # pyarrow gives float64 cells (NaN in the null row's slots) to a column with a null row: keep the dtype
+            if pa.types.is_fixed_size_list(field.type) and column.null_count:
+                frame[field.name] = _fixed_size_cells(column.combine_chunks())
+        return frame
 
     def to_polars(self) -> Any:
         """A polars DataFrame of the stored values (as `to_arrow`); needs polars."""
@@ -699,3 +706,15 @@ class StableDataset:
         from stable_datasets.dataset.ray_data import to_ray
 
         return to_ray(self, ray_address=ray_address, override_num_blocks=override_num_blocks)
+
+
+def _fixed_size_cells(array: pa.FixedSizeListArray) -> np.ndarray:
+    """An object array: one numpy row per cell (views of one buffer, in the stored dtype), None for a null."""
+    size = array.type.list_size
+    values = array.values.slice(array.offset * size, len(array) * size)
+    values = values.fill_null(0).to_numpy(zero_copy_only=False)  # null cells' slots are unread: no NaNs
+    rows = values.reshape(len(array), size)
+    cells = np.empty(len(array), dtype=object)
+    for i in np.flatnonzero(array.is_valid().to_numpy(zero_copy_only=False)):
+        cells[i] = rows[i]
+    return cells

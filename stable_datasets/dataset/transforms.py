@@ -17,7 +17,7 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.lock import exclusive_lock
-from stable_datasets.errors import StableDatasetsError
+from stable_datasets.errors import StableDatasetsError, add_note
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.progress import progress
@@ -44,10 +44,19 @@ def _batches(view, batch_size: int):
 
 
 def _call(function: Callable, args: list[Any], input_columns: Sequence[str] | None, payload: Any,
-          fn_kwargs: dict[str, Any]) -> Any:
-    if input_columns:
-        return function(*[payload[c] for c in input_columns], *args, **fn_kwargs)
-    return function(payload, *args, **fn_kwargs)
+          fn_kwargs: dict[str, Any], what: str, rows: tuple[int, int]) -> Any:
+    """`function` on one row or batch; an exception it raises keeps its type and gains a note
+    saying which row (or batch of rows) it was given, which a traceback shows."""
+    try:
+        if input_columns:
+            return function(*[payload[c] for c in input_columns], *args, **fn_kwargs)
+        return function(payload, *args, **fn_kwargs)
+    except Exception as exc:
+        first, last = rows
+        where = f"on row {first}" if first == last else f"on the batch of rows {first}..{last}"
+        add_note(exc, f"raised by {getattr(function, '__qualname__', 'the function')} in {what}, {where}")
+        raise
+
 
 
 # -- filter -------------------------------------------------------------------------------
@@ -77,14 +86,15 @@ def _filter_range(ds, function: Callable, lo: int, hi: int, batched: bool, batch
         n = len(next(iter(columns.values())))
         indices = list(range(start, start + n))
         if batched:
-            mask = np.asarray(_call(function, [indices] if with_indices else [], input_columns, columns, {}),
-                              dtype=bool)
+            mask = np.asarray(_call(function, [indices] if with_indices else [], input_columns, columns, {},
+                                    "filter", (start, start + n - 1)), dtype=bool)
             if mask.shape != (n,):
                 raise StableDatasetsError(f"filter function returned {mask.shape} values for a batch of {n}")
         else:
             names = list(columns)
             mask = np.fromiter(
-                (bool(_call(function, [i] if with_indices else [], input_columns, dict(zip(names, cells)), {}))
+                (bool(_call(function, [i] if with_indices else [], input_columns, dict(zip(names, cells)), {},
+                            "filter", (i, i)))
                  for i, cells in zip(indices, zip(*columns.values()))), dtype=bool, count=n)
         keep.append(np.flatnonzero(mask) + start)
     return np.concatenate(keep)
@@ -227,7 +237,8 @@ class MapSource(ExampleSource):
             if self.batched:
                 payload = columns if not input_columns else {c: columns[c] for c in input_columns}
                 args = [list(range(start, start + n_in))] if self.with_indices else []
-                output = _without_removed(_call(function, args, input_columns, payload, fn_kwargs), payload, remove)
+                output = _without_removed(_call(function, args, input_columns, payload, fn_kwargs, "map",
+                                                (start, start + n_in - 1)), payload, remove)
                 out_rows = _rows_from_output(output, n_in, True, f"for rows {start}..{start + n_in - 1}")
                 if len(out_rows) != n_in:
                     kept = [c for c in names if c not in remove and c not in (out_rows[0] if out_rows else {})]
@@ -240,7 +251,8 @@ class MapSource(ExampleSource):
                 out_rows = []
                 for i, row in enumerate(in_rows):
                     args = [start + i] if self.with_indices else []
-                    output = _without_removed(_call(function, args, input_columns, row, fn_kwargs), row, remove)
+                    output = _without_removed(_call(function, args, input_columns, row, fn_kwargs,
+                                                    "map", (start + i, start + i)), row, remove)
                     out_rows.extend(_rows_from_output(output, 1, False, f"for row {start + i}"))
             for r, o in zip(in_rows, out_rows):
                 # an input column keeps its place, also one removed that the function returns anew

@@ -44,9 +44,9 @@ class _ArrayND(FeatureType):
             array = value if isinstance(value, np.ndarray) else np.asarray(value)
         except (ValueError, TypeError) as exc:
             raise EncodingError(field, f"cannot read {describe(value)} as an array: {exc}") from None
-        if array.shape != self.shape:
+        if array.shape != self.shape and array.shape != (self._size,):  # (size,): the stored form to_dict gives
             raise EncodingError(field, f"expected shape {self.shape}, got {array.shape}")
-        if array.dtype != self._np_dtype and not np.can_cast(array.dtype, self._np_dtype, "same_kind"):
+        if array.dtype != self._np_dtype and not _castable(array.dtype, self._np_dtype):
             raise EncodingError(field, f"expected dtype {self.dtype}, got {array.dtype} (not castable safely)")
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported below, naming the element
             cast = np.ascontiguousarray(array, dtype=self._np_dtype)
@@ -72,6 +72,14 @@ class _ArrayND(FeatureType):
             stacked = view.reshape((len(array), *self.shape))
             return stacked if numpy else list(stacked)
         return super().decode_array(array, numpy=numpy, decode=decode)
+
+
+def _castable(source: np.dtype, target: np.dtype) -> bool:
+    """Casts within a kind, and between signed and unsigned integers: Python ints arrive as int64,
+    and `check_numeric_cast` then refuses any element whose value does not fit."""
+    if source.kind in "iub" and target.kind in "iu":
+        return True
+    return np.can_cast(source, target, "same_kind")
 
 
 class Array2D(_ArrayND):

@@ -21,7 +21,7 @@ from stable_datasets.features.array import _ArrayND
 from stable_datasets.features.base import FeatureType
 from stable_datasets.features.casting import CastLocation, cast_column, overflows_to_inf, value_kind
 from stable_datasets.features.features import Features, column_to_arrow
-from stable_datasets.features.value import ClassLabel
+from stable_datasets.features.value import ClassLabel, Value
 
 #: a column as the encoder takes it: Arrow, or Python objects Arrow cannot hold (PIL images, ...)
 Column = pa.ChunkedArray | list[Any]
@@ -79,6 +79,8 @@ def encode_column(feature: FeatureType, column: pa.ChunkedArray | pa.Array | lis
     if isinstance(column, pa.ChunkedArray):
         if isinstance(column.type, pa.ExtensionType):  # e.g. Hugging Face's Array2D: read its storage
             column = pa.chunked_array([c.storage for c in column.chunks], type=column.type.storage_type)
+        if is_date_or_time(column.type) and isinstance(feature, Value) and feature.dtype in ("string", "large_string"):
+            column = column.cast(feature.arrow_type())  # ISO text, as the file loaders store dates and times
         if isinstance(feature, _ArrayND) and column.type != feature.arrow_type():
             fixed = _fixed_from_nested(feature, column)
             if fixed is not None:
@@ -124,6 +126,11 @@ def _fixed_from_nested(feature: _ArrayND, column: pa.ChunkedArray) -> pa.Chunked
             return None
         chunks.append(pa.FixedSizeListArray.from_arrays(flat, target.list_size))
     return pa.chunked_array(chunks, type=target)
+
+
+def is_date_or_time(arrow_type: pa.DataType) -> bool:
+    """Dates, times and timestamps: no feature of their own, stored as their ISO text."""
+    return pa.types.is_timestamp(arrow_type) or pa.types.is_date(arrow_type) or pa.types.is_time(arrow_type)
 
 
 def as_columns(data: Mapping[str, Any]) -> dict[str, Column]:

@@ -31,7 +31,22 @@ def _datasets() -> Any:
 def from_hf_features(hf_features: Any) -> Features:
     """Our `Features` for a `datasets.Features` (or its `to_dict()` / a dataset_info.json "features")."""
     data = hf_features.to_dict() if hasattr(hf_features, "to_dict") else hf_features
-    return Features.from_dict(data)
+    return Features.from_dict(_dates_as_text(data))
+
+
+_DATE_OR_TIME_DTYPES = ("timestamp[", "date32", "date64", "time32", "time64")
+
+
+def _dates_as_text(data: Any) -> Any:
+    """Hugging Face's timestamp/date/time Values as Value("string"): stored as ISO text, as our file
+    loaders store them (we have no temporal feature)."""
+    if isinstance(data, list):
+        return [_dates_as_text(item) for item in data]
+    if not isinstance(data, dict):
+        return data
+    if data.get("_type") == "Value" and str(data.get("dtype", "")).startswith(_DATE_OR_TIME_DTYPES):
+        return {**data, "dtype": "string"}
+    return {key: _dates_as_text(value) for key, value in data.items()}
 
 
 def to_hf_features(features: Features) -> Any:

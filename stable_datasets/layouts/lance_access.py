@@ -147,6 +147,9 @@ def _table_bytes(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
+_HELPER_MAIN = "import sys; from stable_datasets.layouts.lance_access import _serve; _serve(sys.argv[1])"
+
+
 class LanceProxy:
     """The subset of `lance.LanceDataset` our backends use, served by a helper process."""
 
@@ -154,7 +157,8 @@ class LanceProxy:
         self.uri = uri
         self._lock = threading.Lock()
         env = {**os.environ, _OPTIONS_ENV: json.dumps(storage_options or {})}  # not argv: they may hold secrets
-        self._process = subprocess.Popen([sys.executable, "-m", "stable_datasets.layouts.lance_access", uri],
+        # `-c` rather than `-m`: the package imports this module first, and runpy then warns in every worker
+        self._process = subprocess.Popen([sys.executable, "-c", _HELPER_MAIN, uri],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
         self.schema = self._call({"op": "schema"}).schema
 

@@ -21,7 +21,7 @@ import pyarrow as pa
 from stable_datasets.cache.journal import JOURNAL_FILE, ShardJournal
 from stable_datasets.cache.media import media_store
 from stable_datasets.cache.metadata import ShardInfo
-from stable_datasets.errors import EncodingError, ExampleError, StableDatasetsError
+from stable_datasets.errors import EncodingError, ExampleError, StableDatasetsError, add_note
 from stable_datasets.features.encoder import BatchEncoder
 from stable_datasets.features.features import Features
 from stable_datasets.progress import progress
@@ -108,7 +108,23 @@ def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, seen: di
                       desc: str) -> Iterator[tuple[Any, Any]]:
     """Examples with their keys checked: pairs, hashable, unique within the part."""
     name, split = plan.builder_name, plan.split
-    for item in progress(source.examples(job), desc=desc, unit=" examples"):
+    items = iter(progress(source.examples(job), desc=desc, unit=" examples"))
+    key: Any = None
+    count = 0
+    while True:
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        except Exception as exc:
+            located = any(str(n).startswith("raised by ") for n in getattr(exc, "__notes__", ()))
+            if not isinstance(exc, StableDatasetsError) and not located:  # user code: say where it stopped
+                last = f"example key {key!r}" if source.keyed else f"example {count - 1}"
+                after = "before its first example" if not count else f"after {last}"
+                who = f"builder '{name}'" if source.keyed else source.describe()
+                add_note(exc, f"raised by {who} generating split '{split}', {after}")
+            raise
+        count += 1
         if not source.keyed:
             yield item
             continue

@@ -131,6 +131,11 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             raise CacheError(f"no space left on device while building {plan.builder_name} '{plan.split}' in "
                              f"{staging}; nothing was published. Free space (or point STABLE_DATASETS_CACHE_DIR "
                              "elsewhere) and run again: finished parts and journaled shards will be reused") from exc
+        if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+            raise CacheError(f"a file grew past the largest size allowed (the process's file size limit, ulimit -f, "
+                             f"or the filesystem's) while building {plan.builder_name} '{plan.split}' in {staging}; "
+                             "nothing was published. Raise the limit, or lower layout_options max_shard_size, and run "
+                             "again: finished parts and journaled shards will be reused") from exc
         raise
     logger.info("published {} rows of {} '{}' to {}", metadata.num_rows, plan.builder_name, plan.split, plan.target)
     return metadata

@@ -202,3 +202,20 @@ def test_truncated_or_foreign_bytes_are_refused(fmt):
         sds.Image().encode(good[: len(good) // 2], "c")
     with pytest.raises(EncodingError, match="undecodable image"):
         sds.Image().encode(b"%PDF-1.4 not an image", "c")
+
+
+def test_unsigned_arrays_take_python_ints_and_int64_arrays_that_fit():
+    """Python ints become int64 in numpy; an Array2D("uint8") from nested lists (a mask, a tiny
+    image) or from np.array(...) of int64 is stored when every value fits, and an element that
+    does not fit is named."""
+    feature = sds.Array2D((2, 2), "uint8")
+    stored = feature.encode([[0, 1], [254, 255]], "mask")
+    assert stored.dtype == np.uint8 and stored.tolist() == [0, 1, 254, 255]
+    assert feature.encode(np.array([[1, 2], [3, 4]]), "mask").tolist() == [1, 2, 3, 4]
+    with pytest.raises(EncodingError, match=r"value -1 does not fit uint8") as info:
+        feature.encode([[0, 1], [-1, 3]], "mask")
+    assert info.value.field == "mask[1][0]"
+    with pytest.raises(EncodingError, match=r"value 256 does not fit uint8"):
+        feature.encode([[0, 1], [2, 256]], "mask")
+    with pytest.raises(EncodingError, match="expected dtype uint8, got float64"):
+        feature.encode([[0.5, 1], [2, 3]], "mask")
