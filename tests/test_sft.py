@@ -680,8 +680,6 @@ def test_sft_builder_pads_sequences_for_context_parallelism():
 
 
 # -- found by hostile6, the fix belongs to stable_datasets/sft/ (owned by another helper) ---------
-@pytest.mark.xfail(strict=True, reason="an empty chat file is reported as 'no sequence fits the pack size; "
-                   "nothing to pack', which sends the user to pack_size instead of the empty file")
 def test_an_empty_chat_file_is_an_error_naming_it(tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     with pytest.raises(ValueError) as info:

@@ -87,6 +87,9 @@ class ChatSFTBuilder(GeneratorBasedBuilder):
         paths = [str(workdir / f"tokens-{i:05d}.arrow") for i in range(len(jobs))]
         run(self._tokenize, list(zip(jobs, paths)), desc=f"tokenize '{split}' job")
         sequences = TokenSequences(paths)
+        if not len(sequences):
+            raise ValueError(f"{self.name}: split {split!r} has no conversations to pack"
+                             f"{_inputs_named(generator.gen_kwargs)}")
         plan = plan_packs(sequences.token_counts(), packing.pack_size, packing.algorithm, packing.seed,
                           packing.overlong, pad_seq_to_mult=packing.pad_seq_to_mult)
         meta = {**plan.metadata, "skipped_sequences": plan.skipped, "truncated_sequences": plan.truncated,
@@ -112,3 +115,12 @@ class ChatSFTBuilder(GeneratorBasedBuilder):
         for number, members in enumerate(gen_kwargs["bins"], start=gen_kwargs["first_pack"]):
             yield f"pack-{number:08d}", pack_row([sequences[i] for i in members], gen_kwargs["limit"],
                                                  **gen_kwargs["row_options"])
+
+
+def _inputs_named(gen_kwargs: dict[str, Any]) -> str:
+    """The input files of a split generator, for an error that sends the user to them."""
+    files = gen_kwargs.get("files") or gen_kwargs.get("data_files") or []
+    if isinstance(files, str | Path):
+        files = [files]
+    names = [str(f) for f in files]
+    return f" (input files: {', '.join(names)})" if names else ""
