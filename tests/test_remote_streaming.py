@@ -12,6 +12,7 @@ import stable_datasets as sds
 from stable_datasets.errors import CacheError
 from stable_datasets.storage.remote_stream import RemoteShardSource
 from stable_datasets.streaming import StreamingDataset
+from tests.resume import ids, stop_and_resume
 
 pytest.importorskip("boto3")
 torch = pytest.importorskip("torch")
@@ -82,19 +83,9 @@ def test_a_remote_stream_shuffles_and_resumes_through_workers(s3_env, monkeypatc
         return sds.load_dataset(Wide, split="train", streaming=True, layout_options={"max_shard_size": 1_000_000}
                                 ).shuffle(seed=2, window_blocks=2)
 
-    full = [int(i) for b in StreamingDataLoader(stream(), batch_size=100, num_workers=2) for i in b["idx"]]
+    full = ids(StreamingDataLoader(stream(), batch_size=100, num_workers=2))
     assert sorted(full) == list(range(ROWS)) and full != list(range(ROWS))
-    first = stream()
-    loader = StreamingDataLoader(first, batch_size=100, num_workers=2)
-    head = []
-    for step, batch in enumerate(loader):
-        head.extend(int(i) for i in batch["idx"])
-        if step == 6:
-            state = loader.state_dict()
-            break
-    second = stream()
-    second.load_state_dict(state)
-    rest = [int(i) for b in StreamingDataLoader(second, batch_size=100, num_workers=2) for i in b["idx"]]
+    head, rest, _ = stop_and_resume(stream, stop_after=7, batch_size=100)
     assert head + rest == full
 
 
@@ -208,15 +199,7 @@ def test_a_shuffled_remote_stream_with_shard_windows_stays_within_the_cache_limi
     def workers_stream():
         return stream("workers", window_shards=2)
 
-    full = [int(i) for b in StreamingDataLoader(workers_stream(), batch_size=100, num_workers=2) for i in b["idx"]]
+    full = ids(StreamingDataLoader(workers_stream(), batch_size=100, num_workers=2))
     assert sorted(full) == list(range(ROWS))
-    loader = StreamingDataLoader(workers_stream(), batch_size=100, num_workers=2)
-    head = []
-    for step, batch in enumerate(loader):
-        head.extend(int(i) for i in batch["idx"])
-        if step == 6:
-            state = loader.state_dict()
-            break
-    second = workers_stream()
-    second.load_state_dict(state)
-    assert head + [int(i) for b in StreamingDataLoader(second, batch_size=100, num_workers=2) for i in b["idx"]] == full
+    head, rest, _ = stop_and_resume(workers_stream, stop_after=7, batch_size=100)
+    assert head + rest == full

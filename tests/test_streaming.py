@@ -14,6 +14,7 @@ import stable_datasets as sds
 from stable_datasets.streaming import BlockOrder, BlockShuffleSampler, StreamingDataset
 from stable_datasets.streaming.order import dealt_order, rank_share, worker_share
 from stable_datasets.streaming.reader import BlockReader
+from tests.resume import ids, stop_and_resume
 
 torch = pytest.importorskip("torch")
 from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
@@ -43,10 +44,6 @@ def caches(tmp_path_factory):
     root = tmp_path_factory.mktemp("streaming-caches")
     return {fmt: sds.load_dataset(Rows, split="train", storage_format=fmt, cache_dir=root,
                                   layout_options=LAYOUT_OPTIONS[fmt]) for fmt in LAYOUT_OPTIONS}
-
-
-def ids(batches) -> list[int]:
-    return [int(v) for batch in batches for v in batch["idx"]]
 
 
 # -- blocks --------------------------------------------------------------------------------------
@@ -195,15 +192,8 @@ def test_resume_is_exact_on_other_layouts_with_workers(caches, fmt):
         return caches[fmt].to_iterable(rank=1, world_size=2).shuffle(seed=9, window_blocks=2)
 
     full = ids(StreamingDataLoader(stream(), batch_size=50, num_workers=2))
-    first = stream()
-    loader = StreamingDataLoader(first, batch_size=50, num_workers=2)
-    iterator = iter(loader)
-    head = ids([next(iterator) for _ in range(3)])
-    saved = loader.state_dict()
-    del iterator
-    second = stream()
-    second.load_state_dict(saved)
-    assert head + ids(StreamingDataLoader(second, batch_size=50, num_workers=2)) == full
+    head, rest, _ = stop_and_resume(stream, stop_after=3, batch_size=50)
+    assert head + rest == full
 
 
 def test_resume_in_process_counts_each_row(caches):
@@ -417,15 +407,8 @@ def test_lance_v2_workers_read_the_parents_maps_and_resume_exactly(caches, world
         assert all(all(b["no_lance_call"]) for b in batches)
         full = ids(batches)
         assert full == stream().rank_order(deal=(2, 40)).tolist()
-        first = stream()
-        loader = StreamingDataLoader(first, batch_size=40, num_workers=2)
-        iterator = iter(loader)
-        head = ids([next(iterator) for _ in range(4)])
-        saved = loader.state_dict()
-        del iterator
-        second = stream()
-        second.load_state_dict(saved)
-        assert head + ids(StreamingDataLoader(second, batch_size=40, num_workers=2)) == full
+        head, rest, _ = stop_and_resume(stream, stop_after=4, batch_size=40)
+        assert head + rest == full
     every = [i for rank in range(world_size)
              for i in lance.to_iterable(rank=rank, world_size=world_size).shuffle(seed=4).rank_order().tolist()]
     assert sorted(every) == list(range(ROWS))
@@ -464,14 +447,8 @@ def test_a_stream_with_shard_windows_resumes_exactly_through_workers(caches):
         return lance.to_iterable(rank=1, world_size=2).shuffle(seed=3, window_blocks=2, window_shards=1)
 
     full = ids(StreamingDataLoader(stream(), batch_size=50, num_workers=2))
-    loader = StreamingDataLoader(stream(), batch_size=50, num_workers=2)
-    iterator = iter(loader)
-    head = ids([next(iterator) for _ in range(3)])
-    saved = loader.state_dict()
-    del iterator
-    second = stream()
-    second.load_state_dict(saved)
-    assert head + ids(StreamingDataLoader(second, batch_size=50, num_workers=2)) == full
+    head, rest, saved = stop_and_resume(stream, stop_after=3, batch_size=50)
+    assert head + rest == full
     other = lance.to_iterable(rank=1, world_size=2).shuffle(seed=3, window_blocks=2)
     with pytest.raises(ValueError, match="cannot resume"):
         other.load_state_dict(saved)  # another order: refused
