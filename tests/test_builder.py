@@ -188,6 +188,15 @@ def test_unknown_split_and_bad_modes(toy_builder):
         sds.load_dataset(str(toy_builder), split="train[x]")
 
 
+def test_a_typo_in_a_split_sum_fails_before_any_split_is_built(toy_builder, tmp_path):
+    with pytest.raises(ValueError, match=r"has no split 'tset'; splits are \['test', 'train'\]"):
+        sds.load_dataset(str(toy_builder), split="train+tset", cache_dir=tmp_path)
+    assert not list(tmp_path.rglob("_metadata.json"))  # 'train' was not built first
+    assert len(sds.load_dataset(str(toy_builder), split="train+test", cache_dir=tmp_path)) > 0
+    with pytest.raises(ValueError, match="has no split 'tset'"):  # cached splits do not hide the typo
+        sds.load_dataset(str(toy_builder), split="train+tset", cache_dir=tmp_path)
+
+
 def test_failed_build_leaves_no_hashing_threads(write_builder):
     import threading
 

@@ -322,6 +322,14 @@ class DatasetBuilder:
             wanted = self.split_names(storage_format, options, dl_manager)
         else:
             wanted = [splits] if isinstance(splits, str) else list(splits)
+        cached: dict[str, bool] = {}
+        if self.remote is None and splits is not None and len(wanted) > 1:
+            # A typo in 'train+tset' fails before 'train' is built.
+            cached = {s: not force and self._valid_cache(base / split_folder_name(s), fp) for s in wanted}
+            unknown = [s for s in wanted if not cached[s] and s not in all_generators()]
+            if unknown:
+                raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {unknown[0]!r}; "
+                                        f"splits are {sorted(all_generators())}")
         result: dict[str, Path | str] = {}
         for split in wanted:
             directory = base / split_folder_name(split)
@@ -331,7 +339,7 @@ class DatasetBuilder:
                 result[split] = self._prepare_remote(split, directory, fp, force, lock_timeout, all_generators,
                                                      plan_for, runner)
                 continue
-            if not force and self._valid_cache(directory, fp):
+            if cached[split] if split in cached else not force and self._valid_cache(directory, fp):
                 result[split] = directory
                 continue
             if split not in all_generators():
