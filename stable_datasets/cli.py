@@ -104,7 +104,7 @@ def _one_line(exc: BaseException) -> str:
         text += (" " if text.endswith(":") else "; ") + line
     from stable_datasets.errors import StableDatasetsError
 
-    return text if isinstance(exc, StableDatasetsError) else f"{type(exc).__name__}: {text}"
+    return text if isinstance(exc, StableDatasetsError | UsageError) else f"{type(exc).__name__}: {text}"
 
 
 def _builder_for(target: str, config: str | None, sets: Sequence[tuple[str, Any]], cache_dir: str | None) -> Any:

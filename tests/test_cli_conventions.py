@@ -90,6 +90,7 @@ def test_verify_and_info_take_what_build_takes(capsys, tmp_path):
     (["build", "no_such_builder"], "no builder named 'no_such_builder'"),
     (["ls", "--bogus"], "unrecognized arguments: --bogus"),
     (["build", "{toy}", "--split", "nope"], "builder 'toy' has no split 'nope'; splits are ['test', 'train']"),
+    (["build", "{toy}", "--split", "train+nope"], "error: builder 'toy' has no split 'nope'"),
     (["build", "{toy}", "--split", "train[:x]"], "cannot parse split 'train[:x]'"),
 ])
 def test_bad_values_are_usage_errors_and_build_nothing(capsys, toy_builder, cache_root, argv, message):
@@ -100,7 +101,7 @@ def test_bad_values_are_usage_errors_and_build_nothing(capsys, toy_builder, cach
         code = exit_.code
     _, err = capsys.readouterr()
     assert code == 2, err
-    assert message in err and "Traceback" not in err
+    assert message in err and "Traceback" not in err and "UsageError" not in err
     assert not list(cache_root.rglob("_metadata.json"))
 
 
