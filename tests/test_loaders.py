@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -426,12 +427,12 @@ def test_one_large_csv_is_divided_by_line_ranges_outside_quotes(tmp_path):
     assert one["id"] == list(range(20_000)) and three[:] == one[:]
 
     quoted = tmp_path / "quoted.csv"
-    quoted.write_text("id,text\n" + "".join(f'{i},"line {i}\nnext"\n' for i in range(5000)))
+    quoted.write_text("id,text\n" + "".join(f'{i},"line {i}\nnext line of {i}"\n' for i in range(5000)))
     data = quoted.read_bytes()
     pieces = builder.piece_ranges(str(quoted), 7)
-    assert [p[1] for p in pieces][0] == 0 and pieces[-1][2] == len(data)
-    assert all(a[2] == b[1] for a, b in zip(pieces, pieces[1:]))  # contiguous, nothing lost
+    assert pieces[0][1] == 0 and pieces[-1][2] == len(data) and len(pieces) > 1
+    assert all(a[2] == b[1] for a, b in itertools.pairwise(pieces))  # contiguous, nothing lost
     for _, lo, hi in pieces:  # every cut ends a record: an even number of quotes before it
-        assert data[:hi].count(b'"') % 2 == 0 and data[lo:hi].endswith(b'next"\n')
+        assert data[:hi].count(b'"') % 2 == 0 and data[lo:hi].endswith(b'"\n')
     two = sds.load_dataset("csv", data_files=str(quoted), split="train", num_proc=2)
-    assert two["text"][4999] == "line 4999\nnext" and len(two) == 5000
+    assert two["text"][4999] == "line 4999\nnext line of 4999" and len(two) == 5000

@@ -169,13 +169,15 @@ class CacheMetadata:
         kwargs["extra_files"] = [ShardInfo.from_dict(s) for s in data.get("extra_files", [])]
         return cls(**kwargs)
 
-    def write(self, directory: Path) -> Path:
+    def write(self, directory: Path, sync: bool = True) -> Path:
+        """`sync=False` for a staging directory that `publish` fsyncs file by file anyway."""
         path = directory / METADATA_FILE
         with open(path, "w", encoding="utf-8") as fh:
             # keys in the order they were given: features keep their declared column order
             json.dump(self.to_dict(), fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
         return path
 
     @classmethod

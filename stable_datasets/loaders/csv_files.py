@@ -10,7 +10,6 @@ A row with another number of fields than the header is an error naming the file 
 from __future__ import annotations
 
 import csv
-import itertools
 import os
 import re
 from collections.abc import Iterator
