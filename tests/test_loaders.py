@@ -416,7 +416,7 @@ def test_csv_files_divided_among_processes_keep_their_order(tmp_path):
 
 
 def test_one_large_csv_is_divided_by_line_ranges_outside_quotes(tmp_path):
-    from stable_datasets.loaders.csv_files import CsvLoader
+    from stable_datasets.loaders.csv_files import CsvLoader, _cuts_outside_quotes
 
     plain = tmp_path / "plain.csv"
     plain.write_text("# skipped\nid,name\n" + "".join(f'{i},"n {i}"\n' for i in range(20_000)))
@@ -434,5 +434,7 @@ def test_one_large_csv_is_divided_by_line_ranges_outside_quotes(tmp_path):
     assert all(a[2] == b[1] for a, b in itertools.pairwise(pieces))  # contiguous, nothing lost
     for _, lo, hi in pieces:  # every cut ends a record: an even number of quotes before it
         assert data[:hi].count(b'"') % 2 == 0 and data[lo:hi].endswith(b'"\n')
+    cuts = builder._line_cuts(str(quoted), 7)
+    assert _cuts_outside_quotes(str(quoted), cuts, '"', chunk_bytes=7) == [0] + [p[2] for p in pieces]  # 7-byte chunks
     two = sds.load_dataset("csv", data_files=str(quoted), split="train", num_proc=2)
     assert two["text"][4999] == "line 4999\nnext line of 4999" and len(two) == 5000

@@ -10,6 +10,7 @@ A row with another number of fields than the header is an error naming the file 
 from __future__ import annotations
 
 import csv
+import itertools
 import os
 import re
 from collections.abc import Iterator
@@ -202,11 +203,8 @@ class CsvLoader(FileLoader):
         a file that cannot be cut (escape character, another encoding) stays whole."""
         if not self._cuttable():
             return [[path, None, None]]
-        pieces, cuts = [], self._line_cuts(path, parts)
-        with open(path, "rb") as fh:
-            for lo, data in _whole_record_ranges(fh, cuts, self.config.quotechar):
-                pieces.append([path, lo, lo + len(data)])
-        return pieces
+        cuts = _cuts_outside_quotes(path, self._line_cuts(path, parts), self.config.quotechar)
+        return [[path, lo, hi] for lo, hi in itertools.pairwise(cuts)]
 
     def _line_of_value(self, path: str, column: int, value: str) -> int | None:
         try:
@@ -256,6 +254,22 @@ def _whole_record_ranges(fh: Any, cuts: list[int], quotechar: str | None) -> Ite
             data += os.pread(fh.fileno(), following - lo - len(data), lo + len(data))
         yield lo, data
         lo += len(data)
+
+
+def _cuts_outside_quotes(path: str, cuts: list[int], quotechar: str | None,
+                         chunk_bytes: int = 64 << 20) -> list[int]:
+    """The `cuts` (line ends, the first and last kept) with an even number of quote characters
+    before them, counted a chunk at a time: where a record ends."""
+    if not quotechar:
+        return cuts
+    quote, kept, parity = quotechar.encode(), [cuts[0]], 0
+    with open(path, "rb") as fh:
+        for lo, hi in itertools.pairwise(cuts):
+            for offset in range(lo, hi, chunk_bytes):
+                parity ^= os.pread(fh.fileno(), min(chunk_bytes, hi - offset), offset).count(quote) & 1
+            if not parity or hi == cuts[-1]:
+                kept.append(hi)
+    return kept
 
 
 def _csv_records(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,
