@@ -223,3 +223,17 @@ def test_a_pyarrow_block_cut_inside_quotes_is_parsed_again_following_quotes(tmp_
     ds = sds.load_dataset("csv", data_files=str(path), split="train", cache_dir=str(tmp_path / "c"))
     assert parsed == [True]  # the fast parse failed; nothing it read was kept
     assert ds["n"] == list(range(40_000)) and ds["text"] == [t for _, t in rows]
+
+
+def test_written_metadata_is_the_metadata_as_a_dict_in_declared_column_order(tmp_path):
+    import json
+
+    from stable_datasets.cache.metadata import CacheMetadata
+
+    path = tmp_path / "m.csv"
+    path.write_text("z,a,m\n1,x,2.5\n")
+    sds.load_dataset("csv", data_files=str(path), split="train", cache_dir=str(tmp_path / "c"))
+    (written,) = (tmp_path / "c").rglob("_metadata.json")
+    data = json.loads(written.read_text())
+    assert data == CacheMetadata.read(written.parent).to_dict()
+    assert list(data["features"]) == ["z", "a", "m"] and data["shards"][0]["num_rows"] == 1
