@@ -237,3 +237,20 @@ def test_written_metadata_is_the_metadata_as_a_dict_in_declared_column_order(tmp
     data = json.loads(written.read_text())
     assert data == CacheMetadata.read(written.parent).to_dict()
     assert list(data["features"]) == ["z", "a", "m"] and data["shards"][0]["num_rows"] == 1
+
+
+def test_a_quote_that_never_closes_streams_the_rest_of_the_csv(tmp_path, monkeypatch):
+    from stable_datasets.loaders import csv_files
+
+    monkeypatch.setattr(csv_files, "RANGE_BYTES", 64)
+    monkeypatch.setattr(csv_files, "WHOLE_FILE_BYTES", 256)  # a range may not grow past this
+    path = tmp_path / "stray.csv"  # a quote inside an unquoted field: every count after it is odd
+    lines = [f"{i},w{i}" for i in range(200)]
+    lines[3] = '3,5ft10"'
+    path.write_text("n,word\n" + "\n".join(lines) + "\n")
+    with open(path, "rb") as fh:
+        ranges = list(csv_files._whole_record_ranges(fh, [0, 40, 80, 120, 400, 800, path.stat().st_size],
+                                                     '"', 256))
+    assert ranges[-1][1] is None and all(d is not None for _, d in ranges[:-1])
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", cache_dir=str(tmp_path / "c"))
+    assert ds["n"] == list(range(200)) and ds["word"][3] == '5ft10"' and ds["word"][199] == "w199"

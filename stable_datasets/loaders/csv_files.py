@@ -149,12 +149,24 @@ class CsvLoader(FileLoader):
         names: list[str] | None = None  # the header's, for the ranges after the first
         careful = False
         with open(path, "rb") as fh:
-            for lo, data in _whole_record_ranges(fh, cuts, self.config.quotechar):
+            for lo, data in _whole_record_ranges(fh, cuts, self.config.quotechar, WHOLE_FILE_BYTES):
                 read = self._read_options() if lo == cuts[0] else pacsv.ReadOptions(
                     use_threads=True, column_names=names, encoding="utf8")
+                if data is None:
+                    yield from self._stream(path, lo, read, convert)
+                    return
                 table, careful = self._parse(data, read, convert, careful)
                 names = names or table.column_names
                 yield table
+
+    def _stream(self, path: str, start: int, read: pacsv.ReadOptions,
+                convert: pacsv.ConvertOptions) -> Iterator[pa.Table]:
+        """The file from byte `start` on, streamed in BLOCK_BYTES blocks whose cuts follow quotes."""
+        source = pa.memory_map(path)
+        source.seek(start)
+        read.block_size = BLOCK_BYTES
+        reader = pacsv.open_csv(pa.BufferReader(source.read_buffer()), read, self._parse_options(True), convert)
+        yield from (pa.Table.from_batches([batch]) for batch in reader)
 
     def _parse(self, data: bytes | pa.Buffer, read: pacsv.ReadOptions, convert: pacsv.ConvertOptions,
                careful: bool = False) -> tuple[pa.Table, bool]:
@@ -238,22 +250,30 @@ class CsvLoader(FileLoader):
         return LoaderError(f"{path}: {message}")
 
 
-def _whole_record_ranges(fh: Any, cuts: list[int], quotechar: str | None) -> Iterator[tuple[int, bytes]]:
+def _whole_record_ranges(fh: Any, cuts: list[int], quotechar: str | None,
+                        most_bytes: int = WHOLE_FILE_BYTES) -> Iterator[tuple[int, bytes | None]]:
     """(start, bytes) of the ranges between consecutive `cuts` of the open file, a range joined to
     the next while it holds an odd number of quote characters (its end cut a quoted field in two).
     Each range starts at an even count, so its own count says where it ends (`bytes.count` runs at
-    memory speed; a numpy pass over the whole file took ~50 ms of CPU per 35 MB)."""
+    memory speed; a numpy pass over the whole file took ~50 ms of CPU per 35 MB). A range that
+    would pass `most_bytes` ends the ranges with (start, None): the rest of the file, to stream."""
     quote = quotechar.encode() if quotechar else b""
     lo = cuts[0]
     for hi in cuts[1:]:
         if hi <= lo:
             continue
-        data = os.pread(fh.fileno(), hi - lo, lo)
-        while quote and data.count(quote) % 2 and lo + len(data) < cuts[-1]:
-            following = next(c for c in cuts if c > lo + len(data))
-            data += os.pread(fh.fileno(), following - lo - len(data), lo + len(data))
-        yield lo, data
-        lo += len(data)
+        parts = [os.pread(fh.fileno(), hi - lo, lo)]
+        end, odd = hi, bool(quote) and parts[0].count(quote) % 2 == 1
+        while odd and end < cuts[-1]:
+            if end - lo > most_bytes:  # a quote that never closes (or a stray one): stream the rest
+                yield lo, None
+                return
+            following = next(c for c in cuts if c > end)
+            parts.append(os.pread(fh.fileno(), following - end, end))
+            odd ^= parts[-1].count(quote) % 2 == 1
+            end = following
+        yield lo, parts[0] if len(parts) == 1 else b"".join(parts)
+        lo = end
 
 
 def _cuts_outside_quotes(path: str, cuts: list[int], quotechar: str | None,
