@@ -168,3 +168,89 @@ def test_one_cast_two_wordings_of_the_same_bad_class_name(tmp_path):
     with pytest.raises(ExampleError, match=r"example key 2, field 'label': unknown class name 'cow'; "
                                            r"names are \['cat', 'dog'\]"):
         sds.StableDataset.from_dict({"label": ["cat", "dog", "cow"]}, features=features, cache_dir=str(tmp_path / "m"))
+
+
+def test_a_csv_whose_type_changes_after_the_first_range_names_file_line_and_column(tmp_path, monkeypatch):
+    from stable_datasets.loaders import csv_files
+    from stable_datasets.loaders.columns import LoaderError
+
+    monkeypatch.setattr(csv_files, "RANGE_BYTES", 64)
+    monkeypatch.setattr(csv_files, "SAMPLE_BYTES", 64)  # features inferred from the first lines: n is int64
+    path = tmp_path / "late.csv"
+    path.write_text("n,word\n" + "".join(f"{i},w{i}\n" for i in range(150)) + "1.5,late\n" + "7,w\n")
+    with pytest.raises(LoaderError, match=r"late\.csv, line 152: column 'n': value '1\.5' cannot be stored as "
+                                          r"int64; pass features="):
+        sds.load_dataset("csv", data_files=str(path), split="train", cache_dir=str(tmp_path / "c1"))
+    assert not list((tmp_path / "c1").rglob("_metadata.json"))
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", cache_dir=str(tmp_path / "c2"),
+                          features={"n": sds.Value("float64"), "word": sds.Value("string")})
+    assert ds["n"][150:] == [1.5, 7.0] and ds["word"][151] == "w"
+
+
+def test_a_range_cut_inside_quotes_is_joined_to_the_next_range(tmp_path, monkeypatch):
+    from stable_datasets.loaders import csv_files
+
+    monkeypatch.setattr(csv_files, "RANGE_BYTES", 40)  # a cut every few lines, many inside a quoted field
+    path = tmp_path / "q.csv"
+    rows = [(i, f"a{i}\nb,{i}\n\nc") for i in range(60)]
+    path.write_text("n,text\n" + "".join(f'{i},"{t}"\n' for i, t in rows))
+    data = path.read_bytes()
+    builder = sds.load_builder("csv", data_files=str(path))
+    cuts = builder._line_cuts(str(path), 20)
+    assert any(data[:c].count(b'"') % 2 for c in cuts)  # some cuts do fall inside quotes
+    with open(path, "rb") as fh:
+        ranges = list(csv_files._whole_record_ranges(fh, cuts, '"'))
+    assert b"".join(d for _, d in ranges) == data and all(d.count(b'"') % 2 == 0 for _, d in ranges)
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", cache_dir=str(tmp_path / "c"))
+    assert ds.to_dict() == {"n": [i for i, _ in rows], "text": [t for _, t in rows]}
+
+
+def test_a_pyarrow_block_cut_inside_quotes_is_parsed_again_following_quotes(tmp_path, monkeypatch):
+    from stable_datasets.loaders import csv_files
+
+    path = tmp_path / "blocks.csv"  # > 1 MiB: pyarrow cuts it into blocks at line breaks, some inside quotes
+    rows = [(i, "x" * (i % 50) + "\n" + "y" * (i % 7)) for i in range(40_000)]
+    path.write_text("n,text\n" + "".join(f'{i},"{t}"\n' for i, t in rows))
+    parsed = []
+    original = csv_files.CsvLoader._parse
+
+    def recording(self, *args, **kwargs):
+        table, careful = original(self, *args, **kwargs)
+        parsed.append(careful)
+        return table, careful
+
+    monkeypatch.setattr(csv_files.CsvLoader, "_parse", recording)
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", cache_dir=str(tmp_path / "c"))
+    assert parsed == [True]  # the fast parse failed; nothing it read was kept
+    assert ds["n"] == list(range(40_000)) and ds["text"] == [t for _, t in rows]
+
+
+def test_written_metadata_is_the_metadata_as_a_dict_in_declared_column_order(tmp_path):
+    import json
+
+    from stable_datasets.cache.metadata import CacheMetadata
+
+    path = tmp_path / "m.csv"
+    path.write_text("z,a,m\n1,x,2.5\n")
+    sds.load_dataset("csv", data_files=str(path), split="train", cache_dir=str(tmp_path / "c"))
+    (written,) = (tmp_path / "c").rglob("_metadata.json")
+    data = json.loads(written.read_text())
+    assert data == CacheMetadata.read(written.parent).to_dict()
+    assert list(data["features"]) == ["z", "a", "m"] and data["shards"][0]["num_rows"] == 1
+
+
+def test_a_quote_that_never_closes_streams_the_rest_of_the_csv(tmp_path, monkeypatch):
+    from stable_datasets.loaders import csv_files
+
+    monkeypatch.setattr(csv_files, "RANGE_BYTES", 64)
+    monkeypatch.setattr(csv_files, "WHOLE_FILE_BYTES", 256)  # a range may not grow past this
+    path = tmp_path / "stray.csv"  # a quote inside an unquoted field: every count after it is odd
+    lines = [f"{i},w{i}" for i in range(200)]
+    lines[3] = '3,5ft10"'
+    path.write_text("n,word\n" + "\n".join(lines) + "\n")
+    with open(path, "rb") as fh:
+        ranges = list(csv_files._whole_record_ranges(fh, [0, 40, 80, 120, 400, 800, path.stat().st_size],
+                                                     '"', 256))
+    assert ranges[-1][1] is None and all(d is not None for _, d in ranges[:-1])
+    ds = sds.load_dataset("csv", data_files=str(path), split="train", cache_dir=str(tmp_path / "c"))
+    assert ds["n"] == list(range(200)) and ds["word"][3] == '5ft10"' and ds["word"][199] == "w199"

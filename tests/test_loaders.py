@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import subprocess
@@ -433,8 +434,8 @@ def test_csv_files_divided_among_processes_keep_their_order(tmp_path):
     assert one["x"] == [0, 10, 11, 20, 21, 22, 30, 31, 32, 33, 40, 41, 42, 43, 44] and two["x"] == one["x"]
 
 
-def test_one_large_csv_is_divided_by_line_ranges_unless_quotes_hold_line_breaks(tmp_path):
-    from stable_datasets.loaders.csv_files import CsvLoader, quoted_line_breaks_in_file
+def test_one_large_csv_is_divided_by_line_ranges_outside_quotes(tmp_path):
+    from stable_datasets.loaders.csv_files import CsvLoader, _cuts_outside_quotes
 
     plain = tmp_path / "plain.csv"
     plain.write_text("# skipped\nid,name\n" + "".join(f'{i},"n {i}"\n' for i in range(20_000)))
@@ -445,13 +446,17 @@ def test_one_large_csv_is_divided_by_line_ranges_unless_quotes_hold_line_breaks(
     assert one["id"] == list(range(20_000)) and three[:] == one[:]
 
     quoted = tmp_path / "quoted.csv"
-    quoted.write_text("id,text\n" + "".join(f'{i},"line {i}\nnext"\n' for i in range(5000)))
-    assert quoted_line_breaks_in_file(str(quoted), '"')
-    assert quoted_line_breaks_in_file(str(quoted), '"', chunk_bytes=7)  # parity carried across chunks
-    assert not quoted_line_breaks_in_file(str(plain), '"', chunk_bytes=7)
-    assert len(builder.piece_ranges(str(quoted), 3)) == 1
+    quoted.write_text("id,text\n" + "".join(f'{i},"line {i}\nnext line of {i}"\n' for i in range(5000)))
+    data = quoted.read_bytes()
+    pieces = builder.piece_ranges(str(quoted), 7)
+    assert pieces[0][1] == 0 and pieces[-1][2] == len(data) and len(pieces) > 1
+    assert all(a[2] == b[1] for a, b in itertools.pairwise(pieces))  # contiguous, nothing lost
+    for _, lo, hi in pieces:  # every cut ends a record: an even number of quotes before it
+        assert data[:hi].count(b'"') % 2 == 0 and data[lo:hi].endswith(b'"\n')
+    cuts = builder._line_cuts(str(quoted), 7)
+    assert _cuts_outside_quotes(str(quoted), cuts, '"', chunk_bytes=7) == [0] + [p[2] for p in pieces]  # 7-byte chunks
     two = sds.load_dataset("csv", data_files=str(quoted), split="train", num_proc=2)
-    assert two["text"][4999] == "line 4999\nnext" and len(two) == 5000
+    assert two["text"][4999] == "line 4999\nnext line of 4999" and len(two) == 5000
 
 
 # -- found by hostile6, fixes belong to stable_datasets/loaders/ (owned by another helper) --------

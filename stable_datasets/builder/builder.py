@@ -238,12 +238,14 @@ class DatasetBuilder:
         return [g.name for g in self._generators(storage_format, layout_options, dl_manager)]
 
     def _generators(self, storage_format: str, layout_options: dict[str, Any] | None,
-                    dl_manager: DownloadManager | None) -> list[SplitGenerator]:
+                    dl_manager: DownloadManager | None, directory: Path | None = None) -> list[SplitGenerator]:
+        """The split generators; their names are recorded in `directory` (the fingerprint folder,
+        found again from the inputs unless the caller, who just fingerprinted them, passes it)."""
         generators = list(self._split_generators(dl_manager or self._download_manager()))
         names = [g.name for g in generators]
         if len(set(names)) != len(names):
             raise StableDatasetsError(f"builder '{self.builder_name()}' returned duplicate split names {names}")
-        directory = self.cache_dir(storage_format, layout_options)
+        directory = directory or self.cache_dir(storage_format, layout_options)
         directory.mkdir(parents=True, exist_ok=True)
         tmp = directory / f".{SPLITS_FILE}.{os.getpid()}"
         tmp.write_text(json.dumps(names))
@@ -315,7 +317,7 @@ class DatasetBuilder:
         def all_generators() -> dict[str, SplitGenerator]:
             nonlocal generators
             if generators is None:
-                generators = {g.name: g for g in self._generators(storage_format, options, dl_manager)}
+                generators = {g.name: g for g in self._generators(storage_format, options, dl_manager, base)}
             return generators
 
         if splits is None:

@@ -120,6 +120,16 @@ class CacheMetadata:
             del data["attempt"]
         return data
 
+    def _fields_for_json(self) -> dict[str, Any]:
+        """`to_dict` without its deep copy (2 ms for 67 columns' features), for serializing at once."""
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["shards"] = [dataclasses.asdict(s) for s in self.shards]
+        data["extra_files"] = [dataclasses.asdict(s) for s in self.extra_files]
+        data["num_bytes"] = self.num_bytes
+        if not self.attempt:
+            del data["attempt"]
+        return data
+
     @classmethod
     def checked(cls, data: Any) -> CacheMetadata:
         """Metadata from untrusted JSON: types, shard entries, a known layout whose row counts agree.
@@ -169,13 +179,15 @@ class CacheMetadata:
         kwargs["extra_files"] = [ShardInfo.from_dict(s) for s in data.get("extra_files", [])]
         return cls(**kwargs)
 
-    def write(self, directory: Path) -> Path:
+    def write(self, directory: Path, sync: bool = True) -> Path:
+        """`sync=False` for a staging directory that `publish` fsyncs file by file anyway."""
         path = directory / METADATA_FILE
         with open(path, "w", encoding="utf-8") as fh:
             # keys in the order they were given: features keep their declared column order
-            json.dump(self.to_dict(), fh, indent=2)
-            fh.flush()
-            os.fsync(fh.fileno())
+            json.dump(self._fields_for_json(), fh, indent=2)
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
         return path
 
     @classmethod

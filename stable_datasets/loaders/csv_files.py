@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
@@ -113,16 +112,16 @@ class CsvLoader(FileLoader):
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
         """A file is parsed a RANGE_BYTES range of whole lines at a time, each range on every core (the
-        writer writes one range while the next is parsed, see read_ahead.py); a file whose records
-        may span lines is parsed at once up to WHOLE_FILE_BYTES, and streamed past that."""
+        writer writes one range while the next is parsed, see read_ahead.py); a file that cannot be
+        cut at line ends (escape character, another encoding) is parsed at once up to WHOLE_FILE_BYTES,
+        and streamed past that."""
         path, start, stop = piece
         convert = self._convert_options(self.features)
         try:
             tables: Iterator[pa.Table]
             size = os.path.getsize(path) if start is None else 0
-            ranges = self.piece_ranges(path, -(-size // RANGE_BYTES)) if size > RANGE_BYTES else [piece]
-            if len(ranges) > 1:
-                tables = (self._read_bytes(path, lo, hi, convert, plain=True) for _, lo, hi in ranges)
+            if size > RANGE_BYTES and self._cuttable():
+                tables = self._read_ranges(path, self._line_cuts(path, -(-size // RANGE_BYTES)), convert)
             elif start is None and size > WHOLE_FILE_BYTES:
                 read = self._read_options()
                 read.block_size = BLOCK_BYTES
@@ -139,9 +138,52 @@ class CsvLoader(FileLoader):
         except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
             raise self._error(path, exc) from None
 
-    def _read_bytes(self, path: str, start: int | None, stop: int | None, convert: pacsv.ConvertOptions,
-                    plain: bool = False) -> pa.Table:
-        """`plain`: the caller knows no line break sits inside quotes."""
+    def _cuttable(self) -> bool:
+        """Every line break outside quotes ends a record: no escape character, UTF-8 text."""
+        return self.config.escapechar is None and self._read_options().encoding == "utf8"
+
+    def _read_ranges(self, path: str, cuts: list[int], convert: pacsv.ConvertOptions) -> Iterator[pa.Table]:
+        """The tables of the ranges between `cuts` (line ends), a range read and checked just before
+        it is parsed: a cut inside a quoted field (an odd number of quotes in the range) joins the
+        range to the next one, so a record is never split, and no pass over the whole file comes first."""
+        names: list[str] | None = None  # the header's, for the ranges after the first
+        careful = False
+        with open(path, "rb") as fh:
+            for lo, data in _whole_record_ranges(fh, cuts, self.config.quotechar, WHOLE_FILE_BYTES):
+                read = self._read_options() if lo == cuts[0] else pacsv.ReadOptions(
+                    use_threads=True, column_names=names, encoding="utf8")
+                if data is None:
+                    yield from self._stream(path, lo, read, convert)
+                    return
+                table, careful = self._parse(data, read, convert, careful)
+                names = names or table.column_names
+                yield table
+
+    def _stream(self, path: str, start: int, read: pacsv.ReadOptions,
+                convert: pacsv.ConvertOptions) -> Iterator[pa.Table]:
+        """The file from byte `start` on, streamed in BLOCK_BYTES blocks whose cuts follow quotes."""
+        source = pa.memory_map(path)
+        source.seek(start)
+        read.block_size = BLOCK_BYTES
+        reader = pacsv.open_csv(pa.BufferReader(source.read_buffer()), read, self._parse_options(True), convert)
+        yield from (pa.Table.from_batches([batch]) for batch in reader)
+
+    def _parse(self, data: bytes | pa.Buffer, read: pacsv.ReadOptions, convert: pacsv.ConvertOptions,
+               careful: bool = False) -> tuple[pa.Table, bool]:
+        """(the table, whether quotes had to be followed). pyarrow cuts `data` into blocks at any line
+        break unless told that values may hold line breaks (which makes its cutting follow quotes, ~2x
+        slower); a block cut inside quotes makes its parser fail ("out of sync with chunker"), never
+        return other rows, so `data` is parsed the fast way first and again the careful way on failure.
+        A real error fails both ways. `careful` skips the fast try (a previous range needed care)."""
+        if not careful:
+            try:
+                return pacsv.read_csv(pa.BufferReader(data), read, self._parse_options(False), convert), False
+            except pa.ArrowInvalid:
+                pass
+        return pacsv.read_csv(pa.BufferReader(data), read, self._parse_options(True), convert), True
+
+    def _read_bytes(self, path: str, start: int | None, stop: int | None,
+                    convert: pacsv.ConvertOptions) -> pa.Table:
         source = pa.memory_map(path)  # the buffer keeps the map open while the table is parsed
         if start is None:
             data = source.read_buffer()
@@ -151,11 +193,7 @@ class CsvLoader(FileLoader):
         read = self._read_options()
         if start:  # a range after the header: the header's names, nothing to skip, records are lines
             read = pacsv.ReadOptions(use_threads=True, column_names=self._header_names(path), encoding=read.encoding)
-            newlines = False
-        else:
-            newlines = not plain and (self.config.escapechar is not None
-                                      or quoted_line_breaks(data, self.config.quotechar))
-        return pacsv.read_csv(pa.BufferReader(data), read, self._parse_options(newlines), convert)
+        return self._parse(data, read, convert, careful=self.config.escapechar is not None)[0]
 
     def _header_names(self, path: str) -> list[str]:
         """The column names as the start of the file gives them (before pandas-style numbering)."""
@@ -163,19 +201,22 @@ class CsvLoader(FileLoader):
         options.block_size = 1 << 16
         return pacsv.open_csv(path, options, self._parse_options(), self._convert_options(None)).schema.names
 
-    def piece_ranges(self, path: str, parts: int) -> list[Piece]:
-        """Byte ranges at line ends when every line break ends a record (no line break inside quotes,
-        no escape character, UTF-8 text); otherwise the file stays whole."""
-        if (self.config.escapechar is not None or self._read_options().encoding != "utf8"
-                or quoted_line_breaks_in_file(path, self.config.quotechar)):
-            return [[path, None, None]]
+    def _line_cuts(self, path: str, parts: int) -> list[int]:
+        """Byte offsets of about `parts` equal ranges, at line ends after the header (quotes unchecked)."""
         with open(path, "rb") as fh:
             for _ in range(self.config.skiprows + (0 if self.config.header is None else 1)):
                 fh.readline()
             header_end = fh.tell()
         ranges = line_ranges(path, parts)
-        bounds = [0] + [r[1] for r in ranges[1:] if r[1] > header_end] + [ranges[-1][2]]
-        return [[path, lo, hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
+        return [0] + [r[1] for r in ranges[1:] if r[1] > header_end] + [ranges[-1][2]]
+
+    def piece_ranges(self, path: str, parts: int) -> list[Piece]:
+        """Byte ranges at line ends outside quotes (see `_read_ranges`), for parts in other processes;
+        a file that cannot be cut (escape character, another encoding) stays whole."""
+        if not self._cuttable():
+            return [[path, None, None]]
+        cuts = _cuts_outside_quotes(path, self._line_cuts(path, parts), self.config.quotechar)
+        return [[path, lo, hi] for lo, hi in itertools.pairwise(cuts)]
 
     def _line_of_value(self, path: str, column: int, value: str) -> int | None:
         try:
@@ -209,47 +250,46 @@ class CsvLoader(FileLoader):
         return LoaderError(f"{path}: {message}")
 
 
-def quoted_line_breaks(data: pa.Buffer | bytes, quotechar: str | None) -> bool:
-    """True when a line break may sit inside a quoted field: an odd number of quote characters
-    before some line break. Without one, pyarrow may cut the file into blocks at any line break and
-    parse them on every core (`newlines_in_values=False`); with one, blocks must follow quotes."""
-    if not quotechar:
-        return False
-    return _quote_scan(np.frombuffer(data, dtype=np.uint8), ord(quotechar), 0)[0]
-
-
-def quoted_line_breaks_in_file(path: str, quotechar: str | None, chunk_bytes: int = 64 << 20) -> bool:
-    """`quoted_line_breaks` over a file of any size, a chunk at a time (the quote parity carries over)."""
-    if not quotechar:
-        return False
-    parity = 0
-    with open(path, "rb") as fh:
-        while chunk := fh.read(chunk_bytes):
-            found, parity = _quote_scan(np.frombuffer(chunk, dtype=np.uint8), ord(quotechar), parity)
-            if found:
-                return True
-    return False
-
-
-#: bytes scanned at a time by `_quote_scan`: its masks stay in the CPU cache (~1.7x faster than one pass)
-_SCAN_BYTES = 1 << 18
-
-
-def _quote_scan(view: np.ndarray, quote: int, parity: int) -> tuple[bool, int]:
-    """(a line break follows an odd number of quotes, the quote count's parity at the end), given
-    the parity before `view`."""
-    for offset in range(0, len(view), _SCAN_BYTES):
-        part = view[offset:offset + _SCAN_BYTES]
-        quotes = np.flatnonzero(part == quote)
-        if not len(quotes):
-            if parity and ((part == 10) | (part == 13)).any():
-                return True, parity
+def _whole_record_ranges(fh: Any, cuts: list[int], quotechar: str | None,
+                        most_bytes: int = WHOLE_FILE_BYTES) -> Iterator[tuple[int, bytes | None]]:
+    """(start, bytes) of the ranges between consecutive `cuts` of the open file, a range joined to
+    the next while it holds an odd number of quote characters (its end cut a quoted field in two).
+    Each range starts at an even count, so its own count says where it ends (`bytes.count` runs at
+    memory speed; a numpy pass over the whole file took ~50 ms of CPU per 35 MB). A range that
+    would pass `most_bytes` ends the ranges with (start, None): the rest of the file, to stream."""
+    quote = quotechar.encode() if quotechar else b""
+    lo = cuts[0]
+    for hi in cuts[1:]:
+        if hi <= lo:
             continue
-        breaks = np.flatnonzero((part == 10) | (part == 13))
-        if len(breaks) and ((np.searchsorted(quotes, breaks) + parity) % 2).any():
-            return True, parity
-        parity = (parity + len(quotes)) % 2
-    return False, parity
+        parts = [os.pread(fh.fileno(), hi - lo, lo)]
+        end, odd = hi, bool(quote) and parts[0].count(quote) % 2 == 1
+        while odd and end < cuts[-1]:
+            if end - lo > most_bytes:  # a quote that never closes (or a stray one): stream the rest
+                yield lo, None
+                return
+            following = next(c for c in cuts if c > end)
+            parts.append(os.pread(fh.fileno(), following - end, end))
+            odd ^= parts[-1].count(quote) % 2 == 1
+            end = following
+        yield lo, parts[0] if len(parts) == 1 else b"".join(parts)
+        lo = end
+
+
+def _cuts_outside_quotes(path: str, cuts: list[int], quotechar: str | None,
+                         chunk_bytes: int = 64 << 20) -> list[int]:
+    """The `cuts` (line ends, the first and last kept) with an even number of quote characters
+    before them, counted a chunk at a time: where a record ends."""
+    if not quotechar:
+        return cuts
+    quote, kept, parity = quotechar.encode(), [cuts[0]], 0
+    with open(path, "rb") as fh:
+        for lo, hi in itertools.pairwise(cuts):
+            for offset in range(lo, hi, chunk_bytes):
+                parity ^= os.pread(fh.fileno(), min(chunk_bytes, hi - offset), offset).count(quote) & 1
+            if not parity or hi == cuts[-1]:
+                kept.append(hi)
+    return kept
 
 
 def _csv_records(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,

@@ -66,11 +66,11 @@ class PartResult:
                    features=data.get("features"), has_keys=bool(data.get("has_keys")))
 
     def save(self, directory: Path) -> None:
+        """Not fsynced: the record only lets a killed build skip this part, and `load` checks that
+        the files it lists are there with their sizes (a record lost to a power cut rebuilds the part)."""
         tmp = directory / f".{PART_FILE}.tmp"
         with open(tmp, "w", encoding="utf-8") as fh:
             json.dump(self.to_dict(), fh)
-            fh.flush()
-            os.fsync(fh.fileno())
         os.replace(tmp, directory / PART_FILE)
 
     @classmethod
