@@ -30,7 +30,7 @@ What is measured, each side in turn, `--rounds` times, medians and ranges:
    uninterrupted run.
 
 With moto installed (`pip install 'moto[server]'`), the same rows are also read from an S3 server on
-127.0.0.1 (moto in server mode, started here): ours published to `s3://bench/cache` and read with
+127.0.0.1 (moto in server mode, started here in its own process): ours published to `s3://bench/cache` and read with
 `load_dataset(..., streaming=True)` (a shard at a time through the local shard cache), MDS with
 `remote=`, litdata from its `s3://` folder. Every remote epoch starts with an empty local cache, so it
 includes the downloads. The "(S3)" rows are compared with the peers' "(S3)" rows. `--no-remote` skips them.
@@ -264,22 +264,49 @@ def make_sides(work: Path, rows: int, blob: int) -> tuple[dict[str, Any], dict[s
 BUCKET = "bench"
 
 
+class S3ServerProcess:
+    """moto in server mode in its own process, as a real endpoint would be: in a thread of this
+    process it would share the GIL with the readers being timed."""
+
+    def __init__(self) -> None:
+        import socket
+        import subprocess
+        import time
+        import urllib.request
+
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        self.endpoint = f"http://127.0.0.1:{port}"
+        self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(self.endpoint, timeout=1).close()
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the moto S3 server did not start") from None
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=30)
+
+
 def start_s3(work: Path) -> Any:
-    """A moto S3 server on 127.0.0.1 with the AWS variables pointing at it (None without moto)."""
+    """A moto S3 server on 127.0.0.1 (its own process) with the AWS variables pointing at it (None
+    without moto)."""
     try:
-        from moto.server import ThreadedMotoServer
+        import moto.server  # noqa: F401
     except ImportError:
         print("skipping the S3 side: moto is not installed (pip install 'moto[server]')")
         return None
-    import logging
-
     import boto3
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
+    server = S3ServerProcess()
+    endpoint = server.endpoint
     os.environ.update({"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                        "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "S3_ENDPOINT_URL": endpoint,
                        "AWS_EC2_METADATA_DISABLED": "true"})
