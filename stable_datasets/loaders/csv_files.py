@@ -108,6 +108,11 @@ class CsvLoader(FileLoader):
         except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
             raise self._error(path, exc) from None
         names = self._column_names(schema.names)
+        _check_header(path, names)
+        text = [f.name for f, n in zip(schema, names) if pa.types.is_binary(f.type) or pa.types.is_large_binary(f.type)]
+        if text:  # pyarrow falls back to bytes for text that is not UTF-8: a wrong encoding, never bytes wanted
+            raise LoaderError(f"{path}, {_first_undecodable_line(path, self.config.encoding)}; pass encoding= "
+                              "naming the file's encoding (e.g. 'latin-1')")
         return features_from_schema(pa.schema([pa.field(n, f.type) for n, f in zip(names, schema)]))
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
@@ -133,6 +138,8 @@ class CsvLoader(FileLoader):
             where = path if not start else f"{path} (from byte {start})"
             for table in tables:
                 table = table.rename_columns(self._column_names(table.column_names))
+                if row == 0:
+                    _check_header(path, table.column_names)
                 yield self.conform(table, where, row) if conform else table
                 row += table.num_rows
         except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
@@ -248,6 +255,27 @@ class CsvLoader(FileLoader):
         if isinstance(exc, UnicodeDecodeError):
             return LoaderError(f"{path}: not valid {self.config.encoding} text ({exc.reason})")
         return LoaderError(f"{path}: {message}")
+
+
+def _check_header(path: str, names: list[str]) -> None:
+    """Column names must be unique and non-empty: Arrow would fail later naming neither file nor line."""
+    for number, name in enumerate(names, start=1):
+        if not name:
+            raise LoaderError(f"{path}, line 1: column {number} of the header has no name; name it, or pass "
+                              "column_names=")
+        if names.index(name) != number - 1:
+            raise LoaderError(f"{path}, line 1: column name {name!r} appears more than once in the header; "
+                              "rename one, or pass column_names=")
+
+
+def _first_undecodable_line(path: str, encoding: str) -> str:
+    with open(path, "rb") as fh:
+        for number, raw in enumerate(fh, start=1):
+            try:
+                raw.decode(encoding)
+            except UnicodeDecodeError as exc:
+                return f"line {number}: not valid {encoding} text ({exc.reason} at byte {exc.start} of the line)"
+    return f"not valid {encoding} text"
 
 
 def _whole_record_ranges(fh: Any, cuts: list[int], quotechar: str | None,

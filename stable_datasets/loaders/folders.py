@@ -14,6 +14,8 @@ import re
 from collections import Counter
 from typing import Any
 
+from loguru import logger
+
 from stable_datasets.interleaved.tar_format import TAR_SUFFIXES
 
 SPLIT_WORDS = {
@@ -85,12 +87,14 @@ def _is_metadata(path: str) -> bool:
 def infer_folder_format(folder: str | os.PathLike) -> tuple[str, dict[str, Any]]:
     """(loader name, its extra options) for a folder of data files: the most common file kind."""
     counts: Counter[str] = Counter()
+    kinds: dict[str, list[str]] = {}
     for path in list_files(os.fspath(folder)):
         if _is_metadata(path):
             continue
         extension = ".tar" if path.lower().endswith(TAR_SUFFIXES) else os.path.splitext(path)[1].lower()
         if extension in FORMAT_OF_EXTENSION:
             counts[extension] += 1
+            kinds.setdefault(FORMAT_OF_EXTENSION[extension], []).append(path)
     if not counts:
         raise FileNotFoundError(f"{folder} holds no builder script and no data file this library reads "
                                 f"({', '.join(sorted(FORMAT_OF_EXTENSION))})")
@@ -98,6 +102,12 @@ def infer_folder_format(folder: str | os.PathLike) -> tuple[str, dict[str, Any]]
     for extension, count in counts.items():
         by_loader[FORMAT_OF_EXTENSION[extension]] += count
     loader = by_loader.most_common(1)[0][0]
+    left_out = sorted(p for kind, paths in kinds.items() if kind != loader for p in paths)
+    if left_out:
+        shown = ", ".join(os.path.relpath(p, folder) for p in left_out[:5])
+        logger.warning("{}: read as '{}' files (the most common kind here); {} file(s) of other kinds are left "
+                       "out: {}{}; pass data_files= to choose", folder, loader, len(left_out), shown,
+                       ", ..." if len(left_out) > 5 else "")
     options: dict[str, Any] = {}
     if loader == "csv" and counts[".tsv"] > counts[".csv"]:
         options["sep"] = "\t"

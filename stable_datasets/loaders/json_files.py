@@ -196,6 +196,8 @@ def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exc
         if extra:
             return LoaderError(f"{path}, line {number}: field {extra[0]!r} is not in the features {fields}; pass "
                                "features= naming every field")
+    if not block.strip() and not first_line:
+        return LoaderError(f"{path}: the file is empty (no JSON records)")
     message = str(exc).strip().splitlines()[0]
     last = first_line + block.count(b"\n")
     return LoaderError(f"{path} (lines {first_line + 1}-{last}): {message}; if a column "
