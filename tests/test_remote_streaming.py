@@ -148,24 +148,88 @@ def served_bytes(monkeypatch):
     return served
 
 
-@pytest.mark.parametrize("split", ["train[25%:50%]", "train"])
-def test_a_remote_lance_stream_reads_only_the_rows_it_reaches(s3_env, monkeypatch, tmp_path, served_bytes, split):
-    options = {"max_rows_per_file": 1000}
-    sds.load_dataset(Wide, split="train", storage_format="lance", layout_options=options)
+def publish_lance(s3_env, monkeypatch, tmp_path):
+    """The split published as Lance in 4 fragments (data files) of 1,000 rows; then a fresh local node."""
+    ds = sds.load_dataset(Wide, split="train", storage_format="lance", layout_options=LANCE_OPTIONS)
+    metadata = ds.cache_metadata[0]
+    files = {s.path: s for s in metadata.shards}
+    data_files = [files[f"data.lance/data/{name}"] for name in metadata.extra["fragment_files"]]
+    assert [f.num_rows for f in data_files] == [1000] * 4
+    del ds
     monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "fresh-node"))
+    s3_env.local = tmp_path / "fresh-node"
+    return data_files
+
+
+LANCE_OPTIONS = {"max_rows_per_file": 1000}
+
+
+@pytest.mark.parametrize("split", ["train[25%:50%]", "train[30%:60%]", "train"])
+def test_a_remote_lance_stream_downloads_each_data_file_it_reaches_whole(s3_env, monkeypatch, tmp_path,
+                                                                          served_bytes, split):
+    data_files = publish_lance(s3_env, monkeypatch, tmp_path)
     served_bytes.clear()
-    stream = sds.load_dataset(Wide, split=split, storage_format="lance", streaming=True, layout_options=options)
-    seen = []
-    for row in stream:
-        seen.append(row["idx"])
-        if len(seen) == 1000:
-            break
-    assert seen == list(range(1000, 2000) if "%" in split else range(1000))
-    data = [size for key, size in served_bytes if "/data.lance/data/" in key]
-    # a quarter of the rows; a read of 1,024 rows reaches into the next fragment, which Lance reads in 1 MB pieces
-    assert ROWS * BLOB // 4 <= sum(data) <= ROWS * BLOB * 0.6
-    assert len(data) < 60  # ranged reads of the blocks, not a request per row
-    assert not list((tmp_path / "fresh-node").rglob("*.lance"))  # nothing downloaded whole
+    stream = sds.load_dataset(Wide, split=split, storage_format="lance", streaming=True, layout_options=LANCE_OPTIONS)
+    assert isinstance(stream.dataset, RemoteShardSource)
+    assert not [key for key, _ in served_bytes if "/data.lance/" in key]  # opening the stream reads no Lance file
+    rows = [(row["idx"], row["blob"]) for row in stream]
+    expected = {"train": range(ROWS), "train[25%:50%]": range(1000, 2000), "train[30%:60%]": range(1200, 2400)}[split]
+    assert [i for i, _ in rows] == list(expected)
+    assert all(blob == random.Random(i).randbytes(BLOB) for i, blob in rows)
+    data = [(key.rsplit("/", 1)[-1], size) for key, size in served_bytes if "/data.lance/data/" in key]
+    reached = [f for k, f in enumerate(data_files) if k * 1000 < expected.stop and (k + 1) * 1000 > expected.start]
+    # one GET per data file the rows reach, each the whole file; no ranged reads
+    assert sorted(data) == sorted((f.path.rsplit("/", 1)[-1], f.num_bytes) for f in reached)
+    assert stream.dataset.downloads == len(reached)
+    manifests = [key for key, _ in served_bytes if "/data.lance/" in key and "/data.lance/data/" not in key]
+    assert 1 <= len(manifests) <= 3  # the dataset's own small files, once
+
+
+def test_a_remote_lance_stream_keeps_the_order_of_the_local_cache_and_resumes(s3_env, monkeypatch, tmp_path):
+    """Blocks, shards (fragments) and so every order are those of the same Lance cache opened locally."""
+    publish_lance(s3_env, monkeypatch, tmp_path)
+    local = sds.load_dataset(Wide, split="train", storage_format="lance", layout_options=LANCE_OPTIONS,
+                             cache_dir=tmp_path / "local-cache")
+
+    def remote():
+        return sds.load_dataset(Wide, split="train", storage_format="lance", streaming=True,
+                                layout_options=LANCE_OPTIONS)
+
+    for shuffle in ({"seed": 3}, {"seed": 3, "window_blocks": 2, "window_shards": 2}):
+        expected = [row["idx"] for row in local.to_iterable().shuffle(**shuffle)]
+        assert sorted(expected) == list(range(ROWS)) and expected != list(range(ROWS))
+        assert [row["idx"] for row in remote().shuffle(**shuffle)] == expected
+        ranks = [[row["idx"] for row in StreamingDataset(remote().dataset, rank=r, world_size=2).shuffle(**shuffle)]
+                 for r in range(2)]
+        assert ranks[0] + ranks[1] == expected  # each rank a contiguous share of the same order
+
+    def stream():
+        return remote().shuffle(seed=2, window_blocks=2, window_shards=2)
+
+    full = ids(StreamingDataLoader(stream(), batch_size=100, num_workers=2))
+    assert sorted(full) == list(range(ROWS)) and full != list(range(ROWS))
+    head, rest, _ = stop_and_resume(stream, stop_after=7, batch_size=100)
+    assert head + rest == full
+
+
+def test_a_changed_remote_lance_data_file_is_an_error_when_the_stream_reaches_it(s3_env, monkeypatch, tmp_path):
+    data_files = publish_lance(s3_env, monkeypatch, tmp_path)
+    stream = sds.load_dataset(Wide, split="train", storage_format="lance", streaming=True,
+                              layout_options=LANCE_OPTIONS)
+    source = stream.dataset
+    key = f"{source.split.key(source.metadata.attempt)}/{data_files[2].path}"
+    data = bytearray(s3_env.read(key))
+    data[len(data) // 3] ^= 0xFF  # a flipped byte in a blob: the file keeps its size
+    s3_env.write(key, bytes(data))
+    served = []
+    with pytest.raises(CacheError, match=rf"{data_files[2].path}: shard changed since it was published"):
+        for row in stream:
+            served.append(row["idx"])
+    assert served == list(range(len(served))) and 1000 <= len(served) < 2000  # good rows, then the error
+    s3_env.delete(key)
+    with pytest.raises(CacheError, match=rf"{data_files[2].path}: shard listed in _metadata.json is missing"):
+        list(sds.load_dataset(Wide, split="train[50%:]", storage_format="lance", streaming=True,
+                              layout_options=LANCE_OPTIONS))
 
 
 def test_a_shuffled_remote_stream_with_shard_windows_stays_within_the_cache_limit(s3_env, monkeypatch, tmp_path):
@@ -203,3 +267,18 @@ def test_a_shuffled_remote_stream_with_shard_windows_stays_within_the_cache_limi
     assert sorted(full) == list(range(ROWS))
     head, rest, _ = stop_and_resume(workers_stream, stop_after=7, batch_size=100)
     assert head + rest == full
+
+
+def test_a_remote_lance_cache_written_before_fragment_files_streams_in_place(s3_env, monkeypatch, tmp_path):
+    import json
+
+    publish_lance(s3_env, monkeypatch, tmp_path)
+    key = next(k for k in s3_env.objects() if k.endswith("/train/_metadata.json"))
+    metadata = json.loads(s3_env.read(key))
+    del metadata["extra"]["fragment_files"]
+    s3_env.write(key, json.dumps(metadata).encode())
+    stream = sds.load_dataset(Wide, split="train[10%:30%]", storage_format="lance", streaming=True,
+                              layout_options=LANCE_OPTIONS)
+    assert not isinstance(stream.dataset, RemoteShardSource)  # Lance reads it in place, with ranged GETs
+    assert [row["idx"] for row in stream] == list(range(400, 1200))
+    assert not list((tmp_path / "fresh-node").rglob("*.lance"))

@@ -37,11 +37,15 @@ def open_cache(cache_dir: str | os.PathLike, *, storage_options: dict[str, Any] 
 
 
 def dataset_from(directory: Path, metadata: CacheMetadata, layout_options: dict[str, Any],
-                 lance_base: tuple[str, dict[str, str]] | None = None) -> StableDataset:
-    """The dataset of a checked cache in `directory`; `lance_base`: where its Lance data is read in place."""
+                 lance_base: tuple[str, dict[str, str]] | None = None,
+                 lance_fragment: str | None = None) -> StableDataset:
+    """The dataset of a checked cache in `directory`; `lance_base`: where its Lance data is read in place;
+    `lance_fragment`: the one Lance data file it serves (a remote stream's downloaded fragment)."""
     backend = layout_module(metadata.layout).Backend(directory, metadata, **layout_options)
     if lance_base is not None:
         backend.read_lance_from(*lance_base)
+    if lance_fragment is not None:
+        backend.read_fragment(lance_fragment)
     stored = Features.from_dict(metadata.features)
     if len(stored) > 1 and list(stored) == sorted(stored) and metadata.layout != "lance_video_frames":
         # an older _metadata.json sorted its keys: the stored files keep the declared order

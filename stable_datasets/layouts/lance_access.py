@@ -193,6 +193,10 @@ class LanceProxy:
         layout = json.loads(table.schema.metadata[b"layout"])
         return [(name, int(rows)) for name, rows in layout], table.replace_schema_metadata(None)
 
+    def fragment_table(self, data_file: str, columns: list[str]) -> pa.Table:
+        """As lance_blobs.fragment_table, read by the helper."""
+        return self._call({"op": "fragment_table", "file": data_file, "columns": columns})
+
     def count_rows(self) -> int:
         return self._call({"op": "count"}).column(0)[0].as_py()
 
@@ -229,6 +233,8 @@ def _serve(uri: str) -> None:
             elif op == "blob_descriptions":
                 layout, table = lance_blobs.blob_descriptions(dataset, request["blobs"])
                 table = table.replace_schema_metadata({"layout": json.dumps(layout)})
+            elif op == "fragment_table":
+                table = lance_blobs.fragment_table(dataset, request["file"], request["columns"])
             elif op == "count":
                 table = pa.table({"n": [dataset.count_rows()]})
             else:

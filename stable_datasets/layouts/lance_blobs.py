@@ -162,6 +162,18 @@ def blob_descriptions(dataset: Any, blobs: list[str]) -> tuple[list[tuple[str, i
     return layout, pa.concat_tables(tables) if tables else pa.table({})
 
 
+def fragment_table(dataset: Any, data_file: str, columns: list[str]) -> pa.Table:
+    """`columns` of the one fragment stored in `data_file` (inside data/), blob columns as their descriptions:
+    what a reader needs to map that file alone, while the dataset's other data files may be absent."""
+    if hasattr(dataset, "fragment_table"):  # a LanceProxy: its helper process does this
+        return dataset.fragment_table(data_file, columns)
+    for fragment in dataset.get_fragments():
+        files = fragment.data_files()
+        if len(files) == 1 and files[0].path == data_file and fragment.metadata.deletion_file is None:
+            return fragment.to_table(columns=columns)
+    raise ValueError(f"no fragment is stored in data/{data_file} alone (the manifest does not match _metadata.json)")
+
+
 def descriptions_digest(descriptions: pa.Table) -> str:
     """A digest of one fragment's blob descriptions (positions, sizes, nulls), recorded at build time:
     a flipped bit that leaves a description plausible (a size a little shorter) would otherwise read

@@ -60,6 +60,9 @@ DATASET_DIR = "data.lance"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_rows_per_file": 1 << 20, "max_rows_per_group": 1024}
 #: `_metadata.json` extra recording how the rows are stored: absent in caches written before blob columns (1)
 VERSION_KEY = "lance_rows_version"
+#: `_metadata.json` extra: the data file of each fragment (inside data/), in row order, so a remote stream knows
+#: which file holds which rows from `_metadata.json` alone (absent in caches written before it)
+FRAGMENT_FILES_KEY = "fragment_files"
 
 
 def check_options(options: dict[str, Any]) -> None:
@@ -320,6 +323,9 @@ def merge_parts(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo]
     stored = lance_blobs.stored_schema(schema, blobs) if blobs else schema
     shards = commit_parts(staging, parts, stored)
     extra: dict[str, Any] = {VERSION_KEY: lance_blobs.BLOB_LAYOUT_VERSION, "blob_columns": blobs}
+    fragments = [f for p in parts for f in p.extra.get("fragments", [])]
+    if fragments and all(len(f["files"]) == 1 for f in fragments):
+        extra[FRAGMENT_FILES_KEY] = [f["files"][0]["path"] for f in fragments]
     if blobs:
         extra["blob_digests"] = lance_blobs.dataset_digests(open_lance(str(staging / DATASET_DIR)), blobs)
     return shards, extra
@@ -342,6 +348,23 @@ class Backend(TableBackend):
             return []
         return list(self.metadata.extra.get("blob_columns") or [])
 
+    #: the data file (inside data/) of the one fragment this backend serves, or None: every fragment
+    fragment_file: str | None = None
+
+    def read_fragment(self, data_file: str) -> None:
+        """Serve only the fragment stored in `data_file`, as rows 0..n: a remote stream downloads one data file at a
+        time (storage.remote_stream), so the others the manifest names are absent. `_metadata.json` is then
+        that fragment's (its one data file, its rows)."""
+        self.fragment_file = data_file
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**super().__getstate__(), "fragment_file": self.fragment_file}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        if state.get("fragment_file"):
+            self.read_fragment(state["fragment_file"])
+
     def ensure_open(self) -> None:
         """In a forked child, the mapped files and held columns of the parent stay valid: only the Lance
         handle is dropped (its runtime does not survive fork), to be reopened if a read needs it."""
@@ -360,18 +383,24 @@ class Backend(TableBackend):
                 self._dataset = self.lance_dataset(self.metadata.extra.get("dataset_dir", DATASET_DIR))
         return self._dataset
 
-    def _open(self) -> None:
-        self._dataset, self._blobs, self._held = None, None, None
-        with lance_read_errors(self.dataset_dir, what="opening it"):
-            dataset = self._lance()
-            stored_schema = dataset.schema
-            stored = dataset.count_rows()
-        self.check_rows(self.directory / DATASET_DIR, stored, self.metadata.num_rows)
+    def _check_columns(self, stored_schema: pa.Schema) -> None:
         recorded = sorted(self.metadata.features)  # order aside: metadata stored as sorted JSON keeps no order
         if sorted(stored_schema.names) != recorded:  # e.g. a damaged manifest: rows would miss named columns
             raise CacheError(f"{self.dataset_dir}: the Lance dataset holds columns {sorted(stored_schema.names)} but "
                              f"{METADATA_FILE} records {recorded}; the cache is corrupt (rebuild it with "
                              "download_mode='force_rebuild')")
+
+    def _open(self) -> None:
+        self._dataset, self._blobs, self._held = None, None, None
+        if self.fragment_file is not None:
+            self._open_fragment(self.fragment_file)
+            return
+        with lance_read_errors(self.dataset_dir, what="opening it"):
+            dataset = self._lance()
+            stored_schema = dataset.schema
+            stored = dataset.count_rows()
+        self.check_rows(self.directory / DATASET_DIR, stored, self.metadata.num_rows)
+        self._check_columns(stored_schema)
         blobs = self.blob_columns
         self._schema = stored_schema
         if not blobs:
@@ -396,6 +425,30 @@ class Backend(TableBackend):
             self.check_rows(self.directory / DATASET_DIR, self._held.num_rows, self.metadata.num_rows)
         self._row_getters = None
 
+    def _open_fragment(self, name: str) -> None:
+        """One fragment from its local data file: blob columns mapped, the other columns held (one fragment's
+        worth, whatever HELD_MEMORY says), so after these two Lance reads its rows need no Lance call."""
+        blobs = self.blob_columns
+        with lance_read_errors(self.dataset_dir, what=f"reading the fragment in data/{name}"):
+            dataset = self._lance()
+            stored_schema = dataset.schema
+            rest = [n for n in stored_schema.names if n not in blobs]
+            descriptions = lance_blobs.fragment_table(dataset, name, blobs) if blobs else pa.table({})
+            held = lance_blobs.fragment_table(dataset, name, rest) if rest else None
+        self._check_columns(stored_schema)
+        logical = Features.from_dict(self.metadata.features).arrow_schema
+        self._schema = lance_blobs.served_schema(stored_schema, logical) if blobs else stored_schema
+        rows = descriptions.num_rows if blobs else held.num_rows
+        self.check_rows(self.dataset_dir / "data" / name, rows, self.metadata.num_rows)
+        prefix = f"{DATASET_DIR}/data/"
+        sizes = {s.path[len(prefix):]: s.num_bytes for s in self.metadata.shards if s.path.startswith(prefix)}
+        self._blobs = lance_blobs.BlobReader(self.dataset_dir, blobs, [(name, rows)], descriptions, sizes,
+                                             (self.metadata.extra.get("blob_digests") or {}) if blobs else None)
+        if held is not None:
+            self.check_rows(self.dataset_dir / "data" / name, held.num_rows, rows)
+            self._held = held.combine_chunks()
+        self._row_getters = None
+
     def rows_in_place(self) -> bool:
         """Blob columns mapped and every other column held: any rows are gathered with no Lance call."""
         self.ensure_open()
@@ -411,6 +464,8 @@ class Backend(TableBackend):
 
     def stored_row_counts(self) -> tuple[int, int]:
         self.ensure_open()
+        if self.fragment_file is not None:
+            return self._blobs.num_rows, self.metadata.num_rows
         with lance_read_errors(self.dataset_dir, what="counting rows"):
             return self._lance().count_rows(), self.metadata.num_rows
 

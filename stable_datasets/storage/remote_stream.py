@@ -1,12 +1,21 @@
-"""Streaming a remote Arrow/Parquet cache a shard at a time (`load_dataset(..., streaming=True)` on a bucket).
+"""Streaming a remote cache a shard at a time (`load_dataset(..., streaming=True)` on a bucket).
 
-Opening a remote cache for random access downloads the whole split (storage.remote_cache). A
-stream needs only the shards its order has reached, so `RemoteShardSource` serves the
-`StreamingDataset` reader from `_metadata.json` alone, and downloads a shard (verified, into the
-local shard cache) when the first block of it is read. Rules:
+Opening a remote cache for random access downloads the whole split (storage.remote_cache; Lance is
+read in place). A stream needs only the shards its order has reached, so `RemoteShardSource` serves
+the `StreamingDataset` reader from `_metadata.json` alone, and downloads a shard (verified, into the
+local shard cache) when the first block of it is read. A shard is an Arrow or Parquet shard file, or
+a Lance fragment's data file (one GET for the whole file, as litdata fetches a chunk: a ranged GET
+per block costs a request each, and some servers read the whole object to answer each range).
+Rules:
 
-- Blocks come from the metadata, not the files: each shard cut every `BLOCK_ROWS` rows. So the
-  order is known before anything is downloaded, and is the same on every rank and worker.
+- Blocks come from the metadata, not the files: each shard cut every `BLOCK_ROWS` rows (Lance: every
+  `max_rows_per_group`, the blocks of the cache opened locally). So the order is known before
+  anything is downloaded, and is the same on every rank and worker.
+- A Lance cache's `_metadata.json` lists its fragments' data files in row order (`fragment_files`).
+  Its manifest files (a few KB) are downloaded with the first fragment; a fragment is then read
+  from its local data file through the mapped-blob path (layouts.lance_blobs), one Lance call for
+  its blob descriptions and one for its other columns. Caches written before `fragment_files` are
+  streamed in place by Lance, with ranged GETs.
 - At most `OPEN_SHARDS` shards are open per process; the least recently read is closed when
   another opens. Nothing pins the shards: after each download the shard cache is trimmed to
   `STABLE_DATASETS_LOCAL_CACHE_LIMIT`. A shard removed while it is mapped stays readable
@@ -30,12 +39,14 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.arrow.tables import ordered_gather
-from stable_datasets.cache.metadata import CacheMetadata
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
+from stable_datasets.errors import CacheError
 from stable_datasets.storage import shard_cache
 from stable_datasets.storage.publish import RemoteSplit
 
-STREAMED_LAYOUTS = ("arrow_shards", "parquet_shards")
+STREAMED_LAYOUTS = ("arrow_shards", "parquet_shards", "lance_rows")
 BLOCK_ROWS = 1024
+LANCE_DATA = "data.lance/data/"  # where lance_rows keeps its fragments' data files
 OPEN_SHARDS = 2
 FETCH_TRIES = 3
 
@@ -48,7 +59,10 @@ class RemoteShardSource:
         """`rows`: (start, stop) of a partial split ("train[10%:30%]"): only the shards covering it are read."""
         self.split, self.metadata = split, metadata
         self.layout_options = dict(layout_options or {})
-        counts = [s.num_rows for s in metadata.shards]
+        self._units, self._lance_files = stream_units(metadata, split.url)
+        self.block_rows = BLOCK_ROWS if not self._lance_files else \
+            int(metadata.layout_options.get("max_rows_per_group", BLOCK_ROWS))
+        counts = [s.num_rows for s in self._units]
         self._shard_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         total = int(self._shard_starts[-1])
         start, stop = (0, total) if rows is None else (int(rows[0]), int(rows[1]))
@@ -67,8 +81,8 @@ class RemoteShardSource:
         return {**self.__dict__, "_open": OrderedDict()}
 
     def block_bounds(self) -> np.ndarray:
-        """Each shard cut every BLOCK_ROWS rows (of the whole split), clipped to the rows read."""
-        pieces = [np.arange(lo, hi, BLOCK_ROWS) for lo, hi in zip(self._shard_starts[:-1].tolist(),
+        """Each shard cut every `block_rows` rows (of the whole split), clipped to the rows read."""
+        pieces = [np.arange(lo, hi, self.block_rows) for lo, hi in zip(self._shard_starts[:-1].tolist(),
                                                                     self._shard_starts[1:].tolist()) if hi > lo]
         bounds = np.concatenate([*pieces, self._shard_starts[-1:]]).astype(np.int64)
         inside = bounds[(bounds > self._start) & (bounds < self._stop)]
@@ -87,19 +101,23 @@ class RemoteShardSource:
             return dataset
         from stable_datasets.dataset.open import dataset_from
 
-        item = self.metadata.shards[index]
+        item = self._units[index]
         store, attempt_key = self.split.store, self.split.key(self.metadata.attempt)
         local = shard_cache.attempt_dir(store, attempt_key)
         one = dataclasses.replace(self.metadata, shards=[item], num_rows=item.num_rows, extra_files=[])
+        fragment = item.path[len(LANCE_DATA):] if self._lance_files else None
         for attempt in range(FETCH_TRIES):
+            for manifest in self._lance_files:  # the Lance dataset's own small files, beside the data file
+                shard_cache.fetch(store, f"{attempt_key}/{manifest.path}", local / manifest.path, manifest)
             shard_cache.fetch(store, f"{attempt_key}/{item.path}", local / item.path, item)
             self.downloads += 1
             try:
-                dataset = dataset_from(local, one, self.layout_options)
+                dataset = dataset_from(local, one, self.layout_options, lance_fragment=fragment)
                 dataset.read_block(0, min(1, item.num_rows))  # maps the file now, before eviction can remove it
                 break
-            except FileNotFoundError:  # evicted by another process between the fetch and the open
-                if attempt == FETCH_TRIES - 1:
+            except (FileNotFoundError, CacheError):
+                # evicted by another process between the fetch and the open: fetch again; else a real error
+                if attempt == FETCH_TRIES - 1 or all((local / f.path).is_file() for f in [item, *self._lance_files]):
                     raise
         for backend in dataset._backends:
             backend.release_pin()  # eviction may take the file: the open map keeps serving it
@@ -139,19 +157,41 @@ class RemoteShardSource:
     def __repr__(self) -> str:
         rows = "" if (self._start, self._stop) == (0, int(self._shard_starts[-1])) else \
             f" [{self._start}:{self._stop}]"
-        return f"RemoteShardSource({self.split.url}{rows}, {len(self)} rows in {len(self.metadata.shards)} shards)"
+        return f"RemoteShardSource({self.split.url}{rows}, {len(self)} rows in {len(self._units)} shards)"
+
+
+def stream_units(metadata: CacheMetadata, url: str) -> tuple[list[ShardInfo], list[ShardInfo]]:
+    """(the files a stream downloads one at a time, in row order; the files every one of them needs beside it):
+    shard files, none; or a Lance cache's data files in fragment order, and its manifest files."""
+    if metadata.layout != "lance_rows":
+        return list(metadata.shards), []
+    names = metadata.extra.get("fragment_files")
+    by_path = {s.path: s for s in metadata.shards}
+    units = [by_path.get(f"{LANCE_DATA}{name}") for name in names] if isinstance(names, list) else None
+    if units is None or None in units or sum(u.num_rows for u in units) != metadata.num_rows:
+        raise CacheError(f"{url}: invalid cache metadata: fragment_files {names!r} do not name the Lance data files "
+                         f"{METADATA_FILE} lists, holding its {metadata.num_rows} rows")
+    others = [s for s in metadata.shards if s.path.startswith("data.lance/") and not s.path.startswith(LANCE_DATA)]
+    return units, others  # type: ignore[return-value]
+
+
+def streams_shard_by_shard(metadata: CacheMetadata) -> bool:
+    """Whether a stream of this remote cache downloads it a shard at a time (else it is opened as a whole)."""
+    if metadata.layout not in STREAMED_LAYOUTS or metadata.extra_files or not metadata.shards:
+        return False
+    return metadata.layout != "lance_rows" or "fragment_files" in metadata.extra  # older Lance caches: in place
 
 
 def open_remote_stream(url: str, storage_options: dict[str, Any] | None = None,
                        rows: Callable[[int], tuple[int, int]] | None = None) -> Any | None:
-    """A `StreamingDataset` reading the remote split at `url` a shard at a time; None for layouts it cannot
-    stream that way (Lance is read in place, caches with media files are opened whole). `rows(num_rows)`
-    gives the (start, stop) of a partial split."""
+    """A `StreamingDataset` reading the remote split at `url` a shard at a time; None for caches it cannot
+    stream that way (video frames, caches with media files, Lance caches without `fragment_files`: opened
+    whole, Lance read in place). `rows(num_rows)` gives the (start, stop) of a partial split."""
     from stable_datasets.storage.remote_cache import _write_local_metadata, open_remote_split
     from stable_datasets.streaming.iterable import StreamingDataset
 
     split, metadata, text = open_remote_split(url, storage_options)
-    if metadata.layout not in STREAMED_LAYOUTS or metadata.extra_files or not metadata.shards:
+    if not streams_shard_by_shard(metadata):
         return None
     local = shard_cache.attempt_dir(split.store, split.key(metadata.attempt))
     local.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,8 @@ downloaded so far. Rules:
   After each open, least recently opened shards are removed until the cache fits, skipping
   attempts that an open dataset pins (the shared `flock` on their `_metadata.json`, see
   cache.builds): the shards a dataset reads stay while it lives, even past the limit.
+  A Lance dataset's manifests (`_versions/`, `_transactions/`, a few KB) are not counted nor removed: a
+  stream downloads its data files one at a time and reads each through them.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ DEFAULT_LIMIT = 50 << 30
 STALE_DOWNLOAD_SECONDS = 3600.0  # a partial download this old belongs to a process that died
 _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1 << 10, "m": 1000**2, "mb": 1000**2, "mib": 1 << 20,
           "g": 1000**3, "gb": 1000**3, "gib": 1 << 30, "t": 1000**4, "tb": 1000**4, "tib": 1 << 40}
+LANCE_MANIFEST_DIRS = ("_versions", "_transactions")  # of a Lance dataset: tiny, and needed to read any data file
 _ATTEMPT_ID = re.compile(r"[0-9a-f]{8,64}")
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
@@ -128,13 +131,14 @@ def evict(limit: int | None = None) -> list[Path]:
             owner = _owning_attempt(directory, root)
             if owner is None:
                 continue  # not a downloaded attempt: e.g. a local `map` cache made beside one, never evicted
+            lance_own = directory.name in LANCE_MANIFEST_DIRS  # a streamed Lance cache's manifests: kept, a few KB
             for name in filenames:
                 if name.endswith((".download", ".part")):  # left by a download that was killed
                     with contextlib.suppress(FileNotFoundError):
                         if time.time() - (directory / name).stat().st_mtime > STALE_DOWNLOAD_SECONDS:
                             (directory / name).unlink()
                     continue
-                if _is_bookkeeping(name):
+                if _is_bookkeeping(name) or lance_own:
                     continue
                 path = directory / name
                 with contextlib.suppress(FileNotFoundError):
