@@ -2,6 +2,7 @@
 
     python benchmarks/bench_streaming.py                  # 50,000 rows of 2 KB, 3 rounds (a few minutes)
     python benchmarks/bench_streaming.py --rows 5000 --rounds 1    # smoke run
+    python benchmarks/bench_streaming.py --rows 20000 --only '(S3)'   # only the sides read from the S3 server
 
 The peers are pinned in the `bench` extra (mosaicml-streaming==0.13.0, litdata==0.2.76), but
 installing that extra lets pip replace our numpy (both peers cap it) and pull a CUDA torch.
@@ -430,6 +431,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--no-remote", action="store_true", help="skip the S3 (moto) side")
+    parser.add_argument("--only", nargs="+", default=None, metavar="TEXT",
+                        help="time only the sides whose names contain one of these (e.g. --only '(S3)'), and skip "
+                             "the shuffle-quality and resume tables: a quick check of a few rows")
     args = parser.parse_args()
     import torch  # noqa: F401  (imported once up front: its first import takes seconds, in no side's timing)
 
@@ -441,6 +445,9 @@ def main() -> None:
     server = None if args.no_remote else start_s3(work)
     if server is not None:
         sides.update(remote_sides(work, rows, blob, sides))
+    if args.only:
+        sides = {name: make for name, make in sides.items() if any(text in name for text in args.only)}
+        loader_only = [name for name in loader_only if name in sides]
     names = [name for name in sides if name not in loader_only]
 
     # 1. one epoch in this process, sides in turns
@@ -467,6 +474,14 @@ def main() -> None:
             loader_cpu[name].append(used)
     print_table("shuffled epoch, torch DataLoader, 2 workers, batch 256", shuffled, rows, payload_bytes,
                 loader_times, loader_cpu)
+
+    if args.only:
+        print(f"\nload after: {os.getloadavg()}")
+        if server is not None:
+            server.stop()
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+        return
 
     # 2. shuffle quality
     arrow = ours["arrow"]
