@@ -140,3 +140,45 @@ def test_inputs_over_http_are_downloaded_once_and_a_404_names_the_url(tmp_path, 
         assert table.drop_columns(["source_ref"]).equals(local.drop_columns(["source_ref"]))
         with pytest.raises(PackedFilesNotFoundError, match=r"http://127.0.0.1:\d+/gone.parquet: no such input"):
             PackedSFTDataset(f"{server.url}/gone.parquet", eos_id=0)
+
+
+def test_csv_data_files_on_s3_single_and_glob_load_like_local_ones_and_a_changed_object_rebuilds(s3_env, tmp_path):
+    import stable_datasets as sds
+
+    s3_env.write("csv/train-0.csv", b"a,b\n1,x\n2,y\n")
+    s3_env.write("csv/train-1.csv", b"a,b\n3,z\n")
+    s3_env.write("csv/other.txt", b"not matched")
+    one = sds.load_dataset("csv", data_files=f"s3://{s3_env.bucket}/csv/train-0.csv", split="train",
+                           cache_dir=tmp_path / "cache")
+    assert one.to_dict() == {"a": [1, 2], "b": ["x", "y"]}
+    both = sds.load_dataset("csv", data_files=f"s3://{s3_env.bucket}/csv/train-*.csv", split="train",
+                            cache_dir=tmp_path / "cache")
+    assert both.to_dict() == {"a": [1, 2, 3], "b": ["x", "y", "z"]}
+    s3_env.write("csv/train-1.csv", b"a,b\n4,w\n")  # a new ETag: a new fingerprint, never the stale rows
+    again = sds.load_dataset("csv", data_files=f"s3://{s3_env.bucket}/csv/train-*.csv", split="train",
+                             cache_dir=tmp_path / "cache")
+    assert again.to_dict() == {"a": [1, 2, 4], "b": ["x", "y", "w"]}
+    with pytest.raises(FileNotFoundError, match=rf"s3://{s3_env.bucket}/csv/nope.csv: no such object"):
+        sds.load_dataset("csv", data_files=f"s3://{s3_env.bucket}/csv/nope.csv", split="train",
+                         cache_dir=tmp_path / "cache")
+    with pytest.raises(FileNotFoundError, match="matches no file"):
+        sds.load_dataset("csv", data_files=f"s3://{s3_env.bucket}/csv/nope-*.csv", split="train",
+                         cache_dir=tmp_path / "cache")
+
+
+def test_builder_downloads_from_s3_are_verified_copies(s3_env, tmp_path):
+    import hashlib
+
+    from stable_datasets.download.manager import DownloadManager, RemoteFile
+    from stable_datasets.errors import ChecksumError
+
+    data = b"label,value\n0,1\n"
+    s3_env.write("raw/table.csv", data)
+    url = f"s3://{s3_env.bucket}/raw/table.csv"
+    manager = DownloadManager(tmp_path / "downloads")
+    path = manager.download(RemoteFile(url, sha256=hashlib.sha256(data).hexdigest()))
+    assert Path(path).read_bytes() == data and manager.downloaded_files == [path]
+    with pytest.raises(ChecksumError, match=rf"{url}: expected sha256 {'0' * 64}"):
+        manager.download(RemoteFile(url, sha256="0" * 64))
+    s3_env.write("raw/table.csv", data + b"1,2\n")  # changed: copied again
+    assert Path(manager.download(url)).read_bytes() == data + b"1,2\n"

@@ -18,6 +18,10 @@ def glob_pattern(text: str) -> list[str] | None:
     that exists is not a pattern: `scores [v1].csv` names that file, as the user typed it."""
     if not _has_magic(text) or ("://" not in text and os.path.lexists(text)):
         return None
+    if "://" in text and not text.startswith(("file://", "http://", "https://")):
+        from stable_datasets.storage.inputs import expand_object_pattern
+
+        return expand_object_pattern(text)  # s3://bucket/train-*.csv: the objects listed under its fixed prefix
     folder, name = os.path.split(text)
     if _has_magic(folder) or "**" in name:
         return sorted(glob.glob(text))

@@ -154,14 +154,6 @@ def _remote_identity(url: str, cache_root: Path) -> list[Any]:
         local = Path(manager.download(url))
         with ContentHashes(cache_root) as hashes:
             return [url, local.stat().st_size, "sha256:" + hashes.sha256(str(local), local.stat())]
-    try:
-        import fsspec
+    from stable_datasets.storage.inputs import object_identity
 
-        fs, path = fsspec.core.url_to_fs(url)
-        info = fs.info(path)
-    except ImportError:
-        logger.warning("{} is identified by its URL only (install fsspec to see when it changes)", url)
-        return [url, None, None]
-    marks = {k: str(info[k]) for k in sorted(info) if k.lower() in ("etag", "mtime", "lastmodified", "last_modified",
-                                                                     "created", "generation", "md5hash", "crc32c")}
-    return [url, info.get("size"), marks]
+    return object_identity(url)  # through the store client of cache roots: same credentials, retries, errors

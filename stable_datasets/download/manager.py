@@ -24,6 +24,7 @@ from stable_datasets.cache.publish import discard, file_sha256, make_staging_dir
 from stable_datasets.download.extract import extract_archive, iter_archive
 from stable_datasets.download.http import VALIDATORS, FatalURLError, RetryableError, fetch, head
 from stable_datasets.errors import ChecksumError, DownloadError
+from stable_datasets.storage.inputs import fetch_object, is_object_url
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,13 @@ class DownloadManager:
 
     def _download_one(self, spec: str | RemoteFile) -> Path:
         remote = spec if isinstance(spec, RemoteFile) else RemoteFile(str(spec))
+        if is_object_url(remote.url):  # s3://, gs://: a verified copy in the local inputs folder (storage.inputs)
+            path, digest = fetch_object(remote.url)
+            if remote.sha256 and self.verify_checksums and digest != remote.sha256.lower():
+                raise ChecksumError(f"downloaded file has the wrong checksum:\n  {remote.url}: expected sha256 "
+                                    f"{remote.sha256}, got {digest}")
+            self.downloaded_files.append(path)
+            return path
         dest = self.destination(remote)
         if self._usable(dest, remote):
             return dest

@@ -59,6 +59,53 @@ def local_inputs(items: list[Any], suffixes: tuple[str, ...] = (),
     return out
 
 
+def is_object_url(text: Any) -> bool:
+    """An object-store URL (`s3://`, `gs://`, ...), not `http(s)://` nor a local path."""
+    return is_url(text) and text.split("://", 1)[0].lower() not in HTTP_SCHEMES
+
+
+def object_identity(url: str, storage_options: dict[str, Any] | None = None) -> list[Any]:
+    """[url, size, its version (ETag, or modification time)] of one object: a data file's part of a fingerprint."""
+    _store, info = _one_object(url, storage_options)
+    return [url, info.size, _version(info)]
+
+
+def fetch_object(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Path, str]:
+    """(a local verified copy of the one object `url` names, its sha256): builder downloads and data files."""
+    store, info = _one_object(url, storage_options)
+    path = _fetch_object(store, info)
+    try:
+        digest = json.loads(path.with_name(f".{path.name}.version.json").read_text(encoding="utf-8"))["sha256"]
+    except (OSError, ValueError, KeyError):
+        from stable_datasets.cache.publish import file_sha256
+
+        digest = file_sha256(path)
+    return path, digest
+
+
+def expand_object_pattern(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
+    """The URLs of the objects a glob URL (`s3://b/train-*.csv`) matches, sorted; [] when none."""
+    from stable_datasets.storage.resolve import open_store
+
+    parsed = ObjectURL.parse(url)
+    try:
+        found = _objects_named(open_store(parsed, storage_options), parsed, url, ())
+    except RemoteInputNotFoundError:
+        return []
+    return [f"{parsed.scheme}://{parsed.bucket}/{o.key}" for o in found]
+
+
+def _one_object(url: str, storage_options: dict[str, Any] | None) -> tuple[ObjectStore, ObjectInfo]:
+    from stable_datasets.storage.resolve import open_store
+
+    parsed = ObjectURL.parse(url)
+    store = open_store(parsed, storage_options)
+    info = store.head(parsed.key) if parsed.key else None
+    if info is None:
+        raise RemoteInputNotFoundError(f"{url}: no such object")
+    return store, info
+
+
 def fetch_inputs(url: str, suffixes: tuple[str, ...] = (),
                  storage_options: dict[str, Any] | None = None) -> list[Path]:
     """Local verified copies of the object(s) `url` names (see the module docstring)."""
