@@ -448,6 +448,7 @@ class Backend(TableBackend):
             self.check_rows(self.dataset_dir / "data" / name, held.num_rows, rows)
             self._held = held.combine_chunks()
         self._row_getters = None
+        self._dataset = None  # nothing reads through Lance from here on (a fork helper process, if any, ends)
 
     def rows_in_place(self) -> bool:
         """Blob columns mapped and every other column held: any rows are gathered with no Lance call."""
