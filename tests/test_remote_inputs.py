@@ -69,14 +69,16 @@ def test_a_changed_object_is_copied_again_and_a_vanished_one_is_an_error(s3_env,
 def test_an_object_that_changes_during_the_copy_is_an_error(s3_env, tmp_path, monkeypatch):
     url = upload(s3_env, write_packed_parquet(packs(0, 5), tmp_path / "a.parquet"), "in/a.parquet")
     replacement = write_packed_parquet(packs(50, 9), tmp_path / "b.parquet").read_bytes()
-    real_download = inputs.ObjectStore.download
+    from stable_datasets.storage.s3 import S3Store
+
+    real_download = S3Store.download
 
     def download_then_overwrite(self, key, destination):
         done = real_download(self, key, destination)
         s3_env.write(key, replacement)  # a writer replaces the object while we read it
         return done
 
-    monkeypatch.setattr(inputs.ObjectStore, "download", download_then_overwrite)
+    monkeypatch.setattr(S3Store, "download", download_then_overwrite)
     with pytest.raises(StorageError, match=r"s3://.*/in/a.parquet: input changed while it was being read"):
         inputs.fetch_inputs(url)
     monkeypatch.undo()

@@ -282,3 +282,36 @@ def test_a_remote_lance_cache_written_before_fragment_files_streams_in_place(s3_
     assert not isinstance(stream.dataset, RemoteShardSource)  # Lance reads it in place, with ranged GETs
     assert [row["idx"] for row in stream] == list(range(400, 1200))
     assert not list((tmp_path / "fresh-node").rglob("*.lance"))
+
+
+def test_a_big_data_file_is_downloaded_in_parallel_ranges_and_a_replaced_object_is_an_error(
+        s3_env, monkeypatch, tmp_path, served_bytes):
+    from stable_datasets.errors import StorageError
+    from stable_datasets.storage import s3
+
+    data_files = publish_lance(s3_env, monkeypatch, tmp_path)
+    part = 300_000
+    monkeypatch.setattr(s3, "PART_BYTES", part)
+    served_bytes.clear()
+    stream = sds.load_dataset(Wide, split="train[:25%]", storage_format="lance", streaming=True,
+                              layout_options=LANCE_OPTIONS)
+    assert [row["idx"] for row in stream] == list(range(1000))
+    name = data_files[0].path.rsplit("/", 1)[-1]
+    ranges = sorted(size for key, size in served_bytes if key.endswith(name))
+    size = data_files[0].num_bytes
+    assert size > 3 * part and sum(ranges) == size and len(ranges) == -(-size // part)
+
+    store = stream.dataset.split.store
+    key = f"{stream.dataset.split.key(stream.dataset.metadata.attempt)}/{data_files[1].path}"
+    original = store.client.get_object
+
+    def replaced_after_the_first_range(**kwargs):
+        answer = original(**kwargs)
+        if kwargs.get("Range", "").startswith("bytes=0-"):
+            s3_env.write(key, b"x" * size)  # another writer replaces the object mid-download
+        return answer
+
+    monkeypatch.setattr(store.client, "get_object", replaced_after_the_first_range)
+    with pytest.raises(StorageError, match=r"the object changed while it was downloaded"):
+        store.download(key, tmp_path / "copy")
+    assert not list(tmp_path.glob("*copy*")) and not list(tmp_path.glob(".copy*"))

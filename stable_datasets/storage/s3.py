@@ -10,15 +10,22 @@ unreachable endpoint fails after a bounded, short wait.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
-from stable_datasets.errors import ConfigurationError, StorageError
+from stable_datasets.errors import ConfigurationError, MissingObjectError, StorageError
 from stable_datasets.storage.retry import max_attempts, with_retries
-from stable_datasets.storage.store import ObjectInfo, ObjectStore
+from stable_datasets.storage.store import CHUNK, ObjectInfo, ObjectStore, save_stream
 
 T = TypeVar("T")
+#: objects bigger than this are downloaded in ranges of this size, PART_THREADS at a time (else one GET)
+PART_BYTES = 64 << 20
+PART_THREADS = 8
 OPTION_ALIASES = {
     "key": "aws_access_key_id", "aws_access_key_id": "aws_access_key_id",
     "secret": "aws_secret_access_key", "aws_secret_access_key": "aws_secret_access_key",
@@ -148,7 +155,72 @@ class S3Store(ObjectStore):
         return self._call("read", key, fetch)
 
     def download(self, key: str, destination: Path) -> tuple[int, str]:
-        return self._call("download", key, lambda: ObjectStore.download(self, key, destination))
+        return self._call("download", key, lambda: self._download(key, destination))
+
+    def _download(self, key: str, destination: Path) -> tuple[int, str]:
+        """One GET for an object up to PART_BYTES. A bigger one (a Lance data file can be GBs) in ranges of
+        PART_BYTES, PART_THREADS at a time, each asked with If-Match on the first range's ETag: an object
+        replaced meanwhile fails the download (412), never mixes two versions."""
+        from botocore.exceptions import ClientError
+
+        try:
+            first = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes=0-{PART_BYTES - 1}")
+        except ClientError as exc:
+            code = _code(exc)[0]
+            if code in _MISSING_CODES:
+                raise MissingObjectError(f"{self.url(key)}: object is missing") from None
+            if code == "InvalidRange":  # an empty object has no byte 0
+                return ObjectStore.download(self, key, destination)
+            raise
+        total = str(first.get("ContentRange", "")).rpartition("/")[2]
+        if not total.isdigit() or int(total) <= PART_BYTES:
+            return save_stream(first["Body"], destination)
+        return self._download_ranges(key, destination, first, int(total))
+
+    def _download_ranges(self, key: str, destination: Path, first: dict[str, Any], total: int) -> tuple[int, str]:
+        from botocore.exceptions import ClientError
+
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        temporary = destination.parent / f".{destination.name}.{uuid.uuid4().hex[:8]}.part"
+        etag = first["ETag"]
+
+        def part(start: int) -> None:
+            stop = min(start + PART_BYTES, total)
+            try:
+                body = first["Body"] if start == 0 else self.client.get_object(
+                    Bucket=self.bucket, Key=key, Range=f"bytes={start}-{stop - 1}", IfMatch=etag)["Body"]
+            except ClientError as exc:
+                if _code(exc)[0] in ("PreconditionFailed", "412"):
+                    raise StorageError(f"{self.url(key)}: the object changed while it was downloaded (its ETag is "
+                                       f"no longer {etag})") from None
+                raise
+            position = start
+            with body:
+                while chunk := body.read(CHUNK):  # streamed: PART_THREADS chunks in memory at most
+                    view = memoryview(chunk)
+                    while view:
+                        written = os.pwrite(fd, view, position)
+                        position, view = position + written, view[written:]
+            if position != stop:
+                raise StorageError(f"{self.url(key)}: bytes {start}-{stop - 1} came back {position - start} bytes long")
+
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.ftruncate(fd, total)
+                with ThreadPoolExecutor(PART_THREADS) as pool:
+                    list(pool.map(part, range(0, total, PART_BYTES)))
+            finally:
+                os.close(fd)
+            digest = hashlib.sha256()
+            with open(temporary, "rb") as written:
+                while chunk := written.read(CHUNK):
+                    digest.update(chunk)
+            os.replace(temporary, destination)
+        except BaseException:
+            temporary.unlink(missing_ok=True)
+            raise
+        return total, digest.hexdigest()
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self._call("write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=data))

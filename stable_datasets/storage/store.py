@@ -84,20 +84,25 @@ class ObjectStore(ABC):
         stream = self._open_stream(key)
         if stream is None:
             raise MissingObjectError(f"{self.url(key)}: object is missing")
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        temporary = destination.parent / f".{destination.name}.{uuid.uuid4().hex[:8]}.part"
-        digest, size = hashlib.sha256(), 0
-        try:
-            with stream, open(temporary, "wb") as out:
-                while chunk := stream.read(CHUNK):
-                    digest.update(chunk)
-                    out.write(chunk)
-                    size += len(chunk)
-            os.replace(temporary, destination)
-        except BaseException:
-            temporary.unlink(missing_ok=True)
-            raise
-        return size, digest.hexdigest()
+        return save_stream(stream, destination)
 
     def describe(self) -> dict[str, Any]:
         return {"scheme": self.scheme, "bucket": self.bucket}
+
+
+def save_stream(stream: BinaryIO, destination: Path) -> tuple[int, str]:
+    """Write `stream` to `destination` (beside it, then renamed); (size, sha256)."""
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    temporary = destination.parent / f".{destination.name}.{uuid.uuid4().hex[:8]}.part"
+    digest, size = hashlib.sha256(), 0
+    try:
+        with stream, open(temporary, "wb") as out:
+            while chunk := stream.read(CHUNK):
+                digest.update(chunk)
+                out.write(chunk)
+                size += len(chunk)
+        os.replace(temporary, destination)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+    return size, digest.hexdigest()
