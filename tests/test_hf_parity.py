@@ -1,0 +1,165 @@
+"""Hugging Face `datasets` behaviour where we claim it, checked against the real package.
+
+Each test takes its inputs and expected values from a test in Hugging Face's own suite (named
+in a comment) and, where running `datasets` on the same input is cheap and offline, computes the
+expected value with it side by side, so a change on either side shows up here. Deliberate
+differences are asserted as such (and listed in docs/in-memory-and-hf.md and
+docs/load-your-own-files.md under "Differences from Hugging Face datasets").
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import stable_datasets as sds
+from stable_datasets import StableDataset
+from stable_datasets.dataset.splits import parse_split
+
+datasets = pytest.importorskip("datasets")
+
+
+# -- split strings ----------------------------------------------------------------------------
+def _hf_bounds(spec: str, name2len: dict[str, int]) -> list[tuple[str, int, int]]:
+    from datasets.arrow_reader import ReadInstruction
+
+    absolute = ReadInstruction.from_spec(spec).to_absolute(name2len)
+    return [(a.splitname, a.from_, max(a.from_, a.to)) for a in absolute]
+
+
+def _our_bounds(spec: str, name2len: dict[str, int]) -> list[tuple[str, int, int]]:
+    return [(part.name, *part.bounds(name2len[part.name])) for part in parse_split(spec)]
+
+
+_SPLIT_SPECS = [
+    # tests/test_arrow_reader.py::test_read_instruction_spec, ::test_make_file_instructions, and
+    # BaseReaderTest.test_read / test_read_files ("test[:33%]", "train+test[10:20]")
+    "train", "test[:33%]", "train+test[10:20]", "train[2:10]", "train[15%:-20%]", "train[-80%:10%]",
+    "train[:10%](closest)", "train[:10%](pct1_dropremainder)",
+    "train[:10%](pct1_dropremainder)+test[-10%:](pct1_dropremainder)",
+    "train[-20%:]", "train[:200]", "train[:-200]", "train[-200:]",
+    # rounding at halves, mixed units, empty and reversed ranges, repeated splits
+    "train[:50%]", "train[:33%]", "train[33%:67%]", "train[-33%:]", "train[:-1%]", "train[1%:-1%](pct1_dropremainder)",
+    "train[10%:20]", "train[10:20%]", "train[-5%:5]", "train[50:10]", "train[:0%]", "train[100%:]", "train[:]",
+    "train[:10]+train[5:15]", "train[:1_0]", "train[-99%:](pct1_dropremainder)", "train[:-100%]",
+]
+
+
+@pytest.mark.parametrize("spec", _SPLIT_SPECS)
+@pytest.mark.parametrize("train_rows", [1, 3, 7, 33, 95, 100, 101, 150, 250, 1005])
+def test_split_string_bounds_match_read_instruction(spec, train_rows):
+    # tests/test_arrow_reader.py::test_read_instruction_spec and ::test_make_file_instructions:
+    # ReadInstruction.from_spec(spec).to_absolute(...) gives the rows Hugging Face reads
+    name2len = {"train": train_rows, "test": 100}
+    try:
+        expected = _hf_bounds(spec, name2len)
+    except ValueError as exc:  # pct1_dropremainder under 100 rows: both refuse
+        assert "pct1_dropremainder" in spec and train_rows < 100, exc
+        with pytest.raises(ValueError, match="pct1_dropremainder"):
+            _our_bounds(spec, name2len)
+        return
+    assert _our_bounds(spec, name2len) == expected
+
+
+@pytest.mark.parametrize("spec", ["train[:150%]", "train[-101%:]", "train[:10](closest)", "train[:10%](nearest)",
+                                  "train[1:2:3]", "train[a:b]", "train[:10%](pct1_dropremainder"])
+def test_split_strings_hf_refuses_are_value_errors(spec):
+    # tests/test_arrow_reader.py: ReadInstruction raises ValueError for a percent outside [-100, 100],
+    # a rounding on absolute bounds, an unknown rounding and a spec it cannot parse
+    from datasets.arrow_reader import ReadInstruction
+
+    with pytest.raises(ValueError):
+        ReadInstruction.from_spec(spec).to_absolute({"train": 200})
+    with pytest.raises(ValueError):
+        _our_bounds(spec, {"train": 200})
+
+
+def test_split_strings_select_the_rows_hf_selects(tmp_path):
+    # BaseReaderTest.test_read_files ("train+test[10:20]" reads 110 rows) and test_read ("test[:33%]"),
+    # run end to end on a loader: rows and their order, not just counts
+    for split, n in (("train", 100), ("test", 100)):
+        (tmp_path / f"{split}.csv").write_text("i\n" + "".join(f"{split}{k}\n" for k in range(n)))
+    files = {"train": str(tmp_path / "train.csv"), "test": str(tmp_path / "test.csv")}
+    for spec in ("train+test[10:20]", "test[:33%]", "train[10%:20]+train[:3]", "test[-10%:](pct1_dropremainder)"):
+        ours = sds.load_dataset("csv", data_files=files, split=spec)["i"]
+        hf = datasets.load_dataset("csv", data_files=files, split=spec, cache_dir=str(tmp_path / "hf"))["i"]
+        assert ours == hf, spec
+
+
+# -- train_test_split ---------------------------------------------------------------------------
+_SIZES = [(10, None), (0.5, None), (None, 10), (0.25, None), (None, 0.3), (0.1, 0.2), (3, 5), (0.33, 0.33),
+          (None, None), (1, None), (None, 29), (0.01, None), (0.001, None)]
+
+
+@pytest.mark.parametrize(("test_size", "train_size"), _SIZES)
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_train_test_split_sizes_and_rows_match_hf(test_size, train_size, shuffle):
+    # tests/test_arrow_dataset.py::test_train_test_split (30 rows "my_name-train_<i>"): test_size=10 and 0.5,
+    # train_size=10, shuffle=False gives train first; with a seed, the same generator (numpy default_rng)
+    # draws the same permutation, so the rows match too
+    data = {"filename": [f"my_name-train_{i}" for i in range(30)]}
+    hf = datasets.Dataset.from_dict(data)
+    ds = StableDataset.from_dict(data)
+    kwargs = {"test_size": test_size, "train_size": train_size, "shuffle": shuffle, "seed": 42 if shuffle else None}
+    expected = hf.train_test_split(**kwargs)
+    got = ds.train_test_split(**kwargs)
+    assert list(got) == list(expected) == ["train", "test"]
+    for side in ("train", "test"):
+        assert got[side]["filename"] == expected[side]["filename"], side
+        assert got[side].features == ds.features
+
+
+@pytest.mark.parametrize(("test_size", "train_size"), [(0, None), (30, None), (31, None), (1.0, None), (0.0, None),
+                                                       (-1, None), (None, 30), (0.7, 0.7), (20, 20), (1.5, None),
+                                                       (0.999, None)])
+def test_train_test_split_sizes_hf_refuses_are_value_errors(test_size, train_size):
+    # tests/test_arrow_dataset.py::test_train_test_split: sizes that do not fit raise ValueError
+    data = {"x": list(range(30))}
+    with pytest.raises(ValueError):
+        datasets.Dataset.from_dict(data).train_test_split(test_size=test_size, train_size=train_size)
+    with pytest.raises(ValueError):
+        StableDataset.from_dict(data).train_test_split(test_size=test_size, train_size=train_size)
+
+
+def test_train_test_split_seed_determinism():
+    ds = StableDataset.from_dict({"x": list(range(50))})
+    first = ds.train_test_split(test_size=0.2, seed=7)
+    again = ds.train_test_split(test_size=0.2, seed=7)
+    other = ds.train_test_split(test_size=0.2, seed=8)
+    assert first["test"]["x"] == again["test"]["x"] and first["train"]["x"] == again["train"]["x"]
+    assert first["test"]["x"] != other["test"]["x"]
+    assert sorted(first["train"]["x"] + first["test"]["x"]) == list(range(50))
+
+
+def test_train_test_split_stratified_counts_per_class_match_hf():
+    # tests/test_arrow_dataset.py::test_train_test_split_startify: every class keeps its share on both sides
+    labels = [0] * 10 + [1] * 6 + [2] * 4 + [3] * 15
+    features = {"label": sds.ClassLabel(names=["a", "b", "c", "d"]), "i": sds.Value("int64")}
+    ds = StableDataset.from_dict({"label": labels, "i": list(range(len(labels)))}, features=features)
+    hf = datasets.Dataset.from_dict({"label": labels, "i": list(range(len(labels)))},
+                                    features=datasets.Features({"label": datasets.ClassLabel(names=list("abcd")),
+                                                                "i": datasets.Value("int64")}))
+    for test_size in (0.33, 0.5, 8, 0.2):
+        ours = ds.train_test_split(test_size=test_size, stratify_by_column="label", seed=0)
+        theirs = hf.train_test_split(test_size=test_size, stratify_by_column="label", seed=0)
+        for side in ("train", "test"):
+            assert len(ours[side]) == len(theirs[side])
+            assert sorted(ours[side]["label"]) == sorted(theirs[side]["label"]), (test_size, side)
+        assert sorted(ours["train"]["i"] + ours["test"]["i"]) == list(range(len(labels)))
+
+
+def test_train_test_split_stratify_errors_are_value_errors():
+    # tests/test_arrow_dataset.py::test_errors_train_test_split_stratify: an unknown column, a column that is
+    # not a ClassLabel, a class with one row, and a test side smaller than the number of classes
+    labels = {"label": [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]}
+    features = {"label": sds.ClassLabel(num_classes=5)}
+    ds = StableDataset.from_dict(labels, features=features)
+    with pytest.raises((ValueError, KeyError)):
+        ds.train_test_split(0.33, stratify_by_column="labl")
+    with pytest.raises(ValueError):
+        StableDataset.from_dict(labels).train_test_split(0.33, stratify_by_column="label")
+    with pytest.raises(ValueError):
+        StableDataset.from_dict({"label": [0, 1, 1, 1]}, features={"label": sds.ClassLabel(num_classes=2)}) \
+            .train_test_split(0.5, stratify_by_column="label")
+    with pytest.raises(ValueError):
+        ds.train_test_split(0.3, stratify_by_column="label")  # 3 test rows for 5 classes
+
