@@ -163,3 +163,40 @@ def test_train_test_split_stratify_errors_are_value_errors():
     with pytest.raises(ValueError):
         ds.train_test_split(0.3, stratify_by_column="label")  # 3 test rows for 5 classes
 
+
+
+# -- column operations ------------------------------------------------------------------------
+_MULTI = {"col_1": [3, 2, 1, 0], "col_2": ["a", "b", "c", "d"], "col_3": [False, True, False, True]}
+
+
+def _pair(data, hf_features=None, features=None):
+    hf = datasets.Dataset.from_dict(data, features=hf_features)
+    return hf, StableDataset.from_dict(data, features=features)
+
+
+@pytest.mark.parametrize("operation", [
+    # tests/test_arrow_dataset.py::test_class_encode_column, test_rename_columns ("not_there"), and the missing
+    # column checks of select_columns / remove_columns / sort / unique / cast_column / map(remove_columns=)
+    lambda ds: ds.class_encode_column("does not exist"),
+    lambda ds: ds.rename_columns({"not_there": "new_name"}),
+    lambda ds: ds.rename_column("not_there", "new_name"),
+    lambda ds: ds.select_columns(["nope"]),
+    lambda ds: ds.remove_columns("nope"),
+    lambda ds: ds.sort("nope"),
+    lambda ds: ds.unique("nope"),
+    lambda ds: ds["nope"],
+    lambda ds: ds.with_format("numpy", columns=["nope"]),
+    lambda ds: ds.with_transform(lambda batch: batch, columns=["nope"]),
+    lambda ds: ds.map(lambda row: row, remove_columns=["nope"]),
+    lambda ds: ds.train_test_split(test_size=2, stratify_by_column="nope"),
+])
+def test_a_missing_column_is_a_value_error_as_in_hf_and_a_key_error(operation):
+    hf, ds = _pair(_MULTI)
+    with pytest.raises(ValueError):
+        operation(hf)
+    with pytest.raises(ValueError, match=r"nope|not_there|does not exist") as caught:
+        operation(ds)
+    assert isinstance(caught.value, KeyError)  # what Python's mappings raise, kept for those who catch it
+    assert "columns are ['col_1', 'col_2', 'col_3']" in str(caught.value)
+    assert not str(caught.value).startswith(("'", '"'))  # not quoted as a plain KeyError would be
+

@@ -21,7 +21,7 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.dataset.column_view import ColumnView
-from stable_datasets.errors import EncodingError, ExampleError
+from stable_datasets.errors import ColumnNotFoundError, EncodingError, ExampleError
 from stable_datasets.features.base import as_feature
 from stable_datasets.features.columnar import RowEncodingError, as_columns, encode_columns
 from stable_datasets.features.features import Features
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 def _check_names(ds: StableDataset, names: Sequence[str], what: str) -> None:
     unknown = [n for n in names if n not in ds.features]
     if unknown:
-        raise KeyError(f"{what}: no column(s) {unknown}; columns are {ds.column_names}")
+        raise ColumnNotFoundError(f"{what}: no column(s) {unknown}; columns are {ds.column_names}")
 
 
 def with_columns(ds: StableDataset, columns: dict[str, str]) -> StableDataset:

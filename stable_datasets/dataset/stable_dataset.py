@@ -24,6 +24,7 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset import hf_interop, in_memory
 from stable_datasets.dataset.formatting import Format, to_torch
+from stable_datasets.errors import ColumnNotFoundError
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
 from stable_datasets.features.value import ClassLabel, Value
@@ -412,7 +413,7 @@ class StableDataset:
 
     def _column(self, name: str) -> Any:
         if name not in self._features:
-            raise KeyError(f"no column {name!r}; columns are {list(self._features)}")
+            raise ColumnNotFoundError(f"no column {name!r}; columns are {list(self._features)}")
         return self.select_columns([name])._format_table(self._all_rows_table())[name]
 
     def _all_rows_table(self) -> pa.Table:
@@ -475,7 +476,7 @@ class StableDataset:
         if columns is not None:
             unknown = [c for c in columns if c not in self._features]
             if unknown:
-                raise KeyError(f"no column(s) {unknown}; columns are {list(self._features)}")
+                raise ColumnNotFoundError(f"no column(s) {unknown}; columns are {list(self._features)}")
         return self._derive(format=Format(type or "python", tuple(columns) if columns else None, decode,
                                           self._format.video_decode), keep_transform=False)
 

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from stable_datasets.errors import ColumnNotFoundError
+
 if TYPE_CHECKING:
     from stable_datasets.dataset.stable_dataset import StableDataset
 
@@ -24,7 +26,7 @@ def check_transform(ds: StableDataset, transform: Callable[[dict[str, Any]], Any
         columns = [columns] if isinstance(columns, str) else list(columns)
         unknown = [c for c in columns if c not in ds.features]
         if unknown:
-            raise KeyError(f"with_transform: no column(s) {unknown}; columns are {ds.column_names}")
+            raise ColumnNotFoundError(f"with_transform: no column(s) {unknown}; columns are {ds.column_names}")
     return transform, tuple(columns) if columns is not None else None, output_all_columns
 
 
