@@ -200,3 +200,112 @@ def test_a_missing_column_is_a_value_error_as_in_hf_and_a_key_error(operation):
     assert "columns are ['col_1', 'col_2', 'col_3']" in str(caught.value)
     assert not str(caught.value).startswith(("'", '"'))  # not quoted as a plain KeyError would be
 
+
+@pytest.mark.parametrize("operation", [
+    # tests/test_arrow_dataset.py::test_rename_columns (empty name, duplicates), test_sort (reverse list length),
+    # test_class_encode_column (an array / sequence column)
+    lambda ds: ds.rename_columns({"col_1": ""}),
+    lambda ds: ds.rename_columns({"col_1": "new_name", "col_2": "new_name"}),
+    lambda ds: ds.rename_column("col_1", "col_2"),
+    lambda ds: ds.sort(["col_1", "col_2", "col_3"], reverse=[False]),
+    lambda ds: ds.add_column("col_1", [1, 2, 3, 4]),
+    lambda ds: ds.add_column("col_4", [1]),
+])
+def test_column_operation_refusals_are_value_errors_as_in_hf(operation):
+    hf, ds = _pair(_MULTI)
+    with pytest.raises(ValueError):
+        operation(hf)
+    with pytest.raises(ValueError):
+        operation(ds)
+
+
+def test_class_encode_column_of_a_sequence_is_a_value_error():
+    # tests/test_arrow_dataset.py::test_class_encode_column (array_features): a List column cannot be encoded
+    hf, ds = _pair({"col_3": [[3, 2, 1, 0]] * 4})
+    for side in (hf, ds):
+        with pytest.raises(ValueError):
+            side.class_encode_column("col_3")
+
+
+@pytest.mark.parametrize(("column", "names", "ids"), [
+    # tests/test_arrow_dataset.py::test_class_encode_column: names are str(value), sorted as text
+    ("col_1", ["0", "1", "2", "3"], [3, 2, 1, 0]),
+    ("col_2", ["a", "b", "c", "d"], [0, 1, 2, 3]),
+    ("col_3", ["False", "True"], [0, 1, 0, 1]),
+])
+def test_class_encode_column_names_and_ids(column, names, ids):
+    hf, ds = _pair(_MULTI)
+    encoded, expected = ds.class_encode_column(column), hf.class_encode_column(column)
+    assert encoded.features[column].names == expected.features[column].names == names
+    assert encoded[column] == list(expected[column]) == ids
+    assert encoded.column_names == list(_MULTI)
+
+
+@pytest.mark.parametrize("values", [[10, 9, 100, 2], [1.5, 0.5, 10.0, 2.0], ["b", "a", "B", "a"]])
+def test_class_encode_column_orders_names_as_text_like_hf(values):
+    hf, ds = _pair({"x": values})
+    encoded, expected = ds.class_encode_column("x"), hf.class_encode_column("x")
+    assert encoded.features["x"].names == expected.features["x"].names
+    assert encoded["x"] == list(expected["x"])
+
+
+@pytest.mark.parametrize("include_nulls", [False, True])
+def test_class_encode_column_with_none(include_nulls):
+    # tests/test_arrow_dataset.py::test_class_encode_column_with_none
+    hf, ds = _pair({"col_1": ["a", "b", "c", None, "d", None]})
+    encoded = ds.class_encode_column("col_1", include_nulls=include_nulls)
+    expected = hf.class_encode_column("col_1", include_nulls=include_nulls)
+    assert encoded.features["col_1"].names == expected.features["col_1"].names
+    assert encoded["col_1"] == list(expected["col_1"])
+    assert encoded.unique("col_1") == expected.unique("col_1")
+    assert (None in encoded.unique("col_1")) == (not include_nulls)
+
+
+@pytest.mark.parametrize("null_placement", ["first", "last", "at_start", "at_end"])
+def test_sort_with_none(null_placement):
+    # tests/test_arrow_dataset.py::test_sort_with_none
+    hf, ds = _pair({"col_1": ["item_2", "item_3", "item_1", None, "item_4", None]})
+    got = ds.sort("col_1", null_placement=null_placement)["col_1"]
+    assert got == list(hf.sort("col_1", null_placement=null_placement)["col_1"])
+    if null_placement in ("first", "at_start"):
+        assert got == [None, None, "item_1", "item_2", "item_3", "item_4"]
+    else:
+        assert got == ["item_1", "item_2", "item_3", "item_4", None, None]
+
+
+@pytest.mark.parametrize(("columns", "reverse"), [
+    # tests/test_arrow_dataset.py::test_sort: one key, reversed, several keys with a reverse flag each
+    ("filename", False), ("filename", True), (["col_3", "col_1"], [True, False]), (["col_1", "col_2"], True),
+    ("n", False), ("n", True), ("f", False),
+])
+def test_sort_matches_hf(columns, reverse):
+    data = {"filename": [f"my_name-train_{i}" for i in (8, 9, 0, 3, 1, 2, 5, 7, 6, 4)],
+            "col_1": [3, 2, 1, 0, 3, 2, 1, 0, 3, 2], "col_2": list("abcdefghij"),
+            "col_3": [False, True] * 5, "n": [2, None, 1, 3, None, 0, 5, 5, 1, 2],
+            "f": [2.0, float("nan"), 1.0, None, -0.0, 0.0, 1.5, float("inf"), 3.0, -1.0]}
+    hf, ds = _pair(data)
+    expected = hf.sort(columns, reverse=reverse)
+    assert ds.sort(columns, reverse=reverse)["col_2"] == list(expected["col_2"])
+
+
+@pytest.mark.parametrize("values", [[3, 1, None, 3, 2, None, 1], ["b", "a", "b", None], [1.5, float("nan"), 1.5],
+                                    [True, False, True]])
+def test_unique_in_order_of_first_appearance_like_hf(values):
+    hf, ds = _pair({"x": values})
+    assert repr(ds.unique("x")) == repr(hf.unique("x"))
+
+
+def test_column_choices_match_hf():
+    # tests/test_arrow_dataset.py::test_select_columns, test_remove_columns, test_rename_column(s), test_add_column
+    hf, ds = _pair(_MULTI)
+    for operation in (lambda d: d.select_columns("col_1"), lambda d: d.select_columns(["col_3", "col_2", "col_1"]),
+                      lambda d: d.remove_columns("col_1"), lambda d: d.remove_columns(["col_3", "col_1"]),
+                      lambda d: d.rename_column("col_1", "new_name"),
+                      lambda d: d.rename_columns({"col_1": "new_name", "col_2": "new_name2"}),
+                      lambda d: d.rename_columns({"col_1": "col_2", "col_2": "col_1"}),
+                      lambda d: d.add_column("col_4", ["x", "y", "z", "w"])):
+        got, expected = operation(ds), operation(hf)
+        assert got.column_names == expected.column_names
+        assert got.to_dict() == expected.to_dict()
+        assert got.to_list() == expected.to_list()
+    assert ds.column_names == list(_MULTI)  # the source is unchanged
