@@ -309,3 +309,64 @@ def test_column_choices_match_hf():
         assert got.to_dict() == expected.to_dict()
         assert got.to_list() == expected.to_list()
     assert ds.column_names == list(_MULTI)  # the source is unchanged
+
+
+# -- cast_column between Value types ----------------------------------------------------------
+@pytest.mark.parametrize(("values", "dtype"), [
+    # tests/test_arrow_dataset.py::test_cast (int64 -> float64) and Arrow's safe casts HF's cast_column makes
+    ([1, 2, 3], "float64"), ([1, 2, 3], "int8"), ([3, 4], "float32"), ([0.1], "float16"), ([1.0, 2.0], "int32"),
+    ([1, 2, None], "string"), ([1.5, 2.25], "string"), ([True, False], "string"), (["1", "2"], "int64"),
+    (["1.5", "-2"], "float64"), ([True, False, None], "int64"), ([1, 0, None], "bool"), (["true", "false"], "bool"),
+    (["a", "b"], "large_string"), ([2**40], "float64"),
+])
+def test_cast_column_between_value_types_matches_hf(values, dtype):
+    hf, ds = _pair({"x": values, "keep": list(range(len(values)))})
+    got = ds.cast_column("x", sds.Value(dtype))
+    expected = hf.cast_column("x", datasets.Value(dtype))
+    assert got.features["x"] == sds.Value(dtype)
+    assert got.column_names == ["x", "keep"] and got["keep"] == list(range(len(values)))
+    assert repr(got["x"]) == repr(list(expected["x"]))
+
+
+@pytest.mark.parametrize(("values", "dtype", "row", "message"), [
+    # where Arrow's safe cast refuses, HF raises ArrowInvalid (a ValueError); ours names the row
+    ([1, 2, 300], "int8", 2, "value 300 is out of range for int8"),
+    ([1, -1], "uint8", 1, "value -1 is out of range for uint8"),
+    ([1.0, 1.5, None], "int64", 1, "value 1.5 cannot be cast to int64"),
+    (["1.5", "x"], "float64", 1, "value 'x' cannot be cast to float64"),
+    ([2**53 + 1], "float64", 0, "value 9007199254740993 cannot be stored as float64"),
+])
+def test_cast_column_refusals_name_the_row(values, dtype, row, message):
+    hf, ds = _pair({"x": values})
+    with pytest.raises(ValueError):
+        hf.cast_column("x", datasets.Value(dtype))
+    with pytest.raises(ValueError, match=rf"example key {row}, field 'x': {message}"):
+        ds.cast_column("x", sds.Value(dtype))
+
+
+def test_cast_column_deliberate_differences():
+    # Arrow's cast (so HF's) turns 1e40 into inf in float32 and 2 into True: both would lose the value
+    hf, ds = _pair({"x": [1.5, 1e40], "n": [1, 2]})
+    assert hf.cast_column("x", datasets.Value("float32"))["x"][1] == float("inf")
+    with pytest.raises(ValueError, match=r"example key 1, field 'x': value 1e\+40 does not fit float32"):
+        ds.cast_column("x", sds.Value("float32"))
+    assert list(hf.cast_column("n", datasets.Value("bool"))["n"]) == [True, True]
+    with pytest.raises(ValueError, match=r"example key 1, field 'n': value 2 is neither 0 nor 1"):
+        ds.cast_column("n", sds.Value("bool"))
+    # a ClassLabel cast to text gives its names (HF gives the ids as text: "1", "0")
+    hf, ds = _pair({"y": [1, 0]}, datasets.Features({"y": datasets.ClassLabel(names=["a", "b"])}),
+                   {"y": sds.ClassLabel(names=["a", "b"])})
+    assert list(hf.cast_column("y", datasets.Value("string"))["y"]) == ["1", "0"]
+    assert ds.cast_column("y", sds.Value("string"))["y"] == ["b", "a"]
+    # an id out of the ClassLabel's range is refused (HF keeps the 5 under a 2-class label)
+    hf, ds = _pair({"y": [1, 0, 5]})
+    assert list(hf.cast_column("y", datasets.ClassLabel(names=["a", "b"]))["y"]) == [1, 0, 5]
+    with pytest.raises(ValueError, match=r"example key 2, field 'y': label 5 is out of range \[0, 2\)"):
+        ds.cast_column("y", sds.ClassLabel(names=["a", "b"]))
+
+
+@pytest.mark.parametrize(("values", "feature"), [(["b", "a", "b"], "names"), ([1, 0, 1], "ids")])
+def test_cast_column_to_class_label_matches_hf(values, feature):
+    hf, ds = _pair({"y": values})
+    expected = hf.cast_column("y", datasets.ClassLabel(names=["a", "b"]))["y"]
+    assert ds.cast_column("y", sds.ClassLabel(names=["a", "b"]))["y"] == list(expected) == [1, 0, 1]
