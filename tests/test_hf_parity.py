@@ -370,3 +370,61 @@ def test_cast_column_to_class_label_matches_hf(values, feature):
     hf, ds = _pair({"y": values})
     expected = hf.cast_column("y", datasets.ClassLabel(names=["a", "b"]))["y"]
     assert ds.cast_column("y", sds.ClassLabel(names=["a", "b"]))["y"] == list(expected) == [1, 0, 1]
+
+
+# -- map and transforms -----------------------------------------------------------------------
+def _upper(batch):
+    return {k: [str(v).upper() for v in values] for k, values in batch.items()}
+
+
+@pytest.mark.parametrize("read", [lambda d: d[0], lambda d: d[:2], lambda d: d[[3, 1]], lambda d: d["col_1"][:2],
+                                  lambda d: list(d)[2]])
+@pytest.mark.parametrize(("columns", "output_all"), [(["col_1"], False), (["col_1", "col_2"], False),
+                                                     (["col_1"], True), (None, False), (["col_3"], True)])
+def test_with_transform_reads_like_hf(read, columns, output_all):
+    # tests/test_arrow_dataset.py::test_set_transform (upper-cased columns, dset[0], dset[:2], dset["col_1"][:2]),
+    # with output_all_columns: the transform's columns come first, then the others, as HF orders them
+    hf, ds = _pair(_MULTI)
+    got = read(ds.with_transform(_upper, columns=columns, output_all_columns=output_all))
+    expected = read(hf.with_transform(_upper, columns=columns, output_all_columns=output_all))
+    assert repr(got) == repr(expected)
+    ds.set_transform(_upper, columns=columns, output_all_columns=output_all)
+    assert repr(read(ds)) == repr(expected)
+
+
+def test_with_transform_other_columns_win_over_a_transform_output_of_the_same_name():
+    hf, ds = _pair(_MULTI)
+
+    def shadow(batch):
+        return {"col_2": ["?"] * len(batch["col_1"]), "new": batch["col_1"]}
+
+    expected = hf.with_transform(shadow, columns=["col_1"], output_all_columns=True)[1]
+    assert list(ds.with_transform(shadow, columns=["col_1"], output_all_columns=True)[1].items()) == \
+        list(expected.items()) == [("col_2", "b"), ("new", 2), ("col_3", True)]
+
+
+@pytest.mark.parametrize("call", [
+    # tests/test_arrow_dataset.py::test_map_input_columns and ::test_map_remove_columns
+    lambda d: d.map(lambda col_1: {"label": col_1 % 2}, input_columns="col_1"),
+    lambda d: d.map(lambda a, b: {"s": f"{a}{b}"}, input_columns=["col_1", "col_2"]),
+    lambda d: d.map(lambda x, i: {"name": x["col_2"] * 2, "id": i}, with_indices=True),
+    lambda d: d.map(lambda x: x, remove_columns=["col_3"]),
+    lambda d: d.map(lambda x: {"name": 1}, remove_columns=["col_1", "col_2", "col_3"]),
+    lambda d: d.map(lambda x: {"col_1": x["col_1"] * 10}, remove_columns="col_1"),
+    lambda d: d.map(lambda b: {"sq": [v * v for v in b["col_1"]]}, batched=True, batch_size=3),
+    lambda d: d.map(lambda b: {"col_1": b["col_1"] * 2}, batched=True, batch_size=3,
+                    remove_columns=["col_2", "col_3"]),
+    lambda d: d.map(lambda b: {"n": [len(b["col_1"])]}, batched=True, batch_size=3,
+                    remove_columns=["col_1", "col_2", "col_3"]),
+    lambda d: d.map(lambda x: None),
+    lambda d: d.map(lambda x: {"z": 0, "col_2": x["col_2"].upper()}),
+    lambda d: d.filter(lambda v: v > 1, input_columns="col_1"),
+    lambda d: d.filter(lambda b: [v % 2 == 1 for v in b["col_1"]], batched=True, batch_size=3),
+    lambda d: d.filter(lambda x, i: i != 2, with_indices=True),
+])
+def test_map_and_filter_match_hf(call):
+    hf, ds = _pair(_MULTI)
+    got, expected = call(ds), call(hf)
+    assert got.column_names == expected.column_names
+    assert got.to_dict() == expected.to_dict()
+    assert got.features == sds.Features.from_dict(expected.features.to_dict())

@@ -46,7 +46,7 @@ def _apply(ds: StableDataset, batch_of: Callable[[StableDataset], dict[str, Any]
         rest = [c for c in ds.column_names if c not in columns]
         if rest:
             others = batch_of(plain.with_format(fmt["type"], rest, fmt["decode"]))
-            out = {**others, **out}
+            out = {**out, **others}  # as Hugging Face: the transform's columns first, then the rest (which win)
     return out
 
 
