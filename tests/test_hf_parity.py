@@ -428,3 +428,99 @@ def test_map_and_filter_match_hf(call):
     assert got.column_names == expected.column_names
     assert got.to_dict() == expected.to_dict()
     assert got.features == sds.Features.from_dict(expected.features.to_dict())
+
+
+# -- generic loaders: the same files through both ------------------------------------------------
+def _hf_load(tmp_path, kind, files, **options):
+    datasets.disable_progress_bars()
+    return datasets.load_dataset(kind, data_files=files, split="train", cache_dir=str(tmp_path / "hf-cache"), **options)
+
+
+def _same_rows(ours, hf):
+    """Column order, features (Hugging Face 5 reads text as large_string, which holds the same values) and rows."""
+    hf_features = sds.Features.from_dict(json_roundtrip(hf.features.to_dict()))
+    assert ours.column_names == hf.column_names
+    assert ours.features == hf_features
+    assert ours.to_dict() == hf.to_dict()
+
+
+def json_roundtrip(value):
+    import json
+
+    return json.loads(json.dumps(value).replace('"large_string"', '"string"'))
+
+
+def _write(tmp_path, name, text, encoding="utf-8"):
+    path = tmp_path / name
+    with open(path, "w", encoding=encoding, newline="") as fh:
+        fh.write(text)
+    return str(path)
+
+
+_CSV_FILE = "header1,header2\n1,2\n10,20\n"  # tests/packaged_modules/test_csv.py fixture csv_file
+
+
+@pytest.mark.parametrize(("text", "options"), [
+    # tests/packaged_modules/test_csv.py (csv_file) with the pandas options HF passes through
+    (_CSV_FILE, {}), (_CSV_FILE, {"header": None}), (_CSV_FILE, {"names": ["a", "b"]}),
+    (_CSV_FILE, {"column_names": ["a", "b"]}), (_CSV_FILE, {"names": ["a", "b"], "header": 0}),
+    (_CSV_FILE, {"skiprows": 1}), (_CSV_FILE, {"skiprows": 1, "header": None}),
+    ("a\tb\n1\tx\n2\ty\n", {"sep": "\t"}), ("a\tb\n1\tx\n2\ty\n", {"delimiter": "\t"}), ("a;b\n1;x\n", {}),
+    # quoting: a delimiter and doubled quotes inside quotes, and an escape character
+    ('a,b\n"x, y",1\n"he said ""hi""",2\n\'s\',3\n', {}), ('a,b\n"x\\"y",1\n', {"escapechar": "\\"}),
+    # nulls: pandas' default markers, na_values added to them, keep_default_na=False
+    ("a,b\nq,NA\nr,n/a\nNULL,x\n,y\nfoo,None\n", {}),
+    ("a,b\nq,NA\nr,n/a\nNULL,x\n,y\nfoo,None\n", {"na_values": ["foo"]}),
+    ("a,b\nq,NA\nr,n/a\nNULL,x\n,y\nfoo,None\n", {"na_values": "foo"}),
+    ("a,b\nq,NA\nr,n/a\nNULL,x\n,y\nfoo,None\n", {"na_values": ["foo"], "keep_default_na": False}),
+    ("a,b\nq,x\n-,y\n", {"na_values": ["-"], "keep_default_na": False}),
+    # types, line ends, byte order mark, blank lines, spaces in the header, another encoding
+    ("a,b,c\nTrue,true,1\nFalse,false,0\n", {}), ("a,b,c\n1,1.5,007\n2,,010\n", {}), ("d\n2020-01-01\n", {}),
+    ("a,b\r\n1,2\r\n3,4\r\n", {}), ("\ufeffa,b\n1,2\n", {}), ("a,b\n1,2\n\n3,4\n\n", {}), ("a, b\n1, 2\n", {}),
+    ("a\n1\nx\n", {}), ("label\ngood\nbad\ngood\n", {}),
+])
+def test_csv_loader_matches_hf(tmp_path, text, options):
+    path = _write(tmp_path, "file.csv", text)
+    _same_rows(sds.load_dataset("csv", data_files=path, split="train", **options),
+               _hf_load(tmp_path, "csv", path, **options))
+
+
+def test_csv_latin1_matches_hf(tmp_path):
+    path = _write(tmp_path, "file.csv", "a\ncafé\n", encoding="latin-1")
+    _same_rows(sds.load_dataset("csv", data_files=path, split="train", encoding="latin-1"),
+               _hf_load(tmp_path, "csv", path, encoding="latin-1"))
+
+
+def test_csv_cast_label_and_malformed_row(tmp_path):
+    # tests/packaged_modules/test_csv.py::test_csv_cast_label and
+    # ::test_csv_generate_tables_raises_error_with_malformed_csv
+    path = _write(tmp_path, "csv_with_label.csv", "label\ngood\nbad\ngood\n")
+    features = {"label": sds.ClassLabel(names=["good", "bad"])}
+    assert sds.load_dataset("csv", data_files=path, split="train", features=features)["label"] == [0, 1, 0]
+    hf_features = datasets.Features({"label": datasets.ClassLabel(names=["good", "bad"])})
+    hf = _hf_load(tmp_path, "csv", path, features=hf_features)
+    assert hf["label"] == [0, 1, 0]
+    bad = _write(tmp_path, "malformed_file.csv", "header1,header2\n1,2\n10,20,\n")
+    with pytest.raises(ValueError, match=r"malformed_file\.csv, line 3: expected 2 fields, got 3"):
+        sds.load_dataset("csv", data_files=bad, split="train")
+
+
+@pytest.mark.parametrize(("text", "hf_columns", "message"), [
+    # deliberate: pandas renames a repeated header name ("a.1") and names an unnamed one ("Unnamed: 0");
+    # we say which header name is wrong
+    ("a,a\n1,2\n", ["a", "a.1"], r"line 1: column name 'a' appears more than once"),
+    (",a\n0,x\n", ["Unnamed: 0", "a"], r"line 1: column 1 of the header has no name"),
+])
+def test_csv_header_names_pandas_invents_are_errors(tmp_path, text, hf_columns, message):
+    path = _write(tmp_path, "file.csv", text)
+    assert _hf_load(tmp_path, "csv", path).column_names == hf_columns
+    with pytest.raises(ValueError, match=message):
+        sds.load_dataset("csv", data_files=path, split="train")
+
+
+def test_csv_int_column_with_nulls_stays_int(tmp_path):
+    # deliberate: pandas turns an int column with an empty field into float64 (1.0, NaN, 3.0)
+    path = _write(tmp_path, "file.csv", "a,b\n1,x\n,y\n3,z\n")
+    assert _hf_load(tmp_path, "csv", path)["a"] == [1.0, None, 3.0]
+    ours = sds.load_dataset("csv", data_files=path, split="train")
+    assert ours.features["a"] == sds.Value("int64") and ours["a"] == [1, None, 3]
