@@ -524,3 +524,36 @@ def test_csv_int_column_with_nulls_stays_int(tmp_path):
     assert _hf_load(tmp_path, "csv", path)["a"] == [1.0, None, 3.0]
     ours = sds.load_dataset("csv", data_files=path, split="train")
     assert ours.features["a"] == sds.Value("int64") and ours["a"] == [1, None, 3]
+
+
+_LOREM = ("Lorem ipsum dolor sit amet, consectetur adipiscing elit.\nUt enim ad minim veniam.\n"
+          "Duis aute irure dolor.\nExcepteur sint occaecat.\n\nSecond paragraph:\nLorem ipsum dolor sit amet.\n"
+          "Ut enim ad minim veniam.\n")  # the shape of tests/packaged_modules/test_text.py's text_file
+
+
+@pytest.mark.parametrize("options", [{}, {"keep_linebreaks": True}, {"sample_by": "paragraph"},
+                                     {"sample_by": "document"}, {"sample_by": "paragraph", "keep_linebreaks": True}])
+@pytest.mark.parametrize("text", [_LOREM, "a\r\nb\r\n", "a\nb", "a\n\n\nb\n\n\n\nc", "a\r\n\r\nb\r\n",
+                                  "form\x0cfeed\nline\u2028separator\nnel\x85x\nfs\x1cgs\x1drs\x1e\n", "\n\n",
+                                  "x\ry\n"])
+def test_text_loader_matches_hf(tmp_path, text, options):
+    # tests/packaged_modules/test_text.py::test_text_linebreaks and ::test_text_sample_by: lines split at "\n" only
+    # (after universal newlines), paragraphs at a blank line, documents whole
+    path = _write(tmp_path, "text.txt", text)
+    ours = sds.load_dataset("text", data_files=path, split="train", **options)
+    try:
+        expected = _hf_load(tmp_path, "text", path, **options)
+    except ValueError as exc:  # HF refuses a split with no rows; ours is an empty one
+        assert "corresponds to no data" in str(exc) and len(ours) == 0
+        return
+    _same_rows(ours, expected)
+
+
+def test_text_sample_by_expected_values(tmp_path):
+    # tests/packaged_modules/test_text.py::test_text_sample_by, the expected values as that test derives them
+    path = _write(tmp_path, "text.txt", _LOREM)
+    load = lambda **options: sds.load_dataset("text", data_files=path, split="train", **options)["text"]  # noqa: E731
+    assert load() == _LOREM.splitlines()
+    assert load(keep_linebreaks=True) == _LOREM.splitlines(keepends=True)
+    assert load(sample_by="paragraph") == _LOREM.split("\n\n")
+    assert load(sample_by="document") == [_LOREM]
