@@ -557,3 +557,72 @@ def test_text_sample_by_expected_values(tmp_path):
     assert load(keep_linebreaks=True) == _LOREM.splitlines(keepends=True)
     assert load(sample_by="paragraph") == _LOREM.split("\n\n")
     assert load(sample_by="document") == [_LOREM]
+
+
+# tests/packaged_modules/test_json.py: its fixtures and expected values (EXPECTED_ONE, _THREE, _LIST_OF_STRINGS)
+_THREE_LINES = '{"col_1": -1}\n{"col_1": 1, "col_2": 2}\n{"col_1": 10, "col_2": 20}\n'
+_THREE_ARRAY = '[\n    {"col_1": -1},\n    {"col_1": 1, "col_2": 2},\n    {"col_1": 10, "col_2": 20}\n]\n'
+_STRINGS = '[\n    "First text.",\n    "Second text.",\n    "Third text."\n]'
+_EXPECTED_ONE = {"col_1": [1], "col_2": [2]}
+_EXPECTED_THREE = {"col_1": [-1, 1, 10], "col_2": [None, 2, 20]}
+_EXPECTED_LIST_OF_STRINGS = {"text": ["First text.", "Second text.", "Third text."]}
+
+
+@pytest.mark.parametrize(("name", "text", "options", "expected"), [
+    ("file.json", '{\n    "col_1": 1,\n    "col_2": 2\n}\n', {}, _EXPECTED_ONE),  # json_file
+    ("file.jsonl", _THREE_LINES, {}, _EXPECTED_THREE),  # jsonl_file
+    ("file.ndjson", _THREE_LINES, {}, _EXPECTED_THREE),  # ndjson_file
+    ("file_utf16_encoded.jsonl", _THREE_LINES, {"encoding": "utf-16"}, _EXPECTED_THREE),
+    ("file_with_list_of_dicts.json", _THREE_ARRAY, {}, _EXPECTED_THREE),
+    ("file_with_list_of_dicts_field.json", f'{{"field1": 1, "field2": "aabb", "field3": {_THREE_ARRAY}}}',
+     {"field": "field3"}, _EXPECTED_THREE),
+    ("file_with_list_of_strings.json", _STRINGS, {}, _EXPECTED_LIST_OF_STRINGS),
+    ("file.json", f'{{"field1": 1, "field2": "aabb", "field3": {_STRINGS}}}', {"field": "field3"},
+     _EXPECTED_LIST_OF_STRINGS),
+    ("file.json", '{"field1": 1, "field2": "aabb", "field3": {"col_1": [-1, 1, 10], "col_2": [null, 2, 20]}}',
+     {"field": "field3"}, _EXPECTED_THREE),
+    ("file.json", '[{"ID": 0, "Language": "Language-0", "Topic": "Topic-0"}, '
+                  '{"ID": 1, "Language": "Language-1", "Topic": "Topic-1"}]', {},
+     {"ID": [0, 1], "Language": ["Language-0", "Language-1"], "Topic": ["Topic-0", "Topic-1"]}),
+    ("file_with_bom.jsonl", '\ufeff{"col_1": [1, 2]}\n{"col_1": []}\n', {}, {"col_1": [[1, 2], []]}),
+    ("latin.jsonl", '{"t": "café"}\n', {"encoding": "latin-1"}, {"t": ["café"]}),
+    ("order.jsonl", '{"z": 1, "a": 2}\n{"a": 3, "z": 4, "m": 5}\n', {}, {"z": [1, 4], "a": [2, 3], "m": [None, 5]}),
+    ("nested.jsonl", '{"a": {"b": [1, 2], "c": {"d": "x"}}}\n{"a": {"b": [], "c": {"d": null}}}\n', {},
+     {"a": [{"b": [1, 2], "c": {"d": "x"}}, {"b": [], "c": {"d": None}}]}),
+    ("numbers.jsonl", '{"a": 1, "l": [1, 2.5]}\n\n{"a": 2.5, "l": []}\n\n', {},
+     {"a": [1.0, 2.5], "l": [[1.0, 2.5], []]}),
+    ("late.json", '[{"a": null}, {"a": 2}]', {}, {"a": [None, 2]}),
+])
+def test_json_loader_matches_hf(tmp_path, name, text, options, expected):
+    # tests/packaged_modules/test_json.py::test_json_generate_tables and ::test_json_generate_tables_with_sorted_columns
+    encoding = options.get("encoding", "utf-8")
+    path = _write(tmp_path, name, text, encoding=encoding)
+    ours = sds.load_dataset("json", data_files=path, split="train", **options)
+    assert ours.to_dict() == expected and ours.column_names == list(expected)
+    _same_rows(ours, _hf_load(tmp_path, "json", path, **options))
+
+
+def test_json_missing_features_are_null_columns(tmp_path):
+    # tests/packaged_modules/test_json.py::test_json_generate_tables_with_missing_features
+    features = {"col_1": sds.Value("int64"), "col_2": sds.Value("int64"), "missing_col": sds.Value("string")}
+    for name, text, options in (("file.jsonl", _THREE_LINES, {}), ("file.json", _THREE_ARRAY, {}),
+                                ("field.json", f'{{"field3": {_THREE_ARRAY}}}', {"field": "field3"})):
+        path = _write(tmp_path, name, text)
+        ours = sds.load_dataset("json", data_files=path, split="train", features=features, **options)
+        assert ours.to_dict() == {**_EXPECTED_THREE, "missing_col": [None, None, None]}, name
+
+
+@pytest.mark.parametrize(("text", "hf_values", "ours"), [
+    # deliberate: HF 5 stores these as its Json feature; a column here has one type, so a number then a
+    # string is an error naming the line (features= decides), and objects with other keys are one struct
+    ('{"col_1": -1}\n{"col_1": 1}\n{"col_1": "foo"}\n', [-1, 1, "foo"], r"changed from number to string"),
+    ('{"col_1": {"a": 0}}\n{"col_1": {"b": 0}}\n', [{"a": 0}, {"b": 0}], [{"a": 0, "b": None}, {"a": None, "b": 0}]),
+])
+def test_json_values_of_changing_types_are_one_type_here(tmp_path, text, hf_values, ours):
+    path = _write(tmp_path, "file.jsonl", text)
+    assert _hf_load(tmp_path, "json", path)["col_1"] == hf_values
+    if isinstance(ours, str):
+        with pytest.raises(ValueError, match=ours):
+            sds.load_dataset("json", data_files=path, split="train")
+    else:
+        assert sds.load_dataset("json", data_files=path, split="train")["col_1"] == ours
