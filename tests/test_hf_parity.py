@@ -626,3 +626,105 @@ def test_json_values_of_changing_types_are_one_type_here(tmp_path, text, hf_valu
             sds.load_dataset("json", data_files=path, split="train")
     else:
         assert sds.load_dataset("json", data_files=path, split="train")["col_1"] == ours
+
+
+# -- imagefolder ---------------------------------------------------------------------------------
+def _png(path, value):
+    import cv2
+    import numpy as np
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    cv2.imwrite(str(path), np.full((4, 5, 3), value, np.uint8))
+
+
+def _image_rows(ds):
+    import numpy as np
+
+    return [{k: (int(np.asarray(v)[0, 0, 0]) if k == "image" else v) for k, v in row.items()} for row in ds]
+
+
+def _same_image_rows(ours, hf):
+    assert ours.column_names == hf.column_names
+    assert {k: type(v).__name__ for k, v in ours.features.items()} == {k: type(v).__name__ for k, v in
+                                                                       hf.features.items()}
+    if "label" in ours.features and hasattr(ours.features["label"], "names"):
+        assert ours.features["label"].names == hf.features["label"].names
+    assert _image_rows(ours) == _image_rows(hf)
+
+
+def _folder(root, layout):
+    """Images named by path with a pixel value each; a `metadata.*` entry holds its text."""
+    for name, content in layout.items():
+        if name.rsplit("/", 1)[-1].startswith("metadata."):
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            (root / name).write_text(content)
+        else:
+            _png(root / name, content)
+    return str(root)
+
+
+_LABELLED = {"cat/image_cat.png": 10, "dog/image_dog.png": 20, "cat/b.png": 11}
+_META_JSONL = ('{"file_name": "image_rgb.png", "caption": "Nice image"}\n'
+               '{"file_name": "image_rgb2.png", "caption": "Nice second image"}\n'
+               '{"file_name": "subdir/image_rgb3.png", "caption": "Nice third image"}\n')
+_META_CSV = ("file_name,caption\nimage_rgb.png,Nice image\nimage_rgb2.png,Nice second image\n"
+             "subdir/image_rgb3.png,Nice third image\n")
+
+
+@pytest.mark.parametrize(("layout", "options"), [
+    # tests/packaged_modules/test_imagefolder.py and test_folder_based_builder.py: labels from folder names
+    # (test_inferring_labels_from_data_dirs), drop_labels (test_generate_examples_drop_labels), one label
+    # (test_data_files_with_one_label_no_metadata), files at different levels
+    # (test_data_files_with_different_levels_no_metadata), metadata.jsonl/.csv with files in a subdir
+    # (data_files_with_one_split_and_metadata), drop_metadata, a "label" key in the metadata
+    # (image_files_with_labels_and_duplicated_label_key_in_metadata), metadata missing an image
+    (_LABELLED, {}), (_LABELLED, {"drop_labels": True}), (_LABELLED, {"drop_labels": False}),
+    ({"cat/a.png": 10, "cat/b.png": 11}, {}), ({"cat/a.png": 10, "cat/b.png": 11}, {"drop_labels": False}),
+    ({"a.png": 10, "sub/b.png": 11, "sub2/c.png": 12}, {}),
+    ({"a.png": 10, "sub/b.png": 11, "sub2/c.png": 12}, {"drop_labels": False}),
+    ({"image_rgb.png": 10, "image_rgb2.png": 11, "subdir/image_rgb3.png": 12, "metadata.jsonl": _META_JSONL}, {}),
+    ({"image_rgb.png": 10, "image_rgb2.png": 11, "subdir/image_rgb3.png": 12, "metadata.csv": _META_CSV}, {}),
+    ({"image_rgb.png": 10, "image_rgb2.png": 11, "subdir/image_rgb3.png": 12, "metadata.jsonl": _META_JSONL},
+     {"drop_metadata": True}),
+    ({"cat/image_cat.png": 10, "dog/image_dog.png": 20,
+      "metadata.jsonl": '{"file_name": "cat/image_cat.png", "caption": "Nice image of a cat", "label": "Cat"}\n'
+                        '{"file_name": "dog/image_dog.png", "caption": "Nice image of a dog", "label": "Dog"}\n'}, {}),
+    ({"image_rgb.png": 10, "image_rgb2.png": 11,
+      "metadata.jsonl": '{"file_name": "image_rgb.png", "caption": "Nice image"}\n'}, {}),
+    ({f"{n}.png": i for i, n in enumerate(["b10", "a2", "a10", "B1", "c"])}, {}),  # file order
+    ({f"{n}/x.png": i for i, n in enumerate(["b", "A", "a", "10", "9"])}, {}),  # class name order
+])
+def test_imagefolder_matches_hf(tmp_path, layout, options):
+    root = _folder(tmp_path / "data", layout)
+    _same_image_rows(sds.load_dataset("imagefolder", data_dir=root, split="train", **options),
+                     datasets.load_dataset("imagefolder", data_dir=root, split="train",
+                                           cache_dir=str(tmp_path / "hf-cache"), **options))
+
+
+@pytest.mark.parametrize("layout", [
+    # data_files_with_two_splits_and_metadata: train/ and test/ folders, each with its metadata
+    {**{f"train/img{i}.png": i + 1 for i in range(3)}, **{f"test/img{i}.png": i + 4 for i in range(2)},
+     "train/metadata.jsonl": "".join(f'{{"file_name": "img{i}.png", "caption": "train{i}"}}\n' for i in range(3)),
+     "test/metadata.jsonl": "".join(f'{{"file_name": "img{i}.png", "caption": "test{i}"}}\n' for i in range(2))},
+    {"train/cat/a.png": 1, "train/dog/b.png": 2, "test/cat/c.png": 3, "test/dog/d.png": 4},
+])
+def test_imagefolder_splits_from_folder_names_match_hf(tmp_path, layout):
+    root = _folder(tmp_path / "data", layout)
+    ours = sds.load_dataset("imagefolder", data_dir=root)
+    expected = datasets.load_dataset("imagefolder", data_dir=root, cache_dir=str(tmp_path / "hf-cache"))
+    assert sorted(ours) == sorted(expected) == ["test", "train"]
+    for split in ("train", "test"):
+        _same_image_rows(ours[split], expected[split])
+
+
+@pytest.mark.xfail(strict=True, reason="data_files globs (stable_datasets/builder/data_files.py, outside this task's "
+                                       "files): '**' is not recursive and '*' also matches folders")
+@pytest.mark.parametrize("pattern", ["a/*", "a/**", "a/**/*.csv"])
+def test_data_files_globs_match_files_as_hf(tmp_path, pattern):
+    # HF resolves data_files patterns to files only, and '**' crosses folders (tests/test_data_files.py)
+    for name in ("a/x.csv", "a/sub/y.csv", "a/sub/deeper/z.csv"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"v\n{name}\n")
+    files = str(tmp_path / pattern)
+    assert sds.load_dataset("csv", data_files=files, split="train")["v"] == \
+        list(_hf_load(tmp_path, "csv", files)["v"])
