@@ -728,3 +728,113 @@ def test_data_files_globs_match_files_as_hf(tmp_path, pattern):
     files = str(tmp_path / pattern)
     assert sds.load_dataset("csv", data_files=files, split="train")["v"] == \
         list(_hf_load(tmp_path, "csv", files)["v"])
+
+
+# -- features ------------------------------------------------------------------------------------
+def test_class_label_as_hf():
+    # tests/features/test_features.py::test_classlabel_init, ::test_classlabel_str2int, ::test_classlabel_int2str
+    names = ["negative", "positive"]
+    label = sds.ClassLabel(names=names)
+    assert label.names == names and label.num_classes == 2
+    assert sds.ClassLabel(num_classes=2, names=names).names == names
+    assert sds.ClassLabel(num_classes=2).names == ["0", "1"]
+    for bad in (lambda: sds.ClassLabel(num_classes=3, names=names), lambda: sds.ClassLabel()):
+        with pytest.raises(ValueError):
+            bad()
+    assert [label.str2int(n) for n in names] == [0, 1] and [label.int2str(i) for i in (0, 1)] == names
+    for bad in (lambda: label.str2int("__bad_label_name__"), lambda: label.str2int(1), lambda: label.str2int(None),
+                lambda: label.int2str(2), lambda: label.int2str(-1), lambda: label.int2str(None)):
+        with pytest.raises(ValueError):
+            bad()
+
+
+@pytest.mark.parametrize(("serialized", "expected"), [
+    # tests/features/test_features.py::test_features_from_dict_with_list_types
+    ({"col": {"feature": {"dtype": "int32", "_type": "Value"}, "_type": "List"}},
+     {"col": sds.Sequence(sds.Value("int32"))}),
+    ({"col": {"feature": {"dtype": "int32", "_type": "Value"}, "_type": "LargeList"}},
+     {"col": sds.Sequence(sds.Value("int32"))}),
+    ({"col": {"feature": {"sub_col": {"dtype": "int32", "_type": "Value"}}, "_type": "List"}},
+     {"col": sds.Sequence({"sub_col": sds.Value("int32")})}),
+    ({"col": {"feature": {"sub_col": {"dtype": "int32", "_type": "Value"}}, "_type": "LargeList"}},
+     {"col": sds.Sequence({"sub_col": sds.Value("int32")})}),
+    ({"col": {"feature": {"sub_col": {"dtype": "int32", "_type": "Value"}}, "_type": "Sequence"}},
+     {"col": {"sub_col": sds.Sequence(sds.Value("int32"))}}),
+])
+def test_features_from_dict_with_list_types(serialized, expected):
+    assert sds.Features.from_dict(serialized) == sds.Features(expected)
+    assert sds.Features.from_dict(datasets.Features.from_dict(serialized).to_dict()) == sds.Features(expected)
+
+
+_H = datasets
+_ROUND_TRIP = {
+    "bool": (_H.Value("bool"), [True, None]), "int8": (_H.Value("int8"), [-1, 2]),
+    "int16": (_H.Value("int16"), [1, None]), "uint32": (_H.Value("uint32"), [2**32 - 1, 0]),
+    "float16": (_H.Value("float16"), [0.5, None]), "float32": (_H.Value("float32"), [1.5, 2.0]),
+    "string": (_H.Value("string"), ["a", None]), "large_string": (_H.Value("large_string"), ["a", "b"]),
+    "binary": (_H.Value("binary"), [b"\x00", None]), "large_binary": (_H.Value("large_binary"), [b"x", b""]),
+    "class_label": (_H.ClassLabel(names=["neg", "pos"]), [1, 0]),
+    "class_label_num_classes": (_H.ClassLabel(num_classes=3), [2, None]),
+    "list": (_H.List(_H.Value("int32")), [[1], []]), "list_fixed": (_H.List(_H.Value("float32"), length=2),
+                                                                     [[1.0, 2.0], [3.0, 4.0]]),
+    "list_of_lists": (_H.List(_H.List(_H.Value("string"))), [[["a"]], [[], ["b", "c"]]]),
+    "list_of_dicts": (_H.List({"a": _H.Value("int32"), "b": _H.Value("string")}), [[{"a": 1, "b": "x"}], []]),
+    "legacy_sequence_of_dict": (_H.Sequence({"a": _H.Value("int32"), "b": _H.Value("string")}),
+                                [{"a": [1, 2], "b": ["x", "y"]}, {"a": [], "b": []}]),
+    "sequence_of_sequence": (_H.Sequence(_H.Sequence(_H.Value("int8"))), [[[1], [2, 3]], []]),
+    "nested_dict": ({"x": _H.Value("int64"), "y": {"z": _H.List(_H.Value("float64"))}},
+                    [{"x": 1, "y": {"z": [0.5]}}, {"x": 2, "y": {"z": []}}]),
+    "list_of_class_labels": (_H.List(_H.ClassLabel(names=["a", "b"])), [[0, 1], [1]]),
+    "array2d": (_H.Array2D((2, 2), "int32"), [[[0, 1], [2, 3]], [[1, 1], [1, 1]]]),
+    "array3d": (_H.Array3D((1, 2, 2), "uint8"), [[[[0, 1], [2, 3]]], None]),
+    "array4d": (_H.Array4D((1, 1, 1, 2), "float16"), [[[[[0.5, 1.0]]]], [[[[2.0, 3.0]]]]]),
+}
+
+
+@pytest.mark.parametrize("name", list(_ROUND_TRIP))
+def test_features_and_values_round_trip_through_hf(name):
+    # tests/features/test_features.py::test_features_to_dict_and_from_dict_round_trip, with values:
+    # datasets -> from_hf -> to_hf gives the same features and the same values back
+    feature, values = _ROUND_TRIP[name]
+    hf = datasets.Dataset.from_dict({"c": values}, features=datasets.Features({"c": feature}))
+    ours = StableDataset.from_hf(hf)
+    assert ours.features == sds.Features.from_dict(hf.features.to_dict())
+    back = ours.to_hf()
+    assert back.features == hf.features
+    assert repr(back["c"][:]) == repr(hf["c"][:])
+
+
+def test_images_round_trip_through_hf_with_their_mode():
+    import numpy as np
+
+    gray = np.arange(6, dtype=np.uint8).reshape(2, 3)
+    rgba = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    for feature, pixels in ((_H.Image(), rgba[..., :3]), (_H.Image(mode="L"), gray), (_H.Image(mode="RGBA"), rgba)):
+        hf = datasets.Dataset.from_dict({"c": [pixels, None]}, features=datasets.Features({"c": feature}))
+        ours = StableDataset.from_hf(hf)
+        np.testing.assert_array_equal(ours[0]["c"], pixels)
+        assert ours[1]["c"] is None
+        back = ours.to_hf()
+        assert back.features == hf.features
+        np.testing.assert_array_equal(np.asarray(back[0]["c"]), np.asarray(hf[0]["c"]))
+        assert back[1]["c"] is None
+
+
+def test_hf_features_without_an_equivalent(tmp_path):
+    # a column of nulls (what datasets infers for an all-null JSON field) comes in as text, as our loaders store it
+    hf = datasets.Dataset.from_dict({"c": [None, None], "k": [1, 2]})
+    assert hf.features["c"] == datasets.Value("null")
+    ours = StableDataset.from_hf(hf)
+    assert ours.features["c"] == sds.Value("string") and ours["c"] == [None, None]
+    # a dynamic first dimension, and feature types with no counterpart here, are errors naming the column
+    dynamic = datasets.Dataset.from_dict({"c": [[[0.0, 1.0]]]},
+                                         features=datasets.Features({"c": datasets.Array2D((None, 2), "float32")}))
+    with pytest.raises(ValueError, match=r"feature 'c': Array2D with shape \(None, 2\) has a dynamic first dimension"):
+        StableDataset.from_hf(dynamic)
+    # deliberate: a LargeList comes in as a list (one list type here) and goes back as List
+    large = datasets.Dataset.from_dict({"c": [[1], []]}, features=datasets.Features({"c": datasets.LargeList(
+        datasets.Value("int64"))}))
+    assert StableDataset.from_hf(large).to_hf().features["c"] == datasets.List(datasets.Value("int64"))
+    for feature in (datasets.Array5D((1, 1, 1, 1, 2), "int8"), datasets.Translation(languages=["en", "fr"])):
+        with pytest.raises(ValueError, match=rf"feature 'c': unknown feature type '{type(feature).__name__}'"):
+            sds.Features.from_dict(datasets.Features({"c": feature}).to_dict())
