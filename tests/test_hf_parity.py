@@ -838,3 +838,105 @@ def test_hf_features_without_an_equivalent(tmp_path):
     for feature in (datasets.Array5D((1, 1, 1, 1, 2), "int8"), datasets.Translation(languages=["en", "fr"])):
         with pytest.raises(ValueError, match=rf"feature 'c': unknown feature type '{type(feature).__name__}'"):
             sds.Features.from_dict(datasets.Features({"c": feature}).to_dict())
+
+
+# -- images ----------------------------------------------------------------------------------------
+def _encoded(array, fmt="PNG", orientation=None):
+    import io
+
+    import PIL.Image
+
+    image = PIL.Image.fromarray(array)
+    buffer = io.BytesIO()
+    if orientation is None:
+        image.save(buffer, format=fmt)
+    else:
+        exif = image.getexif()
+        exif[0x0112] = orientation
+        image.save(buffer, format=fmt, exif=exif)
+    return buffer.getvalue()
+
+
+def _pixels():
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    rgb = rng.integers(0, 256, (6, 9, 3), dtype=np.uint8)
+    return {"rgb": rgb, "rgba": np.dstack([rgb, rng.integers(0, 256, (6, 9), dtype=np.uint8)]),
+            "gray": rng.integers(0, 256, (6, 9), dtype=np.uint8),
+            "gray16": rng.integers(0, 65536, (6, 9), dtype=np.uint16)}
+
+
+@pytest.mark.parametrize("mode", ["L", "RGBA", "RGB", "I;16"])
+@pytest.mark.parametrize(("source", "fmt", "orientation"), [
+    ("rgb", "PNG", None), ("rgba", "PNG", None), ("gray", "PNG", None), ("rgb", "JPEG", None),
+    ("gray", "JPEG", None), ("rgb", "WEBP", None), ("rgb", "JPEG", 6), ("rgb", "JPEG", 3), ("gray", "JPEG", 8),
+])
+def test_image_modes_decode_to_hf_values(source, fmt, orientation, mode):
+    # tests/features/test_image.py::test_image_change_mode, ::test_image_decode_example_with_exif_orientation_tag:
+    # Image(mode=...) gives the pixels PIL's convert(mode) gives, turned upright by the EXIF orientation
+    import numpy as np
+
+    data = _encoded(_pixels()[source], fmt, orientation)
+    hf = datasets.Dataset.from_dict({"i": [data]}, features=datasets.Features({"i": datasets.Image(mode=mode)}))
+    ours = StableDataset.from_dict({"i": [data]}, features={"i": sds.Image(mode=mode)})
+    expected = np.asarray(hf[0]["i"])
+    got = ours[0]["i"]
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize(("source", "mode"), [("rgb", None), ("rgba", "RGBA"), ("gray", "L"), ("gray16", "I;16")])
+def test_image_inputs_as_hf_accepts_them(tmp_path, source, mode):
+    # tests/features/test_image.py::test_image_feature_encode_example (path, Path, bytes, the dict forms),
+    # ::test_dataset_with_image_feature_from_pil_image and ::test_dataset_with_image_feature_from_np_array
+    import numpy as np
+    import PIL.Image
+
+    pixels = _pixels()[source]
+    path = tmp_path / "image.png"
+    path.write_bytes(_encoded(pixels))
+    data = path.read_bytes()
+    inputs = [str(path), path, data, {"path": str(path)}, {"path": str(path), "bytes": None},
+              {"path": str(path), "bytes": data}, {"path": None, "bytes": data}, {"bytes": data},
+              PIL.Image.open(path), pixels]
+    hf_feature, feature = datasets.Image(mode=mode), sds.Image(mode=mode)
+    hf = datasets.Dataset.from_dict({"i": inputs}, features=datasets.Features({"i": hf_feature}))
+    ours = StableDataset.from_dict({"i": inputs}, features={"i": feature})
+    for row in range(len(inputs)):
+        np.testing.assert_array_equal(ours[row]["i"], np.asarray(hf[row]["i"]))
+        np.testing.assert_array_equal(ours[row]["i"], pixels)
+
+
+def test_image_feature_with_none():
+    # tests/features/test_image.py::test_dataset_with_image_feature_with_none
+    for data, features, hf_features in (
+            ({"image": [None]}, {"image": sds.Image()}, {"image": datasets.Image()}),
+            ({"images": [[None]]}, {"images": sds.Sequence(sds.Image())}, {"images": datasets.List(datasets.Image())}),
+            ({"nested": [{"image": None}]}, {"nested": {"image": sds.Image()}},
+             {"nested": {"image": datasets.Image()}})):
+        ours = StableDataset.from_dict(data, features=features)
+        hf = datasets.Dataset.from_dict(data, features=datasets.Features(hf_features))
+        assert ours[0] == hf[0] and ours[:1] == hf[:1]
+
+
+@pytest.mark.filterwarnings("ignore:Downcasting array dtype")
+def test_image_deliberate_differences():
+    import numpy as np
+    import PIL.Image
+
+    pixels = _pixels()
+    # Image() decodes every image to RGB (HF gives each file's own mode); Image(mode=...) keeps gray/alpha/16 bits
+    for source in ("gray", "rgba"):
+        data = _encoded(pixels[source])
+        hf = datasets.Dataset.from_dict({"i": [data]}, features=datasets.Features({"i": datasets.Image()}))
+        assert np.asarray(hf[0]["i"]).shape == pixels[source].shape
+        ours = StableDataset.from_dict({"i": [data]}, features={"i": sds.Image()})
+        np.testing.assert_array_equal(ours[0]["i"], np.asarray(PIL.Image.open(__import__("io").BytesIO(data))
+                                                                  .convert("RGB")))
+    # arrays are stored as PNG pixels, never cast: HF downcasts int64 to int32 TIFF and stores bool/float as
+    # TIFF; here a dtype other than uint8/uint16 is an error saying which dtypes an image can have
+    for array in (np.arange(16).reshape(4, 4), np.eye(4, dtype=bool), np.eye(4, dtype=np.float32)):
+        datasets.Dataset.from_dict({"i": [array]}, features=datasets.Features({"i": datasets.Image()}))
+        with pytest.raises(ValueError, match=r"image arrays must be uint8 \(or uint16 for png\)"):
+            StableDataset.from_dict({"i": [array]}, features={"i": sds.Image()})
