@@ -940,3 +940,87 @@ def test_image_deliberate_differences():
         datasets.Dataset.from_dict({"i": [array]}, features=datasets.Features({"i": datasets.Image()}))
         with pytest.raises(ValueError, match=r"image arrays must be uint8 \(or uint16 for png\)"):
             StableDataset.from_dict({"i": [array]}, features={"i": sds.Image()})
+
+
+# -- in-memory constructors and exports ------------------------------------------------------------
+def _same_dataset(ours, hf):
+    assert ours.column_names == hf.column_names
+    assert sds.Features.from_dict(json_roundtrip(ours.features.to_dict())) == \
+        sds.Features.from_dict(json_roundtrip(hf.features.to_dict()))
+    assert ours.to_dict() == hf.to_dict()
+
+
+@pytest.mark.parametrize("make", [
+    # tests/test_arrow_dataset.py::test_from_dict (an Arrow column among lists), tests/test_dataset_list.py::
+    # test_create and ::test_variable_list_records, from_pandas (nulls, categoricals, an index, nullable dtypes)
+    lambda lib: lib.from_dict({"col_1": [3, 2, 1, 0], "col_2": ["a", "b", "c", "d"],
+                               "col_3": __import__("pyarrow").array([True, False, True, False])}),
+    lambda lib: lib.from_list([{"col_1": 3, "col_2": "a"}, {"col_1": 2, "col_2": "b"}]),
+    lambda lib: lib.from_list([{"col_1": []}, {"col_1": [1, 2]}]),
+    lambda lib: lib.from_dict({"a": [1, 2.5], "b": [b"x", None], "d": [{"x": 1}, {"y": 2}], "n": [1.0, None]}),
+    lambda lib: lib.from_dict({"a": __import__("numpy").arange(3, dtype="int16"),
+                               "b": __import__("numpy").ones((3, 2), "float32")}),
+    lambda lib: lib.from_pandas(_frame()), lambda lib: lib.from_pandas(_frame().set_index("name")),
+    lambda lib: lib.from_pandas(_frame().iloc[1:]), lambda lib: lib.from_pandas(_frame().set_index("name"),
+                                                                                 preserve_index=False),
+    lambda lib: lib.from_generator(_generate, gen_kwargs={"n": 3}),
+    lambda lib: lib.from_arrow(__import__("pyarrow").table({"x": [1, None], "y": [["a"], []]}))
+    if lib is StableDataset else datasets.Dataset(__import__("pyarrow").table({"x": [1, None], "y": [["a"], []]})),
+])
+def test_constructors_match_hf(make):
+    _same_dataset(make(StableDataset), make(datasets.Dataset))
+
+
+def _frame():
+    import pandas as pd
+
+    return pd.DataFrame({"x": [1.5, None, 3.0], "name": ["a", "b", None], "i": [1, 2, 3], "b": [True, False, None],
+                         "cat": pd.Categorical(["u", "v", "u"]), "n": pd.array([1, None, 3], dtype="Int64"),
+                         "s": pd.array(["p", None, "q"], dtype="string"), "l": [[1, 2], [], [3]]})
+
+
+def _generate(n):
+    for i in range(n):
+        yield {"i": i, "t": str(i)}
+
+
+_EXPORTED = {"a": [1, 2, None], "s": ["x", None, "z"], "l": [[1], [], None], "d": [{"k": 1}, None, {"k": 3}],
+             "f": [0.5, None, 2.0]}
+
+
+@pytest.mark.parametrize("export", [
+    # tests/test_arrow_dataset.py::test_to_dict, ::test_to_list, ::test_to_pandas, ::test_to_polars, batched too
+    lambda d: d.to_dict(), lambda d: d.to_list(), lambda d: list(d.to_dict(batched=True, batch_size=2)),
+    lambda d: d.to_pandas().to_dict("list"), lambda d: [f.to_dict("list") for f in d.to_pandas(batched=True,
+                                                                                                batch_size=2)],
+    lambda d: list(d.to_pandas().dtypes.astype(str)),
+    lambda d: d.to_polars().to_dicts(), lambda d: [f.to_dicts() for f in d.to_polars(batched=True, batch_size=2)],
+    lambda d: str(d.to_polars().schema), lambda d: list(d.iter(batch_size=2)),
+    lambda d: d.select([2, 0]).select_columns(["s", "a"]).to_dict(),
+    lambda d: list(d.select([2, 0]).to_dict(batched=True, batch_size=1)),
+])
+def test_exports_match_hf(export):
+    pytest.importorskip("polars")
+    ours, hf = StableDataset.from_dict(_EXPORTED), datasets.Dataset.from_dict(_EXPORTED)
+    assert repr(export(ours)) == repr(export(hf))
+
+
+def test_constructor_deliberate_differences():
+    # tests/test_dataset_list.py::test_uneven_records: HF takes the columns of the first record only and drops
+    # col_2; here every record's keys are columns
+    uneven = [{"col_1": 1}, {"col_2": "x"}]
+    assert datasets.Dataset.from_list(uneven).column_names == ["col_1"]
+    assert StableDataset.from_list(uneven).to_dict() == {"col_1": [1, None], "col_2": [None, "x"]}
+    # tests/test_arrow_dataset.py::test_from_dict: HF turns ints into text (and bools into ints) for features
+    # that say so; here values keep their kind and the error says what to do
+    data = {"col_1": [3, 2, 1, 0]}
+    assert datasets.Dataset.from_dict(data, features=datasets.Features({"col_1": datasets.Value("string")}))[
+        "col_1"][:] == ["3", "2", "1", "0"]
+    with pytest.raises(ValueError, match=r"example key 0, field 'col_1': expected a str, got int: 3; values are not "
+                                         r"converted between kinds .* cast_column after"):
+        StableDataset.from_dict(data, features={"col_1": sds.Value("string")})
+    assert StableDataset.from_dict(data).cast_column("col_1", sds.Value("string"))["col_1"] == ["3", "2", "1", "0"]
+    # a column with no value: HF stores a null column; here its type must be given
+    with pytest.raises(ValueError, match="holds only nulls, so its type cannot be inferred; pass features="):
+        StableDataset.from_dict({"a": [None, None]})
+    assert StableDataset.from_dict({"a": [None, None]}, features={"a": sds.Value("string")})["a"] == [None, None]
