@@ -1024,3 +1024,160 @@ def test_constructor_deliberate_differences():
     with pytest.raises(ValueError, match="holds only nulls, so its type cannot be inferred; pass features="):
         StableDataset.from_dict({"a": [None, None]})
     assert StableDataset.from_dict({"a": [None, None]}, features={"a": sds.Value("string")})["a"] == [None, None]
+
+
+# -- webdataset, parquet, arrow ----------------------------------------------------------------------
+def _tar(path, members):
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w") as tar:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return str(path)
+
+
+def _jpeg():
+    import numpy as np
+
+    return _encoded(np.zeros((4, 6, 3), np.uint8), "JPEG")
+
+
+def _wds_rows(ds):
+    import numpy as np
+
+    rows = []
+    for row in ds:
+        rows.append({k: (np.asarray(v).shape if k.endswith(("jpg", "jpeg")) and v is not None else v)
+                     for k, v in row.items() if k != "__url__"})
+    return rows
+
+
+def _image_shard(tmp_path):
+    import json
+
+    caption = json.dumps({"caption": "this is an image"}).encode()
+    return _tar(tmp_path / "file.tar", [m for i in range(3) for m in ((f"{i:05d}.json", caption),
+                                                                      (f"{i:05d}.jpg", _jpeg()))])
+
+
+def _case_shard(tmp_path):
+    import json
+
+    members = []
+    for i in range(3):
+        name = f"{i:05d}_{'a' if i % 2 else 'A'}"
+        for tag, ext in (("INFO1", "json"), ("info2", "json"), ("info3", "JSON"), ("info3", "json")):
+            members.append((f"{name}.{tag}.{ext}", json.dumps({"caption": f"caption for {name}.{tag}.{ext}"}).encode()))
+    return _tar(tmp_path / "file.tar", members)
+
+
+def _gz_shard(tmp_path):
+    import gzip
+
+    return _tar(tmp_path / "file.tar", [(f"{i:05d}.txt.gz", gzip.compress(b"hello\nworld\n")) for i in range(3)])
+
+
+def _misc_shard(tmp_path):
+    members = [m for i in range(2) for m in ((f"sub/dir/{i}.txt", b"text %d" % i), (f"sub/dir/{i}.cls", b"%d" % i),
+                                              (f"sub/dir/{i}.bin", b"\x00\x01"), (f"sub/dir/{i}.json", b'{"a": 1}'))]
+    return _tar(tmp_path / "file.tar", members)
+
+
+@pytest.mark.parametrize("make", [_image_shard, _case_shard, _gz_shard, _misc_shard])
+def test_webdataset_loader_matches_hf(tmp_path, make):
+    # tests/packaged_modules/test_webdataset.py::test_image_webdataset, ::test_upper_lower_case,
+    # ::test_gzipped_text_webdataset; txt/cls/json/bytes members and keys with folders
+    shard = make(tmp_path)
+    ours = sds.load_dataset("webdataset", data_files=shard, split="train")
+    hf = _hf_load(tmp_path, "webdataset", shard)
+    # deliberate: __key__ and __url__ come first here (as the webdataset library orders them), last in HF
+    assert ours.column_names[:2] == ["__key__", "__url__"]
+    assert [*ours.column_names[2:], "__key__", "__url__"] == hf.column_names
+    assert _wds_rows(ours) == [{k: r[k] for k in ours.column_names if k != "__url__"} for r in _wds_rows(hf)]
+    assert ours["__url__"] == list(hf["__url__"]) == [shard] * len(ours)
+
+
+def test_webdataset_given_features_fill_what_a_sample_lacks_with_nulls(tmp_path):
+    # tests/packaged_modules/test_webdataset.py::test_webdataset_with_features and
+    # ::test_image_webdataset_missing_keys: a declared json field or member that no sample has is None
+    shard = _image_shard(tmp_path)
+    features = {"__key__": sds.Value("string"), "__url__": sds.Value("string"),
+                "json": {"caption": sds.Value("string"), "additional_field": sds.Value("int64")},
+                "jpg": sds.Image(), "jpeg": sds.Image(), "txt": sds.Value("string")}
+    ours = sds.load_dataset("webdataset", data_files=shard, split="train", features=features)
+    assert ours[0]["json"] == {"caption": "this is an image", "additional_field": None}
+    assert ours[0]["jpeg"] is None and ours[0]["txt"] is None and ours[0]["jpg"].shape == (4, 6, 3)
+    hf_features = datasets.Features({"__key__": datasets.Value("string"), "__url__": datasets.Value("string"),
+                                     "json": {"caption": datasets.Value("string"),
+                                              "additional_field": datasets.Value("int64")},
+                                     "jpg": datasets.Image(), "jpeg": datasets.Image(),
+                                     "txt": datasets.Value("string")})
+    hf = _hf_load(tmp_path, "webdataset", shard, features=hf_features)
+    assert hf[0]["json"] == ours[0]["json"] and hf[0]["jpeg"] is None and hf[0]["txt"] is None
+    # without features=, a later sample that lacks a column is an error naming it (HF: a null)
+    uneven = _tar(tmp_path / "uneven.tar", [("0.txt", b"a"), ("0.cls", b"1"), ("1.txt", b"b")])
+    with pytest.raises(ValueError, match=r"uneven\.tar:1', field 'cls': missing key 'cls'"):
+        sds.load_dataset("webdataset", data_files=uneven, split="train")
+
+
+def _table():
+    import pyarrow as pa
+
+    return pa.table({"a": [1, 2, None], "s": ["x", None, "z"], "l": [[1], [], None], "d": [{"k": 1}, None, {"k": 3}],
+                     "dict": pa.array(["u", "v", "u"]).dictionary_encode()})
+
+
+@pytest.mark.parametrize("options", [{}, {"columns": ["s", "a"]}, {"columns": ["d"]}])
+def test_parquet_loader_matches_hf(tmp_path, options):
+    # tests/packaged_modules/test_parquet.py: rows, features, and columns= (read in the file's order)
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "file.parquet")
+    pq.write_table(_table(), path)
+    _same_rows(sds.load_dataset("parquet", data_files=path, split="train", **options),
+               _hf_load(tmp_path, "parquet", path, **options))
+    with pytest.raises(ValueError, match=r"columns= names \['nope'\], which the file does not have"):
+        sds.load_dataset("parquet", data_files=path, split="train", columns=["nope"])
+
+
+@pytest.mark.parametrize("writer", ["file", "stream", "datasets"])
+def test_arrow_loader_matches_hf(tmp_path, writer):
+    # tests/packaged_modules/test_arrow.py: Arrow IPC files and streams, and what datasets saves (features kept)
+    import pyarrow as pa
+
+    if writer == "datasets":
+        hf_saved = datasets.Dataset.from_dict({"label": [0, 1], "t": ["a", "b"]}, features=datasets.Features(
+            {"label": datasets.ClassLabel(names=["n", "y"]), "t": datasets.Value("string")}))
+        hf_saved.save_to_disk(str(tmp_path / "saved"))
+        files = sorted(str(p) for p in (tmp_path / "saved").glob("*.arrow"))
+    else:
+        files = str(tmp_path / "file.arrow")
+        table = _table()
+        with pa.OSFile(files, "wb") as sink:
+            with (pa.ipc.new_file if writer == "file" else pa.ipc.new_stream)(sink, table.schema) as out:
+                out.write_table(table)
+    ours = sds.load_dataset("arrow", data_files=files, split="train")
+    _same_rows(ours, _hf_load(tmp_path, "arrow", files))
+    if writer == "datasets":
+        assert ours.features["label"] == sds.ClassLabel(names=["n", "y"])
+
+
+def test_parquet_types_without_a_feature_here(tmp_path):
+    # deliberate (documented): timestamps are stored as ISO text and decimals as float64, where HF keeps
+    # timestamp[...] and decimal128 columns
+    import decimal
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / "file.parquet")
+    pq.write_table(pa.table({"ts": pa.array([0, None], pa.timestamp("s")),
+                             "dec": pa.array([decimal.Decimal("1.25"), None], pa.decimal128(5, 2))}), path)
+    hf = _hf_load(tmp_path, "parquet", path)
+    assert hf.features["dec"] == datasets.Value("decimal128(5, 2)") and hf["dec"][0] == decimal.Decimal("1.25")
+    ours = sds.load_dataset("parquet", data_files=path, split="train")
+    assert ours.features["ts"] == sds.Value("string") and ours["ts"] == ["1970-01-01 00:00:00.000", None]
+    assert ours.features["dec"] == sds.Value("float64") and ours["dec"] == [1.25, None]
