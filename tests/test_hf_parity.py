@@ -1232,3 +1232,61 @@ def test_folder_with_data_dir_inside_it_as_hf(tmp_path):
     root = _tree(tmp_path / "data", {"g/train.csv": "x\n1\n", "g/test.csv": "x\n2\n", "other.csv": "x\n9\n"})
     expected = datasets.load_dataset(root, data_dir="g", cache_dir=str(tmp_path / "hf-cache"))
     assert _summary(sds.load_dataset(root, data_dir="g")) == _summary(expected)
+
+
+# -- DatasetDict, shuffle, indexing --------------------------------------------------------------------
+def _splits(lib):
+    if lib is datasets:
+        return datasets.DatasetDict({"train": datasets.Dataset.from_dict({"c": ["b", "a", "b"], "n": [3, 1, 2]}),
+                                     "test": datasets.Dataset.from_dict({"c": ["z", "a"], "n": [5, 4]})})
+    return sds.DatasetDict({"train": StableDataset.from_dict({"c": ["b", "a", "b"], "n": [3, 1, 2]}),
+                            "test": StableDataset.from_dict({"c": ["z", "a"], "n": [5, 4]})})
+
+
+@pytest.mark.parametrize("operation", [
+    # tests/test_dataset_dict.py: the column operations applied to every split
+    lambda d, lib: {k: list(v["n"]) for k, v in d.sort("n").items()},
+    lambda d, lib: d.unique("c"), lambda d, lib: d.num_rows, lambda d, lib: d.column_names,
+    lambda d, lib: {k: v.column_names for k, v in d.rename_column("c", "x").items()},
+    lambda d, lib: {k: v.column_names for k, v in d.remove_columns("c").items()},
+    lambda d, lib: {k: v.column_names for k, v in d.select_columns(["n"]).items()},
+    lambda d, lib: {k: v.to_dict() for k, v in d.map(lambda r: {"m": r["n"] * 2}).items()},
+    lambda d, lib: {k: v.to_dict() for k, v in d.filter(lambda r: r["n"] > 2).items()},
+    lambda d, lib: {k: list(v["n"]) for k, v in d.shuffle(seed=1).items()},
+    lambda d, lib: {k: list(v["n"]) for k, v in d.cast_column("n", lib.Value("string")).items()},
+])
+def test_dataset_dict_operations_match_hf(operation):
+    assert operation(_splits(StableDataset), sds) == operation(_splits(datasets), datasets)
+
+
+def test_dataset_dict_class_encode_column_shares_names_across_splits():
+    # deliberate (documented): HF encodes each split on its own values (train ['a', 'b'], test ['a', 'z'],
+    # so "a" is 0 in both but "z" and "b" share id 1); here the names are those of every split
+    hf = _splits(datasets).class_encode_column("c")
+    assert hf["train"].features["c"].names == ["a", "b"] and hf["test"].features["c"].names == ["a", "z"]
+    ours = _splits(StableDataset).class_encode_column("c")
+    assert ours["train"].features["c"].names == ours["test"].features["c"].names == ["a", "b", "z"]
+    assert ours["train"]["c"] == [1, 0, 1] and ours["test"]["c"] == [2, 0]
+
+
+@pytest.mark.parametrize("read", [
+    # tests/test_arrow_dataset.py::test_shuffle (same seed, same numpy generator: same order), test_select,
+    # and indexing
+    lambda d: list(d.shuffle(seed=42)["a"]), lambda d: list(d.shuffle(seed=1234).select(range(3))["a"]),
+    lambda d: list(d.select(range(5, 8))["a"]), lambda d: list(d.select([9, 0, 9])["a"]), lambda d: d[-1],
+    lambda d: d[1:10:3], lambda d: d[[3, 1]], lambda d: list(d.shard(num_shards=3, index=1)["a"]),
+    lambda d: list(d.shard(num_shards=3, index=0, contiguous=False)["a"]),
+    lambda d: [len(d.shard(3, index=i, contiguous=True)) for i in range(3)],
+])
+def test_rows_picked_match_hf(read):
+    data = {"a": list(range(20))}
+    assert read(StableDataset.from_dict(data)) == read(datasets.Dataset.from_dict(data))
+
+
+def test_out_of_range_rows_are_index_errors_as_in_hf():
+    ours, hf = StableDataset.from_dict({"a": list(range(20))}), datasets.Dataset.from_dict({"a": list(range(20))})
+    for side in (ours, hf):
+        with pytest.raises(IndexError):
+            side[20]
+        with pytest.raises(IndexError):
+            side.select([25])
