@@ -15,7 +15,7 @@ import stable_datasets as sds
 from stable_datasets import StableDataset
 from stable_datasets.dataset.splits import parse_split
 
-datasets = pytest.importorskip("datasets")
+datasets = pytest.importorskip("datasets", minversion="5")  # the behaviour these tests pin is datasets 5's
 
 
 # -- split strings ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import pyarrow as pa
@@ -672,7 +672,15 @@ class StableDataset:
         for table in self.iter_arrow(batch_size or EXPORT_BATCH_ROWS):
             yield table.select(list(self._features)).replace_schema_metadata(metadata)
 
-    def to_dict(self, batch_size: int | None = None, batched: bool = False) -> Any:
+    @overload
+    def to_dict(self, batch_size: int | None = None, batched: Literal[False] = False) -> dict[str, list[Any]]: ...
+
+    @overload
+    def to_dict(self, batch_size: int | None = None, *,
+                batched: Literal[True]) -> Iterator[dict[str, list[Any]]]: ...
+
+    def to_dict(self, batch_size: int | None = None,
+                batched: bool = False) -> dict[str, list[Any]] | Iterator[dict[str, list[Any]]]:
         """Columns of stored values (as `to_arrow`), as Python lists; with `batched=True`, a generator of
         such dicts of `batch_size` rows, as in Hugging Face."""
         if batched:
