@@ -1080,9 +1080,23 @@ def _gz_shard(tmp_path):
     return _tar(tmp_path / "file.tar", [(f"{i:05d}.txt.gz", gzip.compress(b"hello\nworld\n")) for i in range(3)])
 
 
+def _npy(array):
+    import io
+
+    import numpy as np
+
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
 def _misc_shard(tmp_path):
+    import numpy as np
+
     members = [m for i in range(2) for m in ((f"sub/dir/{i}.txt", b"text %d" % i), (f"sub/dir/{i}.cls", b"%d" % i),
-                                              (f"sub/dir/{i}.bin", b"\x00\x01"), (f"sub/dir/{i}.json", b'{"a": 1}'))]
+                                              (f"sub/dir/{i}.bin", b"\x00\x01"), (f"sub/dir/{i}.json", b'{"a": 1}'),
+                                              (f"sub/dir/{i}.npy", _npy(np.arange(3) + i)),
+                                              (f"sub/dir/{i}.grid.npy", _npy(np.eye(2, dtype=np.float32) * i)))]
     return _tar(tmp_path / "file.tar", members)
 
 
@@ -1098,6 +1112,14 @@ def test_webdataset_loader_matches_hf(tmp_path, make):
     assert [*ours.column_names[2:], "__key__", "__url__"] == hf.column_names
     assert _wds_rows(ours) == [{k: r[k] for k in ours.column_names if k != "__url__"} for r in _wds_rows(hf)]
     assert ours["__url__"] == list(hf["__url__"]) == [shard] * len(ours)
+
+
+def test_webdataset_npy_members_are_never_unpickled(tmp_path):
+    import numpy as np
+
+    shard = _tar(tmp_path / "file.tar", [("0.npy", _npy(np.array([{"a": 1}], dtype=object)))])
+    with pytest.raises(ValueError, match=r"member '0\.npy': cannot read the 'npy' member as npy .*allow_pickle"):
+        sds.load_dataset("webdataset", data_files=shard, split="train")
 
 
 def test_webdataset_given_features_fill_what_a_sample_lacks_with_nulls(tmp_path):

@@ -4,7 +4,8 @@ told by their magic bytes), members grouped by key.
 As in WebDataset, a member `dir/0001.jpg` has key `dir/0001` and extension `jpg`; consecutive
 members with one key form a sample, a row with `__key__`, `__url__` (the shard) and a column
 per extension. Cells are decoded by extension: images (jpg, png, webp, ...) are `Image()`
-cells, `json` is parsed, `txt`/`text` is text, `cls`/`index`/`id` an integer, anything else bytes;
+cells, `json` is parsed, `txt`/`text` is text, `cls`/`index`/`id` an integer, `npy` a numpy array
+as nested lists (read without unpickling: an object array is an error), anything else bytes;
 a `.gz` member (`0001.txt.gz`) is gunzipped first and read by the extension before `.gz`.
 Features are inferred from the first samples of the first shard (or given with `features=`, and
 then a column or json field a sample lacks is a null, as in Hugging Face); with inferred features
@@ -16,10 +17,12 @@ Tars are walked by the strict header parser of `stable_datasets.interleaved.tar_
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from stable_datasets.features.base import FeatureType
@@ -59,7 +62,9 @@ def decode_member(extension: str, data: bytes, where: str) -> Any:
             return data.decode("utf-8")
         if kind in INT_KINDS:
             return int(data.decode("ascii").strip())
-    except (ValueError, UnicodeDecodeError) as exc:
+        if kind == "npy":  # a numpy array as nested lists, as Hugging Face reads it (never unpickled)
+            return np.load(io.BytesIO(data), allow_pickle=False).tolist()
+    except (ValueError, UnicodeDecodeError, EOFError) as exc:
         raise LoaderError(f"{where}: cannot read the {extension!r} member as {kind} ({exc})") from None
     return data
 
@@ -142,7 +147,7 @@ def _feature_of(extension: str, values: list[Any], path: str) -> FeatureType:
         return Value("string")
     if kind in INT_KINDS:
         return Value("int64")
-    if kind == "json":
+    if kind in ("json", "npy"):
         try:
             return feature_for_type(pa.array(values).type)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
