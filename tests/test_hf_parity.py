@@ -717,8 +717,6 @@ def test_imagefolder_splits_from_folder_names_match_hf(tmp_path, layout):
         _same_image_rows(ours[split], expected[split])
 
 
-@pytest.mark.xfail(strict=True, reason="data_files globs (stable_datasets/builder/data_files.py, outside this task's "
-                                       "files): '**' is not recursive and '*' also matches folders")
 @pytest.mark.parametrize("pattern", ["a/*", "a/**", "a/**/*.csv"])
 def test_data_files_globs_match_files_as_hf(tmp_path, pattern):
     # HF resolves data_files patterns to files only, and '**' crosses folders (tests/test_data_files.py)
@@ -1247,9 +1245,6 @@ def test_folder_files_no_split_name_fits_are_train_not_dropped(tmp_path):
     assert ours["test"]["x"] == hf["test"]["x"] == [2] and ours["validation"]["x"] == hf["validation"]["x"] == [4]
 
 
-@pytest.mark.xfail(strict=True, reason="load_dataset(folder, data_dir='sub') reads data_dir from the working "
-                                       "directory, not inside the folder (stable_datasets/load.py / registry.py, "
-                                       "outside this task's files)")
 def test_folder_with_data_dir_inside_it_as_hf(tmp_path):
     root = _tree(tmp_path / "data", {"g/train.csv": "x\n1\n", "g/test.csv": "x\n2\n", "other.csv": "x\n9\n"})
     expected = datasets.load_dataset(root, data_dir="g", cache_dir=str(tmp_path / "hf-cache"))
