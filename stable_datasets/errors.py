@@ -38,6 +38,14 @@ class UnknownSplitError(StableDatasetsError, ValueError):
     """A split the builder does not make; the message lists the ones it makes."""
 
 
+class ColumnNotFoundError(StableDatasetsError, KeyError, ValueError):
+    """A column name the dataset does not have; the message lists the columns it has. A KeyError as
+    Python's mappings raise, and a ValueError as Hugging Face `datasets` raises, so either catch works."""
+
+    def __str__(self) -> str:  # KeyError would show the message quoted
+        return str(self.args[0]) if self.args else ""
+
+
 class CacheError(StableDatasetsError):
     """A cache directory is missing, stale, truncated or otherwise unusable."""
 

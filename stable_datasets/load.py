@@ -26,6 +26,11 @@ def load_builder(path: str | os.PathLike | type[DatasetBuilder], name: str | Non
     endpoint and credentials where the environment does not (docs/object-storage-and-streaming.md).
     """
     cls, options = resolve_builder(path)
+    data_dir = config_kwargs.get("data_dir")
+    if "data_dir" in options and data_dir is not None and not os.path.isabs(os.fspath(data_dir)):
+        # a data_dir given with a folder of data files is inside it, and its files choose the loader (as in HF)
+        cls, options = resolve_builder(os.path.join(options["data_dir"], os.fspath(data_dir)))
+        config_kwargs = {k: v for k, v in config_kwargs.items() if k != "data_dir"}
     if storage_options is not None:
         options = {**options, "storage_options": storage_options}
     return cls(name, cache_dir=cache_dir, **{**options, **config_kwargs})

@@ -254,4 +254,9 @@ def test_fast_glob_matches_glob_glob(tmp_path, monkeypatch):
     for pattern in [f"{tmp_path}/*.jsonl", f"{tmp_path}/*", f"{tmp_path}/.*", f"{tmp_path}/[ab].jsonl",
                     f"{tmp_path}/?.txt", f"{tmp_path}/nothere/*.jsonl", f"{tmp_path}/*/*.jsonl",
                     f"{tmp_path}/**/*.jsonl", "*.jsonl", "./*.txt", "sub/*"]:
-        assert glob_pattern(pattern) == sorted(glob.glob(pattern)), pattern
+        # files only (dir.jsonl is a folder), and '**' crosses folders, as Hugging Face resolves data_files
+        expected = sorted(p for p in glob.glob(pattern, recursive=True) if os.path.isfile(p))
+        assert glob_pattern(pattern) == expected, pattern
+    assert f"{tmp_path}/dir.jsonl" not in glob_pattern(f"{tmp_path}/*.jsonl")
+    assert glob_pattern(f"{tmp_path}/**/*.jsonl") == [f"{tmp_path}/a.jsonl", f"{tmp_path}/b.jsonl",
+                                                      f"{tmp_path}/sub/d.jsonl"]

@@ -24,12 +24,13 @@ def glob_pattern(text: str) -> list[str] | None:
         return expand_object_pattern(text)  # s3://bucket/train-*.csv: the objects listed under its fixed prefix
     folder, name = os.path.split(text)
     if _has_magic(folder) or "**" in name:
-        return sorted(glob.glob(text))
+        # files only, and '**' crosses folders (zero or more), as Hugging Face resolves data_files
+        return sorted(p for p in glob.glob(text, recursive=True) if os.path.isfile(p))
     # One folder, a pattern for the names: what glob.glob returns, with one scandir and one regex
     # instead of a path join and a match call per entry (a third of a 10,000-file warm load).
     try:
         with os.scandir(folder or ".") as entries:
-            names = [e.name for e in entries]
+            names = [e.name for e in entries if e.is_file()]
     except (FileNotFoundError, NotADirectoryError):
         return []
     if not name.startswith("."):

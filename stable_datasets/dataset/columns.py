@@ -21,9 +21,10 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.dataset.column_view import ColumnView
-from stable_datasets.errors import EncodingError, ExampleError
+from stable_datasets.errors import ColumnNotFoundError, EncodingError, ExampleError
 from stable_datasets.features.base import as_feature
-from stable_datasets.features.columnar import RowEncodingError, as_columns, encode_columns
+from stable_datasets.features.casting import value_kind
+from stable_datasets.features.columnar import RowEncodingError, as_columns, cast_requested, encode_columns
 from stable_datasets.features.features import Features
 from stable_datasets.features.value import ClassLabel, Value
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
@@ -35,7 +36,7 @@ if TYPE_CHECKING:
 def _check_names(ds: StableDataset, names: Sequence[str], what: str) -> None:
     unknown = [n for n in names if n not in ds.features]
     if unknown:
-        raise KeyError(f"{what}: no column(s) {unknown}; columns are {ds.column_names}")
+        raise ColumnNotFoundError(f"{what}: no column(s) {unknown}; columns are {ds.column_names}")
 
 
 def with_columns(ds: StableDataset, columns: dict[str, str]) -> StableDataset:
@@ -146,8 +147,8 @@ class ColumnsSource(ExampleSource):
         done = 0
         for table in self.ds.iter_arrow(COLUMNAR_BATCH_ROWS):
             columns: dict[str, Any] = {n: table.column(n) for n in table.column_names}
-            columns.update(self.change(table))
             try:
+                columns.update(self.change(table))
                 encoded = encode_columns(self.features, columns)
             except EncodingError as exc:
                 row = done + exc.row if isinstance(exc, RowEncodingError) else None
@@ -201,9 +202,21 @@ def cast_column(ds: StableDataset, column: str, feature: Any) -> StableDataset:
     _check_names(ds, [column], "cast_column")
     feature = as_feature(feature)
     features = Features({n: (feature if n == column else f) for n, f in ds.features.items()})
-    if feature.arrow_type() == ds.features[column].arrow_type() and _same_values(ds.features[column], feature):
+    old = ds.features[column]
+    if feature.arrow_type() == old.arrow_type() and _same_values(old, feature):
         return relabel(ds, features)
-    return rewrite(ds, {"op": "cast_column", "column": column}, features, lambda table: {})
+    if isinstance(old, ClassLabel) and isinstance(feature, Value) and value_kind(feature.arrow_type()) == "string":
+        names = pa.array(old.names, feature.arrow_type())  # class names, not the ids as text
+
+        def change(table: pa.Table) -> dict[str, Any]:
+            return {column: pc.take(names, table.column(column))}
+    elif isinstance(old, (Value, ClassLabel)) and type(feature) is Value:
+        def change(table: pa.Table) -> dict[str, Any]:
+            return {column: cast_requested(table.column(column), feature, column)}
+    else:
+        def change(table: pa.Table) -> dict[str, Any]:
+            return {}
+    return rewrite(ds, {"op": "cast_column", "column": column, "rule": 2}, features, change)
 
 
 def _same_values(old: Any, new: Any) -> bool:

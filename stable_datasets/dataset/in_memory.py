@@ -211,7 +211,13 @@ def encoded_table(columns: Mapping[str, Column], features: Features, what: str, 
         return encode_columns(features, columns)
     except EncodingError as exc:
         row = exc.row if isinstance(exc, RowEncodingError) else None
-        raise ExampleError(what, split, row, exc.field, exc.message) from None
+        message = exc.message
+        if message.startswith(("expected a str, got", "expected an integer for", "expected a number for",
+                               "expected a bool, got")):
+            # Hugging Face converts here (3 -> "3", True -> 1): we do not convert between kinds silently
+            message += ("; values are not converted between kinds (numbers, text, bools) on the way in: pass "
+                        "values of the feature's kind, or build with their own type and cast_column after")
+        raise ExampleError(what, split, row, exc.field, message) from None
 
 
 def from_columns(columns: Mapping[str, Column], kind: str, *, features: Features | Mapping[str, Any] | None,

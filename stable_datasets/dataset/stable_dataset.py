@@ -13,7 +13,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,7 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset import hf_interop, in_memory
 from stable_datasets.dataset.formatting import Format, to_torch
+from stable_datasets.errors import ColumnNotFoundError
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
 from stable_datasets.features.value import ClassLabel, Value
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from stable_datasets.dataset.dataset_dict import DatasetDict
 
 ITER_BATCH_ROWS = 1000
+#: rows per batch of `to_dict` / `to_pandas` / `to_polars(batched=True)` without a batch_size (as Hugging Face)
+EXPORT_BATCH_ROWS = 1000
 #: A row: column name -> value (decoded per the format; "arrow" format gives one-row tables instead).
 Row = dict[str, Any]
 
@@ -412,7 +415,7 @@ class StableDataset:
 
     def _column(self, name: str) -> Any:
         if name not in self._features:
-            raise KeyError(f"no column {name!r}; columns are {list(self._features)}")
+            raise ColumnNotFoundError(f"no column {name!r}; columns are {list(self._features)}")
         return self.select_columns([name])._format_table(self._all_rows_table())[name]
 
     def _all_rows_table(self) -> pa.Table:
@@ -475,7 +478,7 @@ class StableDataset:
         if columns is not None:
             unknown = [c for c in columns if c not in self._features]
             if unknown:
-                raise KeyError(f"no column(s) {unknown}; columns are {list(self._features)}")
+                raise ColumnNotFoundError(f"no column(s) {unknown}; columns are {list(self._features)}")
         return self._derive(format=Format(type or "python", tuple(columns) if columns else None, decode,
                                           self._format.video_decode), keep_transform=False)
 
@@ -663,30 +666,47 @@ class StableDataset:
         table = self._all_rows_table().select(list(self._features))
         return table.replace_schema_metadata(self._features.arrow_schema.metadata)
 
-    def to_dict(self) -> dict[str, list[Any]]:
-        """Columns of stored values (as `to_arrow`), as Python lists."""
+    def _export_batches(self, batch_size: int | None) -> Iterator[pa.Table]:
+        """`to_arrow`'s table, `batch_size` rows at a time (Hugging Face's default: 1,000)."""
+        metadata = self._features.arrow_schema.metadata
+        for table in self.iter_arrow(batch_size or EXPORT_BATCH_ROWS):
+            yield table.select(list(self._features)).replace_schema_metadata(metadata)
+
+    @overload
+    def to_dict(self, batch_size: int | None = None, batched: Literal[False] = False) -> dict[str, list[Any]]: ...
+
+    @overload
+    def to_dict(self, batch_size: int | None = None, *,
+                batched: Literal[True]) -> Iterator[dict[str, list[Any]]]: ...
+
+    def to_dict(self, batch_size: int | None = None,
+                batched: bool = False) -> dict[str, list[Any]] | Iterator[dict[str, list[Any]]]:
+        """Columns of stored values (as `to_arrow`), as Python lists; with `batched=True`, a generator of
+        such dicts of `batch_size` rows, as in Hugging Face."""
+        if batched:
+            return (table.to_pydict() for table in self._export_batches(batch_size))
         return self.to_arrow().to_pydict()
 
     def to_list(self) -> list[dict[str, Any]]:
         """Rows of stored values (as `to_arrow`), as Python dicts."""
         return self.to_arrow().to_pylist()
 
-    def to_pandas(self) -> Any:
-        """A pandas DataFrame of the stored values (as `to_arrow`); needs pandas."""
-        table = self.to_arrow()
-        frame = table.to_pandas()
-        for field, column in zip(table.schema, table.columns):
-            # pyarrow gives float64 cells (NaN in the null row's slots) to a column with a null row: keep the dtype
-            if pa.types.is_fixed_size_list(field.type) and column.null_count:
-                frame[field.name] = _fixed_size_cells(column.combine_chunks())
-        return frame
+    def to_pandas(self, batch_size: int | None = None, batched: bool = False) -> Any:
+        """A pandas DataFrame of the stored values (as `to_arrow`); needs pandas. With `batched=True`,
+        a generator of DataFrames of `batch_size` rows."""
+        if batched:
+            return (_pandas_frame(table) for table in self._export_batches(batch_size))
+        return _pandas_frame(self.to_arrow())
 
-    def to_polars(self) -> Any:
-        """A polars DataFrame of the stored values (as `to_arrow`); needs polars."""
+    def to_polars(self, batch_size: int | None = None, batched: bool = False) -> Any:
+        """A polars DataFrame of the stored values (as `to_arrow`); needs polars. With `batched=True`,
+        a generator of DataFrames of `batch_size` rows."""
         try:
             import polars
         except ImportError:
             raise ImportError("to_polars needs polars: pip install polars") from None
+        if batched:
+            return (polars.from_arrow(table) for table in self._export_batches(batch_size))
         return polars.from_arrow(self.to_arrow())
 
     def to_hf(self) -> Any:
@@ -706,6 +726,15 @@ class StableDataset:
         from stable_datasets.dataset.ray_data import to_ray
 
         return to_ray(self, ray_address=ray_address, override_num_blocks=override_num_blocks)
+
+
+def _pandas_frame(table: pa.Table) -> Any:
+    frame = table.to_pandas()
+    for field, column in zip(table.schema, table.columns):
+        # pyarrow gives float64 cells (NaN in the null row's slots) to a column with a null row: keep the dtype
+        if pa.types.is_fixed_size_list(field.type) and column.null_count:
+            frame[field.name] = _fixed_size_cells(column.combine_chunks())
+    return frame
 
 
 def _fixed_size_cells(array: pa.FixedSizeListArray) -> np.ndarray:

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from stable_datasets.errors import ColumnNotFoundError
+
 if TYPE_CHECKING:
     from stable_datasets.dataset.stable_dataset import StableDataset
 
@@ -24,7 +26,7 @@ def check_transform(ds: StableDataset, transform: Callable[[dict[str, Any]], Any
         columns = [columns] if isinstance(columns, str) else list(columns)
         unknown = [c for c in columns if c not in ds.features]
         if unknown:
-            raise KeyError(f"with_transform: no column(s) {unknown}; columns are {ds.column_names}")
+            raise ColumnNotFoundError(f"with_transform: no column(s) {unknown}; columns are {ds.column_names}")
     return transform, tuple(columns) if columns is not None else None, output_all_columns
 
 
@@ -44,7 +46,7 @@ def _apply(ds: StableDataset, batch_of: Callable[[StableDataset], dict[str, Any]
         rest = [c for c in ds.column_names if c not in columns]
         if rest:
             others = batch_of(plain.with_format(fmt["type"], rest, fmt["decode"]))
-            out = {**others, **out}
+            out = {**out, **others}  # as Hugging Face: the transform's columns first, then the rest (which win)
     return out
 
 

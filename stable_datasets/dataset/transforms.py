@@ -17,7 +17,7 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.lock import exclusive_lock
-from stable_datasets.errors import StableDatasetsError, add_note
+from stable_datasets.errors import ColumnNotFoundError, StableDatasetsError, add_note
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.progress import progress
@@ -133,7 +133,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
     remove = [remove_columns] if isinstance(remove_columns, str) else list(remove_columns or [])
     unknown = [c for c in remove if c not in ds.features]
     if unknown:
-        raise KeyError(f"remove_columns: no column(s) {unknown}; columns are {ds.column_names}")
+        raise ColumnNotFoundError(f"remove_columns: no column(s) {unknown}; columns are {ds.column_names}")
     fn_kwargs = dict(fn_kwargs or {})
     given_features = Features(features) if features is not None else None
 

@@ -19,7 +19,14 @@ import pyarrow.compute as pc
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.array import _ArrayND
 from stable_datasets.features.base import FeatureType
-from stable_datasets.features.casting import CastLocation, cast_column, overflows_to_inf, value_kind
+from stable_datasets.features.casting import (
+    CastLocation,
+    arrow_castable,
+    cast_column,
+    first_failing_row,
+    overflows_to_inf,
+    value_kind,
+)
 from stable_datasets.features.features import Features, column_to_arrow
 from stable_datasets.features.value import ClassLabel, Value
 
@@ -65,10 +72,49 @@ class InputLocation(CastLocation):
         bad = _first_bad_row(feature, column, name)
         if bad is not None:
             return bad
+        row = first_failing_row(column, feature.arrow_type())  # a value Python takes and Arrow does not (2**53 + 1)
+        target = getattr(feature, "dtype", feature.arrow_type())
+        if row is not None:
+            return RowEncodingError(name, f"value {column[row].as_py()!r:.80} cannot be stored as {target} ({problem})",
+                                    row)
         return EncodingError(name, f"cannot store a {column.type} column as {feature.arrow_type()}: {problem}")
 
 
 _INPUT = InputLocation()
+
+
+class RequestedCastLocation(InputLocation):
+    """`cast_column` to another Value type: the user asked for the type, so any Arrow safe cast
+    goes (ints to text, numeric text to numbers, exact floats to ints), as in Hugging Face; a
+    value the cast would change or lose names its row."""
+
+    any_kind = True
+
+    def bad_value(self, name: str, column: pa.ChunkedArray, feature: FeatureType, problem: str) -> Exception:
+        row = first_failing_row(column, feature.arrow_type())
+        target = getattr(feature, "dtype", feature.arrow_type())
+        if row is None:
+            return EncodingError(name, f"cannot cast a {column.type} column to {target}: {problem}")
+        return RowEncodingError(name, f"value {column[row].as_py()!r:.80} cannot be cast to {target} ({problem})", row)
+
+
+_REQUESTED = RequestedCastLocation()
+
+
+def cast_requested(column: pa.ChunkedArray, feature: Value, name: str) -> pa.ChunkedArray:
+    """`column` cast to `feature` because the user asked for it (`cast_column`); raises
+    RowEncodingError naming the first value the cast cannot keep. Numbers become bools only from
+    0 and 1 (Arrow would turn 2 into True, and the 2 would be lost)."""
+    if feature.dtype == "bool" and value_kind(column.type) == "number":
+        lost = pc.fill_null(pc.and_(pc.not_equal(column, 0), pc.not_equal(column, 1)), False)
+        if pc.any(lost).as_py():
+            row = pc.index(lost, True).as_py()
+            raise RowEncodingError(name, f"value {column[row].as_py()!r} is neither 0 nor 1, so it cannot be a "
+                                         "bool without being lost", row)
+    within_kind = arrow_castable(column.type, feature)  # the encoder's checks, with its wording
+    cast = cast_column(column, feature, name, _INPUT if within_kind else _REQUESTED)
+    assert cast is not None  # a Value cast is always Arrow's to judge when any kind is allowed
+    return cast
 
 
 def encode_column(feature: FeatureType, column: pa.ChunkedArray | pa.Array | list, name: str) -> pa.ChunkedArray:

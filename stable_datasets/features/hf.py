@@ -31,22 +31,30 @@ def _datasets() -> Any:
 def from_hf_features(hf_features: Any) -> Features:
     """Our `Features` for a `datasets.Features` (or its `to_dict()` / a dataset_info.json "features")."""
     data = hf_features.to_dict() if hasattr(hf_features, "to_dict") else hf_features
-    return Features.from_dict(_dates_as_text(data))
+    return Features.from_dict(_our_equivalents(data))
 
 
 _DATE_OR_TIME_DTYPES = ("timestamp[", "date32", "date64", "time32", "time64")
 
 
-def _dates_as_text(data: Any) -> Any:
-    """Hugging Face's timestamp/date/time Values as Value("string"): stored as ISO text, as our file
-    loaders store them (we have no temporal feature)."""
+def _our_equivalents(data: Any, where: str = "") -> Any:
+    """Hugging Face's serialized features with what has no feature here replaced by its stored form:
+    timestamp/date/time Values as Value("string") (ISO text, as our file loaders store them) and a
+    `null` Value (a column with no value yet) as Value("string"), as the loaders infer it. An array
+    with a dynamic first dimension is an error naming the column."""
     if isinstance(data, list):
-        return [_dates_as_text(item) for item in data]
+        return [_our_equivalents(item, where) for item in data]
     if not isinstance(data, dict):
         return data
-    if data.get("_type") == "Value" and str(data.get("dtype", "")).startswith(_DATE_OR_TIME_DTYPES):
+    kind = data.get("_type")
+    if kind == "Value" and (str(data.get("dtype", "")).startswith(_DATE_OR_TIME_DTYPES) or data.get("dtype") == "null"):
         return {**data, "dtype": "string"}
-    return {key: _dates_as_text(value) for key, value in data.items()}
+    if str(kind).startswith("Array") and None in (data.get("shape") or ()):
+        raise ValueError(f"feature {where!r}: {kind} with shape {tuple(data['shape'])} has a dynamic first dimension, "
+                         "which fixed-shape arrays here cannot hold; store it as nested Sequence features instead")
+    if kind is None:  # a dict of features
+        return {key: _our_equivalents(value, f"{where}.{key}" if where else key) for key, value in data.items()}
+    return {key: _our_equivalents(value, where) for key, value in data.items()}
 
 
 def to_hf_features(features: Features) -> Any:

@@ -9,7 +9,9 @@ build instead of a training step months later.
 
 `mode` picks what a cell decodes to: "RGB" (the default, HxWx3 uint8), "RGBA" (alpha kept,
 255 where the file has none), "L" (HxW uint8 grayscale), "I;16" (HxW uint16, 16-bit PNGs
-kept exact) or "unchanged" (channels and depth as stored, RGB order). `decode_to="pil"`
+kept exact) or "unchanged" (channels and depth as stored, RGB order). Colour turns gray with
+PIL's weights, 8-bit values stay as they are in "I;16", and a JPEG's EXIF orientation is
+applied in every mode, so the pixels are the ones Hugging Face's `Image(mode=...)` gives. `decode_to="pil"`
 returns PIL images instead of arrays (Pillow is then needed).
 """
 
@@ -74,7 +76,7 @@ def is_decodable(data: bytes) -> bool:
 
 
 MODES = ("RGB", "RGBA", "L", "I;16", "unchanged")
-_READ_FLAGS = {"RGB": READ_RGB, "L": cv2.IMREAD_GRAYSCALE, "RGBA": cv2.IMREAD_UNCHANGED,
+_READ_FLAGS = {"RGB": READ_RGB, "L": cv2.IMREAD_COLOR, "RGBA": cv2.IMREAD_UNCHANGED,
                "I;16": cv2.IMREAD_UNCHANGED, "unchanged": cv2.IMREAD_UNCHANGED}
 
 
@@ -84,13 +86,24 @@ def decode_image_mode(data: bytes, mode: str) -> np.ndarray | None:
         return decode_image_bytes(data)
     if not data:
         return None
-    image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), _READ_FLAGS[mode])
-    if image is None or mode == "L":
-        return image
+    flags = _READ_FLAGS[mode]
+    if flags == cv2.IMREAD_UNCHANGED and data.startswith(b"\xff\xd8"):
+        # a JPEG has no alpha nor 16 bits, and IMREAD_UNCHANGED would skip its EXIF orientation (PIL, so
+        # Hugging Face, applies it): read its channels as stored, turned upright
+        flags = cv2.IMREAD_ANYCOLOR | cv2.IMREAD_ANYDEPTH
+    image = cv2.imdecode(np.frombuffer(data, dtype=np.uint8), flags)
+    if image is None:
+        return None
+    if mode == "L":
+        if image.dtype != np.uint8:
+            image = (image >> 8).astype(np.uint8)
+        return pil_luma(image) if image.ndim == 3 else image
     if mode == "I;16":
-        if image.ndim == 3:
+        if image.ndim == 3 and image.dtype == np.uint8:
+            image = pil_luma(image)
+        elif image.ndim == 3:
             image = cv2.cvtColor(image, cv2.COLOR_BGRA2GRAY if image.shape[2] == 4 else cv2.COLOR_BGR2GRAY)
-        return image.astype(np.uint16) * 257 if image.dtype == np.uint8 else image
+        return image.astype(np.uint16)  # 8-bit values kept as they are, as PIL converts "L" to "I;16"
     channels = 1 if image.ndim == 2 else image.shape[2]
     if mode == "RGBA":
         if image.dtype != np.uint8:
@@ -102,6 +115,14 @@ def decode_image_mode(data: bytes, mode: str) -> np.ndarray | None:
     if channels == 4:
         return cv2.cvtColor(image, cv2.COLOR_BGRA2RGBA)
     return image
+
+
+def pil_luma(image: np.ndarray) -> np.ndarray:
+    """Grayscale of a BGR(A) uint8 image exactly as PIL's `convert("L")` computes it (ITU-R 601-2
+    luma, rounded), so `Image(mode="L")` gives Hugging Face's values: OpenCV's own grayscale decode
+    uses other weights for PNG (and the raw Y plane for JPEG)."""
+    b, g, r = (image[..., i].astype(np.uint32) for i in range(3))
+    return ((r * 19595 + g * 38470 + b * 7471 + 0x8000) >> 16).astype(np.uint8)
 
 
 # PIL modes whose pixels np.asarray gives as an image we can store; others are converted first.

@@ -217,6 +217,8 @@ class ClassLabel(FeatureType):
 
     def str2int(self, name: str | SequenceABC[str]) -> int | list[int]:
         if not isinstance(name, str):
+            if not isinstance(name, (SequenceABC, np.ndarray)):  # ValueError, as Hugging Face raises it
+                raise ValueError(f"str2int takes a class name or a list of them, got {type(name).__name__}: {name!r}")
             return [self.str2int(n) for n in name]  # type: ignore[misc]
         try:
             return self._index[name]
@@ -225,6 +227,9 @@ class ClassLabel(FeatureType):
 
     def int2str(self, index: int | SequenceABC[int]) -> str | list[str]:
         if not isinstance(index, (int, np.integer)):
+            if not isinstance(index, (SequenceABC, np.ndarray)) or isinstance(index, str):
+                raise ValueError(f"int2str takes a class index or a list of them, got {type(index).__name__}: "
+                                 f"{index!r}")
             return [self.int2str(i) for i in index]  # type: ignore[misc]
         if not 0 <= int(index) < self.num_classes:
             raise ValueError(f"class index {index} is out of range [0, {self.num_classes})")

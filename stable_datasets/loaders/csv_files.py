@@ -2,8 +2,9 @@
 
 Options are named as Hugging Face (pandas) names them: `sep` (or `delimiter`), `header`
 ("infer" or 0: the first row names the columns; None: no header row), `column_names` (or
-`names`), `skiprows`, `quotechar`, `escapechar`, `encoding`, `na_values`. Empty fields and
-pandas' default NA markers ("", "NA", "N/A", "NaN", "null", ...) are nulls, as in pandas.
+`names`), `skiprows`, `quotechar`, `escapechar`, `encoding`, `na_values`, `keep_default_na`.
+Empty fields and pandas' default NA markers ("", "NA", "N/A", "NaN", "null", "None", ...) are
+nulls, as in pandas; `na_values` adds markers to those unless `keep_default_na=False`.
 A row with another number of fields than the header is an error naming the file and line.
 """
 
@@ -39,6 +40,9 @@ WHOLE_FILE_BYTES = 256 << 20
 RANGE_BYTES = 16 << 20
 #: bytes of the first file read to infer the features
 SAMPLE_BYTES = 1 << 20
+#: the text pandas (so Hugging Face) reads as a null by default (pandas' STR_NA_VALUES)
+PANDAS_NA_VALUES = ["", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
+                    "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"]
 
 
 @dataclass
@@ -52,7 +56,8 @@ class CsvConfig(FileLoaderConfig):
     quotechar: str = '"'
     escapechar: str | None = None
     encoding: str = "utf-8"
-    na_values: list[str] | None = None
+    na_values: list[str] | str | None = None
+    keep_default_na: bool = True
 
 
 class CsvLoader(FileLoader):
@@ -87,14 +92,22 @@ class CsvLoader(FileLoader):
                                   escape_char=self.config.escapechar or False, newlines_in_values=newlines_in_values)
 
     def _convert_options(self, features: Features | None) -> pacsv.ConvertOptions:
-        kwargs: dict[str, Any] = {"strings_can_be_null": True, "quoted_strings_can_be_null": True}
-        if self.config.na_values is not None:
-            kwargs["null_values"] = list(self.config.na_values)
+        kwargs: dict[str, Any] = {"strings_can_be_null": True, "quoted_strings_can_be_null": True,
+                                  "null_values": self._null_values()}
         if features is not None:
             # read each column straight as its type where Arrow can (class names stay text until mapped)
             kwargs["column_types"] = {name: f.arrow_type() for name, f in features.items()
                                       if is_columnar(f) and type(f).__name__ != "ClassLabel"}
         return pacsv.ConvertOptions(**kwargs)
+
+    def _null_values(self) -> list[str]:
+        """As pandas reads `na_values`: added to its default markers unless `keep_default_na=False`."""
+        given = self.config.na_values
+        if isinstance(given, dict):
+            raise ValueError("the 'csv' loader takes na_values as a string or a list of strings (the same for every "
+                             f"column), got a dict: {given!r}")
+        given = [given] if isinstance(given, str) else [str(v) for v in given or []]
+        return list(dict.fromkeys((PANDAS_NA_VALUES if self.config.keep_default_na else []) + given))
 
     def _column_names(self, names: list[str]) -> list[str]:
         if self.config.header is None and not (self.config.column_names or self.config.names):

@@ -1,14 +1,16 @@
 """`load_dataset("json", data_files=...)`: JSON Lines, or one JSON document per file.
 
-A file whose first character is `[` holds a top-level array of records; `field="data"` reads the
-records (a list of objects, or an object of columns) under that key of a top-level object, as
-Hugging Face does. JSON Lines files are parsed by pyarrow in blocks of whole lines (blank lines
-are skipped), and a large file is divided by byte ranges at line ends for `num_proc`. A line
-that is not valid JSON is an error naming the file and the line.
+A file whose first character is `[` holds a top-level array of records (or of strings: a `text`
+column); `field="data"` reads the records (a list of objects, or an object of columns) under that
+key of a top-level object, as Hugging Face does. A file in an encoding pyarrow does not parse
+(UTF-16, Latin-1, ...) is decoded whole first. JSON Lines files are parsed by pyarrow in blocks
+of whole lines (blank lines are skipped), and a large file is divided by byte ranges at line ends
+for `num_proc`. A line that is not valid JSON is an error naming the file and the line.
 """
 
 from __future__ import annotations
 
+import codecs
 import io
 import itertools
 import json
@@ -53,6 +55,9 @@ class JsonLoader(FileLoader):
         path = self.first_file()
         if self._is_document(path):
             table = next(iter(self._document_tables(path)))
+        elif self._transcoded():
+            sample, _ = next(line_blocks(path, None, None, SAMPLE_BYTES, data=self._utf8(path)), (b"", 0))
+            table = self._parse_block(path, sample, 0, None)
         else:
             with open(path, "rb") as fh:
                 sample = fh.read(SAMPLE_BYTES)
@@ -65,12 +70,26 @@ class JsonLoader(FileLoader):
         if self.config.field is not None:
             return True
         with open(path, "rb") as fh:
-            head = fh.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
-        return head.startswith(b"[")
+            head = fh.read(4096)
+        text = codecs.getincrementaldecoder(self.config.encoding)("replace").decode(head)
+        return text.lstrip("\ufeff \t\r\n").startswith("[")
+
+    def _transcoded(self) -> bool:
+        """True for an encoding pyarrow cannot parse as it is (UTF-16, UTF-32, Latin-1...): such a file
+        is decoded whole and parsed as UTF-8."""
+        return codecs.lookup(self.config.encoding).name not in ("utf-8", "utf-8-sig", "ascii")
+
+    def _utf8(self, path: str) -> bytes:
+        try:
+            with open(path, encoding=self.config.encoding, newline="") as fh:
+                return fh.read().encode("utf-8")
+        except UnicodeError as exc:
+            raise LoaderError(f"{path}: not valid {self.config.encoding} text ({exc}); pass encoding= naming the "
+                              "file's encoding") from None
 
     # -- pieces ----------------------------------------------------------------------------
     def piece_ranges(self, path: str, parts: int) -> list[Piece]:
-        if self._is_document(path):
+        if self._is_document(path) or self._transcoded():
             return [[path, None, None]]
         return line_ranges(path, parts)
 
@@ -79,12 +98,16 @@ class JsonLoader(FileLoader):
         if self._is_document(path):
             row = 0
             for table in self._document_tables(path):
+                absent = [n for n in self.features if n not in table.column_names]
+                for name in absent:  # a field no record has is a null column, as in JSON Lines (and HF)
+                    table = table.append_column(name, pa.nulls(table.num_rows))
                 yield self.conform(table, path, row) if conform else table
                 row += table.num_rows
             return
         schema = self._explicit_schema()
         row = 0
-        for block, line in line_blocks(path, start, stop):
+        data = self._utf8(path) if self._transcoded() else None
+        for block, line in line_blocks(path, start, stop, data=data):
             table = self._parse_block(path, block, line, schema)
             yield self.conform(table, f"{path} (from line {line + 1})", 0) if conform else table
             row += table.num_rows
@@ -105,7 +128,8 @@ class JsonLoader(FileLoader):
             return pajson.read_json(io.BytesIO(block), read_options=pajson.ReadOptions(block_size=PARSE_BLOCK_BYTES),
                                     parse_options=options)
         except pa.ArrowInvalid as exc:
-            raise line_error(path, block, first_line, self.config.encoding, exc,
+            encoding = "utf-8" if self._transcoded() else self.config.encoding  # the block is UTF-8 by now
+            raise line_error(path, block, first_line, encoding, exc,
                              list(self.features) if schema is not None else None) from None
 
     def _document_tables(self, path: str) -> Iterator[pa.Table]:
@@ -124,11 +148,17 @@ class JsonLoader(FileLoader):
             if isinstance(document, dict):  # an object of columns
                 yield pa.table(document)
             elif isinstance(document, list):
+                if document and all(isinstance(r, str) for r in document):  # texts: a "text" column, as in HF
+                    yield pa.table({"text": pa.array(document, pa.string())})
+                    return
                 bad = next((i for i, r in enumerate(document) if not isinstance(r, dict)), None)
                 if bad is not None:
                     kind = type(document[bad]).__name__
-                    raise LoaderError(f"{path}: record {bad} of the top-level array is a {kind}, not an object")
-                yield pa.Table.from_pylist(document)
+                    raise LoaderError(f"{path}: record {bad} of the top-level array is a {kind}, not an object (an "
+                                      "array holds objects, or only strings)")
+                names = list(dict.fromkeys(name for record in document for name in record))  # every record's keys
+                yield pa.table({n: [r.get(n) for r in document] for n in names}) if names else \
+                    pa.Table.from_pylist(document)
             else:
                 raise LoaderError(f"{path}: the JSON document is a {type(document).__name__}; expected an array of "
                                   "objects (or field= naming one)")
@@ -170,11 +200,11 @@ def line_ranges(path: str, parts: int) -> list[Piece]:
     return [[path, lo, hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
 
 
-def line_blocks(path: str, start: int | None, stop: int | None,
-                block_bytes: int = BLOCK_BYTES) -> Iterator[tuple[bytes, int]]:
+def line_blocks(path: str, start: int | None, stop: int | None, block_bytes: int = BLOCK_BYTES,
+                data: bytes | None = None) -> Iterator[tuple[bytes, int]]:
     """Blocks of whole lines of the byte range, each with the number (0-based) of its first line
-    counted from the start of the file."""
-    with open(path, "rb") as fh:
+    counted from the start of the file (or of `data`, the file's bytes already read)."""
+    with (io.BytesIO(data) if data is not None else open(path, "rb")) as fh:
         line = 0
         if start:
             remaining = start
@@ -185,7 +215,7 @@ def line_blocks(path: str, start: int | None, stop: int | None,
                 line += chunk.count(b"\n")
                 remaining -= len(chunk)
         position = start or 0
-        end = os.path.getsize(path) if stop is None else stop
+        end = (len(data) if data is not None else os.path.getsize(path)) if stop is None else stop
         while position < end:
             block = fh.read(min(block_bytes, end - position))
             if not block:

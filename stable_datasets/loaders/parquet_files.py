@@ -1,19 +1,21 @@
 """`load_dataset("parquet", data_files=...)`: Parquet files read a batch of rows at a time.
 
 Features come from the first file's schema (Hugging Face's or our stored features when the file
-carries them, else its Arrow types). A large file is divided by row groups for `num_proc`.
+carries them, else its Arrow types); `columns=` reads only those columns, as in Hugging Face. A
+large file is divided by row groups for `num_proc`.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from stable_datasets.features.features import Features
-from stable_datasets.loaders.base import BATCH_ROWS, FileLoader, Piece
+from stable_datasets.loaders.base import BATCH_ROWS, FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import LoaderError, features_from_schema
 
 
@@ -24,12 +26,30 @@ def _open(path: str) -> pq.ParquetFile:
         raise LoaderError(f"{path}: not a readable Parquet file ({exc})") from None
 
 
+@dataclass
+class ParquetConfig(FileLoaderConfig):
+    columns: list[str] | None = None
+
+
 class ParquetLoader(FileLoader):
+    config: ParquetConfig
     name = "parquet"
     EXTENSIONS = (".parquet",)
+    BUILDER_CONFIG_CLASS = ParquetConfig
 
     def infer_features(self) -> Features:
-        return features_from_schema(_open(self.first_file()).schema_arrow)
+        path = self.first_file()
+        schema = _open(path).schema_arrow
+        features = features_from_schema(schema)
+        wanted = self.config.columns
+        if wanted is None:
+            return features
+        wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+        unknown = [n for n in wanted if n not in features]
+        if unknown:
+            raise LoaderError(f"{path}: columns= names {unknown}, which the file does not have; its columns are "
+                              f"{schema.names}")
+        return Features({n: f for n, f in features.items() if n in wanted})  # in the file's order, as in HF
 
     def piece_ranges(self, path: str, parts: int) -> list[Piece]:
         groups = _open(path).metadata.num_row_groups

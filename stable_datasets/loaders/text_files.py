@@ -2,12 +2,14 @@
 
 `sample_by="line"` (each line a row, empty lines kept; `keep_linebreaks=True` keeps the line
 ends), `"paragraph"` (blocks separated by a blank line, empty ones dropped) or `"document"`
-(a whole file a row). Lines split as Python's `str.splitlines` does, after universal-newline
-decoding. Line-based files are divided by byte ranges at line ends for `num_proc`.
+(a whole file a row). Lines end at "\n", "\r\n" or "\r" (universal newlines, as `open()` reads
+them), not at the other breaks `str.splitlines` knows (form feed, U+2028), as in Hugging Face.
+Line-based files are divided by byte ranges at line ends for `num_proc`.
 """
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -53,7 +55,7 @@ class TextLoader(FileLoader):
         if self.config.sample_by == "line":
             for block, line in line_blocks(path, start, stop):
                 text = self._decode(path, block, line)
-                lines = text.splitlines(keepends=self.config.keep_linebreaks)
+                lines = split_lines(text, self.config.keep_linebreaks)
                 yield self._table(lines, schema, conform, path, line)
             return
         text = self._decode(path, _read(path), 0)
@@ -76,6 +78,13 @@ class TextLoader(FileLoader):
             raise LoaderError(f"{path}, line {line}: not valid {self.config.encoding} text ({exc.reason}); pass "
                               "encoding= or encoding_errors='replace'") from None
         return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text
+
+
+def split_lines(text: str, keepends: bool) -> list[str]:
+    """Lines at "\n" only, as a file opened in text mode reads them (after universal newlines):
+    `str.splitlines` would also cut at form feeds, "\x1c"-"\x1e", NEL and U+2028/U+2029."""
+    lines = io.StringIO(text, newline="\n").readlines()
+    return lines if keepends else [line[:-1] if line.endswith("\n") else line for line in lines]
 
 
 def _read(path: str) -> bytes:

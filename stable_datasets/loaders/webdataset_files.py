@@ -4,8 +4,11 @@ told by their magic bytes), members grouped by key.
 As in WebDataset, a member `dir/0001.jpg` has key `dir/0001` and extension `jpg`; consecutive
 members with one key form a sample, a row with `__key__`, `__url__` (the shard) and a column
 per extension. Cells are decoded by extension: images (jpg, png, webp, ...) are `Image()`
-cells, `json` is parsed, `txt`/`text` is text, `cls`/`index`/`id` an integer, anything else bytes.
-Features are inferred from the first samples of the first shard (or given with `features=`);
+cells, `json` is parsed, `txt`/`text` is text, `cls`/`index`/`id` an integer, `npy` a numpy array
+as nested lists (read without unpickling: an object array is an error), anything else bytes;
+a `.gz` member (`0001.txt.gz`) is gunzipped first and read by the extension before `.gz`.
+Features are inferred from the first samples of the first shard (or given with `features=`, and
+then a column or json field a sample lacks is a null, as in Hugging Face); with inferred features
 a sample missing a column, or a malformed tar, is an error naming the shard (and key or byte offset).
 
 Tars are walked by the strict header parser of `stable_datasets.interleaved.tar_format`.
@@ -13,10 +16,13 @@ Tars are walked by the strict header parser of `stable_datasets.interleaved.tar_
 
 from __future__ import annotations
 
+import gzip
+import io
 import json
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from stable_datasets.features.base import FeatureType
@@ -37,11 +43,18 @@ SAMPLES_FOR_FEATURES = 16
 
 
 def _kind(extension: str) -> str:
-    return extension.rsplit(".", 1)[-1].lower()
+    """What a member holds, by its last extension (a gzipped member by the one before `.gz`)."""
+    extension = extension.lower()
+    return extension[:-3].rsplit(".", 1)[-1] if extension.endswith(".gz") else extension.rsplit(".", 1)[-1]
 
 
 def decode_member(extension: str, data: bytes, where: str) -> Any:
     kind = _kind(extension)
+    if extension.lower().endswith(".gz"):  # `0001.txt.gz`: gunzipped, then read as a txt member (as in HF)
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as exc:
+            raise LoaderError(f"{where}: cannot gunzip the {extension!r} member ({exc})") from None
     try:
         if kind == "json":
             return json.loads(data)
@@ -49,7 +62,9 @@ def decode_member(extension: str, data: bytes, where: str) -> Any:
             return data.decode("utf-8")
         if kind in INT_KINDS:
             return int(data.decode("ascii").strip())
-    except (ValueError, UnicodeDecodeError) as exc:
+        if kind == "npy":  # a numpy array as nested lists, as Hugging Face reads it (never unpickled)
+            return np.load(io.BytesIO(data), allow_pickle=False).tolist()
+    except (ValueError, UnicodeDecodeError, EOFError) as exc:
         raise LoaderError(f"{where}: cannot read the {extension!r} member as {kind} ({exc})") from None
     return data
 
@@ -109,8 +124,19 @@ class WebDatasetLoader(FileLoader):
 
     def examples_of_piece(self, piece: Piece) -> Iterator[tuple[Any, dict[str, Any]]]:
         path = piece[0]
+        given = self.config.features is not None
         for key, sample in iter_samples(path):
-            yield f"{path}:{key}", {"__key__": key, "__url__": path, **sample}
+            example = {"__key__": key, "__url__": path, **sample}
+            # with features= given, a column or json field a sample lacks is a null, as in Hugging Face;
+            # with inferred features, a sample lacking a column is an error naming it
+            yield f"{path}:{key}", _with_nulls(example, self.features) if given else example
+
+
+def _with_nulls(value: Any, feature: FeatureType) -> Any:
+    """`value` with every field of the struct `feature` that it lacks set to None (nested structs too)."""
+    if not isinstance(feature, Features) or not isinstance(value, dict):
+        return value
+    return {**value, **{name: _with_nulls(value.get(name), sub) for name, sub in feature.items()}}
 
 
 def _feature_of(extension: str, values: list[Any], path: str) -> FeatureType:
@@ -121,7 +147,7 @@ def _feature_of(extension: str, values: list[Any], path: str) -> FeatureType:
         return Value("string")
     if kind in INT_KINDS:
         return Value("int64")
-    if kind == "json":
+    if kind in ("json", "npy"):
         try:
             return feature_for_type(pa.array(values).type)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
