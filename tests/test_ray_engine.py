@@ -6,11 +6,12 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
 import stable_datasets as sds
-from stable_datasets.errors import ExampleError, WorkerDiedError
+from stable_datasets.errors import ExampleError, StableDatasetsError, WorkerDiedError
 from tests.conftest import PARTS_BUILDER
 from tests.test_write_path import SMALL_FILES
 
@@ -149,3 +150,46 @@ def test_ray_workers_get_the_builder_scripts_helper_modules(tmp_path):
     ds = sds.load_dataset(str(folder), split="train", num_proc=2, engine="ray")
     assert ds["name"] == [f"p{p}-{i}" for p in range(4) for i in range(2)]
     assert ds["x"] == [0, 3] * 4
+
+
+def test_an_exception_ray_cannot_rebuild_stops_the_other_tasks_and_names_the_example(write_builder, cache_root,
+                                                                                      tmp_path):
+    """A user's exception class whose __init__ takes other arguments than its message cannot be unpickled in the
+    driver. The build still fails as bad data: the other parts stop before it returns, nothing stays staged, and
+    the error names the builder, the split and the last example key, as it does for any exception of the user's."""
+    beats = tmp_path / "beats.txt"
+    path = write_builder("rebuildless", f"""
+        import time
+        import stable_datasets as sds
+
+        class NeedsTwo(Exception):
+            def __init__(self, a, b):
+                super().__init__(f"needs two: {{a}} {{b}}")
+
+        class Rebuildless(sds.GeneratorBasedBuilder):
+            def _info(self):
+                return sds.DatasetInfo(features=sds.Features({{"part": sds.Value("int32"), "i": sds.Value("int64")}}))
+
+            def _split_generators(self, dl_manager):
+                return [sds.SplitGenerator("train", {{"parts": [0, 1]}})]
+
+            def _generate_examples(self, parts):
+                for part in parts:
+                    for i in range(3000):
+                        if part == 0 and i == 3:
+                            time.sleep(1.0)  # part 1 is running by now
+                            raise NeedsTwo(1, 2)
+                        if part == 1:
+                            with open({str(beats)!r}, "a") as fh:
+                                fh.write("x")
+                            time.sleep(0.01)
+                        yield (part, i), {{"part": part, "i": i}}
+    """)
+    with pytest.raises(StableDatasetsError, match=r"raised by builder 'rebuildless' generating split 'train', "
+                                                  r"after example key \(0, 2\)") as caught:
+        sds.load_dataset(str(path), split="train", num_proc=2, engine="ray")
+    assert "needs two: 1 2" in str(caught.value)
+    assert not list(cache_root.rglob("_metadata.json")) and not list(cache_root.rglob(".staging*"))
+    beaten = beats.stat().st_size
+    time.sleep(0.5)
+    assert beats.stat().st_size == beaten  # part 1 was stopped, not left writing into a removed staging folder

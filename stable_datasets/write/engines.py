@@ -212,22 +212,29 @@ def run_ray(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], runner: Jo
         for ref in ready:
             try:
                 results[index[ref]] = ray.get(ref)
-            except ray.exceptions.RayTaskError:
-                for other in pending:
-                    with contextlib.suppress(Exception):
-                        ray.cancel(other, force=True)
-                # wait until they are gone: a task still running could write into a staging folder
-                # that the build is about to remove
-                with contextlib.suppress(Exception):
-                    ray.wait(pending, num_returns=len(pending), timeout=120)
-                raise  # an instance of the task's own exception class too (ExampleError, ...)
             except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
                     ray.exceptions.ObjectLostError) as exc:
                 died.append(f"{desc} {index[ref]} of {len(calls)}: its Ray worker died and the task failed after "
                             f"{runner.ray_max_retries} retries ({type(exc).__name__})")
+            except (ray.exceptions.RayTaskError, ray.exceptions.UnserializableException) as exc:
+                _stop(ray, pending)
+                if isinstance(exc, ray.exceptions.UnserializableException):  # its class cannot be rebuilt here
+                    raise StableDatasetsError(f"{desc} {index[ref]} of {len(calls)} failed in its Ray task:\n"
+                                              f"{getattr(exc, '_original_stack_trace', exc)}") from None
+                raise  # an instance of the task's own exception class too (ExampleError, ...)
     if died:
         raise WorkerDiedError("; ".join(died))
     return results
+
+
+def _stop(ray: ModuleType, pending: list[Any]) -> None:
+    """Cancel the tasks still pending and wait until they are gone: a task still running could write
+    into a staging folder that the build is about to remove."""
+    for other in pending:
+        with contextlib.suppress(Exception):
+            ray.cancel(other, force=True)
+    with contextlib.suppress(Exception):
+        ray.wait(pending, num_returns=len(pending), timeout=120)
 
 
 def user_modules(obj: Any) -> list[ModuleType]:
