@@ -161,7 +161,8 @@ def _remote_root(args: argparse.Namespace) -> Any:
 
 
 def _remote_targets(target: str, root: Any) -> list[Any]:
-    """Remote caches a command names: a cache's URL, or every cache of a builder under the root."""
+    """Remote caches a command names: a cache's URL, or every cache of a builder under the root (by its
+    recorded source, as on a local root: a name, a script path or a folder holding one)."""
     from stable_datasets.storage.inventory import find_remote_caches, remote_entry_for
     from stable_datasets.storage.urls import is_url
 
@@ -169,8 +170,7 @@ def _remote_targets(target: str, root: Any) -> list[Any]:
         return [remote_entry_for(target, root.storage_options if root else None)]
     if root is None:
         return []
-    name = _builder_name(target)
-    return [e for e in find_remote_caches(root) if e.metadata.builder_name == name]
+    return _caches_of_builder(target, find_remote_caches(root))
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -396,14 +396,16 @@ def _report_prune(args: argparse.Namespace, report: list[tuple[str, Any]]) -> in
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    remote = _remote_root(args)
-    if remote is not None:
-        from stable_datasets.storage.inventory import find_remote_caches, remove_remote_cache
+    from stable_datasets.storage.urls import is_url
 
-        found = [e for e in find_remote_caches(remote) if e.metadata.builder_name == args.name
-                 and (args.config is None or e.metadata.config_name == args.config)]
+    remote = _remote_root(args)
+    if remote is not None or is_url(args.name):
+        from stable_datasets.storage.inventory import remove_remote_cache
+
+        found = [e for e in _remote_targets(args.name, remote)
+                 if args.config is None or e.metadata.config_name == args.config]
         if not found:
-            print(f"stable-datasets: no caches of {args.name!r} under {remote}", file=sys.stderr)
+            print(f"stable-datasets: no caches of {args.name!r} under {remote or args.name}", file=sys.stderr)
             return PROBLEM
         for entry in found:
             if not args.dry_run:

@@ -420,6 +420,34 @@ def test_cli_on_a_remote_root(s3_env, toy_builder, capsys):
     assert [k for k in s3_env.objects() if "/train/" in k] == []
 
 
+def test_cli_on_a_remote_root_takes_script_paths_and_cache_urls_as_on_a_local_root(s3_env, toy_builder, tmp_path,
+                                                                                   capsys):
+    """rm, info and verify name caches as on a local root: by a builder's script path (its caches only, not
+    those of another script defining the same name), or by a cache's URL."""
+    other = tmp_path / "elsewhere" / "toy.py"
+    other.parent.mkdir()
+    other.write_text(toy_builder.read_text().replace('"text": f"row {i}"', '"text": f"line {i}"'))
+    ours = sds.load_dataset(str(toy_builder), split="train")
+    theirs = sds.load_dataset(str(other), split="train")
+    ours_url = f"s3://{s3_env.bucket}/{_split_prefix(s3_env, ours)}"
+    theirs_url = f"s3://{s3_env.bucket}/{_split_prefix(s3_env, theirs)}"
+    assert ours_url != theirs_url
+    assert cli_main(["verify", str(other)]) == 0
+    assert capsys.readouterr().out == f"ok  {theirs_url}\n"
+    assert cli_main(["info", str(other), "--json"]) == 0
+    assert [e["path"] for e in json.loads(capsys.readouterr().out)] == [theirs_url]
+    assert cli_main(["rm", str(other), "--dry-run"]) == 0
+    assert capsys.readouterr().out == f"would remove {theirs_url}\n"
+    assert cli_main(["rm", ours_url, "--dry-run"]) == 0
+    assert capsys.readouterr().out == f"would remove {ours_url}\n"
+    assert cli_main(["rm", "toy"]) == 2  # a name no builder answers to, with caches from two scripts
+    assert "caches of several builders are named 'toy'" in capsys.readouterr().err
+    assert cli_main(["rm", str(other)]) == 0
+    capsys.readouterr()
+    assert cli_main(["ls", "--json"]) == 0
+    assert [e["path"] for e in json.loads(capsys.readouterr().out)] == [ours_url]
+
+
 def test_cli_errors_on_a_remote_root_are_one_line(s3_env, capsys):
     assert cli_main(["ls", "--cache-dir", "s3://no-such-bucket-y/cache"]) == 1
     err = capsys.readouterr().err.strip()
