@@ -383,6 +383,38 @@ def test_several_processes_share_one_download(s3_env, toy_builder, tmp_path, mon
     assert leftovers == []
 
 
+OPEN_WITH_FILE_LIMIT = """
+import resource, signal, sys
+import stable_datasets as sds
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))  # ulimit -f: no local file may pass 1 KiB
+try:
+    sds.load_dataset(sys.argv[1], split="train")
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="storage/ (lances7): a local write error in the shard cache is a bare "
+                                       "OSError, or 'download failed' naming only the object's URL")
+def test_a_local_shard_cache_that_cannot_take_a_shard_says_so_and_names_the_folder(s3_env, toy_builder, tmp_path,
+                                                                                   monkeypatch):
+    """The remote side is fine, the local disk is full (or a file may not grow past `ulimit -f`): the error
+    says it is the local shard cache, names its folder and the variable that moves it, and leaves no
+    partial download. Before: a bare 'OSError [Errno 27] File too large' when the local copy of
+    `_metadata.json` cannot be written, and 'StorageError s3://.../shard-00000.arrow: download failed
+    (OSError: [Errno 27] File too large)', which points at the bucket, when a shard cannot."""
+    sds.load_dataset(str(toy_builder), split="train")
+    _fresh_node(monkeypatch, tmp_path, "small-node")
+    done = subprocess.run([sys.executable, "-c", OPEN_WITH_FILE_LIMIT, str(toy_builder)], capture_output=True,
+                          text=True, timeout=180)
+    message = done.stdout.strip()
+    assert done.returncode == 0 and "File too large" in message, (message, done.stderr[-2000:])
+    assert "download failed" not in message, message
+    assert str(tmp_path / "small-node" / "shards") in message and "STABLE_DATASETS_LOCAL_CACHE_DIR" in message
+    assert not [p for p in (tmp_path / "small-node").rglob("*") if p.name.endswith(".download")]
+
+
 # -- command line --------------------------------------------------------------------------------
 def test_cli_on_a_remote_root(s3_env, toy_builder, capsys):
     ds = sds.load_dataset(str(toy_builder), split="train")
