@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -193,3 +194,27 @@ def test_an_exception_ray_cannot_rebuild_stops_the_other_tasks_and_names_the_exa
     beaten = beats.stat().st_size
     time.sleep(0.5)
     assert beats.stat().st_size == beaten  # part 1 was stopped, not left writing into a removed staging folder
+
+
+@pytest.mark.parametrize("how", ["argument", "ray-client", "environment"])
+def test_a_ray_address_nobody_answers_fails_at_once_naming_it(parts_builder, tmp_path, how):
+    """A mistyped --address or $RAY_ADDRESS: before, a GCS address that refuses connections left the build
+    waiting for minutes (Ray retries 'Failed to connect to GCS ... within 5 seconds' over and over), and a
+    ray:// one failed after 30 s with 'ConnectionError: ray client connection timeout', naming no address."""
+    address = {"argument": "127.0.0.1:1", "ray-client": "ray://127.0.0.1:1", "environment": "127.0.0.1:1"}[how]
+    script = textwrap.dedent(f"""
+        import stable_datasets as sds
+        from stable_datasets.errors import StableDatasetsError
+        try:
+            sds.load_dataset({str(parts_builder)!r}, split="train", num_proc=2, engine="ray",
+                             ray_address={None if how == "environment" else address!r})
+        except StableDatasetsError as exc:
+            print(exc)
+    """)
+    env = {**os.environ, "STABLE_DATASETS_CACHE_DIR": str(tmp_path / "c"), "RAY_ADDRESS": address}
+    if how != "environment":
+        env.pop("RAY_ADDRESS")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=25, env=env)
+    source = "$RAY_ADDRESS" if how == "environment" else "ray_address"
+    assert out.stdout.strip().startswith(f"cannot reach the Ray cluster at {address} ({source}): "), out.stderr[-3000:]
+    assert not list((tmp_path / "c").rglob(".staging*")) and not list((tmp_path / "c").rglob("_metadata.json"))

@@ -15,6 +15,7 @@ import os
 import pickle
 import signal
 import site
+import socket
 import sys
 import sysconfig
 import threading
@@ -165,10 +166,30 @@ def ensure_ray(address: str | None = None) -> ModuleType:
     """Ray, connected: to `address` (or $RAY_ADDRESS) when given, else a local cluster."""
     ray = import_ray()
     if not ray.is_initialized():
-        logger.info("starting Ray ({})", address or os.environ.get("RAY_ADDRESS") or "a local cluster")
-        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=True,
-                 configure_logging=False)
+        named = address or os.environ.get("RAY_ADDRESS")
+        source = "ray_address" if address else "$RAY_ADDRESS"
+        logger.info("starting Ray ({})", named or "a local cluster")
+        if named:
+            _check_reachable(named, source)
+        try:
+            ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=True,
+                     configure_logging=False)
+        except ConnectionError as exc:
+            raise StableDatasetsError(f"cannot reach the Ray cluster at {named} ({source}): {exc}") from None
     return ray
+
+
+def _check_reachable(address: str, source: str) -> None:
+    """Fail at once on an address nobody answers: Ray itself keeps retrying a GCS address for minutes."""
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit():
+        return  # "auto", "local", or a form Ray judges itself
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=5).close()
+    except OSError as exc:
+        raise StableDatasetsError(
+            f"cannot reach the Ray cluster at {address} ({source}): {exc.strerror or exc}; give the head node's "
+            "address (host:6379 by default, or ray://host:10001 for Ray Client) of a cluster that runs") from None
 
 
 def ray_cpus(address: str | None = None) -> int:
