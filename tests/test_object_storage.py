@@ -383,6 +383,26 @@ def test_several_processes_share_one_download(s3_env, toy_builder, tmp_path, mon
     assert leftovers == []
 
 
+@pytest.mark.xfail(strict=True, reason="storage/root.py local_base (lances7): a relative "
+                                       "STABLE_DATASETS_LOCAL_CACHE_DIR is kept relative")
+def test_a_relative_local_cache_dir_keeps_serving_after_chdir(s3_env, toy_builder, tmp_path, monkeypatch):
+    """As for a relative STABLE_DATASETS_CACHE_DIR (cache_root makes it absolute): an open remote dataset keeps
+    reading its local copies after os.chdir. Before: the shard cache folder stayed relative, so after a chdir a
+    Parquet cache raised 'ValueError lc/shards/.../shard-00000.idx.parquet can no longer be read as Parquet:
+    [Errno 2] Failed to open local file', DataLoader workers of Arrow and Parquet caches failed the same way,
+    and a new stream downloaded everything again under the new working folder."""
+    sds.load_dataset(str(toy_builder), split="train", storage_format="parquet")
+    (tmp_path / "job").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "job")
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", "node-local")
+    ds = sds.load_dataset(str(toy_builder), split="train", storage_format="parquet")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert ds.cache_dirs[0].is_absolute()
+    assert ds[49]["id"] == 49 and ds["id"] == list(range(50))
+    assert not (tmp_path / "elsewhere" / "node-local").exists()
+
+
 OPEN_WITH_FILE_LIMIT = """
 import resource, signal, sys
 import stable_datasets as sds
