@@ -500,6 +500,23 @@ def test_cli_on_a_remote_root_takes_script_paths_and_cache_urls_as_on_a_local_ro
     assert [e["path"] for e in json.loads(capsys.readouterr().out)] == [ours_url]
 
 
+def test_verify_of_a_builder_on_a_remote_root_reports_its_caches_whose_metadata_is_damaged(s3_env, toy_builder,
+                                                                                           capsys):
+    """As on a local root: a cache of the builder whose `_metadata.json` cannot be read is BAD (exit 1). Before,
+    `verify toy` skipped it and printed 'ok' for the others, exit 0."""
+    train = sds.load_dataset(str(toy_builder), split="train")
+    test = sds.load_dataset(str(toy_builder), split="test")
+    train_url, test_url = (f"s3://{s3_env.bucket}/{_split_prefix(s3_env, ds)}" for ds in (train, test))
+    s3_env.write(f"{_split_prefix(s3_env, test)}/_metadata.json", b'{"layout": 3')
+    assert cli_main(["verify", str(toy_builder)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"ok  {train_url}\nBAD {test_url}\n    {test_url}/_metadata.json: invalid cache metadata: "
+                          "not JSON"), out
+    assert cli_main(["verify", "--json", "toy"]) == 1
+    assert [(e["path"], len(e["problems"])) for e in json.loads(capsys.readouterr().out)] == [(train_url, 0),
+                                                                                              (test_url, 1)]
+
+
 def test_cli_errors_on_a_remote_root_are_one_line(s3_env, capsys):
     assert cli_main(["ls", "--cache-dir", "s3://no-such-bucket-y/cache"]) == 1
     err = capsys.readouterr().err.strip()
