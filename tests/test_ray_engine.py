@@ -218,3 +218,13 @@ def test_a_ray_address_nobody_answers_fails_at_once_naming_it(parts_builder, tmp
     source = "$RAY_ADDRESS" if how == "environment" else "ray_address"
     assert out.stdout.strip().startswith(f"cannot reach the Ray cluster at {address} ({source}): "), out.stderr[-3000:]
     assert not list((tmp_path / "c").rglob(".staging*")) and not list((tmp_path / "c").rglob("_metadata.json"))
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
+def test_to_ray_of_a_cache_in_object_storage(s3_env, toy_builder, storage_format):
+    """A remote Lance cache is read in place from the store, so it has no Lance dataset on local disk. Before,
+    to_ray() gave Ray's read_lance that missing local folder: 'ValueError: Dataset at path .../data.lance was not
+    found'. Now Ray Data reads it from the store, with the cache's storage options."""
+    ds = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format)
+    rows = ds.to_ray().take_all()
+    assert sorted((r["id"], r["text"]) for r in rows) == list(zip(ds["id"], ds["text"]))
