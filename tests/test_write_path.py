@@ -274,6 +274,21 @@ def test_moving_digits_with_num_proc(storage):
             assert os.path.exists(two[4]["video"].path)
 
 
+def test_sys_exit_in_a_forked_part_fails_the_build_naming_the_example(write_builder, cache_root):
+    """A generator calling sys.exit (a library's CLI entry point, say) in a worker of num_proc=2. Before, the
+    parent re-raised the worker's SystemExit: the user's program ended there with exit status 3 and no message
+    at all. Now the build fails with the worker's traceback, which says where the generator stopped."""
+    path = write_builder("exits", PARTS_BUILDER.replace("KEY", "(part, i)").replace(
+        "            for i in range(rows):\n",
+        "            for i in range(rows):\n                if (part, i) == (3, 5):\n"
+        "                    import sys\n                    sys.exit(3)\n"))
+    with pytest.raises(StableDatasetsError, match=r"'train' part 1 of 2 failed in its worker") as caught:
+        sds.load_dataset(str(path), split="train", num_proc=2)
+    assert "SystemExit: 3" in str(caught.value)
+    assert "raised by builder 'exits' generating split 'train', after example key (3, 4)" in str(caught.value)
+    assert not list(cache_root.rglob("_metadata.json")) and not list(cache_root.rglob(".staging*"))
+
+
 def test_parallel_lance_parts_forked_from_a_lance_user_write_through_a_helper(parts_builder, tmp_path):
     """Lance's runtime does not survive fork: parts forked after the parent used Lance must not use it."""
     script = textwrap.dedent(f"""

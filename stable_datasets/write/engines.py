@@ -140,7 +140,7 @@ def run_forked(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], num_pro
                     results[index] = message[1]
                     continue
                 _, exc, text = message
-                if isinstance(exc, BaseException):
+                if isinstance(exc, BaseException) and not isinstance(exc, SystemExit):  # would end the user's program
                     raise exc
                 raise StableDatasetsError(f"{desc} {index} of {len(calls)} failed in its worker:\n{text}")
         if died:
