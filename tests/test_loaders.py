@@ -460,19 +460,52 @@ def test_one_large_csv_is_divided_by_line_ranges_outside_quotes(tmp_path):
 
 
 # -- found by hostile6 (hostile inputs to the loaders) ------------------------------------------
-@pytest.mark.xfail(strict=True, reason="loaders infer float64 for integers past int64 (pyarrow's CSV/JSON "
-                   "inference) and round them silently; docs say nothing is silently converted")
 @pytest.mark.parametrize(("name", "text"), [("ids.csv", "id\n18446744073709551615\n1\n"),
                                             ("ids.jsonl", '{"id": 18446744073709551615}\n{"id": 1}\n')])
-def test_integers_past_int64_are_kept_exactly_or_refused_naming_the_line(tmp_path, name, text):
+def test_integers_past_int64_are_kept_exactly_as_uint64(tmp_path, name, text):
+    # pandas reads this column as uint64; pyarrow's inference alone gave float64 and rounded it
     (tmp_path / name).write_text(text)
-    try:
-        ds = sds.load_dataset("csv" if name.endswith(".csv") else "json", data_files=str(tmp_path / name),
-                              split="train")
-    except LoaderError as exc:
-        assert f"{name}, line" in str(exc)
+    ds = sds.load_dataset("csv" if name.endswith(".csv") else "json", data_files=str(tmp_path / name), split="train")
+    assert ds.features["id"] == sds.Value("uint64") and ds["id"] == [18446744073709551615, 1]
+
+
+@pytest.mark.parametrize(("name", "text", "line", "fits"), [
+    ("big.csv", "id\n1\n184467440737095516150\n", 3, "fits neither int64 nor uint64"),
+    ("mixed.csv", "id,x\n-5,1\n18446744073709551615,2\n", 3, "fits no integer type in a column that also has"),
+    ("big.jsonl", '{"id": 1}\n{"id": 184467440737095516150}\n', 2, "fits neither int64 nor uint64"),
+    ("mixed.jsonl", '{"id": 18446744073709551615}\n{"id": -1}\n', 2, "fits no integer type")])
+def test_integers_no_integer_type_holds_are_refused_naming_the_line(tmp_path, name, text, line, fits):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(LoaderError, match=rf"{name.replace('.', '[.]')}, line {line}: column 'id': the integer "
+                                          rf"-?\d+ {fits}"):
+        sds.load_dataset("csv" if name.endswith(".csv") else "json", data_files=str(tmp_path / name), split="train")
+
+
+def test_floats_beside_a_long_integer_stay_float64(tmp_path):
+    (tmp_path / "f.csv").write_text("v\n1.5\n18446744073709551615\n")
+    ds = sds.load_dataset("csv", data_files=str(tmp_path / "f.csv"), split="train")
+    assert ds.features["v"] == sds.Value("float64") and ds["v"] == [1.5, 18446744073709551615.0]
+
+
+@pytest.mark.parametrize("name", ["late.csv", "late.jsonl"])
+def test_an_integer_past_int64_after_the_sample_names_its_line(tmp_path, name):
+    rows, text = 25_000, "x" * 40  # past the 1 MiB sample the types are inferred from
+    if name.endswith(".csv"):
+        body = "id,t\n" + "".join(f"{i},{text}\n" for i in range(rows)) + "9223372036854775808,y\n"
+        line = rows + 2
     else:
-        assert ds["id"] == [18446744073709551615, 1]
+        body = "".join(f'{{"id": {i}, "t": "{text}"}}\n' for i in range(rows))
+        body += '{"id": 9223372036854775808, "t": "y"}\n'
+        line = rows + 1
+    (tmp_path / name).write_text(body)
+    with pytest.raises(LoaderError, match=rf"{name.replace('.', '[.]')}, line {line}: column 'id': value '?"
+                                          r"9223372036854775808'? cannot be stored as int64; pass features="):
+        sds.load_dataset("csv" if name.endswith(".csv") else "json", data_files=str(tmp_path / name), split="train")
+
+
+def test_a_missing_data_file_is_named_before_anything_is_read(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"data file .*nothere[.]csv does not exist \(split 'train'\)"):
+        sds.load_dataset("csv", data_files=str(tmp_path / "nothere.csv"), split="train")
 
 
 def test_an_empty_json_file_says_it_is_empty_and_nothing_else(tmp_path):

@@ -49,6 +49,8 @@ def normalize_data_files(data_files: Any, builder: str, default_split: str = "tr
             text = str(item)
             matched = glob_pattern(text)
             if matched is None:
+                if "://" not in text and not os.path.exists(text):
+                    raise FileNotFoundError(f"data file {text} does not exist (split '{split}')")
                 paths.append(str(Path(text)) if "://" not in text else text)
             elif not matched:
                 raise FileNotFoundError(f"data_files pattern {text!r} of split '{split}' matches no file")

@@ -6,7 +6,8 @@ changed or dropped row."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -55,6 +56,33 @@ def features_from_schema(schema: pa.Schema) -> Features:
     except ValueError:
         pass
     return Features({f.name: feature_for_type(f.type) for f in schema})
+
+
+#: an integer literal of 19 digits or more: the only kind that may not fit int64 (text readers infer
+#: float64 for it and round it; pandas keeps it as uint64)
+LONG_INTEGER = re.compile(rb"(?<![\w.+-])-?\d{19,}(?![\w.])")
+
+
+def exact_integer_type(column: str, values: Iterable[tuple[Any, Any]],
+                       locate: Callable[[Any], str]) -> pa.DataType | None:
+    """uint64 for a column whose values (each with a key `locate` turns into "file, line N") are all
+    integers and some fit only uint64; None when they are not all integers (a float column stays
+    float) or all fit int64. An integer outside both is an error naming its line: float64 would
+    round it silently."""
+    largest = smallest = 0
+    for key, value in values:
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            return None
+        mixed = (value < 0 and largest >= 1 << 63) or (value >= 1 << 63 and smallest < 0)
+        if mixed or not -(1 << 63) <= value < (1 << 64):
+            fits = "fits no integer type in a column that also has negative integers" if mixed else \
+                "fits neither int64 nor uint64"
+            raise LoaderError(f"{locate(key)}: column {column!r}: the integer {value} {fits}; pass features= with "
+                              "Value('string') to keep it as text, or Value('float64')")
+        largest, smallest = max(largest, value), min(smallest, value)
+    return pa.uint64() if largest >= 1 << 63 else None
 
 
 def is_columnar(feature: Any) -> bool:

@@ -18,11 +18,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from stable_datasets.features.features import Features
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
-from stable_datasets.loaders.columns import LoaderError, features_from_schema, is_columnar
+from stable_datasets.loaders.columns import (
+    LONG_INTEGER,
+    LoaderError,
+    exact_integer_type,
+    features_from_schema,
+    is_columnar,
+)
 from stable_datasets.loaders.json_files import line_ranges
 
 BLOCK_BYTES = 16 << 20
@@ -113,7 +120,41 @@ class CsvLoader(FileLoader):
         if text:  # pyarrow falls back to bytes for text that is not UTF-8: a wrong encoding, never bytes wanted
             raise LoaderError(f"{path}, {_first_undecodable_line(path, self.config.encoding)}; pass encoding= "
                               "naming the file's encoding (e.g. 'latin-1')")
-        return features_from_schema(pa.schema([pa.field(n, f.type) for n, f in zip(names, schema)]))
+        types = self._exact_integer_types(path, schema, names)
+        return features_from_schema(pa.schema([pa.field(n, types.get(n, f.type)) for n, f in zip(names, schema)]))
+
+    def _exact_integer_types(self, path: str, schema: pa.Schema, names: list[str]) -> dict[str, pa.DataType]:
+        """uint64 for sampled float64 columns that hold only integers, some past int64 (see
+        `exact_integer_type`); the sample is read again as text only when it has such a literal."""
+        doubles = [i for i, f in enumerate(schema) if pa.types.is_floating(f.type)]
+        if not doubles:
+            return {}
+        with open(path, "rb") as fh:
+            if not LONG_INTEGER.search(fh.read(SAMPLE_BYTES)):
+                return {}
+        options = self._read_options()
+        options.block_size = SAMPLE_BYTES
+        convert = self._convert_options(None)
+        convert.column_types = {schema.names[i]: pa.string() for i in doubles}
+        sample = pacsv.open_csv(path, read_options=options, parse_options=self._parse_options(),
+                                convert_options=convert).read_next_batch()
+        types = {}
+        for i in doubles:
+            text = sample.column(i)
+            if not pc.all(pc.match_substring_regex(text, r"^[+-]?\d+$")).as_py():
+                continue
+            long = pc.indices_nonzero(pc.greater_equal(pc.utf8_length(text), 19)).to_numpy()
+            negative = pc.indices_nonzero(pc.starts_with(text, "-")).to_numpy()[:1]
+            values = [(r, -1) for r in negative] + [(r, int(text[r].as_py())) for r in long]
+
+            def locate(row: int, i: int = i, text: pa.Array = text) -> str:
+                line = self._line_of_value(path, i, text[row].as_py())
+                return f"{path}, line {line}" if line is not None else f"{path}, row {row + 1}"
+
+            exact = exact_integer_type(names[i], values, locate)
+            if exact is not None:
+                types[names[i]] = exact
+        return types
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
         """A file is parsed a RANGE_BYTES range of whole lines at a time, each range on every core (the

@@ -13,6 +13,7 @@ import io
 import itertools
 import json
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,7 +22,13 @@ import pyarrow.json as pajson
 
 from stable_datasets.features.features import Features
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
-from stable_datasets.loaders.columns import LoaderError, features_from_schema, is_columnar
+from stable_datasets.loaders.columns import (
+    LONG_INTEGER,
+    LoaderError,
+    exact_integer_type,
+    features_from_schema,
+    is_columnar,
+)
 
 BLOCK_BYTES = 16 << 20
 #: pyarrow parses blocks of this size on its threads (one block would use one core)
@@ -51,6 +58,7 @@ class JsonLoader(FileLoader):
                 sample = fh.read(SAMPLE_BYTES)
                 sample += fh.readline()
             table = self._parse_block(path, sample, 0, None)
+            return features_from_schema(_exact_integer_schema(path, sample, table.schema, self.config.encoding))
         return features_from_schema(table.schema)
 
     def _is_document(self, path: str) -> bool:
@@ -128,6 +136,21 @@ class JsonLoader(FileLoader):
             raise LoaderError(f"{path}: the records do not form columns of one type each ({exc})") from None
 
 
+def _exact_integer_schema(path: str, sample: bytes, schema: pa.Schema, encoding: str) -> pa.Schema:
+    """`schema` with uint64 for float64 fields that hold only integers, some past int64 (see
+    `exact_integer_type`); the sample's lines are parsed in Python only when it has such a literal."""
+    doubles = [f.name for f in schema if pa.types.is_floating(f.type)]
+    if not doubles or not LONG_INTEGER.search(sample):
+        return schema
+    records = [(n, json.loads(line)) for n, line in enumerate(sample.decode(encoding).split("\n"), start=1)
+               if line.strip()]
+    for name in doubles:
+        exact = exact_integer_type(name, ((n, r.get(name)) for n, r in records), lambda n: f"{path}, line {n}")
+        if exact is not None:
+            schema = schema.set(schema.get_field_index(name), pa.field(name, exact))
+    return schema
+
+
 def line_ranges(path: str, parts: int) -> list[Piece]:
     """Byte ranges of about equal size that start and end at line ends."""
     size = os.path.getsize(path)
@@ -199,6 +222,16 @@ def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exc
     if not block.strip() and not first_line:
         return LoaderError(f"{path}: the file is empty (no JSON records)")
     message = str(exc).strip().splitlines()[0]
+    unparsed = re.search(r"Failed to convert JSON to (\w+), couldn't parse:(.+)$", message)
+    if unparsed is not None:
+        dtype, literal = unparsed[1], unparsed[2]
+        for number, raw in enumerate(block.split(b"\n"), start=first_line + 1):
+            if re.search(rb"(?<![\w.+-])" + re.escape(literal.encode()) + rb"(?![\w.])", raw):
+                record = json.loads(raw.decode(encoding))
+                name = next((k for k, v in record.items() if json.dumps(v) == literal), None)
+                column = f"column {name!r}: " if name is not None else ""
+                return LoaderError(f"{path}, line {number}: {column}value {literal} cannot be stored as {dtype}; pass "
+                                   "features= to store the column as another type")
     last = first_line + block.count(b"\n")
     return LoaderError(f"{path} (lines {first_line + 1}-{last}): {message}; if a column "
                        "changes type between records, pass features= to say how to store it")

@@ -262,7 +262,7 @@ def write_record_batches(batches: Iterator[pa.RecordBatch], writer: Any, schema:
                 dropped = min(skip, batch.num_rows)
                 batch, skip = batch.slice(dropped), skip - dropped
             if batch.num_rows:
-                writer.write(pa.RecordBatch.from_arrays(batch.columns, schema=schema))
+                writer.write(batch.replace_schema_metadata(schema.metadata))  # from_arrays wraps each column
                 written += batch.num_rows
                 bar.update(batch.num_rows)
     return written
