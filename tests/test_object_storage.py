@@ -517,6 +517,22 @@ def test_verify_of_a_builder_on_a_remote_root_reports_its_caches_whose_metadata_
                                                                                               (test_url, 1)]
 
 
+def test_a_split_list_with_an_unknown_name_builds_nothing_on_a_remote_root(s3_env, toy_builder, capsys):
+    """As on a local root (a typo in 'train+tset' fails before 'train' is built). Before, a remote root built and
+    published 'train', then failed on 'tset'."""
+    from stable_datasets.errors import UnknownSplitError
+
+    with pytest.raises(UnknownSplitError, match=r"builder 'toy' has no split 'tset'; splits are \['test', 'train'\]"):
+        sds.load_dataset(str(toy_builder), split="train+tset")
+    assert cli_main(["build", str(toy_builder), "--split", "train+tset"]) == 2
+    assert "has no split 'tset'" in capsys.readouterr().err
+    assert [k for k in s3_env.objects() if k.endswith("_metadata.json")] == []
+    sds.load_dataset(str(toy_builder), split="train")
+    with pytest.raises(UnknownSplitError):  # a published split is no reason to skip the check of the others
+        sds.load_dataset(str(toy_builder), split="train+tset")
+    assert len(sds.load_dataset(str(toy_builder), split="train+test")) == 100
+
+
 def test_cli_errors_on_a_remote_root_are_one_line(s3_env, capsys):
     assert cli_main(["ls", "--cache-dir", "s3://no-such-bucket-y/cache"]) == 1
     err = capsys.readouterr().err.strip()
