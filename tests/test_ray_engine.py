@@ -228,3 +228,39 @@ def test_to_ray_of_a_cache_in_object_storage(s3_env, toy_builder, storage_format
     ds = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format)
     rows = ds.to_ray().take_all()
     assert sorted((r["id"], r["text"]) for r in rows) == list(zip(ds["id"], ds["text"]))
+
+
+def test_a_builder_from_the_users_own_package_runs_on_ray_workers_that_cannot_import_it(tmp_path, monkeypatch):
+    """A builder class imported from a package on the driver's sys.path only (not installed): the class's
+    module and the package's modules it uses go to the workers by value. Before, only the class's own module
+    did: the workers failed with 'RaySystemError: System error: No module named 'h7userpkg''."""
+    package = tmp_path / "project" / "h7userpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "scaling.py").write_text("def triple(x):\n    return 3 * x\n")
+    (package / "offsets.py").write_text("OFFSET = 100\n")
+    (package / "builders.py").write_text(textwrap.dedent("""
+        import stable_datasets as sds
+        from h7userpkg import offsets
+        from h7userpkg.scaling import triple
+
+        class PackagedRows(sds.GeneratorBasedBuilder):
+            def _info(self):
+                return sds.DatasetInfo(features=sds.Features({"x": sds.Value("int64")}))
+
+            def _split_generators(self, dl_manager):
+                return [sds.SplitGenerator("train", {"xs": list(range(8))})]
+
+            def _generate_examples(self, xs):
+                for x in xs:
+                    yield x, {"x": triple(x) + offsets.OFFSET}
+    """))
+    monkeypatch.syspath_prepend(str(package.parent))
+    from h7userpkg.builders import PackagedRows
+
+    try:
+        ds = sds.load_dataset(PackagedRows, split="train", num_proc=2, engine="ray")
+        assert ds["x"] == [3 * x + 100 for x in range(8)]
+    finally:
+        for name in [n for n in sys.modules if n.startswith("h7userpkg")]:
+            del sys.modules[name]

@@ -259,18 +259,40 @@ def _stop(ray: ModuleType, pending: list[Any]) -> None:
 
 
 def user_modules(obj: Any) -> list[ModuleType]:
-    """Modules defining `obj` (a class and its bases, or a function) that a Ray worker may not be
-    able to import by name: builder scripts and user code, not installed packages or this library."""
+    """Modules a Ray worker may not be able to import by name: those defining `obj` (a class and its bases,
+    or a function) that are builder scripts or user code, not installed packages or this library, and the
+    modules beside them (on the same sys.path folder) that they use in turn: `from mypkg import utils`."""
     names = [k.__module__ for k in obj.__mro__] if isinstance(obj, type) else [getattr(obj, "__module__", None)]
-    installed = [Path(p) for p in {*site.getsitepackages(), site.getusersitepackages(),
-                                   sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]}]
-    modules = []
-    for name in dict.fromkeys(names):
+    installed = [p.resolve() for p in {Path(p) for p in (*site.getsitepackages(), site.getusersitepackages(),
+                                                           sysconfig.get_paths()["stdlib"],
+                                                           sysconfig.get_paths()["purelib"])}]
+    found: dict[str, ModuleType] = {}
+    roots: list[Path] = []  # the sys.path folders the user's modules were imported from
+    todo = [(name, True) for name in dict.fromkeys(names)]
+    while todo:
+        name, defines_obj = todo.pop(0)
         module = sys.modules.get(name or "")
-        if module is None or name in ("__main__", "builtins") or name.startswith("stable_datasets."):
-            continue  # __main__ goes by value anyway
-        file = getattr(module, "__file__", None)
-        if file and any(Path(file).resolve().is_relative_to(p.resolve()) for p in installed):
+        if module is None or name in found or not _is_user_module(module, installed, defines_obj):
             continue
-        modules.append(module)
-    return modules
+        file = getattr(module, "__file__", None)
+        if defines_obj and file:
+            roots.append(Path(file).resolve().parents[name.count(".") + (Path(file).name == "__init__.py")])
+        elif not defines_obj and not (file and any(Path(file).resolve().is_relative_to(r) for r in roots)):
+            continue  # user code elsewhere (another project, installed in editable mode): left to the workers
+        found[name] = module
+        for value in list(vars(module).values()):
+            used = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+            if isinstance(used, str) and used not in found:
+                todo.append((used, False))
+    return list(found.values())
+
+
+def _is_user_module(module: ModuleType, installed: list[Path], defines_obj: bool) -> bool:
+    name = module.__name__
+    if name in ("__main__", "builtins", "stable_datasets") or name.startswith("stable_datasets.") \
+            or name in sys.builtin_module_names:
+        return False  # __main__ goes by value anyway
+    file = getattr(module, "__file__", None)
+    if not file:
+        return defines_obj  # a module made in memory (a builder script's package) is user code; a builtin is not
+    return not any(Path(file).resolve().is_relative_to(p) for p in installed)
