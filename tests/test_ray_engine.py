@@ -196,12 +196,12 @@ def test_an_exception_ray_cannot_rebuild_stops_the_other_tasks_and_names_the_exa
     assert beats.stat().st_size == beaten  # part 1 was stopped, not left writing into a removed staging folder
 
 
-@pytest.mark.parametrize("how", ["argument", "ray-client", "environment"])
+@pytest.mark.parametrize("how", ["argument", "environment"])
 def test_a_ray_address_nobody_answers_fails_at_once_naming_it(parts_builder, tmp_path, how):
     """A mistyped --address or $RAY_ADDRESS: before, a GCS address that refuses connections left the build
     waiting for minutes (Ray retries 'Failed to connect to GCS ... within 5 seconds' over and over), and a
     ray:// one failed after 30 s with 'ConnectionError: ray client connection timeout', naming no address."""
-    address = {"argument": "127.0.0.1:1", "ray-client": "ray://127.0.0.1:1", "environment": "127.0.0.1:1"}[how]
+    address = {"argument": "127.0.0.1:1", "environment": "ray://127.0.0.1:1"}[how]
     script = textwrap.dedent(f"""
         import stable_datasets as sds
         from stable_datasets.errors import StableDatasetsError
@@ -220,7 +220,7 @@ def test_a_ray_address_nobody_answers_fails_at_once_naming_it(parts_builder, tmp
     assert not list((tmp_path / "c").rglob(".staging*")) and not list((tmp_path / "c").rglob("_metadata.json"))
 
 
-@pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
+@pytest.mark.parametrize("storage_format", ["lance"])  # Arrow and Parquet read from the local shard cache
 def test_to_ray_of_a_cache_in_object_storage(s3_env, toy_builder, storage_format):
     """A remote Lance cache is read in place from the store, so it has no Lance dataset on local disk. Before,
     to_ray() gave Ray's read_lance that missing local folder: 'ValueError: Dataset at path .../data.lance was not
