@@ -202,7 +202,7 @@ def map_shard(path: Path, validate: bool = True) -> tuple[pa.Buffer, pa.Schema, 
                 batches.append(batch)
     except PermissionError as exc:  # not damaged: another user's file, without read access for this one
         raise CacheError(f"{path}: this user may not read it ({os.strerror(exc.errno or errno.EACCES)}); its owner "
-                         "can make the cache group-readable (see docs/shared-cache-on-a-cluster.md)") from None
+                         "can make it group-readable (see docs/shared-cache-on-a-cluster.md)") from None
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CacheError(f"{path}: corrupt Arrow shard ({type(exc).__name__}: {exc}); `stable-datasets verify` "
                          "checks every shard, download_mode='force_rebuild' builds the cache again") from None
