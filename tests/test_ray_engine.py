@@ -264,3 +264,50 @@ def test_a_builder_from_the_users_own_package_runs_on_ray_workers_that_cannot_im
     finally:
         for name in [n for n in sys.modules if n.startswith("h7userpkg")]:
             del sys.modules[name]
+
+
+def test_ctrl_c_during_a_ray_build_stops_its_tasks_before_the_next_build_resumes(write_builder, cache_root,
+                                                                                tmp_path):
+    """Ctrl-C in a notebook and run the cell again: the driver stays joined to the cluster, so tasks left running
+    would keep writing into the staging folder that the next build resumes from (two writers in one part).
+    Before, KeyboardInterrupt left every task running; now they are cancelled before it reaches the user."""
+    import _thread
+    import threading
+
+    beats, slow = tmp_path / "beats.txt", tmp_path / "slow"
+    slow.touch()
+    path = write_builder("slowparts", f"""
+        import os, time
+        import stable_datasets as sds
+
+        class Slowparts(sds.GeneratorBasedBuilder):
+            def _info(self):
+                return sds.DatasetInfo(features=sds.Features({{"part": sds.Value("int32"), "i": sds.Value("int64")}}))
+
+            def _split_generators(self, dl_manager):
+                return [sds.SplitGenerator("train", {{"parts": [0, 1]}})]
+
+            def _generate_examples(self, parts):
+                for part in parts:
+                    for i in range(200):
+                        if os.path.exists({str(slow)!r}):
+                            with open({str(beats)!r}, "a") as fh:
+                                fh.write("x")
+                            time.sleep(0.05)
+                        yield (part, i), {{"part": part, "i": i}}
+    """)
+
+    def press_ctrl_c():
+        while not beats.exists() or beats.stat().st_size < 10:  # both tasks are writing rows
+            time.sleep(0.05)
+        _thread.interrupt_main()
+
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        sds.load_dataset(str(path), split="train", num_proc=2, engine="ray")
+    beaten = beats.stat().st_size
+    time.sleep(0.5)
+    assert beats.stat().st_size == beaten  # no task is still writing
+    slow.unlink()
+    ds = sds.load_dataset(str(path), split="train", num_proc=2, engine="ray")
+    assert ds["part"] == [0] * 200 + [1] * 200 and ds["i"] == list(range(200)) * 2

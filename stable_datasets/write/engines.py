@@ -228,21 +228,22 @@ def run_ray(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], runner: Jo
     results: list[Any] = [None] * len(calls)
     died: list[str] = []
     pending = list(refs)
-    while pending:
-        ready, pending = ray.wait(pending, num_returns=1)
-        for ref in ready:
-            try:
-                results[index[ref]] = ray.get(ref)
-            except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-                    ray.exceptions.ObjectLostError) as exc:
-                died.append(f"{desc} {index[ref]} of {len(calls)}: its Ray worker died and the task failed after "
-                            f"{runner.ray_max_retries} retries ({type(exc).__name__})")
-            except (ray.exceptions.RayTaskError, ray.exceptions.UnserializableException) as exc:
-                _stop(ray, pending)
-                if isinstance(exc, ray.exceptions.UnserializableException):  # its class cannot be rebuilt here
+    try:
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                try:
+                    results[index[ref]] = ray.get(ref)
+                except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                        ray.exceptions.ObjectLostError) as exc:
+                    died.append(f"{desc} {index[ref]} of {len(calls)}: its Ray worker died and the task failed "
+                                f"after {runner.ray_max_retries} retries ({type(exc).__name__})")
+                except ray.exceptions.UnserializableException as exc:  # its class cannot be rebuilt here
                     raise StableDatasetsError(f"{desc} {index[ref]} of {len(calls)} failed in its Ray task:\n"
                                               f"{getattr(exc, '_original_stack_trace', exc)}") from None
-                raise  # an instance of the task's own exception class too (ExampleError, ...)
+    except BaseException:  # a task's error (raised as its own class: ExampleError, ...), or Ctrl-C in the driver
+        _stop(ray, pending)
+        raise
     if died:
         raise WorkerDiedError("; ".join(died))
     return results
