@@ -311,3 +311,21 @@ def test_ctrl_c_during_a_ray_build_stops_its_tasks_before_the_next_build_resumes
     slow.unlink()
     ds = sds.load_dataset(str(path), split="train", num_proc=2, engine="ray")
     assert ds["part"] == [0] * 200 + [1] * 200 and ds["i"] == list(range(200)) * 2
+
+
+def test_a_ray_address_other_than_the_joined_cluster_is_named_in_a_warning():
+    from loguru import logger
+
+    from stable_datasets.write.engines import ensure_ray
+
+    messages: list[str] = []
+    logger.enable("stable_datasets")
+    sink = logger.add(messages.append, level="WARNING", format="{message}")
+    try:
+        ensure_ray("127.0.0.1:1")
+        ensure_ray(ray.get_runtime_context().gcs_address)  # the joined cluster itself: nothing to say
+    finally:
+        logger.remove(sink)
+        logger.disable("stable_datasets")
+    assert len(messages) == 1 and "ray_address=127.0.0.1:1 is not used" in messages[0]
+    assert ray.get_runtime_context().gcs_address in messages[0]

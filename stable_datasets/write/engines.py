@@ -176,6 +176,11 @@ def ensure_ray(address: str | None = None) -> ModuleType:
                      configure_logging=False)
         except ConnectionError as exc:
             raise StableDatasetsError(f"cannot reach the Ray cluster at {named} ({source}): {exc}") from None
+    elif address and address != "auto":
+        current = ray.get_runtime_context().gcs_address
+        if address.removeprefix("ray://") != current:
+            logger.warning("ray_address={} is not used: this process is connected to the Ray cluster at {} "
+                           "already; call ray.shutdown() first to build on another", address, current)
     return ray
 
 
