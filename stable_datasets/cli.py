@@ -160,8 +160,10 @@ def _remote_root(args: argparse.Namespace) -> Any:
     return root if isinstance(root, RemoteRoot) else None
 
 
-def _remote_targets(target: str, root: Any) -> list[Any]:
-    """Remote caches a command names: a cache's URL, or every cache of a builder under the root."""
+def _remote_targets(target: str, root: Any, unreadable: list[tuple[str, str]] | None = None) -> list[Any]:
+    """Remote caches a command names: a cache's URL, or every cache of a builder under the root (by its
+    recorded source, as on a local root: a name, a script path or a folder holding one). Caches under the
+    builder's folder whose metadata cannot be read go to `unreadable` as (URL, problem) when it is given."""
     from stable_datasets.storage.inventory import find_remote_caches, remote_entry_for
     from stable_datasets.storage.urls import is_url
 
@@ -169,8 +171,12 @@ def _remote_targets(target: str, root: Any) -> list[Any]:
         return [remote_entry_for(target, root.storage_options if root else None)]
     if root is None:
         return []
-    name = _builder_name(target)
-    return [e for e in find_remote_caches(root) if e.metadata.builder_name == name]
+    damaged: list[tuple[str, str]] = []
+    found = _caches_of_builder(target, find_remote_caches(root, damaged))
+    if unreadable is not None:  # they cannot say which builder made them: by their folder under the root
+        folder = root.store.url(root.key(safe_name(_builder_name(target)))) + "/"
+        unreadable += [(url, problem) for url, problem in damaged if url.startswith(folder)]
+    return found
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -287,12 +293,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 def _verify_remote(args: argparse.Namespace, remote: Any) -> int:
     from stable_datasets.storage.inventory import verify_remote
 
-    entries = _remote_targets(args.target, remote)
-    if not entries:
+    unreadable: list[tuple[str, str]] = []
+    entries = _remote_targets(args.target, remote, unreadable)
+    if not entries and not unreadable:
         print(f"stable-datasets: no cache found for {args.target!r} under {remote}", file=sys.stderr)
         return PROBLEM
     options = remote.storage_options if remote else None
     report = [{"path": e.url, "problems": verify_remote(e.split, options)} for e in entries]
+    report += [{"path": url, "problems": [problem]} for url, problem in unreadable]
     return _print_verify(args, report)
 
 
@@ -396,14 +404,16 @@ def _report_prune(args: argparse.Namespace, report: list[tuple[str, Any]]) -> in
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    remote = _remote_root(args)
-    if remote is not None:
-        from stable_datasets.storage.inventory import find_remote_caches, remove_remote_cache
+    from stable_datasets.storage.urls import is_url
 
-        found = [e for e in find_remote_caches(remote) if e.metadata.builder_name == args.name
-                 and (args.config is None or e.metadata.config_name == args.config)]
+    remote = _remote_root(args)
+    if remote is not None or is_url(args.name):
+        from stable_datasets.storage.inventory import remove_remote_cache
+
+        found = [e for e in _remote_targets(args.name, remote)
+                 if args.config is None or e.metadata.config_name == args.config]
         if not found:
-            print(f"stable-datasets: no caches of {args.name!r} under {remote}", file=sys.stderr)
+            print(f"stable-datasets: no caches of {args.name!r} under {remote or args.name}", file=sys.stderr)
             return PROBLEM
         for entry in found:
             if not args.dry_run:

@@ -143,6 +143,23 @@ def test_soft_lock_builds(toy_builder, monkeypatch):
     assert len(sds.load_dataset(str(toy_builder), split="train", rows=3)) == 3
 
 
+def test_a_soft_lock_left_by_a_killed_build_on_this_node_is_taken_over(toy_builder, cache_root, monkeypatch):
+    """docs/shared-cache-on-a-cluster.md: with filelock 4 or later a soft lock records its holder, and one whose
+    process is gone from this node is taken over at once (a lock from another node still waits)."""
+    import filelock
+
+    if int(filelock.__version__.split(".")[0]) < 4:
+        pytest.skip("filelock < 4 does not record the holder of a soft lock")
+    monkeypatch.setenv("STABLE_DATASETS_SOFT_LOCK", "1")
+    env = {**os.environ, "TOY_KILL_AT": "20"}
+    killed = subprocess.run([sys.executable, "-c", f"import stable_datasets as sds; "
+                             f"sds.load_dataset({str(toy_builder)!r}, split='train')"], env=env, timeout=120)
+    assert killed.returncode == -9
+    assert list(cache_root.rglob(".train.lock"))  # the killed build's soft lock is still there
+    monkeypatch.setenv("STABLE_DATASETS_LOCK_TIMEOUT", "20")
+    assert sds.load_dataset(str(toy_builder), split="train")["id"][-1] == 49
+
+
 def test_lock_files_are_group_writable_under_any_umask(tmp_path):
     old = os.umask(0o077)
     try:

@@ -12,7 +12,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets import DatasetDict, StableDataset
 from stable_datasets.dataset.splits import parse_split
-from stable_datasets.errors import ExampleError
+from stable_datasets.errors import ExampleError, StableDatasetsError
 
 
 @pytest.fixture
@@ -288,3 +288,12 @@ def test_reset_format_works_in_place_like_set_format(tmp_path):
     dd.set_format("numpy")
     dd.reset_format()
     assert dd["train"][0:2] == {"n": [1, 2]}
+
+
+def test_map_returning_other_columns_for_some_rows_names_the_column():
+    ds = StableDataset.from_dict({"a": list(range(3000))})
+    with pytest.raises(StableDatasetsError, match=r"map: the function returned column 'b' for some rows and not "
+                                                  r"for others \(one returned \['a'\]\)"):
+        ds.map(lambda r: {"a": r["a"], "b": 1} if r["a"] != 2 else {"a": 1})
+    with pytest.raises(StableDatasetsError, match=r"example key 2500, field 'b': missing key 'b'"):
+        ds.map(lambda r: {"a": r["a"], "b": 1} if r["a"] != 2500 else {"a": 1})

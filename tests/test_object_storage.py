@@ -383,6 +383,58 @@ def test_several_processes_share_one_download(s3_env, toy_builder, tmp_path, mon
     assert leftovers == []
 
 
+@pytest.mark.xfail(strict=True, reason="storage/root.py local_base (lances7): a relative "
+                                       "STABLE_DATASETS_LOCAL_CACHE_DIR is kept relative")
+def test_a_relative_local_cache_dir_keeps_serving_after_chdir(s3_env, toy_builder, tmp_path, monkeypatch):
+    """As for a relative STABLE_DATASETS_CACHE_DIR (cache_root makes it absolute): an open remote dataset keeps
+    reading its local copies after os.chdir. Before: the shard cache folder stayed relative, so after a chdir a
+    Parquet cache raised 'ValueError lc/shards/.../shard-00000.idx.parquet can no longer be read as Parquet:
+    [Errno 2] Failed to open local file', DataLoader workers of Arrow and Parquet caches failed the same way,
+    and a new stream downloaded everything again under the new working folder."""
+    sds.load_dataset(str(toy_builder), split="train", storage_format="parquet")
+    (tmp_path / "job").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "job")
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", "node-local")
+    ds = sds.load_dataset(str(toy_builder), split="train", storage_format="parquet")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert ds.cache_dirs[0].is_absolute()
+    assert ds[49]["id"] == 49 and ds["id"] == list(range(50))
+    assert not (tmp_path / "elsewhere" / "node-local").exists()
+
+
+OPEN_WITH_FILE_LIMIT = """
+import resource, signal, sys
+import stable_datasets as sds
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))  # ulimit -f: no local file may pass 1 KiB
+try:
+    sds.load_dataset(sys.argv[1], split="train")
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="storage/ (lances7): a local write error in the shard cache is a bare "
+                                       "OSError, or 'download failed' naming only the object's URL")
+def test_a_local_shard_cache_that_cannot_take_a_shard_says_so_and_names_the_folder(s3_env, toy_builder, tmp_path,
+                                                                                   monkeypatch):
+    """The remote side is fine, the local disk is full (or a file may not grow past `ulimit -f`): the error
+    says it is the local shard cache, names its folder and the variable that moves it, and leaves no
+    partial download. Before: a bare 'OSError [Errno 27] File too large' when the local copy of
+    `_metadata.json` cannot be written, and 'StorageError s3://.../shard-00000.arrow: download failed
+    (OSError: [Errno 27] File too large)', which points at the bucket, when a shard cannot."""
+    sds.load_dataset(str(toy_builder), split="train")
+    _fresh_node(monkeypatch, tmp_path, "small-node")
+    done = subprocess.run([sys.executable, "-c", OPEN_WITH_FILE_LIMIT, str(toy_builder)], capture_output=True,
+                          text=True, timeout=180)
+    message = done.stdout.strip()
+    assert done.returncode == 0 and "File too large" in message, (message, done.stderr[-2000:])
+    assert "download failed" not in message, message
+    assert str(tmp_path / "small-node" / "shards") in message and "STABLE_DATASETS_LOCAL_CACHE_DIR" in message
+    assert not [p for p in (tmp_path / "small-node").rglob("*") if p.name.endswith(".download")]
+
+
 # -- command line --------------------------------------------------------------------------------
 def test_cli_on_a_remote_root(s3_env, toy_builder, capsys):
     ds = sds.load_dataset(str(toy_builder), split="train")
@@ -418,6 +470,67 @@ def test_cli_on_a_remote_root(s3_env, toy_builder, capsys):
     gc.collect()
     assert cli_main(["prune", "--max-staging-age", "0"]) == 0
     assert [k for k in s3_env.objects() if "/train/" in k] == []
+
+
+def test_cli_on_a_remote_root_takes_script_paths_and_cache_urls_as_on_a_local_root(s3_env, toy_builder, tmp_path,
+                                                                                   capsys):
+    """rm, info and verify name caches as on a local root: by a builder's script path (its caches only, not
+    those of another script defining the same name), or by a cache's URL."""
+    other = tmp_path / "elsewhere" / "toy.py"
+    other.parent.mkdir()
+    other.write_text(toy_builder.read_text().replace('"text": f"row {i}"', '"text": f"line {i}"'))
+    ours = sds.load_dataset(str(toy_builder), split="train")
+    theirs = sds.load_dataset(str(other), split="train")
+    ours_url = f"s3://{s3_env.bucket}/{_split_prefix(s3_env, ours)}"
+    theirs_url = f"s3://{s3_env.bucket}/{_split_prefix(s3_env, theirs)}"
+    assert ours_url != theirs_url
+    assert cli_main(["verify", str(other)]) == 0
+    assert capsys.readouterr().out == f"ok  {theirs_url}\n"
+    assert cli_main(["info", str(other), "--json"]) == 0
+    assert [e["path"] for e in json.loads(capsys.readouterr().out)] == [theirs_url]
+    assert cli_main(["rm", str(other), "--dry-run"]) == 0
+    assert capsys.readouterr().out == f"would remove {theirs_url}\n"
+    assert cli_main(["rm", ours_url, "--dry-run"]) == 0
+    assert capsys.readouterr().out == f"would remove {ours_url}\n"
+    assert cli_main(["rm", "toy"]) == 2  # a name no builder answers to, with caches from two scripts
+    assert "caches of several builders are named 'toy'" in capsys.readouterr().err
+    assert cli_main(["rm", str(other)]) == 0
+    capsys.readouterr()
+    assert cli_main(["ls", "--json"]) == 0
+    assert [e["path"] for e in json.loads(capsys.readouterr().out)] == [ours_url]
+
+
+def test_verify_of_a_builder_on_a_remote_root_reports_its_caches_whose_metadata_is_damaged(s3_env, toy_builder,
+                                                                                           capsys):
+    """As on a local root: a cache of the builder whose `_metadata.json` cannot be read is BAD (exit 1). Before,
+    `verify toy` skipped it and printed 'ok' for the others, exit 0."""
+    train = sds.load_dataset(str(toy_builder), split="train")
+    test = sds.load_dataset(str(toy_builder), split="test")
+    train_url, test_url = (f"s3://{s3_env.bucket}/{_split_prefix(s3_env, ds)}" for ds in (train, test))
+    s3_env.write(f"{_split_prefix(s3_env, test)}/_metadata.json", b'{"layout": 3')
+    assert cli_main(["verify", str(toy_builder)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"ok  {train_url}\nBAD {test_url}\n    {test_url}/_metadata.json: invalid cache metadata: "
+                          "not JSON"), out
+    assert cli_main(["verify", "--json", "toy"]) == 1
+    assert [(e["path"], len(e["problems"])) for e in json.loads(capsys.readouterr().out)] == [(train_url, 0),
+                                                                                              (test_url, 1)]
+
+
+def test_a_split_list_with_an_unknown_name_builds_nothing_on_a_remote_root(s3_env, toy_builder, capsys):
+    """As on a local root (a typo in 'train+tset' fails before 'train' is built). Before, a remote root built and
+    published 'train', then failed on 'tset'."""
+    from stable_datasets.errors import UnknownSplitError
+
+    with pytest.raises(UnknownSplitError, match=r"builder 'toy' has no split 'tset'; splits are \['test', 'train'\]"):
+        sds.load_dataset(str(toy_builder), split="train+tset")
+    assert cli_main(["build", str(toy_builder), "--split", "train+tset"]) == 2
+    assert "has no split 'tset'" in capsys.readouterr().err
+    assert [k for k in s3_env.objects() if k.endswith("_metadata.json")] == []
+    sds.load_dataset(str(toy_builder), split="train")
+    with pytest.raises(UnknownSplitError):  # a published split is no reason to skip the check of the others
+        sds.load_dataset(str(toy_builder), split="train+tset")
+    assert len(sds.load_dataset(str(toy_builder), split="train+test")) == 100
 
 
 def test_cli_errors_on_a_remote_root_are_one_line(s3_env, capsys):

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
 import stable_datasets as sds
-from stable_datasets.errors import ExampleError, WorkerDiedError
+from stable_datasets.errors import ExampleError, StableDatasetsError, WorkerDiedError
 from tests.conftest import PARTS_BUILDER
 from tests.test_write_path import SMALL_FILES
 
@@ -149,3 +151,181 @@ def test_ray_workers_get_the_builder_scripts_helper_modules(tmp_path):
     ds = sds.load_dataset(str(folder), split="train", num_proc=2, engine="ray")
     assert ds["name"] == [f"p{p}-{i}" for p in range(4) for i in range(2)]
     assert ds["x"] == [0, 3] * 4
+
+
+def test_an_exception_ray_cannot_rebuild_stops_the_other_tasks_and_names_the_example(write_builder, cache_root,
+                                                                                      tmp_path):
+    """A user's exception class whose __init__ takes other arguments than its message cannot be unpickled in the
+    driver. The build still fails as bad data: the other parts stop before it returns, nothing stays staged, and
+    the error names the builder, the split and the last example key, as it does for any exception of the user's."""
+    beats = tmp_path / "beats.txt"
+    path = write_builder("rebuildless", f"""
+        import time
+        import stable_datasets as sds
+
+        class NeedsTwo(Exception):
+            def __init__(self, a, b):
+                super().__init__(f"needs two: {{a}} {{b}}")
+
+        class Rebuildless(sds.GeneratorBasedBuilder):
+            def _info(self):
+                return sds.DatasetInfo(features=sds.Features({{"part": sds.Value("int32"), "i": sds.Value("int64")}}))
+
+            def _split_generators(self, dl_manager):
+                return [sds.SplitGenerator("train", {{"parts": [0, 1]}})]
+
+            def _generate_examples(self, parts):
+                for part in parts:
+                    for i in range(3000):
+                        if part == 0 and i == 3:
+                            time.sleep(1.0)  # part 1 is running by now
+                            raise NeedsTwo(1, 2)
+                        if part == 1:
+                            with open({str(beats)!r}, "a") as fh:
+                                fh.write("x")
+                            time.sleep(0.01)
+                        yield (part, i), {{"part": part, "i": i}}
+    """)
+    with pytest.raises(StableDatasetsError, match=r"raised by builder 'rebuildless' generating split 'train', "
+                                                  r"after example key \(0, 2\)") as caught:
+        sds.load_dataset(str(path), split="train", num_proc=2, engine="ray")
+    assert "needs two: 1 2" in str(caught.value)
+    assert not list(cache_root.rglob("_metadata.json")) and not list(cache_root.rglob(".staging*"))
+    beaten = beats.stat().st_size
+    time.sleep(0.5)
+    assert beats.stat().st_size == beaten  # part 1 was stopped, not left writing into a removed staging folder
+
+
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_a_ray_address_nobody_answers_fails_at_once_naming_it(parts_builder, tmp_path, how):
+    """A mistyped --address or $RAY_ADDRESS: before, a GCS address that refuses connections left the build
+    waiting for minutes (Ray retries 'Failed to connect to GCS ... within 5 seconds' over and over), and a
+    ray:// one failed after 30 s with 'ConnectionError: ray client connection timeout', naming no address."""
+    address = {"argument": "127.0.0.1:1", "environment": "ray://127.0.0.1:1"}[how]
+    script = textwrap.dedent(f"""
+        import stable_datasets as sds
+        from stable_datasets.errors import StableDatasetsError
+        try:
+            sds.load_dataset({str(parts_builder)!r}, split="train", num_proc=2, engine="ray",
+                             ray_address={None if how == "environment" else address!r})
+        except StableDatasetsError as exc:
+            print(exc)
+    """)
+    env = {**os.environ, "STABLE_DATASETS_CACHE_DIR": str(tmp_path / "c"), "RAY_ADDRESS": address}
+    if how != "environment":
+        env.pop("RAY_ADDRESS")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=25, env=env)
+    source = "$RAY_ADDRESS" if how == "environment" else "ray_address"
+    assert out.stdout.strip().startswith(f"cannot reach the Ray cluster at {address} ({source}): "), out.stderr[-3000:]
+    assert not list((tmp_path / "c").rglob(".staging*")) and not list((tmp_path / "c").rglob("_metadata.json"))
+
+
+@pytest.mark.parametrize("storage_format", ["lance"])  # Arrow and Parquet read from the local shard cache
+def test_to_ray_of_a_cache_in_object_storage(s3_env, toy_builder, storage_format):
+    """A remote Lance cache is read in place from the store, so it has no Lance dataset on local disk. Before,
+    to_ray() gave Ray's read_lance that missing local folder: 'ValueError: Dataset at path .../data.lance was not
+    found'. Now Ray Data reads it from the store, with the cache's storage options."""
+    ds = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format)
+    rows = ds.to_ray().take_all()
+    assert sorted((r["id"], r["text"]) for r in rows) == list(zip(ds["id"], ds["text"]))
+
+
+def test_a_builder_from_the_users_own_package_runs_on_ray_workers_that_cannot_import_it(tmp_path, monkeypatch):
+    """A builder class imported from a package on the driver's sys.path only (not installed): the class's
+    module and the package's modules it uses go to the workers by value. Before, only the class's own module
+    did: the workers failed with 'RaySystemError: System error: No module named 'h7userpkg''."""
+    package = tmp_path / "project" / "h7userpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "scaling.py").write_text("def triple(x):\n    return 3 * x\n")
+    (package / "offsets.py").write_text("OFFSET = 100\n")
+    (package / "builders.py").write_text(textwrap.dedent("""
+        import stable_datasets as sds
+        from h7userpkg import offsets
+        from h7userpkg.scaling import triple
+
+        class PackagedRows(sds.GeneratorBasedBuilder):
+            def _info(self):
+                return sds.DatasetInfo(features=sds.Features({"x": sds.Value("int64")}))
+
+            def _split_generators(self, dl_manager):
+                return [sds.SplitGenerator("train", {"xs": list(range(8))})]
+
+            def _generate_examples(self, xs):
+                for x in xs:
+                    yield x, {"x": triple(x) + offsets.OFFSET}
+    """))
+    monkeypatch.syspath_prepend(str(package.parent))
+    from h7userpkg.builders import PackagedRows
+
+    try:
+        ds = sds.load_dataset(PackagedRows, split="train", num_proc=2, engine="ray")
+        assert ds["x"] == [3 * x + 100 for x in range(8)]
+    finally:
+        for name in [n for n in sys.modules if n.startswith("h7userpkg")]:
+            del sys.modules[name]
+
+
+def test_ctrl_c_during_a_ray_build_stops_its_tasks_before_the_next_build_resumes(write_builder, cache_root,
+                                                                                tmp_path):
+    """Ctrl-C in a notebook and run the cell again: the driver stays joined to the cluster, so tasks left running
+    would keep writing into the staging folder that the next build resumes from (two writers in one part).
+    Before, KeyboardInterrupt left every task running; now they are cancelled before it reaches the user."""
+    import _thread
+    import threading
+
+    beats, slow = tmp_path / "beats.txt", tmp_path / "slow"
+    slow.touch()
+    path = write_builder("slowparts", f"""
+        import os, time
+        import stable_datasets as sds
+
+        class Slowparts(sds.GeneratorBasedBuilder):
+            def _info(self):
+                return sds.DatasetInfo(features=sds.Features({{"part": sds.Value("int32"), "i": sds.Value("int64")}}))
+
+            def _split_generators(self, dl_manager):
+                return [sds.SplitGenerator("train", {{"parts": [0, 1]}})]
+
+            def _generate_examples(self, parts):
+                for part in parts:
+                    for i in range(200):
+                        if os.path.exists({str(slow)!r}):
+                            with open({str(beats)!r}, "a") as fh:
+                                fh.write("x")
+                            time.sleep(0.05)
+                        yield (part, i), {{"part": part, "i": i}}
+    """)
+
+    def press_ctrl_c():
+        while not beats.exists() or beats.stat().st_size < 10:  # both tasks are writing rows
+            time.sleep(0.05)
+        _thread.interrupt_main()
+
+    threading.Thread(target=press_ctrl_c, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        sds.load_dataset(str(path), split="train", num_proc=2, engine="ray")
+    beaten = beats.stat().st_size
+    time.sleep(0.5)
+    assert beats.stat().st_size == beaten  # no task is still writing
+    slow.unlink()
+    ds = sds.load_dataset(str(path), split="train", num_proc=2, engine="ray")
+    assert ds["part"] == [0] * 200 + [1] * 200 and ds["i"] == list(range(200)) * 2
+
+
+def test_a_ray_address_other_than_the_joined_cluster_is_named_in_a_warning():
+    from loguru import logger
+
+    from stable_datasets.write.engines import ensure_ray
+
+    messages: list[str] = []
+    logger.enable("stable_datasets")
+    sink = logger.add(messages.append, level="WARNING", format="{message}")
+    try:
+        ensure_ray("127.0.0.1:1")
+        ensure_ray(ray.get_runtime_context().gcs_address)  # the joined cluster itself: nothing to say
+    finally:
+        logger.remove(sink)
+        logger.disable("stable_datasets")
+    assert len(messages) == 1 and "ray_address=127.0.0.1:1 is not used" in messages[0]
+    assert ray.get_runtime_context().gcs_address in messages[0]

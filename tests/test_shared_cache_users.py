@@ -112,3 +112,44 @@ def test_another_users_resume_publishes_and_keeps_the_setgid_bit(shared_cache):
     assert info.st_gid == grp.getgrnam(GROUP).gr_gid
     for path in build.iterdir():
         assert path.stat().st_mode & stat.S_IRGRP, path  # the group can read everything
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "parquet"])
+def test_a_shard_the_loading_user_may_not_read_is_named_as_such_not_as_corrupt(shared_cache, storage_format):
+    """A cache file another user wrote without group read (before the group-readable rule, or by hand). Before:
+    'corrupt Arrow shard (PermissionError: ...)' and the advice to rebuild, which that user cannot do; for
+    Parquet 'ValueError: ... is not a readable Parquet file (12856 bytes): [Errno 13] ...'."""
+    import stable_datasets as sds
+
+    cache, script = shared_cache
+    options = {**SMALL_SHARDS, "row_group_rows": 50} if storage_format == "parquet" else SMALL_SHARDS
+    ds = sds.load_dataset(str(script), split="train", cache_dir=str(cache), layout_options=options, rows=2000,
+                          storage_format=storage_format)
+    hidden = ds.cache_dirs[0] / ds.cache_metadata[0].shards[1].path
+    os.chmod(hidden, 0o600)
+    account = pwd.getpwnam(BOB)
+    report = cache.parent / "report-unreadable.txt"
+    pid = os.fork()
+    if pid == 0:
+        status = 1
+        try:
+            os.setgroups([account.pw_gid])
+            os.setgid(account.pw_gid)
+            os.setuid(account.pw_uid)
+            mine = sds.load_dataset(str(script), split="train", cache_dir=str(cache), layout_options=options,
+                                    rows=2000, storage_format=storage_format)
+            try:
+                mine["id"]
+                report.write_text("read it")
+            except Exception as exc:
+                report.write_text(f"{type(exc).__name__}: {exc}")
+            status = 0
+        except BaseException:
+            with contextlib.suppress(OSError):
+                report.write_text(traceback.format_exc())
+        finally:
+            os._exit(status)
+    os.waitpid(pid, 0)
+    kind = {"arrow": "CacheError:", "parquet": "PermissionError: [Errno 13]"}[storage_format]
+    assert report.read_text() == (f"{kind} {hidden}: this user may not read it (Permission denied); its owner can "
+                                  "make it group-readable (see docs/shared-cache-on-a-cluster.md)")

@@ -69,6 +69,36 @@ def test_duplicate_key_across_parts_is_named(write_builder, cache_root):
     assert not list(cache_root.rglob("_metadata.json")) and not list(cache_root.rglob(".staging*"))
 
 
+def test_a_part_written_where_the_driver_cannot_see_it_is_named(parts_builder, cache_root, monkeypatch):
+    """Ray workers on other machines write their parts into the staging folder by its path: when that path is
+    a local disk (a cache root, or an object-store root's STABLE_DATASETS_LOCAL_CACHE_DIR, that is not shared),
+    the driver finds no part folder. Here the engine returns, then part 1's folder is gone, as it would be on
+    another machine's disk. Before: a bare FileNotFoundError from the layout's merge, staging kept for a resume
+    that cannot help. After: the build names the part, the folder and what must be shared; nothing is kept."""
+    import shutil
+
+    from stable_datasets.builder import builder as builder_module
+    from stable_datasets.write.engines import JobRunner
+    from stable_datasets.write.parts import part_dir
+
+    class OtherMachinesRunner(JobRunner):
+        def __call__(self, fn, calls, desc="jobs"):
+            results = super().__call__(fn, calls, desc)
+            if desc.endswith("part"):
+                shutil.rmtree(part_dir(calls[1][5], 1))
+            return results
+
+    monkeypatch.setattr(builder_module, "JobRunner", OtherMachinesRunner)
+    with pytest.raises(StableDatasetsError) as caught:
+        sds.load_dataset(str(parts_builder), split="train", num_proc=2)
+    staging = next(cache_root.rglob("parts/default/*/*")) / ".staging-train"
+    assert str(caught.value) == (
+        f"parts 'train': part 1 of 2 was written where this machine cannot see it (no {staging}/.part-00001): "
+        "with engine='ray' on several machines, the cache root must be on storage every node shares (NFS, "
+        "Lustre), and so must STABLE_DATASETS_LOCAL_CACHE_DIR for an object-store cache root")
+    assert not list(cache_root.rglob("_metadata.json")) and not list(cache_root.rglob(".staging*"))
+
+
 def test_killed_part_fails_cleanly_and_the_next_build_resumes(parts_builder, cache_root, tmp_path, monkeypatch):
     counter = tmp_path / "generated.txt"
     monkeypatch.setenv("PARTS_COUNTER", str(counter))
@@ -242,6 +272,21 @@ def test_moving_digits_with_num_proc(storage):
         assert two.to_arrow().equals(expected)
         if storage == "path":
             assert os.path.exists(two[4]["video"].path)
+
+
+def test_sys_exit_in_a_forked_part_fails_the_build_naming_the_example(write_builder, cache_root):
+    """A generator calling sys.exit (a library's CLI entry point, say) in a worker of num_proc=2. Before, the
+    parent re-raised the worker's SystemExit: the user's program ended there with exit status 3 and no message
+    at all. Now the build fails with the worker's traceback, which says where the generator stopped."""
+    path = write_builder("exits", PARTS_BUILDER.replace("KEY", "(part, i)").replace(
+        "            for i in range(rows):\n",
+        "            for i in range(rows):\n                if (part, i) == (3, 5):\n"
+        "                    import sys\n                    sys.exit(3)\n"))
+    with pytest.raises(StableDatasetsError, match=r"'train' part 1 of 2 failed in its worker") as caught:
+        sds.load_dataset(str(path), split="train", num_proc=2)
+    assert "SystemExit: 3" in str(caught.value)
+    assert "raised by builder 'exits' generating split 'train', after example key (3, 4)" in str(caught.value)
+    assert not list(cache_root.rglob("_metadata.json")) and not list(cache_root.rglob(".staging*"))
 
 
 def test_parallel_lance_parts_forked_from_a_lance_user_write_through_a_helper(parts_builder, tmp_path):

@@ -267,13 +267,16 @@ class DatasetBuilder:
     def is_prepared(self, split: str, storage_format: str = "arrow",
                     layout_options: dict[str, Any] | None = None) -> bool:
         directory = self.cache_dir(storage_format, layout_options) / split_folder_name(split)
+        return self._published(directory, self.fingerprint(storage_format, layout_options))
+
+    def _published(self, directory: Path, expected_fingerprint: str) -> bool:
+        """A valid cache of `expected_fingerprint` is published for `directory` (on the object-store root, if any)."""
         if self.remote is not None:
             from stable_datasets.storage.publish import RemoteSplit
             from stable_datasets.storage.remote_cache import valid_remote
 
-            return valid_remote(RemoteSplit(self.remote.store, self._remote_key(directory)),
-                                self.fingerprint(storage_format, layout_options))
-        return self._valid_cache(directory, self.fingerprint(storage_format, layout_options))
+            return valid_remote(RemoteSplit(self.remote.store, self._remote_key(directory)), expected_fingerprint)
+        return self._valid_cache(directory, expected_fingerprint)
 
     @staticmethod
     def _valid_cache(directory: Path, expected_fingerprint: str) -> bool:
@@ -325,9 +328,9 @@ class DatasetBuilder:
         else:
             wanted = [splits] if isinstance(splits, str) else list(splits)
         cached: dict[str, bool] = {}
-        if self.remote is None and splits is not None and len(wanted) > 1:
+        if splits is not None and len(wanted) > 1:
             # A typo in 'train+tset' fails before 'train' is built.
-            cached = {s: not force and self._valid_cache(base / split_folder_name(s), fp) for s in wanted}
+            cached = {s: not force and self._published(base / split_folder_name(s), fp) for s in wanted}
             unknown = [s for s in wanted if not cached[s] and s not in all_generators()]
             if unknown:
                 raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {unknown[0]!r}; "

@@ -34,7 +34,10 @@ def to_ray(ds: StableDataset, *, ray_address: str | None = None, override_num_bl
         return ray.data.read_parquet(paths, override_num_blocks=override_num_blocks)
     if ds.is_whole and len(caches) == 1 and caches[0].layout == "lance_rows" and \
             not caches[0].extra.get("blob_columns"):  # Lance itself would read blob descriptions, not bytes
-        return ray.data.read_lance(str(ds.cache_dirs[0] / "data.lance"), override_num_blocks=override_num_blocks)
+        in_place = ds._backends[0].lance_base  # a cache on an object store: its Lance data is read there
+        uri, options = (f"{in_place[0]}/data.lance", in_place[1]) if in_place else (
+            str(ds.cache_dirs[0] / "data.lance"), None)
+        return ray.data.read_lance(uri, storage_options=options, override_num_blocks=override_num_blocks)
     return ray.data.read_datasource(RowRanges(ds), override_num_blocks=override_num_blocks)
 
 

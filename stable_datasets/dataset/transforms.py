@@ -279,6 +279,11 @@ def _output_features(source: Features, rows: list[dict[str, Any]], given: Featur
         elif name in source:
             out[name] = source[name]
         else:
+            lacking = next((i for i, r in enumerate(rows) if name not in r), None)
+            if lacking is not None:
+                raise StableDatasetsError(f"map: the function returned column {name!r} for some rows and not for "
+                                          f"others (one returned {list(rows[lacking])}); return the same columns "
+                                          "for every row")
             try:
                 out[name] = infer_feature(pa.array([r[name] for r in rows]).type)
             except (pa.ArrowException, ValueError) as exc:

@@ -10,6 +10,8 @@ rows is read a column at a time through numpy gathers (`_ColumnGather`).
 from __future__ import annotations
 
 import bisect
+import errno
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -198,6 +200,9 @@ def map_shard(path: Path, validate: bool = True) -> tuple[pa.Buffer, pa.Schema, 
                 batch.validate(full=True)
             if batch.num_rows:
                 batches.append(batch)
+    except PermissionError as exc:  # not damaged: another user's file, without read access for this one
+        raise CacheError(f"{path}: this user may not read it ({os.strerror(exc.errno or errno.EACCES)}); its owner "
+                         "can make it group-readable (see docs/shared-cache-on-a-cluster.md)") from None
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise CacheError(f"{path}: corrupt Arrow shard ({type(exc).__name__}: {exc}); `stable-datasets verify` "
                          "checks every shard, download_mode='force_rebuild' builds the cache again") from None

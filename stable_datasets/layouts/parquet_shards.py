@@ -15,6 +15,7 @@ Backend and `stable_datasets.sft.PackedSFTDataset` (which also reads Megatron-Br
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -125,6 +126,9 @@ def read_footer(path: str) -> pq.FileMetaData:
         raise ValueError(f"Parquet file {path} is empty (0 bytes)")
     try:
         return pq.read_metadata(path)
+    except PermissionError:  # not damaged: a file this user may not read (another user's, in a shared cache)
+        raise PermissionError(errno.EACCES, f"{path}: this user may not read it (Permission denied); its owner can "
+                              "make it group-readable (see docs/shared-cache-on-a-cluster.md)") from None
     except (OSError, pa.ArrowException) as exc:
         raise ValueError(f"{path} is not a readable Parquet file ({size} bytes): {exc}") from exc
 

@@ -15,6 +15,7 @@ import os
 import pickle
 import signal
 import site
+import socket
 import sys
 import sysconfig
 import threading
@@ -139,7 +140,7 @@ def run_forked(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], num_pro
                     results[index] = message[1]
                     continue
                 _, exc, text = message
-                if isinstance(exc, BaseException):
+                if isinstance(exc, BaseException) and not isinstance(exc, SystemExit):  # would end the user's program
                     raise exc
                 raise StableDatasetsError(f"{desc} {index} of {len(calls)} failed in its worker:\n{text}")
         if died:
@@ -165,10 +166,35 @@ def ensure_ray(address: str | None = None) -> ModuleType:
     """Ray, connected: to `address` (or $RAY_ADDRESS) when given, else a local cluster."""
     ray = import_ray()
     if not ray.is_initialized():
-        logger.info("starting Ray ({})", address or os.environ.get("RAY_ADDRESS") or "a local cluster")
-        ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=True,
-                 configure_logging=False)
+        named = address or os.environ.get("RAY_ADDRESS")
+        source = "ray_address" if address else "$RAY_ADDRESS"
+        logger.info("starting Ray ({})", named or "a local cluster")
+        if named:
+            _check_reachable(named, source)
+        try:
+            ray.init(address=address, ignore_reinit_error=True, include_dashboard=False, log_to_driver=True,
+                     configure_logging=False)
+        except ConnectionError as exc:
+            raise StableDatasetsError(f"cannot reach the Ray cluster at {named} ({source}): {exc}") from None
+    elif address and address != "auto":
+        current = ray.get_runtime_context().gcs_address
+        if address.removeprefix("ray://") != current:
+            logger.warning("ray_address={} is not used: this process is connected to the Ray cluster at {} "
+                           "already; call ray.shutdown() first to build on another", address, current)
     return ray
+
+
+def _check_reachable(address: str, source: str) -> None:
+    """Fail at once on an address nobody answers: Ray itself keeps retrying a GCS address for minutes."""
+    host, colon, port = address.removeprefix("ray://").rpartition(":")
+    if not colon or not port.isdigit():
+        return  # "auto", "local", or a form Ray judges itself
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=5).close()
+    except OSError as exc:
+        raise StableDatasetsError(
+            f"cannot reach the Ray cluster at {address} ({source}): {exc.strerror or exc}; give the head node's "
+            "address (host:6379 by default, or ray://host:10001 for Ray Client) of a cluster that runs") from None
 
 
 def ray_cpus(address: str | None = None) -> int:
@@ -207,42 +233,72 @@ def run_ray(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], runner: Jo
     results: list[Any] = [None] * len(calls)
     died: list[str] = []
     pending = list(refs)
-    while pending:
-        ready, pending = ray.wait(pending, num_returns=1)
-        for ref in ready:
-            try:
-                results[index[ref]] = ray.get(ref)
-            except ray.exceptions.RayTaskError:
-                for other in pending:
-                    with contextlib.suppress(Exception):
-                        ray.cancel(other, force=True)
-                # wait until they are gone: a task still running could write into a staging folder
-                # that the build is about to remove
-                with contextlib.suppress(Exception):
-                    ray.wait(pending, num_returns=len(pending), timeout=120)
-                raise  # an instance of the task's own exception class too (ExampleError, ...)
-            except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-                    ray.exceptions.ObjectLostError) as exc:
-                died.append(f"{desc} {index[ref]} of {len(calls)}: its Ray worker died and the task failed after "
-                            f"{runner.ray_max_retries} retries ({type(exc).__name__})")
+    try:
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                try:
+                    results[index[ref]] = ray.get(ref)
+                except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
+                        ray.exceptions.ObjectLostError) as exc:
+                    died.append(f"{desc} {index[ref]} of {len(calls)}: its Ray worker died and the task failed "
+                                f"after {runner.ray_max_retries} retries ({type(exc).__name__})")
+                except ray.exceptions.UnserializableException as exc:  # its class cannot be rebuilt here
+                    raise StableDatasetsError(f"{desc} {index[ref]} of {len(calls)} failed in its Ray task:\n"
+                                              f"{getattr(exc, '_original_stack_trace', exc)}") from None
+    except BaseException:  # a task's error (raised as its own class: ExampleError, ...), or Ctrl-C in the driver
+        _stop(ray, pending)
+        raise
     if died:
         raise WorkerDiedError("; ".join(died))
     return results
 
 
+def _stop(ray: ModuleType, pending: list[Any]) -> None:
+    """Cancel the tasks still pending and wait until they are gone: a task still running could write
+    into a staging folder that the build is about to remove."""
+    for other in pending:
+        with contextlib.suppress(Exception):
+            ray.cancel(other, force=True)
+    with contextlib.suppress(Exception):
+        ray.wait(pending, num_returns=len(pending), timeout=120)
+
+
 def user_modules(obj: Any) -> list[ModuleType]:
-    """Modules defining `obj` (a class and its bases, or a function) that a Ray worker may not be
-    able to import by name: builder scripts and user code, not installed packages or this library."""
+    """Modules a Ray worker may not be able to import by name: those defining `obj` (a class and its bases,
+    or a function) that are builder scripts or user code, not installed packages or this library, and the
+    modules beside them (on the same sys.path folder) that they use in turn: `from mypkg import utils`."""
     names = [k.__module__ for k in obj.__mro__] if isinstance(obj, type) else [getattr(obj, "__module__", None)]
-    installed = [Path(p) for p in {*site.getsitepackages(), site.getusersitepackages(),
-                                   sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"]}]
-    modules = []
-    for name in dict.fromkeys(names):
+    installed = [p.resolve() for p in {Path(p) for p in (*site.getsitepackages(), site.getusersitepackages(),
+                                                           sysconfig.get_paths()["stdlib"],
+                                                           sysconfig.get_paths()["purelib"])}]
+    found: dict[str, ModuleType] = {}
+    roots: list[Path] = []  # the sys.path folders the user's modules were imported from
+    todo = [(name, True) for name in dict.fromkeys(names)]
+    while todo:
+        name, defines_obj = todo.pop(0)
         module = sys.modules.get(name or "")
-        if module is None or name in ("__main__", "builtins") or name.startswith("stable_datasets."):
-            continue  # __main__ goes by value anyway
-        file = getattr(module, "__file__", None)
-        if file and any(Path(file).resolve().is_relative_to(p.resolve()) for p in installed):
+        if module is None or name in found or not _is_user_module(module, installed, defines_obj):
             continue
-        modules.append(module)
-    return modules
+        file = getattr(module, "__file__", None)
+        if defines_obj and file:
+            roots.append(Path(file).resolve().parents[name.count(".") + (Path(file).name == "__init__.py")])
+        elif not defines_obj and not (file and any(Path(file).resolve().is_relative_to(r) for r in roots)):
+            continue  # user code elsewhere (another project, installed in editable mode): left to the workers
+        found[name] = module
+        for value in list(vars(module).values()):
+            used = value.__name__ if isinstance(value, ModuleType) else getattr(value, "__module__", None)
+            if isinstance(used, str) and used not in found:
+                todo.append((used, False))
+    return list(found.values())
+
+
+def _is_user_module(module: ModuleType, installed: list[Path], defines_obj: bool) -> bool:
+    name = module.__name__
+    if name in ("__main__", "builtins", "stable_datasets") or name.startswith("stable_datasets.") \
+            or name in sys.builtin_module_names:
+        return False  # __main__ goes by value anyway
+    file = getattr(module, "__file__", None)
+    if not file:
+        return defines_obj  # a module made in memory (a builder script's package) is user code; a builtin is not
+    return not any(Path(file).resolve().is_relative_to(p) for p in installed)

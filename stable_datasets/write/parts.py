@@ -116,7 +116,7 @@ def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, seen: di
             item = next(items)
         except StopIteration:
             return
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             located = any(str(n).startswith("raised by ") for n in getattr(exc, "__notes__", ()))
             if not isinstance(exc, StableDatasetsError) and not located:  # user code: say where it stopped
                 last = f"example key {key!r}" if source.keyed else f"example {count - 1}"

@@ -100,6 +100,7 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
         _match_jobs(staging, jobs)
         calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)]
         parts: list[PartResult] = runner(write_part, calls, desc=f"{plan.builder_name} '{plan.split}' part")
+        _check_parts_visible(plan, staging, parts)
         duplicate = find_duplicate_key(staging, parts)
         if duplicate is not None:
             raise ExampleError(plan.builder_name, plan.split, duplicate, None, "duplicate example key within the split")
@@ -139,6 +140,19 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
         raise
     logger.info("published {} rows of {} '{}' to {}", metadata.num_rows, plan.builder_name, plan.split, plan.target)
     return metadata
+
+
+def _check_parts_visible(plan: WritePlan, staging: Path, parts: list[PartResult]) -> None:
+    """Workers write their parts by the staging folder's path: one that ran on another machine wrote to that
+    machine's disk when the folder is not on shared storage. Say so, instead of failing inside a merge."""
+    for part in parts:
+        folder = part_dir(staging, part.index)
+        if not folder.is_dir():
+            raise CacheError(
+                f"{plan.builder_name} '{plan.split}': part {part.index} of {len(parts)} was written where this "
+                f"machine cannot see it (no {folder}): with engine='ray' on several machines, the cache root must "
+                "be on storage every node shares (NFS, Lustre), and so must STABLE_DATASETS_LOCAL_CACHE_DIR for "
+                "an object-store cache root")
 
 
 def _agreed_features(plan: WritePlan, parts: list[PartResult]) -> dict[str, Any]:
