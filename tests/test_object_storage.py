@@ -383,8 +383,6 @@ def test_several_processes_share_one_download(s3_env, toy_builder, tmp_path, mon
     assert leftovers == []
 
 
-@pytest.mark.xfail(strict=True, reason="storage/root.py local_base (lances7): a relative "
-                                       "STABLE_DATASETS_LOCAL_CACHE_DIR is kept relative")
 def test_a_relative_local_cache_dir_keeps_serving_after_chdir(s3_env, toy_builder, tmp_path, monkeypatch):
     """As for a relative STABLE_DATASETS_CACHE_DIR (cache_root makes it absolute): an open remote dataset keeps
     reading its local copies after os.chdir. Before: the shard cache folder stayed relative, so after a chdir a

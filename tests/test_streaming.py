@@ -211,8 +211,6 @@ def test_resume_in_process_counts_each_row(caches):
         caches["parquet"].to_iterable().shuffle(seed=1, window_blocks=4).load_state_dict(run.state_dict())
 
 
-@pytest.mark.xfail(strict=True, reason="streaming/iterable.py (lances7): a state without 'consumed' is a bare "
-                                       "KeyError; a negative epoch is taken and fails in numpy at the next pass")
 def test_a_state_that_is_no_stream_state_is_refused_naming_what_is_wrong(caches):
     """A checkpoint's state from something else (an empty dict, a hand-edited epoch) is refused when it is
     loaded, with the stream's 'cannot resume' message. Before: `load_state_dict({})` raised KeyError:

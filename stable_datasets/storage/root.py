@@ -21,8 +21,9 @@ DEFAULT_LOCAL_BASE = Path("~/.cache/stable_datasets/object-store")
 
 
 def local_base() -> Path:
+    """Absolute, as cache roots are: an open dataset's local copies keep serving after an os.chdir."""
     env = os.environ.get("STABLE_DATASETS_LOCAL_CACHE_DIR")
-    return Path(env).expanduser() if env else DEFAULT_LOCAL_BASE.expanduser()
+    return (Path(env).expanduser() if env else DEFAULT_LOCAL_BASE.expanduser()).absolute()
 
 
 @dataclass

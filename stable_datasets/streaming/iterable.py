@@ -190,6 +190,11 @@ class StreamingDataset(_IterableBase):
         check_resumable(state, {"num_rows": self.num_rows, "seed": self._options["seed"],
                                 "world_size": self.world_size, "drop_last": self.drop_last,
                                 "order": self.order_identity()}, "stream")
+        for key in ("consumed", "epoch"):
+            value = state.get(key) if isinstance(state, dict) else None
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"cannot resume: the saved stream's {key} must be a non-negative int, got {value!r} "
+                                 "(pass the state_dict() of a stream)")
         consumed = int(state["consumed"])
         if not 0 <= consumed <= self.rows_per_epoch():
             raise ValueError(f"cannot resume: the saved stream consumed {consumed} rows, but an epoch of this "
