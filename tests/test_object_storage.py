@@ -413,8 +413,6 @@ except Exception as exc:
 """
 
 
-@pytest.mark.xfail(strict=True, reason="storage/ (lances7): a local write error in the shard cache is a bare "
-                                       "OSError, or 'download failed' naming only the object's URL")
 def test_a_local_shard_cache_that_cannot_take_a_shard_says_so_and_names_the_folder(s3_env, toy_builder, tmp_path,
                                                                                    monkeypatch):
     """The remote side is fine, the local disk is full (or a file may not grow past `ulimit -f`): the error

@@ -16,7 +16,7 @@ from loguru import logger
 
 from stable_datasets.errors import ConfigurationError, StorageError
 from stable_datasets.storage.retry import with_retries
-from stable_datasets.storage.store import ObjectInfo, ObjectStore
+from stable_datasets.storage.store import LocalWriteError, ObjectInfo, ObjectStore
 
 T = TypeVar("T")
 
@@ -53,7 +53,7 @@ class FsspecStore(ObjectStore):
     def _call(self, what: str, key: str, call: Callable[[], T]) -> T:
         try:
             return with_retries(call, _is_transient, f"{what} {self.url(key)}")
-        except StorageError:
+        except (StorageError, LocalWriteError):
             raise
         except PermissionError as exc:
             raise StorageError(f"{self.url(key)}: access denied ({exc}); check the credentials in storage_options "

@@ -21,6 +21,7 @@ from stable_datasets.storage.lease import Lease
 from stable_datasets.storage.publish import RemoteSplit, files_of, parse_remote_metadata, publish_attempt
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.root import RemoteRoot
+from stable_datasets.storage.store import LocalWriteError, local_writes
 from stable_datasets.storage.urls import ObjectURL
 
 if TYPE_CHECKING:
@@ -90,8 +91,13 @@ def _write_local_metadata(directory: Path, metadata: CacheMetadata | str) -> Non
         if path.read_text(encoding="utf-8") == text:
             return
     temporary = directory / f".{METADATA_FILE}.{uuid.uuid4().hex[:8]}"
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
+    try:
+        with local_writes():
+            temporary.write_text(text, encoding="utf-8")
+            os.replace(temporary, path)
+    except LocalWriteError as exc:
+        temporary.unlink(missing_ok=True)
+        raise shard_cache.local_write_error(exc) from None
 
 
 def open_remote_split(url: str, storage_options: dict[str, Any] | None = None

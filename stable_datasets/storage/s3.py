@@ -20,7 +20,7 @@ from typing import Any, BinaryIO, TypeVar
 
 from stable_datasets.errors import ConfigurationError, MissingObjectError, StorageError
 from stable_datasets.storage.retry import max_attempts, with_retries
-from stable_datasets.storage.store import CHUNK, ObjectInfo, ObjectStore, save_stream
+from stable_datasets.storage.store import CHUNK, LocalWriteError, ObjectInfo, ObjectStore, local_writes, save_stream
 
 T = TypeVar("T")
 #: objects bigger than this are downloaded in ranges of this size, PART_THREADS at a time (else one GET)
@@ -125,7 +125,7 @@ class S3Store(ObjectStore):
     def _call(self, what: str, key: str, call: Callable[[], T]) -> T:
         try:
             return with_retries(call, _is_transient, f"{what} {self.url(key)}")
-        except StorageError:
+        except (StorageError, LocalWriteError):
             raise
         except Exception as exc:
             raise self._explain(exc, key, what) from None
@@ -199,15 +199,18 @@ class S3Store(ObjectStore):
                 while chunk := body.read(CHUNK):  # streamed: PART_THREADS chunks in memory at most
                     view = memoryview(chunk)
                     while view:
-                        written = os.pwrite(fd, view, position)
+                        with local_writes():
+                            written = os.pwrite(fd, view, position)
                         position, view = position + written, view[written:]
             if position != stop:
                 raise StorageError(f"{self.url(key)}: bytes {start}-{stop - 1} came back {position - start} bytes long")
 
         try:
-            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            with local_writes():
+                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             try:
-                os.ftruncate(fd, total)
+                with local_writes():
+                    os.ftruncate(fd, total)
                 with ThreadPoolExecutor(PART_THREADS) as pool:
                     list(pool.map(part, range(0, total, PART_BYTES)))
             finally:

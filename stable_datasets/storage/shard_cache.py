@@ -31,9 +31,9 @@ from loguru import logger
 
 from stable_datasets.cache.builds import build_in_use
 from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
-from stable_datasets.errors import CacheError, ConfigurationError, MissingObjectError
+from stable_datasets.errors import CacheError, ConfigurationError, MissingObjectError, StorageError
 from stable_datasets.storage.root import local_base
-from stable_datasets.storage.store import ObjectStore
+from stable_datasets.storage.store import LocalWriteError, ObjectStore
 
 DEFAULT_LIMIT = 50 << 30
 STALE_DOWNLOAD_SECONDS = 3600.0  # a partial download this old belongs to a process that died
@@ -93,6 +93,8 @@ def fetch(store: ObjectStore, key: str, destination: Path, shard: ShardInfo) -> 
         try:
             try:
                 size, digest = store.download(key, temporary)
+            except LocalWriteError as exc:
+                raise local_write_error(exc) from None
             except MissingObjectError:
                 raise CacheError(f"{store.url(key)}: shard listed in {METADATA_FILE} is missing from the store "
                                  "(deleted after it was published); rebuild the cache with "
@@ -104,6 +106,13 @@ def fetch(store: ObjectStore, key: str, destination: Path, shard: ShardInfo) -> 
             os.replace(temporary, destination)
         finally:
             temporary.unlink(missing_ok=True)
+
+
+def local_write_error(exc: OSError) -> StorageError:
+    """The local shard cache could not take a file (a full disk, a file size limit): say so, and what to set."""
+    return StorageError(f"cannot write to the local shard cache {shard_cache_root()} ({exc.strerror or exc}: "
+                        f"{exc.filename}); free space there, or set STABLE_DATASETS_LOCAL_CACHE_DIR to a folder with "
+                        "room (STABLE_DATASETS_LOCAL_CACHE_LIMIT bounds its size)")
 
 
 def _present(path: Path, shard: ShardInfo) -> bool:

@@ -8,10 +8,13 @@ first (see storage.retry).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import os
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -90,19 +93,46 @@ class ObjectStore(ABC):
         return {"scheme": self.scheme, "bucket": self.bucket}
 
 
+#: errors of the local disk (full, over quota, a file size limit, read-only, refused), not of the store
+LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES)
+
+
+class LocalWriteError(OSError):
+    """The local copy of an object could not be written: the store is not at fault (stores let it through)."""
+
+
 def save_stream(stream: BinaryIO, destination: Path) -> tuple[int, str]:
     """Write `stream` to `destination` (beside it, then renamed); (size, sha256)."""
-    destination.parent.mkdir(parents=True, exist_ok=True)
     temporary = destination.parent / f".{destination.name}.{uuid.uuid4().hex[:8]}.part"
     digest, size = hashlib.sha256(), 0
     try:
-        with stream, open(temporary, "wb") as out:
+        with local_writes():
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            out = open(temporary, "wb")  # noqa: SIM115  (closed by the `with` below; its open errors are local)
+        with stream, out:
             while chunk := stream.read(CHUNK):
                 digest.update(chunk)
-                out.write(chunk)
+                with local_writes():
+                    out.write(chunk)
                 size += len(chunk)
-        os.replace(temporary, destination)
+            with local_writes():
+                out.flush()
+        with local_writes():
+            os.replace(temporary, destination)
     except BaseException:
         temporary.unlink(missing_ok=True)
         raise
     return size, digest.hexdigest()
+
+
+@contextlib.contextmanager
+def local_writes() -> Iterator[None]:
+    """An OSError of the local disk inside becomes a LocalWriteError (same errno and text)."""
+    try:
+        yield
+    except LocalWriteError:
+        raise
+    except OSError as exc:
+        if exc.errno not in LOCAL_ERRNOS:
+            raise
+        raise LocalWriteError(exc.errno, exc.strerror, exc.filename) from exc
