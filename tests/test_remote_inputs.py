@@ -3,6 +3,7 @@ interleaved Parquet read from s3:// (the moto server) and http:// (the local fil
 
 from __future__ import annotations
 
+import glob
 import gzip
 import io
 import tarfile
@@ -184,3 +185,22 @@ def test_builder_downloads_from_s3_are_verified_copies(s3_env, tmp_path):
         manager.download(RemoteFile(url, sha256="0" * 64))
     s3_env.write("raw/table.csv", data + b"1,2\n")  # changed: copied again
     assert Path(manager.download(url)).read_bytes() == data + b"1,2\n"
+
+
+def test_object_globs_match_as_local_globs_do(s3_env, tmp_path):
+    """`*` and `?` stay inside one folder, `**/` crosses zero or more, hidden names need a leading dot:
+    what glob.glob(recursive=True) gives for the same tree on a local disk."""
+    names = ["raw/a.csv", "raw/c.csv", "raw/sub/b.csv", "raw/sub/deep/d.csv", "raw/.hidden.csv", "raw/ab.csv"]
+    for name in names:
+        s3_env.write(name, b"x\n1\n")
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"x\n1\n")
+    bucket = f"s3://{s3_env.bucket}/"
+    for pattern in ("raw/*.csv", "raw/?.csv", "raw/**/*.csv", "raw/**", "raw/*/*.csv", "raw/[ab].csv", "raw/.*.csv",
+                    "raw/sub/**/d.csv", "r*/*.csv"):
+        local = sorted(str(Path(p).relative_to(tmp_path)) for p in glob.glob(str(tmp_path / pattern), recursive=True)
+                       if Path(p).is_file())
+        remote = [url.removeprefix(bucket) for url in inputs.expand_object_pattern(bucket + pattern)]
+        assert remote == local, pattern
+    assert [url.removeprefix(bucket) for url in inputs.expand_object_pattern(bucket + "raw/*.csv")] == \
+        ["raw/a.csv", "raw/ab.csv", "raw/c.csv"]

@@ -11,7 +11,8 @@ files, so a remote input is first copied to `<local base>/inputs/` and read from
   never gets bytes mixed from two versions. One process per node downloads a file (a lock).
 - A copy is reused while the object still has the size and ETag recorded with it; an object
   that changed since is copied again, one that vanished is an error naming its URL.
-- A URL may end in a glob (`s3://b/packs/*.parquet`) or name a prefix (`s3://b/packs/`): the
+- A URL may end in a glob (`s3://b/packs/*.parquet`, matched as `glob.glob(recursive=True)` matches
+  local paths: `*` within one folder, `**/` across folders) or name a prefix (`s3://b/packs/`): the
   objects under it whose names end in one of the reader's suffixes, sorted.
 """
 
@@ -124,7 +125,8 @@ def _objects_named(store: ObjectStore, parsed: ObjectURL, url: str, suffixes: tu
     key = parsed.key
     if any(ch in key for ch in "*?["):
         fixed = key[:min(key.index(ch) for ch in "*?[" if ch in key)]
-        found = [o for o in store.list(fixed) if fnmatch.fnmatchcase(o.key, key)]
+        pattern = key.split("/")
+        found = [o for o in store.list(fixed) if glob_matches(o.key.split("/"), pattern)]
         if not found:
             raise RemoteInputNotFoundError(f"no objects match the pattern {url}")
         return sorted(found, key=lambda o: o.key)
@@ -136,6 +138,25 @@ def _objects_named(store: ObjectStore, parsed: ObjectURL, url: str, suffixes: tu
         kinds = f" {'/'.join(suffixes)}" if suffixes else ""
         raise RemoteInputNotFoundError(f"{url}: no such object, and no{kinds} objects under it")
     return sorted(under, key=lambda o: o.key)
+
+
+def glob_matches(names: list[str], pattern: list[str]) -> bool:
+    """Whether a key's names match a glob's, as glob.glob(recursive=True) matches paths: `*`, `?` and `[...]`
+    inside one name, `**` as a whole name for zero or more names, and a hidden name (".x") only where the
+    pattern's name starts with a dot too."""
+    if not pattern:
+        return not names
+    head, rest = pattern[0], pattern[1:]
+    if head == "**":
+        for taken in range(len(names) + 1):
+            if taken and names[taken - 1].startswith("."):
+                return False
+            if glob_matches(names[taken:], rest):
+                return True
+        return False
+    if not names or (names[0].startswith(".") and not head.startswith(".")):
+        return False
+    return fnmatch.fnmatchcase(names[0], head) and glob_matches(names[1:], rest)
 
 
 def _version(info: ObjectInfo) -> dict[str, Any]:
