@@ -104,6 +104,24 @@ def test_storage_options_give_endpoint_and_credentials(s3_env, toy_builder, monk
         sds.load_dataset(str(toy_builder), split="train", storage_options={**options, "colour": "red"})
 
 
+def test_a_profile_in_the_aws_config_file_gives_endpoint_and_credentials_and_a_missing_one_is_named(
+        s3_env, toy_builder, tmp_path, monkeypatch):
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    config = tmp_path / "aws-config"
+    config.write_text(f"[profile lab]\nregion = us-east-1\nendpoint_url = {s3_env.endpoint}\n"
+                      "aws_access_key_id = testing\naws_secret_access_key = testing\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "lab")
+    forget_stores()
+    assert sds.load_dataset(str(toy_builder), split="train")[7]["text"] == "row 7"
+    monkeypatch.setenv("AWS_PROFILE", "nope")
+    forget_stores()
+    with pytest.raises(StorageError, match=rf"^s3://{s3_env.bucket}: cannot set up an S3 client \(ProfileNotFound: "
+                                           r"The config profile \(nope\) could not be found\); check AWS_PROFILE"):
+        sds.load_dataset(str(toy_builder), split="train")
+
+
 def test_conditional_put_is_honoured_by_the_server(s3_env):
     store = open_store(ObjectURL.parse(s3_env.root))
     assert store.put_if_absent("cache/x", b"first") is True

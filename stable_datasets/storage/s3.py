@@ -82,15 +82,15 @@ class S3Store(ObjectStore):
             else:
                 raise ConfigurationError(f"unknown storage option {name!r} for {scheme}://{bucket}; known: "
                                          f"{sorted(set(OPTION_ALIASES) | {'client_kwargs'})}")
-        session = boto3.session.Session(
-            **{k: options.pop(k) for k in ("aws_access_key_id", "aws_secret_access_key", "aws_session_token",
-                                             "profile_name", "region_name") if k in options})
-        self.region = session.region_name or "us-east-1"
-        self.session = session
         endpoint = options.get("endpoint_url")
         config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=60,
                         s3={"addressing_style": "path"} if endpoint else None)
-        try:
+        try:  # a profile named by AWS_PROFILE but absent from ~/.aws fails here, or in client()
+            session = boto3.session.Session(
+                **{k: options.pop(k) for k in ("aws_access_key_id", "aws_secret_access_key", "aws_session_token",
+                                                 "profile_name", "region_name") if k in options})
+            self.region = session.region_name or "us-east-1"
+            self.session = session
             self.client = session.client("s3", region_name=self.region, endpoint_url=endpoint, config=config)
         except Exception as exc:  # a bad profile name, a malformed endpoint
             raise StorageError(f"{self.url('')}: cannot set up an S3 client ({type(exc).__name__}: {exc}); check "
