@@ -84,6 +84,27 @@ def test_unreachable_endpoint_fails_after_bounded_retries(s3_env, toy_builder, m
         sds.load_dataset(str(toy_builder), split="train")
 
 
+def test_an_endpoint_that_accepts_but_never_answers_fails_on_the_short_check_timeout(s3_env, toy_builder,
+                                                                                   monkeypatch):
+    """A hung proxy or a wrong port of a busy host: the first request (the bucket check) gives up after
+    CHECK_TIMEOUT seconds per attempt, not after the 60 s a download may wait between bytes."""
+    import socket
+
+    from stable_datasets.storage.s3 import CHECK_TIMEOUT
+
+    silent = socket.create_server(("127.0.0.1", 0))  # the kernel completes the handshakes; nobody answers
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{silent.getsockname()[1]}")
+        monkeypatch.setenv("STABLE_DATASETS_STORAGE_RETRIES", "1")
+        forget_stores()
+        with pytest.raises(StorageError, match=rf"^s3://{s3_env.bucket}: cannot reach the endpoint http://127.0.0.1:"
+                                               rf"\d+ after 1 attempts \(ReadTimeoutError: no answer within "
+                                               rf"{CHECK_TIMEOUT:g} s\); check AWS_ENDPOINT_URL"):
+            sds.load_dataset(str(toy_builder), split="train")
+    finally:
+        silent.close()
+
+
 def test_missing_credentials_say_what_to_set(s3_env, toy_builder, monkeypatch):
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")

@@ -26,6 +26,10 @@ T = TypeVar("T")
 #: objects bigger than this are downloaded in ranges of this size, PART_THREADS at a time (else one GET)
 PART_BYTES = 64 << 20
 PART_THREADS = 8
+#: seconds the first request (the bucket check) waits for a connection and for an answer: an endpoint that
+#: accepts connections but never answers fails in seconds, not after READ_TIMEOUT x attempts
+CHECK_TIMEOUT = 5.0
+READ_TIMEOUT = 60.0  # between bytes of any other request (a big GET from a slow store)
 OPTION_ALIASES = {
     "key": "aws_access_key_id", "aws_access_key_id": "aws_access_key_id",
     "secret": "aws_secret_access_key", "aws_secret_access_key": "aws_secret_access_key",
@@ -83,8 +87,10 @@ class S3Store(ObjectStore):
                 raise ConfigurationError(f"unknown storage option {name!r} for {scheme}://{bucket}; known: "
                                          f"{sorted(set(OPTION_ALIASES) | {'client_kwargs'})}")
         endpoint = options.get("endpoint_url")
-        config = Config(retries={"total_max_attempts": 1}, connect_timeout=5, read_timeout=60,
+        config = Config(retries={"total_max_attempts": 1}, connect_timeout=CHECK_TIMEOUT, read_timeout=READ_TIMEOUT,
                         s3={"addressing_style": "path"} if endpoint else None)
+        self._endpoint_option, self._check_config = endpoint, config.merge(Config(read_timeout=CHECK_TIMEOUT))
+        self._check_client: Any = None
         try:  # a profile named by AWS_PROFILE but absent from ~/.aws fails here, or in client()
             session = boto3.session.Session(
                 **{k: options.pop(k) for k in ("aws_access_key_id", "aws_secret_access_key", "aws_session_token",
@@ -109,8 +115,11 @@ class S3Store(ObjectStore):
             return StorageError(f"{url}: {exc}; fix AWS_PROFILE or storage_options['profile']")
         if isinstance(exc, (bx.EndpointConnectionError, bx.ConnectTimeoutError, bx.ConnectionClosedError,
                             bx.ReadTimeoutError)):
+            waited = CHECK_TIMEOUT if what == "check" or not isinstance(exc, bx.ReadTimeoutError) else READ_TIMEOUT
+            timed_out = isinstance(exc, (bx.ConnectTimeoutError, bx.ReadTimeoutError))
+            detail = f": no answer within {waited:g} s" if timed_out else ""
             return StorageError(f"{url}: cannot reach the endpoint {self.endpoint} after {max_attempts()} attempts "
-                                f"({type(exc).__name__}); check AWS_ENDPOINT_URL (or storage_options="
+                                f"({type(exc).__name__}{detail}); check AWS_ENDPOINT_URL (or storage_options="
                                 "{'endpoint_url': ...}) and the network")
         code, status = _code(exc)
         if code == "NoSuchBucket" or (what == "check" and status == 404):
@@ -132,7 +141,12 @@ class S3Store(ObjectStore):
 
     # -- operations -----------------------------------------------------------------------
     def check(self) -> None:
-        self._call("check", "", lambda: self.client.head_bucket(Bucket=self.bucket))
+        """HEAD the bucket through a client with the short CHECK_TIMEOUT (made on the first check)."""
+        if self._check_client is None:
+            self._check_client = self.session.client("s3", region_name=self.region,
+                                                     endpoint_url=self._endpoint_option, config=self._check_config)
+        client = self._check_client
+        self._call("check", "", lambda: client.head_bucket(Bucket=self.bucket))
 
     def _open_stream(self, key: str) -> BinaryIO | None:
         from botocore.exceptions import ClientError
