@@ -59,6 +59,21 @@ def test_a_url_is_never_taken_as_a_local_folder(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_filesystem_object_as_cache_dir_is_refused_saying_what_to_pass(tmp_path, monkeypatch):
+    import fsspec
+    from pyarrow import fs as pafs
+
+    monkeypatch.chdir(tmp_path)
+    for given, kind in ((pafs.SubTreeFileSystem("bucket/cache", pafs.LocalFileSystem()), "SubTreeFileSystem"),
+                        (fsspec.filesystem("memory"), "MemoryFileSystem")):
+        with pytest.raises(ConfigurationError, match=rf"^cache_dir is a {kind} object: give a cache root as a local "
+                                                     r"path or a URL string \('s3://bucket/prefix', 'gs://\.\.\.', "
+                                                     r"any fsspec protocol\), with the filesystem's credentials and "
+                                                     r"endpoint in storage_options="):
+            sds.load_dataset("digits", split="train", cache_dir=given)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_object_url_parsing():
     url = ObjectURL.parse("s3://bucket//a/b/")
     assert (url.scheme, url.bucket, url.key) == ("s3", "bucket", "a/b")

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.errors import ConfigurationError
 from stable_datasets.storage.resolve import open_store, storage_options_from_env
 from stable_datasets.storage.store import ObjectStore
 from stable_datasets.storage.urls import ObjectURL, is_url
@@ -70,6 +71,10 @@ def resolve_root(cache_dir: str | os.PathLike | None, storage_options: dict[str,
     """A local root (Path) or a RemoteRoot: the argument, else $STABLE_DATASETS_CACHE_DIR, else the default."""
     from stable_datasets.cache.paths import cache_root
 
+    if cache_dir is not None and not isinstance(cache_dir, (str, bytes, os.PathLike)):
+        raise ConfigurationError(f"cache_dir is a {type(cache_dir).__name__} object: give a cache root as a local "
+                                 "path or a URL string ('s3://bucket/prefix', 'gs://...', any fsspec protocol), with "
+                                 "the filesystem's credentials and endpoint in storage_options=")
     location = cache_dir if cache_dir is not None else os.environ.get("STABLE_DATASETS_CACHE_DIR")
     if is_url(location):
         return RemoteRoot.open(str(location), storage_options, check=check)
