@@ -383,6 +383,24 @@ def test_a_deleted_lance_object_is_an_error_naming_it(s3_env, toy_builder, tmp_p
         sds.load_dataset(str(toy_builder), split="train", storage_format="lance")
 
 
+def test_a_lance_object_replaced_with_one_of_the_same_size_is_an_error_not_wrong_rows(s3_env, toy_builder):
+    """Lance is read in place, so no sha256 is checked on open: the ETag recorded at publish is."""
+    ds = sds.load_dataset(str(toy_builder), split="train", storage_format="lance")
+    assert ds[7]["text"] == "row 7"
+    prefix = _split_prefix(s3_env, ds)
+    metadata = _metadata(s3_env, prefix)
+    data_file = next(s["path"] for s in metadata["shards"] if s["num_rows"])
+    key = f"{prefix}/{metadata['attempt']}/{data_file}"
+    body = s3_env.read(key)
+    assert body.count(b"row 7") == 1
+    s3_env.write(key, body.replace(b"row 7", b"row 9"))  # same size, still a valid Lance file
+    del ds
+    gc.collect()
+    with pytest.raises(CacheError, match=rf"{data_file}: object changed after it was published \(ETag "
+                                         r"\S+, _metadata.json records \S+\); rebuild the cache"):
+        sds.load_dataset(str(toy_builder), split="train", storage_format="lance")
+
+
 def test_damaged_remote_metadata_is_rebuilt_and_named(s3_env, toy_builder):
     ds = sds.load_dataset(str(toy_builder), split="train")
     prefix = _split_prefix(s3_env, ds)

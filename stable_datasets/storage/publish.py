@@ -112,6 +112,7 @@ def publish_attempt(split: RemoteSplit, build_dir: Path, metadata: CacheMetadata
         {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}).encode())
     with ThreadPoolExecutor(UPLOAD_THREADS) as pool:
         list(pool.map(lambda f: store.put_file(build_dir / f.path, split.key(attempt, f.path)), files_of(metadata)))
+    _record_etags(split, attempt, metadata)
     metadata.attempt = attempt
     body = json.dumps(metadata.to_dict(), indent=2, sort_keys=True).encode()
     if replace:
@@ -128,6 +129,20 @@ def publish_attempt(split: RemoteSplit, build_dir: Path, metadata: CacheMetadata
     if winner is None:
         raise CacheError(f"{split.url}: another builder's {METADATA_FILE} was there and then gone; run again")
     return winner, False
+
+
+#: `_metadata.json` extra: {path: the store's ETag of the uploaded object}, for objects read in place (Lance)
+ETAGS = "object_etags"
+
+
+def _record_etags(split: RemoteSplit, attempt: str, metadata: CacheMetadata) -> None:
+    """Note the ETag of every uploaded object (one listing; stores that give none: nothing). Lance is read in
+    place, without a sha256 check, so opening it compares these: a replaced object is an error, not wrong rows."""
+    prefix = split.key(attempt) + "/"
+    etags = {o.key[len(prefix):]: o.etag for o in split.store.list(prefix) if o.etag}
+    listed = {f.path: etags[f.path] for f in files_of(metadata) if f.path in etags}
+    if listed:
+        metadata.extra[ETAGS] = listed
 
 
 def _attempt_named(text: str | None) -> str | None:

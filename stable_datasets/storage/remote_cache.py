@@ -18,7 +18,7 @@ from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, read_pu
 from stable_datasets.errors import CacheError
 from stable_datasets.storage import shard_cache
 from stable_datasets.storage.lease import Lease
-from stable_datasets.storage.publish import RemoteSplit, files_of, parse_remote_metadata, publish_attempt
+from stable_datasets.storage.publish import ETAGS, RemoteSplit, files_of, parse_remote_metadata, publish_attempt
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.root import RemoteRoot
 from stable_datasets.storage.store import LocalWriteError, local_writes
@@ -143,13 +143,20 @@ def open_remote_cache(url: str, storage_options: dict[str, Any] | None = None,
 
 
 def _check_in_place(split: RemoteSplit, metadata: CacheMetadata) -> None:
-    """Every Lance object listed is on the store with its recorded size (one listing, no download)."""
+    """Every Lance object listed is on the store with its recorded size and ETag (one listing, no download)."""
     prefix = split.key(metadata.attempt) + "/"
-    found = {o.key[len(prefix):]: o.size for o in split.store.list(prefix + LANCE_DIR)}
+    found = {o.key[len(prefix):]: o for o in split.store.list(prefix + LANCE_DIR)}
+    etags = metadata.extra.get(ETAGS)
+    etags = etags if isinstance(etags, dict) else {}
     for item in metadata.shards:
         if not item.path.startswith(LANCE_DIR):
             continue
-        size = found.get(item.path)
+        listed = found.get(item.path)
+        size = None if listed is None else listed.size
+        if listed is not None and listed.etag and etags.get(item.path) not in (None, listed.etag):
+            raise CacheError(f"{split.store.url(prefix + item.path)}: object changed after it was published (ETag "
+                             f"{listed.etag}, {METADATA_FILE} records {etags[item.path]}); rebuild the cache with "
+                             "download_mode='force_rebuild'")
         if size is None:
             raise CacheError(f"{split.store.url(prefix + item.path)}: object listed in {METADATA_FILE} is missing "
                              "from the store (deleted after it was published); rebuild the cache with "
