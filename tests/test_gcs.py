@@ -98,3 +98,24 @@ def test_bad_storage_options_variable_is_a_clear_error(gcs_env, toy_builder, mon
     monkeypatch.setenv("STABLE_DATASETS_STORAGE_OPTIONS", value)
     with pytest.raises(ConfigurationError, match=rf"\$STABLE_DATASETS_STORAGE_OPTIONS {expected}"):
         sds.load_dataset(str(toy_builder), split="train", cache_dir=gcs_env.root)
+
+
+def test_an_unreachable_gs_endpoint_fails_in_one_bounded_wait_naming_what_to_set(gcs_env, toy_builder, monkeypatch):
+    """gcsfs retries a refused connection 6 times over about a minute by itself; the bucket check bounds it."""
+    import socket
+
+    from stable_datasets.errors import StorageError
+    from stable_datasets.storage import fsspec_store
+    from stable_datasets.storage.resolve import forget_stores
+
+    monkeypatch.setattr(fsspec_store, "CHECK_TIMEOUT", 1.0)
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    forget_stores()
+    options = {**gcs_env.storage_options, "endpoint_url": f"http://127.0.0.1:{port}"}
+    with pytest.raises(StorageError, match=rf"^gs://{gcs_env.bucket}: cannot reach the store \(no answer within 1 s\); "
+                                           r"check its endpoint \(storage_options, or STORAGE_EMULATOR_HOST for "
+                                           r"gcsfs\), the credentials and the network$"):
+        sds.load_dataset(str(toy_builder), split="train", cache_dir=gcs_env.root, storage_options=options)

@@ -19,6 +19,8 @@ from stable_datasets.storage.retry import with_retries
 from stable_datasets.storage.store import LocalWriteError, ObjectInfo, ObjectStore
 
 T = TypeVar("T")
+#: seconds the bucket check may take in all, on filesystems that retry by themselves (gcsfs: 6 tries over ~1 min)
+CHECK_TIMEOUT = 20.0
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -62,7 +64,19 @@ class FsspecStore(ObjectStore):
             raise StorageError(f"{self.url(key)}: {what} failed ({type(exc).__name__}: {exc})") from None
 
     def check(self) -> None:
-        if not self._call("check", "", lambda: self.fs.exists(self._path(""))) and self.scheme != "memory":
+        def exists() -> bool:
+            if not getattr(self.fs, "async_impl", False):
+                return self.fs.exists(self._path(""))
+            from fsspec.exceptions import FSTimeoutError
+
+            try:  # fsspec's sync wrapper takes `timeout`: the whole call, the filesystem's own retries included
+                return self.fs.exists(self._path(""), timeout=CHECK_TIMEOUT)
+            except FSTimeoutError:
+                raise StorageError(f"{self.url('')}: cannot reach the store (no answer within {CHECK_TIMEOUT:g} s); "
+                                   "check its endpoint (storage_options, or STORAGE_EMULATOR_HOST for gcsfs), the "
+                                   "credentials and the network") from None
+
+        if not self._call("check", "", exists) and self.scheme != "memory":
             raise StorageError(f"{self.url('')}: bucket {self.bucket!r} does not exist; create it or fix the URL")
 
     def _open_stream(self, key: str) -> BinaryIO | None:
