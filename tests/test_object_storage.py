@@ -289,6 +289,39 @@ def test_two_processes_build_once_and_agree(s3_env, toy_builder, tmp_path):
     assert counter.read_text() == "x"  # the second waited on the lease and reused
 
 
+def test_a_builder_stalled_past_its_lease_keeps_its_local_work_and_both_processes_agree(s3_env, toy_builder, tmp_path):
+    """Two real processes of one node: A stalls (SIGSTOP) past its lease, B takes the lease over. They share the
+    local work folder, so B waits for A's local lock instead of resetting A's staging; A resumes and publishes,
+    B reuses A's cache. Rows are generated once and one attempt is published."""
+    import signal
+    import time
+
+    env = {**os.environ, "STABLE_DATASETS_LEASE_SECONDS": "1", "TOY_COUNTER": str(tmp_path / "counter")}
+    command = [sys.executable, "-c", BUILD_SCRIPT, str(toy_builder), "arrow"]
+    stalled = subprocess.Popen(command, env={**env, "TOY_SLEEP": "0.02"}, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    second = None
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "counter").exists():  # A holds the lease and generates rows
+            assert time.monotonic() < deadline and stalled.poll() is None, stalled.communicate()
+            time.sleep(0.05)
+        stalled.send_signal(signal.SIGSTOP)
+        time.sleep(1.5)  # A's lease expires: nobody renews it
+        second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(3)  # B takes the expired lease over and waits for the local lock
+    finally:
+        stalled.send_signal(signal.SIGCONT)
+    outputs = [p.communicate(timeout=180) for p in (stalled, second)]
+    assert [p.returncode for p in (stalled, second)] == [0, 0], outputs
+    assert outputs[0][0].split() == outputs[1][0].split()  # the same attempt, 50 rows
+    assert "taking over the stale lease" in outputs[1][1]
+    assert (tmp_path / "counter").read_text() == "x"  # generated once
+    prefix = _split_prefix(s3_env, sds.load_dataset(str(toy_builder), split="train"))
+    attempts = {k.split("/attempts/")[1].split("/")[0] for k in s3_env.objects(f"{prefix}/attempts/")}
+    assert {f"attempts/{a}" for a in attempts} == {outputs[0][0].split()[0]}
+
+
 def test_killed_build_publishes_nothing_and_the_next_succeeds(s3_env, toy_builder, tmp_path):
     died = subprocess.run([sys.executable, "-c", BUILD_SCRIPT, str(toy_builder), "arrow"], timeout=180,
                           env={**os.environ, "TOY_KILL_AT": "30"}, capture_output=True, text=True)

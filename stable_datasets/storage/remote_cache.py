@@ -14,6 +14,7 @@ from loguru import logger
 
 from stable_datasets.cache.builds import BuildPin
 from stable_datasets.cache.inventory import remove_tree
+from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, read_published
 from stable_datasets.errors import CacheError
 from stable_datasets.storage import shard_cache
@@ -50,11 +51,16 @@ def prepare_remote_split(root: RemoteRoot, relative: str, fingerprint: str, *, f
     split = RemoteSplit(root.store, root.key(relative))
     if not force and valid_remote(split, fingerprint):
         return split.url
-    with Lease(root.store, split.prefix, timeout=lock_timeout) as lease:
+    local = root.local_dir / relative
+    local.parent.mkdir(parents=True, exist_ok=True)
+    # The lease keeps builders of different nodes apart. Builders of one node share `local` (its staging and
+    # resume journal), so they also take its local lock: a builder that stalled past its lease must not find
+    # its staging folder reset under it by the one that took the lease over.
+    with Lease(root.store, split.prefix, timeout=lock_timeout) as lease, \
+            exclusive_lock(local.parent / f".{local.name}.remote-build.lock", timeout=lock_timeout):
         if not force and valid_remote(split, fingerprint):
             return split.url
         replace = force or split.metadata_text() is not None  # a damaged commit is replaced, under the lease
-        local = root.local_dir / relative
         build(local)
         pin, metadata = read_published(local)
         try:
