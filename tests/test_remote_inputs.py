@@ -241,3 +241,19 @@ def test_webdataset_rows_from_s3_name_their_shard_by_its_url(s3_env, tmp_path):
     ds = sds.load_dataset("webdataset", data_files=f"s3://{s3_env.bucket}/wds/*.tar.gz", split="train",
                           cache_dir=tmp_path / "cache")
     assert ds.to_dict() == {"__key__": ["s0", "s1"], "__url__": [url, url], "txt": ["hello 0", "hello 1"]}
+
+
+def test_an_object_key_that_would_leave_the_local_inputs_folder_is_refused_naming_it(s3_env, tmp_path):
+    """A bucket someone else writes to may hold keys with '..' or '//' (S3 keys are any text): copying one must not
+    write outside $STABLE_DATASETS_LOCAL_CACHE_DIR/inputs, nor land on another key's copy."""
+    s3_env.write("raw/a.parquet", b"a")
+    escape = "raw/" + "../" * 12 + f"{tmp_path.relative_to('/')}/escaped.parquet"
+    s3_env.write(escape, b"evil")
+    with pytest.raises(StorageError, match=rf"^s3://{s3_env.bucket}/raw/\.\./.*escaped\.parquet: the object's key has an "
+                                           r"empty, '\.' or '\.\.' name, so it has no local copy; rename the object"):
+        inputs.fetch_inputs(f"s3://{s3_env.bucket}/raw/", (".parquet",))
+    assert not (tmp_path / "escaped.parquet").exists()
+    s3_env.delete(escape)
+    s3_env.write("raw//a.parquet", b"other")  # would share raw/a.parquet's local copy
+    with pytest.raises(StorageError, match=rf"^s3://{s3_env.bucket}/raw//a\.parquet: the object's key has an empty"):
+        inputs.fetch_inputs(f"s3://{s3_env.bucket}/raw/", (".parquet",))

@@ -164,7 +164,11 @@ def _version(info: ObjectInfo) -> dict[str, Any]:
 
 
 def _fetch_object(store: ObjectStore, info: ObjectInfo) -> Path:
-    destination = inputs_root() / store.scheme / store.bucket / info.key
+    names = info.key.split("/")
+    if any(name in ("", ".", "..") for name in names):  # keys are any text: such a one would leave the folder
+        raise StorageError(f"{store.url(info.key)}: the object's key has an empty, '.' or '..' name, so it has no "
+                           "local copy; rename the object")
+    destination = inputs_root().joinpath(store.scheme, store.bucket, *names)
     record = destination.with_name(f".{destination.name}.version.json")
     if _current(destination, record, info):
         return destination
