@@ -573,6 +573,26 @@ def test_cli_on_a_remote_root(s3_env, toy_builder, capsys):
     assert [k for k in s3_env.objects() if "/train/" in k] == []
 
 
+def test_rm_leaves_the_lease_and_the_attempt_of_a_build_in_progress(s3_env, toy_builder, capsys):
+    import socket
+    import time
+
+    ds = sds.load_dataset(str(toy_builder), split="train")
+    prefix = _split_prefix(s3_env, ds)
+    published = _metadata(s3_env, prefix)["attempt"]
+    del ds
+    gc.collect()
+    building = "0123456789abcdef"  # a rebuild holds the lease and is uploading this attempt
+    s3_env.write(f"{prefix}/_lease.json", json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                                      "attempt": building, "token": "t",
+                                                      "expires": time.time() + 300}).encode())
+    s3_env.write(f"{prefix}/attempts/{building}/shard-00000.arrow", b"half uploaded")
+    assert cli_main(["rm", "toy"]) == 0
+    capsys.readouterr()
+    assert s3_env.objects(prefix) == [f"{prefix}/_lease.json", f"{prefix}/attempts/{building}/shard-00000.arrow"]
+    assert not any(k.startswith(f"{prefix}/{published}/") for k in s3_env.objects(prefix))
+
+
 def test_cli_on_a_remote_root_takes_script_paths_and_cache_urls_as_on_a_local_root(s3_env, toy_builder, tmp_path,
                                                                                    capsys):
     """rm, info and verify name caches as on a local root: by a builder's script path (its caches only, not

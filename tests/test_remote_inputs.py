@@ -206,10 +206,10 @@ def test_object_globs_match_as_local_globs_do(s3_env, tmp_path):
         ["raw/a.csv", "raw/ab.csv", "raw/c.csv"]
 
 
-@pytest.mark.xfail(strict=True, reason="storage_options= of load_dataset do not reach data_files: builder/data_files.py "
-                   "(expand_object_pattern), builder/input_identity.py (object_identity) and download/manager.py "
-                   "(fetch_object) call storage.inputs without them, so only the environment's credentials are used "
-                   "(hostile8's area)")
+@pytest.mark.xfail(strict=True, reason="storage_options= of load_dataset do not reach data_files: "
+                   "builder/data_files.py (expand_object_pattern), builder/input_identity.py (object_identity) "
+                   "and download/manager.py (fetch_object) call storage.inputs without them, so only the "
+                   "environment's credentials are used (hostile8's area)")
 def test_data_files_on_s3_use_the_storage_options_given_to_load_dataset(s3_env, tmp_path, monkeypatch):
     import stable_datasets as sds
     from stable_datasets.storage.resolve import forget_stores
@@ -249,8 +249,9 @@ def test_an_object_key_that_would_leave_the_local_inputs_folder_is_refused_namin
     s3_env.write("raw/a.parquet", b"a")
     escape = "raw/" + "../" * 12 + f"{tmp_path.relative_to('/')}/escaped.parquet"
     s3_env.write(escape, b"evil")
-    with pytest.raises(StorageError, match=rf"^s3://{s3_env.bucket}/raw/\.\./.*escaped\.parquet: the object's key has an "
-                                           r"empty, '\.' or '\.\.' name, so it has no local copy; rename the object"):
+    with pytest.raises(StorageError, match=rf"^s3://{s3_env.bucket}/raw/\.\./.*escaped\.parquet: the object's key "
+                                           r"has an empty, '\.' or '\.\.' name, so it has no local copy; rename the "
+                                           r"object"):
         inputs.fetch_inputs(f"s3://{s3_env.bucket}/raw/", (".parquet",))
     assert not (tmp_path / "escaped.parquet").exists()
     s3_env.delete(escape)

@@ -199,22 +199,38 @@ def abandoned_attempts(root: RemoteRoot, max_age_seconds: float) -> list[tuple[s
     return found
 
 
+def _live_lease_attempt(split: RemoteSplit) -> str | None:
+    """The attempt a live lease names (a build in progress), else None."""
+    data = split.store.get(split.key(LEASE_FILE))
+    try:
+        record = json.loads(data) if data else None
+    except ValueError:
+        return None
+    if lease_is_stale(record) or not isinstance(record.get("attempt"), str):
+        return None
+    return f"{ATTEMPTS}/{record['attempt']}"
+
+
 def remove_remote_cache(split: RemoteSplit) -> None:
     """Unpublish a cache: `_metadata.json` goes first (no new reader finds it), then its objects.
 
-    Attempts an open dataset on this node pins are marked superseded instead, for a later prune.
+    Attempts an open dataset on this node pins are marked superseded instead, for a later prune. A build in
+    progress (a live lease) keeps its lease and its attempt: it publishes a whole cache when it is done.
     """
     split.store.delete([split.key(METADATA_FILE)])
+    building = _live_lease_attempt(split)
     attempts: dict[str, list[str]] = {}
     others = []
     for item in split.store.list(split.prefix + "/"):
         match = _ATTEMPT_KEY.match(item.key)
         if match and match.group("split") == split.prefix:
             attempts.setdefault(f"{ATTEMPTS}/{match.group('id')}", []).append(item.key)
-        elif item.key.rpartition("/")[0] == split.prefix:
+        elif item.key.rpartition("/")[0] == split.prefix and not (building and item.key.endswith(f"/{LEASE_FILE}")):
             others.append(item.key)
     keys = list(others)
     for attempt, attempt_keys in attempts.items():
+        if attempt == building:
+            continue
         if pinned_here(split, attempt):
             split.store.put_bytes(split.key(attempt, SUPERSEDED), json.dumps({"at": time.time()}).encode())
         else:
