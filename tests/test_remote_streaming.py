@@ -315,3 +315,15 @@ def test_a_big_data_file_is_downloaded_in_parallel_ranges_and_a_replaced_object_
     with pytest.raises(StorageError, match=r"the object changed while it was downloaded"):
         store.download(key, tmp_path / "copy")
     assert not list(tmp_path.glob("*copy*")) and not list(tmp_path.glob(".copy*"))
+
+
+def test_a_remote_stream_pickles_for_spawned_workers_and_reads_the_same_rows(s3_env, monkeypatch, tmp_path):
+    """DataLoader workers started with "spawn" or "forkserver" (macOS's default, Python 3.14's on Linux) receive
+    the stream pickled; its store is set up again in the worker from its URL and storage options."""
+    import pickle
+
+    publish(s3_env, "arrow")
+    stream = sds.load_dataset(Wide, split="train[:10%]", streaming=True, layout_options={"max_shard_size": 1_000_000})
+    copy = pickle.loads(pickle.dumps(stream))
+    assert [row["idx"] for row in copy] == list(range(400))
+    assert copy.dataset.split.store is stream.dataset.split.store  # one client per process and bucket

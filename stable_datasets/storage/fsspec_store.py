@@ -47,6 +47,7 @@ class FsspecStore(ObjectStore):
             raise ConfigurationError(f"{url}: cannot set up the {scheme}:// filesystem ({exc}); check "
                                      "storage_options") from None
         self.scheme, self.bucket = scheme, bucket
+        self.storage_options = dict(storage_options or {})
         self._exclusive = True
 
     def _path(self, key: str) -> str:

@@ -77,6 +77,7 @@ class S3Store(ObjectStore):
         from botocore.config import Config
 
         self.scheme, self.bucket = scheme, bucket
+        self.storage_options = dict(storage_options or {})
         options: dict[str, Any] = {}
         for name, value in (storage_options or {}).items():
             if name == "client_kwargs" and isinstance(value, dict):  # s3fs nests endpoint and region here

@@ -37,6 +37,14 @@ class ObjectStore(ABC):
 
     scheme: str
     bucket: str
+    storage_options: dict[str, Any]  # as given when it was set up: a pickled store is set up again from them
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """DataLoader workers started by "spawn"/"forkserver" get a stream pickled: the client is set up again
+        there (once per process, bucket and options) rather than pickled."""
+        from stable_datasets.storage.resolve import open_store
+
+        return open_store, (ObjectURL(self.scheme, self.bucket, ""), self.storage_options)
 
     def url(self, key: str) -> str:
         return str(ObjectURL(self.scheme, self.bucket, key))
