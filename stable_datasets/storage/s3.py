@@ -18,6 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
 
+from loguru import logger
+
 from stable_datasets.errors import ConfigurationError, MissingObjectError, StorageError
 from stable_datasets.storage.retry import max_attempts, with_retries
 from stable_datasets.storage.store import CHUNK, LocalWriteError, ObjectInfo, ObjectStore, local_writes, save_stream
@@ -92,6 +94,7 @@ class S3Store(ObjectStore):
                         s3={"addressing_style": "path"} if endpoint else None)
         self._endpoint_option, self._check_config = endpoint, config.merge(Config(read_timeout=CHECK_TIMEOUT))
         self._check_client: Any = None
+        self._conditional = True  # False once the server refused If-None-Match (then: check, then write)
         try:  # a profile named by AWS_PROFILE but absent from ~/.aws fails here, or in client()
             session = boto3.session.Session(
                 **{k: options.pop(k) for k in ("aws_access_key_id", "aws_secret_access_key", "aws_session_token",
@@ -254,12 +257,26 @@ class S3Store(ObjectStore):
         from botocore.exceptions import ClientError
 
         def put() -> bool:
-            try:
-                self.client.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+            if self._conditional:
+                try:
+                    self.client.put_object(Bucket=self.bucket, Key=key, Body=data, IfNoneMatch="*")
+                    return True
+                except ClientError as exc:
+                    code, status = _code(exc)
+                    if code == "PreconditionFailed" or status == 412:
+                        return False
+                    if code != "NotImplemented" and status != 501:
+                        raise
+                    self._conditional = False
+                    logger.warning("{} refuses conditional puts (If-None-Match: {}); publishing checks, then writes",
+                                   self.url(""), code or status)
+            try:  # check-then-write: the lease keeps builders apart; a race past an expired one: the last wins
+                self.client.head_object(Bucket=self.bucket, Key=key)
+                return False
             except ClientError as exc:
-                if _code(exc)[0] == "PreconditionFailed" or _code(exc)[1] == 412:
-                    return False
-                raise
+                if _code(exc)[0] not in _MISSING_CODES:
+                    raise
+            self.client.put_object(Bucket=self.bucket, Key=key, Body=data)
             return True
 
         return self._call("conditional write", key, put)
