@@ -46,6 +46,18 @@ def test_unsupported_scheme_is_an_error_and_makes_no_local_folder(toy_builder, t
     assert not any(p.name.startswith("nosuch") for p in tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("url", ["https://example.invalid/cache", "http://127.0.0.1:9/cache", "zip://inner/path"])
+def test_a_read_only_or_archive_scheme_is_refused_as_a_cache_root(toy_builder, tmp_path, monkeypatch, url):
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    scheme = url.split(":")[0]
+    with pytest.raises(ConfigurationError, match=rf"^{url.rsplit('/', 1)[0]}: {scheme}:// cannot hold a cache root "
+                                                 r"\(it is read-only, or an archive\); use s3://, gs://, az:// \(or "
+                                                 r"another writable fsspec protocol\) or a local folder"):
+        sds.load_dataset(str(toy_builder), split="train", cache_dir=url)
+    assert list((tmp_path / "cwd").iterdir()) == []
+
+
 def test_a_url_is_never_taken_as_a_local_folder(tmp_path, monkeypatch):
     from stable_datasets.cache.paths import cache_root
 

@@ -19,6 +19,10 @@ from stable_datasets.storage.store import ObjectStore
 from stable_datasets.storage.urls import ObjectURL, is_url
 
 DEFAULT_LOCAL_BASE = Path("~/.cache/stable_datasets/object-store")
+#: fsspec protocols that read only, or read inside one file: inputs may use them, cache roots cannot
+READ_ONLY_SCHEMES = frozenset({"http", "https", "zip", "tar", "libarchive", "github", "git", "data", "reference",
+                               "jlab", "jupyter", "simplecache", "filecache",
+                               "blockcache", "cached"})
 
 
 def local_base() -> Path:
@@ -39,6 +43,10 @@ class RemoteRoot:
     def open(cls, url: str | ObjectURL, storage_options: dict[str, Any] | None = None, *,
              check: bool = True) -> RemoteRoot:
         parsed = url if isinstance(url, ObjectURL) else ObjectURL.parse(url)
+        if parsed.scheme in READ_ONLY_SCHEMES:
+            raise ConfigurationError(f"{parsed.scheme}://{parsed.bucket}: {parsed.scheme}:// cannot hold a cache root "
+                                     "(it is read-only, or an archive); use s3://, gs://, az:// (or another writable "
+                                     "fsspec protocol) or a local folder")
         if storage_options is None:  # resolved here, so they travel with the root to Ray workers
             storage_options = storage_options_from_env()
         store = open_store(parsed, storage_options)
