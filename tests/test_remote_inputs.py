@@ -249,12 +249,25 @@ def test_an_object_key_that_would_leave_the_local_inputs_folder_is_refused_namin
     s3_env.write("raw/a.parquet", b"a")
     escape = "raw/" + "../" * 12 + f"{tmp_path.relative_to('/')}/escaped.parquet"
     s3_env.write(escape, b"evil")
+    from stable_datasets.storage.resolve import open_store
+
+    store = open_store(inputs.ObjectURL.parse(f"s3://{s3_env.bucket}"))
     with pytest.raises(StorageError, match=rf"^s3://{s3_env.bucket}/raw/\.\./.*escaped\.parquet: the object's key "
                                            r"has an empty, '\.' or '\.\.' name, so it has no local copy; rename the "
                                            r"object"):
-        inputs.fetch_inputs(f"s3://{s3_env.bucket}/raw/", (".parquet",))
+        inputs._fetch_object(store, store.head(escape))
+    assert [p.name for p in inputs.fetch_inputs(f"s3://{s3_env.bucket}/raw/", (".parquet",))] == ["a.parquet"]
     assert not (tmp_path / "escaped.parquet").exists()
-    s3_env.delete(escape)
     s3_env.write("raw//a.parquet", b"other")  # would share raw/a.parquet's local copy
     with pytest.raises(StorageError, match=rf"^s3://{s3_env.bucket}/raw//a\.parquet: the object's key has an empty"):
-        inputs.fetch_inputs(f"s3://{s3_env.bucket}/raw/", (".parquet",))
+        inputs.fetch_inputs(f"s3://{s3_env.bucket}/raw/**", (".parquet",))
+
+
+def test_a_prefix_names_the_objects_directly_under_it_as_a_local_folder_does(s3_env, tmp_path):
+    """A local folder given to a reader is read without its subfolders; a prefix is too."""
+    for name in ("packs/p0.parquet", "packs/old/p9.parquet"):
+        s3_env.write(name, b"x")
+    copies = inputs.fetch_inputs(f"s3://{s3_env.bucket}/packs/", (".parquet",))
+    assert [p.relative_to(inputs.inputs_root()).as_posix() for p in copies] == [f"s3/{s3_env.bucket}/packs/p0.parquet"]
+    nested = inputs.fetch_inputs(f"s3://{s3_env.bucket}/packs/**/*.parquet", (".parquet",))  # a glob says so
+    assert [p.name for p in nested] == ["p9.parquet", "p0.parquet"]

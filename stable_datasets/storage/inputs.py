@@ -13,7 +13,8 @@ files, so a remote input is first copied to `<local base>/inputs/` and read from
   that changed since is copied again, one that vanished is an error naming its URL.
 - A URL may end in a glob (`s3://b/packs/*.parquet`, matched as `glob.glob(recursive=True)` matches
   local paths: `*` within one folder, `**/` across folders) or name a prefix (`s3://b/packs/`): the
-  objects under it whose names end in one of the reader's suffixes, sorted.
+  objects directly under it (as a local folder's files, not its subfolders') whose names end in one
+  of the reader's suffixes, sorted.
 """
 
 from __future__ import annotations
@@ -133,7 +134,9 @@ def _objects_named(store: ObjectStore, parsed: ObjectURL, url: str, suffixes: tu
     single = store.head(key) if key and not url.endswith("/") else None
     if single is not None:
         return [single]
-    under = [o for o in store.list(f"{key}/" if key else "") if not suffixes or o.key.endswith(suffixes)]
+    folder = f"{key}/" if key else ""  # its direct objects, as a local folder's files (a glob with ** goes deeper)
+    under = [o for o in store.list(folder)
+             if "/" not in o.key[len(folder):] and (not suffixes or o.key.endswith(suffixes))]
     if not under:
         kinds = f" {'/'.join(suffixes)}" if suffixes else ""
         raise RemoteInputNotFoundError(f"{url}: no such object, and no{kinds} objects under it")
