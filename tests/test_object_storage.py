@@ -369,9 +369,18 @@ def test_a_builder_stalled_past_its_lease_keeps_its_local_work_and_both_processe
             assert time.monotonic() < deadline and stalled.poll() is None, stalled.communicate()
             time.sleep(0.05)
         stalled.send_signal(signal.SIGSTOP)
+        split_prefix = next(k for k in s3_env.objects() if k.endswith("/_lease.json")).rsplit("/", 1)[0]
         time.sleep(1.5)  # A's lease expires: nobody renews it
         second = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(3)  # B takes the expired lease over and waits for the local lock
+        def lease_holder() -> int | None:
+            try:
+                return json.loads(s3_env.read(f"{split_prefix}/_lease.json"))["pid"]
+            except Exception:  # between B's delete of the stale lease and its put
+                return None
+
+        while lease_holder() != second.pid:  # B takes the lease over, then waits for A's local lock
+            assert time.monotonic() < deadline and second.poll() is None, second.communicate()
+            time.sleep(0.05)
     finally:
         stalled.send_signal(signal.SIGCONT)
     outputs = [p.communicate(timeout=180) for p in (stalled, second)]
