@@ -209,6 +209,22 @@ def test_an_s3_store_that_refuses_if_none_match_falls_back_to_check_then_write_a
                "then writes" in m for m in messages) == 1
 
 
+def test_a_file_over_the_part_size_is_uploaded_in_parts(s3_env, tmp_path, monkeypatch):
+    """S3 takes at most 5 GB in one PUT: a big shard or Lance data file goes up as a multipart upload."""
+    from stable_datasets.storage import s3
+
+    monkeypatch.setattr(s3, "UPLOAD_PART_BYTES", 5 << 20)  # S3's smallest part
+    data = os.urandom((11 << 20) + 7)
+    (tmp_path / "big").write_bytes(data)
+    store = open_store(ObjectURL.parse(s3_env.root))
+    store.put_file(tmp_path / "big", "cache/big")
+    assert s3_env.read("cache/big") == data
+    assert store.head("cache/big").etag.endswith('-3"')  # the ETag of a 3-part upload
+    (tmp_path / "small").write_bytes(b"x" * 100)
+    store.put_file(tmp_path / "small", "cache/small")
+    assert not store.head("cache/small").etag.endswith('-1"')  # one PUT
+
+
 # -- build and load ------------------------------------------------------------------------------
 @pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
 def test_build_and_load_equal_a_local_cache(s3_env, toy_builder, tmp_path, storage_format):

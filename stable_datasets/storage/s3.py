@@ -28,6 +28,8 @@ T = TypeVar("T")
 #: objects bigger than this are downloaded in ranges of this size, PART_THREADS at a time (else one GET)
 PART_BYTES = 64 << 20
 PART_THREADS = 8
+#: files bigger than this are uploaded in parts of this size (multipart; one PUT takes at most 5 GB on S3)
+UPLOAD_PART_BYTES = 256 << 20
 #: seconds the first request (the bucket check) waits for a connection and for an answer: an endpoint that
 #: accepts connections but never answers fails in seconds, not after READ_TIMEOUT x attempts
 CHECK_TIMEOUT = 5.0
@@ -91,7 +93,7 @@ class S3Store(ObjectStore):
                                          f"{sorted(set(OPTION_ALIASES) | {'client_kwargs'})}")
         endpoint = options.get("endpoint_url")
         config = Config(retries={"total_max_attempts": 1}, connect_timeout=CHECK_TIMEOUT, read_timeout=READ_TIMEOUT,
-                        s3={"addressing_style": "path"} if endpoint else None)
+                        s3={"addressing_style": "path"} if endpoint else None, max_pool_connections=4 * PART_THREADS)
         self._endpoint_option, self._check_config = endpoint, config.merge(Config(read_timeout=CHECK_TIMEOUT))
         self._check_client: Any = None
         self._conditional = True  # False once the server refused If-None-Match (then: check, then write)
@@ -247,9 +249,21 @@ class S3Store(ObjectStore):
         self._call("write", key, lambda: self.client.put_object(Bucket=self.bucket, Key=key, Body=data))
 
     def put_file(self, path: Path, key: str) -> None:
+        """One PUT up to UPLOAD_PART_BYTES; a bigger file (S3 takes at most 5 GB in one PUT) as a multipart upload."""
         def upload() -> None:
-            with open(path, "rb") as body:
-                self.client.put_object(Bucket=self.bucket, Key=key, Body=body)
+            if path.stat().st_size <= UPLOAD_PART_BYTES:
+                with open(path, "rb") as body:
+                    self.client.put_object(Bucket=self.bucket, Key=key, Body=body)
+                return
+            from boto3.exceptions import S3UploadFailedError
+            from boto3.s3.transfer import TransferConfig
+
+            config = TransferConfig(multipart_threshold=UPLOAD_PART_BYTES, multipart_chunksize=UPLOAD_PART_BYTES,
+                                    max_concurrency=PART_THREADS)
+            try:
+                self.client.upload_file(str(path), self.bucket, key, Config=config)
+            except S3UploadFailedError as exc:  # boto3 wraps the store's answer: explain that one
+                raise exc.__context__ if exc.__context__ is not None else exc from None
 
         self._call("upload", key, upload)
 
