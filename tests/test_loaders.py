@@ -287,6 +287,42 @@ def test_arrow_file_written_by_hugging_face(tmp_path):
     assert ds[:] == {"text": ["a", "b"], "n": [1, 2]}
 
 
+@pytest.mark.parametrize("kind", ["file", "stream"])
+def test_arrow_file_with_a_damaged_offset_names_the_file_and_never_crashes(tmp_path, kind):
+    # a string offset past the end of its data: pyarrow reads the batch without checking it, and
+    # the Parquet writer then crashed the process (SIGBUS) while Arrow and Lance caches were
+    # published with the damage in them (found only when read back, as a 'corrupt Arrow shard')
+    import struct
+
+    table = pa.table({"i": list(range(8)), "s": ["ab"] * 8})
+    path = tmp_path / "d.arrow"
+    with pa.OSFile(str(path), "wb") as sink:
+        writer = pa.ipc.new_file(sink, table.schema) if kind == "file" else pa.ipc.new_stream(sink, table.schema)
+        writer.write_table(table)
+        writer.close()
+    data = path.read_bytes()
+    offsets = struct.pack("<4i", 0, 2, 4, 6)
+    assert data.count(offsets) == 1
+    path.write_bytes(data.replace(offsets, struct.pack("<4i", 0, 2, 1 << 30, 6)))
+    probe = (
+        "import sys, stable_datasets as sds\n"
+        "for fmt in ('parquet', 'arrow', 'lance'):\n"
+        "    try:\n"
+        "        sds.load_dataset('arrow', data_files=sys.argv[1], split='train', storage_format=fmt,\n"
+        "                         cache_dir=sys.argv[2])\n"
+        "    except sds.loaders.LoaderError as exc:\n"
+        "        print(fmt, exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(path), str(tmp_path / "cache")], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["parquet", "arrow", "lance"], out.stdout
+    for line in lines:
+        assert f"{path}: record batch 0 (rows 0-7) is damaged (" in line, line
+    assert not list((tmp_path / "cache").rglob("_metadata.json"))  # nothing published
+
+
 # -- text -------------------------------------------------------------------------------------
 def test_text_sample_by_line_paragraph_document(tmp_path):
     path = tmp_path / "t.txt"
