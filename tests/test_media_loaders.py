@@ -130,6 +130,21 @@ def test_unreadable_image_names_the_file(tmp_path):
         sds.load_dataset("imagefolder", data_dir=str(tmp_path / "imgs"), split="train")
 
 
+def test_a_png_with_a_damaged_byte_in_its_pixel_data_names_the_file(tmp_path):
+    # signature, header and end marker intact: before, the image was stored and the first read of
+    # that row failed with 'stored image ... could not be decoded (the cache is damaged ...)'
+    _image_folder(tmp_path / "imgs", n=6)
+    victim = sorted((tmp_path / "imgs").rglob("*.png"))[2]
+    data = bytearray(victim.read_bytes())
+    start = data.index(b"IDAT") + 4
+    data[start + 5] ^= 0x10  # inside the compressed pixels: the chunk's CRC no longer matches
+    victim.write_bytes(bytes(data))
+    with pytest.raises(ExampleError, match=rf"example key '{victim}', field 'image': undecodable image: "
+                                           rf"{len(data)} bytes starting with 0x89504e47"):
+        sds.load_dataset("imagefolder", data_dir=str(tmp_path / "imgs"), split="train")
+    assert not list((tmp_path / "imgs").parent.rglob("_metadata.json"))
+
+
 def test_imagefolder_adding_an_image_rebuilds_and_num_proc_gives_the_same_rows(tmp_path):
     _image_folder(tmp_path / "imgs", n=20)
     one = sds.load_dataset("imagefolder", data_dir=str(tmp_path / "imgs"), split="train")
