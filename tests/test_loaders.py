@@ -582,3 +582,28 @@ def test_a_folder_of_mixed_files_says_which_files_it_leaves_out(tmp_path):
         logger.remove(handle)
         logger.disable("stable_datasets")
     assert any("a.csv" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("where", ["first", "later"])
+def test_a_record_of_several_mib_loads_as_in_hugging_face(tmp_path, where):
+    # a long document in a JSON Lines file or a CSV field (HF grows its block size): before,
+    # "straddling object straddles two block boundaries" for JSON, and for CSV "line 2: field
+    # larger than field limit (131072)", the limit of the csv module used to locate the error
+    long = "w" * (3 << 20)
+    jsonl = tmp_path / "docs.jsonl"
+    rows = [{"id": i, "text": f"doc {i}"} for i in range(3)]
+    rows[0 if where == "first" else 2]["text"] = long
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ds = sds.load_dataset("json", data_files=str(jsonl), split="train")
+    assert ds["text"] == [r["text"] for r in rows]
+    table = tmp_path / "docs.csv"
+    table.write_text("id,text\n" + "".join(f'{r["id"]},"{r["text"]}, quoted"\n' for r in rows))
+    ds = sds.load_dataset("csv", data_files=str(table), split="train")
+    assert ds["text"] == [r["text"] + ", quoted" for r in rows]
+
+
+def test_a_malformed_csv_row_after_a_long_field_is_named(tmp_path):
+    table = tmp_path / "d.csv"
+    table.write_text("a,b\n1," + "x" * 200_000 + "\n2,y,extra\n")
+    with pytest.raises(LoaderError, match=rf"{table}, line 3: expected 2 fields, got 3"):
+        sds.load_dataset("csv", data_files=str(table), split="train")

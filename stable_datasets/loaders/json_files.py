@@ -125,8 +125,7 @@ class JsonLoader(FileLoader):
         options = pajson.ParseOptions(explicit_schema=schema,
                                       unexpected_field_behavior="error" if complete else "infer")
         try:
-            return pajson.read_json(io.BytesIO(block), read_options=pajson.ReadOptions(block_size=PARSE_BLOCK_BYTES),
-                                    parse_options=options)
+            return _read_json(block, options)
         except pa.ArrowInvalid as exc:
             encoding = "utf-8" if self._transcoded() else self.config.encoding  # the block is UTF-8 by now
             raise line_error(path, block, first_line, encoding, exc,
@@ -227,6 +226,21 @@ def line_blocks(path: str, start: int | None, stop: int | None, block_bytes: int
                 position += len(rest)
             yield block, line
             line += block.count(b"\n")
+
+
+def _read_json(block: bytes, options: pajson.ParseOptions) -> pa.Table:
+    """`block` parsed in PARSE_BLOCK_BYTES blocks on pyarrow's threads; a record longer than that (a
+    long document) makes pyarrow refuse the block ('straddling object'), so the blocks grow until
+    the longest record fits, as Hugging Face grows them."""
+    size = PARSE_BLOCK_BYTES
+    while True:
+        try:
+            return pajson.read_json(io.BytesIO(block), read_options=pajson.ReadOptions(block_size=size),
+                                    parse_options=options)
+        except pa.ArrowInvalid as exc:
+            if "straddling" not in str(exc) or size > len(block):
+                raise
+            size = min(size * 4, len(block) + 1)
 
 
 def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exception,
