@@ -607,3 +607,54 @@ def test_a_malformed_csv_row_after_a_long_field_is_named(tmp_path):
     table.write_text("a,b\n1," + "x" * 200_000 + "\n2,y,extra\n")
     with pytest.raises(LoaderError, match=rf"{table}, line 3: expected 2 fields, got 3"):
         sds.load_dataset("csv", data_files=str(table), split="train")
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
+def test_compressed_inputs_are_read_as_in_hugging_face(tmp_path, suffix):
+    # before: '<file>.gz, not valid utf-8 text (invalid start byte, in line 1)' (HF decompresses them)
+    import bz2
+    import gzip
+    import lzma
+
+    def compress(data: bytes) -> bytes:
+        if suffix == ".zst":
+            out = pa.BufferOutputStream()
+            with pa.CompressedOutputStream(out, "zstd") as stream:
+                stream.write(data)
+            return out.getvalue().to_pybytes()
+        return {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix](data)
+
+    csv_file = tmp_path / f"d.csv{suffix}"
+    csv_file.write_bytes(compress(b"a,b\n1,x\n2,y\n"))
+    assert sds.load_dataset("csv", data_files=str(csv_file), split="train")[:] == {"a": [1, 2], "b": ["x", "y"]}
+    jsonl = tmp_path / f"d.jsonl{suffix}"
+    jsonl.write_bytes(compress(b'{"a": 1}\n{"a": 2}\n'))
+    assert sds.load_dataset("json", data_files=str(jsonl), split="train")["a"] == [1, 2]
+    text = tmp_path / f"d.txt{suffix}"
+    text.write_bytes(compress(b"l1\nl2\n"))
+    assert sds.load_dataset("text", data_files=str(text), split="train")["text"] == ["l1", "l2"]
+    csv_file.write_bytes(compress(b"a,b\n3,z\n"))  # edited: rebuilt from the new content
+    assert sds.load_dataset("csv", data_files=str(csv_file), split="train")[:] == {"a": [3], "b": ["z"]}
+
+
+def test_a_damaged_compressed_input_names_the_file(tmp_path):
+    import gzip
+
+    data = bytearray(gzip.compress(b"a,b\n" + b"".join(b"%d,x\n" % i for i in range(1000))))
+    data[len(data) // 2] ^= 0xFF
+    path = tmp_path / "d.csv.gz"
+    path.write_bytes(bytes(data))
+    with pytest.raises(LoaderError, match=rf"{path}: damaged gzip data \("):
+        sds.load_dataset("csv", data_files=str(path), split="train")
+
+
+def test_a_folder_of_compressed_data_files_is_read_by_their_inner_format(tmp_path):
+    import gzip
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "train.jsonl.gz").write_bytes(gzip.compress(b'{"a": 1}\n{"a": 2}\n'))
+    (folder / "test.jsonl.gz").write_bytes(gzip.compress(b'{"a": 3}\n'))
+    splits = sds.load_dataset(str(folder))
+    assert splits["train"]["a"] == [1, 2] and splits["test"]["a"] == [3]
+    assert sds.load_dataset("json", data_dir=str(folder), split="test")["a"] == [3]

@@ -34,6 +34,9 @@ FORMAT_OF_EXTENSION = {
     **{ext: "imagefolder" for ext in IMAGE_EXTENSIONS}, **{ext: "videofolder" for ext in VIDEO_EXTENSIONS},
 }
 METADATA_FILES = ("metadata.csv", "metadata.jsonl")
+MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
+#: endings of compressed data files (see loaders/compressed.py)
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
 
 
 def list_files(folder: str) -> list[str]:
@@ -80,6 +83,12 @@ def infer_data_files(data_dir: str | os.PathLike, names: tuple[str, ...], builde
     return {s: splits[s] for s in order}
 
 
+def _uncompressed(path: str) -> str:
+    """`train.csv.gz` -> `train.csv`: a compressed data file is read as the file it holds."""
+    stem, suffix = os.path.splitext(path)
+    return stem if suffix.lower() in COMPRESSION_SUFFIXES else path
+
+
 def _is_metadata(path: str) -> bool:
     return os.path.basename(path) in METADATA_FILES
 
@@ -91,7 +100,9 @@ def infer_folder_format(folder: str | os.PathLike) -> tuple[str, dict[str, Any]]
     for path in list_files(os.fspath(folder)):
         if _is_metadata(path):
             continue
-        extension = ".tar" if path.lower().endswith(TAR_SUFFIXES) else os.path.splitext(path)[1].lower()
+        extension = ".tar" if path.lower().endswith(TAR_SUFFIXES) else os.path.splitext(_uncompressed(path))[1].lower()
+        if extension in MEDIA_EXTENSIONS and extension != os.path.splitext(path)[1].lower():
+            continue  # a compressed image or video is no image or video file
         if extension in FORMAT_OF_EXTENSION:
             counts[extension] += 1
             kinds.setdefault(FORMAT_OF_EXTENSION[extension], []).append(path)
