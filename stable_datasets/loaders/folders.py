@@ -40,9 +40,11 @@ COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
 
 
 def list_files(folder: str) -> list[str]:
-    """Every non-hidden file under `folder`, sorted by path."""
+    """Every non-hidden file under `folder`, sorted by path; a folder reached again through a
+    symlink (a loop) is listed once."""
     found: list[str] = []
     stack = [folder]
+    walked = {os.path.realpath(folder)}
     while stack:
         current = stack.pop()
         with os.scandir(current) as entries:
@@ -50,6 +52,10 @@ def list_files(folder: str) -> list[str]:
                 if entry.name.startswith((".", "__")):
                     continue
                 if entry.is_dir():
+                    real = os.path.realpath(entry.path) if entry.is_symlink() else None
+                    if real is not None and real in walked:
+                        continue
+                    walked.add(real or entry.path)
                     stack.append(entry.path)
                 elif entry.is_file():
                     found.append(entry.path)
