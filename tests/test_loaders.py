@@ -658,3 +658,15 @@ def test_a_folder_of_compressed_data_files_is_read_by_their_inner_format(tmp_pat
     splits = sds.load_dataset(str(folder))
     assert splits["train"]["a"] == [1, 2] and splits["test"]["a"] == [3]
     assert sds.load_dataset("json", data_dir=str(folder), split="test")["a"] == [3]
+
+
+def test_an_empty_first_file_does_not_stop_inference_from_the_others(tmp_path):
+    # as in Hugging Face: before, '<file>: the file is empty (no JSON records)' when the empty
+    # file came first in data_files (the same files in the other order loaded)
+    (tmp_path / "0-empty.jsonl").write_text("")
+    (tmp_path / "1-rows.jsonl").write_text('{"a": 1}\n{"a": 2}\n')
+    ds = sds.load_dataset("json", data_files=str(tmp_path / "*.jsonl"), split="train")
+    assert ds[:] == {"a": [1, 2]}
+    (tmp_path / "1-rows.jsonl").write_text("")
+    with pytest.raises(LoaderError, match=r"0-empty\.jsonl: the file is empty \(no JSON records\)"):
+        sds.load_dataset("json", data_files=str(tmp_path / "*.jsonl"), split="train")

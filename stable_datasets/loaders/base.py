@@ -127,10 +127,18 @@ class FileLoader(GeneratorBasedBuilder):
         return path
 
     def first_file(self) -> str:
+        """The first data file that is not empty (features are inferred from it, as in Hugging Face an
+        empty file among others is no reason to fail), else the first one."""
+        first = None
         for paths in self.data_files().values():
             for path in paths:
                 if not self.is_companion(path):
-                    return self.local_file(path)
+                    local = self.local_file(path)
+                    if _size(local) > 0:
+                        return local
+                    first = first or local
+        if first is not None:
+            return first
         where = self.config.data_files or self.config.data_dir
         raise FileNotFoundError(f"the '{self.builder_name()}' loader found no data file in {where}")
 
