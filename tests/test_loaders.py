@@ -670,3 +670,13 @@ def test_an_empty_first_file_does_not_stop_inference_from_the_others(tmp_path):
     (tmp_path / "1-rows.jsonl").write_text("")
     with pytest.raises(LoaderError, match=r"0-empty\.jsonl: the file is empty \(no JSON records\)"):
         sds.load_dataset("json", data_files=str(tmp_path / "*.jsonl"), split="train")
+
+
+def test_a_folder_given_as_a_data_file_is_named_with_what_to_pass(tmp_path):
+    # before: pyarrow's "OSError: Expected file path, but ... is a directory", after the folder's
+    # stat (which an edit inside it does not change) had gone into the fingerprint
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.csv").write_text("x\n1\n")
+    with pytest.raises(ValueError, match=rf"data file {tmp_path / 'data'} \(split 'train'\) is a folder: pass "
+                                         r"data_dir= or a glob such as '.*data/\*\*'"):
+        sds.load_dataset("csv", data_files=str(tmp_path / "data"), split="train")
