@@ -680,3 +680,16 @@ def test_a_folder_given_as_a_data_file_is_named_with_what_to_pass(tmp_path):
     with pytest.raises(ValueError, match=rf"data file {tmp_path / 'data'} \(split 'train'\) is a folder: pass "
                                          r"data_dir= or a glob such as '.*data/\*\*'"):
         sds.load_dataset("csv", data_files=str(tmp_path / "data"), split="train")
+
+
+def test_a_column_name_lance_cannot_store_is_named_before_anything_is_built(tmp_path):
+    # before: "OSError: LanceError(Schema): Top level field a.b cannot contain `.` ... schema.rs:359:28"
+    (tmp_path / "d.csv").write_text("id,a.b\n1,2\n")
+    message = (r"storage_format='lance' cannot store the column 'a\.b': Lance reads a dot in a column name as a "
+               r"path into a struct; rename the column \(rename_column\) or choose storage_format='arrow' or "
+               r"'parquet'")
+    with pytest.raises(ValueError, match=message):
+        sds.load_dataset("csv", data_files=str(tmp_path / "d.csv"), split="train", storage_format="lance")
+    with pytest.raises(ValueError, match=message):
+        sds.StableDataset.from_dict({"id": [1], "a.b": [2]}, storage_format="lance")
+    assert sds.load_dataset("csv", data_files=str(tmp_path / "d.csv"), split="train")[0] == {"id": 1, "a.b": 2}
