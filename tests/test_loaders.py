@@ -693,3 +693,11 @@ def test_a_column_name_lance_cannot_store_is_named_before_anything_is_built(tmp_
     with pytest.raises(ValueError, match=message):
         sds.StableDataset.from_dict({"id": [1], "a.b": [2]}, storage_format="lance")
     assert sds.load_dataset("csv", data_files=str(tmp_path / "d.csv"), split="train")[0] == {"id": 1, "a.b": 2}
+
+
+def test_a_column_type_without_a_feature_names_the_file_and_column(tmp_path):
+    # before: "no feature type for Arrow type map<string, int64 ('m')>; pass features=...", no file
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"id": [1], "m": pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64()))}), path)
+    with pytest.raises(LoaderError, match=rf"{path}: column 'm': no feature type for Arrow type map<string, int64"):
+        sds.load_dataset("parquet", data_files=str(path), split="train")

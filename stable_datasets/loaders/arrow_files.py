@@ -38,9 +38,10 @@ class ArrowLoader(FileLoader):
     EXTENSIONS = (".arrow",)
 
     def infer_features(self) -> Features:
-        source, schema, _ = open_ipc(self.first_file())
+        path = self.first_file()
+        source, schema, _ = open_ipc(path)
         source.close()
-        return features_from_schema(schema)
+        return features_from_schema(schema, path)
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
         path = piece[0]

@@ -136,7 +136,7 @@ class CsvLoader(FileLoader):
             raise LoaderError(f"{path}, {_first_undecodable_line(path, self.config.encoding)}; pass encoding= "
                               "naming the file's encoding (e.g. 'latin-1')")
         types = self._exact_integer_types(path, schema, names)
-        return features_from_schema(pa.schema([pa.field(n, types.get(n, f.type)) for n, f in zip(names, schema)]))
+        return features_from_schema(pa.schema([pa.field(n, types.get(n, f.type)) for n, f in zip(names, schema)]), path)
 
     def _exact_integer_types(self, path: str, schema: pa.Schema, names: list[str]) -> dict[str, pa.DataType]:
         """uint64 for sampled float64 columns that hold only integers, some past int64 (see

@@ -63,8 +63,9 @@ class JsonLoader(FileLoader):
                 sample = fh.read(SAMPLE_BYTES)
                 sample += fh.readline()
             table = self._parse_block(path, sample, 0, None)
-            return features_from_schema(_exact_integer_schema(path, sample, table.schema, self.config.encoding))
-        return features_from_schema(table.schema)
+            return features_from_schema(_exact_integer_schema(path, sample, table.schema, self.config.encoding),
+                                         path)
+        return features_from_schema(table.schema, path)
 
     def _is_document(self, path: str) -> bool:
         if self.config.field is not None:

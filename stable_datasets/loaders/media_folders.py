@@ -96,7 +96,7 @@ class MediaFolderLoader(FileLoader):
         metadata = self.metadata_files()
         if metadata:
             first = next(iter(metadata.values()))[0]
-            inferred = features_from_schema(self._metadata_table(first).schema)
+            inferred = features_from_schema(self._metadata_table(first).schema, first)
             if "file_name" not in inferred:
                 raise LoaderError(f"{first}: a metadata file needs a file_name column (it has {list(inferred)})")
             return Features({(self.BASE_COLUMN if name == "file_name" else name):
