@@ -287,6 +287,23 @@ def test_arrow_file_written_by_hugging_face(tmp_path):
     assert ds[:] == {"text": ["a", "b"], "n": [1, 2]}
 
 
+def test_a_folder_saved_by_hugging_face_save_to_disk_loads_with_its_splits_and_features(tmp_path):
+    # before: the folder's loader was inferred from its most common files, the JSON ones
+    # (state.json, dataset_info.json), and the load failed with 'state.json, line 1: invalid JSON'
+    import datasets
+
+    features = datasets.Features({"t": datasets.Value("string"), "l": datasets.ClassLabel(names=["n", "y"])})
+    hf = datasets.Dataset.from_dict({"t": ["a", "b", "c"], "l": [0, 1, 1]}, features=features)
+    hf.save_to_disk(str(tmp_path / "one"))
+    datasets.DatasetDict({"train": hf, "test": hf.select([2])}).save_to_disk(str(tmp_path / "both"))
+    one = sds.load_dataset(str(tmp_path / "one"))
+    assert list(one) == ["train"] and one["train"][:] == {"t": ["a", "b", "c"], "l": [0, 1, 1]}
+    assert one["train"].features["l"] == sds.ClassLabel(names=["n", "y"])
+    both = sds.load_dataset(str(tmp_path / "both"))
+    assert list(both) == ["train", "test"] and both["test"][:] == {"t": ["c"], "l": [1]}
+    assert sds.load_dataset(str(tmp_path / "both"), split="train")["t"] == ["a", "b", "c"]
+
+
 @pytest.mark.parametrize("kind", ["file", "stream"])
 def test_arrow_file_with_a_damaged_offset_names_the_file_and_never_crashes(tmp_path, kind):
     # a string offset past the end of its data: pyarrow reads the batch without checking it, and

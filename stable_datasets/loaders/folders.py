@@ -9,9 +9,11 @@ with no split word anywhere, every file is "train".
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from loguru import logger
@@ -97,6 +99,26 @@ def _uncompressed(path: str) -> str:
 
 def _is_metadata(path: str) -> bool:
     return os.path.basename(path) in METADATA_FILES
+
+
+def saved_by_hugging_face(folder: Path) -> dict[str, list[str]] | None:
+    """split -> Arrow files of a folder that `datasets`' save_to_disk wrote (a Dataset: state.json
+    beside its files; a DatasetDict: dataset_dict.json naming a folder per split), else None."""
+    try:
+        if (folder / "dataset_dict.json").is_file():
+            splits = json.loads((folder / "dataset_dict.json").read_text())["splits"]
+            return {str(split): _saved_files(folder / str(split)) for split in splits}
+        if (folder / "state.json").is_file() and (folder / "dataset_info.json").is_file():
+            return {"train": _saved_files(folder)}
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        raise FileNotFoundError(f"{folder} looks like a folder saved by Hugging Face's save_to_disk, but its "
+                                f"state cannot be read ({exc})") from None
+    return None
+
+
+def _saved_files(folder: Path) -> list[str]:
+    state = json.loads((folder / "state.json").read_text())
+    return [str(folder / entry["filename"]) for entry in state["_data_files"]]
 
 
 def infer_folder_format(folder: str | os.PathLike) -> tuple[str, dict[str, Any]]:
