@@ -718,3 +718,16 @@ def test_a_column_type_without_a_feature_names_the_file_and_column(tmp_path):
     pq.write_table(pa.table({"id": [1], "m": pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64()))}), path)
     with pytest.raises(LoaderError, match=rf"{path}: column 'm': no feature type for Arrow type map<string, int64"):
         sds.load_dataset("parquet", data_files=str(path), split="train")
+
+
+def test_pretty_printed_json_records_are_named_by_the_line_they_start_on(tmp_path):
+    # before: "b.json, line 1: invalid JSON (Expecting property name enclosed in double quotes)"
+    # for a valid file whose record has a field the features (from a.json) lack
+    (tmp_path / "a.json").write_text('{\n  "n": 1\n}\n')
+    (tmp_path / "b.json").write_text('{\n  "n": 2\n}\n{\n  "n": 3,\n  "extra": "x"\n}\n')
+    with pytest.raises(LoaderError, match=rf"{tmp_path / 'b.json'}, line 4: field 'extra' is not in the features "
+                                          r"\['n'\]; pass features= naming every field"):
+        sds.load_dataset("json", data_files=[str(tmp_path / "a.json"), str(tmp_path / "b.json")], split="train")
+    (tmp_path / "b.json").write_text('{\n  "n": 2\n}\n{\n  "n": 3,\n  "n2": \n}\n')
+    with pytest.raises(LoaderError, match=rf"{tmp_path / 'b.json'}, line \d: invalid JSON"):
+        sds.load_dataset("json", data_files=[str(tmp_path / "a.json"), str(tmp_path / "b.json")], split="train")

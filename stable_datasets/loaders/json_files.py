@@ -18,6 +18,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.json as pajson
@@ -244,19 +245,52 @@ def _read_json(block: bytes, options: pajson.ParseOptions) -> pa.Table:
             size = min(size * 4, len(block) + 1)
 
 
+_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def _json_values(block: bytes, first_line: int, encoding: str) -> list[tuple[int, Any]] | None:
+    """(line it starts on, value) of each JSON value of `block` read as a whole, for records that
+    span lines; None when the block is no sequence of JSON values (error paths only)."""
+    try:
+        text = block.decode(encoding)
+    except UnicodeDecodeError:
+        return None
+    decoder = json.JSONDecoder()
+    values: list[tuple[int, Any]] = []
+    position, line = 0, first_line + 1
+    while True:
+        start = _SPACE.match(text, position).end()  # type: ignore[union-attr]
+        if start == len(text):
+            return values
+        line += text.count("\n", position, start)
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            return None
+        values.append((line, value))
+        line += text.count("\n", start, end)
+        position = end
+
+
 def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exception,
                fields: list[str] | None = None) -> LoaderError:
     """The first line of the block that is not a JSON object, or pyarrow's message with the file."""
+    values: list[tuple[int, Any]] = []
     for number, raw in enumerate(block.split(b"\n"), start=first_line + 1):
         text = raw.strip()
         if not text:
             continue
         try:
-            value = json.loads(text.decode(encoding))
+            values.append((number, json.loads(text.decode(encoding))))
         except UnicodeDecodeError as error:
             return LoaderError(f"{path}, line {number}: not valid {encoding} text ({error.reason})")
         except json.JSONDecodeError as error:
-            return LoaderError(f"{path}, line {number}: invalid JSON ({error.msg} at column {error.colno})")
+            whole = _json_values(block, first_line, encoding)  # records over several lines (pretty-printed)
+            if whole is None:
+                return LoaderError(f"{path}, line {number}: invalid JSON ({error.msg} at column {error.colno})")
+            values = whole
+            break
+    for number, value in values:
         if not isinstance(value, dict):
             return LoaderError(f"{path}, line {number}: a JSON Lines record must be an object, got "
                                f"{type(value).__name__}")
@@ -270,10 +304,12 @@ def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exc
     unparsed = re.search(r"Failed to convert JSON to (\w+), couldn't parse:(.+)$", message)
     if unparsed is not None:
         dtype, literal = unparsed[1], unparsed[2]
+        records = dict(values)  # by the line each starts on
         for number, raw in enumerate(block.split(b"\n"), start=first_line + 1):
             if re.search(rb"(?<![\w.+-])" + re.escape(literal.encode()) + rb"(?![\w.])", raw):
-                record = json.loads(raw.decode(encoding))
-                name = next((k for k, v in record.items() if json.dumps(v) == literal), None)
+                record = records.get(number)
+                name = next((k for k, v in record.items() if json.dumps(v) == literal), None) \
+                    if isinstance(record, dict) else None
                 column = f"column {name!r}: " if name is not None else ""
                 return LoaderError(f"{path}, line {number}: {column}value {literal} cannot be stored as {dtype}; pass "
                                    "features= to store the column as another type")
