@@ -107,34 +107,40 @@ def main() -> None:
         url = f"{remote_root}/{remote.cache_dirs[0].as_posix().split('/cache/', 1)[1].rsplit('/attempts/', 1)[0]}"
         rng = np.random.default_rng(1)
         singles = rng.integers(0, args.rows, args.reads).tolist()
-        n_batches = args.batches if storage_format == "arrow" else args.lance_batches
-        batches = [rng.integers(0, args.rows, 256).tolist() for _ in range(n_batches)]
-        for ds in (remote, local):  # warm-up: handles open, pages in the page cache
+        batches = [rng.integers(0, args.rows, 256).tolist() for _ in range(args.batches)]
+        if storage_format == "arrow":
+            sides = {"remote, local shard cache": (remote, args.batches), "local cache": (local, args.batches)}
+        else:  # in place every row is a ranged GET: fewer batches; downloaded, the files are read as a local cache's
+            os.environ["STABLE_DATASETS_REMOTE_LANCE"] = "download"
+            downloaded = sds.open_cache(url)
+            del os.environ["STABLE_DATASETS_REMOTE_LANCE"]
+            sides = {"remote, read in place": (remote, args.lance_batches),
+                     "remote, downloaded (STABLE_DATASETS_REMOTE_LANCE=download)": (downloaded, args.batches),
+                     "local cache": (local, args.batches)}
+        for ds, _ in sides.values():  # warm-up: handles open, pages in the page cache
             ds[0], ds.__getitems__(batches[0])
-        remote_side = "remote, local shard cache" if storage_format == "arrow" else "remote, read in place"
-        sides = {remote_side: remote, "local cache": local}
         single = {name: [] for name in sides}
         batched = {name: [] for name in sides}
         for round_number in range(args.rounds):
             order = list(sides.items())
-            for name, ds in order if round_number % 2 == 0 else order[::-1]:  # A B, B A, ...: no side always first
+            for name, (ds, count) in order if round_number % 2 == 0 else order[::-1]:  # A B, B A: none always first
                 if storage_format == "arrow":
                     single[name].append(timed(lambda ds=ds, rows=singles: [ds[i] for i in rows]))
-                batched[name].append(timed(lambda ds=ds, groups=batches: [ds.__getitems__(b) for b in groups]))
+                batched[name].append(timed(lambda ds=ds, groups=batches[:count]: [ds.__getitems__(b) for b in groups]))
             if storage_format == "arrow":  # cold open on a fresh node: download + verify + map
                 node = tempfile.mkdtemp(dir=scratch, prefix="node-")
                 os.environ["STABLE_DATASETS_LOCAL_CACHE_DIR"] = node
                 cold["remote"].append(timed(lambda url=url: sds.open_cache(url)[0]))
                 cold["local"].append(timed(lambda path=local.cache_dirs[0]: sds.open_cache(path)[0]))
-        reads = (("single rows", single, args.reads), ("batches of 256", batched, n_batches * 256))
-        for kind, measured, count in reads:
+        reads = (("single rows", single, {name: args.reads for name in sides}),
+                 ("batches of 256", batched, {name: count * 256 for name, (_, count) in sides.items()}))
+        for kind, measured, rows_read in reads:
             if not measured["local cache"]:
                 continue
-            base = statistics.median(measured["local cache"])
+            base = rows_read["local cache"] / statistics.median(measured["local cache"])
             for name, times in measured.items():
-                rate = count / statistics.median(times)
-                results.append((storage_format, kind, name, summary(times), f"{rate:,.0f}",
-                                f"{base / statistics.median(times):.2f}x"))
+                rate = rows_read[name] / statistics.median(times)
+                results.append((storage_format, kind, name, summary(times), f"{rate:,.0f}", f"{rate / base:.2f}x"))
     server.stop()
     load = os.getloadavg()
     print(f"\n{args.rows:,} rows, {args.rounds} rounds, median (range) seconds; load average {load[0]:.1f}\n")

@@ -154,6 +154,24 @@ def test_lance_is_read_in_place_and_arrow_through_the_shard_cache(s3_env, toy_bu
     assert arrow[0]["id"] == 1000
 
 
+def test_remote_lance_downloaded_into_the_shard_cache_when_asked(s3_env, toy_builder, monkeypatch):
+    in_place = sds.load_dataset(str(toy_builder), split="train", storage_format="lance")
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(s3_env.local.parent / "download-node"))
+    monkeypatch.setenv("STABLE_DATASETS_REMOTE_LANCE", "download")
+    ds = sds.load_dataset(str(toy_builder), split="train", storage_format="lance")
+    backend = ds._backends[0]
+    assert backend.lance_base is None
+    assert str(backend.directory).startswith(str(s3_env.local.parent / "download-node"))
+    assert sorted(p.name for p in (backend.directory / "data.lance" / "data").glob("*.lance")) == sorted(
+        s.path.rsplit("/", 1)[1] for s in ds.cache_metadata[0].shards if s.path.startswith("data.lance/data/"))
+    assert ds.to_arrow().equals(in_place.to_arrow()) and ds.to_arrow().column("id").to_pylist() == list(range(50))
+    assert [r["id"] for r in ds.select([49, 0, 7])] == [49, 0, 7]
+    monkeypatch.setenv("STABLE_DATASETS_REMOTE_LANCE", "local")
+    with pytest.raises(ValueError, match=r"STABLE_DATASETS_REMOTE_LANCE='local' is not one of \['in_place', "
+                                         r"'download'\]"):
+        sds.load_dataset(str(toy_builder), split="train", storage_format="lance")
+
+
 def test_a_second_load_reuses_the_published_cache(s3_env, toy_builder, tmp_path, monkeypatch):
     counter = tmp_path / "counter"
     monkeypatch.setenv("TOY_COUNTER", str(counter))

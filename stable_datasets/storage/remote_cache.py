@@ -28,6 +28,17 @@ if TYPE_CHECKING:
     from stable_datasets.dataset.stable_dataset import StableDataset
 
 LANCE_DIR = "data.lance/"  # files of a Lance dataset inside a cache (layouts.lance_rows.DATASET_DIR)
+#: "in_place" (default): random access reads a remote Lance cache on the store; "download": its files come into
+#: the local shard cache like Arrow shards, and reads cost what a local cache's cost
+REMOTE_LANCE_ENV = "STABLE_DATASETS_REMOTE_LANCE"
+REMOTE_LANCE_MODES = ("in_place", "download")
+
+
+def remote_lance_mode() -> str:
+    mode = os.environ.get(REMOTE_LANCE_ENV, "").strip() or "in_place"
+    if mode not in REMOTE_LANCE_MODES:
+        raise ValueError(f"{REMOTE_LANCE_ENV}={mode!r} is not one of {list(REMOTE_LANCE_MODES)}")
+    return mode
 
 
 def valid_remote(split: RemoteSplit, expected_fingerprint: str) -> bool:
@@ -113,7 +124,8 @@ def open_remote_split(url: str, storage_options: dict[str, Any] | None = None
 
 def open_remote_cache(url: str, storage_options: dict[str, Any] | None = None,
                       **layout_options: Any) -> StableDataset:
-    """A published remote cache, read through the local shard cache (Lance: in place on the store).
+    """A published remote cache, read through the local shard cache (Lance: in place on the store, unless
+    $STABLE_DATASETS_REMOTE_LANCE is "download").
 
     The attempt named by `_metadata.json` now is pinned locally while the dataset lives, so
     neither eviction nor `prune` on this node removes its files.
@@ -122,13 +134,13 @@ def open_remote_cache(url: str, storage_options: dict[str, Any] | None = None,
 
     split, metadata, text = open_remote_split(url, storage_options)
     store, attempt_key = split.store, split.key(metadata.attempt)
+    has_lance = any(f.path.startswith(LANCE_DIR) for f in metadata.shards)
+    in_place = store.lance_location(attempt_key) if has_lance and remote_lance_mode() == "in_place" else None
     local = shard_cache.attempt_dir(store, attempt_key)
     local.mkdir(parents=True, exist_ok=True)
     _write_local_metadata(local, text)
     pin = BuildPin.hold(local)
     try:
-        has_lance = any(f.path.startswith(LANCE_DIR) for f in metadata.shards)
-        in_place = store.lance_location(attempt_key) if has_lance else None
         for item in files_of(metadata):
             if in_place is not None and item.path.startswith(LANCE_DIR):
                 continue
