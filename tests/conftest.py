@@ -12,28 +12,6 @@ from .s3_server import moto_endpoint, s3_env  # noqa: F401  (fixtures: an S3 ser
 os.environ.setdefault("STABLE_DATASETS_DISABLE_PROGRESS", "1")
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`--dist loadgroup` (make test): keep each `xdist_group` on one worker under pytest 9.2 too.
-
-    pytest-xdist (3.8) groups tests by an '@group' suffix it adds to their node ids through
-    `item._nodeid`; pytest 9.2 keeps node ids in `item._id`, so the suffix was lost and every
-    group was spread over both workers (test_ray_engine.py started a Ray cluster in each).
-    This adds the suffix where xdist's own hook (run before this one) could not.
-    """
-    if not getattr(config.option, "loadgroup", False):  # set in xdist workers under --dist loadgroup
-        return
-    for item in items:
-        marks = item.iter_markers("xdist_group")
-        names = {str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in marks}
-        suffix = "@" + "_".join(sorted(names))
-        if not names or item.nodeid.endswith(suffix) or not hasattr(item, "_id"):
-            continue
-        from _pytest.nodeid import coerce_node_id  # pytest >= 9.2
-
-        item._id = coerce_node_id(item.nodeid + suffix)
-
-
 @pytest.fixture(autouse=True)
 def cache_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Every test gets its own cache root and builder search path."""
