@@ -53,6 +53,24 @@ def test_script_imports_its_helper_and_an_edit_rebuilds(tmp_path, import_line):
     assert "helper" not in sys.modules  # the plain import did not leak a top-level module
 
 
+@pytest.mark.parametrize("init_imports_script", [False, True])
+def test_a_package_folder_runs_its_init_and_an_edit_of_it_rebuilds(tmp_path, init_imports_script):
+    # a folder with an __init__.py is a package as Python runs it: before, `from . import label`
+    # of a name the __init__.py defines failed with "cannot import name 'label' from
+    # 'stable_datasets_builder_...' (unknown location)", and edits of __init__.py were not fingerprinted
+    folder = tmp_path / "packaged"
+    folder.mkdir()
+    (folder / "packaged.py").write_text(SCRIPT.format(import_line="from . import label"))
+    init = 'def label(i):\n    return f"init1-{i}"\n'
+    if init_imports_script:  # the common `from .packaged import *` in a package's __init__.py
+        init += 'from .packaged import *  # noqa\n'
+    (folder / "__init__.py").write_text(init)
+    assert sds.load_dataset(str(folder), split="train")["x"] == ["init1-0", "init1-1", "init1-2"]
+    (folder / "__init__.py").write_text(init.replace("init1", "init2"))
+    assert sds.load_dataset(str(folder), split="train")["x"] == ["init2-0", "init2-1", "init2-2"]
+    assert folder / "__init__.py" in local_module_files(folder / "packaged.py")
+
+
 def test_two_folders_with_same_named_helpers_do_not_collide(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()

@@ -341,3 +341,15 @@ def test_an_exception_from_the_users_generator_says_after_which_example(tmp_path
     assert info.value.__notes__ == ["raised by from_generator(test_an_exception_from_the_users_generator_says_after_"
                                     "which_example.<locals>.rows) generating split 'train', after example 36"]
     assert not list(tmp_path.rglob("_metadata.json"))
+
+
+def test_a_column_of_multidimensional_arrays_is_inferred_as_nested_lists_as_in_hugging_face():
+    # before: "column 'm': cannot infer a feature from ndarray values (Can only convert
+    # 1-dimensional array values ...); pass features=" (HF infers List(List(Value('float32'))))
+    grids = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for ds in (StableDataset.from_dict({"m": grids}), StableDataset.from_list([{"m": g} for g in grids])):
+        assert ds.features == sds.Features({"m": sds.Sequence(sds.Sequence(sds.Value("float32")))})
+        assert ds[1]["m"] == grids[1].tolist()
+    ragged = StableDataset.from_dict({"m": [np.zeros((1, 2), np.int16), None, np.ones((2, 1), np.int16)]})
+    assert ragged.features["m"] == sds.Sequence(sds.Sequence(sds.Value("int16")))
+    assert ragged["m"] == [[[0, 0]], None, [[1], [1]]]

@@ -260,3 +260,38 @@ def test_fast_glob_matches_glob_glob(tmp_path, monkeypatch):
     assert f"{tmp_path}/dir.jsonl" not in glob_pattern(f"{tmp_path}/*.jsonl")
     assert glob_pattern(f"{tmp_path}/**/*.jsonl") == [f"{tmp_path}/a.jsonl", f"{tmp_path}/b.jsonl",
                                                       f"{tmp_path}/sub/d.jsonl"]
+
+
+def test_a_symlink_is_identified_by_the_file_it_points_to(tmp_path):
+    # data/current -> releases/v1 swapped to releases/v2, whose files have the same sizes and
+    # mtimes (copied with cp -p, or unpacked from one archive): before, the entry was the link's
+    # path with the target's size and mtime, so the swap reused the v1 cache
+    for version, value in (("v1", "1"), ("v2", "2")):
+        (tmp_path / "releases" / version).mkdir(parents=True)
+        (tmp_path / "releases" / version / "t.csv").write_text(f"x\n{value}\n")
+        os.utime(tmp_path / "releases" / version / "t.csv", ns=(1_700_000_000_000_000_000,) * 2)
+    (tmp_path / "data").mkdir()
+    os.symlink(tmp_path / "releases" / "v1", tmp_path / "data" / "current")
+    os.symlink(tmp_path / "releases" / "v1" / "t.csv", tmp_path / "data" / "t.csv")
+    for files in (str(tmp_path / "data" / "current" / "t.csv"), str(tmp_path / "data" / "t.csv")):
+        first = sds.load_dataset("csv", data_files=files, split="train")
+        assert first["x"] == [1]
+        entries = first.cache_metadata[0].fingerprint_inputs["input_files"]["data_files"]["train"]["entries"]
+        assert entries[0][0] == str(tmp_path / "releases" / "v1" / "t.csv")  # the resolved path, as docs say
+    os.remove(tmp_path / "data" / "current")
+    os.symlink(tmp_path / "releases" / "v2", tmp_path / "data" / "current")
+    os.remove(tmp_path / "data" / "t.csv")
+    os.symlink(tmp_path / "releases" / "v2" / "t.csv", tmp_path / "data" / "t.csv")
+    for files in (str(tmp_path / "data" / "current" / "t.csv"), str(tmp_path / "data" / "t.csv")):
+        assert sds.load_dataset("csv", data_files=files, split="train")["x"] == [2]
+    walked = sds.load_builder("csv", data_dir=str(tmp_path / "data" / "current"))
+    entries = walked.input_files_identity()["data_dir"]["entries"]
+    assert entries[0][0] == str(tmp_path / "releases" / "v2" / "t.csv")
+
+
+def test_a_symlink_loop_in_a_data_dir_lists_each_file_once(tmp_path):
+    # before: OSError [Errno 40] Too many levels of symbolic links: '.../sub/up/sub/up/...'
+    (tmp_path / "data" / "sub").mkdir(parents=True)
+    (tmp_path / "data" / "sub" / "a.txt").write_text("line\n")
+    os.symlink("..", tmp_path / "data" / "sub" / "up")
+    assert sds.load_dataset("text", data_dir=str(tmp_path / "data"), split="train")["text"] == ["line"]

@@ -287,6 +287,59 @@ def test_arrow_file_written_by_hugging_face(tmp_path):
     assert ds[:] == {"text": ["a", "b"], "n": [1, 2]}
 
 
+def test_a_folder_saved_by_hugging_face_save_to_disk_loads_with_its_splits_and_features(tmp_path):
+    # before: the folder's loader was inferred from its most common files, the JSON ones
+    # (state.json, dataset_info.json), and the load failed with 'state.json, line 1: invalid JSON'
+    import datasets
+
+    features = datasets.Features({"t": datasets.Value("string"), "l": datasets.ClassLabel(names=["n", "y"])})
+    hf = datasets.Dataset.from_dict({"t": ["a", "b", "c"], "l": [0, 1, 1]}, features=features)
+    hf.save_to_disk(str(tmp_path / "one"))
+    datasets.DatasetDict({"train": hf, "test": hf.select([2])}).save_to_disk(str(tmp_path / "both"))
+    one = sds.load_dataset(str(tmp_path / "one"))
+    assert list(one) == ["train"] and one["train"][:] == {"t": ["a", "b", "c"], "l": [0, 1, 1]}
+    assert one["train"].features["l"] == sds.ClassLabel(names=["n", "y"])
+    both = sds.load_dataset(str(tmp_path / "both"))
+    assert list(both) == ["train", "test"] and both["test"][:] == {"t": ["c"], "l": [1]}
+    assert sds.load_dataset(str(tmp_path / "both"), split="train")["t"] == ["a", "b", "c"]
+
+
+@pytest.mark.parametrize("kind", ["file", "stream"])
+def test_arrow_file_with_a_damaged_offset_names_the_file_and_never_crashes(tmp_path, kind):
+    # a string offset past the end of its data: pyarrow reads the batch without checking it, and
+    # the Parquet writer then crashed the process (SIGBUS) while Arrow and Lance caches were
+    # published with the damage in them (found only when read back, as a 'corrupt Arrow shard')
+    import struct
+
+    table = pa.table({"i": list(range(8)), "s": ["ab"] * 8})
+    path = tmp_path / "d.arrow"
+    with pa.OSFile(str(path), "wb") as sink:
+        writer = pa.ipc.new_file(sink, table.schema) if kind == "file" else pa.ipc.new_stream(sink, table.schema)
+        writer.write_table(table)
+        writer.close()
+    data = path.read_bytes()
+    offsets = struct.pack("<4i", 0, 2, 4, 6)
+    assert data.count(offsets) == 1
+    path.write_bytes(data.replace(offsets, struct.pack("<4i", 0, 2, 1 << 30, 6)))
+    probe = (
+        "import sys, stable_datasets as sds\n"
+        "for fmt in ('parquet', 'arrow', 'lance'):\n"
+        "    try:\n"
+        "        sds.load_dataset('arrow', data_files=sys.argv[1], split='train', storage_format=fmt,\n"
+        "                         cache_dir=sys.argv[2])\n"
+        "    except sds.loaders.LoaderError as exc:\n"
+        "        print(fmt, exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe, str(path), str(tmp_path / "cache")], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.strip().splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["parquet", "arrow", "lance"], out.stdout
+    for line in lines:
+        assert f"{path}: record batch 0 (rows 0-7) is damaged (" in line, line
+    assert not list((tmp_path / "cache").rglob("_metadata.json"))  # nothing published
+
+
 # -- text -------------------------------------------------------------------------------------
 def test_text_sample_by_line_paragraph_document(tmp_path):
     path = tmp_path / "t.txt"
@@ -573,3 +626,135 @@ def test_a_folder_of_mixed_files_says_which_files_it_leaves_out(tmp_path):
         logger.remove(handle)
         logger.disable("stable_datasets")
     assert any("a.csv" in m for m in messages), messages
+
+
+@pytest.mark.parametrize("where", ["first", "later"])
+def test_a_record_of_several_mib_loads_as_in_hugging_face(tmp_path, where):
+    # a long document in a JSON Lines file or a CSV field (HF grows its block size): before,
+    # "straddling object straddles two block boundaries" for JSON, and for CSV "line 2: field
+    # larger than field limit (131072)", the limit of the csv module used to locate the error
+    long = "w" * (3 << 20)
+    jsonl = tmp_path / "docs.jsonl"
+    rows = [{"id": i, "text": f"doc {i}"} for i in range(3)]
+    rows[0 if where == "first" else 2]["text"] = long
+    jsonl.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    ds = sds.load_dataset("json", data_files=str(jsonl), split="train")
+    assert ds["text"] == [r["text"] for r in rows]
+    table = tmp_path / "docs.csv"
+    table.write_text("id,text\n" + "".join(f'{r["id"]},"{r["text"]}, quoted"\n' for r in rows))
+    ds = sds.load_dataset("csv", data_files=str(table), split="train")
+    assert ds["text"] == [r["text"] + ", quoted" for r in rows]
+
+
+def test_a_malformed_csv_row_after_a_long_field_is_named(tmp_path):
+    table = tmp_path / "d.csv"
+    table.write_text("a,b\n1," + "x" * 200_000 + "\n2,y,extra\n")
+    with pytest.raises(LoaderError, match=rf"{table}, line 3: expected 2 fields, got 3"):
+        sds.load_dataset("csv", data_files=str(table), split="train")
+
+
+@pytest.mark.parametrize("suffix", [".gz", ".bz2", ".xz", ".zst"])
+def test_compressed_inputs_are_read_as_in_hugging_face(tmp_path, suffix):
+    # before: '<file>.gz, not valid utf-8 text (invalid start byte, in line 1)' (HF decompresses them)
+    import bz2
+    import gzip
+    import lzma
+
+    def compress(data: bytes) -> bytes:
+        if suffix == ".zst":
+            out = pa.BufferOutputStream()
+            with pa.CompressedOutputStream(out, "zstd") as stream:
+                stream.write(data)
+            return out.getvalue().to_pybytes()
+        return {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}[suffix](data)
+
+    csv_file = tmp_path / f"d.csv{suffix}"
+    csv_file.write_bytes(compress(b"a,b\n1,x\n2,y\n"))
+    assert sds.load_dataset("csv", data_files=str(csv_file), split="train")[:] == {"a": [1, 2], "b": ["x", "y"]}
+    jsonl = tmp_path / f"d.jsonl{suffix}"
+    jsonl.write_bytes(compress(b'{"a": 1}\n{"a": 2}\n'))
+    assert sds.load_dataset("json", data_files=str(jsonl), split="train")["a"] == [1, 2]
+    text = tmp_path / f"d.txt{suffix}"
+    text.write_bytes(compress(b"l1\nl2\n"))
+    assert sds.load_dataset("text", data_files=str(text), split="train")["text"] == ["l1", "l2"]
+    csv_file.write_bytes(compress(b"a,b\n3,z\n"))  # edited: rebuilt from the new content
+    assert sds.load_dataset("csv", data_files=str(csv_file), split="train")[:] == {"a": [3], "b": ["z"]}
+
+
+def test_a_damaged_compressed_input_names_the_file(tmp_path):
+    import gzip
+
+    data = bytearray(gzip.compress(b"a,b\n" + b"".join(b"%d,x\n" % i for i in range(1000))))
+    data[len(data) // 2] ^= 0xFF
+    path = tmp_path / "d.csv.gz"
+    path.write_bytes(bytes(data))
+    with pytest.raises(LoaderError, match=rf"{path}: damaged gzip data \("):
+        sds.load_dataset("csv", data_files=str(path), split="train")
+
+
+def test_a_folder_of_compressed_data_files_is_read_by_their_inner_format(tmp_path):
+    import gzip
+
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "train.jsonl.gz").write_bytes(gzip.compress(b'{"a": 1}\n{"a": 2}\n'))
+    (folder / "test.jsonl.gz").write_bytes(gzip.compress(b'{"a": 3}\n'))
+    splits = sds.load_dataset(str(folder))
+    assert splits["train"]["a"] == [1, 2] and splits["test"]["a"] == [3]
+    assert sds.load_dataset("json", data_dir=str(folder), split="test")["a"] == [3]
+
+
+def test_an_empty_first_file_does_not_stop_inference_from_the_others(tmp_path):
+    # as in Hugging Face: before, '<file>: the file is empty (no JSON records)' when the empty
+    # file came first in data_files (the same files in the other order loaded)
+    (tmp_path / "0-empty.jsonl").write_text("")
+    (tmp_path / "1-rows.jsonl").write_text('{"a": 1}\n{"a": 2}\n')
+    ds = sds.load_dataset("json", data_files=str(tmp_path / "*.jsonl"), split="train")
+    assert ds[:] == {"a": [1, 2]}
+    (tmp_path / "1-rows.jsonl").write_text("")
+    with pytest.raises(LoaderError, match=r"0-empty\.jsonl: the file is empty \(no JSON records\)"):
+        sds.load_dataset("json", data_files=str(tmp_path / "*.jsonl"), split="train")
+
+
+def test_a_folder_given_as_a_data_file_is_named_with_what_to_pass(tmp_path):
+    # before: pyarrow's "OSError: Expected file path, but ... is a directory", after the folder's
+    # stat (which an edit inside it does not change) had gone into the fingerprint
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.csv").write_text("x\n1\n")
+    with pytest.raises(ValueError, match=rf"data file {tmp_path / 'data'} \(split 'train'\) is a folder: pass "
+                                         r"data_dir= or a glob such as '.*data/\*\*'"):
+        sds.load_dataset("csv", data_files=str(tmp_path / "data"), split="train")
+
+
+def test_a_column_name_lance_cannot_store_is_named_before_anything_is_built(tmp_path):
+    # before: "OSError: LanceError(Schema): Top level field a.b cannot contain `.` ... schema.rs:359:28"
+    (tmp_path / "d.csv").write_text("id,a.b\n1,2\n")
+    message = (r"storage_format='lance' cannot store the column 'a\.b': Lance reads a dot in a column name as a "
+               r"path into a struct; rename the column \(rename_column\) or choose storage_format='arrow' or "
+               r"'parquet'")
+    with pytest.raises(ValueError, match=message):
+        sds.load_dataset("csv", data_files=str(tmp_path / "d.csv"), split="train", storage_format="lance")
+    with pytest.raises(ValueError, match=message):
+        sds.StableDataset.from_dict({"id": [1], "a.b": [2]}, storage_format="lance")
+    assert sds.load_dataset("csv", data_files=str(tmp_path / "d.csv"), split="train")[0] == {"id": 1, "a.b": 2}
+
+
+def test_a_column_type_without_a_feature_names_the_file_and_column(tmp_path):
+    # before: "no feature type for Arrow type map<string, int64 ('m')>; pass features=...", no file
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"id": [1], "m": pa.array([[("k", 1)]], pa.map_(pa.string(), pa.int64()))}), path)
+    with pytest.raises(LoaderError, match=rf"{path}: column 'm': no feature type for Arrow type map<string, int64"):
+        sds.load_dataset("parquet", data_files=str(path), split="train")
+
+
+def test_pretty_printed_json_records_are_named_by_the_line_they_start_on(tmp_path):
+    # before: "b.json, line 1: invalid JSON (Expecting property name enclosed in double quotes)"
+    # for a valid file whose record has a field the features (from a.json) lack
+    (tmp_path / "a.json").write_text('{\n  "n": 1\n}\n')
+    (tmp_path / "b.json").write_text('{\n  "n": 2\n}\n{\n  "n": 3,\n  "extra": "x"\n}\n')
+    with pytest.raises(LoaderError, match=rf"{tmp_path / 'b.json'}, line 4: field 'extra' is not in the features "
+                                          r"\['n'\]; pass features= naming every field"):
+        sds.load_dataset("json", data_files=[str(tmp_path / "a.json"), str(tmp_path / "b.json")], split="train")
+    (tmp_path / "b.json").write_text('{\n  "n": 2\n}\n{\n  "n": 3,\n  "n2": \n}\n')
+    with pytest.raises(LoaderError, match=rf"{tmp_path / 'b.json'}, line \d: invalid JSON"):
+        sds.load_dataset("json", data_files=[str(tmp_path / "a.json"), str(tmp_path / "b.json")], split="train")

@@ -111,6 +111,24 @@ def test_imagefolder_metadata_beside_images(tmp_path, kind):
     assert sds.load_dataset("imagefolder", data_dir=str(folder), split="train")["caption"][0].startswith("number")
 
 
+def test_an_image_a_metadata_file_names_is_part_of_the_fingerprint(tmp_path):
+    # data_files naming only the metadata file (HF reads the images it lists): before, an image
+    # edited in place was not in the fingerprint and the old pixels were served
+    folder = tmp_path / "pets"
+    folder.mkdir()
+    (folder / "a.png").write_bytes(_png(np.full((4, 4), 10, np.uint8)))
+    (folder / "metadata.jsonl").write_text('{"file_name": "a.png", "caption": "x"}\n')
+    files = str(folder / "metadata.jsonl")
+    assert sds.load_dataset("imagefolder", data_files=files, split="train")[0]["image"][0, 0, 0] == 10
+    (folder / "a.png").write_bytes(_png(np.full((4, 4), 99, np.uint8)))
+    stat = (folder / "a.png").stat()  # a new mtime even on a coarse clock
+    os.utime(folder / "a.png", ns=(stat.st_atime_ns, stat.st_mtime_ns + 2_000_000_000))
+    ds = sds.load_dataset("imagefolder", data_files=files, split="train")
+    assert ds[0]["image"][0, 0, 0] == 99
+    entries = ds.cache_metadata[0].fingerprint_inputs["input_files"]["named_by_metadata"]["entries"]
+    assert [e[0] for e in entries] == [str(folder / "a.png")]
+
+
 def test_imagefolder_metadata_file_name_outside_the_folder_is_refused(tmp_path):
     folder = tmp_path / "evil"
     folder.mkdir()
@@ -128,6 +146,21 @@ def test_unreadable_image_names_the_file(tmp_path):
     victim.write_bytes(victim.read_bytes()[:40])  # truncated
     with pytest.raises(ExampleError, match=rf"{victim.name}.*undecodable image"):
         sds.load_dataset("imagefolder", data_dir=str(tmp_path / "imgs"), split="train")
+
+
+def test_a_png_with_a_damaged_byte_in_its_pixel_data_names_the_file(tmp_path):
+    # signature, header and end marker intact: before, the image was stored and the first read of
+    # that row failed with 'stored image ... could not be decoded (the cache is damaged ...)'
+    _image_folder(tmp_path / "imgs", n=6)
+    victim = sorted((tmp_path / "imgs").rglob("*.png"))[2]
+    data = bytearray(victim.read_bytes())
+    start = data.index(b"IDAT") + 4
+    data[start + 5] ^= 0x10  # inside the compressed pixels: the chunk's CRC no longer matches
+    victim.write_bytes(bytes(data))
+    with pytest.raises(ExampleError, match=rf"example key '{victim}', field 'image': undecodable image: "
+                                           rf"{len(data)} bytes starting with 0x89504e47"):
+        sds.load_dataset("imagefolder", data_dir=str(tmp_path / "imgs"), split="train")
+    assert not list((tmp_path / "imgs").parent.rglob("_metadata.json"))
 
 
 def test_imagefolder_adding_an_image_rebuilds_and_num_proc_gives_the_same_rows(tmp_path):

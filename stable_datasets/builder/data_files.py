@@ -56,6 +56,9 @@ def normalize_data_files(data_files: Any, builder: str, default_split: str = "tr
             if matched is None:
                 if "://" not in text and not os.path.exists(text):
                     raise FileNotFoundError(f"data file {text} does not exist (split '{split}')")
+                if "://" not in text and os.path.isdir(text):
+                    raise ValueError(f"data file {text} (split '{split}') is a folder: pass data_dir= or a "
+                                     f"glob such as {os.path.join(text, '**')!r}")
                 paths.append(str(Path(text)) if "://" not in text else text)
             elif not matched:
                 raise FileNotFoundError(f"data_files pattern {text!r} of split '{split}' matches no file")

@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from stat import S_ISLNK
 from typing import Any
 
 from loguru import logger
@@ -84,6 +85,7 @@ def _files_identity(paths: list[str], mode: str, hashes: ContentHashes, cache_ro
     """One entry per path, in order; local files are stat'ed (and hashed) together."""
     entries: list[list[Any] | None] = []
     local: list[tuple[int, tuple[str, os.stat_result]]] = []
+    real_folders: dict[str, str] = {}
     for path in paths:
         if path.startswith("file://"):
             path = path[len("file://"):]
@@ -92,14 +94,28 @@ def _files_identity(paths: list[str], mode: str, hashes: ContentHashes, cache_ro
             continue
         absolute = path if os.path.isabs(path) else os.path.abspath(path)  # glob results of an absolute pattern
         try:
-            stat = os.stat(absolute)
+            real, stat = _real_file(absolute, real_folders)
         except FileNotFoundError:
             raise FileNotFoundError(f"data file {path} does not exist") from None
-        local.append((len(entries), (absolute, stat)))
+        local.append((len(entries), (real, stat)))
         entries.append(None)
     for (position, _), entry in zip(local, _local_identities([item for _, item in local], mode, hashes)):
         entries[position] = entry
     return entries  # type: ignore[return-value]
+
+
+def _real_file(path: str, real_folders: dict[str, str]) -> tuple[str, os.stat_result]:
+    """(the resolved path, its stat) of a file: a symlink (or a linked folder) swapped to another
+    file with the same size and mtime is another input. One lstat per file, one realpath per folder."""
+    stat = os.lstat(path)
+    if S_ISLNK(stat.st_mode):
+        real = os.path.realpath(path)
+        return real, os.stat(real)
+    folder = path.rpartition(os.sep)[0]
+    real = real_folders.get(folder)
+    if real is None:
+        real = real_folders[folder] = os.path.realpath(folder)
+    return (path if real == folder else real + path[len(folder):]), stat
 
 
 def _local_identities(files: list[tuple[str, os.stat_result]], mode: str, hashes: ContentHashes) -> list[list[Any]]:
@@ -110,21 +126,26 @@ def _local_identities(files: list[tuple[str, os.stat_result]], mode: str, hashes
 
 
 def _walk(root: str, builder: str) -> list[tuple[str, os.stat_result]]:
-    """Every non-hidden file under `root`, in sorted order, with its stat."""
+    """Every non-hidden file under `root`, by its resolved path, in sorted order, with its stat; a
+    folder reached again through a symlink is walked once."""
     if not os.path.isdir(root):
         raise FileNotFoundError(f"builder '{builder}': data_dir {root} is not a folder")
     found: list[tuple[str, os.stat_result]] = []
-    stack = [root]
+    stack = [os.path.realpath(root)]
+    walked = set(stack)
     while stack:
         folder = stack.pop()
         with os.scandir(folder) as entries:
             for entry in entries:
                 if entry.name.startswith("."):
                     continue
+                path = os.path.realpath(entry.path) if entry.is_symlink() else entry.path
                 if entry.is_dir():
-                    stack.append(entry.path)
+                    if path not in walked:
+                        walked.add(path)
+                        stack.append(path)
                 elif entry.is_file():
-                    found.append((entry.path, entry.stat()))
+                    found.append((path, entry.stat()))
     found.sort(key=lambda item: item[0])
     return found
 

@@ -3,7 +3,8 @@
 `load_builder_module(script)` imports the script as `<package>.<stem>`, where the package is
 the script's folder under a name unique to the folder path and the content of the script and
 its local modules (two folders with a `helper.py` each, or an edited helper, never share
-modules). Relative imports (`from .helper import f`) work as in any package; plain ones
+modules). A folder's `__init__.py` is run as the package's, as Python runs it, and is part of
+the fingerprint. Relative imports (`from .helper import f`) work as in any package; plain ones
 (`from helper import f`) are redirected to the package when a module of that name sits in the
 folder, as if the script were run from there, without touching `sys.path`.
 
@@ -81,6 +82,10 @@ def local_module_files(script: str | os.PathLike) -> list[Path]:
     root = script.parent
     seen: set[Path] = set()
     todo = [script]
+    init = root / "__init__.py"
+    if init.is_file():  # the folder's package runs it before the script (see load_builder_module)
+        seen.add(init)
+        todo.append(init)
     while todo:
         for file in _imported_files(todo.pop(), root):
             if file not in seen and file != script:
@@ -170,19 +175,17 @@ def load_builder_module(script: str | os.PathLike) -> ModuleType:
         if module_name in sys.modules:
             return sys.modules[module_name]
         _ensure_finder()
-        if package not in sys.modules:
-            pkg = ModuleType(package, f"builder folder {folder}")
-            pkg.__path__ = [str(folder)]
-            pkg.__package__ = package
-            pkg.__file__ = None
-            sys.modules[package] = pkg
-        loader = _LocalLoader(module_name, str(script))
-        spec = importlib.util.spec_from_file_location(module_name, script, loader=loader)
-        if spec is None or spec.loader is None:
-            raise ImportError(f"cannot import builder script {script}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
         try:
+            if package not in sys.modules:
+                _new_package(package, folder)  # runs the folder's __init__.py, which may import the script
+            if module_name in sys.modules:
+                return sys.modules[module_name]
+            loader = _LocalLoader(module_name, str(script))
+            spec = importlib.util.spec_from_file_location(module_name, script, loader=loader)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot import builder script {script}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
             spec.loader.exec_module(module)
         except BaseException:
             for name in [n for n in sys.modules if n == package or n.startswith(package + ".")]:
@@ -191,6 +194,26 @@ def load_builder_module(script: str | os.PathLike) -> ModuleType:
             raise
         setattr(sys.modules[package], script.stem, module)
         return module
+
+
+def _new_package(package: str, folder: Path) -> None:
+    """The package of a builder folder in sys.modules: its `__init__.py` run as Python runs a
+    package's, or an empty package when there is none."""
+    init = folder / "__init__.py"
+    if not init.is_file():
+        pkg = ModuleType(package, f"builder folder {folder}")
+        pkg.__path__ = [str(folder)]
+        pkg.__package__ = package
+        pkg.__file__ = None
+        sys.modules[package] = pkg
+        return
+    spec = importlib.util.spec_from_file_location(package, init, loader=_LocalLoader(package, str(init)),
+                                                  submodule_search_locations=[str(folder)])
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {init}")
+    pkg = importlib.util.module_from_spec(spec)
+    sys.modules[package] = pkg
+    spec.loader.exec_module(pkg)
 
 
 def local_modules(builder_cls: type) -> list[ModuleType]:

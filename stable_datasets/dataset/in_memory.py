@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 from loguru import logger
 
@@ -57,7 +58,12 @@ COLUMNAR_BATCH_ROWS = 1 << 16
 # -- features -------------------------------------------------------------------------------
 def infer_column_feature(name: str, column: Column) -> Any:
     """The feature of an input column: from its Arrow type, or from the Arrow type of its values."""
-    if isinstance(column, list):
+    sample = next((v for v in column if v is not None), None) if isinstance(column, list) else None
+    if isinstance(sample, np.ndarray) and sample.ndim > 1 and sample.dtype.kind in "biuf":
+        arrow_type = pa.from_numpy_dtype(sample.dtype)  # nested lists, one level per dimension (as HF)
+        for _ in range(sample.ndim):
+            arrow_type = pa.list_(arrow_type)
+    elif isinstance(column, list):
         try:
             arrow_type = pa.array(column).type
         except (pa.ArrowException, ValueError, TypeError, OverflowError) as exc:

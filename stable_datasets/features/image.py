@@ -3,9 +3,10 @@
 Encoding accepts numpy arrays (HW, HW1, HW3 RGB, HW4 RGBA; uint8, or uint16 for PNG),
 already-encoded bytes, file paths, `{"bytes": ..., "path": ...}` dicts, PIL images (which
 expose `__array_interface__`; palette, 1-bit and CMYK images are converted first) and other
-objects with `__array__`. Encoded inputs are checked (signature, header and end marker; a
-full decode for formats without a cheap check), so a non-image or truncated file fails the
-build instead of a training step months later.
+objects with `__array__`. Encoded inputs are checked (signature, header and end marker, and a
+PNG's chunk CRCs; a full decode for formats without a cheap check), so a non-image, truncated
+or damaged PNG fails the build instead of a training step months later. Damage inside a
+JPEG's compressed data has no checksum to catch it and is found when the image is decoded.
 
 `mode` picks what a cell decodes to: "RGB" (the default, HxWx3 uint8), "RGBA" (alpha kept,
 255 where the file has none), "L" (HxW uint8 grayscale), "I;16" (HxW uint16, 16-bit PNGs
@@ -18,6 +19,7 @@ returns PIL images instead of arrays (Pillow is then needed).
 from __future__ import annotations
 
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +59,7 @@ def looks_complete(data: bytes) -> bool | None:
     """
     if data.startswith(_PNG_SIGNATURE):
         return (len(data) > 33 and data[12:16] == b"IHDR" and int.from_bytes(data[16:20], "big") > 0
-                and int.from_bytes(data[20:24], "big") > 0 and data.endswith(_PNG_IEND))
+                and int.from_bytes(data[20:24], "big") > 0 and data.endswith(_PNG_IEND) and _png_chunks_intact(data))
     if data.startswith(b"\xff\xd8\xff"):
         return data.rfind(b"\xff\xd9", max(len(data) - 1024, 2)) != -1
     if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
@@ -67,6 +69,22 @@ def looks_complete(data: bytes) -> bool | None:
     if data[:2] == b"BM" and len(data) >= 6:
         return int.from_bytes(data[2:6], "little") <= len(data)
     return None
+
+
+def _png_chunks_intact(data: bytes) -> bool:
+    """Every chunk of a PNG is in bounds and matches its CRC-32: a damaged byte anywhere (the
+    compressed pixels too) is caught at zlib's speed, without decoding."""
+    view = memoryview(data)
+    position = len(_PNG_SIGNATURE)
+    while position + 12 <= len(data):
+        length = int.from_bytes(view[position:position + 4], "big")
+        end = position + 12 + length
+        if end > len(data) or zlib.crc32(view[position + 4:end - 4]) != int.from_bytes(view[end - 4:end], "big"):
+            return False
+        if view[position + 4:position + 8] == b"IEND":
+            return end == len(data)
+        position = end
+    return False
 
 
 def is_decodable(data: bytes) -> bool:
@@ -269,8 +287,12 @@ class Image(FeatureType):
             return raw
         image = decode_image_mode(raw, self.mode or "RGB")
         if image is None:
-            raise CorruptCellError(f"stored image of {len(raw)} bytes could not be decoded (the cache is damaged: "
-                                   "`stable-datasets verify` finds the file)")
+            if looks_complete(raw) is False:  # it passed this check when it was stored: the cache changed
+                raise CorruptCellError(f"stored image of {len(raw)} bytes could not be decoded (the cache is damaged: "
+                                       "`stable-datasets verify` finds the file)")
+            raise CorruptCellError(f"stored image of {len(raw)} bytes could not be decoded (damaged before it was "
+                                   "stored, as a JPEG's compressed data can be, or the cache is damaged: "
+                                   "`stable-datasets verify` checks the cache)")
         if self.decode_to == "pil":
             return _to_pil(image)
         return image

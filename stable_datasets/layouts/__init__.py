@@ -39,4 +39,11 @@ def frames_video_column(features: Features) -> str | None:
 
 def layout_for(features: Features, storage_format: str) -> str:
     """The layout a builder's data goes to: a Video(storage="frames") column implies video frames."""
-    return "lance_video_frames" if frames_video_column(features) else layout_for_storage_format(storage_format)
+    layout = "lance_video_frames" if frames_video_column(features) else layout_for_storage_format(storage_format)
+    if layout.startswith("lance"):
+        dotted = next((name for name in features if "." in name), None)
+        if dotted is not None:  # Lance's own error names neither the column's origin nor what to do
+            raise ValueError(f"storage_format='lance' cannot store the column {dotted!r}: Lance reads a dot in a "
+                             "column name as a path into a struct; rename the column (rename_column) or choose "
+                             "storage_format='arrow' or 'parquet'")
+    return layout

@@ -32,9 +32,13 @@ def loader_class(name: str) -> type:
 
 def folder_loader(path: str | os.PathLike) -> tuple[type, dict[str, Any]]:
     """(loader class, config options) for a folder of data files: the loader of its most common
-    file kind, reading the folder as its data_dir."""
-    from stable_datasets.loaders.folders import infer_folder_format
+    file kind, reading the folder as its data_dir; a folder written by Hugging Face's
+    `save_to_disk` is read as the Arrow files its state.json files list, split as it was saved."""
+    from stable_datasets.loaders.folders import infer_folder_format, saved_by_hugging_face
 
+    saved = saved_by_hugging_face(Path(path))
+    if saved is not None:
+        return loader_class("arrow"), {"data_files": saved}
     name, options = infer_folder_format(path)
     return loader_class(name), {"data_dir": str(Path(path)), **options}
 

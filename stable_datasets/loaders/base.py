@@ -28,10 +28,12 @@ from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.input_identity import input_files_identity
 from stable_datasets.builder.source_identity import builder_source_text
+from stable_datasets.cache.paths import downloads_dir
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.features.base import as_feature
 from stable_datasets.features.features import Features
 from stable_datasets.loaders.columns import conform_table, is_columnar
+from stable_datasets.loaders.compressed import COMPRESSIONS, compression_suffix, decompressed
 from stable_datasets.loaders.folders import infer_data_files
 from stable_datasets.loaders.read_ahead import read_ahead
 from stable_datasets.write.engines import JobRunner
@@ -102,8 +104,10 @@ class FileLoader(GeneratorBasedBuilder):
             if self.config.data_files:
                 self._files = normalize_data_files(self.config.data_files, self.builder_name())
             else:
-                self._files = infer_data_files(self.config.data_dir or ".", self.EXTENSIONS + self.companion_files(),
-                                               self.builder_name())
+                names = self.EXTENSIONS + self.companion_files()
+                if self.read_tables:  # train.csv.gz too
+                    names += tuple(n + suffix for n in self.EXTENSIONS for suffix in COMPRESSIONS)
+                self._files = infer_data_files(self.config.data_dir or ".", names, self.builder_name())
         return self._files
 
     def companion_files(self) -> tuple[str, ...]:
@@ -111,18 +115,30 @@ class FileLoader(GeneratorBasedBuilder):
         return ()
 
     def local_file(self, path: str, dl_manager: DownloadManager | None = None) -> str:
-        """A local path for a data file; a remote one is downloaded once into the downloads folder."""
+        """A local path for a data file; a remote one is downloaded once into the downloads folder, and
+        a compressed one (`.gz`, `.zst`, ...) is read from its decompressed copy there (tabular and text
+        loaders)."""
         if path.startswith("file://"):
-            return path[len("file://"):]
-        if "://" not in path:
-            return path
-        return str((dl_manager or self._download_manager()).download(path))
+            path = path[len("file://"):]
+        elif "://" in path:
+            path = str((dl_manager or self._download_manager()).download(path))
+        if self.read_tables and compression_suffix(path):
+            return decompressed(path, downloads_dir(self.cache_root))
+        return path
 
     def first_file(self) -> str:
+        """The first data file that is not empty (features are inferred from it, as in Hugging Face an
+        empty file among others is no reason to fail), else the first one."""
+        first = None
         for paths in self.data_files().values():
             for path in paths:
                 if not self.is_companion(path):
-                    return self.local_file(path)
+                    local = self.local_file(path)
+                    if _size(local) > 0:
+                        return local
+                    first = first or local
+        if first is not None:
+            return first
         where = self.config.data_files or self.config.data_dir
         raise FileNotFoundError(f"the '{self.builder_name()}' loader found no data file in {where}")
 

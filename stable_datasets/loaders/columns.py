@@ -36,8 +36,9 @@ def feature_for_type(arrow_type: pa.DataType) -> FeatureType:
         raise LoaderError(f"{exc}; pass features= to say how to store this column") from None
 
 
-def features_from_schema(schema: pa.Schema) -> Features:
-    """Features stored in the schema (ours, or Hugging Face's), else inferred from its types."""
+def features_from_schema(schema: pa.Schema, where: str) -> Features:
+    """Features stored in the schema (ours, or Hugging Face's), else inferred from its types; a type
+    with no feature is an error naming `where` (the file) and the column."""
     metadata = schema.metadata or {}
     if HF_METADATA_KEY in metadata:
         try:
@@ -55,7 +56,13 @@ def features_from_schema(schema: pa.Schema) -> Features:
             return stored_ours
     except ValueError:
         pass
-    return Features({f.name: feature_for_type(f.type) for f in schema})
+    inferred = {}
+    for field in schema:
+        try:
+            inferred[field.name] = feature_for_type(field.type)
+        except LoaderError as exc:
+            raise LoaderError(f"{where}: column {field.name!r}: {exc}") from None
+    return Features(inferred)
 
 
 #: an integer literal of 19 digits or more: the only kind that may not fit int64 (text readers infer

@@ -10,10 +10,12 @@ A row with another number of fields than the header is an error naming the file 
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import itertools
 import os
 import re
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -122,8 +124,8 @@ class CsvLoader(FileLoader):
         options = self._read_options()
         options.block_size = SAMPLE_BYTES
         try:
-            reader = pacsv.open_csv(path, read_options=options, parse_options=self._parse_options(),
-                                    convert_options=self._convert_options(None))
+            reader = _growing(lambda read: pacsv.open_csv(path, read_options=read, parse_options=self._parse_options(),
+                                                          convert_options=self._convert_options(None)), options)
             schema = reader.schema
         except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
             raise self._error(path, exc) from None
@@ -134,7 +136,7 @@ class CsvLoader(FileLoader):
             raise LoaderError(f"{path}, {_first_undecodable_line(path, self.config.encoding)}; pass encoding= "
                               "naming the file's encoding (e.g. 'latin-1')")
         types = self._exact_integer_types(path, schema, names)
-        return features_from_schema(pa.schema([pa.field(n, types.get(n, f.type)) for n, f in zip(names, schema)]))
+        return features_from_schema(pa.schema([pa.field(n, types.get(n, f.type)) for n, f in zip(names, schema)]), path)
 
     def _exact_integer_types(self, path: str, schema: pa.Schema, names: list[str]) -> dict[str, pa.DataType]:
         """uint64 for sampled float64 columns that hold only integers, some past int64 (see
@@ -149,8 +151,8 @@ class CsvLoader(FileLoader):
         options.block_size = SAMPLE_BYTES
         convert = self._convert_options(None)
         convert.column_types = {schema.names[i]: pa.string() for i in doubles}
-        sample = pacsv.open_csv(path, read_options=options, parse_options=self._parse_options(),
-                                convert_options=convert).read_next_batch()
+        sample = _growing(lambda read: pacsv.open_csv(path, read_options=read, parse_options=self._parse_options(),
+                                                      convert_options=convert), options).read_next_batch()
         types = {}
         for i in doubles:
             text = sample.column(i)
@@ -241,7 +243,8 @@ class CsvLoader(FileLoader):
                 return pacsv.read_csv(pa.BufferReader(data), read, self._parse_options(False), convert), False
             except pa.ArrowInvalid:
                 pass
-        return pacsv.read_csv(pa.BufferReader(data), read, self._parse_options(True), convert), True
+        return _growing(lambda grown: pacsv.read_csv(pa.BufferReader(data), grown, self._parse_options(True), convert),
+                        read), True
 
     def _read_bytes(self, path: str, start: int | None, stop: int | None,
                     convert: pacsv.ConvertOptions) -> pa.Table:
@@ -260,7 +263,8 @@ class CsvLoader(FileLoader):
         """The column names as the start of the file gives them (before pandas-style numbering)."""
         options = self._read_options()
         options.block_size = 1 << 16
-        return pacsv.open_csv(path, options, self._parse_options(), self._convert_options(None)).schema.names
+        return _growing(lambda read: pacsv.open_csv(path, read, self._parse_options(), self._convert_options(None)),
+                        options).schema.names
 
     def _line_cuts(self, path: str, parts: int) -> list[int]:
         """Byte offsets of about `parts` equal ranges, at line ends after the header (quotes unchecked)."""
@@ -309,6 +313,28 @@ class CsvLoader(FileLoader):
         if isinstance(exc, UnicodeDecodeError):
             return LoaderError(f"{path}: not valid {self.config.encoding} text ({exc.reason})")
         return LoaderError(f"{path}: {message}")
+
+
+def _growing(read_with: Any, options: pacsv.ReadOptions) -> Any:
+    """`read_with(options)`, again with larger blocks while pyarrow refuses a record longer than its
+    block ('straddling object': a field of several MiB), as Hugging Face grows its blocks."""
+    while True:
+        try:
+            return read_with(options)
+        except pa.ArrowInvalid as exc:
+            if "straddling" not in str(exc) or options.block_size >= 1 << 30:
+                raise
+            options.block_size = options.block_size * 4
+
+
+@contextlib.contextmanager
+def _no_field_limit() -> Iterator[None]:
+    """The `csv` module refuses fields over 128 KiB; the error paths read every field whole."""
+    before = csv.field_size_limit(sys.maxsize)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(before)
 
 
 def _check_header(path: str, names: list[str]) -> None:
@@ -377,7 +403,7 @@ def _cuts_outside_quotes(path: str, cuts: list[int], quotechar: str | None,
 def _csv_records(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,
                  skiprows: int) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of each non-empty record, as Python's `csv` reads them (error paths only)."""
-    with open(path, encoding=encoding, errors="strict", newline="") as fh:
+    with open(path, encoding=encoding, errors="strict", newline="") as fh, _no_field_limit():
         reader = csv.reader(fh, delimiter=delimiter, quotechar=quotechar or None, escapechar=escapechar, strict=True)
         for _ in range(skiprows):
             next(reader, None)
@@ -391,7 +417,7 @@ def _csv_records(path: str, delimiter: str, quotechar: str | None, escapechar: s
 def _first_malformed_line(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,
                           skiprows: int) -> str | None:
     """Where the file first breaks the CSV grammar or the header's field count (error path only)."""
-    with open(path, encoding=encoding, errors="strict", newline="") as fh:
+    with open(path, encoding=encoding, errors="strict", newline="") as fh, _no_field_limit():
         try:
             reader = csv.reader(fh, delimiter=delimiter, quotechar=quotechar or None, escapechar=escapechar,
                                 strict=True)

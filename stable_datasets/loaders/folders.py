@@ -9,9 +9,11 @@ with no split word anywhere, every file is "train".
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from loguru import logger
@@ -34,12 +36,17 @@ FORMAT_OF_EXTENSION = {
     **{ext: "imagefolder" for ext in IMAGE_EXTENSIONS}, **{ext: "videofolder" for ext in VIDEO_EXTENSIONS},
 }
 METADATA_FILES = ("metadata.csv", "metadata.jsonl")
+MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
+#: endings of compressed data files (see loaders/compressed.py)
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
 
 
 def list_files(folder: str) -> list[str]:
-    """Every non-hidden file under `folder`, sorted by path."""
+    """Every non-hidden file under `folder`, sorted by path; a folder reached again through a
+    symlink (a loop) is listed once."""
     found: list[str] = []
     stack = [folder]
+    walked = {os.path.realpath(folder)}
     while stack:
         current = stack.pop()
         with os.scandir(current) as entries:
@@ -47,6 +54,10 @@ def list_files(folder: str) -> list[str]:
                 if entry.name.startswith((".", "__")):
                     continue
                 if entry.is_dir():
+                    real = os.path.realpath(entry.path) if entry.is_symlink() else None
+                    if real is not None and real in walked:
+                        continue
+                    walked.add(real or entry.path)
                     stack.append(entry.path)
                 elif entry.is_file():
                     found.append(entry.path)
@@ -80,8 +91,34 @@ def infer_data_files(data_dir: str | os.PathLike, names: tuple[str, ...], builde
     return {s: splits[s] for s in order}
 
 
+def _uncompressed(path: str) -> str:
+    """`train.csv.gz` -> `train.csv`: a compressed data file is read as the file it holds."""
+    stem, suffix = os.path.splitext(path)
+    return stem if suffix.lower() in COMPRESSION_SUFFIXES else path
+
+
 def _is_metadata(path: str) -> bool:
     return os.path.basename(path) in METADATA_FILES
+
+
+def saved_by_hugging_face(folder: Path) -> dict[str, list[str]] | None:
+    """split -> Arrow files of a folder that `datasets`' save_to_disk wrote (a Dataset: state.json
+    beside its files; a DatasetDict: dataset_dict.json naming a folder per split), else None."""
+    try:
+        if (folder / "dataset_dict.json").is_file():
+            splits = json.loads((folder / "dataset_dict.json").read_text())["splits"]
+            return {str(split): _saved_files(folder / str(split)) for split in splits}
+        if (folder / "state.json").is_file() and (folder / "dataset_info.json").is_file():
+            return {"train": _saved_files(folder)}
+    except (ValueError, KeyError, TypeError, OSError) as exc:
+        raise FileNotFoundError(f"{folder} looks like a folder saved by Hugging Face's save_to_disk, but its "
+                                f"state cannot be read ({exc})") from None
+    return None
+
+
+def _saved_files(folder: Path) -> list[str]:
+    state = json.loads((folder / "state.json").read_text())
+    return [str(folder / entry["filename"]) for entry in state["_data_files"]]
 
 
 def infer_folder_format(folder: str | os.PathLike) -> tuple[str, dict[str, Any]]:
@@ -91,7 +128,9 @@ def infer_folder_format(folder: str | os.PathLike) -> tuple[str, dict[str, Any]]
     for path in list_files(os.fspath(folder)):
         if _is_metadata(path):
             continue
-        extension = ".tar" if path.lower().endswith(TAR_SUFFIXES) else os.path.splitext(path)[1].lower()
+        extension = ".tar" if path.lower().endswith(TAR_SUFFIXES) else os.path.splitext(_uncompressed(path))[1].lower()
+        if extension in MEDIA_EXTENSIONS and extension != os.path.splitext(path)[1].lower():
+            continue  # a compressed image or video is no image or video file
         if extension in FORMAT_OF_EXTENSION:
             counts[extension] += 1
             kinds.setdefault(FORMAT_OF_EXTENSION[extension], []).append(path)

@@ -18,6 +18,7 @@ import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.json as pajson
@@ -63,8 +64,9 @@ class JsonLoader(FileLoader):
                 sample = fh.read(SAMPLE_BYTES)
                 sample += fh.readline()
             table = self._parse_block(path, sample, 0, None)
-            return features_from_schema(_exact_integer_schema(path, sample, table.schema, self.config.encoding))
-        return features_from_schema(table.schema)
+            return features_from_schema(_exact_integer_schema(path, sample, table.schema, self.config.encoding),
+                                         path)
+        return features_from_schema(table.schema, path)
 
     def _is_document(self, path: str) -> bool:
         if self.config.field is not None:
@@ -125,8 +127,7 @@ class JsonLoader(FileLoader):
         options = pajson.ParseOptions(explicit_schema=schema,
                                       unexpected_field_behavior="error" if complete else "infer")
         try:
-            return pajson.read_json(io.BytesIO(block), read_options=pajson.ReadOptions(block_size=PARSE_BLOCK_BYTES),
-                                    parse_options=options)
+            return _read_json(block, options)
         except pa.ArrowInvalid as exc:
             encoding = "utf-8" if self._transcoded() else self.config.encoding  # the block is UTF-8 by now
             raise line_error(path, block, first_line, encoding, exc,
@@ -229,19 +230,67 @@ def line_blocks(path: str, start: int | None, stop: int | None, block_bytes: int
             line += block.count(b"\n")
 
 
+def _read_json(block: bytes, options: pajson.ParseOptions) -> pa.Table:
+    """`block` parsed in PARSE_BLOCK_BYTES blocks on pyarrow's threads; a record longer than that (a
+    long document) makes pyarrow refuse the block ('straddling object'), so the blocks grow until
+    the longest record fits, as Hugging Face grows them."""
+    size = PARSE_BLOCK_BYTES
+    while True:
+        try:
+            return pajson.read_json(io.BytesIO(block), read_options=pajson.ReadOptions(block_size=size),
+                                    parse_options=options)
+        except pa.ArrowInvalid as exc:
+            if "straddling" not in str(exc) or size > len(block):
+                raise
+            size = min(size * 4, len(block) + 1)
+
+
+_SPACE = re.compile(r"[ \t\r\n]*")
+
+
+def _json_values(block: bytes, first_line: int, encoding: str) -> list[tuple[int, Any]] | None:
+    """(line it starts on, value) of each JSON value of `block` read as a whole, for records that
+    span lines; None when the block is no sequence of JSON values (error paths only)."""
+    try:
+        text = block.decode(encoding)
+    except UnicodeDecodeError:
+        return None
+    decoder = json.JSONDecoder()
+    values: list[tuple[int, Any]] = []
+    position, line = 0, first_line + 1
+    while True:
+        start = _SPACE.match(text, position).end()  # type: ignore[union-attr]
+        if start == len(text):
+            return values
+        line += text.count("\n", position, start)
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            return None
+        values.append((line, value))
+        line += text.count("\n", start, end)
+        position = end
+
+
 def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exception,
                fields: list[str] | None = None) -> LoaderError:
     """The first line of the block that is not a JSON object, or pyarrow's message with the file."""
+    values: list[tuple[int, Any]] = []
     for number, raw in enumerate(block.split(b"\n"), start=first_line + 1):
         text = raw.strip()
         if not text:
             continue
         try:
-            value = json.loads(text.decode(encoding))
+            values.append((number, json.loads(text.decode(encoding))))
         except UnicodeDecodeError as error:
             return LoaderError(f"{path}, line {number}: not valid {encoding} text ({error.reason})")
         except json.JSONDecodeError as error:
-            return LoaderError(f"{path}, line {number}: invalid JSON ({error.msg} at column {error.colno})")
+            whole = _json_values(block, first_line, encoding)  # records over several lines (pretty-printed)
+            if whole is None:
+                return LoaderError(f"{path}, line {number}: invalid JSON ({error.msg} at column {error.colno})")
+            values = whole
+            break
+    for number, value in values:
         if not isinstance(value, dict):
             return LoaderError(f"{path}, line {number}: a JSON Lines record must be an object, got "
                                f"{type(value).__name__}")
@@ -255,10 +304,12 @@ def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exc
     unparsed = re.search(r"Failed to convert JSON to (\w+), couldn't parse:(.+)$", message)
     if unparsed is not None:
         dtype, literal = unparsed[1], unparsed[2]
+        records = dict(values)  # by the line each starts on
         for number, raw in enumerate(block.split(b"\n"), start=first_line + 1):
             if re.search(rb"(?<![\w.+-])" + re.escape(literal.encode()) + rb"(?![\w.])", raw):
-                record = json.loads(raw.decode(encoding))
-                name = next((k for k, v in record.items() if json.dumps(v) == literal), None)
+                record = records.get(number)
+                name = next((k for k, v in record.items() if json.dumps(v) == literal), None) \
+                    if isinstance(record, dict) else None
                 column = f"column {name!r}: " if name is not None else ""
                 return LoaderError(f"{path}, line {number}: {column}value {literal} cannot be stored as {dtype}; pass "
                                    "features= to store the column as another type")

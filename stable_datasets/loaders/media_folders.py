@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 
+from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.features.base import FeatureType
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
@@ -67,6 +68,20 @@ class MediaFolderLoader(FileLoader):
                  for split, paths in self.data_files().items()}
         return {split: paths for split, paths in found.items() if paths}
 
+    def input_files_identity(self) -> dict[str, Any] | None:
+        """The data files, and the media files the metadata files name that `data_files` does not list
+        (data_files='metadata.jsonl' reads the images it names): an edited image then rebuilds too."""
+        identity = super().input_files_identity()
+        metadata = self.metadata_files()
+        if identity is None or not metadata or not self.config.data_files:
+            return identity
+        listed = {os.path.normpath(p) for paths in self.data_files().values() for p in paths}
+        named = {file for paths in metadata.values() for path in paths for file in self._named_files(path)}
+        unlisted = sorted(p for p in named - listed if os.path.isfile(p))  # a missing one fails the build, named
+        if unlisted:
+            identity["named_by_metadata"] = files_identity(unlisted, mode=identity["mode"], cache_root=self.cache_root)
+        return identity
+
     def labels(self) -> list[str] | None:
         """Sorted folder names when the files get labels, else None."""
         if self.config.drop_labels or (self.metadata_files() and self.config.drop_labels is None):
@@ -81,7 +96,7 @@ class MediaFolderLoader(FileLoader):
         metadata = self.metadata_files()
         if metadata:
             first = next(iter(metadata.values()))[0]
-            inferred = features_from_schema(self._metadata_table(first).schema)
+            inferred = features_from_schema(self._metadata_table(first).schema, first)
             if "file_name" not in inferred:
                 raise LoaderError(f"{first}: a metadata file needs a file_name column (it has {list(inferred)})")
             return Features({(self.BASE_COLUMN if name == "file_name" else name):
@@ -115,16 +130,20 @@ class MediaFolderLoader(FileLoader):
     def _warn_unlisted(self, metadata: dict[str, list[str]]) -> None:
         from loguru import logger
 
-        listed: set[str] = set()
-        for paths in metadata.values():
-            for path in paths:
-                folder = os.path.dirname(path)
-                names = self._metadata_table(path).column("file_name").to_pylist()
-                listed.update(os.path.normpath(os.path.join(folder, str(n))) for n in names if n is not None)
+        listed = {file for paths in metadata.values() for path in paths for file in self._named_files(path)}
         unlisted = [p for paths in self.media_files().values() for p in paths if os.path.normpath(p) not in listed]
         if unlisted:
             logger.warning("{}: {} {} file(s) have no record in the metadata files and are not loaded, e.g. {}",
                            self.builder_name(), len(unlisted), self.BASE_COLUMN, unlisted[0])
+
+    def _named_files(self, path: str) -> list[str]:
+        """The files a metadata file names (normalized paths; the build checks each name)."""
+        folder = os.path.dirname(path)
+        table = self._metadata_table(path)
+        if "file_name" not in table.column_names:
+            return []  # infer_features names the file
+        names = table.column("file_name").to_pylist()
+        return [os.path.normpath(os.path.join(folder, str(n))) for n in names if n is not None]
 
     def examples_of_piece(self, piece: Piece) -> Iterator[tuple[Any, dict[str, Any]]]:
         """Pieces are media files (a row each) or metadata files (a row per record)."""

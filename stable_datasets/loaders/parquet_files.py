@@ -40,7 +40,7 @@ class ParquetLoader(FileLoader):
     def infer_features(self) -> Features:
         path = self.first_file()
         schema = _open(path).schema_arrow
-        features = features_from_schema(schema)
+        features = features_from_schema(schema, path)
         wanted = self.config.columns
         if wanted is None:
             return features
