@@ -396,37 +396,64 @@ def test_csv_and_json_rows_match_hugging_face(tmp_path):
 
 # -- hostile input in a subprocess: an error, never a crash ---------------------------------
 def test_flipped_bytes_in_input_files_fail_cleanly(tmp_path):
+    # one subprocess imports stable_datasets once and forks a child per case: a crash still kills only the child,
+    # and the parent reports each child's exit (before, one fresh interpreter per case cost ~4 s each)
     script = tmp_path / "probe.py"
     script.write_text("""
-import sys, random
+import os, sys, random
 import stable_datasets as sds
 from stable_datasets.errors import StableDatasetsError
-path, loader, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
-data = bytearray(open(path, 'rb').read())
-rng = random.Random(seed)
-for _ in range(8):
-    data[rng.randrange(len(data))] = rng.randrange(256)
-open(path, 'wb').write(bytes(data))
-try:
-    ds = sds.load_dataset(loader, data_files=path, split='train', cache_dir=sys.argv[4])
-    len(ds); ds[:]
-except (ValueError, OSError, StableDatasetsError) as exc:
-    print('error', type(exc).__name__)
-else:
-    print('ok')
+
+def probe(path, loader, seed, cache_dir):
+    data = bytearray(open(path, 'rb').read())
+    rng = random.Random(seed)
+    for _ in range(8):
+        data[rng.randrange(len(data))] = rng.randrange(256)
+    open(path, 'wb').write(bytes(data))
+    try:
+        ds = sds.load_dataset(loader, data_files=path, split='train', cache_dir=cache_dir)
+        len(ds); ds[:]
+    except (ValueError, OSError, StableDatasetsError) as exc:
+        print('result', path, 'error', type(exc).__name__)
+    else:
+        print('result', path, 'ok')
+
+cache_dir, cases = sys.argv[1], sys.argv[2:]
+for path, loader, seed in zip(cases[0::3], cases[1::3], cases[2::3]):
+    sys.stdout.flush(); sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            probe(path, loader, int(seed), cache_dir)
+            code = 0
+        except BaseException:
+            import traceback
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush(); sys.stderr.flush()
+            os._exit(code)
+    print('exit', path, os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
 """)
     pq.write_table(pa.table({"i": list(range(500)), "s": [f"r{i}" for i in range(500)]}), tmp_path / "d.parquet",
                    row_group_size=100)
     (tmp_path / "d.jsonl").write_text("".join(json.dumps({"i": i, "s": f"r{i}"}) + "\n" for i in range(500)))
     (tmp_path / "d.csv").write_text("i,s\n" + "".join(f"{i},r{i}\n" for i in range(500)))
+    cases = []
     for seed in range(3):
         for loader, name in (("parquet", "d.parquet"), ("json", "d.jsonl"), ("csv", "d.csv")):
             copy = tmp_path / f"{seed}-{name}"
             copy.write_bytes((tmp_path / name).read_bytes())
-            out = subprocess.run([sys.executable, str(script), str(copy), loader, str(seed), str(tmp_path / "c")],
-                                 capture_output=True, text=True, timeout=120)
-            assert out.returncode == 0, (loader, seed, out.stderr[-2000:])
-            assert out.stdout.strip().split()[0] in ("ok", "error")
+            cases.append((str(copy), loader, str(seed)))
+    out = subprocess.run([sys.executable, str(script), str(tmp_path / "c"), *(a for case in cases for a in case)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = [line.split() for line in out.stdout.splitlines()]
+    exits = {line[1]: int(line[2]) for line in lines if line[0] == "exit"}
+    results = {line[1]: line[2] for line in lines if line[0] == "result"}
+    for path, loader, seed in cases:
+        assert exits.get(path) == 0, (loader, seed, exits.get(path), out.stderr[-2000:])
+        assert results.get(path) in ("ok", "error"), (loader, seed, out.stdout)
 
 
 def test_touching_an_input_rebuilds_without_sleeping_on_coarse_clocks(tmp_path):

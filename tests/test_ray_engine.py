@@ -51,24 +51,21 @@ def test_a_dead_ray_worker_is_retried(write_builder, tmp_path, monkeypatch):
     assert ds["part"] == [p for p in range(5) for _ in range(300)]
 
 
-def test_ray_worker_that_keeps_dying_fails_cleanly_and_the_next_build_resumes(parts_builder, cache_root, tmp_path,
-                                                                              monkeypatch):
-    counter = tmp_path / "generated.txt"
-    monkeypatch.setenv("PARTS_COUNTER", str(counter))
-    monkeypatch.setenv("PARTS_KILL", "4")
-    ray.shutdown()  # tasks see the environment of the cluster's workers: start one that has it
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
-    try:
-        with pytest.raises(WorkerDiedError, match="Ray worker died"):
-            sds.load_dataset(str(parts_builder), split="train", num_proc=2, engine="ray")
-        assert not list(cache_root.rglob("_metadata.json"))
-        staging = next(cache_root.rglob(".staging-train"))
-        assert json.loads((staging / ".part-00000" / "_part.json").read_text())["num_rows"] == 600
-    finally:
-        ray.shutdown()
-    monkeypatch.delenv("PARTS_KILL")
+def test_ray_worker_that_keeps_dying_fails_cleanly_and_the_next_build_resumes(write_builder, cache_root, tmp_path):
+    # the kill switch and the counter are files, not PARTS_KILL/PARTS_COUNTER: the cluster's workers started
+    # before this test and do not see its environment, and restarting the cluster twice cost ~25 s
+    counter, kill = tmp_path / "generated.txt", tmp_path / "kill-part-4"
+    kill.touch()
+    parts_builder = write_builder("parts", PARTS_BUILDER.replace("KEY", "(part, i)").replace(
+        'os.environ.get("PARTS_KILL")', f'("4" if os.path.exists({str(kill)!r}) else None)').replace(
+        'os.environ.get("PARTS_COUNTER")', repr(str(counter))))
+    with pytest.raises(WorkerDiedError, match="Ray worker died"):
+        sds.load_dataset(str(parts_builder), split="train", num_proc=2, engine="ray")
+    assert not list(cache_root.rglob("_metadata.json"))
+    staging = next(cache_root.rglob(".staging-train"))
+    assert json.loads((staging / ".part-00000" / "_part.json").read_text())["num_rows"] == 600
+    kill.unlink()
     counter.write_text("")
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
     ds = sds.load_dataset(str(parts_builder), split="train", num_proc=2, engine="ray")
     assert counter.read_text().split() == ["2", "3", "4"]  # the finished part was kept
     assert ds["part"] == [p for p in range(5) for _ in range(300)]

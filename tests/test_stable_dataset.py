@@ -314,9 +314,10 @@ def test_dataloader_workers(toy, method):
     ds[0]  # touch handles in the parent first
     loader = torch.utils.data.DataLoader(ds, batch_size=32, num_workers=2,
                                          multiprocessing_context=multiprocessing.get_context(method))
-    ids = torch.cat([b["id"] for b in loader])
+    batches = list(loader)  # one pass: each pass starts the workers again (spawn re-imports torch in each)
+    ids = torch.cat([b["id"] for b in batches])
     assert ids.tolist() == list(range(200))
-    grids = next(iter(loader))["grid"]
+    grids = batches[0]["grid"]
     assert grids.shape == (32, 2, 3)
 
 

@@ -73,7 +73,7 @@ CONFIG = """
 [mypy]
 follow_imports = silent
 ignore_missing_imports = True
-[mypy-torch.*,pyarrow.*,lance.*,cv2.*,boto3.*,botocore.*,datasets.*,pandas.*,sklearn.*,tokenizers.*,loguru.*,tqdm.*,filelock.*,fsspec.*,PIL.*]
+[mypy-ray.*,torch.*,pyarrow.*,lance.*,cv2.*,boto3.*,botocore.*,datasets.*,pandas.*,sklearn.*,tokenizers.*,loguru.*,tqdm.*,filelock.*,fsspec.*,PIL.*]
 follow_imports = skip
 """
 

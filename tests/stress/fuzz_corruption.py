@@ -211,6 +211,8 @@ def corrupt(rng: random.Random, data: bytes) -> bytes:
 
 def fuzz(targets: dict[str, Path], cases: int, seed: int, timeout: float = 30.0) -> dict[str, dict]:
     """`cases` corruptions per kind; {kind: {"tried", outcome counts, "examples": first details}}."""
+    import lance  # noqa: F401 - its import (pandas, pyarrow.dataset) cost each Lance child ~0.45 s; it starts no threads
+
     import stable_datasets.load  # noqa: F401 - imported once here so every forked child starts warm
     from stable_datasets.interleaved import InterleavedWebdatasetReader  # noqa: F401
 
