@@ -34,8 +34,8 @@ class Interleaved(sds.GeneratorBasedBuilder):
                                    "images": sds.Sequence(sds.Image()), "metadata": sds.Value("string")}))
 
     def _split_generators(self, dl_manager):
-        return [sds.SplitGenerator(split, {"paths": paths})
-                for split, paths in normalize_data_files(self.config.data_files, "interleaved").items()]
+        splits = normalize_data_files(self.config.data_files, "interleaved", input_options=self.input_storage_options)
+        return [sds.SplitGenerator(split, {"paths": paths}) for split, paths in splits.items()]
 
     def _generate_examples(self, paths):
         tars = [p for p in paths if p.endswith(".tar")]

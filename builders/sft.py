@@ -26,7 +26,8 @@ class Sft(ChatSFTBuilder):
 
     def _split_generators(self, dl_manager):
         generators = []
-        for split, paths in normalize_data_files(self.config.data_files, "sft").items():
+        for split, paths in normalize_data_files(self.config.data_files, "sft",
+                                                  input_options=self.input_storage_options).items():
             local = [p if Path(p).exists() else str(dl_manager.download(p)) for p in paths]
             generators.append(sds.SplitGenerator(split, {"split": split, "files": local}))
         return generators

@@ -206,10 +206,6 @@ def test_object_globs_match_as_local_globs_do(s3_env, tmp_path):
         ["raw/a.csv", "raw/ab.csv", "raw/c.csv"]
 
 
-@pytest.mark.xfail(strict=True, reason="storage_options= of load_dataset do not reach data_files: "
-                   "builder/data_files.py (expand_object_pattern), builder/input_identity.py (object_identity) "
-                   "and download/manager.py (fetch_object) call storage.inputs without them, so only the "
-                   "environment's credentials are used (hostile8's area)")
 def test_data_files_on_s3_use_the_storage_options_given_to_load_dataset(s3_env, tmp_path, monkeypatch):
     import stable_datasets as sds
     from stable_datasets.storage.resolve import forget_stores
@@ -225,8 +221,6 @@ def test_data_files_on_s3_use_the_storage_options_given_to_load_dataset(s3_env, 
         assert ds.to_dict() == {"x": [1], "y": [2]}, data_files
 
 
-@pytest.mark.xfail(strict=True, reason="loaders/webdataset_files.py writes the local copy's path "
-                   "($STABLE_DATASETS_LOCAL_CACHE_DIR/inputs/...) as __url__, not the shard's URL (hostile8's area)")
 def test_webdataset_rows_from_s3_name_their_shard_by_its_url(s3_env, tmp_path):
     import stable_datasets as sds
 

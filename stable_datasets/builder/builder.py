@@ -96,6 +96,10 @@ class DatasetBuilder:
         self.remote: RemoteRoot | None = root if isinstance(root, RemoteRoot) else None
         #: local folder of caches; for a remote root, this node's work folder for it (staging, downloads)
         self.cache_root: Path = root.local_dir if isinstance(root, RemoteRoot) else root
+        #: storage options of object-store inputs (data_files, downloads) by scheme: `storage_options` serve the
+        #: cache root's scheme, or every scheme when the root is local (storage.inputs.options_for)
+        self.input_storage_options: dict[str, dict[str, Any]] | None = None if not storage_options else \
+            {(self.remote.url.scheme if self.remote else "*"): dict(storage_options)}
         self._info_cache: DatasetInfo | None = None
 
     # -- identity ------------------------------------------------------------------------
@@ -212,7 +216,8 @@ class DatasetBuilder:
 
     def input_files_identity(self) -> dict[str, Any] | None:
         """The identity of the files `data_files`/`data_dir` name (see builder/input_identity.py)."""
-        return input_files_identity(self.config, self.cache_root, self.builder_name())
+        return input_files_identity(self.config, self.cache_root, self.builder_name(),
+                                    input_options=self.input_storage_options)
 
     def fingerprint(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> str:
         return fingerprint(self.fingerprint_inputs(storage_format, layout_options))
@@ -262,7 +267,8 @@ class DatasetBuilder:
                           verification_mode: str = "basic_checks") -> DownloadManager:
         return DownloadManager(downloads_dir(self.cache_root),
                                force_download=download_mode == "force_redownload",
-                               verify_checksums=verification_mode != "no_checks")
+                               verify_checksums=verification_mode != "no_checks",
+                               input_options=self.input_storage_options)
 
     def is_prepared(self, split: str, storage_format: str = "arrow",
                     layout_options: dict[str, Any] | None = None) -> bool:

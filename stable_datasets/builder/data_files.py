@@ -13,15 +13,17 @@ def _has_magic(text: str) -> bool:
     return any(ch in text for ch in "*?[")
 
 
-def glob_pattern(text: str) -> list[str] | None:
+def glob_pattern(text: str, input_options: dict[str, dict[str, Any]] | None = None) -> list[str] | None:
     """The sorted matches of `text` when it is a glob pattern (has *, ? or [), else None. A path
-    that exists is not a pattern: `scores [v1].csv` names that file, as the user typed it."""
+    that exists is not a pattern: `scores [v1].csv` names that file, as the user typed it.
+    `input_options`: storage options of object-store URLs by scheme (storage.inputs.options_for)."""
     if not _has_magic(text) or ("://" not in text and os.path.lexists(text)):
         return None
     if "://" in text and not text.startswith(("file://", "http://", "https://")):
-        from stable_datasets.storage.inputs import expand_object_pattern
+        from stable_datasets.storage.inputs import expand_object_pattern, options_for
 
-        return expand_object_pattern(text)  # s3://bucket/train-*.csv: the objects listed under its fixed prefix
+        # s3://bucket/train-*.csv: the objects listed under its fixed prefix
+        return expand_object_pattern(text, options_for(text, input_options))
     folder, name = os.path.split(text)
     if _has_magic(folder) or "**" in name:
         # files only, and '**' crosses folders (zero or more), as Hugging Face resolves data_files
@@ -39,7 +41,8 @@ def glob_pattern(text: str) -> list[str] | None:
     return sorted(prefix + n for n in fnmatch.filter(names, name))
 
 
-def normalize_data_files(data_files: Any, builder: str, default_split: str = "train") -> dict[str, list[str]]:
+def normalize_data_files(data_files: Any, builder: str, default_split: str = "train",
+                         input_options: dict[str, dict[str, Any]] | None = None) -> dict[str, list[str]]:
     """{split: [paths]} with globs expanded; a missing or empty pattern is an error naming it."""
     if not data_files:
         raise ValueError(f"the '{builder}' builder needs data_files= (a path, a glob, a list, or a dict of "
@@ -52,7 +55,7 @@ def normalize_data_files(data_files: Any, builder: str, default_split: str = "tr
         paths: list[str] = []
         for item in specs:
             text = str(item)
-            matched = glob_pattern(text)
+            matched = glob_pattern(text, input_options)
             if matched is None:
                 if "://" not in text and not os.path.exists(text):
                     raise FileNotFoundError(f"data file {text} does not exist (split '{split}')")

@@ -30,10 +30,12 @@ LISTED_FILES = 32
 
 
 def input_files_identity(config: Any, cache_root: Path, builder: str,
-                         resolved: dict[str, list[str]] | None = None) -> dict[str, Any] | None:
+                         resolved: dict[str, list[str]] | None = None,
+                         input_options: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """Identity of `config.data_files` and `config.data_dir` (None when the builder reads neither).
 
-    `resolved` is `normalize_data_files(config.data_files)` when the caller has it already.
+    `resolved` is `normalize_data_files(config.data_files)` when the caller has it already;
+    `input_options`: storage options of object-store URLs by scheme (storage.inputs.options_for).
     """
     data_files = getattr(config, "data_files", None)
     data_dir = getattr(config, "data_dir", None)
@@ -45,8 +47,9 @@ def input_files_identity(config: Any, cache_root: Path, builder: str,
     identity: dict[str, Any] = {"mode": mode}
     with ContentHashes(cache_root if mode == "sha256" else None) as hashes:
         if data_files:
-            splits = resolved if resolved is not None else normalize_data_files(data_files, builder)
-            identity["data_files"] = {split: _summary(_files_identity(paths, mode, hashes, cache_root))
+            splits = resolved if resolved is not None else normalize_data_files(data_files, builder,
+                                                                                   input_options=input_options)
+            identity["data_files"] = {split: _summary(_files_identity(paths, mode, hashes, cache_root, input_options))
                                       for split, paths in splits.items()}
         if data_dir:
             identity["data_dir"] = _summary(_local_identities(_walk(os.path.abspath(os.fspath(data_dir)), builder),
@@ -81,7 +84,8 @@ def _summary(entries: list[list[Any]]) -> dict[str, Any]:
     return summary
 
 
-def _files_identity(paths: list[str], mode: str, hashes: ContentHashes, cache_root: Path) -> list[list[Any]]:
+def _files_identity(paths: list[str], mode: str, hashes: ContentHashes, cache_root: Path,
+                    input_options: dict[str, dict[str, Any]] | None = None) -> list[list[Any]]:
     """One entry per path, in order; local files are stat'ed (and hashed) together."""
     entries: list[list[Any] | None] = []
     local: list[tuple[int, tuple[str, os.stat_result]]] = []
@@ -90,7 +94,7 @@ def _files_identity(paths: list[str], mode: str, hashes: ContentHashes, cache_ro
         if path.startswith("file://"):
             path = path[len("file://"):]
         elif "://" in path:
-            entries.append(_remote_identity(path, cache_root))
+            entries.append(_remote_identity(path, cache_root, input_options))
             continue
         absolute = path if os.path.isabs(path) else os.path.abspath(path)  # glob results of an absolute pattern
         try:
@@ -150,7 +154,8 @@ def _walk(root: str, builder: str) -> list[tuple[str, os.stat_result]]:
     return found
 
 
-def _remote_identity(url: str, cache_root: Path) -> list[Any]:
+def _remote_identity(url: str, cache_root: Path, input_options: dict[str, dict[str, Any]] | None = None
+                     ) -> list[Any]:
     if url.startswith(("http://", "https://")):
         from stable_datasets.download.http import FatalURLError, RetryableError, head
         from stable_datasets.download.manager import DownloadManager
@@ -175,6 +180,7 @@ def _remote_identity(url: str, cache_root: Path) -> list[Any]:
         local = Path(manager.download(url))
         with ContentHashes(cache_root) as hashes:
             return [url, local.stat().st_size, "sha256:" + hashes.sha256(str(local), local.stat())]
-    from stable_datasets.storage.inputs import object_identity
+    from stable_datasets.storage.inputs import object_identity, options_for
 
-    return object_identity(url)  # through the store client of cache roots: same credentials, retries, errors
+    # through the store client of cache roots: same credentials, retries, errors
+    return object_identity(url, options_for(url, input_options))

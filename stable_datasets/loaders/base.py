@@ -93,7 +93,8 @@ class FileLoader(GeneratorBasedBuilder):
 
     def input_files_identity(self) -> dict[str, Any] | None:
         resolved = self.data_files() if self.config.data_files else None  # one glob, not two
-        return input_files_identity(self.config, self.cache_root, self.builder_name(), resolved=resolved)
+        return input_files_identity(self.config, self.cache_root, self.builder_name(), resolved=resolved,
+                                    input_options=self.input_storage_options)
 
     def source_text(self) -> str:
         return _library_source_text(type(self))
@@ -102,7 +103,8 @@ class FileLoader(GeneratorBasedBuilder):
         """split -> files, globs expanded; from a data_dir, the files this loader reads, split by name."""
         if self._files is None:
             if self.config.data_files:
-                self._files = normalize_data_files(self.config.data_files, self.builder_name())
+                self._files = normalize_data_files(self.config.data_files, self.builder_name(),
+                                                   input_options=self.input_storage_options)
             else:
                 names = self.EXTENSIONS + self.companion_files()
                 if self.read_tables:  # train.csv.gz too
@@ -197,7 +199,7 @@ class FileLoader(GeneratorBasedBuilder):
         weights: list[float] = []
         for piece, size in zip(pieces, sizes):
             parts = max(1, round(num_jobs * size / total)) if len(pieces) < num_jobs else 1
-            split = self.piece_ranges(piece[0], parts) if parts > 1 else [piece]
+            split = [[*r, *piece[3:]] for r in self.piece_ranges(piece[0], parts)] if parts > 1 else [piece]
             divided.extend(split)
             weights.extend([size / len(split)] * len(split))
         return SplitJobs([{"pieces": group} for group in _contiguous_groups(divided, weights, num_jobs)])

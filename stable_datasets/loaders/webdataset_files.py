@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.builder.info import SplitGenerator
+from stable_datasets.download.manager import DownloadManager
 from stable_datasets.features.base import FeatureType
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
@@ -122,14 +124,22 @@ class WebDatasetLoader(FileLoader):
             features[extension] = _feature_of(extension, values, path)
         return Features(features)
 
+    def _split_generators(self, dl_manager: DownloadManager) -> list[SplitGenerator]:
+        generators = super()._split_generators(dl_manager)
+        for generator, sources in zip(generators, self.data_files().values()):
+            for piece, source in zip(generator.gen_kwargs["pieces"], sources):
+                piece.append(source)  # __url__: the shard as the user named it, not this node's copy of a URL
+        return generators
+
     def examples_of_piece(self, piece: Piece) -> Iterator[tuple[Any, dict[str, Any]]]:
         path = piece[0]
+        url = piece[3] if len(piece) > 3 else path
         given = self.config.features is not None
         for key, sample in iter_samples(path):
-            example = {"__key__": key, "__url__": path, **sample}
+            example = {"__key__": key, "__url__": url, **sample}
             # with features= given, a column or json field a sample lacks is a null, as in Hugging Face;
             # with inferred features, a sample lacking a column is an error naming it
-            yield f"{path}:{key}", _with_nulls(example, self.features) if given else example
+            yield f"{url}:{key}", _with_nulls(example, self.features) if given else example
 
 
 def _with_nulls(value: Any, feature: FeatureType) -> Any:

@@ -61,6 +61,18 @@ def local_inputs(items: list[Any], suffixes: tuple[str, ...] = (),
     return out
 
 
+def options_for(url: str, input_options: dict[str, dict[str, Any]] | None) -> dict[str, Any] | None:
+    """The storage options for an input URL out of {scheme: options} ("*": any scheme); None: the environment's.
+
+    `load_dataset(storage_options=...)` gives one set of options: those of the cache root's scheme, or
+    of every object-store input when the root is local (builder.Builder.input_storage_options).
+    """
+    if not input_options:
+        return None
+    scheme = url.split("://", 1)[0].lower()
+    return input_options.get(scheme, input_options.get("*"))
+
+
 def is_object_url(text: Any) -> bool:
     """An object-store URL (`s3://`, `gs://`, ...), not `http(s)://` nor a local path."""
     return is_url(text) and text.split("://", 1)[0].lower() not in HTTP_SCHEMES
