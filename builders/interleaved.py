@@ -22,6 +22,7 @@ from stable_datasets.interleaved import (
     materialize,
     parse_source_ref,
 )
+from stable_datasets.storage.inputs import options_for
 
 
 class Interleaved(sds.GeneratorBasedBuilder):
@@ -40,8 +41,9 @@ class Interleaved(sds.GeneratorBasedBuilder):
     def _generate_examples(self, paths):
         tars = [p for p in paths if p.endswith(".tar")]
         parquets = [p for p in paths if p.endswith(".parquet")]
-        readers = ([InterleavedWebdatasetReader(tars)] if tars else []) + \
-                  ([InterleavedParquetReader(parquets)] if parquets else [])
+        options = {"storage_options": options_for(paths[0], self.input_storage_options)} if paths else {}
+        readers = ([InterleavedWebdatasetReader(tars, **options)] if tars else []) + \
+                  ([InterleavedParquetReader(parquets, **options)] if parquets else [])
         for reader in readers:
             for batch in reader:
                 table = materialize(batch.table, "warn")

@@ -221,6 +221,25 @@ def test_data_files_on_s3_use_the_storage_options_given_to_load_dataset(s3_env, 
         assert ds.to_dict() == {"x": [1], "y": [2]}, data_files
 
 
+def test_the_interleaved_builder_reads_s3_tars_with_the_storage_options_given_to_load_dataset(s3_env, tmp_path,
+                                                                                              monkeypatch):
+    import stable_datasets as sds
+    from stable_datasets.storage.resolve import forget_stores
+
+    shards = write_mint_shards(tmp_path / "tars", num_samples=6, samples_per_shard=3, tiff_every=10)
+    local = sds.load_dataset("interleaved", split="train", data_files=str(shards[0].parent / "*.tar"),
+                             cache_dir=tmp_path / "local-cache")
+    for path in shards:
+        upload(s3_env, Path(path), f"mint/{Path(path).name}")
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(name)
+    forget_stores()
+    options = {"endpoint_url": s3_env.endpoint, "key": "testing", "secret": "testing"}
+    remote = sds.load_dataset("interleaved", split="train", data_files=f"s3://{s3_env.bucket}/mint/*.tar",
+                              cache_dir=tmp_path / "cache", storage_options=options)
+    assert len(remote) == 6 and remote.to_arrow().equals(local.to_arrow())
+
+
 def test_webdataset_rows_from_s3_name_their_shard_by_its_url(s3_env, tmp_path):
     import stable_datasets as sds
 
