@@ -33,7 +33,7 @@ from stable_datasets.cache.ownership import (
     remove_empty_parents,
     same_builder,
 )
-from stable_datasets.cache.paths import cache_root, safe_name
+from stable_datasets.cache.paths import cache_root, downloads_dir, safe_name
 from stable_datasets.layouts import STORAGE_FORMATS
 
 OK, PROBLEM, USAGE = 0, 1, 2
@@ -378,6 +378,9 @@ def cmd_prune(args: argparse.Namespace) -> int:
             doomed += [("map cache of a stale cache", m) for m in map_caches_of(entry.directory)]
     for build in find_superseded(root):
         doomed.append(("superseded build", build))
+    from stable_datasets.loaders.compressed import stale_copies
+
+    doomed += [("decompressed copy of a changed or removed file", f) for f in stale_copies(downloads_dir(root))]
     for staging in find_staging(root):
         if staging_is_orphaned(staging, args.max_staging_age * 3600):  # a live owner's staging never is
             doomed.append(("orphaned staging", staging))

@@ -72,6 +72,29 @@ def test_prune_removes_orphaned_staging(capsys, cache_root):
     assert not dead.exists() and alive.exists()
 
 
+def test_prune_removes_decompressed_copies_of_edited_or_removed_files(capsys, cache_root, tmp_path):
+    import gzip
+
+    source = tmp_path / "d.csv.gz"
+    source.write_bytes(gzip.compress(b"a\n1\n"))
+    sds.load_dataset("csv", data_files=str(source), split="train")
+    copies = cache_root / "downloads" / "decompressed"
+    (first,) = copies.iterdir()
+    assert run(capsys, "prune")[1] == "nothing to prune\n"  # its file is unchanged: the copy stays
+    source.write_bytes(gzip.compress(b"a\n2\n3\n"))
+    assert sds.load_dataset("csv", data_files=str(source), split="train")["a"] == [2, 3]
+    (second,) = [c for c in copies.iterdir() if c != first]
+    assert (second / "d.csv").read_bytes() == b"a\n2\n3\n"
+    code, out = run(capsys, "prune", "--dry-run")
+    assert code == 0 and out == f"would remove decompressed copy of a changed or removed file: {first}\n"
+    assert first.exists()
+    assert run(capsys, "prune")[1] == f"removed decompressed copy of a changed or removed file: {first}\n"
+    assert sorted(copies.iterdir()) == [second]
+    source.unlink()
+    run(capsys, "prune")
+    assert not copies.exists() or list(copies.iterdir()) == []
+
+
 @pytest.mark.parametrize("storage_format", ["arrow", "lance"])
 def test_verify_finds_flipped_bytes_and_truncation(capsys, toy_builder, storage_format):
     ds = sds.load_dataset(str(toy_builder), split="train", storage_format=storage_format)

@@ -3,12 +3,15 @@
 The tabular and text loaders cut files into byte ranges and map them, which a compressed stream
 does not allow; so a compressed file is decompressed once into the downloads folder (under a
 name made of its real path, size, mtime and inode, so an edited file is decompressed again) and
-read from there. The fingerprint is still the compressed file's identity.
+read from there. The fingerprint is still the compressed file's identity. Beside each copy, `source.json`
+names the file and version it came from, so `stable-datasets prune` removes the copies of versions
+that are gone (`stale_copies`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import lzma
 import os
 import shutil
@@ -37,12 +40,14 @@ def decompressed(path: str, downloads: Path) -> str:
     if suffix is None:
         return path
     stat = os.stat(path)
-    key = hashlib.sha256(f"{os.path.realpath(path)}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}".encode())
+    source = _version(os.path.realpath(path), stat)
+    key = hashlib.sha256(":".join(map(str, source.values())).encode())
     folder = downloads / "decompressed" / key.hexdigest()[:24]
     target = folder / os.path.basename(path)[: -len(suffix)]
     if target.is_file():
         return str(target)
     folder.mkdir(parents=True, exist_ok=True)
+    (folder / SOURCE_FILE).write_text(json.dumps(source), encoding="utf-8")  # first: prune spares a copy being made
     handle, partial = tempfile.mkstemp(dir=folder, prefix=".partial-")
     try:
         with os.fdopen(handle, "wb") as out:
@@ -63,3 +68,30 @@ def decompressed(path: str, downloads: Path) -> str:
             os.unlink(partial)
         raise
     return str(target)
+
+
+SOURCE_FILE = "source.json"
+
+
+def _version(real_path: str, stat: os.stat_result) -> dict[str, object]:
+    return {"path": real_path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ino": stat.st_ino}
+
+
+def stale_copies(downloads: Path) -> list[Path]:
+    """Folders of decompressed copies whose compressed file was edited, replaced or removed since.
+
+    A copy made before `source.json` was recorded names no source: it is stale (it is made again
+    when its file is next read)."""
+    stale = []
+    for folder in sorted((downloads / "decompressed").glob("*")):
+        if not folder.is_dir():
+            continue
+        try:
+            source = json.loads((folder / SOURCE_FILE).read_text(encoding="utf-8"))
+            current = _version(source["path"], os.stat(source["path"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            stale.append(folder)
+            continue
+        if current != source:
+            stale.append(folder)
+    return stale
