@@ -99,16 +99,6 @@ def test_to_ray_hands_the_rows_to_ray_data(parts_builder, storage_format):
     assert sorted((r["part"], r["i"]) for r in picked.to_ray().take_all()) == sorted(zip(picked["part"], picked["i"]))
 
 
-def test_to_ray_of_a_small_cache_plans_a_few_read_tasks():
-    """Before, the row-range datasource gave Ray no size estimate, so Ray planned 200 read tasks for 300 rows
-    (seconds of task overhead); now the stored bytes of the rows read are the estimate."""
-    ds = sds.StableDataset.from_dict({"i": list(range(300)), "t": [f"row {i}" for i in range(300)]})
-    for view in (ds, ds.shuffle(seed=1)):
-        materialized = view.to_ray().materialize()
-        assert materialized.num_blocks() <= 8
-        assert sorted(r["i"] for r in materialized.take_all()) == list(range(300))
-
-
 def test_ray_engine_without_ray_says_how_to_install_it(parts_builder, tmp_path):
     script = textwrap.dedent(f"""
         import sys
