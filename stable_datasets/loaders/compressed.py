@@ -26,6 +26,8 @@ from stable_datasets.loaders.folders import COMPRESSION_SUFFIXES
 #: file name ending -> pyarrow codec (None: Python's lzma)
 COMPRESSIONS = dict(zip(COMPRESSION_SUFFIXES, ("gzip", "bz2", None, "zstd", "lz4")))
 _NAMES = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstd", ".lz4": "lz4"}
+#: beside each copy: the compressed file's real path and version it was made from (for prune)
+SOURCE_FILE = "source.json"
 
 
 def compression_suffix(path: str) -> str | None:
@@ -68,9 +70,6 @@ def decompressed(path: str, downloads: Path) -> str:
             os.unlink(partial)
         raise
     return str(target)
-
-
-SOURCE_FILE = "source.json"
 
 
 def _version(real_path: str, stat: os.stat_result) -> dict[str, object]:
