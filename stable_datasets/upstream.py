@@ -28,9 +28,10 @@ import pyarrow as pa
 
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, canonical_json, fingerprint
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
-from stable_datasets.cache.upstream import is_upstream
+from stable_datasets.cache.upstream import UPSTREAM_FORMATS, UPSTREAM_NAMES, is_upstream
 from stable_datasets.dataset.open import open_cache as _open_cache
 from stable_datasets.features import Features, Video
+from stable_datasets.layouts import layout_for, layout_for_storage_format
 from stable_datasets.write.engines import JobRunner
 from stable_datasets.write.plan import SplitJobs, WritePlan
 from stable_datasets.write.sources import ExampleSource
@@ -42,11 +43,6 @@ __all__ = ["DEFAULT_SHARD_SIZE_BYTES", "CacheOpenResult", "LanceCacheMeta", "Sha
 
 DEFAULT_SHARD_SIZE_BYTES = float("inf")  # upstream's default: one file per split
 _CACHE_FORMAT_VERSION = 1  # what upstream's readers accept in an upstream cache
-# our layout names -> upstream's (parquet has no upstream name; it keeps the same spelling)
-_LAYOUT_NAMES = {"arrow_shards": "arrow-shards", "lance_rows": "lance-rows",
-                 "lance_video_frames": "lance-video-frames", "parquet_shards": "parquet-shards"}
-_FORMATS = {"arrow_shards": "arrow", "lance_rows": "lance", "lance_video_frames": "lance",
-            "parquet_shards": "parquet"}
 # upstream's LanceVideoFramesBackend keyword -> ours; its defaults serve every frame alone
 _VIDEO_DEFAULTS = {"window_length": 1, "frame_skip": 0, "hop_size": 1, "min_video_frames": None}
 
@@ -150,7 +146,7 @@ def detect_cache_format(cache_dir: Path) -> str:
             raise ValueError(f"Cache metadata at {Path(cache_dir) / METADATA_FILE} is missing required 'format'. "
                              "Rebuild the cache with the current stable-datasets version.")
         return raw["format"]
-    return _FORMATS[CacheMetadata.read(cache_dir).layout]
+    return UPSTREAM_FORMATS[CacheMetadata.read(cache_dir).layout]
 
 
 def detect_cache_layout(cache_dir: Path) -> str:
@@ -160,7 +156,7 @@ def detect_cache_layout(cache_dir: Path) -> str:
     if "layout" not in raw:
         raise ValueError(f"Cache metadata at {Path(cache_dir) / METADATA_FILE} is missing required 'layout'. "
                          "Rebuild the cache with the current stable-datasets version.")
-    return raw["layout"] if is_upstream(raw) else _LAYOUT_NAMES.get(raw["layout"], raw["layout"])
+    return raw["layout"] if is_upstream(raw) else UPSTREAM_NAMES.get(raw["layout"], raw["layout"])
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -176,7 +172,7 @@ def read_sharded_cache_meta(cache_dir: Path) -> ShardedCacheMeta:
     raw = _raw_metadata(cache_dir)
     if not is_upstream(raw):
         metadata = CacheMetadata.read(cache_dir)
-        if metadata.layout != "arrow_shards":
+        if UPSTREAM_NAMES.get(metadata.layout) != "arrow-shards":
             raise ValueError(f"Not an Arrow sharded cache: {cache_dir} (layout={metadata.layout!r})")
         return ShardedCacheMeta(cache_dir, metadata.num_rows, len(metadata.shards),
                                 [s.path for s in metadata.shards], [s.num_rows for s in metadata.shards],
@@ -230,8 +226,8 @@ def read_lance_cache_meta(cache_dir: Path) -> LanceCacheMeta:
             raise ValueError(f"Not a Lance cache: {cache_dir} (format={raw.get('format')!r})")
         return LanceCacheMeta(cache_dir, raw["num_rows"], raw.get("schema_fingerprint", ""))
     metadata = CacheMetadata.read(cache_dir)
-    if _FORMATS.get(metadata.layout) != "lance":
-        raise ValueError(f"Not a Lance cache: {cache_dir} (format={_FORMATS.get(metadata.layout)!r})")
+    if UPSTREAM_FORMATS.get(metadata.layout) != "lance":
+        raise ValueError(f"Not a Lance cache: {cache_dir} (format={UPSTREAM_FORMATS.get(metadata.layout)!r})")
     return LanceCacheMeta(cache_dir, metadata.num_rows, metadata.fingerprint)
 
 
@@ -327,7 +323,7 @@ def write_sharded_arrow_cache(generator: Iterable[Any], features: Features, cach
     `max_shard_size` (infinite or `single_file=True`: one file), `compression` the IPC codec."""
     del num_encode_workers
     limit = shard_size_bytes if not single_file and shard_size_bytes != float("inf") else 1 << 62
-    metadata = _write("write_sharded_arrow_cache", generator, features, cache_dir, "arrow_shards",
+    metadata = _write("write_sharded_arrow_cache", generator, features, cache_dir, layout_for_storage_format("arrow"),
                       {"max_shard_size": int(limit), "compression": compression, "batch_rows": int(batch_size)},
                       lineage)
     return ShardedCacheMeta(Path(cache_dir), metadata.num_rows, len(metadata.shards),
@@ -339,7 +335,7 @@ def write_lance_cache(generator: Iterable[Any], features: Features, cache_dir: P
                       num_encode_workers: int = 0, lineage: dict | None = None) -> LanceCacheMeta:
     """Our lance_rows cache from upstream's generator contract."""
     del num_encode_workers
-    metadata = _write("write_lance_cache", generator, features, cache_dir, "lance_rows",
+    metadata = _write("write_lance_cache", generator, features, cache_dir, layout_for_storage_format("lance"),
                       {"batch_rows": int(batch_size)}, lineage)
     return LanceCacheMeta(Path(cache_dir), metadata.num_rows, metadata.fingerprint)
 
@@ -370,7 +366,7 @@ def write_lance_video_frames_cache(generator: Iterable[Any], features: Features,
     if first is None:
         raise ValueError("Cannot build a lance-video-frames cache from an empty generator.")
     metadata = _write("write_lance_video_frames_cache", _chain(first, pairs), features, cache_dir,
-                      "lance_video_frames", {"webp_quality": int(quality), "frame_resize": resize,
+                      layout_for(features, "lance"), {"webp_quality": int(quality), "frame_resize": resize,
                                              "skip_corrupt": bool(skip_corrupt)}, lineage)
     frames = sum(int(v["frames"]) for v in metadata.extra["videos"])
     return LanceCacheMeta(Path(cache_dir), frames, metadata.fingerprint)

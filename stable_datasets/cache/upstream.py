@@ -32,6 +32,12 @@ from loguru import logger
 from stable_datasets.errors import CacheError
 
 UPSTREAM_LAYOUTS = ("arrow-shards", "lance-rows", "lance-video-frames")
+#: our layouts by upstream's names (stable_datasets.upstream reports them so); parquet has no upstream name
+UPSTREAM_NAMES = {"arrow_shards": "arrow-shards", "lance_rows": "lance-rows",
+                  "lance_video_frames": "lance-video-frames", "parquet_shards": "parquet-shards"}
+#: upstream's `format` of each of our layouts
+UPSTREAM_FORMATS = {"arrow_shards": "arrow", "lance_rows": "lance", "lance_video_frames": "lance",
+                    "parquet_shards": "parquet"}
 _FEATURE_KEY = b"stable_datasets.feature"
 _warned: set[str] = set()  # directories whose losses were already said in this process
 
