@@ -44,18 +44,22 @@ def _batch(row, count):
         schema=SCHEMA)
 
 
-def write_upstream_cache(directory, rows_per_shard, schema=SCHEMA, layout="arrow-shards"):
-    """An upstream arrow-shards cache: one IPC file per entry of `rows_per_shard`."""
+def write_upstream_cache(directory, rows_per_shard, schema=SCHEMA, layout="arrow-shards", compression=None):
+    """An upstream arrow-shards cache: one IPC file per entry of `rows_per_shard` (IPC buffers compressed with
+    `compression`, as upstream's `write_sharded_arrow_cache(compression=)` writes them)."""
     directory.mkdir(parents=True)
     names, row = [], 0
+    options = pa.ipc.IpcWriteOptions(compression=compression) if compression else None
     for shard, count in enumerate(rows_per_shard):
         names.append(f"shard-{shard:05d}.arrow")
-        with pa.OSFile(str(directory / names[-1]), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        with pa.OSFile(str(directory / names[-1]), "wb") as sink, \
+                pa.ipc.new_file(sink, schema, options=options) as writer:
             writer.write_batch(_batch(row, count))
         row += count
     meta = {"cache_format_version": 1, "format": "arrow", "layout": layout, "schema_fingerprint": "0123456789abcdef",
             "num_rows": row, "num_shards": len(names), "shard_row_counts": list(rows_per_shard),
-            "shard_filenames": names, "shard_size_target_bytes": None}
+            "shard_filenames": names, "shard_size_target_bytes": None, **({"compression": compression}
+                                                                            if compression else {})}
     (directory / "_metadata.json").write_text(json.dumps(meta, indent=2))
     return directory
 
@@ -198,3 +202,15 @@ def test_damaged_upstream_frames_metadata_is_an_error(tmp_path, change, message)
     (cache / "_metadata.json").write_text(json.dumps({**meta, **change}))
     with pytest.raises(CacheError, match=message):
         sds.open_cache(cache)
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+def test_compressed_upstream_shards_open_and_migrate(tmp_path, compression):
+    cache = write_upstream_cache(tmp_path / "c", [2, 3, 1], compression=compression)
+    ds = sds.open_cache(cache)
+    assert len(ds) == 6 and [r["caption"] for r in ds] == [f"digit {i}" for i in range(6)]
+    assert ds.cache_metadata[0].extra["upstream"]["compression"] == compression
+    from stable_datasets.migrate import migrate_cache
+
+    migrated = migrate_cache(cache, tmp_path / "ours")
+    assert migrated.num_rows == 6 and sds.open_cache(tmp_path / "ours")[5]["caption"] == "digit 5"

@@ -28,7 +28,7 @@ def test_megatron_style_files_are_adopted_once_and_read_the_same(tmp_path, cache
     adopted = PackedSFTDataset(files, eos_id=0)
     plain = PackedSFTDataset(files, eos_id=0, adopt=False)
     assert len(adopted) == len(plain) == 5000
-    for i in np.random.default_rng(0).integers(0, 5000, 50).tolist() + [0, 2499, 2500, 4999, -1]:
+    for i in [*np.random.default_rng(0).integers(0, 5000, 50).tolist(), 0, 2499, 2500, 4999, -1]:
         a, b = adopted[i], plain[i]
         assert all(np.array_equal(a[k], b[k]) for k in ("input_ids", "seq_boundaries", "loss_mask"))
     assert adopted[2500]["input_ids"][0] == 10_000 and (adopted[-1]["loss_mask"] == 0).all()
