@@ -70,6 +70,12 @@ def test_parquet_dataset_collate_fn(tmp_path, get_tokenizer):
     for key in ("tokens", "labels", "loss_mask", "position_ids"):
         assert collated[key].tolist() == expected[key].tolist()
     assert collated["tokens"].tolist()[0][:3] == [1, 2, 3]
+    # exactly the keys Megatron-Bridge's GPTSFTPackedDataset.collate_fn returns (packing/gpt_sft.py)
+    assert sorted(collated) == ["attention_mask", "cu_seqlens_kv", "cu_seqlens_q", "labels", "loss_mask",
+                                "max_seqlen_kv", "max_seqlen_q", "padding_mask", "position_ids", "token_count",
+                                "tokens"]
+    padded = GPTSFTPackedParquetDataset(str(parquet_path), get_tokenizer(), max_seq_length=2048, pad_seq_to_mult=4)
+    assert {"cu_seqlens_q_padded", "cu_seqlens_kv_padded"} <= set(padded.collate_fn(batch))
 
 
 def test_parquet_dataset_with_samples_mapping(tmp_path, get_tokenizer):
