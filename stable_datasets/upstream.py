@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow as pa
 
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, canonical_json, fingerprint
+from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.cache.upstream import UPSTREAM_FORMATS, UPSTREAM_NAMES, is_upstream
 from stable_datasets.dataset.open import open_cache as _open_cache
@@ -312,7 +313,8 @@ def _write(label: str, generator: Iterable[Any], features: Features, cache_dir: 
                      split="train", info={"description": f"written by stable_datasets.upstream.{label}"},
                      features=features, media_root=target.parent)
     target.parent.mkdir(parents=True, exist_ok=True)
-    return write_split(plan, _UpstreamExamples(generator, label), JobRunner(num_proc=None))
+    with exclusive_lock(target.parent / f".{target.name}.lock"):  # write_split's caller holds the build lock
+        return write_split(plan, _UpstreamExamples(generator, label), JobRunner(num_proc=None))
 
 
 def write_sharded_arrow_cache(generator: Iterable[Any], features: Features, cache_dir: Path, *,
