@@ -33,6 +33,7 @@ from stable_datasets.cache.ownership import (
     same_builder,
 )
 from stable_datasets.cache.paths import cache_root, downloads_dir, safe_name
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.layouts import STORAGE_FORMATS
 from stable_datasets.layouts.open import verify_cache
 
@@ -62,7 +63,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-class UsageError(Exception):
+class UsageError(StableDatasetsError):
     """A bad command line value found after parsing (exit code 2)."""
 
 

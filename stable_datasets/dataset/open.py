@@ -18,7 +18,6 @@ from stable_datasets.layouts.open import open_backend, served_features
 from stable_datasets.storage.remote_cache import open_remote_backend
 from stable_datasets.storage.remote_stream import open_remote_shards
 from stable_datasets.storage.urls import is_url
-from stable_datasets.streaming.iterable import StreamingDataset
 
 
 def open_cache(cache_dir: str | os.PathLike, *, storage_options: dict[str, Any] | None = None,
@@ -50,7 +49,7 @@ def dataset_of(backend: LayoutBackend, metadata: CacheMetadata) -> StableDataset
 
 
 def open_remote_stream(url: str, storage_options: dict[str, Any] | None = None,
-                       rows: Any = None) -> StreamingDataset | None:
+                       rows: Any = None) -> Any | None:
     """A stream of the remote split at `url` read a shard at a time (storage.remote_stream); None for caches
     that cannot be streamed that way (they are opened whole). `rows(num_rows)`: (start, stop) of a partial
     split."""
@@ -58,4 +57,4 @@ def open_remote_stream(url: str, storage_options: dict[str, Any] | None = None,
     if opened is None:
         return None
     backend, metadata = opened
-    return StreamingDataset(dataset_of(backend, metadata))
+    return dataset_of(backend, metadata).to_iterable()  # a StreamingDataset (imported there: it imports torch)
