@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # The CPU build of torch; an unpinned torch would pull gigabytes of CUDA wheels.
 TORCH_SPEC ?= torch==2.13.0
 
-.PHONY: demo test lint bench clean venv
+.PHONY: demo test lint bench clean venv browser
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,13 @@ $(VENV)/.installed-test: $(BIN)/python pyproject.toml
 demo: $(VENV)/.installed-demo
 	cd examples && ../$(BIN)/python demo.py
 
-test: $(VENV)/.installed-test
+# Debian's headless Chromium and its driver, for the viewer's browser tests (tests/viewer/test_browser.py);
+# installed only when missing, and never downloaded by a tool at run time.
+browser:
+	@if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then \
+		apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; fi
+
+test: $(VENV)/.installed-test browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -q
 
