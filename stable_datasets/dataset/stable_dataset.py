@@ -25,7 +25,7 @@ from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset import display, hf_interop, in_memory, summary
 from stable_datasets.dataset.display import DisplayRow
 from stable_datasets.dataset.formatting import Format, to_torch
-from stable_datasets.errors import ColumnNotFoundError
+from stable_datasets.errors import ColumnNotFoundError, missing_extra
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
 from stable_datasets.features.value import ClassLabel, Value
@@ -732,7 +732,7 @@ class StableDataset:
         try:
             import polars
         except ImportError:
-            raise ImportError("to_polars needs polars: pip install polars") from None
+            raise missing_extra("to_polars", "polars", "polars") from None
         if batched:
             return (polars.from_arrow(table) for table in self._export_batches(batch_size))
         return polars.from_arrow(self.to_arrow())
@@ -757,6 +757,10 @@ class StableDataset:
 
 
 def _pandas_frame(table: pa.Table) -> Any:
+    try:
+        import pandas  # noqa: F401  (pyarrow's own error would not say which extra installs it)
+    except ImportError:
+        raise missing_extra("to_pandas", "pandas", "pandas") from None
     frame = table.to_pandas()
     for field, column in zip(table.schema, table.columns):
         # pyarrow gives float64 cells (NaN in the null row's slots) to a column with a null row: keep the dtype
