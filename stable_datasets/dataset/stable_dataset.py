@@ -340,10 +340,11 @@ class StableDataset:
         if isinstance(key, str):
             return self._column(key)
         if isinstance(key, slice):
-            positions = np.arange(len(self))[key]
-            if self._indices is None and key.step in (None, 1) and len(positions):
-                return self._format_table(self._slice(int(positions[0]), int(positions[-1]) + 1))
-            return self._format_table(self._take(self._physical_many(positions)))
+            positions = range(len(self))[key]  # lazy: a slice of a 100M-row dataset allocates nothing per row
+            if self._indices is None and positions.step == 1 and len(positions):
+                return self._format_table(self._slice(positions[0], positions[-1] + 1))
+            return self._format_table(self._take(self._physical_many(
+                np.arange(positions.start, positions.stop, positions.step, dtype=np.int64))))
         if isinstance(key, (list, tuple, range, np.ndarray)):
             return self._format_table(self._take(self._physical_many(np.asarray(key))))
         raise TypeError(f"cannot index a dataset with {type(key).__name__}")
