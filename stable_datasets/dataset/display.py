@@ -100,11 +100,18 @@ def cell_html(value: Any, feature: Any = None) -> str:
 
 
 class DisplayRow(dict):
-    """A row (a plain dict to every reader) that prints its media compactly and shows them in a notebook."""
+    """A row (a plain dict to every reader) that prints its media compactly and shows them in a notebook.
 
-    def __init__(self, *args: Any, features: Mapping[str, Any] | None = None, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self._features = features or {}
+    The features live on a subclass made once per dataset (`for_features`), so making a row is
+    dict's own C constructor: `ds[i]` stays as fast as returning a plain dict.
+    """
+
+    __slots__ = ()
+    _features: Mapping[str, Any] = {}
+
+    @classmethod
+    def for_features(cls, features: Mapping[str, Any]) -> type[DisplayRow]:
+        return type("Row", (cls,), {"__slots__": (), "_features": features})
 
     def __repr__(self) -> str:
         return "{" + ", ".join(f"{k!r}: {cell_text(v, self._features.get(k))}" for k, v in self.items()) + "}"
@@ -120,7 +127,8 @@ class RowsPreview(list):
     """The first rows of a dataset (`ds.head()`): a list of rows that prints as a table."""
 
     def __init__(self, rows: Sequence[dict[str, Any]], features: Mapping[str, Any], start: int = 0):
-        super().__init__(DisplayRow(r, features=features) for r in rows)
+        row_type = DisplayRow.for_features(features)
+        super().__init__(row_type(r) for r in rows)
         self._features = features
         self._start = start
 

@@ -68,6 +68,7 @@ class StableDataset:
         self._plan = self._decode_plan()
         self._raw_final = self._raw_rows_are_final
         self._transform: tuple[Callable[[dict[str, Any]], Any], tuple[str, ...] | None, bool] | None = None
+        self._row_type: type[DisplayRow] | None = None  # made on the first `ds[i]`
 
     # -- construction helpers ------------------------------------------------------------
     def _derive(self, *, indices: np.ndarray | str | None = "keep", format: Format | None = None,
@@ -329,7 +330,8 @@ class StableDataset:
             return transformed_item(self, key)
         if type(key) is int and self._indices is None and 0 <= key < self._starts_list[-1] and \
                 len(self._backends) == 1 and self._format.type != "arrow" and self._media is None:
-            return self._shown(self._format_row(self._backends[0].row(key)))  # the hot path, checked first
+            row = self._format_row(self._backends[0].row(key))  # the hot path, checked first
+            return self._row_type(row) if self._row_type is not None else self._shown(row)
         if isinstance(key, (bool, np.bool_)):  # an int subclass: ds[True] would be row 1
             raise TypeError("cannot index a dataset with a bool; use an int, or a boolean mask as a list or array")
         if isinstance(key, (int, np.integer)):
@@ -351,7 +353,11 @@ class StableDataset:
 
     def _shown(self, row: Row) -> Row:
         """A row as `ds[i]` gives it: a dict that prints its images as `Image(32x32 RGB)` (see display)."""
-        return DisplayRow(row, features=self._features) if self._format.type != "torch" else row
+        if self._format.type == "torch":
+            return row
+        if self._row_type is None:
+            self._row_type = DisplayRow.for_features(self._features)
+        return self._row_type(row)
 
     def __getitems__(self, keys: Sequence[int] | np.ndarray) -> list[Row]:
         """A list of rows, as torch's DataLoader asks for a batch of indices."""
