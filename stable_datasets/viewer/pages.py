@@ -79,8 +79,10 @@ async function load(){
     total=data.total;const t=document.getElementById('rows');t.replaceChildren();
     const head=el('tr',{},el('th',{},'#'));for(const c of data.columns)head.append(el('th',{},c));t.append(head);
     for(const r of data.rows){const tr=el('tr',{class:'row','data-index':r.index},el('th',{},r.index));
-      if(r.view){tr.append(el('td',{colspan:data.columns.length},r.view.kind==='pack'?renderPack(r.view):
-        renderDoc(r.view)));}
+      if(r.view){const td=el('td',{colspan:data.columns.length});
+        if(r.view.kind==='document'){td.append(el('div',{class:'muted'},Object.entries(r.cells)
+          .filter(([k,c])=>c.kind==='text').map(([k,c])=>k+': '+c.text).join('   ')));}
+        td.append(r.view.kind==='pack'?renderPack(r.view):renderDoc(r.view));tr.append(td);}
       else{for(const c of data.columns)tr.append(el('td',{},renderCell(r.cells[c])));}
       t.append(tr);}
     status.textContent='rows '+offset+'-'+(offset+data.rows.length-1)+' of '+total;status.className='';
