@@ -13,6 +13,7 @@ unreadable file fails the build with an error naming it (and its row key, the fi
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 from collections.abc import Iterator
@@ -42,6 +43,14 @@ class MediaFolderConfig(FileLoaderConfig):
     #: opt-in: a string column of this name holds each row's source file (relative to `data_dir`, or to
     #: its metadata file's folder; as given in `data_files` otherwise), e.g. `file_name_column="file_name"`
     file_name_column: str | None = None
+
+    def fingerprint_identity(self) -> dict[str, Any]:
+        """Every field, less `file_name_column` while it is unset: caches built before the option existed
+        keep their fingerprint (a set column is a new cache, as any config change)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if self.file_name_column is None:
+            del fields["file_name_column"]
+        return fields
 
 
 class MediaFolderLoader(FileLoader):
