@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -209,9 +210,13 @@ def test_view_command_prints_its_url_first_and_binds_localhost(viewer_root):
         assert first.startswith("http://127.0.0.1:") and int(first.rsplit(":", 1)[1]) > 0
         caches = json.loads(urllib.request.urlopen(first + "/api/caches").read())
         assert len(caches) == 5
+        proc.send_signal(signal.SIGINT)  # Ctrl-C: a quiet stop
+        assert proc.wait(timeout=20) == 0
+        assert "Traceback" not in proc.stderr.read()
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 def test_view_refuses_a_bad_port(capsys):
