@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from stable_datasets.errors import missing_extra
+
 FORMAT_TYPES = ("python", "numpy", "torch", "arrow", "pandas", "polars")
 TABLE_FORMATS = ("arrow", "pandas", "polars")  # rows and batches are tables of stored values
 FORMAT_ALIASES = {"np": "numpy", "pt": "torch", "pa": "arrow", "pyarrow": "arrow", "pd": "pandas", "pl": "polars"}
@@ -41,7 +43,7 @@ def _torch():
     try:
         import torch
     except ImportError:
-        raise ImportError("with_format('torch') needs PyTorch: pip install torch") from None
+        raise missing_extra("with_format('torch')", "PyTorch", "torch") from None
     return torch
 
 
@@ -78,6 +80,6 @@ def table_output(table: Any, type: str) -> Any:
         try:
             import polars
         except ImportError:
-            raise ImportError("with_format('polars') needs polars: pip install polars") from None
+            raise missing_extra("with_format('polars')", "polars", "polars") from None
         return polars.from_arrow(table)
     return table
