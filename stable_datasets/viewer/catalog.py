@@ -18,13 +18,14 @@ from typing import Any
 from stable_datasets.cache.inventory import CacheEntry, find_caches
 from stable_datasets.cache.ownership import cache_status
 from stable_datasets.dataset.stable_dataset import StableDataset
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.load import open_cache
 
 #: how long a listing is reused before the root is walked again
 LIST_SECONDS = 5.0
 
 
-class UnknownCache(LookupError):
+class UnknownCache(StableDatasetsError, LookupError):
     """A cache id that names no cache under the root."""
 
 
