@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import stable_datasets as sds
-from stable_datasets.cache.inventory import verify_cache
 from stable_datasets.cli import main
+from stable_datasets.manage.inventory import verify_cache
 
 from .test_upstream_cache import write_upstream_cache, write_upstream_lance_cache
 

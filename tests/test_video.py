@@ -222,7 +222,7 @@ def test_video_encoding_keeps_a_bounded_number_of_videos_in_flight():
 
 
 def test_verify_counts_stored_frames_not_windows():
-    from stable_datasets.cache.inventory import verify_cache
+    from stable_datasets.manage.inventory import verify_cache
 
     ds = _frames()
     frames = sum(v["frames"] for v in ds.cache_metadata[0].extra["videos"])

@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from loguru import logger
 
 from stable_datasets.builder.config import BuilderConfig, Version
+from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.input_identity import input_files_identity
 from stable_datasets.builder.local_modules import local_modules
+from stable_datasets.builder.provenance import builder_made_by
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.lock import exclusive_lock
@@ -385,7 +387,31 @@ class DatasetBuilder:
             fingerprint_inputs=inputs, builder_name=self.builder_name(), config_name=self.config.name,
             version=str(self.version), split=split, info=self.info.to_dict(), features=self.features,
             builder_source=self.builder_source(), resumable=not has_path_videos(self.features),
-            media_root=directory.parent)
+            media_root=directory.parent, made_by=self.made_by(inputs))
+
+    def made_by(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """What `_metadata.json` records as having made this builder's caches (see builder.provenance)."""
+        config = self.config
+        given = {"data_files": to_jsonable(getattr(config, "data_files", None), "data_files"),
+                 "data_dir": to_jsonable(getattr(config, "data_dir", None), "data_dir")}
+        script = getattr(type(self), "_script_path", None)
+        if script:
+            given["script"] = os.fspath(script)
+        return builder_made_by(self.made_by_kind, self.builder_name(), self.builder_source(), inputs,
+                               self.resolved_data_files(), given)
+
+    #: "builder" for a dataset's own builder, "loader" for the generic file loaders
+    made_by_kind: ClassVar[str] = "builder"
+
+    def resolved_data_files(self) -> dict[str, list[str]] | None:
+        """split -> the files `data_files` names after globbing; None when the config names none."""
+        data_files = getattr(self.config, "data_files", None)
+        if not data_files:
+            return None
+        try:
+            return normalize_data_files(data_files, self.builder_name(), input_options=self.input_storage_options)
+        except Exception:  # the build reports a bad spec; the record only lacks the list
+            return None
 
     def _plan_split(self, generator: SplitGenerator, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         """Hook: a split's jobs, one per part; by default its gen_kwargs' lists divided in order.

@@ -1,6 +1,8 @@
-"""What is on disk: every published cache under a root, whether it is current, and checks.
+"""What is on disk: every published cache under a root, staging left by builds, and removing them.
 
-Used by the command line (`stable-datasets ls/verify/prune/rm`) and usable from Python.
+The storage floor's part of the inventory: it reads only folders and `_metadata.json`. Which
+cache is current or superseded, what `prune` removes, and `verify` (which opens a cache) are
+the front door's, in `stable_datasets.manage.inventory`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from stable_datasets.cache.builds import (
     build_base,
     build_in_use,
     current_build,
-    pin_current,
     published_path,
     remove_build_if_unused,
     superseded_builds,
@@ -33,7 +34,7 @@ from stable_datasets.errors import CacheError
 class CacheEntry:
     directory: Path
     metadata: CacheMetadata
-    status: str = "unknown"  # "current", "stale" (the builder now has another fingerprint), "unknown"
+    status: str = "unknown"  # set by manage.inventory.annotate
 
     @property
     def size(self) -> int:
@@ -172,39 +173,6 @@ def staging_is_orphaned(path: Path, max_age_seconds: float) -> bool:
         return time.time() - path.stat().st_mtime > max_age_seconds
     except FileNotFoundError:  # removed meanwhile (published or cleaned up by its owner)
         return False
-
-
-def verify_cache(directory: Path) -> list[str]:
-    """Recompute every checksum and size against _metadata.json, and count the stored rows; the problems."""
-    try:
-        pin = pin_current(directory)
-    except CacheError as exc:
-        return [str(exc)]
-    try:
-        build = pin.directory
-        try:
-            metadata = CacheMetadata.parse(pin.read_text(), build / METADATA_FILE)
-        except CacheError as exc:
-            return [str(exc)]
-        problems = [p for shard in [*metadata.shards, *metadata.extra_files] if (p := shard.problem(build))]
-        if not problems:
-            problems.extend(_check_rows(build))
-        return problems
-    finally:
-        pin.release()
-
-
-def _check_rows(directory: Path) -> list[str]:
-    """Open the cache and count its stored rows, whatever _metadata.json says (more or fewer)."""
-    from stable_datasets.dataset.open import open_cache
-
-    try:
-        counted, stored = open_cache(directory).stored_row_counts()[0]
-    except Exception as exc:
-        return [f"{directory}: cannot be read ({type(exc).__name__}: {exc})"]
-    if counted != stored:
-        return [f"{directory}: holds {counted} rows, _metadata.json says {stored}"]
-    return []
 
 
 def remove_tree(path: Path) -> bool:

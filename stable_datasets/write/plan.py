@@ -27,6 +27,7 @@ class WritePlan:
     features: Features | None = None  # None: the source infers them from its first rows (map)
     resumable: bool = False  # journal finished shards so a killed build continues after them
     media_root: Path | None = None  # where path-stored videos are kept (the fingerprint directory)
+    made_by: dict[str, Any] = field(default_factory=dict)  # see CacheMetadata.made_by
 
     @property
     def writer_options(self) -> dict[str, Any]:
