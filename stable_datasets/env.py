@@ -25,3 +25,18 @@ def env_number(name: str, default: T, convert: Callable[[str], T], accept: Calla
     if value is None or not accept(value):
         raise ConfigurationError(f"{name}={text!r} {requirement}")
     return value
+
+
+S = TypeVar("S")
+
+
+def env_setting(name: str, parse: Callable[[str], S], requirement: str) -> S | None:
+    """A setting that is not a plain number (a size such as `200GB`): None when blank or unset; a value
+    `parse` refuses (ValueError) is an error naming the variable, its value and what it must be."""
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}={text!r} {requirement} ({exc})") from None

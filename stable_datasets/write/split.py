@@ -23,6 +23,7 @@ from loguru import logger
 
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.journal import JOURNAL_FILE
+from stable_datasets.cache.limit import configured_limit, evict_over_limit, root_of
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
@@ -86,6 +87,7 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
 
     runner = runner or JobRunner()
     runner.modules = [*runner.modules, *source.code_modules()]
+    limit = configured_limit(plan.cache_limit) if plan.evict else None  # a bad limit fails before any work
     staging = staging_dir(plan.target)
     logger.info("building {} [{}] split '{}' into {}", plan.builder_name, plan.config_name, plan.split, plan.target)
     _claim(staging)
@@ -139,6 +141,8 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
                              "again: finished parts and journaled shards will be reused") from exc
         raise
     logger.info("published {} rows of {} '{}' to {}", metadata.num_rows, plan.builder_name, plan.split, plan.target)
+    if limit is not None:
+        evict_over_limit(root_of(plan.target), limit, plan.target.parent)
     return metadata
 
 
