@@ -94,6 +94,13 @@ def in_use(entry: Any) -> bool:
 def annotate(entries: Sequence[Any], ask_builders: bool = True) -> None:
     """Set `status` on every entry (see the module docstring). `ask_builders=False` skips importing
     builders: the newest of each lineage is then "current" whatever its builder would say today."""
+    from stable_datasets.builder.source_identity import remembering_sources
+
+    with remembering_sources():  # one read of each builder's code, however many configs it has here
+        _annotate(entries, ask_builders)
+
+
+def _annotate(entries: Sequence[Any], ask_builders: bool) -> None:
     groups: dict[str, list[Any]] = defaultdict(list)
     by_path = {str(e.directory): e for e in entries}
     memo: dict[Any, Any] = {}  # builders by source, fingerprints by config: each asked once
