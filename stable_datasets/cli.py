@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.cache.dedup import unshared_files
 from stable_datasets.cache.inventory import (
     CacheEntry,
     find_caches,
@@ -462,6 +463,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
         doomed = done
         for _kind, path in doomed:
             emptied += remove_empty_parents(path, root)
+    for path in unshared_files(root):  # after the caches: the copies they were the last to use go too
+        if not args.dry_run:
+            path.unlink(missing_ok=True)
+        doomed.append(("stored copy no cache uses", path))
     return _report_prune(args, doomed + [("empty folder", p) for p in emptied], kept)
 
 

@@ -25,6 +25,7 @@ from stable_datasets.cache.builds import (
     remove_build_if_unused,
     superseded_builds,
 )
+from stable_datasets.cache.dedup import SHARED_DIR
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX
 from stable_datasets.errors import CacheError
@@ -63,7 +64,7 @@ def find_caches(root: Path, unreadable: list[tuple[Path, str]] | None = None) ->
         return entries
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if not d.startswith((STAGING_PREFIX, TRASH_PREFIX))
-                       and not d.endswith(".lance") and d != "downloads"]
+                       and not d.endswith(".lance") and d not in ("downloads", SHARED_DIR)]
         if METADATA_FILE in filenames:
             dirnames[:] = []
             directory = Path(dirpath)
@@ -85,7 +86,7 @@ def find_superseded(root: Path) -> list[Path]:
     found = []
     for dirpath, dirnames, _ in os.walk(root):
         dirnames[:] = [d for d in dirnames if not d.startswith((STAGING_PREFIX, TRASH_PREFIX))
-                       and not d.endswith(".lance") and d != "downloads"]
+                       and not d.endswith(".lance") and d not in ("downloads", SHARED_DIR)]
         for name in list(dirnames):
             build = Path(dirpath) / name
             if build_base(build) is not None:
@@ -102,7 +103,9 @@ def find_staging(root: Path) -> list[Path]:
     found = []
     for dirpath, dirnames, _ in os.walk(root):
         for name in list(dirnames):
-            if name.startswith((STAGING_PREFIX, TRASH_PREFIX)):
+            if name == SHARED_DIR:
+                dirnames.remove(name)
+            elif name.startswith((STAGING_PREFIX, TRASH_PREFIX)):
                 found.append(Path(dirpath) / name)
                 dirnames.remove(name)
     return sorted(found)

@@ -11,6 +11,7 @@ cache rebuilds it. Standard library only (plus loguru).
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from pathlib import Path
 from loguru import logger
 
 from stable_datasets.cache.builds import build_in_use, current_build, published_path
+from stable_datasets.cache.dedup import store_path
 from stable_datasets.cache.inventory import CacheEntry, find_caches, remove_tree
 from stable_datasets.cache.metadata import METADATA_FILE
 from stable_datasets.env import env_setting
@@ -27,6 +29,7 @@ from stable_datasets.errors import ConfigurationError
 LIMIT_VARIABLE = "STABLE_DATASETS_CACHE_LIMIT"
 _SIZE = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[kmgtp]?i?b?)\s*$", re.IGNORECASE)
 _SHARE = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*%\s*$")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 
 
@@ -97,18 +100,24 @@ def last_used(directory: Path) -> float:
     return max(info.st_atime, info.st_mtime)
 
 
-def cache_bytes(entry: CacheEntry) -> int:
-    """What a cache holds on disk as its metadata lists it: shards and files of its own."""
-    return entry.size + sum(f.num_bytes for f in entry.metadata.extra_files if not f.path.startswith(".."))
+def _files(entry: CacheEntry) -> list[tuple[str, int]]:
+    """The files a cache holds as its metadata lists them, keyed by content (cache.dedup stores identical
+    shards once), files of its own without a checksum by path."""
+    return [(s.sha256, s.num_bytes) if s.sha256 else (f"{entry.directory}/{s.path}", s.num_bytes)
+            for s in [*entry.metadata.shards, *(f for f in entry.metadata.extra_files if not f.path.startswith(".."))]]
 
 
 def evict_over_limit(root: Path, limit: CacheLimit, keep: Path) -> list[Path]:
     """Remove least recently used caches under `root` until it is within `limit`; never the caches under
-    `keep` (the folder of the build that just published) nor one a process has open. The caches removed."""
+    `keep` (the folder of the build that just published) nor one a process has open. The caches removed.
+    A file several caches share counts once, and frees its bytes only with the last cache that holds it."""
     entries = find_caches(root)
     allowed = limit.resolve(root)
-    sizes = {id(e): cache_bytes(e) for e in entries}
-    total = sum(sizes.values())
+    users: dict[tuple[str, int], int] = {}
+    for entry in entries:
+        for key in set(_files(entry)):
+            users[key] = users.get(key, 0) + 1
+    total = sum(size for _, size in users)
     if total <= allowed:
         return []
     keep = published_path(keep)
@@ -120,16 +129,32 @@ def evict_over_limit(root: Path, limit: CacheLimit, keep: Path) -> list[Path]:
             break
         if build_in_use(current_build(entry.directory)):
             continue  # a process has it open
-        if remove_tree(entry.directory):  # False: a reader pinned it meanwhile
-            total -= sizes[id(entry)]
-            evicted.append(entry.directory)
-            logger.info("evicted {} ({} bytes, {} {} '{}'): the cache root is over its limit {} ({} bytes)",
-                        entry.directory, sizes[id(entry)], entry.metadata.builder_name, entry.metadata.config_name,
-                        entry.metadata.split, limit.text, allowed)
+        if not remove_tree(entry.directory):  # a reader pinned it meanwhile
+            continue
+        freed = 0
+        for key in set(_files(entry)):
+            users[key] -= 1
+            if users[key] == 0:
+                freed += key[1]
+                if _SHA256.fullmatch(key[0]):
+                    _drop_shared(root, key[0])
+        total -= freed
+        evicted.append(entry.directory)
+        logger.info("evicted {} ({} bytes freed, {} {} '{}'): the cache root is over its limit {} ({} bytes)",
+                    entry.directory, freed, entry.metadata.builder_name, entry.metadata.config_name,
+                    entry.metadata.split, limit.text, allowed)
     if total > allowed:
         logger.warning("the cache root {} holds {} bytes, over its limit {} ({} bytes): what is left is in use or "
                        "was just built", root, total, limit.text, allowed)
     return evicted
+
+
+def _drop_shared(root: Path, sha256: str) -> None:
+    """The store's copy of a file no cache holds any more (cache.dedup), so its bytes are freed now."""
+    path = store_path(root, sha256)
+    with contextlib.suppress(OSError, ValueError):
+        if path.stat().st_nlink == 1:
+            path.unlink()
 
 
 def root_of(split_dir: Path) -> Path:

@@ -212,14 +212,21 @@ class Totals:
 
 
 def totals(entries: Iterable[Any]) -> tuple[Totals, dict[str, Totals]]:
-    """The sum over every cache, and per dataset (builder or loader name; in-memory data by constructor)."""
+    """The sum over every cache, and per dataset (builder or loader name; in-memory data by constructor).
+    A file stored once for several caches (cache.dedup: same sha256, one inode) counts once in each sum."""
     whole = Totals()
     per: dict[str, Totals] = defaultdict(Totals)
+    seen: dict[int, set[tuple[str, int]]] = defaultdict(set)
     for entry in entries:
         for bucket in (whole, per[dataset_name(entry.metadata)]):
             bucket.caches += 1
-            bucket.bytes += entry.size
             bucket.rows += entry.metadata.num_rows
+            files = seen[id(bucket)]
+            for shard in entry.metadata.shards:
+                key = (shard.sha256, shard.num_bytes) if shard.sha256 else (f"{entry.directory}/{shard.path}", 0)
+                if key not in files:
+                    files.add(key)
+                    bucket.bytes += shard.num_bytes
     return whole, dict(sorted(per.items()))
 
 

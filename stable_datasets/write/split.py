@@ -21,6 +21,7 @@ from typing import Any
 
 from loguru import logger
 
+from stable_datasets.cache.dedup import share_identical_files
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.journal import JOURNAL_FILE
 from stable_datasets.cache.limit import configured_limit, evict_over_limit, root_of
@@ -126,6 +127,9 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             library_version=__version__, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             builder_source=plan.builder_source, made_by=plan.made_by)
         metadata.write(staging, sync=False)  # publish fsyncs every file of the staging directory
+        if plan.evict:  # in a cache root: shards identical to ones stored already become links to them
+            share_identical_files(root_of(plan.target), staging,
+                                  [(s.path, s.num_bytes, s.sha256) for s in metadata.shards])
         publish(staging, plan.target)
     except BaseException as exc:
         if not _is_infrastructure_failure(exc):
