@@ -11,7 +11,7 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.paths import folder_name_to_split, split_folder_name
 from stable_datasets.cli import main
 from stable_datasets.errors import CacheError, StableDatasetsError
-from stable_datasets.manage.inventory import verify_cache
+from stable_datasets.layouts.open import verify_cache
 
 from .stress.readers_during_rebuilds import prepare
 

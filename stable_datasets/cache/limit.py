@@ -19,9 +19,9 @@ from pathlib import Path
 
 from loguru import logger
 
-from stable_datasets.cache.builds import build_in_use, current_build, published_path
+from stable_datasets.cache.builds import build_in_use, current_build, published_path, remove_tree
 from stable_datasets.cache.dedup import store_path
-from stable_datasets.cache.inventory import CacheEntry, find_caches, remove_tree
+from stable_datasets.cache.inventory import CacheEntry, find_caches
 from stable_datasets.cache.metadata import METADATA_FILE
 from stable_datasets.env import env_setting
 from stable_datasets.errors import ConfigurationError

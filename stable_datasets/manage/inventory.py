@@ -9,6 +9,8 @@ yet). A map (or column operation) result follows its parent: superseded when the
 *orphaned* when the parent is gone. Caches written before `made_by` was recorded are judged by
 asking their builder, as before, and say *unknown* when it cannot be asked.
 
+`verify` lives with the layouts (layouts.open.verify_cache), since it opens a cache.
+
 Nothing here deletes a cache that a live process has open: readers pin the build they read
 (a shared `flock` that dies with the process, see cache.builds), and prune skips a pinned build.
 Builders are asked once per lineage, never once per cache.
@@ -24,11 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stable_datasets.cache.builds import build_in_use, current_build, pin_current
+from stable_datasets.cache.builds import build_in_use, current_build
 from stable_datasets.cache.fingerprint import fingerprint
 from stable_datasets.cache.inventory import CacheEntry
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
-from stable_datasets.errors import CacheError
 from stable_datasets.manage.ownership import builder_fingerprint_now, cache_status, is_map_cache
 
 CURRENT, SUPERSEDED, STALE, ORPHANED, UNKNOWN = "current", "superseded", "stale", "orphaned", "unknown"
@@ -263,39 +264,6 @@ def describe_inputs(metadata: CacheMetadata) -> list[str]:
     else:
         lines.append(f"made by: {kind}")
     return lines
-
-
-def verify_cache(directory: Path) -> list[str]:
-    """Recompute every checksum and size against _metadata.json, and count the stored rows; the problems."""
-    try:
-        pin = pin_current(directory)
-    except CacheError as exc:
-        return [str(exc)]
-    try:
-        build = pin.directory
-        try:
-            metadata = CacheMetadata.parse(pin.read_text(), build / METADATA_FILE)
-        except CacheError as exc:
-            return [str(exc)]
-        problems = [p for shard in [*metadata.shards, *metadata.extra_files] if (p := shard.problem(build))]
-        if not problems:
-            problems.extend(_check_rows(build))
-        return problems
-    finally:
-        pin.release()
-
-
-def _check_rows(directory: Path) -> list[str]:
-    """Open the cache and count its stored rows, whatever _metadata.json says (more or fewer)."""
-    from stable_datasets.dataset.open import open_cache
-
-    try:
-        counted, stored = open_cache(directory).stored_row_counts()[0]
-    except Exception as exc:
-        return [f"{directory}: cannot be read ({type(exc).__name__}: {exc})"]
-    if counted != stored:
-        return [f"{directory}: holds {counted} rows, _metadata.json says {stored}"]
-    return []
 
 
 def entry_for(directory: Path) -> CacheEntry:
