@@ -61,7 +61,7 @@ class ShardInfo:
         path = data["path"]
         if not isinstance(path, str) or not path or path.startswith("/") or "\x00" in path:
             raise MetadataProblem(f"{where}.path must be a relative file name, got {path!r}")
-        if inside and ".." in Path(path).parts:
+        if inside and ".." in path.split("/"):  # a str split: Path() costs more than the rest of the check
             raise MetadataProblem(f"{where}.path {path!r} leaves the cache directory")
         for key in ("num_rows", "num_bytes"):
             _require_count(data[key], f"{where}.{key}")
