@@ -323,7 +323,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         entries = _resolve_targets(args.target, cache_root(args.cache_dir))
     if entries:
         info = [{**e.to_dict(), "features": e.metadata.features, "fingerprint_inputs": e.metadata.fingerprint_inputs,
-                 "info": e.metadata.info, "shards": len(e.metadata.shards)} for e in entries]
+                 "info": e.metadata.info, "shards": len(e.metadata.shards), "made_by": e.metadata.made_by,
+                 "inputs": describe_inputs(e.metadata)} for e in entries]
     else:
         builder = _builder_for(args.target, args.config, (), args.cache_dir)
         info = [{"name": builder.builder_name(), "config": builder.config.name, "version": str(builder.version),
@@ -338,6 +339,8 @@ def cmd_info(args: argparse.Namespace) -> int:
                     "configs"):
             if key in item:
                 print(f"{key:12} {item[key]}")
+        for line in item.get("inputs", []):
+            print(line)
         print("features:")
         for name, spec in item["features"].items():
             print(f"  {name}: {json.dumps(spec)}")

@@ -68,6 +68,9 @@ def test_every_kind_of_cache_says_what_made_it(capsys, write_builder, tmp_path, 
     assert mapped["inputs"] == [f"made by: map {function} of {published_path(csv.cache_dirs[0])}"]
     toy = next(e for e in listed if e["kind"] == "builder")
     assert toy["made_by"]["script"] == str(script) and toy["inputs"][0] == f"made by: builder toy ({script})"
+    _code, out = run(capsys, "info", str(published_path(csv.cache_dirs[0])))
+    assert _code == 0 and f"files (train): {data / 'one.csv'}, {data / 'two.csv'}" in out.splitlines()
+    assert "made by: loader csv (" in out
     _code, out = run(capsys, "ls", "--long", "csv")
     assert _code == 0
     assert f"    files (train): {data / 'one.csv'}, {data / 'two.csv'}" in out.splitlines()
@@ -245,3 +248,20 @@ def test_the_plan_asks_each_builder_once(write_builder, monkeypatch):
     assert [e.status for e in entries] == ["current"] * 3  # three configs: three lineages, none superseded
     assert len(calls) == 1
     assert plan_prune(entries).remove == []
+
+
+def test_prune_removes_superseded_caches_on_an_object_store_root(capsys, s3_env, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_csv(data / "a.csv", [1])
+    load_csv(data)
+    time.sleep(1.1)  # the store's modification times are in seconds
+    write_csv(data / "a.csv", [2, 3])
+    assert load_csv(data)["a"] == [2, 3]
+    listed = ls_json(capsys)
+    assert sorted(e["status"] for e in listed) == ["current", "superseded"]
+    old = next(e["path"] for e in listed if e["status"] == "superseded")
+    out = run(capsys, "prune")[1].splitlines()
+    assert f"removed superseded cache: {old}" in out
+    assert [e["status"] for e in ls_json(capsys)] == ["current"]
+    assert load_csv(data)["a"] == [2, 3]
