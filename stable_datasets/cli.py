@@ -459,8 +459,11 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if not args.dry_run:
         done = []
         for kind, path in doomed:
-            if remove_tree(path):
+            removed = remove_tree(path) and not (path.exists() or path.is_symlink())
+            if removed:
                 done.append((kind, path))
+            elif not os.access(path.parent, os.W_OK):  # another user's cache, or a read-only root
+                kept.append((f"{kind}, not removed: no permission to change {path.parent}", path))
             else:  # a reader pinned it after we looked
                 kept.append(("in use by a live process", path))
         doomed = done
