@@ -29,6 +29,7 @@ from typing import Any
 from stable_datasets.cache.builds import build_in_use, current_build
 from stable_datasets.cache.fingerprint import fingerprint
 from stable_datasets.cache.inventory import CacheEntry
+from stable_datasets.cache.limit import last_used as local_last_used
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.manage.ownership import builder_fingerprint_now, cache_status, is_map_cache
 
@@ -73,16 +74,12 @@ def created(entry: Any) -> tuple[str, float, str]:
 
 
 def last_used(entry: Any) -> float:
-    """When the cache was last opened, as far as the filesystem tells: the access time of its metadata
-    (updated at least daily under `relatime`) or its publication, whichever is later. Remote: publication."""
+    """When a process last opened the cache (readers mark it, see cache.limit.last_used), else when it
+    was published. Remote caches: when they were published."""
     modified = getattr(entry, "modified", None)
     if modified is not None:
         return float(modified)
-    try:
-        info = (current_build(Path(entry.directory)) / METADATA_FILE).stat()
-    except OSError:
-        return 0.0
-    return max(info.st_atime, info.st_mtime)
+    return local_last_used(Path(entry.directory))
 
 
 def in_use(entry: Any) -> bool:

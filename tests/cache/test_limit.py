@@ -4,6 +4,7 @@ limit, never one in use, never the one just built; a later load rebuilds an evic
 from __future__ import annotations
 
 import gc
+import os
 import shutil
 import time
 
@@ -122,3 +123,21 @@ def test_a_cache_larger_than_the_limit_is_kept_with_a_warning(monkeypatch):
     assert _folder(big).exists() and _folder(ds).exists()  # just built / open: neither may go
     assert any(line.startswith("the cache root ") and "over its limit 1 (1 bytes): what is left is in use or was "
                "just built" in line for line in lines)
+
+
+def test_opening_a_cache_marks_its_last_use_and_listing_does_not(capsys, cache_root):
+    from stable_datasets.cache.builds import current_build
+    from stable_datasets.cache.limit import last_used
+    from stable_datasets.cli import main
+
+    folder = _folder(sds.StableDataset.from_dict({"x": [1, 2]}))
+    gc.collect()
+    metadata = current_build(folder) / "_metadata.json"
+    week_ago = time.time() - 7 * 86400
+    os.utime(metadata, (week_ago, week_ago))
+    assert main(["ls"]) == 0 and main(["prune", "--dry-run"]) == 0
+    capsys.readouterr()
+    assert abs(last_used(folder) - week_ago) < 1  # listing is no use
+    started = time.time()
+    assert sds.open_cache(folder)["x"] == [1, 2]
+    assert last_used(folder) >= started - 1 and metadata.stat().st_mtime == pytest.approx(week_ago, abs=1)
