@@ -471,7 +471,11 @@ def cmd_prune(args: argparse.Namespace) -> int:
             emptied += remove_empty_parents(path, root)
     for path in unshared_files(root):  # after the caches: the copies they were the last to use go too
         if not args.dry_run:
-            path.unlink(missing_ok=True)
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:  # another user's copy in a shared root
+                kept.append((f"stored copy no cache uses, not removed: {exc.strerror or exc}", path))
+                continue
         doomed.append(("stored copy no cache uses", path))
     return _report_prune(args, doomed + [("empty folder", p) for p in emptied], kept)
 
