@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from stable_datasets.cache.fingerprint import to_jsonable
+from stable_datasets.errors import StableDatasetsError
 
 #: how many calls deep a chain of user functions is followed (a cycle is cut wherever it closes)
 MAX_DEPTH = 24
@@ -29,7 +30,7 @@ _SKIPPED_MEMBERS = ("__dict__", "__weakref__", "__module__", "__doc__", "__annot
                     "__static_attributes__")
 
 
-class UnhashableFunction(Exception):
+class UnhashableFunction(StableDatasetsError):
     """A value a function reads can be neither described as JSON nor pickled."""
 
 

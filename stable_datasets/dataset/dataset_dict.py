@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,10 @@ class DatasetDict(dict[str, "StableDataset"]):
         from stable_datasets.dataset.saving import save_dataset_dict
 
         return save_dataset_dict(self, path)
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: each split's rows, features and first rows."""
+        return "".join(f"<h4>{escape(str(name))}</h4>{ds._repr_html_()}" for name, ds in self.items())
 
     def with_format(self, *args: Any, **kwargs: Any) -> DatasetDict:
         return self._apply("with_format", *args, **kwargs)
