@@ -38,6 +38,9 @@ VARIABLES: dict[str, str] = {
     "STABLE_DATASETS_LANCE_STORAGE_OPTIONS": "set by the library for its Lance helper process (not for users)",
     "STABLE_DATASETS_BUILDERS_PATH": "folders searched for builder scripts, before the bundled ones",
     "STABLE_DATASETS_URL_REWRITES": "a JSON object of URL prefix substitutions for downloads (mirrors)",
+    "STABLE_DATASETS_LOGGING": "standard: the library's messages go to the standard logging module "
+                               "(sds.use_standard_logging() does the same)",
+    "LOGURU_LEVEL": "the level of loguru's stderr sink when standard logging takes the library's messages",
     "RANK": "this process's rank under torchrun, until torch.distributed is initialized",
     "WORLD_SIZE": "the number of ranks under torchrun, until torch.distributed is initialized",
     "RAY_ADDRESS": "the Ray cluster engine='ray' and to_ray() join when no ray_address is given",

@@ -86,7 +86,7 @@ class MissingObjectError(StorageError):
     """The object asked for is not in the store (deleted, or never written)."""
 
 
-class MissingExtraError(ImportError):
+class MissingExtraError(StableDatasetsError, ImportError):
     """An optional package is missing: the message names the extra that installs it."""
 
 

@@ -12,11 +12,12 @@ them. Sinks the application added to loguru itself keep receiving everything.
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Any
 
 from loguru import logger
+
+from stable_datasets.env import env_text
 
 PACKAGE = "stable_datasets"
 _state: dict[str, Any] = {"sink": None, "stderr": None}
@@ -53,15 +54,15 @@ def use_standard_logging(enabled: bool = True) -> None:
         except ValueError:  # the application configured loguru's sinks itself: leave them
             return
         _state["stderr"] = logger.add(sys.stderr, filter=lambda record: not _ours(record),
-                                      level=os.environ.get("LOGURU_LEVEL", "DEBUG"))
+                                      level=env_text("LOGURU_LEVEL") or "DEBUG")
     elif not enabled and _state["sink"] is not None:
         logger.remove(_state["sink"])
         _state["sink"] = None
         if _state["stderr"] is not None:
             logger.remove(_state["stderr"])
             _state["stderr"] = None
-            logger.add(sys.stderr, level=os.environ.get("LOGURU_LEVEL", "DEBUG"))
+            logger.add(sys.stderr, level=env_text("LOGURU_LEVEL") or "DEBUG")
 
 
 def standard_logging_requested() -> bool:
-    return os.environ.get("STABLE_DATASETS_LOGGING", "").lower() in ("standard", "logging", "stdlib")
+    return (env_text("STABLE_DATASETS_LOGGING") or "").lower() in ("standard", "logging", "stdlib")

@@ -17,6 +17,7 @@ from typing import Any
 
 from stable_datasets.cache.inventory import CacheEntry, find_caches
 from stable_datasets.dataset.stable_dataset import StableDataset
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.load import open_cache
 from stable_datasets.manage.inventory import annotate
 
@@ -24,7 +25,7 @@ from stable_datasets.manage.inventory import annotate
 LIST_SECONDS = 5.0
 
 
-class UnknownCache(LookupError):
+class UnknownCache(StableDatasetsError, LookupError):
     """A cache id that names no cache under the root."""
 
 

@@ -29,6 +29,7 @@ from loguru import logger
 
 from stable_datasets.dataset.summary import DEFAULT_SAMPLE_SIZE
 from stable_datasets.dataset.thumbnails import image_thumbnail, video_strip
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.image import Image
 from stable_datasets.features.sequence import Sequence
 from stable_datasets.features.video import Video, VideoDecodeConfig
@@ -42,7 +43,7 @@ ID_PATTERN = re.compile(r"[0-9a-f]{12}")
 STRIP_DECODE = VideoDecodeConfig(num_frames=8, resize=96)
 
 
-class RequestError(Exception):
+class RequestError(StableDatasetsError):
     def __init__(self, status: int, message: str):
         super().__init__(message)
         self.status = status
