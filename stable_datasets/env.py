@@ -21,6 +21,8 @@ VARIABLES: dict[str, str] = {
     "STABLE_DATASETS_CACHE_DIR": "the cache root: a folder or an object-store URL (default ~/.cache/stable_datasets)",
     "STABLE_DATASETS_LOCAL_CACHE_DIR": "this node's folder for copies of remote caches and inputs "
                                        "(default ~/.cache/stable_datasets/object-store)",
+    "STABLE_DATASETS_CACHE_LIMIT": "size bound of a local cache root, such as 200GB or 20% of its disk: least "
+                                   "recently used caches not in use are evicted after a publish (default: none)",
     "STABLE_DATASETS_LOCAL_CACHE_LIMIT": "size bound of the local shard cache, such as 20GB (default 50GiB)",
     "STABLE_DATASETS_STORAGE_OPTIONS": "a JSON object of object-store options used when none are passed",
     "STABLE_DATASETS_STORAGE_RETRIES": "attempts per object-store request (default 4)",
@@ -105,3 +107,18 @@ def env_json_object(name: str, example: str = '{"key": "value"}') -> dict[str, A
 def child_environment(**extra: str) -> dict[str, str]:
     """This process's environment with `extra` set: for a helper subprocess (values, not argv, carry secrets)."""
     return {**os.environ, **extra}
+
+
+S = TypeVar("S")
+
+
+def env_setting(name: str, parse: Callable[[str], S], requirement: str) -> S | None:
+    """A setting that is not a plain number (a size such as `200GB`): None when blank or unset; a value
+    `parse` refuses (ValueError) is an error naming the variable, its value and what it must be."""
+    text = env_text(name)
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}={text!r} {requirement} ({exc})") from None

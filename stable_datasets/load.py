@@ -44,7 +44,7 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str, *, 
                  download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                  num_proc: int | None = None, engine: str = "process", ray_address: str | None = None,
                  layout_options: dict[str, Any] | None = None, storage_options: dict[str, Any] | None = None,
-                 streaming: bool = False,
+                 streaming: bool = False, cache_limit: str | int | None = None,
                  **config_kwargs: Any) -> StableDataset: ...
 
 
@@ -54,7 +54,7 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: None = N
                  download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                  num_proc: int | None = None, engine: str = "process", ray_address: str | None = None,
                  layout_options: dict[str, Any] | None = None, storage_options: dict[str, Any] | None = None,
-                 streaming: bool = False,
+                 streaming: bool = False, cache_limit: str | int | None = None,
                  **config_kwargs: Any) -> DatasetDict: ...
 
 
@@ -64,7 +64,7 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
                  verification_mode: str = "basic_checks", num_proc: int | None = None, engine: str = "process",
                  ray_address: str | None = None, layout_options: dict[str, Any] | None = None,
                  storage_options: dict[str, Any] | None = None, streaming: bool = False,
-                 **config_kwargs: Any) -> StableDataset | DatasetDict:
+                 cache_limit: str | int | None = None, **config_kwargs: Any) -> StableDataset | DatasetDict:
     """Reuse a valid cache or build one; a `StableDataset` for `split`, a `DatasetDict` for None.
 
     `split` follows Hugging Face: "train", "train[:10%]", "train[10:20]", "train+test".
@@ -72,6 +72,8 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
     forked processes (`engine="process"`) or as Ray tasks (`engine="ray"`, see docs/parallel-builds.md).
     `cache_dir="s3://bucket/prefix"` (or $STABLE_DATASETS_CACHE_DIR) publishes to and reads from an object
     store, with `storage_options` for its endpoint and credentials (docs/object-storage-and-streaming.md).
+    `cache_limit` ("200GB", "20%", or $STABLE_DATASETS_CACHE_LIMIT) bounds a local cache root: the least
+    recently used caches not in use are evicted after a publish past it (docs/caches-and-fingerprints.md).
     `streaming=True` returns `StableDataset.to_iterable()` of the split (a dict of them for None): an
     iterable read a block at a time, see docs/object-storage-and-streaming.md.
     Hugging Face's Hub-only arguments (`keep_in_memory`, `token`, `revision`, ...) are accepted at
@@ -101,7 +103,7 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
     opened = {"storage_options": builder.remote.storage_options} if builder.remote else {}
     prepare: dict[str, Any] = dict(download_mode=download_mode, verification_mode=verification_mode,
                                    layout_options=layout_options, num_proc=num_proc, engine=engine,
-                                   ray_address=ray_address)
+                                   ray_address=ray_address, cache_limit=cache_limit)
     if split is None:
         dirs = builder.prepare(None, storage_format, **prepare)
         return DatasetDict({s: open_cache(d, **opened) for s, d in dirs.items()})

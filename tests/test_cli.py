@@ -7,6 +7,7 @@ import socket
 import pytest
 
 import stable_datasets as sds
+from stable_datasets.cache.builds import published_path
 from stable_datasets.cli import main
 
 from .conftest import TOY_BUILDER
@@ -77,7 +78,7 @@ def test_prune_removes_decompressed_copies_of_edited_or_removed_files(capsys, ca
 
     source = tmp_path / "d.csv.gz"
     source.write_bytes(gzip.compress(b"a\n1\n"))
-    sds.load_dataset("csv", data_files=str(source), split="train")
+    old = published_path(sds.load_dataset("csv", data_files=str(source), split="train").cache_dirs[0])
     copies = cache_root / "downloads" / "decompressed"
     (first,) = copies.iterdir()
     assert run(capsys, "prune")[1] == "nothing to prune\n"  # its file is unchanged: the copy stays
@@ -86,9 +87,14 @@ def test_prune_removes_decompressed_copies_of_edited_or_removed_files(capsys, ca
     (second,) = [c for c in copies.iterdir() if c != first]
     assert (second / "d.csv").read_bytes() == b"a\n2\n3\n"
     code, out = run(capsys, "prune", "--dry-run")
-    assert code == 0 and out == f"would remove decompressed copy of a changed or removed file: {first}\n"
+    assert code == 0 and out == (f"would remove superseded cache: {old}\n"  # the cache of the file before its edit
+                                 f"would remove decompressed copy of a changed or removed file: {first}\n")
     assert first.exists()
-    assert run(capsys, "prune")[1] == f"removed decompressed copy of a changed or removed file: {first}\n"
+    out = run(capsys, "prune")[1].splitlines()
+    assert out[:2] == [f"removed superseded cache: {old}", f"removed decompressed copy of a changed or removed file: "
+                                                          f"{first}"]
+    assert not old.exists() and all(line.startswith(("removed empty folder: ", "removed stored copy no cache uses: "))
+                                    for line in out[2:])
     assert sorted(copies.iterdir()) == [second]
     source.unlink()
     run(capsys, "prune")

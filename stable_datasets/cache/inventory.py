@@ -1,6 +1,8 @@
-"""What is on disk: every published cache under a root, whether it is current, and checks.
+"""What is on disk: every published cache under a root, staging left by builds, and removing them.
 
-Used by the command line (`stable-datasets ls/verify/prune/rm`) and usable from Python.
+The storage floor's part of the inventory: it reads only folders and `_metadata.json`. Which
+cache is current or superseded and what `prune` removes are the front door's
+(`stable_datasets.manage.inventory`); `verify`, which opens a cache, is `layouts.open.verify_cache`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from stable_datasets.cache.builds import (
     current_build,
     published_path,
 )
+from stable_datasets.cache.dedup import SHARED_DIR
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.cache.processes import process_alive, process_start_time
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX
@@ -30,7 +33,7 @@ from stable_datasets.errors import CacheError
 class CacheEntry:
     directory: Path
     metadata: CacheMetadata
-    status: str = "unknown"  # "current", "stale" (the builder now has another fingerprint), "unknown"
+    status: str = "unknown"  # set by manage.inventory.annotate
 
     @property
     def size(self) -> int:
@@ -59,7 +62,7 @@ def find_caches(root: Path, unreadable: list[tuple[Path, str]] | None = None) ->
         return entries
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if not d.startswith((STAGING_PREFIX, TRASH_PREFIX))
-                       and not d.endswith(".lance") and d != "downloads"]
+                       and not d.endswith(".lance") and d not in ("downloads", SHARED_DIR)]
         if METADATA_FILE in filenames:
             dirnames[:] = []
             directory = Path(dirpath)
@@ -81,7 +84,7 @@ def find_superseded(root: Path) -> list[Path]:
     found = []
     for dirpath, dirnames, _ in os.walk(root):
         dirnames[:] = [d for d in dirnames if not d.startswith((STAGING_PREFIX, TRASH_PREFIX))
-                       and not d.endswith(".lance") and d != "downloads"]
+                       and not d.endswith(".lance") and d not in ("downloads", SHARED_DIR)]
         for name in list(dirnames):
             build = Path(dirpath) / name
             if build_base(build) is not None:
@@ -98,7 +101,9 @@ def find_staging(root: Path) -> list[Path]:
     found = []
     for dirpath, dirnames, _ in os.walk(root):
         for name in list(dirnames):
-            if name.startswith((STAGING_PREFIX, TRASH_PREFIX)):
+            if name == SHARED_DIR:
+                dirnames.remove(name)
+            elif name.startswith((STAGING_PREFIX, TRASH_PREFIX)):
                 found.append(Path(dirpath) / name)
                 dirnames.remove(name)
     return sorted(found)

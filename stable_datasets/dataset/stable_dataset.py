@@ -11,6 +11,7 @@ import bisect
 import dataclasses
 import hashlib
 import json
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -124,8 +125,13 @@ class StableDataset:
         return {"type": self._format.type, "columns": self._format.columns, "decode": self._format.decode}
 
     @property
-    def cache_files(self) -> list[dict[str, str]]:
-        return [{"filename": str(b.directory / s.path)} for b in self._backends for s in b.metadata.shards]
+    def cache_files(self) -> list[dict[str, Any]]:
+        """Each file behind the dataset, with the rows it stores; a view (`select`, `shuffle`, `filter`, a
+        split of `train_test_split`) serves fewer or other rows than its files hold, so `view` says
+        whether it is one: `open_cache` of its folder serves the whole source, `save_to_disk` the view."""
+        view = self._indices is not None
+        return [{"filename": str(b.directory / s.path), "num_rows": s.num_rows, "view": view}
+                for b in self._backends for s in b.metadata.shards]
 
     @property
     def cache_dirs(self) -> list[Path]:
@@ -706,6 +712,13 @@ class StableDataset:
         from stable_datasets.dataset.transforms import map_dataset
 
         return map_dataset(self, function, **kwargs)
+
+    def save_to_disk(self, path: str | os.PathLike) -> Path:
+        """The rows this view serves, in its order, as a standalone folder (`sds.load_from_disk` opens it
+        without the source); see dataset.saving."""
+        from stable_datasets.dataset.saving import save_dataset
+
+        return save_dataset(self, path)
 
     def train_test_split(self, test_size: float | int | None = None, train_size: float | int | None = None,
                          shuffle: bool = True, stratify_by_column: str | None = None,

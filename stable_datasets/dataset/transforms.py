@@ -122,11 +122,15 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
                 remove_columns: Sequence[str] | str | None = None, features: Features | dict | None = None,
                 fn_kwargs: dict[str, Any] | None = None, cache_fingerprint: str | None = None,
                 load_from_cache_file: bool = True, desc: str | None = None, num_proc: int | None = None,
-                engine: str = "process", drop_last_batch: bool = False):
+                engine: str = "process", drop_last_batch: bool = False, new_fingerprint: str | None = None):
     """Apply `function` and write the result as a fingerprinted Arrow cache beside the source,
     through the same write path as a build (`num_proc` parts, in processes or Ray tasks).
     `drop_last_batch` (batched only, as in Hugging Face) leaves out a last batch shorter than
-    `batch_size`."""
+    `batch_size`.
+
+    The function's identity covers what it reads (see cache.code_identity); a function reading
+    something that cannot be hashed is run again every time (one warning), unless `new_fingerprint`
+    (Hugging Face's name; `cache_fingerprint` is the same) names its result."""
     if batched and drop_last_batch and len(ds) % batch_size:
         ds = ds.select(range(len(ds) - len(ds) % batch_size))
     from stable_datasets.dataset.open import open_cache
@@ -142,15 +146,21 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
     fn_kwargs = dict(fn_kwargs or {})
     given_features = Features(features) if features is not None else None
 
-    if cache_fingerprint is None:
+    if new_fingerprint is not None and cache_fingerprint is not None and new_fingerprint != cache_fingerprint:
+        raise ValueError(f"map: new_fingerprint={new_fingerprint!r} and cache_fingerprint={cache_fingerprint!r} "
+                         "differ; give one")
+    given = new_fingerprint if new_fingerprint is not None else cache_fingerprint
+    if given is not None and (not isinstance(given, str) or not given):
+        raise ValueError(f"map: new_fingerprint must be a non-empty string, got {given!r}")
+    if given is None:
         try:
             fn_id: Any = function_identity(function)
             fn_id = {"function": fn_id, "fn_kwargs": {k: value_identity(v, 0) for k, v in fn_kwargs.items()}}
         except UnhashableFunction as exc:
-            logger.warning("map: cannot fingerprint the function ({}); its result will not be reused", exc)
+            _warn_unhashable(function, exc)
             fn_id = {"random": uuid.uuid4().hex}
     else:
-        fn_id = {"given": cache_fingerprint}
+        fn_id = {"given": given}
     fmt = ds.format
     inputs = {
         "source": ds.fingerprint,
@@ -187,11 +197,41 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
                          options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": DEFAULT_BATCH_ROWS}, fingerprint=fp,
                          fingerprint_inputs=inputs, builder_name=base.builder_name,
                          builder_source=base.builder_source, config_name=base.config_name,
-                         version=base.version, split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict())
+                         version=base.version, split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(),
+                         made_by=map_made_by(first, ds.fingerprint, function, inputs))
         write_split(plan, MapSource(ds, function, batched=batched, batch_size=batch_size, with_indices=with_indices,
                                     input_columns=input_columns, remove=remove, given_features=given_features,
                                     fn_kwargs=fn_kwargs, desc=desc or "map"), runner)
     return reopen()
+
+
+def map_made_by(parent: Path, parent_fingerprint: str, function: Callable, inputs: dict[str, Any]) -> dict[str, Any]:
+    """What made a map's cache: its parent cache and the function by name and place. The "spec" (parent,
+    function by module, name and first line, and the map's options) is what a newer map result of the same
+    call shares, so that `prune` can tell the older result is superseded."""
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    qualname = getattr(function, "__qualname__", type(function).__qualname__)
+    name = f"{getattr(function, '__module__', None) or ''}.{qualname}"
+    where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+    options = {k: inputs[k] for k in ("batched", "batch_size", "with_indices", "input_columns", "remove_columns",
+                                      "features", "format")}
+    fn_kwargs = inputs["map"].get("fn_kwargs") if isinstance(inputs["map"], dict) else None
+    return {"kind": "map", "parent": str(parent), "parent_fingerprint": parent_fingerprint, "function": name,
+            "defined_at": where, "spec": {"parent": str(parent), "function": name, "defined_at": where,
+                                          "options": options, "fn_kwargs": fn_kwargs}}
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_unhashable(function: Callable, exc: UnhashableFunction) -> None:
+    """Once per function and process: its result is not reused, and how to name it so it is."""
+    name = getattr(function, "__qualname__", type(function).__qualname__)
+    if name in _WARNED:
+        return
+    _WARNED.add(name)
+    logger.warning("map: cannot fingerprint {} ({}); its result will not be reused (pass new_fingerprint= to "
+                   "name it yourself)", name, exc)
 
 
 class MapSource(ExampleSource):

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from stable_datasets.cache.inventory import CacheEntry, find_caches
-from stable_datasets.cache.ownership import cache_status
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.load import open_cache
+from stable_datasets.manage.inventory import annotate
 
 #: how long a listing is reused before the root is walked again
 LIST_SECONDS = 5.0
@@ -80,8 +80,9 @@ class Catalog:
         with self._lock:
             if time.monotonic() - self._listed_at > LIST_SECONDS:
                 listed = {}
-                for entry in find_caches(self.root):
-                    entry.status = cache_status(entry)
+                entries = find_caches(self.root)
+                annotate(entries)  # current, superseded, stale... as `stable-datasets ls` says
+                for entry in entries:
                     key = cache_id(self.root, entry.directory)
                     listed[key] = Listed(key, entry)
                 self._listed, self._listed_at = listed, time.monotonic()

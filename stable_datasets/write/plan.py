@@ -27,6 +27,9 @@ class WritePlan:
     features: Features | None = None  # None: the source infers them from its first rows (map)
     resumable: bool = False  # journal finished shards so a killed build continues after them
     media_root: Path | None = None  # where path-stored videos are kept (the fingerprint directory)
+    made_by: dict[str, Any] = field(default_factory=dict)  # see CacheMetadata.made_by
+    cache_limit: Any = None  # `cache_limit=` (cache.limit); None: $STABLE_DATASETS_CACHE_LIMIT, if set
+    evict: bool = True  # False where the target is not in a cache root (an object-store build's local copy)
 
     @property
     def writer_options(self) -> dict[str, Any]:

@@ -21,8 +21,10 @@ from typing import Any
 
 from loguru import logger
 
+from stable_datasets.cache.dedup import share_identical_files
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.journal import JOURNAL_FILE
+from stable_datasets.cache.limit import configured_limit, evict_over_limit, root_of
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
@@ -86,6 +88,7 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
 
     runner = runner or JobRunner()
     runner.modules = [*runner.modules, *source.code_modules()]
+    limit = configured_limit(plan.cache_limit) if plan.evict else None  # a bad limit fails before any work
     staging = staging_dir(plan.target)
     logger.info("building {} [{}] split '{}' into {}", plan.builder_name, plan.config_name, plan.split, plan.target)
     _claim(staging)
@@ -122,8 +125,11 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             layout_options=plan.writer_options, info=plan.info, extra={**extra, **split_jobs.extra},
             extra_files=sorted(media.values(), key=lambda m: m.path), cache_format_version=CACHE_FORMAT_VERSION,
             library_version=__version__, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            builder_source=plan.builder_source)
+            builder_source=plan.builder_source, made_by=plan.made_by)
         metadata.write(staging, sync=False)  # publish fsyncs every file of the staging directory
+        if plan.evict:  # in a cache root: shards identical to ones stored already become links to them
+            share_identical_files(root_of(plan.target), staging,
+                                  [(s.path, s.num_bytes, s.sha256) for s in metadata.shards])
         publish(staging, plan.target)
     except BaseException as exc:
         if not _is_infrastructure_failure(exc):
@@ -139,6 +145,8 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
                              "again: finished parts and journaled shards will be reused") from exc
         raise
     logger.info("published {} rows of {} '{}' to {}", metadata.num_rows, plan.builder_name, plan.split, plan.target)
+    if limit is not None:
+        evict_over_limit(root_of(plan.target), limit, plan.target.parent)
     return metadata
 
 
