@@ -1,0 +1,79 @@
+"""What a stream's saved state holds, how a loaded one is checked, and who may save one.
+
+A state is plain JSON: format, epoch, `consumed` (the global position in the epoch order: every
+row before it was received by some rank's training loop), num_rows, seed, drop_last and `order`
+(a hash of the dataset identity and the order options, or of the mix). It never holds the world
+size as a constraint, a row list or a pickle. A DataLoader worker's own state (what torchdata's
+StatefulDataLoader collects) adds `worker`: which worker of how many, and rows it served.
+
+`WorkerFlag` is how the main process learns that DataLoader workers read its stream: a byte in
+shared memory that survives fork and spawn; a worker sets it when it starts reading, so a
+`state_dict()` in the main process that cannot know what the loop received raises instead of
+answering "nothing consumed".
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from multiprocessing import sharedctypes
+from typing import Any
+
+STATE_FORMAT = 2
+
+LOADERS_THAT_COUNT = ("stable_datasets.streaming.StreamingDataLoader, or torchdata's StatefulDataLoader "
+                      "(its state_dict() asks each worker)")
+
+
+def check_int(state: dict[str, Any], key: str, what: str) -> int:
+    value = state.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"cannot resume: the saved {what}'s {key} must be a non-negative int, got {value!r} "
+                         f"(pass the state_dict() of a {what})")
+    return value
+
+
+def check_state(state: Any, current: dict[str, Any], what: str) -> None:
+    """Refuse a state of another format, dataset, mix, seed or order, naming what differs."""
+    if not isinstance(state, dict):
+        raise ValueError(f"cannot resume: a {what} state is a dict, got {type(state).__name__}")
+    if "format" not in state and "consumed" not in state:
+        raise ValueError(f"cannot resume: this is no {what} state (it has no format and no consumed); pass the "
+                         f"state_dict() of a {what}")
+    if state.get("format") != STATE_FORMAT:
+        raise ValueError(f"cannot resume: this {what} state has format {state.get('format')!r}, this version "
+                         f"reads format {STATE_FORMAT} (states saved before resume by global position, which "
+                         "counted rows per rank, cannot say which rows other ranks received)")
+    for key, value in current.items():
+        if key in state and state[key] != value:
+            if key == "order":
+                raise ValueError(f"cannot resume: the saved {what} read another dataset, mix or order (its "
+                                 f"identity {state[key]!r} differs from this one's {value!r}: dataset, sources, "
+                                 "probabilities, seed, shuffle window or block layout changed)")
+            raise ValueError(f"cannot resume: the saved {what} had {key}={state[key]!r}, this one has {value!r}")
+
+
+class WorkerFlag:
+    """A shared byte: set in a DataLoader worker, read in the main process (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._value: Any = sharedctypes.RawValue("b", 0)
+
+    def set(self) -> None:
+        if self._value is not None:
+            self._value.value = 1
+
+    def clear(self) -> None:
+        if self._value is not None:
+            self._value.value = 0
+
+    def is_set(self) -> bool:
+        return self._value is not None and bool(self._value.value)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # shared memory travels only to a process being started (a spawned DataLoader worker); a pickle
+        # made for anything else (a copy, a file) carries no flag
+        spawning = multiprocessing.context.get_spawning_popen() is not None
+        return {"value": self._value if spawning else None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._value = state["value"]
