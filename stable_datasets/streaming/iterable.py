@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 from loguru import logger
 
+from stable_datasets.streaming.mix import MixedSource
 from stable_datasets.streaming.order import (
     BlockOrder,
     bounds_from_starts,
@@ -167,6 +168,24 @@ class StreamingDataset(_IterableBase):
         other.batch_size, other.drop_last_batch, other.collate_fn = batch_size, drop_last_batch, collate_fn
         return other
 
+    def placement(self) -> tuple[int | None, int | None, bool]:
+        """(rank, world_size, drop_last) as given (None: from torch.distributed), for streams mixed together."""
+        return (*self._given_rank, self.drop_last)
+
+    def row_maps(self) -> list[Callable[[Any], Any]]:
+        """The functions `map()` applies to each row, in order (a mix applies them where it reads the row)."""
+        return list(self._maps)
+
+    @property
+    def features(self) -> Any:
+        """The dataset's features (None when it has none, e.g. a plain map-style dataset)."""
+        return getattr(self.dataset, "features", None)
+
+    @property
+    def column_names(self) -> list[str] | None:
+        features = self.features
+        return None if features is None else list(features)
+
     # -- epochs and resume -------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         if epoch != self.epoch:
@@ -284,6 +303,8 @@ class StreamingDataset(_IterableBase):
                                  f"this worker's {where}; restore with the same num_workers, batch size and ranks")
             skip = check_int(saved, "rows", "stream worker")
         self._worker_pass = {**where, "rows": skip} if in_worker else None
+        if isinstance(self.dataset, MixedSource):
+            self.dataset.set_epoch(epoch)  # the sources' own orders follow the mix's epoch
         order = self.order.epoch(epoch)
         reader = make_reader(self.dataset, self.order.bounds, order.block_window)
 

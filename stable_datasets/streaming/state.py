@@ -43,7 +43,8 @@ def check_state(state: Any, current: dict[str, Any], what: str) -> None:
         raise ValueError(f"cannot resume: this {what} state has format {state.get('format')!r}, this version "
                          f"reads format {STATE_FORMAT} (states saved before resume by global position, which "
                          "counted rows per rank, cannot say which rows other ranks received)")
-    for key, value in current.items():
+    first = {"seed": 0, "order": 1}  # the seed, then the identity (a mix's length follows from it), then the rest
+    for key, value in sorted(current.items(), key=lambda item: first.get(item[0], 2)):
         if key in state and state[key] != value:
             if key == "order":
                 raise ValueError(f"cannot resume: the saved {what} read another dataset, mix or order (its "
