@@ -64,5 +64,9 @@ def _interleave_streams(streams: list[StreamingDataset], probabilities: Any, see
         raise ValueError(f"the streams to interleave are split across ranks differently ({described}); give them the "
                          "same rank=, world_size= and drop_last=")
     rank, world_size, drop_last = placements.pop()
-    plan = MixPlan([len(s.dataset) for s in streams], probabilities, seed, stopping_strategy)
+    for i, stream in enumerate(streams):
+        if stream.filtered:
+            raise ValueError(f"stream {i} filters rows; a mix draws its sources' rows by position, so filter the "
+                             "mixed stream instead")
+    plan = MixPlan([s.length for s in streams], probabilities, seed, stopping_strategy)
     return StreamingDataset(MixedSource(streams, plan), rank=rank, world_size=world_size, drop_last=drop_last)

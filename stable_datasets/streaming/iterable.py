@@ -85,12 +85,16 @@ class StreamingDataset(_IterableBase):
     def __init__(self, dataset: Any, *, shuffle: bool = False, seed: int = 0, window_blocks: int = 8,
                  window_shards: int | None = None, max_block_rows: int | None = MAX_BLOCK_ROWS,
                  rank: int | None = None, world_size: int | None = None, drop_last: bool = False,
-                 loader_batch_size: int | None = None):
+                 loader_batch_size: int | None = None, rows: tuple[int, int] | None = None):
         self.dataset = dataset
         self.num_rows = len(dataset)
         self._options = {"shuffle": shuffle, "seed": seed, "window_blocks": window_blocks,
                          "window_shards": window_shards, "max_block_rows": max_block_rows, "rank": rank,
-                         "world_size": world_size, "drop_last": drop_last, "loader_batch_size": loader_batch_size}
+                         "world_size": world_size, "drop_last": drop_last, "loader_batch_size": loader_batch_size,
+                         "rows": rows}
+        #: the stretch [lo, hi) of each epoch's order this stream serves (take/skip), and its length
+        self._range = (0, self.num_rows) if rows is None else (int(rows[0]), int(rows[1]))
+        self.length = self._range[1] - self._range[0]
         BlockOrder(self.num_rows, None, seed=seed, shuffle=shuffle, window_blocks=window_blocks,
                    window_shards=window_shards)  # checks options
         self._order: BlockOrder | None = None  # built on first use, so a Lance cache is opened where it is read
@@ -101,7 +105,7 @@ class StreamingDataset(_IterableBase):
         self.batch_size: int | None = None
         self.drop_last_batch = False
         self.collate_fn: Callable[[list[Any]], Any] | None = None
-        self._maps: list[Callable[[Any], Any]] = []
+        self._ops: list[tuple[str, Callable[[Any], Any]]] = []  # ("map" | "filter", function), in order
         self.epoch = 0
         #: global position in the epoch order: rows before it were received by some rank (see the docstring)
         self.consumed = 0
@@ -135,6 +139,8 @@ class StreamingDataset(_IterableBase):
         described = [fingerprint, self.num_rows, *(self._options[k] for k in keys)]
         if self._options["window_shards"] is not None:  # (absent from states saved before shard windows)
             described.append({"window_shards": self._options["window_shards"]})
+        if self._options["rows"] is not None:
+            described.append({"rows": list(self._range)})
         return hashlib.sha256(json.dumps(described).encode()).hexdigest()[:16]
 
     # -- lazy ops: each returns a new stream (epoch 0, nothing consumed) ------------------------
@@ -142,19 +148,81 @@ class StreamingDataset(_IterableBase):
         other = StreamingDataset(self.dataset, **{**self._options, **changes})
         other.batch_size, other.drop_last_batch, other.collate_fn = self.batch_size, self.drop_last_batch, \
             self.collate_fn
-        other._maps = list(self._maps)
+        other._ops = list(self._ops)
         return other
 
-    def shuffle(self, seed: int = 0, window_blocks: int = 8, window_shards: int | None = None) -> StreamingDataset:
+    def shuffle(self, seed: int = 0, window_blocks: int = 8, window_shards: int | None = None, *,
+                buffer_size: int | None = None) -> StreamingDataset:
         """The block shuffle (see streaming.order): blocks permuted, rows permuted within windows; with
-        `window_shards` k, shards permuted and blocks only within windows of k shards."""
-        return self._with(shuffle=True, seed=seed, window_blocks=window_blocks, window_shards=window_shards)
+        `window_shards` k, shards permuted and blocks only within windows of k shards.
+
+        `buffer_size` (Hugging Face's name) bounds the shuffle window in rows instead: blocks are cut to at
+        most `buffer_size` rows and a window holds as many whole blocks as fit. Unlike a shuffle buffer the
+        order is a function of (seed, epoch), so a resume is exact."""
+        if self._options["rows"] is not None:
+            raise ValueError("call shuffle() before take()/skip(): they cut the shuffled order")
+        if buffer_size is None:
+            return self._with(shuffle=True, seed=seed, window_blocks=window_blocks, window_shards=window_shards)
+        if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
+            raise ValueError(f"buffer_size must be a positive int, got {buffer_size!r}")
+        block = min(buffer_size, self._options["max_block_rows"] or buffer_size)
+        return self._with(shuffle=True, seed=seed, window_blocks=max(1, buffer_size // block),
+                          window_shards=window_shards, max_block_rows=block)
+
+    def _cut(self, lo: int, hi: int) -> StreamingDataset:
+        if self._ops:
+            raise ValueError("call take()/skip() before map()/filter(): they count rows of the order")
+        base = self._range[0]
+        return self._with(rows=(base + lo, base + hi))
+
+    def take(self, n: int) -> StreamingDataset:
+        """The first `n` rows of each epoch's order (before the ranks split it), so resume stays exact."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"take() needs a non-negative int, got {n!r}")
+        return self._cut(0, min(n, self.length))
+
+    def skip(self, n: int) -> StreamingDataset:
+        """Each epoch's order without its first `n` rows."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"skip() needs a non-negative int, got {n!r}")
+        return self._cut(min(n, self.length), self.length)
 
     def map(self, function: Callable[[Any], Any]) -> StreamingDataset:
         """Apply `function` to every row (or batch, after `batch()`), lazily, in the reading process."""
         other = self._with()
-        other._maps.append(function)
+        other._ops.append(("map", function))
         return other
+
+    def filter(self, function: Callable[[Any], bool]) -> StreamingDataset:
+        """Keep the rows for which `function(row)` is true, lazily, in the reading process.
+
+        The state then counts rows of the order read (kept or not), per rank: ranks no longer consume
+        the same rows per step, so a filtered stream resumes exactly on the same rank and world size
+        (a change is refused), in this process, or through torchdata's StatefulDataLoader."""
+        if self.batch_size is not None:
+            raise ValueError("call filter() before batch(): a filter after batch() would receive whole batches")
+        other = self._with()
+        other._ops.append(("filter", function))
+        return other
+
+    def with_format(self, format: str | None = None, **kwargs: Any) -> StreamingDataset:
+        """The same stream, rows in another format ("python", "numpy", "torch", "arrow"), as the dataset's."""
+        if not hasattr(self.dataset, "with_format"):
+            raise TypeError(f"with_format needs a dataset that has formats (a StableDataset), got "
+                            f"{type(self.dataset).__name__}")
+        other = self._with()
+        other.dataset = self.dataset.with_format(format, **kwargs)
+        return other
+
+    @property
+    def row_offset(self) -> int:
+        """Where this stream's stretch of each epoch's order begins (after skip())."""
+        return self._range[0]
+
+    @property
+    def filtered(self) -> bool:
+        """Whether a filter drops rows (then the state is per rank, see `filter`)."""
+        return any(kind == "filter" for kind, _ in self._ops)
 
     def batch(self, batch_size: int, *, drop_last_batch: bool = False,
               collate_fn: Callable[[list[Any]], Any] | None = None) -> StreamingDataset:
@@ -162,8 +230,9 @@ class StreamingDataset(_IterableBase):
         decode per batch), or `collate_fn(rows)`. Use `DataLoader(stream, batch_size=None)` then."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        if self._maps:
-            raise ValueError("call batch() before map(): a map after batch() receives whole batches")
+        if self._ops:
+            raise ValueError("call batch() before map() and after no filter(): a map after batch() receives whole "
+                             "batches, and a filter cannot keep batches whole")
         other = self._with()
         other.batch_size, other.drop_last_batch, other.collate_fn = batch_size, drop_last_batch, collate_fn
         return other
@@ -174,7 +243,9 @@ class StreamingDataset(_IterableBase):
 
     def row_maps(self) -> list[Callable[[Any], Any]]:
         """The functions `map()` applies to each row, in order (a mix applies them where it reads the row)."""
-        return list(self._maps)
+        if self.filtered:
+            raise ValueError("a mixed source cannot filter (the mix draws its rows by position); filter the mix")
+        return [function for _, function in self._ops]
 
     @property
     def features(self) -> Any:
@@ -202,15 +273,15 @@ class StreamingDataset(_IterableBase):
 
     def rows_per_epoch(self) -> int:
         """Rows of this rank's share of a whole epoch."""
-        return rows_per_rank(self.num_rows, self.world_size, self.drop_last)
+        return rows_per_rank(self.length, self.world_size, self.drop_last)
 
     def rows_left(self) -> int:
         """Rows this rank serves from the saved position to the end of the epoch."""
-        return rows_per_rank(self.num_rows, self.world_size, self.drop_last, self.consumed)
+        return rows_per_rank(self.length, self.world_size, self.drop_last, self.consumed)
 
     def position_after(self, start: int, rank_rows: int) -> int:
         """The global position once every rank served `rank_rows` rows of a pass that began at `start`."""
-        return consumed_after(self.num_rows, start, self.world_size, rank_rows)
+        return consumed_after(self.length, start, self.world_size, rank_rows)
 
     def __len__(self) -> int:
         rows = self.rows_per_epoch()
@@ -219,7 +290,7 @@ class StreamingDataset(_IterableBase):
         return rows // self.batch_size if self.drop_last_batch else -(-rows // self.batch_size)
 
     def _identity_fields(self) -> dict[str, Any]:
-        return {"num_rows": self.num_rows, "seed": self._options["seed"], "order": self.order_identity()}
+        return {"num_rows": self.length, "seed": self._options["seed"], "order": self.order_identity()}
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         """Where the epoch is: the global position every rank has reached (plain JSON, see streaming.state).
@@ -228,6 +299,8 @@ class StreamingDataset(_IterableBase):
         `batch_size` equals `loader_batch_size`). In a DataLoader worker: that worker's own state."""
         state = {"format": STATE_FORMAT, "epoch": self.epoch, **self._identity_fields(),
                  "drop_last": self.drop_last, "consumed": self.consumed}
+        if self.filtered:  # ranks read different numbers of rows per step: the position is this rank's
+            state["rank"], state["world_size"] = self.rank, self.world_size
         _, _, in_worker = _worker()
         if consumed is not None:
             state["consumed"] = self.position_after(self.consumed, int(consumed))
@@ -246,16 +319,21 @@ class StreamingDataset(_IterableBase):
         """Continue from a saved state: any world size, workers or batch size (see the module docstring)."""
         check_state(state, self._identity_fields(), "stream")
         epoch, consumed = check_int(state, "epoch", "stream"), check_int(state, "consumed", "stream")
-        if consumed > self.num_rows:
+        if consumed > self.length:
             raise ValueError(f"cannot resume: the saved stream consumed {consumed} rows, but an epoch has "
-                             f"{self.num_rows}")
+                             f"{self.length}")
+        if "rank" in state and (state.get("rank"), state.get("world_size")) != (self.rank, self.world_size):
+            raise ValueError(f"cannot resume: the saved stream filters rows, so its position is rank "
+                             f"{state.get('rank')} of {state.get('world_size')}'s own (ranks keep different numbers "
+                             f"of rows); it resumes only that rank of that world size, this is rank {self.rank} of "
+                             f"{self.world_size}")
         worker = state.get("worker")
         _, _, in_worker = _worker()
         if worker is not None and not in_worker:
             raise ValueError(f"cannot resume: this is DataLoader worker {worker.get('id')} of "
                              f"{worker.get('workers')}'s own state; restore it through the StatefulDataLoader that "
                              "saved it (the same num_workers), or save the loader's state_dict() instead")
-        left = self.num_rows - consumed
+        left = self.length - consumed
         if self.drop_last and 0 < left < self.world_size:
             raise ValueError(f"cannot resume exactly: {left} rows of epoch {epoch} are left and drop_last=True on "
                              f"{self.world_size} ranks would drop them all; resume on at most {left} ranks, or "
@@ -268,8 +346,9 @@ class StreamingDataset(_IterableBase):
         """This rank's positions for a pass over `epoch` (default: the current one) from global position `start`
         (materialized: for small datasets and tests)."""
         order = self.order.epoch(self.epoch if epoch is None else epoch)
-        count = rows_per_rank(self.num_rows, self.world_size, self.drop_last, start)
-        return order.positions_at(rank_indices(np.arange(count), start, self.rank, self.world_size, self.num_rows))
+        count = rows_per_rank(self.length, self.world_size, self.drop_last, start)
+        indices = rank_indices(np.arange(count), start, self.rank, self.world_size, self.length)
+        return order.positions_at(self._range[0] + indices)
 
     def _unit(self, num_workers: int) -> int:
         unit = self.batch_size or self.loader_batch_size
@@ -287,7 +366,7 @@ class StreamingDataset(_IterableBase):
             self.rank, self.world_size = resolve_rank(None, None)  # torch.distributed may be up by now
         if in_worker:
             self._flag.set()  # the main process cannot count what this worker serves
-        epoch, start, n = self.epoch, self.consumed, self.num_rows
+        epoch, start, n, lo_row = self.epoch, self.consumed, self.length, self._range[0]
         rank, world = self.rank, self.world_size
         count = rows_per_rank(n, world, self.drop_last, start)
         unit = self._unit(num_workers)
@@ -310,7 +389,7 @@ class StreamingDataset(_IterableBase):
 
         def positions(lo: int, hi: int) -> np.ndarray:
             sequence = worker_indices(np.arange(lo, hi, dtype=np.int64), unit, worker, num_workers)
-            return order.positions_at(rank_indices(sequence, start, rank, world, n))
+            return order.positions_at(lo_row + rank_indices(sequence, start, rank, world, n))
 
         def counted(rows: int) -> None:  # rows of this worker's (or this process's) sequence served
             if in_worker:
@@ -325,7 +404,7 @@ class StreamingDataset(_IterableBase):
                 if len(chunk) < size and self.drop_last_batch:
                     break
                 batch = self.collate_fn(reader.rows(chunk)) if self.collate_fn is not None else reader.batch(chunk)
-                for function in self._maps:
+                for _, function in self._ops:
                     batch = function(batch)
                 counted(lo + len(chunk))
                 yield batch
@@ -333,15 +412,21 @@ class StreamingDataset(_IterableBase):
             for lo in range(skip, mine, READ_ROWS):
                 rows = reader.rows(positions(lo, min(lo + READ_ROWS, mine)))
                 for k, row in enumerate(rows):
-                    for function in self._maps:
-                        row = function(row)
-                    counted(lo + k + 1)
-                    yield row
+                    kept = True
+                    for kind, function in self._ops:
+                        if kind == "map":
+                            row = function(row)
+                        elif not function(row):
+                            kept = False  # dropped: counted with the next row kept (a resume reads it again)
+                            break
+                    if kept:
+                        counted(lo + k + 1)
+                        yield row
         if not in_worker and self.epoch == epoch:
             self.epoch, self.consumed = epoch + 1, 0  # a finished pass moves on to the next epoch
         # (a worker's copy stays put: its state says it served all its rows, and the main process moves on)
 
     def __repr__(self) -> str:
         mode = "shuffled" if self._options["shuffle"] else "storage order"
-        return (f"StreamingDataset(rows={self.num_rows}, rank={self.rank}/{self.world_size}, {mode}, "
+        return (f"StreamingDataset(rows={self.length}, rank={self.rank}/{self.world_size}, {mode}, "
                 f"epoch={self.epoch}, consumed={self.consumed})")

@@ -44,6 +44,10 @@ class StreamingDataLoader(DataLoader):
             if dataset.batch_size is not None and batch_size is not None:
                 raise ValueError(f"the stream already yields batches of {dataset.batch_size} rows (batch()); pass "
                                  "batch_size=None to the loader")
+            if dataset.filtered and kwargs.get("num_workers", 0) > 0:
+                raise ValueError("StreamingDataLoader counts rows received, and a filtered stream's workers read "
+                                 "more rows than they return; with workers use torchdata's StatefulDataLoader (it "
+                                 "asks each worker for its state), or num_workers=0")
             if dataset.batch_size is None:
                 dataset.loader_batch_size = batch_size or 1  # rows are dealt to workers a whole batch at a time
             dataset.counted_by_loader = True
@@ -64,9 +68,11 @@ class StreamingDataLoader(DataLoader):
             holder.open_before_fork()
         epoch, start, count = holder.epoch, holder.consumed, 0
         total = holder.rows_left()
+        counts_itself = isinstance(holder, StreamingDataset) and holder.filtered  # (no workers: see __init__)
         for batch in super().__iter__():
             count = min(count + self._rows_per_batch, total)
-            holder.epoch, holder.consumed = epoch, holder.position_after(start, count)
+            if not counts_itself:
+                holder.epoch, holder.consumed = epoch, holder.position_after(start, count)
             yield batch
         holder.epoch, holder.consumed = epoch + 1, 0
 

@@ -192,7 +192,7 @@ class MixedSource:
         for s in np.unique(source).tolist():
             where = np.flatnonzero(source == s)
             order, reader = self._reader(s)
-            rows = reader.rows(order.positions_at(row[where]))
+            rows = reader.rows(order.positions_at(self.streams[s].row_offset + row[where]))
             function_chain = self.streams[s].row_maps()
             for i, value in zip(where.tolist(), rows):
                 for function in function_chain:
