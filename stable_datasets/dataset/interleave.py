@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from stable_datasets.dataset.stable_dataset import StableDataset
-from stable_datasets.streaming.iterable import StreamingDataset
-from stable_datasets.streaming.mix import MixedSource, MixPlan, column_difference
 
 
 def _check_features(features: list[Any]) -> None:
+    from stable_datasets.streaming.mix import column_difference
+
     for i, other in enumerate(features[1:], 1):
         if features[0] is not None and other is not None:
             difference = column_difference(features[0], other)
@@ -34,6 +34,10 @@ def interleave_datasets(datasets: Sequence[Any], probabilities: Sequence[float] 
     `stopping_strategy="first_exhausted"` stops when a source runs out; `"all_exhausted"` oversamples
     the others until every source was read once. Pass `seed=` to make a mixed stream resumable in
     another process (with None the draws, like HF's, differ each time)."""
+    # the streaming package imports torch when it is installed: on first use, not with `import stable_datasets`
+    from stable_datasets.streaming.iterable import StreamingDataset
+    from stable_datasets.streaming.mix import MixPlan
+
     datasets = list(datasets)
     if not datasets:
         raise ValueError("interleave_datasets needs at least one dataset")
@@ -52,8 +56,10 @@ def interleave_datasets(datasets: Sequence[Any], probabilities: Sequence[float] 
                     f"{', '.join(kinds)}; call to_iterable() on the datasets to mix them with streams")
 
 
-def _interleave_streams(streams: list[StreamingDataset], probabilities: Any, seed: int | None,
-                        stopping_strategy: str) -> StreamingDataset:
+def _interleave_streams(streams: list[Any], probabilities: Any, seed: int | None, stopping_strategy: str) -> Any:
+    from stable_datasets.streaming.iterable import StreamingDataset
+    from stable_datasets.streaming.mix import MixedSource, MixPlan
+
     for i, stream in enumerate(streams):
         if stream.batch_size is not None:
             raise ValueError(f"stream {i} yields batches (batch()); interleave streams of rows, then batch() the mix")
