@@ -47,6 +47,7 @@ from stable_datasets.streaming.state import (
     WorkerFlag,
     check_int,
     check_state,
+    merge_worker_states,
 )
 
 try:  # a torch IterableDataset when torch is installed, so DataLoader treats it as one
@@ -315,7 +316,12 @@ class StreamingDataset(_IterableBase):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue from a saved state: any world size, workers or batch size (see the module docstring)."""
+        """Continue from a saved state: any world size, workers or batch size (see the module docstring).
+
+        A torchdata StatefulDataLoader's whole state is accepted too: its workers' states are merged into
+        one global position (`streaming.state.merge_worker_states`), so it also resumes elsewhere."""
+        if isinstance(state, dict) and "_snapshot" in state:
+            state = merge_worker_states(state)
         check_state(state, self._identity_fields(), "stream")
         epoch, consumed = check_int(state, "epoch", "stream"), check_int(state, "consumed", "stream")
         if consumed > self.length:

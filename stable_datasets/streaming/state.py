@@ -78,3 +78,34 @@ class WorkerFlag:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._value = state["value"]
+
+
+def merge_worker_states(loader_state: dict[str, Any]) -> dict[str, Any]:
+    """One elastic stream state from a torchdata StatefulDataLoader's state (one state per worker inside).
+
+    Each worker's state counts the rows it served. When the stream dealt units of the loader's batch size
+    (`loader_batch_size=` equal to its `batch_size`), the batches the loop received are a prefix of the
+    rank's rows, so their sum is the rank's position, and the global position follows (lockstep ranks).
+    Otherwise the rows received are no prefix and the merge is refused, saying why."""
+    from stable_datasets.streaming.order import consumed_after, rows_per_rank, worker_rows
+
+    snapshots = ((loader_state or {}).get("_snapshot") or {}).get("_worker_snapshots") or {}
+    states = [snap.get("dataset_state") for snap in snapshots.values()]
+    if not states or any(not isinstance(s, dict) or "worker" not in s for s in states):
+        raise ValueError("cannot merge: this is no StatefulDataLoader state of a stream read by DataLoader workers "
+                         "(it has no per-worker stream states)")
+    workers = [s["worker"] for s in states]
+    shared = {k: workers[0][k] for k in ("epoch", "start", "unit", "workers", "world_size")}
+    if any({k: w[k] for k in shared} != shared for w in workers) or len(workers) != shared["workers"]:
+        raise ValueError("cannot merge: the worker states disagree on epoch, position, unit or worker count")
+    length, start, unit = states[0]["num_rows"], shared["start"], shared["unit"]
+    total = sum(int(w["rows"]) for w in workers)
+    count = rows_per_rank(length, shared["world_size"], bool(states[0].get("drop_last")), start)
+    expected = [worker_rows(min(total, count), unit, w["id"], shared["workers"]) for w in workers]
+    if expected != [int(w["rows"]) for w in workers]:
+        raise ValueError(f"cannot merge exactly: the workers served {[w['rows'] for w in workers]} rows, which is not "
+                         f"a prefix of the rank's rows dealt in units of {unit}; pass loader_batch_size= equal to the "
+                         "loader's batch_size to the stream")
+    merged = {k: v for k, v in states[0].items() if k != "worker"}
+    merged["epoch"], merged["consumed"] = shared["epoch"], consumed_after(length, start, shared["world_size"], total)
+    return merged

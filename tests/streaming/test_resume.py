@@ -190,3 +190,31 @@ def test_a_worker_state_outside_its_loader_and_foreign_states_are_refused(cache)
     with pytest.raises(ValueError, match="2 rows of epoch 0 are left and drop_last=True on 3 ranks would drop them "
                                          "all; resume on at most 2 ranks, or with drop_last=False"):
         cache.to_iterable(rank=0, world_size=3, drop_last=True).shuffle(seed=1).load_state_dict(late)
+
+
+def test_a_stateful_dataloader_state_resumes_a_stream_on_another_cluster_size(cache):
+    """StatefulDataLoader on 2 ranks x 2 workers, batch 6; its whole state loads into streams on 3 ranks."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    served, states = [], []
+    for rank in range(2):
+        stream = cache.to_iterable(rank=rank, world_size=2, loader_batch_size=6).shuffle(seed=8)
+        loader = StatefulDataLoader(stream, batch_size=6, num_workers=2)
+        iterator = iter(loader)
+        served += [int(i) for _ in range(5) for i in next(iterator)["idx"]]
+        states.append(json.loads(json.dumps(loader.state_dict())))
+        del iterator
+    for rank in range(3):
+        resumed = cache.to_iterable(rank=rank, world_size=3).shuffle(seed=8)
+        resumed.load_state_dict(states[rank % 2])  # either rank's loader state
+        served += [int(r["idx"]) for r in resumed]
+    assert sorted(served) == list(range(ROWS))
+    rows_dealt_one_by_one = cache.to_iterable().shuffle(seed=8)
+    loader = StatefulDataLoader(rows_dealt_one_by_one, batch_size=6, num_workers=2)
+    iterator = iter(loader)
+    [next(iterator) for _ in range(3)]
+    state = loader.state_dict()
+    del iterator
+    with pytest.raises(ValueError, match="not a prefix of the rank's rows dealt in units of 1; pass "
+                                         "loader_batch_size="):
+        cache.to_iterable().shuffle(seed=8).load_state_dict(state)
