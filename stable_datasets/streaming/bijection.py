@@ -50,12 +50,18 @@ def _half_bits(size: np.ndarray) -> np.ndarray:
     return np.maximum((bits + 1) // 2, 1).astype(np.uint64)
 
 
-def _feistel(x: np.ndarray, keys: np.ndarray, half: np.ndarray) -> np.ndarray:
+def _round_keys(keys: np.ndarray) -> list[np.ndarray]:
+    """One key per element and round, hashed once per call (not again at every step of the cycle walk)."""
+    with np.errstate(over="ignore"):
+        return [_mix(keys + np.uint64(r) * _GOLDEN) for r in range(ROUNDS)]
+
+
+def _feistel(x: np.ndarray, round_keys: list[np.ndarray], half: np.ndarray) -> np.ndarray:
     mask = (np.uint64(1) << half) - np.uint64(1)
     left, right = x >> half, x & mask
     with np.errstate(over="ignore"):
-        for r in range(ROUNDS):
-            f = _mix(right ^ _mix(keys + np.uint64(r) * _GOLDEN)) & mask
+        for key in round_keys:
+            f = _mix(right ^ key) & mask
             left, right = right, left ^ f
     return (left << half) | right
 
@@ -72,9 +78,11 @@ def permute(index: Any, size: Any, keys: Any) -> np.ndarray:
     size_u = size.astype(np.uint64)
     half = _half_bits(size)
     todo = np.flatnonzero(size > 1)
+    round_keys = _round_keys(keys[todo])
     while todo.size:  # cycle walking: stays inside [0, size) and stays a bijection
-        out[todo] = _feistel(out[todo], keys[todo], half[todo])
-        todo = todo[out[todo] >= size_u[todo]]
+        out[todo] = _feistel(out[todo], round_keys, half[todo])
+        again = out[todo] >= size_u[todo]
+        todo, round_keys = todo[again], [key[again] for key in round_keys]
     return out.astype(np.int64)
 
 
@@ -88,11 +96,11 @@ def invert(value: Any, size: Any, keys: Any) -> np.ndarray:
     mask = (np.uint64(1) << half) - np.uint64(1)
     todo = np.flatnonzero(size > 1)
     while todo.size:
-        x, k, h, m = out[todo], keys[todo], half[todo], mask[todo]
+        x, h, m = out[todo], half[todo], mask[todo]
         left, right = x >> h, x & m
         with np.errstate(over="ignore"):
-            for r in reversed(range(ROUNDS)):
-                f = _mix(left ^ _mix(k + np.uint64(r) * _GOLDEN)) & m
+            for key in reversed(_round_keys(keys[todo])):
+                f = _mix(left ^ key) & m
                 left, right = right ^ f, left
         out[todo] = (left << h) | right
         todo = todo[out[todo] >= size_u[todo]]

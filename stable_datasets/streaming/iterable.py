@@ -79,8 +79,9 @@ class StreamingDataset(_IterableBase):
     `seed` and `window_blocks` picks the block shuffle (`streaming.order`); `window_shards` k
     shuffles the shard order and blocks only within windows of k shards (bounded local cache for a
     remote stream; None: blocks from the whole split); `rank`/`world_size`
-    default to torch.distributed (or torchrun's RANK/WORLD_SIZE); `drop_last=False` pads the
-    last rank's share by wrapping around to the start of the order.
+    default to torch.distributed (or torchrun's RANK/WORLD_SIZE); ranks stripe one global order;
+    `drop_last=False` pads the last step by wrapping around to the start of the order. `rows=(lo, hi)`
+    serves only that stretch of each epoch's order (what `take`/`skip` set).
     """
 
     def __init__(self, dataset: Any, *, shuffle: bool = False, seed: int = 0, window_blocks: int = 8,
@@ -96,6 +97,8 @@ class StreamingDataset(_IterableBase):
         #: the stretch [lo, hi) of each epoch's order this stream serves (take/skip), and its length
         self._range = (0, self.num_rows) if rows is None else (int(rows[0]), int(rows[1]))
         self.length = self._range[1] - self._range[0]
+        if not 0 <= self._range[0] <= self._range[1] <= self.num_rows:
+            raise ValueError(f"rows={rows!r} is not a stretch of the {self.num_rows} rows")
         BlockOrder(self.num_rows, None, seed=seed, shuffle=shuffle, window_blocks=window_blocks,
                    window_shards=window_shards)  # checks options
         self._order: BlockOrder | None = None  # built on first use, so a Lance cache is opened where it is read
