@@ -16,6 +16,7 @@ from stable_datasets.builder import (
     Version,
 )
 from stable_datasets.dataset.dataset_dict import DatasetDict
+from stable_datasets.dataset.interleave import interleave_datasets
 from stable_datasets.dataset.saving import load_from_disk
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.dataset.transforms import concatenate_datasets
@@ -45,7 +46,7 @@ __all__ = [
     "DatasetInfo", "DownloadManager", "Features", "GeneratorBasedBuilder", "Image", "List", "RemoteFile",
     "Sequence", "Split", "SplitGenerator", "StableDataset", "Value", "Version", "Video", "VideoDecodeConfig",
     "VideoRef", "__version__",
-    "concatenate_datasets", "disable_progress_bars", "enable_progress_bars", "list_builders",
+    "concatenate_datasets", "disable_progress_bars", "enable_progress_bars", "interleave_datasets", "list_builders",
     "load_builder", "load_dataset", "load_from_disk", "open_cache", "use_standard_logging",
 ]
 
