@@ -38,10 +38,14 @@ def open_cache(cache_dir: str | os.PathLike, *, storage_options: dict[str, Any] 
 
 def dataset_from(directory: Path, metadata: CacheMetadata, layout_options: dict[str, Any],
                  lance_base: tuple[str, dict[str, str]] | None = None,
-                 lance_fragment: str | None = None) -> StableDataset:
+                 lance_fragment: str | None = None,
+                 origin: tuple[str, dict[str, Any] | None] | None = None) -> StableDataset:
     """The dataset of a checked cache in `directory`; `lance_base`: where its Lance data is read in place;
-    `lance_fragment`: the one Lance data file it serves (a remote stream's downloaded fragment)."""
+    `lance_fragment`: the one Lance data file it serves (a remote stream's downloaded fragment); `origin`:
+    (URL, storage options) of the remote split `directory` is this machine's copy of."""
     backend = layout_module(metadata.layout).Backend(directory, metadata, **layout_options)
+    if origin is not None:
+        backend.mirror_of(*origin)
     if lance_base is not None:
         backend.read_lance_from(*lance_base)
     if lance_fragment is not None:

@@ -81,6 +81,8 @@ class LayoutBackend(ABC):
     read_options_name = "read"
     #: (URI, storage options) of the cache folder on an object store, where Lance data is read in place
     lance_base: tuple[str, dict[str, str]] | None = None
+    #: {"url", "storage_options"} of the remote split this cache's local copy mirrors (storage.remote_cache)
+    origin: dict[str, Any] | None = None
 
     def __init__(self, directory: str | os.PathLike, metadata: CacheMetadata, **options: Any):
         unknown = sorted(set(options) - set(self.READ_OPTIONS))
@@ -123,13 +125,26 @@ class LayoutBackend(ABC):
 
     def __getstate__(self) -> dict[str, Any]:
         return {"directory": str(self.directory), "metadata": self.metadata.to_dict(), "options": self.options,
-                "lance_base": self.lance_base}
+                "lance_base": self.lance_base, "origin": self.origin}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["directory"], CacheMetadata.from_dict(state["metadata"]),  # type: ignore[misc]
-                      **state.get("options", {}))
+        metadata = CacheMetadata.from_dict(state["metadata"])
+        directory, origin = state["directory"], state.get("origin")
+        if origin and not (Path(directory) / METADATA_FILE).is_file():
+            # unpickled on another machine (a Ray task, a remote worker): its own shard cache, filled from the store
+            from stable_datasets.storage.remote_cache import localize
+
+            directory = str(localize(origin, metadata, lance_in_place=bool(state.get("lance_base"))))
+        self.__init__(directory, metadata, **state.get("options", {}))  # type: ignore[misc]
         if state.get("lance_base"):
             self.read_lance_from(*state["lance_base"])
+        if origin:
+            self.mirror_of(origin["url"], origin.get("storage_options"))
+
+    def mirror_of(self, url: str, storage_options: dict[str, Any] | None) -> None:
+        """This cache's folder is the local copy of the remote split at `url`: a copy of the backend unpickled
+        where that folder is missing fetches the files into that machine's own shard cache."""
+        self.origin = {"url": url, "storage_options": storage_options}
 
     def read_lance_from(self, uri: str, storage_options: dict[str, str]) -> None:
         """Read this cache's Lance data in place on an object store (see storage.remote_cache)."""

@@ -154,10 +154,27 @@ def open_remote_cache(url: str, storage_options: dict[str, Any] | None = None,
         if in_place is not None:
             _check_in_place(split, metadata)
         shard_cache.evict()
-        return dataset_from(local, metadata, layout_options, lance_base=in_place)
+        return dataset_from(local, metadata, layout_options, lance_base=in_place, origin=(url, storage_options))
     finally:
         if pin is not None:
             pin.release()  # the backend holds its own pin
+
+
+def localize(origin: dict[str, Any], metadata: CacheMetadata, *, lance_in_place: bool = False) -> Path:
+    """This machine's copy of a remote cache's files, fetched into its own shard cache: a dataset opened on
+    one node and unpickled on another (a Ray task of `to_ray`) finds no folder of the first node there."""
+    parsed = ObjectURL.parse(origin["url"])
+    split = RemoteSplit(open_store(parsed, origin.get("storage_options")), parsed.key)
+    attempt_key = split.key(metadata.attempt)
+    local = shard_cache.attempt_dir(split.store, attempt_key)
+    with local_writes():
+        local.mkdir(parents=True, exist_ok=True)
+    for item in files_of(metadata):
+        if lance_in_place and item.path.startswith(LANCE_DIR):
+            continue
+        shard_cache.fetch(split.store, f"{attempt_key}/{item.path}", local / item.path, item)
+    _write_local_metadata(local, metadata)  # last: its presence says the files are here
+    return local
 
 
 def _check_in_place(split: RemoteSplit, metadata: CacheMetadata) -> None:

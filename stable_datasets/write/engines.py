@@ -197,6 +197,14 @@ def _check_reachable(address: str, source: str) -> None:
             "address (host:6379 by default, or ray://host:10001 for Ray Client) of a cluster that runs") from None
 
 
+def ray_node_id() -> str:
+    """The Ray node this process runs on ("" outside Ray): a part records where it was written."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return ""
+    return str(ray.get_runtime_context().get_node_id())
+
+
 def ray_cpus(address: str | None = None) -> int:
     ray = ensure_ray(address)
     return max(1, int(ray.cluster_resources().get("CPU", 1)))

@@ -9,6 +9,8 @@ until `_metadata.json` is written and the directory renamed.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime as dt
 import errno
 import json
@@ -27,9 +29,10 @@ from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
 from stable_datasets.layouts import layout_module
-from stable_datasets.write.engines import JobRunner
+from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
 from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, part_dir, write_part
 from stable_datasets.write.plan import SplitJobs, WritePlan
+from stable_datasets.write.remote_parts import fetch_parts, remote_part_writer, remove_remote_parts
 from stable_datasets.write.sources import ExampleSource
 
 JOBS_FILE = "_jobs.json"
@@ -89,6 +92,7 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
     staging = staging_dir(plan.target)
     logger.info("building {} [{}] split '{}' into {}", plan.builder_name, plan.config_name, plan.split, plan.target)
     _claim(staging)
+    remote, remote_prefix = None, ""
     try:
         work = staging / WORK_DIR
         work.mkdir()
@@ -99,7 +103,16 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
                         plan.builder_name, plan.split)
         _match_jobs(staging, jobs)
         calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)]
-        parts: list[PartResult] = runner(write_part, calls, desc=f"{plan.builder_name} '{plan.split}' part")
+        desc = f"{plan.builder_name} '{plan.split}' part"
+        if plan.remote_parts is not None and runner.engine == "ray":  # nodes may share no disk: parts go by the store
+            ensure_ray(runner.ray_address)  # connected, so the driver's node is known
+            remote = dataclasses.replace(plan.remote_parts, driver_node=ray_node_id())
+            remote_prefix = remote.prefix(f"{plan.fingerprint}/{_jobs_identity(jobs)}")
+            parts: list[PartResult] = runner(remote_part_writer(write_part, remote, remote_prefix, ray_node_id), calls,
+                                             desc=desc)
+            fetch_parts(remote, remote_prefix, staging, parts)
+        else:
+            parts = runner(write_part, calls, desc=desc)
         _check_parts_visible(plan, staging, parts)
         duplicate = find_duplicate_key(staging, parts)
         if duplicate is not None:
@@ -107,6 +120,7 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
         features = _agreed_features(plan, parts)
         shards, extra = layout_module(plan.layout).merge_parts(staging, parts)
         media = {m.path: m for part in parts for m in part.media}
+        nodes = {"part_nodes": [p.node for p in parts]} if remote is not None else {}  # where each part was written
         for name, content in split_jobs.files.items():  # small files a builder ships with the split
             data = content.encode() if isinstance(content, str) else content
             (staging / name).write_bytes(data)
@@ -119,15 +133,20 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             layout=plan.layout, features=features, num_rows=sum(p.num_rows for p in parts), shards=shards,
             fingerprint=plan.fingerprint, fingerprint_inputs=plan.fingerprint_inputs,
             builder_name=plan.builder_name, config_name=plan.config_name, version=plan.version, split=plan.split,
-            layout_options=plan.writer_options, info=plan.info, extra={**extra, **split_jobs.extra},
+            layout_options=plan.writer_options, info=plan.info, extra={**extra, **split_jobs.extra, **nodes},
             extra_files=sorted(media.values(), key=lambda m: m.path), cache_format_version=CACHE_FORMAT_VERSION,
             library_version=__version__, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             builder_source=plan.builder_source)
         metadata.write(staging, sync=False)  # publish fsyncs every file of the staging directory
         publish(staging, plan.target)
+        if remote is not None:
+            remove_remote_parts(remote, remote_prefix)
     except BaseException as exc:
         if not _is_infrastructure_failure(exc):
             discard(staging)
+            if remote is not None:  # bad data: the parts on the store are of no use to a next build
+                with contextlib.suppress(Exception):
+                    remove_remote_parts(remote, remote_prefix)
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise CacheError(f"no space left on device while building {plan.builder_name} '{plan.split}' in "
                              f"{staging}; nothing was published. Free space (or point STABLE_DATASETS_CACHE_DIR "
@@ -144,15 +163,16 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
 
 def _check_parts_visible(plan: WritePlan, staging: Path, parts: list[PartResult]) -> None:
     """Workers write their parts by the staging folder's path: one that ran on another machine wrote to that
-    machine's disk when the folder is not on shared storage. Say so, instead of failing inside a merge."""
+    machine's disk when the folder is not on shared storage (parts of an object-store root come through the
+    store instead). Say so, instead of failing inside a merge."""
     for part in parts:
         folder = part_dir(staging, part.index)
         if not folder.is_dir():
             raise CacheError(
                 f"{plan.builder_name} '{plan.split}': part {part.index} of {len(parts)} was written where this "
                 f"machine cannot see it (no {folder}): with engine='ray' on several machines, the cache root must "
-                "be on storage every node shares (NFS, Lustre), and so must STABLE_DATASETS_LOCAL_CACHE_DIR for "
-                "an object-store cache root")
+                "be on storage every node shares (NFS, Lustre), or on an object store (s3://..., gs://...), through "
+                "which the parts then travel")
 
 
 def _agreed_features(plan: WritePlan, parts: list[PartResult]) -> dict[str, Any]:

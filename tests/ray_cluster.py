@@ -1,0 +1,183 @@
+"""A real multi-node Ray cluster on this machine whose nodes share no disk, for tests.
+
+The head node (no CPUs: every task runs on a worker node) runs beside the test process; each
+worker node runs `ray start --address` inside its own mount and PID namespace (`unshare -m -p -f`)
+where /tmp, /dev/shm and ~/.cache are private, empty tmpfs mounts: the driver's tmp_path, its
+local cache folder and Ray's session folder do not exist there, as on separate machines. All
+nodes reach the S3 server on 127.0.0.1 (the network is shared).
+
+Teardown kills only the processes started here: each node's process tree (the worker nodes'
+PID namespaces end with their first process). `ray stop` is never run: it stops every Ray
+process of the machine by name, other users' clusters too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+RAY = str(Path(sys.executable).with_name("ray"))
+#: node deaths are noticed in about a second and a half (Ray's default is about 15 s)
+FAST_HEALTH_CHECKS = {"RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "500",
+                      "RAY_health_check_timeout_ms": "500", "RAY_health_check_failure_threshold": "3"}
+PRIVATE = ("/tmp", "/dev/shm", str(Path.home() / ".cache"))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants, from /proc (no psutil needed)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                parent = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, []))
+    return found
+
+
+def _name(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
+def _kill_tree(process: subprocess.Popen) -> None:
+    for pid in reversed(_tree(process.pid)):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=10)
+
+
+@dataclass
+class WorkerNode:
+    process: subprocess.Popen  # `unshare` (the namespace's first process runs `ray start --block`)
+    log: Path
+
+    def raylet_pid(self) -> int | None:
+        return next((p for p in _tree(self.process.pid) if _name(p) == "raylet"), None)
+
+    def kill_raylet(self) -> None:
+        """SIGKILL the node's raylet: to Ray, the node is lost (its workers die with it)."""
+        pid = self.raylet_pid()
+        assert pid is not None, f"no raylet under {self.process.pid}: {self.log.read_text()[-2000:]}"
+        os.kill(pid, signal.SIGKILL)
+
+
+@dataclass
+class RayCluster:
+    address: str
+    head: subprocess.Popen
+    env: dict[str, str]
+    folder: Path
+    workers: list[WorkerNode] = field(default_factory=list)
+
+    def add_worker(self) -> WorkerNode:
+        log = self.folder / f"worker-{len(self.workers)}.log"
+        mounts = " && ".join(f"mount -t tmpfs -o size=4g tmpfs {p}" for p in PRIVATE if Path(p).is_dir())
+        command = (f"{mounts} && exec {RAY} start --address={self.address} --num-cpus=1 --node-ip-address=127.0.0.1 "
+                   "--object-store-memory=100000000 --disable-usage-stats --block")
+        with open(log, "wb") as out:
+            process = subprocess.Popen(["unshare", "-m", "-p", "-f", "--propagation", "private", "--mount-proc",
+                                        "sh", "-c", command], env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                       start_new_session=True)
+        node = WorkerNode(process, log)
+        self.workers.append(node)
+        return node
+
+    def alive_workers(self) -> int:
+        import ray
+
+        return sum(1 for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0)
+
+    def wait_for_workers(self, count: int, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while self.alive_workers() != count:
+            if time.monotonic() > deadline:
+                logs = "\n".join(w.log.read_text(errors="replace")[-1500:] for w in self.workers)
+                raise TimeoutError(f"{count} worker node(s) did not join in {timeout} s:\n{logs}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        for node in self.workers:
+            _kill_tree(node.process)
+        _kill_tree(self.head)
+
+
+def unshare_refusal() -> str | None:
+    """Why private mount namespaces cannot be made here, or None."""
+    if shutil.which("unshare") is None:
+        return "the unshare command is missing (util-linux)"
+    result = subprocess.run(["unshare", "-m", "-p", "-f", "--propagation", "private", "--mount-proc", "sh", "-c",
+                             "mount -t tmpfs tmpfs /tmp"], capture_output=True, text=True)
+    if result.returncode:
+        return f"unshare -m -p is not permitted here ({result.stderr.strip() or result.returncode}); it needs root"
+    return None
+
+
+@contextlib.contextmanager
+def ray_cluster(num_workers: int, env: dict[str, str]) -> Iterator[RayCluster]:
+    """A head with no CPUs and `num_workers` worker nodes with 1 CPU each, the driver connected to it."""
+    import ray
+
+    refusal = unshare_refusal()
+    if refusal:
+        pytest.skip(f"a multi-node Ray cluster needs private mount namespaces: {refusal}")
+    folder = Path(tempfile.mkdtemp(prefix="rmn-", dir="/tmp"))  # short: Ray's socket paths have a length limit
+    port = _free_port()
+    full_env = {**os.environ, **env, **FAST_HEALTH_CHECKS, "RAY_USAGE_STATS_ENABLED": "0"}
+    full_env.pop("RAY_ADDRESS", None)
+    with open(folder / "head.log", "wb") as out:
+        head = subprocess.Popen([RAY, "start", "--head", "--num-cpus=0", f"--port={port}",
+                                 "--node-ip-address=127.0.0.1",
+                                 f"--temp-dir={folder / 'ray'}", "--include-dashboard=false", "--disable-usage-stats",
+                                 "--object-store-memory=100000000", "--block"],
+                                env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    cluster = RayCluster(f"127.0.0.1:{port}", head, full_env, folder)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            if head.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"the Ray head did not start: {(folder / 'head.log').read_text()[-2000:]}")
+            time.sleep(0.2)
+        for _ in range(num_workers):
+            cluster.add_worker()
+        ray.init(address=cluster.address, include_dashboard=False, configure_logging=False, log_to_driver=False)
+        cluster.wait_for_workers(num_workers)
+        yield cluster
+    finally:
+        with contextlib.suppress(Exception):
+            ray.shutdown()
+        cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)
