@@ -4,6 +4,7 @@ store; a node lost mid-build costs only its part; datasets are read from the sto
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -144,3 +145,25 @@ def test_to_ray_reads_a_cache_in_object_storage_on_every_node(cluster, s3_env, p
                           layout_options=SMALL_FILES[storage_format])
     rows = ds.to_ray().take_all()
     assert sorted((r["part"], r["i"], r["text"]) for r in rows) == list(zip(ds["part"], ds["i"], ds["text"]))
+
+
+def test_the_sft_plan_steps_token_files_reach_every_node_through_the_store(cluster, s3_env, tmp_path):
+    """The packed `sft` build tokenizes each job into a file of its work folder, packs every length on the
+    driver, then each part reads all token files: with nodes that share no disk the work folder is mirrored
+    through the store."""
+    from stable_datasets.sft import PackingConfig
+
+    for f in range(4):
+        s3_env.write(f"chats/chat-{f}.jsonl", "".join(
+            json.dumps({"prompt": f"question {f}.{r}", "response": "answer " * (r % 9 + 1)}) + "\n"
+            for r in range(30)).encode())
+    files = {"train": [f"s3://{s3_env.bucket}/chats/chat-{f}.jsonl" for f in range(4)]}
+    packing = PackingConfig(pack_size=256, algorithm="first_fit_shuffle", seed=1)
+    one = sds.load_dataset("sft", split="train", data_files=files, packing=packing, storage_format="parquet",
+                           cache_dir=str(tmp_path / "one-process"))
+    ds = sds.load_dataset("sft", split="train", data_files=files, packing=packing, storage_format="parquet",
+                          engine="ray", num_proc=2)
+    assert ds.to_arrow().equals(one.to_arrow())
+    assert ds.cache_metadata[0].extra["pack_metadata"]["num_sequences"] == 120
+    assert len(set(_part_nodes(ds))) == 2
+    assert not [k for k in s3_env.objects() if "/.part-" in k or "/work/" in k]

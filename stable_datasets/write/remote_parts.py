@@ -125,8 +125,51 @@ def fetch_parts(remote: RemoteParts, prefix: str, staging: Path, parts: list[Par
     logger.debug("parts of {} are in {}", remote.url(prefix), staging)
 
 
-def remove_remote_parts(remote: RemoteParts, prefix: str) -> None:
-    """The parts prefix, once the merged cache is published (the parts are in it now)."""
+@dataclass(frozen=True)
+class SharedWorkdir:
+    """The split's work folder (intermediate files of a step before the parts, such as the `sft` builders'
+    token files) mirrored through the store: a task pulls it before it runs and pushes what it wrote there
+    after, and the driver pulls it once the tasks are done, so every node reads the same files."""
+
+    remote: RemoteParts
+    prefix: str  # `<split>/attempts/<id>/work`
+    local: Path
+
+    def _listed(self) -> dict[str, int]:
+        return {o.key[len(self.prefix) + 1:]: o.size for o in self.remote.store.list(self.prefix + "/")}
+
+    def pull(self) -> None:
+        for relative, size in self._listed().items():
+            path = self.local / relative
+            if not (path.is_file() and path.stat().st_size == size):
+                self.remote.store.download(f"{self.prefix}/{relative}", path)
+
+    def push(self) -> None:
+        if not self.local.is_dir():
+            return
+        listed = self._listed()
+        for path in sorted(p for p in self.local.rglob("*") if p.is_file()):
+            relative = path.relative_to(self.local).as_posix()
+            if listed.get(relative) != path.stat().st_size:
+                self.remote.store.put_file(path, f"{self.prefix}/{relative}")
+
+    def around(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def mirrored(*args: Any) -> Any:
+            self.pull()
+            result = fn(*args)
+            self.push()
+            return result
+
+        return mirrored
+
+
+def shared_workdir(remote: RemoteParts, fingerprint: str, local: Path) -> SharedWorkdir:
+    attempt = hashlib.sha256(f"work/{fingerprint}".encode()).hexdigest()[:32]
+    return SharedWorkdir(remote, f"{remote.split_prefix}/{ATTEMPTS}/{attempt}/work", local)
+
+
+def remove_prefix(remote: RemoteParts, prefix: str) -> None:
+    """Every object of the attempt `prefix` is in (`<split>/attempts/<id>/...`)."""
     attempt = prefix.rsplit("/", 1)[0] + "/"
     keys = [o.key for o in remote.store.list(attempt)]
     if keys:

@@ -32,7 +32,14 @@ from stable_datasets.layouts import layout_module
 from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
 from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, part_dir, write_part
 from stable_datasets.write.plan import SplitJobs, WritePlan
-from stable_datasets.write.remote_parts import fetch_parts, remote_part_writer, remove_remote_parts
+from stable_datasets.write.remote_parts import (
+    RemoteParts,
+    SharedWorkdir,
+    fetch_parts,
+    remote_part_writer,
+    remove_prefix,
+    shared_workdir,
+)
 from stable_datasets.write.sources import ExampleSource
 
 JOBS_FILE = "_jobs.json"
@@ -96,6 +103,10 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
     try:
         work = staging / WORK_DIR
         work.mkdir()
+        if plan.remote_parts is not None and runner.engine == "ray":  # nodes may share no disk: parts go by the store
+            ensure_ray(runner.ray_address)  # connected, so the driver's node is known
+            remote = dataclasses.replace(plan.remote_parts, driver_node=ray_node_id())
+            runner.shared = shared_workdir(remote, plan.fingerprint, work)
         split_jobs: SplitJobs = source.plan_jobs(max(1, runner.parallelism), runner, work)
         jobs = split_jobs.jobs or [None]
         if runner.parallelism > 1 and len(jobs) == 1:
@@ -104,9 +115,7 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
         _match_jobs(staging, jobs)
         calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)]
         desc = f"{plan.builder_name} '{plan.split}' part"
-        if plan.remote_parts is not None and runner.engine == "ray":  # nodes may share no disk: parts go by the store
-            ensure_ray(runner.ray_address)  # connected, so the driver's node is known
-            remote = dataclasses.replace(plan.remote_parts, driver_node=ray_node_id())
+        if remote is not None:
             remote_prefix = remote.prefix(f"{plan.fingerprint}/{_jobs_identity(jobs)}")
             parts: list[PartResult] = runner(remote_part_writer(write_part, remote, remote_prefix, ray_node_id), calls,
                                              desc=desc)
@@ -140,13 +149,13 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
         metadata.write(staging, sync=False)  # publish fsyncs every file of the staging directory
         publish(staging, plan.target)
         if remote is not None:
-            remove_remote_parts(remote, remote_prefix)
+            _remove_remote(remote, remote_prefix, runner.shared)
     except BaseException as exc:
+        if not _is_infrastructure_failure(exc) and remote is not None:
+            with contextlib.suppress(Exception):  # bad data: the parts on the store are of no use to a next build
+                _remove_remote(remote, remote_prefix, runner.shared)
         if not _is_infrastructure_failure(exc):
             discard(staging)
-            if remote is not None:  # bad data: the parts on the store are of no use to a next build
-                with contextlib.suppress(Exception):
-                    remove_remote_parts(remote, remote_prefix)
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise CacheError(f"no space left on device while building {plan.builder_name} '{plan.split}' in "
                              f"{staging}; nothing was published. Free space (or point STABLE_DATASETS_CACHE_DIR "
@@ -157,8 +166,18 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
                              "nothing was published. Raise the limit, or lower layout_options max_shard_size, and run "
                              "again: finished parts and journaled shards will be reused") from exc
         raise
+    finally:
+        runner.shared = None
     logger.info("published {} rows of {} '{}' to {}", metadata.num_rows, plan.builder_name, plan.split, plan.target)
     return metadata
+
+
+def _remove_remote(remote: RemoteParts, parts_prefix: str, shared: SharedWorkdir | None) -> None:
+    """The parts and the shared work folder on the store, once they are merged (or of no use)."""
+    if parts_prefix:
+        remove_prefix(remote, parts_prefix)
+    if shared is not None:
+        remove_prefix(remote, shared.prefix)
 
 
 def _check_parts_visible(plan: WritePlan, staging: Path, parts: list[PartResult]) -> None:

@@ -15,7 +15,7 @@ from stable_datasets.write.remote_parts import (
     RemoteParts,
     fetch_parts,
     remote_part_writer,
-    remove_remote_parts,
+    remove_prefix,
 )
 
 
@@ -62,7 +62,7 @@ def test_parts_written_on_another_node_reach_the_driver_through_the_store(remote
         assert PartResult.load(part_dir(driver_disk, part.index)) == part
         assert (part_dir(driver_disk, part.index) / "shard-00000.arrow").read_bytes() == bytes([part.index]) * (
             10 + part.index)
-    remove_remote_parts(remote, prefix)
+    remove_prefix(remote, prefix)
     assert s3_env.objects(remote.split_prefix) == []
 
 
