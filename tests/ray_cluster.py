@@ -6,6 +6,11 @@ where /tmp, /dev/shm and ~/.cache are private, empty tmpfs mounts: the driver's 
 local cache folder and Ray's session folder do not exist there, as on separate machines. All
 nodes reach the S3 server on 127.0.0.1 (the network is shared).
 
+Every process of the cluster, and the driver while it is up, uses Ray's token authentication with
+one token: a process keeps the mode and token it loaded first, and an earlier local `ray.init()`
+in the same process turned token mode on (a driver and a cluster in different modes fail with
+"owner died" as soon as a task needs an object the driver put).
+
 Teardown kills only the processes started here: each node's process tree (the worker nodes'
 PID namespaces end with their first process). `ray stop` is never run: it stops every Ray
 process of the machine by name, other users' clusters too.
@@ -22,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +38,7 @@ RAY = str(Path(sys.executable).with_name("ray"))
 #: node deaths are noticed in about a second and a half (Ray's default is about 15 s)
 FAST_HEALTH_CHECKS = {"RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "500",
                       "RAY_health_check_timeout_ms": "500", "RAY_health_check_failure_threshold": "3"}
+AUTH_MODE, AUTH_TOKEN = "RAY_AUTH_MODE", "RAY_AUTH_TOKEN"
 PRIVATE = ("/tmp", "/dev/shm", str(Path.home() / ".cache"))
 
 
@@ -143,6 +150,47 @@ def unshare_refusal() -> str | None:
     return None
 
 
+def _token() -> str:
+    from ray._raylet import AuthenticationTokenLoader
+
+    loader = AuthenticationTokenLoader.instance()
+    if loader.has_token(ignore_auth_mode=True):
+        return str(loader.get_raw_token(ignore_auth_mode=True))
+    return uuid.uuid4().hex + uuid.uuid4().hex
+
+
+def _set_auth(values: dict[str, str | None]) -> None:
+    """This process's Ray authentication settings ($RAY_AUTH_MODE, $RAY_AUTH_TOKEN: Ray caches both)."""
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    from ray._raylet import AuthenticationTokenLoader, Config
+
+    Config.initialize("")
+    AuthenticationTokenLoader.instance().reset_cache()
+
+
+def _start_head(folder: Path, env: dict[str, str]) -> RayCluster | None:
+    """The head node, once it says it runs (None if it stopped: its port was taken meanwhile)."""
+    port = _free_port()
+    log = folder / "head.log"
+    with open(log, "wb") as out:
+        head = subprocess.Popen([RAY, "start", "--head", "--num-cpus=0", f"--port={port}",
+                                 "--node-ip-address=127.0.0.1", f"--temp-dir={folder / 'ray'}",
+                                 "--include-dashboard=false", "--disable-usage-stats",
+                                 "--object-store-memory=100000000", "--block"],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 90
+    while b"Ray runtime started" not in log.read_bytes():
+        if head.poll() is not None or time.monotonic() > deadline:
+            _kill_tree(head)
+            return None
+        time.sleep(0.2)
+    return RayCluster(f"127.0.0.1:{port}", head, env, folder)
+
+
 @contextlib.contextmanager
 def ray_cluster(num_workers: int, env: dict[str, str]) -> Iterator[RayCluster]:
     """A head with no CPUs and `num_workers` worker nodes with 1 CPU each, the driver connected to it."""
@@ -152,25 +200,23 @@ def ray_cluster(num_workers: int, env: dict[str, str]) -> Iterator[RayCluster]:
     if refusal:
         pytest.skip(f"a multi-node Ray cluster needs private mount namespaces: {refusal}")
     folder = Path(tempfile.mkdtemp(prefix="rmn-", dir="/tmp"))  # short: Ray's socket paths have a length limit
-    port = _free_port()
-    full_env = {**os.environ, **env, **FAST_HEALTH_CHECKS, "RAY_USAGE_STATS_ENABLED": "0"}
+    # Ray turns token authentication on for a local ray.init() (it writes ~/.ray/auth_token) and for a head
+    # started where that file exists, and a process keeps the mode and token it first loaded: this cluster
+    # uses token authentication with the token this process has (or a new one), told to every node
+    saved = {name: os.environ.get(name) for name in (AUTH_MODE, AUTH_TOKEN)}
+    token = _token()
+    _set_auth({AUTH_MODE: "token", AUTH_TOKEN: token})
+    full_env = {**os.environ, **env, **FAST_HEALTH_CHECKS, "RAY_USAGE_STATS_ENABLED": "0", AUTH_MODE: "token",
+                AUTH_TOKEN: token}
     full_env.pop("RAY_ADDRESS", None)
-    with open(folder / "head.log", "wb") as out:
-        head = subprocess.Popen([RAY, "start", "--head", "--num-cpus=0", f"--port={port}",
-                                 "--node-ip-address=127.0.0.1",
-                                 f"--temp-dir={folder / 'ray'}", "--include-dashboard=false", "--disable-usage-stats",
-                                 "--object-store-memory=100000000", "--block"],
-                                env=full_env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    cluster = RayCluster(f"127.0.0.1:{port}", head, full_env, folder)
+    cluster = None
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            with contextlib.suppress(OSError):
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        for _ in range(3):  # another Ray on this machine may take the free port first: try another
+            cluster = _start_head(folder, full_env)
+            if cluster is not None:
                 break
-            if head.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the Ray head did not start: {(folder / 'head.log').read_text()[-2000:]}")
-            time.sleep(0.2)
+        if cluster is None:
+            raise RuntimeError(f"the Ray head did not start: {(folder / 'head.log').read_text()[-2000:]}")
         for _ in range(num_workers):
             cluster.add_worker()
         ray.init(address=cluster.address, include_dashboard=False, configure_logging=False, log_to_driver=False)
@@ -179,5 +225,7 @@ def ray_cluster(num_workers: int, env: dict[str, str]) -> Iterator[RayCluster]:
     finally:
         with contextlib.suppress(Exception):
             ray.shutdown()
-        cluster.stop()
+        if cluster is not None:
+            cluster.stop()
         shutil.rmtree(folder, ignore_errors=True)
+        _set_auth(saved)

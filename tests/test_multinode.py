@@ -4,7 +4,6 @@ store; a node lost mid-build costs only its part; datasets are read from the sto
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -147,23 +146,42 @@ def test_to_ray_reads_a_cache_in_object_storage_on_every_node(cluster, s3_env, p
     assert sorted((r["part"], r["i"], r["text"]) for r in rows) == list(zip(ds["part"], ds["i"], ds["text"]))
 
 
-def test_the_sft_plan_steps_token_files_reach_every_node_through_the_store(cluster, s3_env, tmp_path):
-    """The packed `sft` build tokenizes each job into a file of its work folder, packs every length on the
-    driver, then each part reads all token files: with nodes that share no disk the work folder is mirrored
-    through the store."""
-    from stable_datasets.sft import PackingConfig
+def test_files_a_plan_step_writes_reach_every_node_through_the_store(cluster, s3_env, write_builder, tmp_path):
+    """A global step before the parts (`_plan_split`, as the packed `sft` builders tokenize each job into a
+    file of the work folder, pack on the driver, then every part reads every token file): with nodes that
+    share no disk the work folder is mirrored through the store."""
+    path = write_builder("planned", """
+        import json
+        from pathlib import Path
+        import stable_datasets as sds
+        from stable_datasets.write import SplitJobs
 
-    for f in range(4):
-        s3_env.write(f"chats/chat-{f}.jsonl", "".join(
-            json.dumps({"prompt": f"question {f}.{r}", "response": "answer " * (r % 9 + 1)}) + "\n"
-            for r in range(30)).encode())
-    files = {"train": [f"s3://{s3_env.bucket}/chats/chat-{f}.jsonl" for f in range(4)]}
-    packing = PackingConfig(pack_size=256, algorithm="first_fit_shuffle", seed=1)
-    one = sds.load_dataset("sft", split="train", data_files=files, packing=packing, storage_format="parquet",
-                           cache_dir=str(tmp_path / "one-process"))
-    ds = sds.load_dataset("sft", split="train", data_files=files, packing=packing, storage_format="parquet",
-                          engine="ray", num_proc=2)
+        class Planned(sds.GeneratorBasedBuilder):
+            def _info(self):
+                return sds.DatasetInfo(features=sds.Features({"job": sds.Value("int32"), "n": sds.Value("int64"),
+                                                              "total": sds.Value("int64")}))
+
+            def _split_generators(self, dl_manager):
+                return [sds.SplitGenerator("train", {"jobs": [0, 1, 2, 3]})]
+
+            def _numbers(self, job, path):
+                Path(path).write_text(json.dumps(list(range(job * 10, job * 10 + 10))))
+
+            def _plan_split(self, generator, num_jobs, run, workdir):
+                jobs = generator.gen_kwargs["jobs"]
+                paths = [str(workdir / f"numbers-{j}.json") for j in jobs]
+                run(self._numbers, list(zip(jobs, paths)), desc="numbers")
+                total = sum(n for p in paths for n in json.loads(Path(p).read_text()))  # the driver reads them all
+                return SplitJobs([{"paths": paths, "job": j, "total": total} for j in jobs])
+
+            def _generate_examples(self, paths, job, total):
+                numbers = [n for p in paths for n in json.loads(Path(p).read_text())]  # so does every part
+                for n in numbers[job::4]:
+                    yield (job, n), {"job": job, "n": n, "total": total}
+    """)
+    one = sds.load_dataset(str(path), split="train", cache_dir=str(tmp_path / "one-process"))
+    ds = sds.load_dataset(str(path), split="train", engine="ray", num_proc=4)
     assert ds.to_arrow().equals(one.to_arrow())
-    assert ds.cache_metadata[0].extra["pack_metadata"]["num_sequences"] == 120
+    assert ds["total"] == [780] * 40 and ds["n"][:3] == [0, 4, 8]
     assert len(set(_part_nodes(ds))) == 2
     assert not [k for k in s3_env.objects() if "/.part-" in k or "/work/" in k]

@@ -27,7 +27,7 @@ from typing import Any
 from loguru import logger
 
 from stable_datasets.cache.journal import JOURNAL_FILE
-from stable_datasets.errors import StableDatasetsError
+from stable_datasets.errors import StableDatasetsError, StorageError
 from stable_datasets.write.parts import PART_FILE, PartResult, part_dir
 
 ATTEMPTS = "attempts"  # the object-store protocol's attempt folder (storage.publish.ATTEMPTS)
@@ -85,7 +85,15 @@ def remote_part_writer(write: Callable[..., PartResult], remote: RemoteParts, pr
 
     def write_and_upload(plan: Any, source: Any, job: Any, index: int, num_parts: int, staging: Path) -> PartResult:
         node = node_id()
-        finished = finished_remote_part(remote, prefix, index)
+
+        def unreachable(exc: Exception, doing: str) -> StableDatasetsError:
+            return StableDatasetsError(f"part {index} of {num_parts} (node {node or 'unknown'}): could not {doing} "
+                                       f"{remote.url(part_key(prefix, index))}: {exc}")
+
+        try:
+            finished = finished_remote_part(remote, prefix, index)
+        except StorageError as exc:  # this node cannot reach the store the driver reached
+            raise unreachable(exc, "look for it on") from exc
         if finished is not None:
             return finished
         result = write(plan, source, job, index, num_parts, staging)
@@ -94,9 +102,8 @@ def remote_part_writer(write: Callable[..., PartResult], remote: RemoteParts, pr
         result.save(directory)  # with the node that wrote it
         try:
             upload_part(remote, prefix, directory, result)
-        except Exception as exc:
-            raise StableDatasetsError(f"part {index} of {num_parts} (node {node or 'unknown'}): could not upload "
-                                      f"it to {remote.url(part_key(prefix, index))}: {exc}") from exc
+        except StorageError as exc:
+            raise unreachable(exc, "upload it to") from exc
         if node != remote.driver_node:  # this machine's copy is of no use to the driver
             shutil.rmtree(directory, ignore_errors=True)
         return result
@@ -155,6 +162,7 @@ class SharedWorkdir:
 
     def around(self, fn: Callable[..., Any]) -> Callable[..., Any]:
         def mirrored(*args: Any) -> Any:
+            self.local.mkdir(parents=True, exist_ok=True)  # on another node, nothing of the staging folder exists
             self.pull()
             result = fn(*args)
             self.push()

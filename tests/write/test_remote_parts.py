@@ -95,3 +95,34 @@ def test_the_driver_names_a_part_whose_files_do_not_match_its_record(remote, s3_
     with pytest.raises(StableDatasetsError, match=r"^part 0 of 1 \(node node-b\): its files on s3://.* do not "
                                                   "match its record$"):
         fetch_parts(remote, prefix, tmp_path / "driver", [part])
+
+
+def test_a_node_that_cannot_reach_the_store_fails_naming_its_part_and_node(s3_env, tmp_path, monkeypatch):
+    from stable_datasets.storage.resolve import open_store
+    from stable_datasets.storage.urls import ObjectURL
+
+    monkeypatch.setenv("STABLE_DATASETS_STORAGE_RETRIES", "1")
+    elsewhere = open_store(ObjectURL.parse(s3_env.root), {"endpoint_url": "http://127.0.0.1:1"})
+    remote = RemoteParts(elsewhere, "cache/toy/default/1.0.0/abc/train")
+    calls: list[int] = []
+    task = remote_part_writer(_writer(calls), remote, remote.prefix("jobs-1"), lambda: "node-b")
+    with pytest.raises(StableDatasetsError, match=r"^part 1 of 2 \(node node-b\): could not look for it on s3://"
+                                                  r".*/\.part-00001: .*cannot reach the endpoint http://127\.0\.0"
+                                                  r"\.1:1"):
+        task(None, None, 5, 1, 2, tmp_path / "b")
+    assert calls == []  # nothing was written that could not be kept
+
+
+def test_parts_a_build_left_behind_are_an_abandoned_attempt_to_prune(remote, s3_env, tmp_path):
+    """A failed build keeps its finished parts on the store for the next one; if none comes, `prune` names
+    them as any attempt no `_metadata.json` names, and removes them."""
+    from stable_datasets.storage.inventory import abandoned_attempts
+    from stable_datasets.storage.root import RemoteRoot
+
+    prefix = remote.prefix("jobs-1")
+    remote_part_writer(_writer([]), remote, prefix, lambda: "node-a")(None, None, 5, 0, 1, tmp_path / "a")
+    root = RemoteRoot.open(s3_env.root)
+    assert abandoned_attempts(root, max_age_seconds=3600) == []  # fresh: a build may come back for them
+    found = abandoned_attempts(root, max_age_seconds=0)
+    assert [(kind, split.prefix, attempt) for kind, split, attempt in found] == [
+        ("abandoned attempt", remote.split_prefix, prefix[len(remote.split_prefix) + 1:-len("/parts")])]
