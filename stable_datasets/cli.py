@@ -16,14 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.cache.builds import remove_tree
 from stable_datasets.cache.inventory import (
     CacheEntry,
     find_caches,
     find_staging,
     find_superseded,
-    remove_tree,
     staging_is_orphaned,
-    verify_cache,
 )
 from stable_datasets.cache.metadata import METADATA_FILE
 from stable_datasets.cache.ownership import (
@@ -35,6 +34,7 @@ from stable_datasets.cache.ownership import (
 )
 from stable_datasets.cache.paths import cache_root, downloads_dir, safe_name
 from stable_datasets.layouts import STORAGE_FORMATS
+from stable_datasets.layouts.open import verify_cache
 
 OK, PROBLEM, USAGE = 0, 1, 2
 
@@ -448,7 +448,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from stable_datasets.cache.migrate import migrate_cache, plan_migrations
+    from stable_datasets.migrate import migrate_cache, plan_migrations
 
     source = Path(args.path).expanduser()
     dest = Path(args.dest) if args.dest else cache_root(args.cache_dir) / "migrated" / source.resolve().name

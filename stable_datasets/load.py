@@ -7,7 +7,7 @@ from typing import Any, overload
 
 from stable_datasets.builder.builder import DatasetBuilder
 from stable_datasets.dataset.dataset_dict import DatasetDict
-from stable_datasets.dataset.open import open_cache
+from stable_datasets.dataset.open import open_cache, open_remote_stream
 from stable_datasets.dataset.splits import parse_split
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.dataset.transforms import concatenate_datasets
@@ -125,8 +125,6 @@ def _load_streams(path: Any, split: str | None, *, name: str | None, storage_for
 
     def stream(directory: Any) -> Any:
         if is_url(directory):
-            from stable_datasets.storage.remote_stream import open_remote_stream
-
             found = open_remote_stream(str(directory), remote_options, part.bounds if sliced else None)
             if found is not None:
                 return found

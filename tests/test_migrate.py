@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 import stable_datasets as sds
-from stable_datasets.cache.inventory import verify_cache
 from stable_datasets.cli import main
+from stable_datasets.layouts.open import verify_cache
 
 from .test_upstream_cache import write_upstream_cache, write_upstream_lance_cache
 
@@ -89,7 +89,7 @@ def test_migrate_refuses_what_it_cannot_convert(capsys, tmp_path, cache_root, to
 
 
 def test_a_migration_that_fails_midway_publishes_nothing(tmp_path, cache_root, monkeypatch):
-    from stable_datasets.cache import migrate
+    from stable_datasets import migrate
 
     upstream = write_upstream_cache(tmp_path / "up" / "toy_default_train_0123456789abcdef", [4, 4])
     real = migrate.UpstreamRows.examples

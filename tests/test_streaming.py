@@ -415,7 +415,7 @@ def test_lance_v2_workers_read_the_parents_maps_and_resume_exactly(caches, world
         def stream(rank=rank):
             return lance.to_iterable(rank=rank, world_size=world_size).shuffle(seed=4, window_blocks=2)
 
-        probe = stream().map(functools.partial(_lance_handle_is_closed, backend=lance._backends[0]))
+        probe = stream().map(functools.partial(_lance_handle_is_closed, backend=lance.backends[0]))
         batches = list(StreamingDataLoader(probe, batch_size=40, num_workers=2))
         assert all(all(b["no_lance_call"]) for b in batches)
         full = ids(batches)

@@ -13,8 +13,8 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.cache.builds import published_path
-from stable_datasets.cache.inventory import verify_cache
 from stable_datasets.errors import ExampleError, StableDatasetsError, WorkerDiedError
+from stable_datasets.layouts.open import verify_cache
 from tests.conftest import PARTS_BUILDER
 
 SMALL_FILES = {"arrow": {"max_shard_size": 4096, "batch_rows": 64},

@@ -200,3 +200,15 @@ def superseded_builds(final_dir: Path) -> list[Path]:
 def remove_superseded(final_dir: Path) -> list[Path]:
     """Remove the superseded builds of `final_dir` that no reader pins; return those left in use."""
     return [b for b in superseded_builds(final_dir) if not remove_build_if_unused(b)]
+
+
+def remove_tree(path: Path) -> bool:
+    """Remove a cache, a build or a staging folder; builds that readers pin stay (False) for a later prune."""
+    if build_base(path) is not None and not path.is_symlink():
+        return remove_build_if_unused(path)
+    if path.is_symlink():  # a cache's link: it goes first, so no new reader finds the builds
+        path.unlink()
+        in_use = [b for b in superseded_builds(path) if not remove_build_if_unused(b)]
+        return not in_use
+    shutil.rmtree(path, ignore_errors=True)
+    return True

@@ -30,18 +30,10 @@ READ_BATCH_ROWS = 8192
 
 def to_ray(ds: StableDataset, *, ray_address: str | None = None, override_num_blocks: int | None = None) -> Any:
     ray = ensure_ray(ray_address)
-    caches = ds.cache_metadata
-    local = all(b.origin is None for b in ds._backends)  # else: each node reads from the store into its own disk
-    if ds.is_whole and len(caches) == 1 and caches[0].layout == "parquet_shards" and local:
-        paths = [str(ds.cache_dirs[0] / s.path) for s in caches[0].shards]
-        return ray.data.read_parquet(paths, override_num_blocks=override_num_blocks)
-    if ds.is_whole and len(caches) == 1 and caches[0].layout == "lance_rows" and \
-            not caches[0].extra.get("blob_columns"):  # Lance itself would read blob descriptions, not bytes
-        in_place = ds._backends[0].lance_base  # a cache on an object store: its Lance data is read there
-        if in_place or local:
-            uri, options = (f"{in_place[0]}/data.lance", in_place[1]) if in_place else (
-                str(ds.cache_dirs[0] / "data.lance"), None)
-            return ray.data.read_lance(uri, storage_options=options, override_num_blocks=override_num_blocks)
+    if ds.is_whole and len(ds.backends) == 1:  # the format's own Ray reader, where the layout has one
+        native = ds.backends[0].ray_dataset(ray, override_num_blocks)
+        if native is not None:
+            return native
     return ray.data.read_datasource(RowRanges(ds), override_num_blocks=override_num_blocks)
 
 

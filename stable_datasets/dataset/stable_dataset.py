@@ -140,7 +140,7 @@ class StableDataset:
         """What rows this view serves: its caches (fingerprint, folder, rows) and its row selection.
         Transforms hash it (with their own inputs) to name their caches."""
         caches = [(m.fingerprint, published_path(b.directory).name, m.num_rows,
-                   *([b.view_identity] if hasattr(b, "view_identity") else []))  # a ColumnView's columns
+                   *([identity] if (identity := b.view_identity()) is not None else []))  # e.g. a ColumnView's
                   for b, m in zip(self._backends, self.cache_metadata)]
         selection = None if self._indices is None else hashlib.sha256(self._indices.tobytes()).hexdigest()
         return hashlib.sha256(json.dumps([caches, selection]).encode()).hexdigest()[:16]
@@ -377,6 +377,32 @@ class StableDataset:
         if not len(self._indices):
             return np.zeros(1, np.int64)
         return runs_of_blocks(np.searchsorted(stored, self._indices, side="right") - 1)
+
+    def shard_bounds(self) -> np.ndarray | None:
+        """Where the stored files begin, then `len(self)`, for a whole dataset whose every backend has them
+        (the groups of a stream's shard window); None for views (their shards do not bound a window)."""
+        if self._indices is not None:
+            return None
+        counts: list[int] = []
+        for backend in self._backends:
+            own = backend.shard_bounds()
+            if own is None:
+                return None
+            counts.extend(np.diff(own).tolist())
+        if sum(counts) != len(self):
+            return None
+        return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+
+    def open_before_fork(self) -> None:
+        """Open now what forked DataLoader workers can share (see LayoutBackend.open_before_fork)."""
+        for backend in self._backends:
+            backend.open_before_fork()
+
+    @property
+    def serves_stored_rows(self) -> bool:
+        """True when row i is row i of one backend, as stored: a whole single cache with no media folder to
+        resolve, so callers may read `backends[0]` directly (sft's pack reader does)."""
+        return len(self._backends) == 1 and self._indices is None and self._media is None
 
     def read_block(self, start: int, stop: int) -> pa.Table:
         """Rows at positions [start, stop) as stored (Arrow, nothing decoded): one sequential read

@@ -41,6 +41,7 @@ from stable_datasets.layouts import frames_video_column, lance_rows
 from stable_datasets.layouts.arrow_shards import map_shard
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
 from stable_datasets.layouts.lance_access import RowTaker, lance_read_errors
+from stable_datasets.layouts.lance_storage import LanceStorage
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -248,7 +249,7 @@ def merge_parts(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo]
                     "videos": videos}
 
 
-class Backend(TableBackend):
+class Backend(LanceStorage, TableBackend):
     """Serves windows of frames; the window options are read-time options (not fingerprinted)."""
 
     READ_OPTIONS = READ_OPTIONS
@@ -305,6 +306,9 @@ class Backend(TableBackend):
     @property
     def num_rows(self) -> int:
         return len(self._win)
+
+    def stored_column_order(self) -> list[str] | None:
+        return None  # frames and video records are stored, not the features' columns
 
     def dataset_features(self, stored: Features) -> Features:
         column = self.metadata.extra["video_column"]

@@ -168,18 +168,16 @@ class _CacheRows:
         self.arrow = dataset.with_format("arrow", list(COLUMNS))
         self.num_rows = len(dataset)
         self.pack_metadata = dataset.cache_metadata[0].extra.get("pack_metadata")
-        backends = getattr(self.dataset, "_backends", [])
-        if len(backends) == 1 and self.dataset._indices is None and self.dataset._media is None:
-            self.row = backends[0].row  # a whole cache: its rows as stored, without the view's bookkeeping
+        if self.dataset.serves_stored_rows:
+            self.row = self.dataset.backends[0].row  # a whole cache: its rows as stored, without the view's bookkeeping
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "row"}  # the bound backend method is rebound
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        backends = getattr(self.dataset, "_backends", [])
-        if len(backends) == 1 and self.dataset._indices is None and self.dataset._media is None:
-            self.row = backends[0].row
+        if self.dataset.serves_stored_rows:
+            self.row = self.dataset.backends[0].row
 
     def row(self, index: int) -> dict[str, Any]:
         return self.dataset.stored_row(index)
@@ -187,9 +185,8 @@ class _CacheRows:
     def row_groups(self) -> Any:
         """The Parquet row groups behind the rows, when they are one Parquet cache read as stored: then
         validation uses the row groups that reads decode anyway, instead of decoding them twice."""
-        backends = getattr(self.dataset, "_backends", [])
-        if len(backends) == 1 and getattr(self.dataset, "_indices", 0) is None and hasattr(backends[0], "row_groups"):
-            return backends[0].row_groups
+        if self.dataset.serves_stored_rows:
+            return self.dataset.backends[0].parquet_row_groups()
         return None
 
     def arrow_rows(self, start: int, stop: int) -> Any:

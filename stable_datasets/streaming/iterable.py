@@ -165,10 +165,9 @@ class StreamingDataset(_IterableBase):
     def open_before_fork(self) -> None:
         """Open, in this process, what forked DataLoader workers can share (the maps and held columns of a
         v2 Lance cache on local disk), so each worker does not open it again; StreamingDataLoader calls it."""
-        for backend in getattr(self.dataset, "_backends", ()):
-            hook = getattr(backend, "open_before_fork", None)
-            if hook is not None:
-                hook()
+        hook = getattr(self.dataset, "open_before_fork", None)  # a StableDataset asks its backends
+        if hook is not None:
+            hook()
 
     def rows_per_epoch(self) -> int:
         """Rows of this rank's share of one epoch."""

@@ -36,27 +36,11 @@ def dataset_block_bounds(data: Any) -> np.ndarray | None:
 
 
 def dataset_shard_bounds(data: Any) -> np.ndarray | None:
-    """Where the stored shards begin, then `len(data)`: `data.shard_bounds()` when it has one (a remote
-    stream), else, for a whole StableDataset, each backend's shards (`shard_bounds()`, or its Arrow/Parquet
-    shard files in order); None for views and other datasets (their shards do not bound a window)."""
+    """Where the stored shards begin, then `len(data)`: `data.shard_bounds()` when it has one (a StableDataset
+    asks its backends); None when the dataset has none or its shards do not bound a window (views)."""
     method = getattr(data, "shard_bounds", None)
-    if method is not None:
-        return np.asarray(method(), dtype=np.int64)
-    backends = getattr(data, "_backends", None)
-    if not backends or getattr(data, "_indices", None) is not None:
-        return None
-    counts: list[int] = []
-    for backend in backends:
-        own = getattr(backend, "shard_bounds", None)
-        if own is not None:
-            counts.extend(np.diff(own()).tolist())
-        elif backend.metadata.layout in ("arrow_shards", "parquet_shards"):
-            counts.extend(s.num_rows for s in backend.metadata.shards if s.num_rows > 0)
-        else:
-            return None
-    if sum(counts) != len(data):
-        return None
-    return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+    bounds = None if method is None else method()
+    return None if bounds is None else np.asarray(bounds, dtype=np.int64)
 
 
 class BlockShuffleSampler:

@@ -22,6 +22,7 @@ from typing import Any
 
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.dataset.open import open_cache
 from stable_datasets.errors import CacheError
 from stable_datasets.write.engines import JobRunner
 from stable_datasets.write.plan import SplitJobs, WritePlan
@@ -80,8 +81,6 @@ class UpstreamRows(ExampleSource):
         return SplitJobs([(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo] or [(0, 0)])
 
     def examples(self, job: tuple[int, int]) -> Iterator[tuple[int, dict[str, Any]]]:
-        from stable_datasets.dataset.open import open_cache
-
         lo, hi = job
         rows = open_cache(self.directory).with_format("python", decode=False).select(range(lo, hi))
         yield from enumerate(rows, start=lo)
@@ -94,7 +93,6 @@ def migrate_cache(source: Path, dest: Path, *, storage_format: str = "arrow",
                   num_proc: int | None = None) -> CacheMetadata:
     """Write the upstream cache `source` as our cache at `dest` (published atomically); its metadata."""
     from stable_datasets import __version__
-    from stable_datasets.dataset.open import open_cache
     from stable_datasets.features import Features
     from stable_datasets.layouts import layout_for, layout_module
     from stable_datasets.write.split import write_split
