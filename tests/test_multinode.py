@@ -185,3 +185,22 @@ def test_files_a_plan_step_writes_reach_every_node_through_the_store(cluster, s3
     assert ds["total"] == [780] * 40 and ds["n"][:3] == [0, 4, 8]
     assert len(set(_part_nodes(ds))) == 2
     assert not [k for k in s3_env.objects() if "/.part-" in k or "/work/" in k]
+
+
+def _rows_of(stream) -> tuple[str, list[tuple[int, int]]]:
+    return ray.get_runtime_context().get_node_id(), [(r["part"], r["i"]) for r in stream]
+
+
+@pytest.mark.parametrize("storage_format", ["arrow", "lance"])
+def test_a_stream_of_a_remote_cache_is_read_from_the_store_on_each_node(cluster, s3_env, parts_builder,
+                                                                         storage_format):
+    ds = sds.load_dataset(str(parts_builder), split="train", storage_format=storage_format,
+                          layout_options=SMALL_FILES[storage_format])
+    stream = sds.load_dataset(str(parts_builder), split="train", storage_format=storage_format,
+                              layout_options=SMALL_FILES[storage_format], streaming=True)
+    read = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_rows_of)
+    results = ray.get([read.remote(stream) for _ in range(2)])  # the whole stream, on each worker node
+    assert len({node for node, _ in results}) == 2
+    assert ray.get_runtime_context().get_node_id() not in {node for node, _ in results}
+    for _, rows in results:
+        assert rows == list(zip(ds["part"], ds["i"]))
