@@ -204,3 +204,41 @@ def test_a_stream_of_a_remote_cache_is_read_from_the_store_on_each_node(cluster,
     assert ray.get_runtime_context().get_node_id() not in {node for node, _ in results}
     for _, rows in results:
         assert rows == list(zip(ds["part"], ds["i"]))
+
+
+def test_video_frames_written_on_nodes_that_share_no_disk_have_the_rows_of_one_process(cluster, s3_env,
+                                                                                       write_builder, tmp_path):
+    """The Lance frame layout (`Video(storage="frames")`): each part encodes its videos' frames on its node (the
+    videos are made there, as inputs every node reaches), the driver commits every part's fragments once."""
+    path = write_builder("clips", """
+        import os, tempfile
+        import cv2
+        import numpy as np
+        import stable_datasets as sds
+
+        class Clips(sds.GeneratorBasedBuilder):
+            def _info(self):
+                return sds.DatasetInfo(features=sds.Features({"video": sds.Video(storage="frames"),
+                                                              "clip": sds.Value("int32")}))
+
+            def _split_generators(self, dl_manager):
+                return [sds.SplitGenerator("train", {"clips": [0, 1, 2, 3]})]
+
+            def _generate_examples(self, clips):
+                folder = tempfile.mkdtemp()
+                for clip in clips:
+                    path = os.path.join(folder, f"clip-{clip}.mp4")
+                    writer = cv2.VideoWriter(path, cv2.VideoWriter_fourcc(*"mp4v"), 10, (48, 32), True)
+                    for t in range(6 + clip):
+                        frame = np.zeros((32, 48, 3), np.uint8)
+                        frame[2 * t:2 * t + 6, 4 * clip:4 * clip + 6] = 255
+                        writer.write(frame)
+                    writer.release()
+                    yield clip, {"video": path, "clip": clip}
+    """)
+    one = sds.load_dataset(str(path), split="train", cache_dir=str(tmp_path / "one-process"))
+    ds = sds.load_dataset(str(path), split="train", engine="ray", num_proc=4)
+    assert ds.cache_metadata[0].layout == "lance_video_frames"
+    assert ds.to_arrow().equals(one.to_arrow())
+    assert [v["frames"] for v in ds.cache_metadata[0].extra["videos"]] == [6, 7, 8, 9]
+    assert len(set(_part_nodes(ds))) == 2
