@@ -34,6 +34,7 @@ from stable_datasets.features import (
     VideoRef,
 )
 from stable_datasets.load import load_builder, load_dataset, open_cache
+from stable_datasets.logs import standard_logging_requested, use_standard_logging
 from stable_datasets.progress import disable_progress_bars, enable_progress_bars
 from stable_datasets.registry import list_builders
 
@@ -43,5 +44,8 @@ __all__ = [
     "Sequence", "Split", "SplitGenerator", "StableDataset", "Value", "Version", "Video", "VideoDecodeConfig",
     "VideoRef", "__version__",
     "concatenate_datasets", "disable_progress_bars", "enable_progress_bars", "list_builders",
-    "load_builder", "load_dataset", "open_cache",
+    "load_builder", "load_dataset", "open_cache", "use_standard_logging",
 ]
+
+if standard_logging_requested():
+    use_standard_logging()

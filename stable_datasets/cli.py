@@ -33,6 +33,7 @@ from stable_datasets.cache.ownership import (
     same_builder,
 )
 from stable_datasets.cache.paths import cache_root, downloads_dir, safe_name
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.layouts import STORAGE_FORMATS
 from stable_datasets.layouts.open import verify_cache
 
@@ -62,7 +63,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-class UsageError(Exception):
+class UsageError(StableDatasetsError):
     """A bad command line value found after parsing (exit code 2)."""
 
 
@@ -466,6 +467,31 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_view(args: argparse.Namespace) -> int:
+    """Serve the viewer until Ctrl-C; the URL is the first line printed."""
+    from stable_datasets.storage.urls import is_url
+    from stable_datasets.viewer import serve
+
+    if (args.cache_dir is not None and is_url(args.cache_dir)) or _remote_root(args) is not None:
+        raise UsageError("view serves a local cache root; an object-store root is not supported yet")
+    root = cache_root(args.cache_dir)
+    try:
+        serve(root, args.host, args.port)
+    except OSError as exc:  # the port is taken, or the host is not this machine's
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    return OK
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535 (0: any free port), got {text!r}")
+    return value
+
+
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
     """Options every command takes, before or after its name (`ls --json` and `--json ls`).
 
@@ -502,6 +528,9 @@ def add_build_arguments(build: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stable-datasets", description=__doc__.split("\n")[0],
                                      parents=[_common_options(defaults=True)])
+    from stable_datasets import __version__
+
+    parser.add_argument("--version", action="version", version=f"stable-datasets {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     common = [_common_options(defaults=False)]
 
@@ -543,6 +572,11 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--storage-format", default="arrow", choices=sorted(STORAGE_FORMATS))
     migrate.add_argument("--num-proc", type=_positive_int, metavar="N", help="convert in this many parts, in parallel")
     migrate.set_defaults(func=cmd_migrate)
+
+    view = sub.add_parser("view", parents=common, help="a read-only viewer of the caches in a browser (127.0.0.1)")
+    view.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    view.add_argument("--port", type=_port, default=8765, help="port (0: any free port); the URL is printed first")
+    view.set_defaults(func=cmd_view)
     return parser
 
 

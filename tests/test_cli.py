@@ -124,3 +124,16 @@ def test_rm_and_exit_codes(capsys, toy_on_path):
     assert exc.value.code == 2
     assert main(["build", "toy", "--split", "test", "--set", "rows=-"]) == 2
     assert "ToyConfig.rows expects int, got str '-'" in capsys.readouterr().err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"stable-datasets {sds.__version__}\n"
+
+
+def test_view_refuses_an_object_store_root(capsys):
+    assert main(["--cache-dir", "s3://bucket/cache", "view", "--port", "0"]) == 2
+    assert capsys.readouterr().err == ("stable-datasets view: error: view serves a local cache root; an object-store "
+                                       "root is not supported yet\n")

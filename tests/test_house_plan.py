@@ -59,3 +59,22 @@ def test_private_state_of_a_dataset_is_read_only_in_dataset():
                  for number, line in enumerate(path.read_text().splitlines(), 1)
                  if PRIVATE_STATE.search(line) and "self._" not in line]
     assert offenders == []
+
+
+def test_every_exception_class_of_the_package_derives_from_the_base_in_errors():
+    import importlib
+    import inspect
+    import pkgutil
+
+    from stable_datasets.errors import StableDatasetsError
+
+    outside = []
+    for info in pkgutil.walk_packages(stable_datasets.__path__, "stable_datasets."):
+        if info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if cls.__module__ == info.name and issubclass(cls, BaseException) and \
+                    not issubclass(cls, StableDatasetsError):
+                outside.append(f"{info.name}.{name}")
+    assert outside == []

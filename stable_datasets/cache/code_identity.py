@@ -16,11 +16,12 @@ import types
 from typing import Any
 
 from stable_datasets.cache.fingerprint import to_jsonable
+from stable_datasets.errors import StableDatasetsError
 
 MAX_DEPTH = 3
 
 
-class UnhashableFunction(Exception):
+class UnhashableFunction(StableDatasetsError):
     """A value a function reads can be neither described as JSON nor pickled."""
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from stable_datasets.cache import upstream
 from stable_datasets.cache.builds import BuildPin, pin_current
 from stable_datasets.cache.publish import file_sha256
-from stable_datasets.errors import CacheError
+from stable_datasets.errors import CacheError, StableDatasetsError
 
 METADATA_FILE = "_metadata.json"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -27,7 +27,7 @@ _OPTIONAL = {"fingerprint": str, "fingerprint_inputs": dict, "builder_name": str
 _JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
 
 
-class MetadataProblem(ValueError):
+class MetadataProblem(StableDatasetsError, ValueError):
     """What is wrong in a `_metadata.json` (CacheMetadata.read adds the file's path)."""
 
 

@@ -14,6 +14,7 @@ import re
 import urllib.parse
 from pathlib import Path
 
+from stable_datasets.env import env_text
 from stable_datasets.errors import StableDatasetsError
 
 DEFAULT_CACHE_ROOT = Path("~/.cache/stable_datasets")
@@ -29,7 +30,7 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     """
     from stable_datasets.storage.urls import is_url, local_path_text
 
-    env = os.environ.get("STABLE_DATASETS_CACHE_DIR")
+    env = env_text("STABLE_DATASETS_CACHE_DIR")
     location = cache_dir if cache_dir is not None else env
     if is_url(location):
         source = "cache_dir" if cache_dir is not None else "STABLE_DATASETS_CACHE_DIR"

@@ -141,6 +141,9 @@ class ColumnsSource(ExampleSource):
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         return SplitJobs([None])
 
+    def expected_rows(self, job: Any) -> int:
+        return len(self.ds)
+
     def examples(self, job: Any) -> Iterator[pa.RecordBatch]:
         from stable_datasets.dataset.in_memory import COLUMNAR_BATCH_ROWS
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from html import escape
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -14,6 +15,10 @@ class DatasetDict(dict[str, "StableDataset"]):
 
     def _apply(self, method: str, *args: Any, **kwargs: Any) -> DatasetDict:
         return DatasetDict({name: getattr(ds, method)(*args, **kwargs) for name, ds in self.items()})
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: each split's rows, features and first rows."""
+        return "".join(f"<h4>{escape(str(name))}</h4>{ds._repr_html_()}" for name, ds in self.items())
 
     def with_format(self, *args: Any, **kwargs: Any) -> DatasetDict:
         return self._apply("with_format", *args, **kwargs)

@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from stable_datasets.errors import missing_extra
+
 FORMAT_TYPES = ("python", "numpy", "torch", "arrow")
 
 
@@ -34,7 +36,7 @@ def _torch():
     try:
         import torch
     except ImportError:
-        raise ImportError("with_format('torch') needs PyTorch: pip install torch") from None
+        raise missing_extra("with_format('torch')", "PyTorch", "torch") from None
     return torch
 
 

@@ -128,6 +128,9 @@ class TableSource(ExampleSource):
     def examples(self, job: Any) -> Iterator[pa.RecordBatch]:
         yield from self.table.to_batches(max_chunksize=COLUMNAR_BATCH_ROWS)
 
+    def expected_rows(self, job: Any) -> int:
+        return self.table.num_rows
+
     def describe(self) -> str:
         return self.desc
 

@@ -18,26 +18,25 @@ from stable_datasets.layouts.open import open_backend, served_features
 from stable_datasets.storage.remote_cache import open_remote_backend
 from stable_datasets.storage.remote_stream import open_remote_shards
 from stable_datasets.storage.urls import is_url
-from stable_datasets.streaming.iterable import StreamingDataset
 
 
 def open_cache(cache_dir: str | os.PathLike, *, storage_options: dict[str, Any] | None = None,
-               **layout_options: Any) -> StableDataset:
+               **read_options: Any) -> StableDataset:
     """Open a published cache from its `_metadata.json` alone: no builder needed.
 
-    `layout_options` are read-time options of the cache's layout (e.g. `window_length` for
+    `read_options` are read-time options of the cache's layout (e.g. `window_length` for
     video frame caches). The dataset reads the build `cache_dir` points to when it is opened,
     whatever is republished there later (see cache.builds). `cache_dir` may be an object-store
     URL (`s3://bucket/prefix/.../<split>`, credentials from the environment or `storage_options`):
     see storage.remote_cache.
     """
     if is_url(cache_dir):
-        backend, metadata = open_remote_backend(str(cache_dir), storage_options, layout_options)
+        backend, metadata = open_remote_backend(str(cache_dir), storage_options, read_options)
         return dataset_of(backend, metadata)
     # the build the cache's link points to now, pinned; absolute, so a later os.chdir does not lose it
     pin, metadata = read_published(Path(cache_dir).expanduser().absolute())
     try:
-        return dataset_of(open_backend(pin.directory, metadata, layout_options), metadata)
+        return dataset_of(open_backend(pin.directory, metadata, read_options), metadata)
     finally:
         pin.release()  # the backend holds its own pin on the same build
 
@@ -50,7 +49,7 @@ def dataset_of(backend: LayoutBackend, metadata: CacheMetadata) -> StableDataset
 
 
 def open_remote_stream(url: str, storage_options: dict[str, Any] | None = None,
-                       rows: Any = None) -> StreamingDataset | None:
+                       rows: Any = None) -> Any | None:
     """A stream of the remote split at `url` read a shard at a time (storage.remote_stream); None for caches
     that cannot be streamed that way (they are opened whole). `rows(num_rows)`: (start, stop) of a partial
     split."""
@@ -58,4 +57,4 @@ def open_remote_stream(url: str, storage_options: dict[str, Any] | None = None,
     if opened is None:
         return None
     backend, metadata = opened
-    return StreamingDataset(dataset_of(backend, metadata))
+    return dataset_of(backend, metadata).to_iterable()  # a StreamingDataset (imported there: it imports torch)

@@ -22,9 +22,10 @@ from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.builder.info import DatasetInfo
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
-from stable_datasets.dataset import hf_interop, in_memory
+from stable_datasets.dataset import display, hf_interop, in_memory, summary
+from stable_datasets.dataset.display import DisplayRow
 from stable_datasets.dataset.formatting import Format, to_torch
-from stable_datasets.errors import ColumnNotFoundError
+from stable_datasets.errors import ColumnNotFoundError, missing_extra
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
 from stable_datasets.features.value import ClassLabel, Value
@@ -67,6 +68,7 @@ class StableDataset:
         self._plan = self._decode_plan()
         self._raw_final = self._raw_rows_are_final
         self._transform: tuple[Callable[[dict[str, Any]], Any], tuple[str, ...] | None, bool] | None = None
+        self._row_type: type[DisplayRow] | None = None  # made on the first `ds[i]`
 
     # -- construction helpers ------------------------------------------------------------
     def _derive(self, *, indices: np.ndarray | str | None = "keep", format: Format | None = None,
@@ -184,6 +186,29 @@ class StableDataset:
     def __repr__(self) -> str:
         return (f"StableDataset(split={self._split!r}, num_rows={len(self)}, "
                 f"features={list(self._features)}, format={self._format.type!r})")
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: rows, size, features and the first rows with thumbnails."""
+        rows = list(self.with_format("python").head(display.HTML_ROWS)) if self._transform is None else []
+        size = sum(m.num_bytes for m in self.cache_metadata) if self.is_whole else None
+        return display.dataset_html(f"StableDataset split={self._split!r}", len(self), size, self._features, rows)
+
+    def head(self, n: int = 5) -> display.RowsPreview:
+        """The first `n` rows (fewer in a smaller dataset), printed as a table; in a notebook, with thumbnails."""
+        if n < 0:
+            raise ValueError(f"head(n) needs n >= 0, got {n}")
+        count = min(n, len(self))
+        rows = self.__getitems__(np.arange(count)) if count else []
+        features = {k: self._features[k] for k in (self._format.columns or self._features)}
+        return display.RowsPreview(rows, features)
+
+    def describe(self, sample_size: int = summary.DEFAULT_SAMPLE_SIZE) -> summary.DatasetSummary:
+        """Column statistics (nulls, histograms, label counts, lengths) from at most `sample_size` rows,
+        evenly spread, so describing a huge dataset reads a bounded amount; the result says what it saw."""
+        positions = summary.sample_positions(len(self), sample_size)
+        table = self._take(self._physical_many(positions)) if len(positions) else \
+            self._backends[0].schema.empty_table()
+        return summary.summarize(table, self._features, len(self))
 
     # -- pickling: paths and indices, never open handles --------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -305,24 +330,34 @@ class StableDataset:
             return transformed_item(self, key)
         if type(key) is int and self._indices is None and 0 <= key < self._starts_list[-1] and \
                 len(self._backends) == 1 and self._format.type != "arrow" and self._media is None:
-            return self._format_row(self._backends[0].row(key))  # the hot path, checked first
+            row = self._format_row(self._backends[0].row(key))  # the hot path, checked first
+            return self._row_type(row) if self._row_type is not None else self._shown(row)
         if isinstance(key, (bool, np.bool_)):  # an int subclass: ds[True] would be row 1
             raise TypeError("cannot index a dataset with a bool; use an int, or a boolean mask as a list or array")
         if isinstance(key, (int, np.integer)):
             physical = self._physical(int(key))
             if self._format.type == "arrow":
                 return self._take(np.array([physical]))
-            return self._format_row(self._raw_row(physical))
+            return self._shown(self._format_row(self._raw_row(physical)))
         if isinstance(key, str):
             return self._column(key)
         if isinstance(key, slice):
-            positions = np.arange(len(self))[key]
-            if self._indices is None and key.step in (None, 1) and len(positions):
-                return self._format_table(self._slice(int(positions[0]), int(positions[-1]) + 1))
-            return self._format_table(self._take(self._physical_many(positions)))
+            positions = range(len(self))[key]  # lazy: a slice of a 100M-row dataset allocates nothing per row
+            if self._indices is None and positions.step == 1 and len(positions):
+                return self._format_table(self._slice(positions[0], positions[-1] + 1))
+            return self._format_table(self._take(self._physical_many(
+                np.arange(positions.start, positions.stop, positions.step, dtype=np.int64))))
         if isinstance(key, (list, tuple, range, np.ndarray)):
             return self._format_table(self._take(self._physical_many(np.asarray(key))))
         raise TypeError(f"cannot index a dataset with {type(key).__name__}")
+
+    def _shown(self, row: Row) -> Row:
+        """A row as `ds[i]` gives it: a dict that prints its images as `Image(32x32 RGB)` (see display)."""
+        if self._format.type == "torch":
+            return row
+        if self._row_type is None:
+            self._row_type = DisplayRow.for_features(self._features)
+        return self._row_type(row)
 
     def __getitems__(self, keys: Sequence[int] | np.ndarray) -> list[Row]:
         """A list of rows, as torch's DataLoader asks for a batch of indices."""
@@ -730,7 +765,7 @@ class StableDataset:
         try:
             import polars
         except ImportError:
-            raise ImportError("to_polars needs polars: pip install polars") from None
+            raise missing_extra("to_polars", "polars", "polars") from None
         if batched:
             return (polars.from_arrow(table) for table in self._export_batches(batch_size))
         return polars.from_arrow(self.to_arrow())
@@ -755,6 +790,10 @@ class StableDataset:
 
 
 def _pandas_frame(table: pa.Table) -> Any:
+    try:
+        import pandas  # noqa: F401  (pyarrow's own error would not say which extra installs it)
+    except ImportError:
+        raise missing_extra("to_pandas", "pandas", "pandas") from None
     frame = table.to_pandas()
     for field, column in zip(table.schema, table.columns):
         # pyarrow gives float64 cells (NaN in the null row's slots) to a column with a null row: keep the dtype

@@ -81,7 +81,8 @@ def _filter_range(ds, function: Callable, lo: int, hi: int, batched: bool, batch
                   input_columns: Sequence[str] | None) -> np.ndarray:
     keep: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
     view = _input_view(ds.select(range(lo, hi)), input_columns)
-    for offset, columns in progress(_batches(view, batch_size), desc="filter", unit=" batches"):
+    for offset, columns in progress(_batches(view, batch_size), desc="filter", unit=" batches",
+                                    total=math.ceil((hi - lo) / batch_size)):
         start = lo + offset
         n = len(next(iter(columns.values())))
         indices = list(range(start, start + n))
@@ -213,6 +214,9 @@ class MapSource(ExampleSource):
 
     def describe(self) -> str:
         return self.desc
+
+    def expected_rows(self, job: tuple[int, int]) -> int | None:
+        return None if self.batched else job[1] - job[0]  # a batched function may change the row count
 
     def code_modules(self) -> list[ModuleType]:
         return user_modules(self.function)

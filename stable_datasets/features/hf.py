@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from stable_datasets.errors import missing_extra
 from stable_datasets.features.array import Array2D, Array3D, Array4D
 from stable_datasets.features.base import FeatureType
 from stable_datasets.features.features import Features
@@ -23,8 +24,7 @@ def _datasets() -> Any:
     try:
         import datasets
     except ImportError:
-        raise ImportError("converting features to Hugging Face needs the datasets package: pip install datasets") \
-            from None
+        raise missing_extra("converting features to Hugging Face", "the datasets package", "hf") from None
     return datasets
 
 

@@ -27,7 +27,7 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.errors import CorruptCellError, EncodingError
+from stable_datasets.errors import CorruptCellError, EncodingError, missing_extra
 from stable_datasets.features.base import FeatureType, describe
 
 _FORMATS = {"png": ".png", "jpeg": ".jpg", "jpg": ".jpg", "webp": ".webp"}
@@ -310,5 +310,5 @@ def _to_pil(array: np.ndarray) -> Any:
     try:
         from PIL import Image as PILImage
     except ImportError:
-        raise ImportError("Image(decode_to='pil') needs Pillow: pip install pillow") from None
+        raise missing_extra("Image(decode_to='pil')", "Pillow", "pil") from None
     return PILImage.fromarray(array)

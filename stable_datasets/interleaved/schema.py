@@ -28,6 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from loguru import logger
 
+from stable_datasets.errors import StableDatasetsError
+
 MODALITIES = ("text", "image", "metadata")
 INTERLEAVED_SCHEMA = pa.schema([
     pa.field("sample_id", pa.string(), nullable=False),
@@ -43,7 +45,7 @@ RESERVED_COLUMNS = tuple(INTERLEAVED_SCHEMA.names)
 REQUIRED_COLUMNS = ("sample_id", "position", "modality")
 
 
-class SchemaError(ValueError):
+class SchemaError(StableDatasetsError, ValueError):
     """Tables or schemas that cannot be reconciled safely."""
 
 

@@ -73,7 +73,7 @@ def check_options(options: dict[str, Any]) -> None:
 _END = object()
 
 
-class _Abort(Exception):
+class _Abort(StableDatasetsError):
     pass
 
 

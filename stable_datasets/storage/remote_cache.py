@@ -17,6 +17,7 @@ from loguru import logger
 from stable_datasets.cache.builds import BuildPin, remove_tree
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, read_published
+from stable_datasets.env import env_choice
 from stable_datasets.errors import CacheError
 from stable_datasets.layouts import layout_module
 from stable_datasets.layouts.base import LayoutBackend
@@ -36,10 +37,7 @@ REMOTE_LANCE_MODES = ("in_place", "download")
 
 
 def remote_lance_mode() -> str:
-    mode = os.environ.get(REMOTE_LANCE_ENV, "").strip() or "in_place"
-    if mode not in REMOTE_LANCE_MODES:
-        raise ValueError(f"{REMOTE_LANCE_ENV}={mode!r} is not one of {list(REMOTE_LANCE_MODES)}")
-    return mode
+    return env_choice(REMOTE_LANCE_ENV, REMOTE_LANCE_MODES, "in_place")
 
 
 def valid_remote(split: RemoteSplit, expected_fingerprint: str) -> bool:

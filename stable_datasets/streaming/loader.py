@@ -17,13 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from stable_datasets.errors import missing_extra
 from stable_datasets.streaming.iterable import StreamingDataset
 from stable_datasets.streaming.sampler import BlockShuffleSampler
 
 try:
     from torch.utils.data import DataLoader
 except ImportError as exc:  # pragma: no cover - torch is optional
-    raise ImportError("StreamingDataLoader needs PyTorch: pip install torch") from exc
+    raise missing_extra("StreamingDataLoader", "PyTorch", "torch") from exc
 
 
 def _forks(context: Any) -> bool:

@@ -28,11 +28,12 @@ its start so every rank gets the same number of rows.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from stable_datasets.env import env_number
 
 
 def bounds_from_starts(starts: Any, num_rows: int) -> np.ndarray:
@@ -227,6 +228,8 @@ def _distributed_rank() -> tuple[int, int]:
         return 0, 1
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # torchrun, before init_process_group
-        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    rank = env_number("RANK", -1, int, lambda n: n >= 0, "is not a rank (an int >= 0)")
+    world_size = env_number("WORLD_SIZE", 0, int, lambda n: n >= 1, "is not a world size (an int >= 1)")
+    if rank >= 0 and world_size:  # torchrun, before init_process_group
+        return rank, world_size
     return 0, 1

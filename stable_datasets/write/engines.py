@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import multiprocessing.connection
-import os
 import pickle
 import signal
 import site
@@ -28,6 +27,7 @@ from typing import Any
 
 from loguru import logger
 
+from stable_datasets.env import env_text
 from stable_datasets.errors import StableDatasetsError, WorkerDiedError
 
 ENGINES = ("process", "ray")
@@ -173,7 +173,7 @@ def ensure_ray(address: str | None = None) -> ModuleType:
     """Ray, connected: to `address` (or $RAY_ADDRESS) when given, else a local cluster."""
     ray = import_ray()
     if not ray.is_initialized():
-        named = address or os.environ.get("RAY_ADDRESS")
+        named = address or env_text("RAY_ADDRESS")
         source = "ray_address" if address else "$RAY_ADDRESS"
         logger.info("starting Ray ({})", named or "a local cluster")
         if named:

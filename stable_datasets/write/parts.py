@@ -109,7 +109,7 @@ def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, seen: di
                       desc: str) -> Iterator[tuple[Any, Any]]:
     """Examples with their keys checked: pairs, hashable, unique within the part."""
     name, split = plan.builder_name, plan.split
-    items = iter(progress(source.examples(job), desc=desc, unit=" examples"))
+    items = iter(progress(source.examples(job), desc=desc, unit=" examples", total=source.expected_rows(job)))
     key: Any = None
     count = 0
     while True:
@@ -201,7 +201,8 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
         with media_store(media_root) as store:
             if source.columnar:
                 start(features)
-                num_rows += write_record_batches(source.examples(job), writer, encoder.schema, skip, desc)
+                num_rows += write_record_batches(source.examples(job), writer, encoder.schema, skip, desc,
+                                                 source.expected_rows(job))
             examples = () if source.columnar else _checked_examples(source, job, plan, seen, desc)
             for position, (key, example) in enumerate(examples):
                 if position < skip:  # already in a journaled shard; the key still counts for duplicates
@@ -250,11 +251,11 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
 
 
 def write_record_batches(batches: Iterator[pa.RecordBatch], writer: Any, schema: pa.Schema, skip: int,
-                         desc: str) -> int:
+                         desc: str, total: int | None = None) -> int:
     """Write a columnar source's batches as they come (after the first `skip` rows, which a
     journaled shard holds already); returns the rows written."""
     written = 0
-    with progress(None, desc=desc, unit=" rows") as bar:
+    with progress(None, desc=desc, unit=" rows", total=None if total is None else max(total - skip, 0)) as bar:
         for batch in batches:
             if not batch.schema.equals(schema, check_metadata=False):
                 raise StableDatasetsError(f"{desc}: a record batch has schema {batch.schema.to_string()} where the "
