@@ -5,6 +5,10 @@ target, so a build that was killed (or whose worker died) finds what it left: fi
 are kept when the jobs are the same, an unfinished part continues from its shard journal
 where the layout keeps one. Bad data discards the staging directory; nothing is published
 until `_metadata.json` is written and the directory renamed.
+
+With `engine="ray"` and an object-store root (`plan.remote_parts`), the parts and the work folder
+travel through the store (write.remote_parts), so the nodes need not share a disk; the merge and
+the publish are the same.
 """
 
 from __future__ import annotations
