@@ -23,6 +23,7 @@ from stable_datasets.features import (
     Array2D,
     Array3D,
     Array4D,
+    Array5D,
     ClassLabel,
     Features,
     Image,
@@ -39,7 +40,7 @@ from stable_datasets.progress import disable_progress_bars, enable_progress_bars
 from stable_datasets.registry import list_builders
 
 __all__ = [
-    "Array2D", "Array3D", "Array4D", "BuilderConfig", "ClassLabel", "DatasetBuilder", "DatasetDict",
+    "Array2D", "Array3D", "Array4D", "Array5D", "BuilderConfig", "ClassLabel", "DatasetBuilder", "DatasetDict",
     "DatasetInfo", "DownloadManager", "Features", "GeneratorBasedBuilder", "Image", "List", "RemoteFile",
     "Sequence", "Split", "SplitGenerator", "StableDataset", "Value", "Version", "Video", "VideoDecodeConfig",
     "VideoRef", "__version__",

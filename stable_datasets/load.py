@@ -11,6 +11,8 @@ from stable_datasets.dataset.open import open_cache, open_remote_stream
 from stable_datasets.dataset.splits import parse_split
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.dataset.transforms import concatenate_datasets
+from stable_datasets.errors import BuilderNotFoundError
+from stable_datasets.hf_arguments import hub_hint, take_hub_arguments
 from stable_datasets.registry import resolve_builder
 
 __all__ = ["load_builder", "load_dataset", "open_cache"]
@@ -72,7 +74,10 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
     store, with `storage_options` for its endpoint and credentials (docs/object-storage-and-streaming.md).
     `streaming=True` returns `StableDataset.to_iterable()` of the split (a dict of them for None): an
     iterable read a block at a time, see docs/object-storage-and-streaming.md.
+    Hugging Face's Hub-only arguments (`keep_in_memory`, `token`, `revision`, ...) are accepted at
+    their defaults and otherwise refused in one line (stable_datasets/hf_arguments.py).
     """
+    config_kwargs = take_hub_arguments(config_kwargs)
     if streaming and (split is None or len(parse_split(split)) == 1):
         return _load_streams(path, split, name=name, storage_format=storage_format, cache_dir=cache_dir,
                              download_mode=download_mode, verification_mode=verification_mode, num_proc=num_proc,
@@ -86,7 +91,13 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
         if isinstance(loaded, DatasetDict):
             return {name: ds.to_iterable() for name, ds in loaded.items()}  # type: ignore[return-value]
         return loaded.to_iterable()
-    builder = load_builder(path, name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
+    try:
+        builder = load_builder(path, name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
+    except BuilderNotFoundError as exc:
+        hint = hub_hint(path)
+        if not hint:
+            raise
+        raise BuilderNotFoundError(f"{exc}{hint}") from None
     opened = {"storage_options": builder.remote.storage_options} if builder.remote else {}
     prepare: dict[str, Any] = dict(download_mode=download_mode, verification_mode=verification_mode,
                                    layout_options=layout_options, num_proc=num_proc, engine=engine,

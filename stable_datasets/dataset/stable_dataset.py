@@ -11,7 +11,7 @@ import bisect
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -22,9 +22,9 @@ from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.builder.info import DatasetInfo
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
-from stable_datasets.dataset import display, hf_interop, in_memory, summary
+from stable_datasets.dataset import display, hf_interop, hf_methods, in_memory, summary
 from stable_datasets.dataset.display import DisplayRow
-from stable_datasets.dataset.formatting import Format, to_torch
+from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, table_output, to_torch
 from stable_datasets.errors import ColumnNotFoundError, missing_extra
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
@@ -274,8 +274,8 @@ class StableDataset:
         """A table -> dict of columns (list or ndarray), or the table itself for "arrow"."""
         fmt = self._format
         names = list(fmt.columns or self._features)
-        if fmt.type == "arrow":
-            return table.select(names)
+        if fmt.type in TABLE_FORMATS:
+            return table_output(table.select(names), fmt.type)
         columns = {}
         for name in names:
             feature = self._read_features[name]
@@ -293,8 +293,9 @@ class StableDataset:
         return columns
 
     def _rows_of_table(self, table: pa.Table) -> list[dict[str, Any]]:
-        if self._format.type == "arrow":
-            return [table.slice(i, 1) for i in range(table.num_rows)]
+        if self._format.type in TABLE_FORMATS:
+            names = list(self._format.columns or self._features)
+            return [table_output(table.slice(i, 1).select(names), self._format.type) for i in range(table.num_rows)]
         if self._raw_final:  # Python rows with nothing to decode: pyarrow's C++ conversion is the fastest
             return table.to_pylist()
         fmt = self._format
@@ -329,15 +330,15 @@ class StableDataset:
 
             return transformed_item(self, key)
         if type(key) is int and self._indices is None and 0 <= key < self._starts_list[-1] and \
-                len(self._backends) == 1 and self._format.type != "arrow" and self._media is None:
+                len(self._backends) == 1 and self._format.type not in TABLE_FORMATS and self._media is None:
             row = self._format_row(self._backends[0].row(key))  # the hot path, checked first
             return self._row_type(row) if self._row_type is not None else self._shown(row)
         if isinstance(key, (bool, np.bool_)):  # an int subclass: ds[True] would be row 1
             raise TypeError("cannot index a dataset with a bool; use an int, or a boolean mask as a list or array")
         if isinstance(key, (int, np.integer)):
             physical = self._physical(int(key))
-            if self._format.type == "arrow":
-                return self._take(np.array([physical]))
+            if self._format.type in TABLE_FORMATS:  # a one-row table (or DataFrame), as Hugging Face gives
+                return self._format_table(self._take(np.array([physical])))
             return self._shown(self._format_row(self._raw_row(physical)))
         if isinstance(key, str):
             return self._column(key)
@@ -347,8 +348,8 @@ class StableDataset:
                 return self._format_table(self._slice(positions[0], positions[-1] + 1))
             return self._format_table(self._take(self._physical_many(
                 np.arange(positions.start, positions.stop, positions.step, dtype=np.int64))))
-        if isinstance(key, (list, tuple, range, np.ndarray)):
-            return self._format_table(self._take(self._physical_many(np.asarray(key))))
+        if isinstance(key, (list, tuple, range, np.ndarray)) or (hasattr(key, "__array__") and hasattr(key, "__len__")):
+            return self._format_table(self._take(self._physical_many(np.asarray(key))))  # a pandas Series too
         raise TypeError(f"cannot index a dataset with {type(key).__name__}")
 
     def _shown(self, row: Row) -> Row:
@@ -365,7 +366,7 @@ class StableDataset:
             from stable_datasets.dataset.transform_view import transformed_rows
 
             return transformed_rows(self, keys)
-        if self._format.type == "arrow":
+        if self._format.type in TABLE_FORMATS:
             return [self[int(k)] for k in keys]
         physical = self._physical_many(np.asarray(keys, dtype=np.int64))
         if all(b.batched_reads for b in self._backends):  # one take, decoded column by column
@@ -523,7 +524,7 @@ class StableDataset:
 
             yield from transformed_iter(self)
             return
-        if self._indices is not None and self._format.type != "arrow" and \
+        if self._indices is not None and self._format.type not in TABLE_FORMATS and \
                 not all(b.batched_reads for b in self._backends):
             # scattered rows (after shuffle or select) read fastest a batch at a time, as __getitems__ does
             for lo in range(0, len(self), ITER_BATCH_ROWS):
@@ -666,10 +667,10 @@ class StableDataset:
         return columns.unique(self, column)
 
     # -- transforms (the heavier ones live in dataset/transforms.py) -------------------
-    def select(self, indices: Sequence[int] | np.ndarray | range) -> StableDataset:
-        """Rows at `indices` (in that order), as a new view."""
-        positions = np.asarray(indices if not isinstance(indices, range) else np.arange(
-            indices.start, indices.stop, indices.step), dtype=np.int64)
+    def select(self, indices: Iterable[int] | np.ndarray | range) -> StableDataset:
+        """Rows at `indices` (in that order), as a new view; any iterable of ints, a numpy array or a
+        pandas Series, as in Hugging Face."""
+        positions = hf_methods.positions(indices)
         if positions.size and (positions.min() < 0 or positions.max() >= len(self)):
             raise IndexError(f"select: indices must be in [0, {len(self)}), got range "
                              f"[{positions.min()}, {positions.max()}]")
@@ -691,14 +692,15 @@ class StableDataset:
         return self.select(range(index, n, num_shards))
 
     def filter(self, function: Callable[..., Any], *, batched: bool = False, batch_size: int = 1000,
-               with_indices: bool = False, input_columns: Sequence[str] | None = None, num_proc: int | None = None,
+               with_indices: bool = False, input_columns: Sequence[str] | None = None,
+               fn_kwargs: dict[str, Any] | None = None, num_proc: int | None = None,
                engine: str = "process") -> StableDataset:
         """Rows for which `function` is true, as a view; `num_proc` runs it in parallel ranges."""
         from stable_datasets.dataset.transforms import filter_positions
 
         return self.select(filter_positions(self, function, batched=batched, batch_size=batch_size,
                                             with_indices=with_indices, input_columns=input_columns,
-                                            num_proc=num_proc, engine=engine))
+                                            fn_kwargs=fn_kwargs, num_proc=num_proc, engine=engine))
 
     def map(self, function: Callable[..., Any] | None = None, **kwargs: Any) -> StableDataset:
         from stable_datasets.dataset.transforms import map_dataset
@@ -706,12 +708,63 @@ class StableDataset:
         return map_dataset(self, function, **kwargs)
 
     def train_test_split(self, test_size: float | int | None = None, train_size: float | int | None = None,
-                         shuffle: bool = True, seed: int | None = None,
-                         stratify_by_column: str | None = None) -> DatasetDict:
+                         shuffle: bool = True, stratify_by_column: str | None = None,
+                         seed: int | np.random.Generator | None = None,
+                         generator: np.random.Generator | None = None) -> DatasetDict:
+        """Hugging Face's split (its arguments, in its order); `generator=` (or a Generator as `seed`)
+        draws the permutation."""
         from stable_datasets.dataset.transforms import train_test_split
 
-        return train_test_split(self, test_size=test_size, train_size=train_size, shuffle=shuffle, seed=seed,
+        if seed is not None and generator is not None:
+            raise ValueError("Both `seed` and `generator` were provided. Please specify just one of them.")
+        return train_test_split(self, test_size=test_size, train_size=train_size, shuffle=shuffle,
+                                seed=generator if generator is not None else seed,
                                 stratify_by_column=stratify_by_column)
+
+    # -- Hugging Face Dataset methods made of the ones above (dataset/hf_methods.py) -------------
+    def take(self, n: int) -> StableDataset:
+        """The first `n` rows (all when there are fewer), as a view."""
+        return hf_methods.take(self, n)
+
+    def skip(self, n: int) -> StableDataset:
+        """The rows after the first `n`, as a view."""
+        return hf_methods.skip(self, n)
+
+    def flatten_indices(self, num_proc: int | None = None) -> StableDataset:
+        """A view's rows written as a cache of their own, in view order (a whole dataset is returned as is)."""
+        return hf_methods.flatten_indices(self, num_proc)
+
+    def cast(self, features: Any) -> StableDataset:
+        """Every column cast to `features`, which names exactly the dataset's columns."""
+        return hf_methods.cast(self, features)
+
+    def add_item(self, item: dict[str, Any]) -> StableDataset:
+        """The rows with `item` appended."""
+        return hf_methods.add_item(self, item)
+
+    def to_parquet(self, path_or_buf: Any, batch_size: int | None = None,
+                   storage_options: dict[str, Any] | None = None, **parquet_writer_kwargs: Any) -> int:
+        """The stored values as a Parquet file; returns the Arrow bytes written, as Hugging Face does."""
+        return hf_methods.to_parquet(self, path_or_buf, batch_size, storage_options, **parquet_writer_kwargs)
+
+    def to_csv(self, path_or_buf: Any, batch_size: int | None = None, num_proc: int | None = None,
+               storage_options: dict[str, Any] | None = None, **to_csv_kwargs: Any) -> int:
+        """The stored values as CSV (no index); returns the bytes written."""
+        return hf_methods.to_csv(self, path_or_buf, batch_size, num_proc, storage_options, **to_csv_kwargs)
+
+    def to_json(self, path_or_buf: Any, batch_size: int | None = None, num_proc: int | None = None,
+                storage_options: dict[str, Any] | None = None, **to_json_kwargs: Any) -> int:
+        """The stored values as JSON Lines records (pandas' to_json options); returns the bytes written."""
+        return hf_methods.to_json(self, path_or_buf, batch_size, num_proc, storage_options, **to_json_kwargs)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows, columns), as Hugging Face's."""
+        return len(self), len(self.column_names)
+
+    @property
+    def num_columns(self) -> int:
+        return len(self.column_names)
 
     # -- in memory and back (dataset/in_memory.py, dataset/hf_interop.py) ------------------
     from_dict = classmethod(in_memory.from_dict)

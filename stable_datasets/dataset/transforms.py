@@ -61,8 +61,8 @@ def _call(function: Callable, args: list[Any], input_columns: Sequence[str] | No
 
 # -- filter -------------------------------------------------------------------------------
 def filter_positions(ds, function: Callable, *, batched: bool, batch_size: int, with_indices: bool,
-                     input_columns: Sequence[str] | None, num_proc: int | None = None,
-                     engine: str = "process") -> np.ndarray:
+                     input_columns: Sequence[str] | None, fn_kwargs: dict[str, Any] | None = None,
+                     num_proc: int | None = None, engine: str = "process") -> np.ndarray:
     """Positions of the rows `function` keeps, computed in up to `num_proc` ranges of whole batches."""
     input_columns = [input_columns] if isinstance(input_columns, str) else input_columns
     runner = JobRunner(engine=engine, num_proc=num_proc)
@@ -71,14 +71,14 @@ def filter_positions(ds, function: Callable, *, batched: bool, batch_size: int, 
     jobs = max(1, min(runner.parallelism, batches))
     bounds = [min(n, round(i * batches / jobs) * batch_size) for i in range(jobs + 1)]
     runner.modules = user_modules(function)
-    calls = [(ds, function, lo, hi, batched, batch_size, with_indices, input_columns)
+    calls = [(ds, function, lo, hi, batched, batch_size, with_indices, input_columns, dict(fn_kwargs or {}))
              for lo, hi in itertools.pairwise(bounds)]
     kept = runner(_filter_range, calls, desc="filter range")
     return np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
 
 
 def _filter_range(ds, function: Callable, lo: int, hi: int, batched: bool, batch_size: int, with_indices: bool,
-                  input_columns: Sequence[str] | None) -> np.ndarray:
+                  input_columns: Sequence[str] | None, fn_kwargs: dict[str, Any]) -> np.ndarray:
     keep: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
     view = _input_view(ds.select(range(lo, hi)), input_columns)
     for offset, columns in progress(_batches(view, batch_size), desc="filter", unit=" batches",
@@ -87,15 +87,15 @@ def _filter_range(ds, function: Callable, lo: int, hi: int, batched: bool, batch
         n = len(next(iter(columns.values())))
         indices = list(range(start, start + n))
         if batched:
-            mask = np.asarray(_call(function, [indices] if with_indices else [], input_columns, columns, {},
+            mask = np.asarray(_call(function, [indices] if with_indices else [], input_columns, columns, fn_kwargs,
                                     "filter", (start, start + n - 1)), dtype=bool)
             if mask.shape != (n,):
                 raise StableDatasetsError(f"filter function returned {mask.shape} values for a batch of {n}")
         else:
             names = list(columns)
             mask = np.fromiter(
-                (bool(_call(function, [i] if with_indices else [], input_columns, dict(zip(names, cells)), {},
-                            "filter", (i, i)))
+                (bool(_call(function, [i] if with_indices else [], input_columns, dict(zip(names, cells)),
+                            fn_kwargs, "filter", (i, i)))
                  for i, cells in zip(indices, zip(*columns.values()))), dtype=bool, count=n)
         keep.append(np.flatnonzero(mask) + start)
     return np.concatenate(keep)
@@ -122,9 +122,13 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
                 remove_columns: Sequence[str] | str | None = None, features: Features | dict | None = None,
                 fn_kwargs: dict[str, Any] | None = None, cache_fingerprint: str | None = None,
                 load_from_cache_file: bool = True, desc: str | None = None, num_proc: int | None = None,
-                engine: str = "process"):
+                engine: str = "process", drop_last_batch: bool = False):
     """Apply `function` and write the result as a fingerprinted Arrow cache beside the source,
-    through the same write path as a build (`num_proc` parts, in processes or Ray tasks)."""
+    through the same write path as a build (`num_proc` parts, in processes or Ray tasks).
+    `drop_last_batch` (batched only, as in Hugging Face) leaves out a last batch shorter than
+    `batch_size`."""
+    if batched and drop_last_batch and len(ds) % batch_size:
+        ds = ds.select(range(len(ds) - len(ds) % batch_size))
     from stable_datasets.dataset.open import open_cache
     from stable_datasets.layouts import arrow_shards
 

@@ -3,7 +3,18 @@
 from stable_datasets.sft.builder import ChatSFTBuilder, ChatSFTConfig
 from stable_datasets.sft.collate import collate_packed
 from stable_datasets.sft.dataset import PackedFilesError, PackedFilesNotFoundError, PackedRowError, PackedSFTDataset
-from stable_datasets.sft.pack import PACKED_FEATURES, PackingConfig, pack_sequences, write_packed_parquet
+from stable_datasets.sft.megatron import (
+    GPTSFTPackedParquetDataset,
+    GPTSFTPackedParquetMultiShardDataset,
+    create_sft_dataset,
+)
+from stable_datasets.sft.pack import (
+    PACKED_FEATURES,
+    PACKED_PARQUET_SCHEMA,
+    PackingConfig,
+    pack_sequences,
+    write_packed_parquet,
+)
 from stable_datasets.sft.packing import (
     ALGORITHMS,
     best_fit_decreasing,
@@ -16,7 +27,9 @@ from stable_datasets.sft.packing import (
 from stable_datasets.sft.tokenize import ByteTokenizer, chat_tokenizer, normalize_messages
 
 __all__ = [
-    "ALGORITHMS", "PACKED_FEATURES", "ByteTokenizer", "ChatSFTBuilder", "ChatSFTConfig", "PackedFilesError",
+    "ALGORITHMS", "PACKED_FEATURES", "PACKED_PARQUET_SCHEMA", "ByteTokenizer",
+    "GPTSFTPackedParquetDataset", "GPTSFTPackedParquetMultiShardDataset", "create_sft_dataset",
+    "ChatSFTBuilder", "ChatSFTConfig", "PackedFilesError",
     "PackedFilesNotFoundError", "PackedRowError",
     "PackedSFTDataset", "PackedSampler", "PackingConfig", "best_fit_decreasing", "chat_tokenizer",
     "collate_packed", "first_fit", "first_fit_decreasing", "first_fit_shuffle", "normalize_messages",

@@ -21,6 +21,7 @@ from loguru import logger
 
 from stable_datasets.builder.data_files import glob_pattern
 from stable_datasets.errors import StableDatasetsError
+from stable_datasets.sft.adopt import adopted, wants_adoption
 from stable_datasets.sft.collate import collate_packed
 from stable_datasets.sft.validate import BlockChecks
 
@@ -202,6 +203,8 @@ class PackedSFTDataset:
     `return_cu_seqlen=`, `pack_metadata_file_path=`, `max_seq_length=`, `seed=`,
     `max_num_samples=`, `pad_to_max_length=`, `pad_seq_length_to_mult=`, `pad_seq_to_mult=`,
     `pad_cu_seqlens=`, `answer_only_loss=`. docs/packed-sft.md has the mapping.
+    Parquet files with large row groups and no `pack_id` (written the Megatron-Bridge way) are
+    read through a cache made of them once (`adopt=`, see sft/adopt.py).
     """
 
     def __init__(self, paths: Any = None, *, file_path: Any = None, tokenizer: Any = None,
@@ -213,7 +216,7 @@ class PackedSFTDataset:
                  pack_metadata_file_path: str | Path | None = None, legacy_keys: bool = False,
                  cache_row_groups: int = 16, max_open_files: int = 64, validate: bool = True,
                  page_reads: bool | None = None, readahead: int = READAHEAD,
-                 storage_options: dict[str, Any] | None = None):
+                 storage_options: dict[str, Any] | None = None, adopt: bool | None = None):
         if paths is None and file_path is None:
             raise TypeError("PackedSFTDataset needs the packed files: paths= (or file_path=, as Megatron-Bridge "
                             "names it)")
@@ -257,6 +260,8 @@ class PackedSFTDataset:
                 found_metadata = self._source.pack_metadata
             elif kind == "npy":
                 self._source = _NpyPacks(files, allow_pickle)
+            elif wants_adoption(files, adopt):  # large row groups, no pack_id: a cache made once (sft/adopt.py)
+                self._source = _CacheRows(adopted(files))
             else:
                 from stable_datasets.layouts.parquet_shards import ParquetRowGroups
 
