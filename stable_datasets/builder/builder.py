@@ -42,6 +42,7 @@ from stable_datasets.layouts.base import require_positive_ints
 from stable_datasets.storage.root import RemoteRoot, resolve_root
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
 from stable_datasets.write.engines import user_modules
+from stable_datasets.write.remote_parts import RemoteParts
 
 if TYPE_CHECKING:
     from stable_datasets.dataset.stable_dataset import StableDataset
@@ -374,13 +375,17 @@ class DatasetBuilder:
         """Publish one split to the object-store root (storage.remote_cache); its URL."""
         from stable_datasets.storage.remote_cache import prepare_remote_split
 
+        relative = directory.relative_to(self.cache_root).as_posix()
+        parts = RemoteParts(self.remote.store, self.remote.key(relative))  # type: ignore[union-attr]
+
         def build(local: Path) -> None:
             if split not in generators():
                 raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {split!r}; "
                                  f"splits are {sorted(generators())}")
-            write_split(plan_for(split, local), BuilderSource(self, generators()[split]), runner)
+            plan = dataclasses.replace(plan_for(split, local), remote_parts=parts)
+            write_split(plan, BuilderSource(self, generators()[split]), runner)
 
-        return prepare_remote_split(self.remote, directory.relative_to(self.cache_root).as_posix(),  # type: ignore
+        return prepare_remote_split(self.remote, relative,  # type: ignore[arg-type]
                                     fp, force=force, build=build, lock_timeout=lock_timeout)
 
     def _write_plan(self, split: str, directory: Path, storage_format: str, options: dict[str, Any],

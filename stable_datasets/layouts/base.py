@@ -96,6 +96,10 @@ class LayoutBackend(ABC):
     #: read-time options the layout accepts, with their defaults; `read_options_name` names them in errors.
     READ_OPTIONS: dict[str, Any] = {}
     read_options_name = "read"
+    #: where this cache's folder was copied from, for a cache on an object store (storage.remote_cache's
+    #: RemoteOrigin, kept opaque here): `origin.localize(metadata)` fetches the files into this machine's
+    #: shard cache and returns the folder. None for a local cache.
+    origin: Any = None
 
     def __init__(self, directory: str | os.PathLike, metadata: CacheMetadata, **options: Any):
         unknown = sorted(set(options) - set(self.READ_OPTIONS))
@@ -137,11 +141,22 @@ class LayoutBackend(ABC):
                              "corrupt (rebuild it with download_mode='force_rebuild')")
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"directory": str(self.directory), "metadata": self.metadata.to_dict(), "options": self.options}
+        return {"directory": str(self.directory), "metadata": self.metadata.to_dict(), "options": self.options,
+                "origin": self.origin}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["directory"], CacheMetadata.from_dict(state["metadata"]),  # type: ignore[misc]
-                      **state.get("options", {}))
+        metadata = CacheMetadata.from_dict(state["metadata"])
+        directory, origin = state["directory"], state.get("origin")
+        if origin is not None and not (Path(directory) / METADATA_FILE).is_file():
+            # unpickled on another machine (a Ray task, a remote worker): its own shard cache, filled from the store
+            directory = str(origin.localize(metadata))
+        self.__init__(directory, metadata, **state.get("options", {}))  # type: ignore[misc]
+        self.origin = origin
+
+    def mirror_of(self, origin: Any) -> None:
+        """This cache's folder is the local copy of a remote cache (`origin`, see the attribute): a copy of the
+        backend unpickled where that folder is missing fetches the files into that machine's own shard cache."""
+        self.origin = origin
 
     # -- abilities: defaults for a layout that cannot do more ------------------------------------
     @classmethod

@@ -383,6 +383,8 @@ class Backend(LanceStorage, TableBackend):
         give their descriptions, not their bytes)."""
         if self.metadata.extra.get("blob_columns") or self.fragment_file is not None:
             return None
+        if self.lance_base is None and self.origin is not None:  # a remote cache downloaded to this node only
+            return None
         uri, options = (f"{self.lance_base[0]}/{DATASET_DIR}", self.lance_base[1]) if self.lance_base else (
             str(self.directory / DATASET_DIR), None)
         return ray.data.read_lance(uri, storage_options=options, override_num_blocks=override_num_blocks)

@@ -337,7 +337,10 @@ class Backend(LayoutBackend):
         return shard_file_units(metadata)
 
     def ray_dataset(self, ray: Any, override_num_blocks: int | None) -> Any | None:
-        """Ray's own Parquet reader over the shard files."""
+        """Ray's own Parquet reader over the shard files; None for a remote cache's local copy, which the other
+        nodes lack (row ranges then fetch the files on each node)."""
+        if self.origin is not None:
+            return None
         paths = [str(self.directory / s.path) for s in self.metadata.shards]
         return ray.data.read_parquet(paths, override_num_blocks=override_num_blocks)
 

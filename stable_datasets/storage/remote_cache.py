@@ -8,6 +8,7 @@ import os
 import posixpath
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from stable_datasets.storage.lease import Lease
 from stable_datasets.storage.publish import ETAGS, RemoteSplit, files_of, parse_remote_metadata, publish_attempt
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.root import RemoteRoot
-from stable_datasets.storage.store import LocalWriteError, local_writes
+from stable_datasets.storage.store import LocalWriteError, ObjectStore, local_writes
 from stable_datasets.storage.urls import ObjectURL
 
 #: "in_place" (default): random access reads a remote Lance cache on the store; "download": its files come into
@@ -153,10 +154,33 @@ def open_remote_backend(url: str, storage_options: dict[str, Any] | None = None,
         if in_place is not None:
             _check_in_place(split, metadata, in_place_files)
         shard_cache.evict()
-        return open_backend(local, metadata, read_options, in_place=in_place), metadata
+        backend = open_backend(local, metadata, read_options, in_place=in_place)
+        backend.mirror_of(RemoteOrigin(store, attempt_key, tuple(sorted(in_place_files)) if in_place else ()))
+        return backend, metadata
     finally:
         if pin is not None:
             pin.release()  # the backend holds its own pin
+
+
+@dataclass(frozen=True)
+class RemoteOrigin:
+    """Where the local folder of a remote cache's backend came from: a backend unpickled on a machine that
+    lacks the folder (a Ray task of `to_ray` on another node) fetches the files into that machine's own
+    shard cache. The store pickles as its URL and options (ObjectStore.__reduce__)."""
+
+    store: ObjectStore
+    attempt_key: str
+    in_place: tuple[str, ...] = ()  # paths read in place on the store, never fetched
+
+    def localize(self, metadata: CacheMetadata) -> Path:
+        local = shard_cache.attempt_dir(self.store, self.attempt_key)
+        with local_writes():
+            local.mkdir(parents=True, exist_ok=True)
+        for item in files_of(metadata):
+            if item.path not in self.in_place:
+                shard_cache.fetch(self.store, f"{self.attempt_key}/{item.path}", local / item.path, item)
+        write_local_metadata(local, metadata)  # last: its presence says the files are here
+        return local
 
 
 def _check_in_place(split: RemoteSplit, metadata: CacheMetadata, in_place_files: set[str]) -> None:

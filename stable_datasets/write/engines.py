@@ -58,6 +58,9 @@ class JobRunner:
     ray_address: str | None = None
     ray_max_retries: int = 2  # a Ray task whose worker dies is retried this many times
     modules: list[ModuleType] = field(default_factory=list)  # sent by value to Ray workers
+    #: a work folder Ray tasks share through the store (write.remote_parts.SharedWorkdir): pulled before each
+    #: task and pushed after it, then pulled by the driver; None: tasks share the driver's disk
+    shared: Any = None
 
     def __post_init__(self) -> None:
         check_engine(self.engine, self.num_proc)
@@ -73,7 +76,11 @@ class JobRunner:
         if not calls:
             return []
         if self.engine == "ray":
-            return run_ray(fn, calls, self, desc)
+            if self.shared is None:
+                return run_ray(fn, calls, self, desc)
+            results = run_ray(self.shared.around(fn), calls, self, desc)
+            self.shared.pull()
+            return results
         if len(calls) == 1 or (self.num_proc or 1) <= 1:
             return [fn(*args) for args in calls]
         return run_forked(fn, calls, self.num_proc or 1, desc)
@@ -195,6 +202,14 @@ def _check_reachable(address: str, source: str) -> None:
         raise StableDatasetsError(
             f"cannot reach the Ray cluster at {address} ({source}): {exc.strerror or exc}; give the head node's "
             "address (host:6379 by default, or ray://host:10001 for Ray Client) of a cluster that runs") from None
+
+
+def ray_node_id() -> str:
+    """The Ray node this process runs on ("" outside Ray): a part records where it was written."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return ""
+    return str(ray.get_runtime_context().get_node_id())
 
 
 def ray_cpus(address: str | None = None) -> int:

@@ -49,6 +49,7 @@ class PartResult:
     extra: dict[str, Any] = field(default_factory=dict)  # the layout writer's extra metadata
     features: dict[str, Any] | None = None  # what was written (a transform infers them)
     has_keys: bool = False  # a keys file lists this part's example keys (for the duplicate check)
+    node: str = ""  # the Ray node that wrote it, when its parts went through the object store
 
     def folder(self, staging: Path) -> Path:
         return part_dir(staging, self.index)
@@ -56,14 +57,14 @@ class PartResult:
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "num_rows": self.num_rows, "shards": [vars(s) for s in self.shards],
                 "media": [vars(m) for m in self.media], "extra": self.extra, "features": self.features,
-                "has_keys": self.has_keys}
+                "has_keys": self.has_keys, "node": self.node}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PartResult:
         return cls(index=int(data["index"]), num_rows=int(data["num_rows"]),
                    shards=[ShardInfo.from_dict(s) for s in data["shards"]],
                    media=[ShardInfo.from_dict(m) for m in data.get("media", [])], extra=data.get("extra", {}),
-                   features=data.get("features"), has_keys=bool(data.get("has_keys")))
+                   features=data.get("features"), has_keys=bool(data.get("has_keys")), node=str(data.get("node", "")))
 
     def save(self, directory: Path) -> None:
         """Not fsynced: the record only lets a killed build skip this part, and `load` checks that
