@@ -15,6 +15,7 @@ import json
 
 import stable_datasets as sds
 from stable_datasets.builder.data_files import normalize_data_files
+from stable_datasets.download.inputs import options_for
 from stable_datasets.interleaved import (
     RESERVED_COLUMNS,
     InterleavedParquetReader,
@@ -22,7 +23,6 @@ from stable_datasets.interleaved import (
     materialize,
     parse_source_ref,
 )
-from stable_datasets.storage.inputs import options_for
 
 
 class Interleaved(sds.GeneratorBasedBuilder):

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from stable_datasets.download import inputs
 from stable_datasets.errors import StorageError
 from stable_datasets.interleaved import InterleavedParquetReader, InterleavedParquetWriter, InterleavedWebdatasetReader
 from stable_datasets.sft import PackedSFTDataset, write_packed_parquet
 from stable_datasets.sft.dataset import PackedFilesNotFoundError
-from stable_datasets.storage import inputs
 from tests.fixtures.mint_shards import write_mint_shards
 
 from .http_server import FileServer

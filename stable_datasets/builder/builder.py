@@ -97,7 +97,7 @@ class DatasetBuilder:
         #: local folder of caches; for a remote root, this node's work folder for it (staging, downloads)
         self.cache_root: Path = root.local_dir if isinstance(root, RemoteRoot) else root
         #: storage options of object-store inputs (data_files, downloads) by scheme: `storage_options` serve the
-        #: cache root's scheme, or every scheme when the root is local (storage.inputs.options_for)
+        #: cache root's scheme, or every scheme when the root is local (download.inputs.options_for)
         self.input_storage_options: dict[str, dict[str, Any]] | None = None if not storage_options else \
             {(self.remote.url.scheme if self.remote else "*"): dict(storage_options)}
         self._info_cache: DatasetInfo | None = None

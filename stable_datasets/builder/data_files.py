@@ -16,11 +16,11 @@ def _has_magic(text: str) -> bool:
 def glob_pattern(text: str, input_options: dict[str, dict[str, Any]] | None = None) -> list[str] | None:
     """The sorted matches of `text` when it is a glob pattern (has *, ? or [), else None. A path
     that exists is not a pattern: `scores [v1].csv` names that file, as the user typed it.
-    `input_options`: storage options of object-store URLs by scheme (storage.inputs.options_for)."""
+    `input_options`: storage options of object-store URLs by scheme (download.inputs.options_for)."""
     if not _has_magic(text) or ("://" not in text and os.path.lexists(text)):
         return None
     if "://" in text and not text.startswith(("file://", "http://", "https://")):
-        from stable_datasets.storage.inputs import expand_object_pattern, options_for
+        from stable_datasets.download.inputs import expand_object_pattern, options_for
 
         # s3://bucket/train-*.csv: the objects listed under its fixed prefix
         return expand_object_pattern(text, options_for(text, input_options))

@@ -1,12 +1,14 @@
-"""Descriptive types a builder returns: `DatasetInfo`, `SplitGenerator`, `Split`."""
+"""Descriptive types a builder returns: `SplitGenerator`, `Split` (and `DatasetInfo`, which lives beside the
+features it describes so that datasets below the builder floor can carry it: features/info.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from stable_datasets.features.base import as_feature
-from stable_datasets.features.features import Features
+from stable_datasets.features.info import DatasetInfo
+
+__all__ = ["DatasetInfo", "Split", "SplitGenerator"]
 
 
 class Split:
@@ -16,39 +18,6 @@ class Split:
     VALIDATION = "validation"
     TEST = "test"
     ALL = "all"
-
-
-@dataclass
-class DatasetInfo:
-    features: Features | dict | None = None
-    description: str = ""
-    homepage: str = ""
-    citation: str = ""
-    license: str = ""
-    supervised_keys: tuple[str, str] | None = None
-
-    def __post_init__(self) -> None:
-        if self.features is None:
-            raise ValueError("DatasetInfo needs features= (a Features or a dict of feature types)")
-        feats = as_feature(self.features)
-        if not isinstance(feats, Features):
-            raise ValueError(f"DatasetInfo.features must be a dict of features, got {feats!r}")
-        self.features = feats
-        if self.supervised_keys is not None:
-            self.supervised_keys = tuple(self.supervised_keys)  # type: ignore[assignment]
-
-    def to_dict(self) -> dict[str, Any]:
-        """Descriptive fields (features are stored separately, canonically)."""
-        return {"description": self.description, "homepage": self.homepage, "citation": self.citation,
-                "license": self.license,
-                "supervised_keys": list(self.supervised_keys) if self.supervised_keys else None}
-
-    @classmethod
-    def from_metadata(cls, features: Features, info: dict[str, Any]) -> DatasetInfo:
-        keys = info.get("supervised_keys")
-        return cls(features=features, description=info.get("description", ""),
-                   homepage=info.get("homepage", ""), citation=info.get("citation", ""),
-                   license=info.get("license", ""), supervised_keys=tuple(keys) if keys else None)
 
 
 @dataclass

@@ -35,7 +35,7 @@ def input_files_identity(config: Any, cache_root: Path, builder: str,
     """Identity of `config.data_files` and `config.data_dir` (None when the builder reads neither).
 
     `resolved` is `normalize_data_files(config.data_files)` when the caller has it already;
-    `input_options`: storage options of object-store URLs by scheme (storage.inputs.options_for).
+    `input_options`: storage options of object-store URLs by scheme (download.inputs.options_for).
     """
     data_files = getattr(config, "data_files", None)
     data_dir = getattr(config, "data_dir", None)
@@ -180,7 +180,7 @@ def _remote_identity(url: str, cache_root: Path, input_options: dict[str, dict[s
         local = Path(manager.download(url))
         with ContentHashes(cache_root) as hashes:
             return [url, local.stat().st_size, "sha256:" + hashes.sha256(str(local), local.stat())]
-    from stable_datasets.storage.inputs import object_identity, options_for
+    from stable_datasets.download.inputs import object_identity, options_for
 
     # through the store client of cache roots: same credentials, retries, errors
     return object_identity(url, options_for(url, input_options))

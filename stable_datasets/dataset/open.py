@@ -10,9 +10,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from stable_datasets.builder.info import DatasetInfo
 from stable_datasets.cache.metadata import CacheMetadata, read_published
 from stable_datasets.dataset.stable_dataset import StableDataset
+from stable_datasets.features.info import DatasetInfo
 from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.layouts.open import open_backend, served_features
 from stable_datasets.storage.remote_cache import open_remote_backend

@@ -20,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.arrow.tables import ordered_gather
-from stable_datasets.builder.info import DatasetInfo
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset import display, hf_interop, hf_methods, in_memory, summary
@@ -29,6 +28,7 @@ from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, table_outp
 from stable_datasets.errors import ColumnNotFoundError, missing_extra
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
+from stable_datasets.features.info import DatasetInfo
 from stable_datasets.features.value import ClassLabel, Value
 from stable_datasets.features.video import (
     VideoDecodeConfig,

@@ -23,9 +23,9 @@ from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.publish import discard, file_sha256, make_staging_dir
 from stable_datasets.download.extract import extract_archive, iter_archive
 from stable_datasets.download.http import VALIDATORS, FatalURLError, RetryableError, fetch, head
+from stable_datasets.download.inputs import fetch_object, is_object_url, options_for
 from stable_datasets.env import env_json_object
 from stable_datasets.errors import ChecksumError, DownloadError
-from stable_datasets.storage.inputs import fetch_object, is_object_url, options_for
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class DownloadManager:
         self.backoff = backoff
         self.timeout = timeout
         self.url_rewrites = url_rewrites_from_env() if url_rewrites is None else url_rewrites
-        #: storage options of object-store URLs by scheme (storage.inputs.options_for); None: the environment's
+        #: storage options of object-store URLs by scheme (download.inputs.options_for); None: the environment's
         self.input_options = input_options
         self._done: set[Path] = set()  # files fetched in this session (force_download applies once)
         self.downloaded_files: list[Path] = []
@@ -111,7 +111,7 @@ class DownloadManager:
 
     def _download_one(self, spec: str | RemoteFile) -> Path:
         remote = spec if isinstance(spec, RemoteFile) else RemoteFile(str(spec))
-        if is_object_url(remote.url):  # s3://, gs://: a verified copy in the local inputs folder (storage.inputs)
+        if is_object_url(remote.url):  # s3://, gs://: a verified copy in the local inputs folder (download.inputs)
             path, digest = fetch_object(remote.url, options_for(remote.url, self.input_options))
             if remote.sha256 and self.verify_checksums and digest != remote.sha256.lower():
                 raise ChecksumError(f"downloaded file has the wrong checksum:\n  {remote.url}: expected sha256 "

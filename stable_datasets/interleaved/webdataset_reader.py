@@ -381,8 +381,9 @@ def _at(values: Any, index: int) -> Any:
 
 
 def _expand(paths: Any, suffixes: tuple[str, ...], storage_options: dict[str, Any] | None = None) -> list[str]:
-    """Files, folders and globs as file paths; URLs (a prefix or glob too) as local verified copies (storage.inputs)."""
-    from stable_datasets.storage.inputs import local_inputs
+    """Files, folders and globs as file paths; URLs (a prefix or glob too) as local verified copies
+    (download.inputs)."""
+    from stable_datasets.download.inputs import local_inputs
 
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:  # an empty list of inputs reads as nothing, as in NeMo Curator (a folder or glob must match)

@@ -59,12 +59,12 @@ def _resolve_files(paths: Any, storage_options: dict[str, Any] | None = None) ->
 
     A path that exists is taken literally even when it has glob characters (`shard_[01].parquet`).
     URLs (`s3://`, `https://`, ...; a prefix or a glob too) are read from local verified copies
-    (storage.inputs).
+    (download.inputs).
     """
     items = list(paths) if isinstance(paths, (list, tuple)) else [paths]
     if not items:
         raise PackedFilesNotFoundError("no packed files given (an empty list)")
-    from stable_datasets.storage.inputs import RemoteInputNotFoundError, local_inputs
+    from stable_datasets.download.inputs import RemoteInputNotFoundError, local_inputs
 
     try:
         items = local_inputs(items, (".parquet", ".pq", ".npy"), storage_options)
@@ -230,7 +230,7 @@ class PackedSFTDataset:
         if pack_metadata is not None and pack_metadata_file_path is not None:
             raise TypeError("pass pack_metadata= or pack_metadata_file_path=, not both")
         if pack_metadata_file_path is not None:
-            from stable_datasets.storage.inputs import local_inputs
+            from stable_datasets.download.inputs import local_inputs
 
             pack_metadata = _read_metadata_file(Path(local_inputs([pack_metadata_file_path], (),
                                                                   storage_options)[0]))

@@ -30,7 +30,10 @@ from typing import Any
 
 import filelock
 
-from stable_datasets.errors import MissingObjectError, StorageError
+from stable_datasets.cache.publish import file_sha256
+from stable_datasets.errors import DownloadError, MissingObjectError, StorageError
+from stable_datasets.storage.resolve import open_store
+from stable_datasets.storage.root import local_base
 from stable_datasets.storage.store import ObjectInfo, ObjectStore
 from stable_datasets.storage.urls import ObjectURL, is_url
 
@@ -42,7 +45,6 @@ class RemoteInputNotFoundError(StorageError, FileNotFoundError):
 
 
 def inputs_root() -> Path:
-    from stable_datasets.storage.root import local_base
 
     return local_base() / "inputs"
 
@@ -91,7 +93,6 @@ def fetch_object(url: str, storage_options: dict[str, Any] | None = None) -> tup
     try:
         digest = json.loads(path.with_name(f".{path.name}.version.json").read_text(encoding="utf-8"))["sha256"]
     except (OSError, ValueError, KeyError):
-        from stable_datasets.cache.publish import file_sha256
 
         digest = file_sha256(path)
     return path, digest
@@ -99,7 +100,6 @@ def fetch_object(url: str, storage_options: dict[str, Any] | None = None) -> tup
 
 def expand_object_pattern(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
     """The URLs of the objects a glob URL (`s3://b/train-*.csv`) matches, sorted; [] when none."""
-    from stable_datasets.storage.resolve import open_store
 
     parsed = ObjectURL.parse(url)
     try:
@@ -110,7 +110,6 @@ def expand_object_pattern(url: str, storage_options: dict[str, Any] | None = Non
 
 
 def _one_object(url: str, storage_options: dict[str, Any] | None) -> tuple[ObjectStore, ObjectInfo]:
-    from stable_datasets.storage.resolve import open_store
 
     parsed = ObjectURL.parse(url)
     store = open_store(parsed, storage_options)
@@ -126,7 +125,6 @@ def fetch_inputs(url: str, suffixes: tuple[str, ...] = (),
     scheme = url.split("://", 1)[0].lower()
     if scheme in HTTP_SCHEMES:
         return [_fetch_http(url)]
-    from stable_datasets.storage.resolve import open_store
 
     parsed = ObjectURL.parse(url)
     store = open_store(parsed, storage_options)
@@ -233,8 +231,7 @@ def _current(destination: Path, record: Path, info: ObjectInfo) -> bool:
 
 
 def _fetch_http(url: str) -> Path:
-    from stable_datasets.download.manager import DownloadManager
-    from stable_datasets.errors import DownloadError
+    from stable_datasets.download.manager import DownloadManager  # it imports this module
 
     folder = inputs_root() / "http" / hashlib.sha256(url.encode()).hexdigest()[:2]
     try:
