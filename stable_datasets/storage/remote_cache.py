@@ -19,7 +19,14 @@ from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, read_pu
 from stable_datasets.errors import CacheError
 from stable_datasets.storage import shard_cache
 from stable_datasets.storage.lease import Lease
-from stable_datasets.storage.publish import ETAGS, RemoteSplit, files_of, parse_remote_metadata, publish_attempt
+from stable_datasets.storage.publish import (
+    ETAGS,
+    RemoteSplit,
+    files_of,
+    missing_objects,
+    parse_remote_metadata,
+    publish_attempt,
+)
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.root import RemoteRoot
 from stable_datasets.storage.store import LocalWriteError, local_writes
@@ -43,12 +50,21 @@ def remote_lance_mode() -> str:
 
 
 def valid_remote(split: RemoteSplit, expected_fingerprint: str) -> bool:
+    """A published cache of this fingerprint whose objects are all on the store (one listing): else it is built
+    again (a cache whose objects were deleted would fail every reader on every node, and never heal)."""
     try:
         metadata = split.read_metadata()
     except CacheError as exc:
         logger.warning("ignoring unusable cache {}: {}", split.url, exc)
         return False
-    return metadata is not None and metadata.fingerprint == expected_fingerprint
+    if metadata is None or metadata.fingerprint != expected_fingerprint:
+        return False
+    missing, _ = missing_objects(split, metadata.attempt, metadata)
+    if missing:
+        logger.warning("rebuilding {}: {} of its objects are missing from the store (first: {})", split.url,
+                       len(missing), split.store.url(split.key(metadata.attempt, missing[0])))
+        return False
+    return True
 
 
 def prepare_remote_split(root: RemoteRoot, relative: str, fingerprint: str, *, force: bool,
