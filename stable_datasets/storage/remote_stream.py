@@ -16,8 +16,10 @@ Rules:
   from its local data file through the mapped-blob path (layouts.lance_blobs), one Lance call for
   its blob descriptions and one for its other columns. Caches written before `fragment_files` are
   streamed in place by Lance, with ranged GETs.
+- The stream pins its attempt while it lives (shard_cache.StreamPin), so `rm` or `prune` of this
+  node leaves the objects it has yet to download (they mark the attempt superseded instead).
 - At most `OPEN_SHARDS` shards are open per process; the least recently read is closed when
-  another opens. Nothing pins the shards: after each download the shard cache is trimmed to
+  another opens. Nothing pins the shards against eviction: after each download the shard cache is trimmed to
   `STABLE_DATASETS_LOCAL_CACHE_LIMIT`. A shard removed while it is mapped stays readable
   through the map; one removed before it is opened is downloaded again.
 - The checks are the shard cache's: a shard that changed or vanished remotely is an error
@@ -73,12 +75,22 @@ class RemoteShardSource:
         self.fingerprint = metadata.fingerprint if whole else f"{metadata.fingerprint}[{start}:{stop}]"
         self._open: OrderedDict[int, Any] = OrderedDict()
         self.downloads = 0  # shards fetched by this process (a fetch of a present copy counts too)
+        self._pin = self._hold_pin()
+
+    def _hold_pin(self) -> shard_cache.StreamPin:
+        local = shard_cache.attempt_dir(self.split.store, self.split.key(self.metadata.attempt))
+        local.mkdir(parents=True, exist_ok=True)
+        return shard_cache.StreamPin(local)
 
     def __len__(self) -> int:
         return self._stop - self._start
 
-    def __getstate__(self) -> dict[str, Any]:  # a DataLoader worker opens its own shards
-        return {**self.__dict__, "_open": OrderedDict()}
+    def __getstate__(self) -> dict[str, Any]:  # a DataLoader worker opens its own shards, and pins the attempt
+        return {**self.__dict__, "_open": OrderedDict(), "_pin": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._pin = self._hold_pin()
 
     def block_bounds(self) -> np.ndarray:
         """Each shard cut every `block_rows` rows (of the whole split), clipped to the rows read."""
