@@ -118,14 +118,15 @@ def find_remote_caches(root: RemoteRoot, unreadable: list[tuple[str, str]] | Non
 
 
 def verify_remote(split: RemoteSplit, storage_options: dict[str, Any] | None = None) -> list[str]:
-    """Download every object `_metadata.json` lists and check size and sha256, then count the rows."""
+    """Download every object `_metadata.json` lists and check size and sha256, then count the rows; this node's
+    local copies of them are hashed too (a changed one is removed)."""
     try:
         metadata = split.read_metadata()
     except CacheError as exc:
         return [str(exc)]
     if metadata is None:
         return [f"{split.url}: not a stable-datasets cache (no {METADATA_FILE})"]
-    problems = []
+    problems = shard_cache.check_local_copies(split.store, split.key(metadata.attempt), files_of(metadata))
     for item in files_of(metadata):
         key = split.key(metadata.attempt, item.path)
         with tempfile.TemporaryDirectory() as scratch:

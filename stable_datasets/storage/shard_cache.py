@@ -159,6 +159,32 @@ def fetch(store: ObjectStore, key: str, destination: Path, shard: ShardInfo) -> 
             temporary.unlink(missing_ok=True)
 
 
+def check_local_copies(store: ObjectStore, attempt_key: str, files: list[ShardInfo]) -> list[str]:
+    """Hash this node's copies of an attempt's files (`verify`): opening trusts a copy by its size, as it was
+    checked when it was filled. A copy changed since is removed, so the next open downloads it again; one
+    line per copy that was bad."""
+    from stable_datasets.cache.publish import file_sha256
+
+    problems = []
+    directory = attempt_dir(store, attempt_key)
+    for item in files:
+        path = directory / item.path
+        try:
+            size = path.stat().st_size
+            digest = file_sha256(path) if item.sha256 and size == item.num_bytes else ""
+        except FileNotFoundError:
+            continue  # not downloaded here: nothing to check
+        if size == item.num_bytes and (not item.sha256 or digest == item.sha256):
+            continue
+        found = f"sha256 {digest[:16]}..." if size == item.num_bytes else f"{size} bytes"
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        problems.append(f"{path}: this node's copy of {store.url(f'{attempt_key}/{item.path}')} changed after it was "
+                        f"downloaded ({found}; {METADATA_FILE} records {item.num_bytes} bytes, sha256 "
+                        f"{item.sha256[:16]}...); removed: the next open downloads it again")
+    return problems
+
+
 def local_write_error(exc: OSError) -> StorageError:
     """The local shard cache could not take a file (a full disk, a file size limit): say so, and what to set."""
     return StorageError(f"cannot write to the local shard cache {shard_cache_root()} ({exc.strerror or exc}: "
