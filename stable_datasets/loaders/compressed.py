@@ -2,8 +2,9 @@
 
 The tabular and text loaders cut files into byte ranges and map them, which a compressed stream
 does not allow; so a compressed file is decompressed once into the downloads folder (under a
-name made of its real path, size, mtime and inode, so an edited file is decompressed again) and
-read from there. The fingerprint is still the compressed file's identity. Beside each copy, `source.json`
+name made of its real path, size, mtime, ctime and inode, so an edited file is decompressed again,
+also one rewritten with its size and mtime restored: ctime moves on every write and cannot be set
+back) and read from there. The fingerprint is still the compressed file's identity. Beside each copy, `source.json`
 names the file and version it came from, so `stable-datasets prune` removes the copies of versions
 that are gone (`stale_copies`).
 """
@@ -73,7 +74,8 @@ def decompressed(path: str, downloads: Path) -> str:
 
 
 def _version(real_path: str, stat: os.stat_result) -> dict[str, object]:
-    return {"path": real_path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ino": stat.st_ino}
+    return {"path": real_path, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "ctime_ns": stat.st_ctime_ns,
+            "ino": stat.st_ino}
 
 
 def stale_copies(downloads: Path) -> list[Path]:
