@@ -23,6 +23,7 @@ from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.progress import progress
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
 from stable_datasets.write.engines import user_modules
+from stable_datasets.write.seeding import seed_block
 
 if TYPE_CHECKING:
     from stable_datasets.dataset.stable_dataset import StableDataset
@@ -121,9 +122,13 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
                 remove_columns: Sequence[str] | str | None = None, features: Features | dict | None = None,
                 fn_kwargs: dict[str, Any] | None = None, cache_fingerprint: str | None = None,
                 load_from_cache_file: bool = True, desc: str | None = None, num_proc: int | None = None,
-                engine: str = "process"):
+                engine: str = "process", seed: int | None = None):
     """Apply `function` and write the result as a fingerprinted Arrow cache beside the source,
-    through the same write path as a build (`num_proc` parts, in processes or Ray tasks)."""
+    through the same write path as a build (`num_proc` parts, in processes or Ray tasks).
+
+    Parallel parts get distinct random states (write.seeding). With `seed`, Python's, numpy's and torch's
+    global generators are seeded from (seed, block) before each block of `batch_size` input rows, so the
+    rows are the same with any `num_proc`."""
     from stable_datasets.dataset.open import open_cache
     from stable_datasets.layouts import arrow_shards
 
@@ -154,6 +159,10 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
         "features": given_features.to_dict() if given_features else None,
         "format": [fmt["type"], fmt["decode"]], "cache_format_version": CACHE_FORMAT_VERSION,
     }
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"map: seed must be a non-negative int or None, got {seed!r}")
+        inputs["seed"] = int(seed)
     fp = fingerprint(inputs)
     first = published_path(ds.cache_dirs[0])  # the split's link, not one build of it
     target = first.parent / f"{first.name.split('.map-')[0]}.map-{fp}"
@@ -185,7 +194,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
                          version=base.version, split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict())
         write_split(plan, MapSource(ds, function, batched=batched, batch_size=batch_size, with_indices=with_indices,
                                     input_columns=input_columns, remove=remove, given_features=given_features,
-                                    fn_kwargs=fn_kwargs, desc=desc or "map"), runner)
+                                    fn_kwargs=fn_kwargs, desc=desc or "map", seed=seed), runner)
     return reopen()
 
 
@@ -198,8 +207,9 @@ class MapSource(ExampleSource):
 
     def __init__(self, ds, function: Callable, *, batched: bool, batch_size: int, with_indices: bool,
                  input_columns: Sequence[str] | None, remove: list[str], given_features: Features | None,
-                 fn_kwargs: dict[str, Any], desc: str):
+                 fn_kwargs: dict[str, Any], desc: str, seed: int | None = None):
         self.view = _input_view(ds, None)
+        self.seed = None if seed is None else int(seed)
         self.source_features = ds.features
         self.function, self.batched, self.batch_size = function, batched, batch_size
         self.with_indices, self.input_columns, self.remove = with_indices, input_columns, remove
@@ -231,6 +241,8 @@ class MapSource(ExampleSource):
         position = lo  # output rows are numbered in order
         for offset, columns in _batches(view, self.batch_size):
             start = lo + offset
+            if self.seed is not None:  # jobs are ranges of whole batches: the same blocks in one process and in N
+                seed_block(self.seed, start // self.batch_size)
             names = list(columns)
             n_in = len(columns[names[0]]) if names else 0
             in_rows = [dict(zip(names, cells)) for cells in zip(*columns.values())]
