@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
+from loguru import logger
 
 from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.features.base import FeatureType
@@ -89,6 +90,10 @@ class MediaFolderLoader(FileLoader):
         folders = {os.path.basename(os.path.dirname(p)) for paths in self.media_files().values() for p in paths}
         depths = {p.replace("\\", "/").count("/") for paths in self.media_files().values() for p in paths}
         if self.config.drop_labels is None and not (len(folders) > 1 and len(depths) == 1):
+            if len(folders) > 1:
+                logger.warning("the '{}' loader: files sit in {} folders at different depths, so they get no label "
+                               "column; pass drop_labels=False to label each by its folder name",
+                               self.builder_name(), len(folders))
             return None
         return sorted(folders)
 
