@@ -32,6 +32,7 @@ from stable_datasets.loaders.columns import (
     features_from_schema,
     is_columnar,
 )
+from stable_datasets.loaders.json_depth import check_depth
 
 BLOCK_BYTES = 16 << 20
 #: pyarrow parses blocks of this size on its threads (one block would use one core)
@@ -126,6 +127,7 @@ class JsonLoader(FileLoader):
         complete = schema is not None and len(schema) == len(self.features)
         options = pajson.ParseOptions(explicit_schema=schema,
                                       unexpected_field_behavior="error" if complete else "infer")
+        check_depth(path, block, first_line)  # before pyarrow, whose parser overflows the stack on deep values
         try:
             return _read_json(block, options)
         except pa.ArrowInvalid as exc:
@@ -135,10 +137,12 @@ class JsonLoader(FileLoader):
 
     def _document_tables(self, path: str) -> Iterator[pa.Table]:
         with open(path, encoding=self.config.encoding) as fh:
-            try:
-                document = json.load(fh)
-            except json.JSONDecodeError as exc:
-                raise LoaderError(f"{path}, line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+            text = fh.read()
+        check_depth(path, text.encode("utf-8", "surrogatepass"), lines=False)
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise LoaderError(f"{path}, line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
         field = self.config.field
         if field is not None:
             if not isinstance(document, dict) or field not in document:

@@ -32,6 +32,7 @@ from stable_datasets.features.video import Video
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import LoaderError, features_from_schema
 from stable_datasets.loaders.folders import IMAGE_EXTENSIONS, METADATA_FILES, VIDEO_EXTENSIONS
+from stable_datasets.loaders.json_depth import check_depth
 from stable_datasets.loaders.json_files import line_error
 
 
@@ -178,6 +179,7 @@ class MediaFolderLoader(FileLoader):
         with open(path, "rb") as fh:
             data = fh.read()
         if path.endswith(".jsonl"):
+            check_depth(path, data)
             try:
                 return pajson.read_json(io.BytesIO(data))
             except pa.ArrowInvalid as exc:

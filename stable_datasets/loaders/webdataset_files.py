@@ -36,6 +36,7 @@ from stable_datasets.interleaved.tar_format import TAR_SUFFIXES, TarFormatError,
 from stable_datasets.loaders.base import FileLoader, Piece
 from stable_datasets.loaders.columns import LoaderError, feature_for_type
 from stable_datasets.loaders.folders import IMAGE_EXTENSIONS
+from stable_datasets.loaders.json_depth import check_depth
 
 IMAGE_KINDS = {e.lstrip(".") for e in IMAGE_EXTENSIONS} | {"ppm", "pgm", "pbm"}
 TEXT_KINDS = {"txt", "text"}
@@ -59,6 +60,7 @@ def decode_member(extension: str, data: bytes, where: str) -> Any:
             raise LoaderError(f"{where}: cannot gunzip the {extension!r} member ({exc})") from None
     try:
         if kind == "json":
+            check_depth(where, data, lines=False)
             return json.loads(data)
         if kind in TEXT_KINDS:
             return data.decode("utf-8")
