@@ -32,8 +32,10 @@ def env_number(name: str, default: T, convert: Callable[[str], T], accept: Calla
 MAX_JSON_DEPTH = 500
 #: largest decompressed copy of a compressed input (`.gz`, `.zst`, ...): a 33 KB file may expand to terabytes
 MAX_DECOMPRESSED_BYTES = 64 << 30
-#: most pixels of one image cell decoded (width x height): a PNG header may claim 20000 x 20000
-MAX_IMAGE_PIXELS = 256 << 20
+#: largest expansion of a compressed input (decompressed / compressed bytes), checked past 64 MiB decompressed
+MAX_DECOMPRESSION_RATIO = 1000
+#: most pixels of one image cell decoded (width x height): a PNG header may claim 20000 x 20000; PIL refuses the same
+MAX_IMAGE_PIXELS = 178_956_970
 
 
 def max_json_depth() -> int:
@@ -49,3 +51,8 @@ def max_decompressed_bytes() -> int:
 def max_image_pixels() -> int:
     return env_number("STABLE_DATASETS_MAX_IMAGE_PIXELS", MAX_IMAGE_PIXELS, int, lambda n: n >= 1,
                       "must be a whole number of pixels >= 1")
+
+
+def max_decompression_ratio() -> int:
+    return env_number("STABLE_DATASETS_MAX_DECOMPRESSION_RATIO", MAX_DECOMPRESSION_RATIO, int, lambda n: n >= 1,
+                      "must be a whole number >= 1")
