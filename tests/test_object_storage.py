@@ -504,9 +504,12 @@ def test_a_deleted_lance_object_is_an_error_naming_it(s3_env, toy_builder, tmp_p
     prefix = _split_prefix(s3_env, ds)
     metadata = _metadata(s3_env, prefix)
     data_file = next(s["path"] for s in metadata["shards"] if s["num_rows"])
+    before = rows_of(ds)
     s3_env.delete(f"{prefix}/{metadata['attempt']}/{data_file}")
     with pytest.raises(CacheError, match=rf"{data_file}: object listed in _metadata.json is missing"):
-        sds.load_dataset(str(toy_builder), split="train", storage_format="lance")
+        sds.open_cache(f"s3://{s3_env.bucket}/{prefix}")  # opening by URL never builds
+    rebuilt = sds.load_dataset(str(toy_builder), split="train", storage_format="lance")  # built again
+    assert rebuilt.cache_metadata[0].attempt != metadata["attempt"] and rows_of(rebuilt) == before
 
 
 def test_a_lance_object_replaced_with_one_of_the_same_size_is_an_error_not_wrong_rows(s3_env, toy_builder):
