@@ -276,6 +276,23 @@ def _json_values(block: bytes, first_line: int, encoding: str) -> list[tuple[int
         position = end
 
 
+#: a \\uD800-\\uDBFF escape not followed by a \\uDC00-\\uDFFF one, or a \\uDC00-\\uDFFF one not after such
+_LONE_SURROGATE = re.compile(rb"(?<!\\)(?:\\\\)*\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})|"
+                             rb"(?<!\\u[dD][89abAB][0-9a-fA-F]{2})(?<!\\)(?:\\\\)*\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return record
+
+
 def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exception,
                fields: list[str] | None = None) -> LoaderError:
     """The first line of the block that is not a JSON object, or pyarrow's message with the file."""
@@ -284,8 +301,15 @@ def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exc
         text = raw.strip()
         if not text:
             continue
+        if _LONE_SURROGATE.search(text):
+            return LoaderError(f"{path}, line {number}: a string holds a lone UTF-16 surrogate escape "
+                               f"({_LONE_SURROGATE.search(text)[0].decode()} without its pair), which is no text; "
+                               "fix or remove that record")
         try:
-            values.append((number, json.loads(text.decode(encoding))))
+            values.append((number, json.loads(text.decode(encoding), object_pairs_hook=_refuse_duplicates)))
+        except _DuplicateKey as duplicate:
+            return LoaderError(f"{path}, line {number}: field {duplicate.args[0]!r} appears twice in one record; "
+                               "give each field of a record once")
         except UnicodeDecodeError as error:
             return LoaderError(f"{path}, line {number}: not valid {encoding} text ({error.reason})")
         except json.JSONDecodeError as error:
