@@ -224,6 +224,27 @@ def test_a_state_that_is_no_stream_state_is_refused_naming_what_is_wrong(caches)
         caches["arrow"].to_iterable().shuffle(seed=1).load_state_dict({**state, "epoch": -1})
 
 
+def test_a_state_that_is_none_lacks_its_seed_or_deals_to_absurd_workers_is_refused(caches):
+    """Before: load_state_dict(None) was a TypeError, a state without its seed was accepted, and a deal of
+    [2**40, 1] workers allocated 8 TiB when the epoch was laid out."""
+    stream = caches["arrow"].to_iterable().shuffle(seed=1)
+    state = stream.state_dict()
+    with pytest.raises(ValueError, match=r"^cannot resume: a stream state is the dict its state_dict\(\) returned, "
+                                         r"got NoneType None$"):
+        caches["arrow"].to_iterable().shuffle(seed=1).load_state_dict(None)
+    without_seed = {k: v for k, v in state.items() if k != "seed"}
+    with pytest.raises(ValueError, match=r"^cannot resume: the saved stream state has no 'seed' \(keys: "):
+        caches["arrow"].to_iterable().shuffle(seed=1).load_state_dict(without_seed)
+    with pytest.raises(ValueError, match=r"^cannot resume: the saved stream's deal must be \[workers, rows per unit\] "
+                                         r"with workers from 1 to 65536, got \[1099511627776, 1\]$"):
+        caches["arrow"].to_iterable().shuffle(seed=1).load_state_dict({**state, "deal": [2**40, 1]})
+    huge_unit = caches["arrow"].to_iterable().shuffle(seed=1)
+    huge_unit.load_state_dict({**state, "deal": [2, 2**40]})  # a unit past the epoch: the epoch in one unit
+    assert sorted(r["idx"] for r in huge_unit) == list(range(ROWS))
+    with pytest.raises(ValueError, match=r"^cannot resume: a sampler state is the dict"):
+        BlockShuffleSampler(caches["arrow"], seed=1).load_state_dict(None)
+
+
 def test_set_epoch_changes_the_order_deterministically(caches):
     stream = caches["lance"].to_iterable().shuffle(seed=4, window_blocks=2)
     first = [r["idx"] for r in stream]

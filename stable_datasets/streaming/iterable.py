@@ -45,6 +45,8 @@ except ImportError:  # pragma: no cover - torch is optional
 READ_ROWS = 1024
 #: blocks longer than this are cut, so a window of blocks stays small whatever the layout stores
 MAX_BLOCK_ROWS = 8192
+#: most DataLoader workers a saved state may deal an epoch to (dealing allocates per worker)
+MAX_WORKERS = 1 << 16
 
 
 def _worker() -> tuple[int, int, bool]:
@@ -189,7 +191,8 @@ class StreamingDataset(_IterableBase):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         check_resumable(state, {"num_rows": self.num_rows, "seed": self._options["seed"],
                                 "world_size": self.world_size, "drop_last": self.drop_last,
-                                "order": self.order_identity()}, "stream")
+                                "order": self.order_identity()}, "stream",
+                        required=("consumed", "epoch", "seed", "num_rows", "world_size"))
         for key in ("consumed", "epoch"):
             value = state.get(key) if isinstance(state, dict) else None
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -201,8 +204,11 @@ class StreamingDataset(_IterableBase):
                              f"rank has {self.rows_per_epoch()}")
         deal = state.get("deal", [1, 1])  # states saved before epochs were dealt to workers: no deal
         if (not isinstance(deal, (list, tuple)) or len(deal) != 2
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in deal)):
-            raise ValueError(f"cannot resume: the saved stream's deal must be [workers, rows per unit], got {deal!r}")
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in deal)
+                or deal[0] > MAX_WORKERS):
+            raise ValueError(f"cannot resume: the saved stream's deal must be [workers, rows per unit] with workers "
+                             f"from 1 to {MAX_WORKERS}, got {deal!r:.80}")
+        deal = [deal[0], min(deal[1], max(self.rows_per_epoch(), 1))]  # a unit past the epoch is the whole epoch
         self.epoch, self.consumed, self.deal = int(state["epoch"]), consumed, (deal[0], deal[1])
 
     # -- iteration ---------------------------------------------------------------------------

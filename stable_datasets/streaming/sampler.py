@@ -115,8 +115,17 @@ class BlockShuffleSampler:
         self.epoch, self.consumed = int(state["epoch"]), int(state["consumed"])
 
 
-def check_resumable(state: dict[str, Any], current: dict[str, Any], what: str) -> None:
-    """Refuse a saved state that was taken with another order (keys missing from older states are not checked)."""
+def check_resumable(state: dict[str, Any], current: dict[str, Any], what: str,
+                    required: tuple[str, ...] = ("consumed", "epoch", "seed")) -> None:
+    """Refuse what is not a saved state (not a dict, or without a key every state has had: `required`), and a
+    state that was taken with another order (other keys missing from older states are not checked)."""
+    if not isinstance(state, dict):
+        raise ValueError(f"cannot resume: a {what} state is the dict its state_dict() returned, got "
+                         f"{type(state).__name__} {state!r:.80}")
+    missing = [key for key in required if key not in state]
+    if missing:
+        raise ValueError(f"cannot resume: the saved {what} state has no {missing[0]!r} (keys: {sorted(state)[:10]}); "
+                         f"pass the state_dict() of a {what}")
     for key, value in current.items():
         if key in state and state[key] != value:
             detail = "the block layout, seed or window" if key == "order" else f"{key}={state[key]}"
