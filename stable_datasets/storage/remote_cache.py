@@ -141,7 +141,21 @@ def open_remote_split(url: str, storage_options: dict[str, Any] | None = None
     text = split.metadata_text()
     if text is None:
         raise CacheError(f"{split.url}: not a stable-datasets cache (no {METADATA_FILE})")
-    return split, parse_remote_metadata(text, split.store.url(split.key(METADATA_FILE))), text
+    metadata = parse_remote_metadata(text, split.store.url(split.key(METADATA_FILE)))
+    _refuse_copied(split, metadata)
+    return split, metadata, text
+
+
+def _refuse_copied(split: RemoteSplit, metadata: CacheMetadata) -> None:
+    """A `_metadata.json` copied from another cache names an attempt that is not under this prefix: say that, not
+    that its objects were deleted. Checked (one listing) only when its fingerprint is not in the prefix, where
+    every builder publishes."""
+    if metadata.fingerprint in split.prefix.split("/") or split.store.list(split.key(metadata.attempt) + "/"):
+        return
+    raise CacheError(f"{split.store.url(split.key(METADATA_FILE))}: describes another cache ({metadata.builder_name} "
+                     f"'{metadata.split}', fingerprint {metadata.fingerprint}) and its {metadata.attempt} has no "
+                     f"objects here: a {METADATA_FILE} copied from elsewhere; remove it (stable-datasets rm "
+                     f"{split.url}) and build or copy the whole cache")
 
 
 def open_remote_cache(url: str, storage_options: dict[str, Any] | None = None,
