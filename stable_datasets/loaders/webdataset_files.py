@@ -16,6 +16,7 @@ Tars are walked by the strict header parser of `stable_datasets.interleaved.tar_
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -80,7 +81,7 @@ def iter_samples(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
         key: str | None = None
         sample: dict[str, Any] = {}
         try:
-            for member in iter_tar(path, view):
+            for member in iter_tar(path, view, on_link=functools.partial(_refuse_link, path)):
                 member_key, extension = split_member(member.name)
                 if member_key != key and sample:
                     yield key, sample  # type: ignore[misc]
@@ -104,6 +105,12 @@ def iter_samples(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
                 mapped.close()
         except BufferError:  # a traceback still holds a slice: the collector unmaps it
             pass
+
+
+def _refuse_link(path: str, name: str, target: str, offset: int) -> None:
+    """A member that is a link would be dropped (it holds no bytes), and its sample would seem to lack a column."""
+    raise LoaderError(f"{path}, member {name!r} (byte {offset}): a link to {target!r}, not a file; a WebDataset "
+                      "shard must hold each member's bytes: write the tar without links (tar --dereference)")
 
 
 class WebDatasetLoader(FileLoader):
