@@ -296,6 +296,9 @@ def _output_features(source: Features, rows: list[dict[str, Any]], given: Featur
                 raise StableDatasetsError(f"map: the function returned column {name!r} for some rows and not for "
                                           f"others (one returned {list(rows[lacking])}); return the same columns "
                                           "for every row")
+            if all(r[name] is None for r in rows):
+                raise StableDatasetsError(f"map: new column {name!r} is None in all of the first {len(rows)} rows, so "
+                                          "its type cannot be inferred; pass features= naming its type")
             try:
                 out[name] = infer_feature(pa.array([r[name] for r in rows]).type)
             except (pa.ArrowException, ValueError) as exc:

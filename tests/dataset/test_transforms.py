@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import stable_datasets as sds
+from stable_datasets.errors import StableDatasetsError
 
 ROWS = 4000
 
@@ -48,3 +49,15 @@ def test_a_seeded_map_gives_the_same_rows_with_any_num_proc(rows):
     assert rows.map(_draw, seed=8)["np"] != one["np"]
     with pytest.raises(ValueError, match=r"^map: seed must be a non-negative int or None, got -1$"):
         rows.map(_draw, seed=-1)
+
+
+def test_a_new_column_whose_first_results_are_none_takes_the_type_of_later_ones():
+    """Before: 15,000 None results of 20,000 made 'cannot infer the type of new column'."""
+    rows = sds.StableDataset.from_dict({"i": list(range(20_000))})
+    out = rows.map(lambda r: {"v": None if r["i"] < 15_000 else r["i"] * 1.5})
+    assert out.features["v"] == sds.Value("float64")
+    assert out["v"][14_999] is None and out["v"][15_000] == 22_500.0 and out[19_999]["v"] == 29_998.5
+    with pytest.raises(StableDatasetsError,
+                       match=r"^map: new column 'w' is None in all of the first 20000 rows, so its type cannot be "
+                             r"inferred; pass features= naming its type$"):
+        rows.map(lambda r: {"w": None})
