@@ -29,7 +29,7 @@ from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, read_published
-from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, split_folder_name
+from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, root_errors, split_folder_name
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import CacheError, InputChangedError, StableDatasetsError, UnknownSplitError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
@@ -330,7 +330,20 @@ class DatasetBuilder:
         A split is built in up to `num_proc` parts (its gen_kwargs' lists divided in order), in
         forked processes (`engine="process"`) or as Ray tasks (`engine="ray"`, on the cluster
         `ray_address` or $RAY_ADDRESS names, else a local one); the rows are the same either way.
+
+        A cache root that cannot take the cache (a file, a read-only filesystem, another user's folder) is one
+        CacheError naming it and what to do (cache.paths.root_errors).
         """
+        with root_errors(self.cache_root):
+            return self._prepare(splits, storage_format, download_mode=download_mode,
+                                 verification_mode=verification_mode, layout_options=layout_options,
+                                 lock_timeout=lock_timeout, soft_lock=soft_lock, num_proc=num_proc, engine=engine,
+                                 ray_address=ray_address)
+
+    def _prepare(self, splits: str | Iterable[str] | None, storage_format: str, *, download_mode: str,
+                 verification_mode: str, layout_options: dict[str, Any] | None, lock_timeout: float | None,
+                 soft_lock: bool | None, num_proc: int | None, engine: str, ray_address: str | None
+                 ) -> dict[str, Path | str]:
         if download_mode not in DOWNLOAD_MODES:
             raise ValueError(f"download_mode must be one of {DOWNLOAD_MODES}, got {download_mode!r}")
         if verification_mode not in VERIFICATION_MODES:
