@@ -111,9 +111,11 @@ def _root_problem(root: Path, path: Path, exc: OSError) -> str:
     where = "STABLE_DATASETS_CACHE_DIR (or cache_dir=)"
     blocking = next((p for p in [path, *path.parents] if p.is_file()), None)
     if exc.errno in (errno.ENOTDIR, errno.EEXIST) and blocking is not None:
-        return f"the cache root {root} cannot hold caches: {blocking} is a file, not a folder; point {where} at a folder"
+        return (f"the cache root {root} cannot hold caches: {blocking} is a file, not a folder; point {where} at a "
+                "folder")
     if exc.errno == errno.EROFS:
-        return f"the cache root {root} is on a read-only filesystem (writing {path}); point {where} at a writable folder"
+        return (f"the cache root {root} is on a read-only filesystem (writing {path}); point {where} at a writable "
+                "folder")
     owner = _owner(path)
     return (f"no permission to write {path} under the cache root {root}{owner}; ask for group write access to the "
             f"root (docs/shared-cache-on-a-cluster.md) or point {where} at a folder of yours")
