@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.cache.builds import build_in_use
 from stable_datasets.cache.inventory import (
     CacheEntry,
     find_caches,
@@ -386,24 +387,39 @@ def cmd_prune(args: argparse.Namespace) -> int:
             doomed.append(("orphaned staging", staging))
     doomed = list(dict.fromkeys(doomed))
     emptied: list[Path] = []
+    left: list[tuple[str, Path]] = []
     if not args.dry_run:
-        for _kind, path in doomed:
-            remove_tree(path)
+        left = [(kind, path) for kind, path in doomed if not remove_tree(path)]
+        doomed = [item for item in doomed if item not in left]
         for _kind, path in doomed:
             emptied += remove_empty_parents(path, root)
-    return _report_prune(args, doomed + [("empty folder", p) for p in emptied])
+    return _report_prune(args, doomed + [("empty folder", p) for p in emptied], left)
 
 
-def _report_prune(args: argparse.Namespace, report: list[tuple[str, Any]]) -> int:
+def _report_prune(args: argparse.Namespace, report: list[tuple[str, Any]],
+                  left: list[tuple[str, Path]] | None = None) -> int:
+    """What was removed; what could not be (a reader pins it, or this user may not delete its files): never
+    reported as removed, and a folder that stays without a reader makes the exit status 1."""
+    left = left or []
+    failed = [(kind, path) for kind, path in left if not build_in_use(path)]
     if args.json:
-        print(json.dumps([{"kind": k, "path": str(p), "removed": not args.dry_run} for k, p in report], indent=2))
+        print(json.dumps([{"kind": k, "path": str(p), "removed": not args.dry_run} for k, p in report]
+                         + [{"kind": k, "path": str(p), "removed": False,
+                             "reason": "could not be removed" if (k, p) in failed else "in use"} for k, p in left],
+                         indent=2))
     else:
         verb = "would remove" if args.dry_run else "removed"
         for kind, path in report:
             print(f"{verb} {kind}: {path}")
-        if not report:
+        for kind, path in left:
+            if (kind, path) in failed:
+                print(f"could not remove {kind}: {path} (its files could not be deleted: another user's, or a "
+                      "read-only filesystem; remove it as its owner)")
+            else:
+                print(f"kept {kind}: {path} (in use by a reader; a later prune removes it)")
+        if not report and not left:
             print("nothing to prune")
-    return OK
+    return PROBLEM if failed else OK
 
 
 def cmd_rm(args: argparse.Namespace) -> int:

@@ -124,3 +124,32 @@ def test_rm_and_exit_codes(capsys, toy_on_path):
     assert exc.value.code == 2
     assert main(["build", "toy", "--split", "test", "--set", "rows=-"]) == 2
     assert "ToyConfig.rows expects int, got str '-'" in capsys.readouterr().err
+
+
+def test_prune_never_reports_removed_for_a_folder_it_could_not_remove(capsys, cache_root, tmp_path):
+    """Before: 'removed decompressed copy ...' for a folder whose files this user could not delete."""
+    import gzip
+    import subprocess
+
+    source = tmp_path / "d.csv.gz"
+    source.write_bytes(gzip.compress(b"a\n1\n"))
+    sds.load_dataset("csv", data_files=str(source), split="train")
+    (copy,) = (cache_root / "downloads" / "decompressed").iterdir()
+    source.write_bytes(gzip.compress(b"a\n2\n"))  # the copy is stale now
+    if os.geteuid() != 0:
+        copy.chmod(0o555)
+    elif subprocess.run(["chattr", "+i", str(copy)], capture_output=True).returncode:
+        pytest.skip("cannot make a folder undeletable for root here (chattr)")
+    try:
+        code, out = run(capsys, "prune")
+    finally:
+        if os.geteuid() != 0:
+            copy.chmod(0o755)
+        else:
+            subprocess.run(["chattr", "-i", str(copy)], check=True)
+    assert code == 1 and out == (f"could not remove decompressed copy of a changed or removed file: {copy} (its files "
+                                 "could not be deleted: another user's, or a read-only filesystem; remove it as its "
+                                 "owner)\n")
+    assert copy.is_dir()
+    assert run(capsys, "prune")[1].startswith(f"removed decompressed copy of a changed or removed file: {copy}\n")
+    assert not copy.exists()
