@@ -61,7 +61,7 @@ def window_times(frames, files: list[str], rng: np.random.Generator, count: int)
 
     frames = frames.with_frame_windows(window_length=8, hop=1)
     picks = rng.integers(0, len(frames), count).tolist()
-    coords = [(frames._backends[0]._win[i, 0], frames._backends[0]._win[i, 1]) for i in picks]
+    coords = [(frames.backends[0]._win[i, 0], frames.backends[0]._win[i, 1]) for i in picks]
     batches = [picks[i:i + 16] for i in range(0, len(picks), 16)]
 
     def ours():
@@ -124,7 +124,7 @@ def loader_times(frames, files: list[str], rng: np.random.Generator, count: int)
     frames = frames.with_frame_windows(window_length=8, hop=1)
     picks = rng.integers(0, len(frames), count).tolist()
     ours = frames.with_format("torch", columns=["video"])
-    theirs = OpenCVWindows(files, frames._backends[0]._win)
+    theirs = OpenCVWindows(files, frames.backends[0]._win)
     loaders = [torch.utils.data.DataLoader(ds, batch_size=16, sampler=picks, num_workers=2, persistent_workers=True,
                                            prefetch_factor=4) for ds in (ours, theirs)]
 

@@ -43,7 +43,7 @@ class Digits(sds.GeneratorBasedBuilder):
         try:
             from sklearn.datasets import load_digits
         except ImportError:
-            raise ImportError("the 'digits' builder needs scikit-learn: pip install scikit-learn") from None
+            raise ImportError("the 'digits' builder needs scikit-learn: pip install 'stable-datasets[data]'") from None
         digits = load_digits()
         images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
         order = np.random.default_rng(self.config.seed).permutation(len(images))

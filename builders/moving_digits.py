@@ -33,7 +33,8 @@ def _digit_sprites() -> tuple[np.ndarray, np.ndarray]:
     try:
         from sklearn.datasets import load_digits
     except ImportError:
-        raise ImportError("the 'moving_digits' builder needs scikit-learn: pip install scikit-learn") from None
+        raise ImportError("the 'moving_digits' builder needs scikit-learn: "
+                          "pip install 'stable-datasets[data]'") from None
     digits = load_digits()
     images = np.round(digits.images * (255.0 / 16.0)).astype(np.uint8)
     sprites = np.stack([cv2.resize(im, (28, 28), interpolation=cv2.INTER_LINEAR) for im in images])

@@ -16,6 +16,8 @@ from stable_datasets.builder import (
     Version,
 )
 from stable_datasets.dataset.dataset_dict import DatasetDict
+from stable_datasets.dataset.interleave import interleave_datasets
+from stable_datasets.dataset.saving import load_from_disk
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.dataset.transforms import concatenate_datasets
 from stable_datasets.download import DownloadManager, RemoteFile
@@ -23,6 +25,7 @@ from stable_datasets.features import (
     Array2D,
     Array3D,
     Array4D,
+    Array5D,
     ClassLabel,
     Features,
     Image,
@@ -34,14 +37,18 @@ from stable_datasets.features import (
     VideoRef,
 )
 from stable_datasets.load import load_builder, load_dataset, open_cache
+from stable_datasets.logs import standard_logging_requested, use_standard_logging
 from stable_datasets.progress import disable_progress_bars, enable_progress_bars
 from stable_datasets.registry import list_builders
 
 __all__ = [
-    "Array2D", "Array3D", "Array4D", "BuilderConfig", "ClassLabel", "DatasetBuilder", "DatasetDict",
+    "Array2D", "Array3D", "Array4D", "Array5D", "BuilderConfig", "ClassLabel", "DatasetBuilder", "DatasetDict",
     "DatasetInfo", "DownloadManager", "Features", "GeneratorBasedBuilder", "Image", "List", "RemoteFile",
     "Sequence", "Split", "SplitGenerator", "StableDataset", "Value", "Version", "Video", "VideoDecodeConfig",
     "VideoRef", "__version__",
-    "concatenate_datasets", "disable_progress_bars", "enable_progress_bars", "list_builders",
-    "load_builder", "load_dataset", "open_cache",
+    "concatenate_datasets", "disable_progress_bars", "enable_progress_bars", "interleave_datasets", "list_builders",
+    "load_builder", "load_dataset", "load_from_disk", "open_cache", "use_standard_logging",
 ]
+
+if standard_logging_requested():
+    use_standard_logging()

@@ -12,30 +12,40 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stable_datasets.cache.builds import build_in_use
+from stable_datasets.cache.builds import remove_tree
+from stable_datasets.cache.dedup import unshared_files
 from stable_datasets.cache.inventory import (
     CacheEntry,
     find_caches,
     find_staging,
     find_superseded,
-    remove_tree,
     staging_is_orphaned,
-    verify_cache,
 )
 from stable_datasets.cache.metadata import METADATA_FILE
-from stable_datasets.cache.ownership import (
-    cache_status,
+from stable_datasets.cache.paths import cache_root, downloads_dir, safe_name
+from stable_datasets.errors import StableDatasetsError
+from stable_datasets.layouts import STORAGE_FORMATS
+from stable_datasets.layouts.open import verify_cache
+from stable_datasets.manage.inventory import (
+    annotate,
+    describe_inputs,
+    kind_of,
+    last_used,
+    parse_duration,
+    plan_prune,
+    totals,
+)
+from stable_datasets.manage.ownership import (
     is_map_cache,
     map_caches_of,
     remove_empty_parents,
     same_builder,
 )
-from stable_datasets.cache.paths import cache_root, downloads_dir, safe_name
-from stable_datasets.layouts import STORAGE_FORMATS
 
 OK, PROBLEM, USAGE = 0, 1, 2
 
@@ -63,7 +73,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-class UsageError(Exception):
+class UsageError(StableDatasetsError):
     """A bad command line value found after parsing (exit code 2)."""
 
 
@@ -96,6 +106,13 @@ def _hours(text: str) -> float:
     if not 0 <= value < float("inf"):
         raise argparse.ArgumentTypeError(f"expected a number of hours >= 0, got {text!r}")
     return value
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -180,6 +197,12 @@ def _remote_targets(target: str, root: Any, unreadable: list[tuple[str, str]] | 
     return found
 
 
+def _iso(seconds: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(seconds, dt.timezone.utc).isoformat(timespec="seconds") if seconds else ""
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
     remote = _remote_root(args)
     if remote is not None:
@@ -188,19 +211,56 @@ def cmd_ls(args: argparse.Namespace) -> int:
         entries: list[Any] = find_remote_caches(remote)
     else:
         entries = find_caches(cache_root(args.cache_dir))
-    for entry in entries:
-        entry.status = cache_status(entry)
+    annotate(entries)
+    if args.name:
+        entries = _caches_named(args.name, entries)
+    whole, per = totals(entries)
     if args.json:
-        print(json.dumps([e.to_dict() | {"age_seconds": round(e.age_seconds)} for e in entries], indent=2))
+        if args.summary:
+            print(json.dumps({"total": vars(whole), "datasets": {name: vars(t) for name, t in per.items()}}, indent=2))
+            return OK
+        listed = []
+        for e in entries:
+            item = e.to_dict() | {"age_seconds": round(e.age_seconds), "kind": kind_of(e.metadata) or "unrecorded",
+                                  "last_used": _iso(last_used(e))}
+            if args.long:
+                item |= {"made_by": e.metadata.made_by, "inputs": describe_inputs(e.metadata)}
+            listed.append(item)
+        print(json.dumps(listed, indent=2))
         return OK
     if not entries:
-        print(f"no caches under {remote or cache_root(args.cache_dir)}")
+        where = remote or cache_root(args.cache_dir)
+        print(f"no caches of {args.name!r} under {where}" if args.name else f"no caches under {where}")
         return OK
-    rows = [[e.metadata.builder_name, e.metadata.config_name, e.metadata.version, e.metadata.split,
-             e.metadata.layout, f"{e.metadata.num_rows:,}", _size(e.size), _age(e.age_seconds), e.status]
-            for e in entries]
-    print(_table(rows, ["name", "config", "version", "split", "layout", "rows", "size", "age", "status"]))
+    if not args.summary:
+        now = time.time()
+        rows = [[e.metadata.builder_name, e.metadata.config_name, e.metadata.version, e.metadata.split,
+                 e.metadata.layout, f"{e.metadata.num_rows:,}", _size(e.size), _age(e.age_seconds),
+                 _age(max(0.0, now - last_used(e))), e.status] for e in entries]
+        table = _table(rows, ["name", "config", "version", "split", "layout", "rows", "size", "age", "used",
+                              "status"]).splitlines()
+        print(table[0])
+        for line, entry in zip(table[1:], entries):
+            print(line)
+            if args.long:
+                print(f"    path: {entry.directory if remote is None else entry.url}")
+                for detail in describe_inputs(entry.metadata):
+                    print(f"    {detail}")
+        print()
+    totals_rows = [[name, f"{t.caches:,}", f"{t.rows:,}", _size(t.bytes)] for name, t in per.items()]
+    totals_rows.append(["total", f"{whole.caches:,}", f"{whole.rows:,}", _size(whole.bytes)])
+    print(_table(totals_rows, ["dataset", "caches", "rows", "size"]))
     return OK
+
+
+def _caches_named(name: str, entries: list[Any]) -> list[Any]:
+    """`ls NAME`: the caches of a builder or loader (as `build` names it), or of a dataset name as `ls` shows it."""
+    from stable_datasets.manage.inventory import dataset_name
+
+    named = [e for e in entries if name in (e.metadata.builder_name, dataset_name(e.metadata))]
+    if named and not _is_script_target(name):
+        return named
+    return _caches_of_builder(name, entries)
 
 
 def _is_script_target(target: str) -> bool:
@@ -264,7 +324,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         entries = _resolve_targets(args.target, cache_root(args.cache_dir))
     if entries:
         info = [{**e.to_dict(), "features": e.metadata.features, "fingerprint_inputs": e.metadata.fingerprint_inputs,
-                 "info": e.metadata.info, "shards": len(e.metadata.shards)} for e in entries]
+                 "info": e.metadata.info, "shards": len(e.metadata.shards), "made_by": e.metadata.made_by,
+                 "inputs": describe_inputs(e.metadata)} for e in entries]
     else:
         builder = _builder_for(args.target, args.config, (), args.cache_dir)
         info = [{"name": builder.builder_name(), "config": builder.config.name, "version": str(builder.version),
@@ -279,6 +340,8 @@ def cmd_info(args: argparse.Namespace) -> int:
                     "configs"):
             if key in item:
                 print(f"{key:12} {item[key]}")
+        for line in item.get("inputs", []):
+            print(line)
         print("features:")
         for name, spec in item["features"].items():
             print(f"  {name}: {json.dumps(spec)}")
@@ -342,7 +405,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return _print_verify(args, report)
 
 
-def _prune_remote(args: argparse.Namespace, remote: Any) -> list[tuple[str, Any]]:
+def _prune_remote(args: argparse.Namespace, remote: Any) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
     from stable_datasets.storage.inventory import (
         abandoned_attempts,
         find_remote_caches,
@@ -350,33 +413,40 @@ def _prune_remote(args: argparse.Namespace, remote: Any) -> list[tuple[str, Any]
     )
     from stable_datasets.storage.publish import remove_attempt
 
+    entries = find_remote_caches(remote)
+    annotate(entries)
+    plan = plan_prune(entries, keep_last=args.keep_last, older_than=args.older_than, check_in_use=False)
     doomed: list[tuple[str, Any]] = []
-    for entry in find_remote_caches(remote):
-        if cache_status(entry) == "stale":
-            doomed.append(("stale cache", entry.url))
-            if not args.dry_run:
-                remove_remote_cache(entry.split)
+    for kind, entry in plan.remove:
+        doomed.append((kind, entry.url))
+        if not args.dry_run:
+            remove_remote_cache(entry.split)
     for kind, split, attempt in abandoned_attempts(remote, args.max_staging_age * 3600):
         doomed.append((kind, f"{split.url}/{attempt}"))
         if not args.dry_run:
             remove_attempt(split, attempt)
-    return doomed
+    return doomed, [(reason, entry.url) for reason, entry in plan.kept]
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
     remote = _remote_root(args)
     if remote is not None:
-        return _report_prune(args, _prune_remote(args, remote))
+        return _report_prune(args, *_prune_remote(args, remote))
     root = cache_root(args.cache_dir)
-    doomed: list[tuple[str, Path]] = []
-    for entry in find_caches(root):
-        if is_map_cache(entry.directory):
-            parent = entry.directory.with_name(entry.directory.name.split(".map-")[0])
-            if not parent.exists() and not parent.is_symlink():
-                doomed.append(("map cache of a removed cache", entry.directory))
-        elif cache_status(entry) == "stale":
-            doomed.append(("stale cache", entry.directory))
-            doomed += [("map cache of a stale cache", m) for m in map_caches_of(entry.directory)]
+    entries = find_caches(root)
+    annotate(entries)
+    plan = plan_prune(entries, keep_last=args.keep_last, older_than=args.older_than)
+    doomed: list[tuple[str, Path]] = [(kind, entry.directory) for kind, entry in plan.remove]
+    kept: list[tuple[str, Any]] = [(reason, entry.directory) for reason, entry in plan.kept]
+    for entry in entries:  # caches written before what made them was recorded: by their folder names
+        if entry.metadata.made_by or not is_map_cache(entry.directory):
+            continue
+        parent = entry.directory.with_name(entry.directory.name.split(".map-")[0])
+        if not parent.exists() and not parent.is_symlink():
+            doomed.append(("map cache of a removed cache", entry.directory))
+    for kind, path in list(doomed):
+        if kind == "stale cache":
+            doomed += [("map cache of a stale cache", m) for m in map_caches_of(path)]
     for build in find_superseded(root):
         doomed.append(("superseded build", build))
     from stable_datasets.loaders.compressed import stale_copies
@@ -387,39 +457,45 @@ def cmd_prune(args: argparse.Namespace) -> int:
             doomed.append(("orphaned staging", staging))
     doomed = list(dict.fromkeys(doomed))
     emptied: list[Path] = []
-    left: list[tuple[str, Path]] = []
     if not args.dry_run:
-        left = [(kind, path) for kind, path in doomed if not remove_tree(path)]
-        doomed = [item for item in doomed if item not in left]
+        done = []
+        for kind, path in doomed:
+            removed = remove_tree(path) and not (path.exists() or path.is_symlink())
+            if removed:
+                done.append((kind, path))
+            elif not os.access(path.parent, os.W_OK):  # another user's cache, or a read-only root
+                kept.append((f"{kind}, not removed: no permission to change {path.parent}", path))
+            else:  # a reader pinned it after we looked
+                kept.append(("in use by a live process", path))
+        doomed = done
         for _kind, path in doomed:
             emptied += remove_empty_parents(path, root)
-    return _report_prune(args, doomed + [("empty folder", p) for p in emptied], left)
+    for path in unshared_files(root):  # after the caches: the copies they were the last to use go too
+        if not args.dry_run:
+            try:
+                path.unlink(missing_ok=True)
+            except OSError as exc:  # another user's copy in a shared root
+                kept.append((f"stored copy no cache uses, not removed: {exc.strerror or exc}", path))
+                continue
+        doomed.append(("stored copy no cache uses", path))
+    return _report_prune(args, doomed + [("empty folder", p) for p in emptied], kept)
 
 
 def _report_prune(args: argparse.Namespace, report: list[tuple[str, Any]],
-                  left: list[tuple[str, Path]] | None = None) -> int:
-    """What was removed; what could not be (a reader pins it, or this user may not delete its files): never
-    reported as removed, and a folder that stays without a reader makes the exit status 1."""
-    left = left or []
-    failed = [(kind, path) for kind, path in left if not build_in_use(path)]
+                  kept: list[tuple[str, Any]] | None = None) -> int:
+    kept = kept or []
     if args.json:
-        print(json.dumps([{"kind": k, "path": str(p), "removed": not args.dry_run} for k, p in report]
-                         + [{"kind": k, "path": str(p), "removed": False,
-                             "reason": "could not be removed" if (k, p) in failed else "in use"} for k, p in left],
-                         indent=2))
+        print(json.dumps([{"kind": k, "path": str(p), "removed": not args.dry_run} for k, p in report] +
+                         [{"kind": "kept", "path": str(p), "removed": False, "reason": r} for r, p in kept], indent=2))
     else:
         verb = "would remove" if args.dry_run else "removed"
         for kind, path in report:
             print(f"{verb} {kind}: {path}")
-        for kind, path in left:
-            if (kind, path) in failed:
-                print(f"could not remove {kind}: {path} (its files could not be deleted: another user's, or a "
-                      "read-only filesystem; remove it as its owner)")
-            else:
-                print(f"kept {kind}: {path} (in use by a reader; a later prune removes it)")
-        if not report and not left:
+        if not report:
             print("nothing to prune")
-    return PROBLEM if failed else OK
+        for reason, path in kept:
+            print(f"kept ({reason}): {path}")
+    return OK
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
@@ -464,7 +540,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from stable_datasets.cache.migrate import migrate_cache, plan_migrations
+    from stable_datasets.migrate import migrate_cache, plan_migrations
 
     source = Path(args.path).expanduser()
     dest = Path(args.dest) if args.dest else cache_root(args.cache_dir) / "migrated" / source.resolve().name
@@ -480,6 +556,31 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         for item in done:
             print(f"migrated {item['source']} -> {item['path']} ({item['rows']:,} rows, {item['layout']})")
     return OK
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    """Serve the viewer until Ctrl-C; the URL is the first line printed."""
+    from stable_datasets.storage.urls import is_url
+    from stable_datasets.viewer import serve
+
+    if (args.cache_dir is not None and is_url(args.cache_dir)) or _remote_root(args) is not None:
+        raise UsageError("view serves a local cache root; an object-store root is not supported yet")
+    root = cache_root(args.cache_dir)
+    try:
+        serve(root, args.host, args.port)
+    except OSError as exc:  # the port is taken, or the host is not this machine's
+        raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
+    return OK
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 0-65535 (0: any free port), got {text!r}")
+    return value
 
 
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
@@ -518,6 +619,9 @@ def add_build_arguments(build: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stable-datasets", description=__doc__.split("\n")[0],
                                      parents=[_common_options(defaults=True)])
+    from stable_datasets import __version__
+
+    parser.add_argument("--version", action="version", version=f"stable-datasets {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     common = [_common_options(defaults=False)]
 
@@ -525,8 +629,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_build_arguments(build)
     build.set_defaults(func=cmd_build)
 
-    sub.add_parser("ls", parents=common, help="list every cache: rows, size, age, current or stale"
-                   ).set_defaults(func=cmd_ls)
+    ls = sub.add_parser("ls", parents=common, help="list every cache: rows, size, last use, status, and the sums "
+                                                   "per dataset")
+    ls.add_argument("name", nargs="?", help="only the caches of this builder or loader (a name, script path or "
+                                            "folder)")
+    ls.add_argument("--long", "-l", action="store_true", help="also where each cache is and what made it (builder, "
+                                                              "script, data files as given and resolved, parent)")
+    ls.add_argument("--summary", action="store_true", help="only the sums per dataset and the total")
+    ls.set_defaults(func=cmd_ls)
 
     info = sub.add_parser("info", parents=common, help="features, splits and fingerprint inputs of a builder or cache")
     info.add_argument("target", help="a cache folder, or a builder name, script path or folder")
@@ -538,8 +648,13 @@ def build_parser() -> argparse.ArgumentParser:
                                        "folder (all its caches)")
     verify.set_defaults(func=cmd_verify)
 
-    prune = sub.add_parser("prune", parents=common, help="remove stale caches and orphaned staging directories")
+    prune = sub.add_parser("prune", parents=common, help="remove superseded and stale caches (never one a live "
+                                                         "process has open) and orphaned staging directories")
     prune.add_argument("--dry-run", action="store_true")
+    prune.add_argument("--keep-last", type=_positive_int, default=1, metavar="N",
+                       help="keep the N newest caches of each dataset, config and data-file spec (default 1)")
+    prune.add_argument("--older-than", type=_duration, default=None, metavar="AGE",
+                       help="only caches unused for this long (7d, 12h, 30m, 2w)")
     prune.add_argument("--max-staging-age", type=_hours, default=24.0, metavar="HOURS",
                        help="staging of builds on other hosts older than this is orphaned (on this host, "
                             "staging is orphaned only when its owner process is gone)")
@@ -559,6 +674,11 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--storage-format", default="arrow", choices=sorted(STORAGE_FORMATS))
     migrate.add_argument("--num-proc", type=_positive_int, metavar="N", help="convert in this many parts, in parallel")
     migrate.set_defaults(func=cmd_migrate)
+
+    view = sub.add_parser("view", parents=common, help="a read-only viewer of the caches in a browser (127.0.0.1)")
+    view.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    view.add_argument("--port", type=_port, default=8765, help="port (0: any free port); the URL is printed first")
+    view.set_defaults(func=cmd_view)
     return parser
 
 

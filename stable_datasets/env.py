@@ -1,22 +1,64 @@
-"""Numbers read from `STABLE_DATASETS_*` environment variables, all checked the same way: a
-blank or unset variable means the default, anything else must convert and pass its check, or
-the error names the variable, its value and what it must be."""
+"""Every environment variable the library reads, read here and nowhere else.
+
+`VARIABLES` is the one table of them (docs/settings.md shows it; a test keeps both in step with the
+source). Each is checked the same way: a blank or unset variable means the default; anything else must
+convert and pass its check, or the error names the variable, its value and what it must be.
+"""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from stable_datasets.errors import ConfigurationError
 
 T = TypeVar("T", int, float)
 
+#: name -> what it sets (and its default); docs/settings.md lists the same names
+VARIABLES: dict[str, str] = {
+    "STABLE_DATASETS_CACHE_DIR": "the cache root: a folder or an object-store URL (default ~/.cache/stable_datasets)",
+    "STABLE_DATASETS_LOCAL_CACHE_DIR": "this node's folder for copies of remote caches and inputs "
+                                       "(default ~/.cache/stable_datasets/object-store)",
+    "STABLE_DATASETS_CACHE_LIMIT": "size bound of a local cache root, such as 200GB or 20% of its disk: least "
+                                   "recently used caches not in use are evicted after a publish (default: none)",
+    "STABLE_DATASETS_LOCAL_CACHE_LIMIT": "size bound of the local shard cache, such as 20GB (default 50GiB)",
+    "STABLE_DATASETS_STORAGE_OPTIONS": "a JSON object of object-store options used when none are passed",
+    "STABLE_DATASETS_STORAGE_RETRIES": "attempts per object-store request (default 4)",
+    "STABLE_DATASETS_LEASE_SECONDS": "how long a remote build's lease lasts unless renewed (default 300)",
+    "STABLE_DATASETS_REMOTE_LANCE": "'in_place' (default): random access reads a remote Lance cache on the store; "
+                                    "'download': its files come into the local shard cache",
+    "STABLE_DATASETS_LOCK_TIMEOUT": "seconds to wait for another builder's lock (default 3600; inf waits forever)",
+    "STABLE_DATASETS_SOFT_LOCK": "1: lock files by their presence, for network filesystems without flock",
+    "STABLE_DATASETS_DISABLE_PROGRESS": "1: no progress bars",
+    "STABLE_DATASETS_DECODE_THREADS": "threads for batch frame decoding (default: the cores, at most 4)",
+    "STABLE_DATASETS_LANCE_FORK_PROXY": "0: a process forked after Lance was used reads Lance directly, "
+                                        "not through a helper process",
+    "STABLE_DATASETS_LANCE_STORAGE_OPTIONS": "set by the library for its Lance helper process (not for users)",
+    "STABLE_DATASETS_BUILDERS_PATH": "folders searched for builder scripts, before the bundled ones",
+    "STABLE_DATASETS_URL_REWRITES": "a JSON object of URL prefix substitutions for downloads (mirrors)",
+    "STABLE_DATASETS_LOGGING": "standard: the library's messages go to the standard logging module "
+                               "(sds.use_standard_logging() does the same)",
+    "LOGURU_LEVEL": "the level of loguru's stderr sink when standard logging takes the library's messages",
+    "RANK": "this process's rank under torchrun, until torch.distributed is initialized",
+    "WORLD_SIZE": "the number of ranks under torchrun, until torch.distributed is initialized",
+    "RAY_ADDRESS": "the Ray cluster engine='ray' and to_ray() join when no ray_address is given",
+}
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def env_text(name: str) -> str | None:
+    """The variable's value, stripped; None when unset or blank."""
+    text = os.environ.get(name, "").strip()
+    return text or None
+
 
 def env_number(name: str, default: T, convert: Callable[[str], T], accept: Callable[[T], bool],
                requirement: str) -> T:
-    text = os.environ.get(name, "").strip()
-    if not text:
+    text = env_text(name)
+    if text is None:
         return default
     try:
         value = convert(text)
@@ -27,6 +69,59 @@ def env_number(name: str, default: T, convert: Callable[[str], T], accept: Calla
     return value
 
 
+def env_flag(name: str, default: bool = False) -> bool:
+    """1/true/yes/on or 0/false/no/off (any case); anything else is an error naming the variable."""
+    text = env_text(name)
+    if text is None:
+        return default
+    if text.lower() in _TRUE:
+        return True
+    if text.lower() in _FALSE:
+        return False
+    raise ConfigurationError(f"{name}={text!r} is not a switch: use 1 or 0 (or true/false)")
+
+
+def env_choice(name: str, choices: Sequence[str], default: str) -> str:
+    text = env_text(name)
+    if text is None:
+        return default
+    if text not in choices:
+        raise ConfigurationError(f"{name}={text!r} is not one of {list(choices)}")
+    return text
+
+
+def env_json_object(name: str, example: str = '{"key": "value"}') -> dict[str, Any]:
+    """A JSON object, or {} when unset."""
+    text = env_text(name)
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigurationError(f"${name} is not valid JSON ({exc}); give an object such as '{example}'") from None
+    if not isinstance(value, dict):
+        raise ConfigurationError(f"${name} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def child_environment(**extra: str) -> dict[str, str]:
+    """This process's environment with `extra` set: for a helper subprocess (values, not argv, carry secrets)."""
+    return {**os.environ, **extra}
+
+
+S = TypeVar("S")
+
+
+def env_setting(name: str, parse: Callable[[str], S], requirement: str) -> S | None:
+    """A setting that is not a plain number (a size such as `200GB`): None when blank or unset; a value
+    `parse` refuses (ValueError) is an error naming the variable, its value and what it must be."""
+    text = env_text(name)
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise ConfigurationError(f"{name}={text!r} {requirement} ({exc})") from None
 # -- bounds on what one input may make us allocate (docs/load-your-own-files.md, "Limits") ---------------
 #: deepest nesting of a JSON value read (pyarrow's parser overflows its stack past ~20,000, Python's near 1,000)
 MAX_JSON_DEPTH = 500

@@ -90,6 +90,15 @@ class MissingObjectError(StorageError):
     """The object asked for is not in the store (deleted, or never written)."""
 
 
+class MissingExtraError(StableDatasetsError, ImportError):
+    """An optional package is missing: the message names the extra that installs it."""
+
+
+def missing_extra(what: str, package: str, extra: str) -> MissingExtraError:
+    """`what` needs `package`, installed by `pip install 'stable-datasets[extra]'`."""
+    return MissingExtraError(f"{what} needs {package}: pip install 'stable-datasets[{extra}]'")
+
+
 def add_note(exc: BaseException, note: str) -> None:
     """A line a traceback shows under the message of an exception from user code (its type kept)."""
     if hasattr(exc, "add_note"):

@@ -7,10 +7,12 @@ from typing import Any, overload
 
 from stable_datasets.builder.builder import DatasetBuilder
 from stable_datasets.dataset.dataset_dict import DatasetDict
-from stable_datasets.dataset.open import open_cache
+from stable_datasets.dataset.open import open_cache, open_remote_stream
 from stable_datasets.dataset.splits import parse_split
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.dataset.transforms import concatenate_datasets
+from stable_datasets.errors import BuilderNotFoundError
+from stable_datasets.hf_arguments import hub_hint, take_hub_arguments
 from stable_datasets.registry import resolve_builder
 
 __all__ = ["load_builder", "load_dataset", "open_cache"]
@@ -42,7 +44,7 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str, *, 
                  download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                  num_proc: int | None = None, engine: str = "process", ray_address: str | None = None,
                  layout_options: dict[str, Any] | None = None, storage_options: dict[str, Any] | None = None,
-                 streaming: bool = False,
+                 streaming: bool = False, cache_limit: str | int | None = None,
                  **config_kwargs: Any) -> StableDataset: ...
 
 
@@ -52,7 +54,7 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: None = N
                  download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                  num_proc: int | None = None, engine: str = "process", ray_address: str | None = None,
                  layout_options: dict[str, Any] | None = None, storage_options: dict[str, Any] | None = None,
-                 streaming: bool = False,
+                 streaming: bool = False, cache_limit: str | int | None = None,
                  **config_kwargs: Any) -> DatasetDict: ...
 
 
@@ -62,7 +64,7 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
                  verification_mode: str = "basic_checks", num_proc: int | None = None, engine: str = "process",
                  ray_address: str | None = None, layout_options: dict[str, Any] | None = None,
                  storage_options: dict[str, Any] | None = None, streaming: bool = False,
-                 **config_kwargs: Any) -> StableDataset | DatasetDict:
+                 cache_limit: str | int | None = None, **config_kwargs: Any) -> StableDataset | DatasetDict:
     """Reuse a valid cache or build one; a `StableDataset` for `split`, a `DatasetDict` for None.
 
     `split` follows Hugging Face: "train", "train[:10%]", "train[10:20]", "train+test".
@@ -70,9 +72,14 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
     forked processes (`engine="process"`) or as Ray tasks (`engine="ray"`, see docs/parallel-builds.md).
     `cache_dir="s3://bucket/prefix"` (or $STABLE_DATASETS_CACHE_DIR) publishes to and reads from an object
     store, with `storage_options` for its endpoint and credentials (docs/object-storage-and-streaming.md).
+    `cache_limit` ("200GB", "20%", or $STABLE_DATASETS_CACHE_LIMIT) bounds a local cache root: the least
+    recently used caches not in use are evicted after a publish past it (docs/caches-and-fingerprints.md).
     `streaming=True` returns `StableDataset.to_iterable()` of the split (a dict of them for None): an
     iterable read a block at a time, see docs/object-storage-and-streaming.md.
+    Hugging Face's Hub-only arguments (`keep_in_memory`, `token`, `revision`, ...) are accepted at
+    their defaults and otherwise refused in one line (stable_datasets/hf_arguments.py).
     """
+    config_kwargs = take_hub_arguments(config_kwargs)
     if streaming and (split is None or len(parse_split(split)) == 1):
         return _load_streams(path, split, name=name, storage_format=storage_format, cache_dir=cache_dir,
                              download_mode=download_mode, verification_mode=verification_mode, num_proc=num_proc,
@@ -86,11 +93,17 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
         if isinstance(loaded, DatasetDict):
             return {name: ds.to_iterable() for name, ds in loaded.items()}  # type: ignore[return-value]
         return loaded.to_iterable()
-    builder = load_builder(path, name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
+    try:
+        builder = load_builder(path, name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
+    except BuilderNotFoundError as exc:
+        hint = hub_hint(path)
+        if not hint:
+            raise
+        raise BuilderNotFoundError(f"{exc}{hint}") from None
     opened = {"storage_options": builder.remote.storage_options} if builder.remote else {}
     prepare: dict[str, Any] = dict(download_mode=download_mode, verification_mode=verification_mode,
                                    layout_options=layout_options, num_proc=num_proc, engine=engine,
-                                   ray_address=ray_address)
+                                   ray_address=ray_address, cache_limit=cache_limit)
     if split is None:
         dirs = builder.prepare(None, storage_format, **prepare)
         return DatasetDict({s: open_cache(d, **opened) for s, d in dirs.items()})
@@ -125,8 +138,6 @@ def _load_streams(path: Any, split: str | None, *, name: str | None, storage_for
 
     def stream(directory: Any) -> Any:
         if is_url(directory):
-            from stable_datasets.storage.remote_stream import open_remote_stream
-
             found = open_remote_stream(str(directory), remote_options, part.bounds if sliced else None)
             if found is not None:
                 return found

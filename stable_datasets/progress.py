@@ -7,11 +7,12 @@ Logging goes through loguru under the "stable_datasets" name: silence it with
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 from tqdm.auto import tqdm
+
+from stable_datasets.env import env_flag
 
 T = TypeVar("T")
 
@@ -31,7 +32,7 @@ def enable_progress_bars() -> None:
 def progress_enabled() -> bool:
     if _progress_enabled is not None:
         return _progress_enabled
-    return os.environ.get("STABLE_DATASETS_DISABLE_PROGRESS", "").lower() not in ("1", "true", "yes")
+    return not env_flag("STABLE_DATASETS_DISABLE_PROGRESS")
 
 
 def progress(iterable: Iterable[T] | None = None, **kwargs) -> Iterator[T] | tqdm:

@@ -12,6 +12,7 @@ from typing import Any
 from stable_datasets.builder.builder import DatasetBuilder
 from stable_datasets.builder.local_modules import load_builder_module
 from stable_datasets.cache.metadata import METADATA_FILE
+from stable_datasets.env import env_text
 from stable_datasets.errors import BuilderNotFoundError, StableDatasetsError
 from stable_datasets.loaders import PACKAGED_LOADERS, folder_loader, loader_class
 
@@ -30,7 +31,7 @@ def bundled_builders_dir() -> Path:
 
 
 def search_path() -> list[Path]:
-    env = os.environ.get("STABLE_DATASETS_BUILDERS_PATH", "")
+    env = env_text("STABLE_DATASETS_BUILDERS_PATH") or ""
     dirs = [Path(p).expanduser() for p in env.split(os.pathsep) if p]
     return [*dirs, bundled_builders_dir()]
 

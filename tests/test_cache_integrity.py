@@ -8,10 +8,10 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.cache.builds import published_path
-from stable_datasets.cache.inventory import verify_cache
 from stable_datasets.cache.paths import folder_name_to_split, split_folder_name
 from stable_datasets.cli import main
 from stable_datasets.errors import CacheError, StableDatasetsError
+from stable_datasets.layouts.open import verify_cache
 
 from .stress.readers_during_rebuilds import prepare
 

@@ -7,6 +7,7 @@ import socket
 import pytest
 
 import stable_datasets as sds
+from stable_datasets.cache.builds import published_path
 from stable_datasets.cli import main
 
 from .conftest import TOY_BUILDER
@@ -77,7 +78,7 @@ def test_prune_removes_decompressed_copies_of_edited_or_removed_files(capsys, ca
 
     source = tmp_path / "d.csv.gz"
     source.write_bytes(gzip.compress(b"a\n1\n"))
-    sds.load_dataset("csv", data_files=str(source), split="train")
+    old = published_path(sds.load_dataset("csv", data_files=str(source), split="train").cache_dirs[0])
     copies = cache_root / "downloads" / "decompressed"
     (first,) = copies.iterdir()
     assert run(capsys, "prune")[1] == "nothing to prune\n"  # its file is unchanged: the copy stays
@@ -86,9 +87,14 @@ def test_prune_removes_decompressed_copies_of_edited_or_removed_files(capsys, ca
     (second,) = [c for c in copies.iterdir() if c != first]
     assert (second / "d.csv").read_bytes() == b"a\n2\n3\n"
     code, out = run(capsys, "prune", "--dry-run")
-    assert code == 0 and out == f"would remove decompressed copy of a changed or removed file: {first}\n"
+    assert code == 0 and out == (f"would remove superseded cache: {old}\n"  # the cache of the file before its edit
+                                 f"would remove decompressed copy of a changed or removed file: {first}\n")
     assert first.exists()
-    assert run(capsys, "prune")[1] == f"removed decompressed copy of a changed or removed file: {first}\n"
+    out = run(capsys, "prune")[1].splitlines()
+    assert out[:2] == [f"removed superseded cache: {old}", f"removed decompressed copy of a changed or removed file: "
+                                                          f"{first}"]
+    assert not old.exists() and all(line.startswith(("removed empty folder: ", "removed stored copy no cache uses: "))
+                                    for line in out[2:])
     assert sorted(copies.iterdir()) == [second]
     source.unlink()
     run(capsys, "prune")
@@ -126,30 +132,14 @@ def test_rm_and_exit_codes(capsys, toy_on_path):
     assert "ToyConfig.rows expects int, got str '-'" in capsys.readouterr().err
 
 
-def test_prune_never_reports_removed_for_a_folder_it_could_not_remove(capsys, cache_root, tmp_path):
-    """Before: 'removed decompressed copy ...' for a folder whose files this user could not delete."""
-    import gzip
-    import subprocess
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["--version"])
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == f"stable-datasets {sds.__version__}\n"
 
-    source = tmp_path / "d.csv.gz"
-    source.write_bytes(gzip.compress(b"a\n1\n"))
-    sds.load_dataset("csv", data_files=str(source), split="train")
-    (copy,) = (cache_root / "downloads" / "decompressed").iterdir()
-    source.write_bytes(gzip.compress(b"a\n2\n"))  # the copy is stale now
-    if os.geteuid() != 0:
-        copy.chmod(0o555)
-    elif subprocess.run(["chattr", "+i", str(copy)], capture_output=True).returncode:
-        pytest.skip("cannot make a folder undeletable for root here (chattr)")
-    try:
-        code, out = run(capsys, "prune")
-    finally:
-        if os.geteuid() != 0:
-            copy.chmod(0o755)
-        else:
-            subprocess.run(["chattr", "-i", str(copy)], check=True)
-    assert code == 1 and out == (f"could not remove decompressed copy of a changed or removed file: {copy} (its files "
-                                 "could not be deleted: another user's, or a read-only filesystem; remove it as its "
-                                 "owner)\n")
-    assert copy.is_dir()
-    assert run(capsys, "prune")[1].startswith(f"removed decompressed copy of a changed or removed file: {copy}\n")
-    assert not copy.exists()
+
+def test_view_refuses_an_object_store_root(capsys):
+    assert main(["--cache-dir", "s3://bucket/cache", "view", "--port", "0"]) == 2
+    assert capsys.readouterr().err == ("stable-datasets view: error: view serves a local cache root; an object-store "
+                                       "root is not supported yet\n")

@@ -14,8 +14,8 @@ import textwrap
 import pytest
 
 import stable_datasets as sds
-from stable_datasets.cache.inventory import verify_cache
 from stable_datasets.errors import CacheError
+from stable_datasets.layouts.open import verify_cache
 
 SMALL_SHARDS = {"max_shard_size": 16 << 10, "batch_rows": 50}
 

@@ -66,7 +66,7 @@ def test_binary_columns_are_blobs_served_from_the_mapped_files(blob_cache):
     ds = blob_cache
     metadata = json.loads((ds.cache_dirs[0] / "_metadata.json").read_text())
     assert metadata["extra"]["lance_rows_version"] == 2 and metadata["extra"]["blob_columns"] == ["blob", "img"]
-    backend = ds._backends[0]
+    backend = ds.backends[0]
     backend.ensure_open()
     assert backend._blobs is not None and backend._held.column_names == ["i", "text"]
     assert [ds[i] for i in range(300)] == [expected(i) for i in range(300)]
@@ -125,7 +125,7 @@ def test_a_cache_written_before_blob_columns_keeps_the_take_path(tmp_path):
     shutil.copytree(FIXTURE_V1, directory)
     ds = sds.open_cache(directory)
     assert "lance_rows_version" not in json.loads((directory / "_metadata.json").read_text())["extra"]
-    backend = ds._backends[0]
+    backend = ds.backends[0]
     assert [ds[i] for i in range(40)] == [expected(i) for i in range(40)]
     assert backend._blobs is None and backend.blob_columns == []
     assert ds.__getitems__([39, 2, 17]) == [expected(i) for i in (39, 2, 17)]
@@ -229,7 +229,7 @@ def test_forked_dataloader_workers_read_blobs_without_lance(blob_cache):
 
         def __getitems__(self, keys):
             rows = ds.__getitems__(keys)
-            return rows, ds._backends[0]._dataset is None  # no Lance handle was (re)opened in the worker
+            return rows, ds.backends[0]._dataset is None  # no Lance handle was (re)opened in the worker
 
     loader = torch.utils.data.DataLoader(Probe(), batch_size=32, num_workers=2, shuffle=True,
                                          collate_fn=lambda batch: batch,
@@ -246,7 +246,7 @@ def test_a_remote_cache_reads_blob_bytes_through_lance(s3_env, blobs_builder):
     """On an object store nothing can be mapped: Lance reads the blob bytes (take_blobs, scans)."""
     ds = sds.load_dataset(str(blobs_builder), split="train", storage_format="lance",
                           layout_options={"max_rows_per_file": 128})
-    backend = ds._backends[0]
+    backend = ds.backends[0]
     assert backend.lance_base is not None and not (backend.directory / "data.lance").exists()
     assert ds[131] == expected(131) and backend._blobs is None
     assert ds.__getitems__([299, 5, 130, 0]) == [expected(i) for i in (299, 5, 130, 0)]

@@ -9,10 +9,15 @@ import numpy as np
 import pytest
 
 import stable_datasets as sds
-from stable_datasets.cache.inventory import verify_cache
 from stable_datasets.cli import main
+from stable_datasets.layouts.open import verify_cache
 
-from .test_upstream_cache import write_upstream_cache, write_upstream_lance_cache
+from .test_upstream_cache import (
+    write_tiny_video,
+    write_upstream_cache,
+    write_upstream_frames_cache,
+    write_upstream_lance_cache,
+)
 
 
 def _snapshot(folder: Path) -> dict[str, bytes]:
@@ -84,12 +89,12 @@ def test_migrate_refuses_what_it_cannot_convert(capsys, tmp_path, cache_root, to
     assert "must be outside the upstream cache" in capsys.readouterr().err
     frames = write_upstream_cache(tmp_path / "frames", [1], layout="lance-video-frames")
     assert main(["migrate", str(frames), "--dest", str(tmp_path / "f")]) == 1
-    assert "'lance-video-frames' cache cannot be opened" in capsys.readouterr().err
+    assert "an upstream lance-video-frames cache must list its videos" in capsys.readouterr().err
     assert not (tmp_path / "f").exists()
 
 
 def test_a_migration_that_fails_midway_publishes_nothing(tmp_path, cache_root, monkeypatch):
-    from stable_datasets.cache import migrate
+    from stable_datasets import migrate
 
     upstream = write_upstream_cache(tmp_path / "up" / "toy_default_train_0123456789abcdef", [4, 4])
     real = migrate.UpstreamRows.examples
@@ -123,3 +128,25 @@ def test_an_empty_split_is_read_with_zero_shards_or_one_empty_shard(tmp_path, to
     upstream = write_upstream_cache(tmp_path / "up" / "toy_default_test_0123456789abcdef", [0])  # one empty shard
     assert len(sds.open_cache(upstream)) == 0
     assert len(sds.open_cache(write_upstream_cache(tmp_path / "up" / "toy_default_val_0123456789abcdef", []))) == 0
+
+
+def test_migrate_an_upstream_video_frames_cache_copies_its_frames(capsys, tmp_path, cache_root):
+    videos = [(write_tiny_video(tmp_path / "a.mp4"), {"label": 3, "caption": "five"}),
+              (write_tiny_video(tmp_path / "b.mp4", frames=7), {"label": 4, "caption": "seven"})]
+    upstream = write_upstream_frames_cache(tmp_path / "up" / "clips_default_train_0123456789abcdef", videos)
+    before = _snapshot(upstream)
+    for path, _ in videos:
+        path.unlink()  # the source videos are gone: the frames are copied, not decoded again
+    dest = tmp_path / "ours"
+    code, done = _migrate(capsys, str(upstream), "--dest", str(dest))
+    assert code == 0 and done[0]["layout"] == "lance_video_frames" and done[0]["rows"] == 2
+    assert _snapshot(upstream) == before
+    ours, theirs = sds.open_cache(dest, window_length=3, hop=2), sds.open_cache(upstream, window_length=3, hop=2)
+    meta = ours.cache_metadata[0]
+    assert [(v["frames"], v["first_row"], v["height"], v["source"]) for v in meta.extra["videos"]] == [
+        (5, 0, 12, str(videos[0][0])), (7, 5, 12, str(videos[1][0]))]
+    assert verify_cache(dest) == [] and len(ours) == len(theirs) == 5
+    raw_ours, raw_theirs = ours.with_format("python", decode=False), theirs.with_format("python", decode=False)
+    for i in range(5):
+        assert raw_ours[i] == raw_theirs[i]  # the same WebP bytes, windows and columns
+    assert ours[4]["caption"] == "seven" and ours[4]["frame_indices"] == [4, 5, 6]

@@ -258,7 +258,7 @@ def test_streaming_from_a_remote_cache_equals_streaming_the_local_one(s3_env, to
 
 def test_lance_is_read_in_place_and_arrow_through_the_shard_cache(s3_env, toy_builder, monkeypatch):
     lance = sds.load_dataset(str(toy_builder), split="train", storage_format="lance")
-    backend = lance._backends[0]
+    backend = lance.backends[0]
     assert backend.lance_base[0].startswith(f"s3://{s3_env.bucket}/cache/")
     assert not (backend.directory / "data.lance").exists()  # nothing of it downloaded
     monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(s3_env.local.parent / "other-node"))
@@ -273,7 +273,7 @@ def test_remote_lance_downloaded_into_the_shard_cache_when_asked(s3_env, toy_bui
     monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(s3_env.local.parent / "download-node"))
     monkeypatch.setenv("STABLE_DATASETS_REMOTE_LANCE", "download")
     ds = sds.load_dataset(str(toy_builder), split="train", storage_format="lance")
-    backend = ds._backends[0]
+    backend = ds.backends[0]
     assert backend.lance_base is None
     assert str(backend.directory).startswith(str(s3_env.local.parent / "download-node"))
     assert sorted(p.name for p in (backend.directory / "data.lance" / "data").glob("*.lance")) == sorted(

@@ -99,6 +99,16 @@ def test_to_ray_hands_the_rows_to_ray_data(parts_builder, storage_format):
     assert sorted((r["part"], r["i"]) for r in picked.to_ray().take_all()) == sorted(zip(picked["part"], picked["i"]))
 
 
+def test_to_ray_of_a_small_cache_plans_a_few_read_tasks():
+    """Before, the row-range datasource gave Ray no size estimate, so Ray planned 200 read tasks for 300 rows
+    (seconds of task overhead); now the stored bytes of the rows read are the estimate."""
+    ds = sds.StableDataset.from_dict({"i": list(range(300)), "t": [f"row {i}" for i in range(300)]})
+    for view in (ds, ds.shuffle(seed=1)):
+        materialized = view.to_ray().materialize()
+        assert materialized.num_blocks() <= 8
+        assert sorted(r["i"] for r in materialized.take_all()) == list(range(300))
+
+
 def test_ray_engine_without_ray_says_how_to_install_it(parts_builder, tmp_path):
     script = textwrap.dedent(f"""
         import sys
@@ -271,7 +281,7 @@ def test_ctrl_c_during_a_ray_build_stops_its_tasks_before_the_next_build_resumes
     import _thread
     import threading
 
-    beats, slow = tmp_path / "beats.txt", tmp_path / "slow"
+    beats, slow = tmp_path / "beats.txt", tmp_path / "slow"  # beats.txt-<part>: one "x" a row while slow
     slow.touch()
     path = write_builder("slowparts", f"""
         import os, time
@@ -288,23 +298,29 @@ def test_ctrl_c_during_a_ray_build_stops_its_tasks_before_the_next_build_resumes
                 for part in parts:
                     for i in range(200):
                         if os.path.exists({str(slow)!r}):
-                            with open({str(beats)!r}, "a") as fh:
+                            with open({str(beats)!r} + f"-{{part}}", "a") as fh:
                                 fh.write("x")
                             time.sleep(0.05)
                         yield (part, i), {{"part": part, "i": i}}
     """)
 
+    def written() -> list[int]:
+        return [p.stat().st_size if p.exists() else 0 for p in (tmp_path / "beats.txt-0", tmp_path / "beats.txt-1")]
+
     def press_ctrl_c():
-        while not beats.exists() or beats.stat().st_size < 10:  # both tasks are writing rows
+        # both tasks are writing rows: a worker process can take seconds to start on a busy machine, and until
+        # then the second task has not begun (the sum of both parts' rows would be reached by the first alone)
+        deadline = time.monotonic() + 60  # else the assertion below says which part never ran
+        while min(written()) < 5 and time.monotonic() < deadline:
             time.sleep(0.05)
         _thread.interrupt_main()
 
     threading.Thread(target=press_ctrl_c, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         sds.load_dataset(str(path), split="train", num_proc=2, engine="ray")
-    beaten = beats.stat().st_size
+    beaten = written()
     time.sleep(0.5)
-    assert beats.stat().st_size == beaten  # no task is still writing
+    assert written() == beaten and min(beaten) >= 5  # both tasks were writing; neither is now
     slow.unlink()
     ds = sds.load_dataset(str(path), split="train", num_proc=2, engine="ray")
     assert ds["part"] == [0] * 200 + [1] * 200 and ds["i"] == list(range(200)) * 2

@@ -10,7 +10,7 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.errors import CacheError
-from stable_datasets.storage.remote_stream import RemoteShardSource
+from stable_datasets.storage.remote_stream import RemoteShards
 from stable_datasets.streaming import StreamingDataset
 from tests.resume import ids, stop_and_resume
 
@@ -60,19 +60,19 @@ def test_streaming_downloads_shards_as_it_reaches_them_within_the_limit(s3_env, 
     stream = sds.load_dataset(Wide, split="train", storage_format=storage_format, streaming=True,
                               layout_options={"max_shard_size": 1_000_000, **(
                                   {"row_group_rows": 250} if storage_format == "parquet" else {})})
-    assert isinstance(stream, StreamingDataset) and isinstance(stream.dataset, RemoteShardSource)
+    assert isinstance(stream, StreamingDataset) and isinstance(stream.dataset.backends[0], RemoteShards)
     assert local_shard_bytes(s3_env) == 0  # opening the stream downloads nothing
     held, seen = [], []
     for row in stream:
         seen.append(row["idx"])
         if len(seen) == 1:  # rows are read 1,024 at a time: the first read reaches into the second shard
-            assert stream.dataset.downloads == 2 and local_shard_bytes(s3_env) <= int(biggest * 1.5)
+            assert stream.dataset.backends[0].downloads == 2 and local_shard_bytes(s3_env) <= int(biggest * 1.5)
         if len(seen) % 500 == 0:
             held.append(local_shard_bytes(s3_env))
     assert seen == list(range(ROWS))
     assert max(held) <= int(biggest * 1.5)  # never the whole split
     assert sum(s.num_bytes for s in shards) > int(biggest * 1.5)
-    assert stream.dataset.downloads == len(shards)
+    assert stream.dataset.backends[0].downloads == len(shards)
 
 
 def test_a_remote_stream_shuffles_and_resumes_through_workers(s3_env, monkeypatch, tmp_path):
@@ -93,7 +93,7 @@ def test_a_changed_remote_shard_is_an_error_when_the_stream_reaches_it(s3_env, m
     shards = publish(s3_env, "arrow")
     monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "fresh-node"))
     stream = sds.load_dataset(Wide, split="train", streaming=True, layout_options={"max_shard_size": 1_000_000})
-    source = stream.dataset
+    source = stream.dataset.backends[0]
     key = f"{source.split.key(source.metadata.attempt)}/{shards[-1].path}"
     data = bytearray(s3_env.read(key))
     data[len(data) // 2] ^= 0xFF
@@ -114,11 +114,11 @@ def test_a_partial_split_streams_only_the_shards_covering_it(s3_env, monkeypatch
     options = {"max_shard_size": 1_000_000, **({"row_group_rows": 250} if storage_format == "parquet" else {})}
     stream = sds.load_dataset(Wide, split="train[30%:60%]", storage_format=storage_format, streaming=True,
                               layout_options=options)
-    assert isinstance(stream.dataset, RemoteShardSource) and len(stream) == 1200
+    assert isinstance(stream.dataset.backends[0], RemoteShards) and len(stream) == 1200
     assert [row["idx"] for row in stream] == list(range(1200, 2400))
     starts = [sum(s.num_rows for s in shards[:k]) for k in range(len(shards) + 1)]
     covering = [k for k in range(len(shards)) if starts[k] < 2400 and starts[k + 1] > 1200]
-    assert stream.dataset.downloads == len(covering) < len(shards)
+    assert stream.dataset.backends[0].downloads == len(covering) < len(shards)
     assert local_shard_bytes(s3_env) == sum(shards[k].num_bytes for k in covering)
     shuffled = [row["idx"] for row in stream.shuffle(seed=5)]
     assert sorted(shuffled) == list(range(1200, 2400)) and shuffled != list(range(1200, 2400))
@@ -170,7 +170,7 @@ def test_a_remote_lance_stream_downloads_each_data_file_it_reaches_whole(s3_env,
     data_files = publish_lance(s3_env, monkeypatch, tmp_path)
     served_bytes.clear()
     stream = sds.load_dataset(Wide, split=split, storage_format="lance", streaming=True, layout_options=LANCE_OPTIONS)
-    assert isinstance(stream.dataset, RemoteShardSource)
+    assert isinstance(stream.dataset.backends[0], RemoteShards)
     assert not [key for key, _ in served_bytes if "/data.lance/" in key]  # opening the stream reads no Lance file
     rows = [(row["idx"], row["blob"]) for row in stream]
     expected = {"train": range(ROWS), "train[25%:50%]": range(1000, 2000), "train[30%:60%]": range(1200, 2400)}[split]
@@ -180,7 +180,7 @@ def test_a_remote_lance_stream_downloads_each_data_file_it_reaches_whole(s3_env,
     reached = [f for k, f in enumerate(data_files) if k * 1000 < expected.stop and (k + 1) * 1000 > expected.start]
     # one GET per data file the rows reach, each the whole file; no ranged reads
     assert sorted(data) == sorted((f.path.rsplit("/", 1)[-1], f.num_bytes) for f in reached)
-    assert stream.dataset.downloads == len(reached)
+    assert stream.dataset.backends[0].downloads == len(reached)
     manifests = [key for key, _ in served_bytes if "/data.lance/" in key and "/data.lance/data/" not in key]
     assert 1 <= len(manifests) <= 3  # the dataset's own small files, once
 
@@ -201,7 +201,7 @@ def test_a_remote_lance_stream_keeps_the_order_of_the_local_cache_and_resumes(s3
         assert [row["idx"] for row in remote().shuffle(**shuffle)] == expected
         ranks = [[row["idx"] for row in StreamingDataset(remote().dataset, rank=r, world_size=2).shuffle(**shuffle)]
                  for r in range(2)]
-        assert ranks[0] + ranks[1] == expected  # each rank a contiguous share of the same order
+        assert ranks[0] == expected[0::2] and ranks[1] == expected[1::2]  # the ranks stripe the same order
 
     def stream():
         return remote().shuffle(seed=2, window_blocks=2, window_shards=2)
@@ -216,7 +216,7 @@ def test_a_changed_remote_lance_data_file_is_an_error_when_the_stream_reaches_it
     data_files = publish_lance(s3_env, monkeypatch, tmp_path)
     stream = sds.load_dataset(Wide, split="train", storage_format="lance", streaming=True,
                               layout_options=LANCE_OPTIONS)
-    source = stream.dataset
+    source = stream.dataset.backends[0]
     key = f"{source.split.key(source.metadata.attempt)}/{data_files[2].path}"
     data = bytearray(s3_env.read(key))
     data[len(data) // 3] ^= 0xFF  # a flipped byte in a blob: the file keeps its size
@@ -242,7 +242,7 @@ def test_a_shuffled_remote_stream_with_shard_windows_stays_within_the_cache_limi
     biggest = max(s.num_bytes for s in shards)
     limit = int(biggest * 1.5)
     monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_LIMIT", str(limit))
-    monkeypatch.setattr("stable_datasets.storage.remote_stream.BLOCK_ROWS", 250)  # 4 blocks per shard
+    monkeypatch.setattr("stable_datasets.layouts.sharded.STREAM_BLOCK_ROWS", 250)  # 4 blocks per shard
 
     def stream(node, **shuffle):
         monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / node))
@@ -257,11 +257,11 @@ def test_a_shuffled_remote_stream_with_shard_windows_stays_within_the_cache_limi
         if len(seen) % 250 == 0:
             held.append(local_shard_bytes(s3_env))
     assert sorted(seen) == list(range(ROWS)) and seen != list(range(ROWS))
-    assert bounded.dataset.downloads == len(shards) and max(held) <= limit
+    assert bounded.dataset.backends[0].downloads == len(shards) and max(held) <= limit
     assert seen == [row["idx"] for row in stream("again", window_shards=1)]  # seeded: the same on every node
     unbounded = stream("unbounded")
     assert sorted(row["idx"] for row in unbounded) == list(range(ROWS))
-    assert unbounded.dataset.downloads > len(shards)  # what the shard window saves
+    assert unbounded.dataset.backends[0].downloads > len(shards)  # what the shard window saves
 
     def workers_stream():
         return stream("workers", window_shards=2)
@@ -282,7 +282,7 @@ def test_a_remote_lance_cache_written_before_fragment_files_streams_in_place(s3_
     s3_env.write(key, json.dumps(metadata).encode())
     stream = sds.load_dataset(Wide, split="train[10%:30%]", storage_format="lance", streaming=True,
                               layout_options=LANCE_OPTIONS)
-    assert not isinstance(stream.dataset, RemoteShardSource)  # Lance reads it in place, with ranged GETs
+    assert not isinstance(stream.dataset.backends[0], RemoteShards)  # Lance reads it in place, with ranged GETs
     assert [row["idx"] for row in stream] == list(range(400, 1200))
     assert not list((tmp_path / "fresh-node").rglob("*.lance"))
 
@@ -304,8 +304,8 @@ def test_a_big_data_file_is_downloaded_in_parallel_ranges_and_a_replaced_object_
     size = data_files[0].num_bytes
     assert size > 3 * part and sum(ranges) == size and len(ranges) == -(-size // part)
 
-    store = stream.dataset.split.store
-    key = f"{stream.dataset.split.key(stream.dataset.metadata.attempt)}/{data_files[1].path}"
+    store = stream.dataset.backends[0].split.store
+    key = f"{stream.dataset.backends[0].split.key(stream.dataset.backends[0].metadata.attempt)}/{data_files[1].path}"
     original = store.client.get_object
 
     def replaced_after_the_first_range(**kwargs):
@@ -329,4 +329,5 @@ def test_a_remote_stream_pickles_for_spawned_workers_and_reads_the_same_rows(s3_
     stream = sds.load_dataset(Wide, split="train[:10%]", streaming=True, layout_options={"max_shard_size": 1_000_000})
     copy = pickle.loads(pickle.dumps(stream))
     assert [row["idx"] for row in copy] == list(range(400))
-    assert copy.dataset.split.store is stream.dataset.split.store  # one client per process and bucket
+    # one client per process and bucket
+    assert copy.dataset.backends[0].split.store is stream.dataset.backends[0].split.store

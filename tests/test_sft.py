@@ -475,8 +475,15 @@ def test_sampler_resumes_mid_epoch():
     resumed = PackedSampler(50, seed=7, rank=1, world_size=2)
     resumed.load_state_dict(saved)
     assert head + list(resumed) == full
-    with pytest.raises(ValueError, match="saved sampler had world_size=2"):
-        PackedSampler(50, seed=7, world_size=4).load_state_dict(saved)
+    assert saved["consumed"] == 18  # global: both ranks handed out 9 indices
+    elastic = [PackedSampler(50, seed=7, rank=r, world_size=4) for r in range(4)]  # resumed on 4 ranks
+    for sampler in elastic:
+        sampler.load_state_dict(saved)
+    rest = sorted(i for sampler in elastic for i in sampler)
+    before = [PackedSampler(50, seed=7, rank=r, world_size=2).rank_order()[:9].tolist() for r in range(2)]
+    assert sorted(rest + before[0] + before[1]) == list(range(50))  # every index once over the epoch
+    with pytest.raises(ValueError, match="saved sampler had seed=7, this one has 8"):
+        PackedSampler(50, seed=8, world_size=4).load_state_dict(saved)
 
 
 def test_locality_aware_shuffle_stays_within_windows(tmp_path):

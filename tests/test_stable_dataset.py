@@ -131,7 +131,7 @@ def test_arrow_batch_reads_past_the_gather_memory_fall_back_to_cells(toy_builder
         monkeypatch.setattr(arrow_shards, "GATHER_MEMORY", budget)
         ds = sds.load_dataset(str(toy_builder), split="train", rows=200, layout_options=LAYOUTS["arrow"])
         rows = ds.with_format("python", decode=False).__getitems__(list(range(199, -1, -7)))
-        return rows, {kind for kind, _ in ds._backends[0]._columns._plans.values()}
+        return rows, {kind for kind, _ in ds.backends[0]._columns._plans.values()}
 
     gathered, kinds = read(1 << 20)
     assert kinds == {"numpy", "str", "cells"}  # id and label, text, then the nested and array columns
@@ -381,14 +381,14 @@ def _forked_child_reads(cache_dir, queue):
 
     ds = sds.open_cache(cache_dir)
     rows = ds.__getitems__([3, 0])
-    queue.put((type(ds._backends[0]._dataset).__name__, [r["id"] for r in rows], len(list(ds)),
-               isinstance(ds._backends[0]._dataset, LanceProxy)))
+    queue.put((type(ds.backends[0]._dataset).__name__, [r["id"] for r in rows], len(list(ds)),
+               isinstance(ds.backends[0]._dataset, LanceProxy)))
 
 
 def test_forked_children_read_lance_through_a_fresh_runtime(toy_builder):
     ds = sds.load_dataset(str(toy_builder), split="train", storage_format="lance", rows=20)
     ds[0]  # the parent now has a Lance runtime
-    assert type(ds._backends[0]._dataset).__name__ == "LanceDataset"
+    assert type(ds.backends[0]._dataset).__name__ == "LanceDataset"
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
     child = context.Process(target=_forked_child_reads, args=(ds.cache_dirs[0], queue))
@@ -414,7 +414,7 @@ def test_a_process_that_only_wrote_lance_still_forks_safely(toy_builder, cache_r
 
         def child(queue):
             ds = sds.open_cache(directory)
-            queue.put((type(ds._backends[0].ensure_open() or ds._backends[0]._dataset).__name__, len(list(ds))))
+            queue.put((type(ds.backends[0].ensure_open() or ds.backends[0]._dataset).__name__, len(list(ds))))
 
         context = multiprocessing.get_context("fork")
         queue = context.Queue()

@@ -12,7 +12,7 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.streaming import BlockOrder, BlockShuffleSampler, StreamingDataset
-from stable_datasets.streaming.order import dealt_order, rank_share, worker_share
+from stable_datasets.streaming.order import rank_indices, worker_indices, worker_rows
 from stable_datasets.streaming.reader import BlockReader
 from tests.resume import ids, stop_and_resume
 
@@ -83,14 +83,14 @@ def test_block_order_windows_hold_whole_blocks_and_use_their_own_rng():
         BlockOrder(100, np.array([0, 50, 50, 100]))
 
 
-def test_rank_and_worker_shares_partition_the_order():
-    order = np.arange(103)[::-1]
-    padded = [rank_share(order, r, 4, drop_last=False) for r in range(4)]
-    assert [len(p) for p in padded] == [26] * 4
-    assert padded[3].tolist() == [*range(24, -1, -1), 102]  # wraps around to the start of the order
-    dropped = [rank_share(order, r, 4, drop_last=True) for r in range(4)]
-    assert sorted(np.concatenate(dropped).tolist()) == list(range(3, 103))
-    shares = [worker_share(10, 3, w, 2).tolist() for w in range(2)]
+def test_rank_and_worker_shares_stripe_the_order():
+    """Rank r of N serves epoch indices r, r + N, ... (padded by wrapping); workers get units in turn."""
+    padded = [rank_indices(np.arange(26), 0, r, 4, 103) for r in range(4)]
+    assert padded[3].tolist()[-2:] == [99, 0]  # wraps around to the start of the order
+    assert sorted(np.concatenate([*padded[:3], padded[3][:-1]]).tolist()) == list(range(103))
+    resumed = rank_indices(np.arange(3), 10, 1, 3, 103)  # a pass that starts at global position 10
+    assert resumed.tolist() == [11, 14, 17]
+    shares = [worker_indices(np.arange(worker_rows(10, 3, w, 2)), 3, w, 2).tolist() for w in range(2)]
     assert shares == [[0, 1, 2, 6, 7, 8], [3, 4, 5, 9]]
 
 
@@ -103,52 +103,19 @@ def test_each_rank_gets_its_exact_share_with_any_workers(caches, fmt, world_size
     for rank in range(world_size):
         stream = caches[fmt].to_iterable(rank=rank, world_size=world_size, drop_last=True).shuffle(seed=11,
                                                                                                   window_blocks=3)
-        expected = stream.rank_order(deal=(max(workers, 1), 64)).tolist()
+        expected = stream.rank_order().tolist()
         got = ids(StreamingDataLoader(stream, batch_size=64, num_workers=workers))
-        assert got == expected  # the rank's share, dealt to the workers
-        assert sorted(got) == sorted(stream.rank_order(0, deal=(1, 1)).tolist())
+        assert got == expected  # the rank's share in order, whatever the workers
         seen.extend(got)
     assert sorted(seen) == list(range(ROWS))  # no row twice, none lost
-
-
-@pytest.mark.parametrize("count,unit,workers", [(10, 3, 2), (50, 4, 3), (7, 2, 4), (64, 8, 2), (65, 8, 2), (5, 8, 3)])
-def test_a_dealt_epoch_gives_each_worker_one_run_and_serves_the_short_unit_last(count, unit, workers):
-    served = dealt_order(count, unit, workers)
-    assert sorted(served.tolist()) == list(range(count))
-    for worker in range(workers):
-        mine = served[worker_share(count, unit, worker, workers)]
-        assert np.array_equal(mine, np.arange(mine[0], mine[0] + len(mine))) if len(mine) else True  # one run
-    units = [served[lo:lo + unit] for lo in range(0, count, unit)]
-    assert all(len(u) == unit for u in units[:-1])  # only the last batch served can be short
-    assert dealt_order(10, 3, 2).tolist() == [0, 1, 2, 6, 7, 8, 3, 4, 5, 9]
-
-
-@pytest.mark.parametrize("fmt", ["arrow", "parquet", "lance"])
-def test_each_worker_reads_only_its_own_blocks(caches, fmt):
-    """With the epoch dealt to 2 workers, each reads about half the blocks (the run boundary may share one
-    window), not every block of every window."""
-    stream = caches[fmt].to_iterable().shuffle(seed=5, window_blocks=2)
-    stream.deal_to(2, 50)
-    blocks = len(caches[fmt].block_bounds()) - 1
-
-    def blocks_read(worker):
-        order = stream.order.epoch(0)
-        positions = stream.rank_order()[worker_share(ROWS, 50, worker, 2)]
-        reader = BlockReader(caches[fmt], stream.order.bounds, order.block_window)
-        for lo in range(0, len(positions), 50):
-            reader.table(positions[lo:lo + 50])
-        return reader.blocks_read
-
-    counts = [blocks_read(w) for w in range(2)]
-    assert sum(counts) <= blocks + 2 * 2, counts  # at most one shared window (2 blocks) read twice
 
 
 def test_uneven_rows_are_padded_by_wrapping_or_dropped(caches):
     ds = caches["arrow"].select(range(7))
     padded = [[r["idx"] for r in ds.to_iterable(rank=r, world_size=3)] for r in range(3)]
-    assert padded == [[0, 1, 2], [3, 4, 5], [6, 0, 1]]
+    assert padded == [[0, 3, 6], [1, 4, 0], [2, 5, 1]]  # stripes of one order, padded from its start
     dropped = [[r["idx"] for r in ds.to_iterable(rank=r, world_size=3, drop_last=True)] for r in range(3)]
-    assert dropped == [[0, 1], [2, 3], [4, 5]]
+    assert dropped == [[0, 3], [1, 4], [2, 5]]
 
 
 def test_rank_comes_from_torchrun_environment(caches, monkeypatch):
@@ -156,7 +123,7 @@ def test_rank_comes_from_torchrun_environment(caches, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     stream = caches["arrow"].to_iterable()
     assert (stream.rank, stream.world_size) == (1, 2)
-    assert [r["idx"] for r in stream][:3] == [500, 501, 502]
+    assert [r["idx"] for r in stream][:3] == [1, 3, 5]
     with pytest.raises(ValueError, match="rank 2 is not in"):
         caches["arrow"].to_iterable(rank=2, world_size=2)
 
@@ -178,7 +145,8 @@ def test_resume_continues_with_the_next_row_exactly(caches, world_size, workers)
             if step == 4:
                 saved = json.loads(json.dumps(loader.state_dict()))  # a checkpoint holds plain JSON
                 break
-        assert saved["consumed"] == 160 and first.state_dict()["consumed"] == 160
+        # the global position: every rank received 5 batches of 32
+        assert saved["consumed"] == 160 * world_size and first.state_dict()["consumed"] == 160 * world_size
         second = stream()
         resumed = StreamingDataLoader(second, batch_size=32, num_workers=workers)
         resumed.load_state_dict(saved)
@@ -207,7 +175,7 @@ def test_resume_in_process_counts_each_row(caches):
     assert head + [r["idx"] for r in again] == full
     with pytest.raises(ValueError, match="the saved stream had seed=1, this one has 2"):
         caches["parquet"].to_iterable().shuffle(seed=2).load_state_dict(run.state_dict())
-    with pytest.raises(ValueError, match="saved stream had the block layout, seed or window"):
+    with pytest.raises(ValueError, match="saved stream read another dataset, mix or order"):
         caches["parquet"].to_iterable().shuffle(seed=1, window_blocks=4).load_state_dict(run.state_dict())
 
 
@@ -224,25 +192,14 @@ def test_a_state_that_is_no_stream_state_is_refused_naming_what_is_wrong(caches)
         caches["arrow"].to_iterable().shuffle(seed=1).load_state_dict({**state, "epoch": -1})
 
 
-def test_a_state_that_is_none_lacks_its_seed_or_deals_to_absurd_workers_is_refused(caches):
-    """Before: load_state_dict(None) was a TypeError, a state without its seed was accepted, and a deal of
-    [2**40, 1] workers allocated 8 TiB when the epoch was laid out."""
-    stream = caches["arrow"].to_iterable().shuffle(seed=1)
-    state = stream.state_dict()
-    with pytest.raises(ValueError, match=r"^cannot resume: a stream state is the dict its state_dict\(\) returned, "
-                                         r"got NoneType None$"):
+def test_a_state_that_is_none_or_lacks_its_seed_is_refused(caches):
+    """Before: load_state_dict(None) was a TypeError and a state without its seed was accepted."""
+    state = caches["arrow"].to_iterable().shuffle(seed=1).state_dict()
+    with pytest.raises(ValueError, match=r"^cannot resume: a stream state is a dict, got NoneType$"):
         caches["arrow"].to_iterable().shuffle(seed=1).load_state_dict(None)
     without_seed = {k: v for k, v in state.items() if k != "seed"}
     with pytest.raises(ValueError, match=r"^cannot resume: the saved stream state has no 'seed' \(keys: "):
         caches["arrow"].to_iterable().shuffle(seed=1).load_state_dict(without_seed)
-    with pytest.raises(ValueError, match=r"^cannot resume: the saved stream's deal must be \[workers, rows per unit\] "
-                                         r"with workers from 1 to 65536, got \[1099511627776, 1\]$"):
-        caches["arrow"].to_iterable().shuffle(seed=1).load_state_dict({**state, "deal": [2**40, 1]})
-    huge_unit = caches["arrow"].to_iterable().shuffle(seed=1)
-    huge_unit.load_state_dict({**state, "deal": [2, 2**40]})  # a unit past the epoch: the epoch in one unit
-    assert sorted(r["idx"] for r in huge_unit) == list(range(ROWS))
-    with pytest.raises(ValueError, match=r"^cannot resume: a sampler state is the dict"):
-        BlockShuffleSampler(caches["arrow"], seed=1).load_state_dict(None)
 
 
 def test_set_epoch_changes_the_order_deterministically(caches):
@@ -278,11 +235,11 @@ def test_block_shuffle_sampler_with_a_map_style_loader_resumes_exactly(caches):
         head.extend(int(v) for v in batch["idx"])
         if step == 2:
             break
-    assert sampler.state_dict()["consumed"] == 120  # what the loop received, not what workers prefetched
+    assert sampler.state_dict()["consumed"] == 240  # 120 rows received on each of 2 ranks, not what was prefetched
     resumed = BlockShuffleSampler(ds, seed=2, window_blocks=2, rank=0, world_size=2)
     resumed.load_state_dict(sampler.state_dict())
     assert head + ids(loader(resumed)) == full
-    blocks = {i // BLOCK for i in full[:200]}
+    blocks = {i // BLOCK for i in full[:100]}  # rank 0's half of the first 200 rows of the order
     assert len(blocks) == 2  # the first window: two whole row groups
 
 
@@ -335,8 +292,7 @@ def test_batch_and_map_are_lazy_and_applied_in_workers(caches):
     batches = list(StreamingDataLoader(stream, batch_size=None, num_workers=2))
     assert [len(b["idx"]) for b in batches] == [64] * 15 + [40]
     served = np.concatenate([b["idx"].numpy() for b in batches])
-    assert served.tolist() == (stream.rank_order(0, deal=(2, 64)) * 2).tolist()  # each worker: its own run
-    assert served[:64].tolist() == list(range(0, 128, 2)) and served[64] == 2 * 512  # worker 1 starts half way
+    assert served.tolist() == (stream.rank_order(0) * 2).tolist()  # storage order, whatever the workers
     assert sorted(served.tolist()) == list(range(0, 2 * ROWS, 2))
     with pytest.raises(ValueError, match="pass batch_size=None to the loader"):
         StreamingDataLoader(stream, batch_size=8)
@@ -436,11 +392,11 @@ def test_lance_v2_workers_read_the_parents_maps_and_resume_exactly(caches, world
         def stream(rank=rank):
             return lance.to_iterable(rank=rank, world_size=world_size).shuffle(seed=4, window_blocks=2)
 
-        probe = stream().map(functools.partial(_lance_handle_is_closed, backend=lance._backends[0]))
+        probe = stream().map(functools.partial(_lance_handle_is_closed, backend=lance.backends[0]))
         batches = list(StreamingDataLoader(probe, batch_size=40, num_workers=2))
         assert all(all(b["no_lance_call"]) for b in batches)
         full = ids(batches)
-        assert full == stream().rank_order(deal=(2, 40)).tolist()
+        assert full == stream().rank_order().tolist()
         head, rest, _ = stop_and_resume(stream, stop_after=4, batch_size=40)
         assert head + rest == full
     every = [i for rank in range(world_size)

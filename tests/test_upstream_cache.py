@@ -44,18 +44,22 @@ def _batch(row, count):
         schema=SCHEMA)
 
 
-def write_upstream_cache(directory, rows_per_shard, schema=SCHEMA, layout="arrow-shards"):
-    """An upstream arrow-shards cache: one IPC file per entry of `rows_per_shard`."""
+def write_upstream_cache(directory, rows_per_shard, schema=SCHEMA, layout="arrow-shards", compression=None):
+    """An upstream arrow-shards cache: one IPC file per entry of `rows_per_shard` (IPC buffers compressed with
+    `compression`, as upstream's `write_sharded_arrow_cache(compression=)` writes them)."""
     directory.mkdir(parents=True)
     names, row = [], 0
+    options = pa.ipc.IpcWriteOptions(compression=compression) if compression else None
     for shard, count in enumerate(rows_per_shard):
         names.append(f"shard-{shard:05d}.arrow")
-        with pa.OSFile(str(directory / names[-1]), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        with pa.OSFile(str(directory / names[-1]), "wb") as sink, \
+                pa.ipc.new_file(sink, schema, options=options) as writer:
             writer.write_batch(_batch(row, count))
         row += count
     meta = {"cache_format_version": 1, "format": "arrow", "layout": layout, "schema_fingerprint": "0123456789abcdef",
             "num_rows": row, "num_shards": len(names), "shard_row_counts": list(rows_per_shard),
-            "shard_filenames": names, "shard_size_target_bytes": None}
+            "shard_filenames": names, "shard_size_target_bytes": None, **({"compression": compression}
+                                                                            if compression else {})}
     (directory / "_metadata.json").write_text(json.dumps(meta, indent=2))
     return directory
 
@@ -94,10 +98,6 @@ def test_upstream_empty_split_has_zero_shards(tmp_path):
 
 
 def test_upstream_caches_we_cannot_serve_say_what_to_do(tmp_path):
-    frames = write_upstream_cache(tmp_path / "frames", [1], layout="lance-video-frames")
-    with pytest.raises(CacheError, match="upstream stable-datasets 'lance-video-frames' cache cannot be opened.*"
-                                         "force_rebuild"):
-        sds.open_cache(frames)
     not_lance = write_upstream_cache(tmp_path / "not-lance", [1], layout="lance-rows")
     with pytest.raises(CacheError, match="not-lance: not a readable Lance dataset"):
         sds.open_cache(not_lance)
@@ -125,3 +125,92 @@ def test_damaged_upstream_metadata_is_an_error(tmp_path, change, message):
     (cache / "_metadata.json").write_text(json.dumps({**meta, **change}))
     with pytest.raises(CacheError, match=message):
         sds.open_cache(cache)
+
+
+def write_tiny_video(path, frames=5, size=12):
+    """upstream's own test video: mp4v, 5 fps, frame i filled with i * 20."""
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 5.0, (size, size))
+    for idx in range(frames):
+        writer.write(np.full((size, size, 3), idx * 20, dtype=np.uint8))
+    writer.release()
+    return path
+
+
+def write_upstream_frames_cache(directory, videos, quality=65):
+    """An upstream lance-video-frames cache as `write_lance_video_frames_cache` writes it: one WebP
+    frame per Lance row (video_id, frame_idx, bytes) and a `videos` record per video in the metadata.
+    `videos` is a list of (path, metadata) pairs."""
+    import lance
+
+    schema = pa.schema([("video_id", pa.int32()), ("frame_idx", pa.int32()), ("bytes", pa.large_binary())])
+    batches, records, row = [], [], 0
+    for video_id, (path, metadata) in enumerate(videos):
+        capture, blobs = cv2.VideoCapture(str(path)), []
+        while True:
+            ok, bgr = capture.read()
+            if not ok:
+                break
+            blobs.append(cv2.imencode(".webp", bgr, [int(cv2.IMWRITE_WEBP_QUALITY), quality])[1].tobytes())
+            height, width = bgr.shape[:2]
+        capture.release()
+        batches.append(pa.record_batch([pa.array([video_id] * len(blobs), pa.int32()),
+                                        pa.array(range(len(blobs)), pa.int32()), pa.array(blobs, pa.large_binary())],
+                                       schema=schema))
+        records.append({"id": video_id, "key": f"v{video_id}", "path": str(path), "checksum": None, "T": len(blobs),
+                        "H": height, "W": width, "start_row": row, "metadata": metadata})
+        row += len(blobs)
+    lance.write_dataset(pa.RecordBatchReader.from_batches(schema, iter(batches)), str(directory), mode="create")
+    meta = {"cache_format_version": 1, "format": "lance", "layout": "lance-video-frames",
+            "schema_fingerprint": "0123456789abcdef", "num_rows": row, "total_rows": row, "n_videos": len(records),
+            "n_skipped": 0, "encoding": "webp", "quality": quality, "resize": None, "video_column": "video",
+            "videos": records}
+    (directory / "_metadata.json").write_text(json.dumps(meta, indent=2))
+    return directory
+
+
+def test_upstream_video_frames_cache_serves_frame_windows(tmp_path):
+    # upstream's test_lance_video_frames_cache_segment_roundtrip: 5 frames of 12x12, window 3, hop 2
+    tiny = write_tiny_video(tmp_path / "tiny.mp4")
+    longer = write_tiny_video(tmp_path / "longer.mp4", frames=7)
+    cache = write_upstream_frames_cache(tmp_path / "frames", [(tiny, {"label": 3}), (longer, {"label": 4})])
+    before = {str(p): p.read_bytes() for p in cache.rglob("*") if p.is_file()}
+    ds = sds.open_cache(cache, window_length=3, hop=2)
+    assert len(ds) == 2 + 3 and ds.features["label"].dtype == "int64"
+    row = ds[0]
+    assert row["video"].shape == (3, 12, 12, 3) and row["frame_indices"] == [0, 1, 2] and row["label"] == 3
+    assert list(ds)[1]["frame_indices"] == [2, 3, 4]
+    last = ds[-1]
+    assert last["video_index"] == 1 and last["frame_indices"] == [4, 5, 6] and last["label"] == 4
+    # the frames are upstream's WebP bytes, decoded: frame i is grey i * 20 (lossy, so within a few levels)
+    assert np.abs(last["video"].astype(int) - np.array([80, 100, 120])[:, None, None, None]).max() <= 6
+    raw = ds.with_format("python", decode=False)[2]["video"]
+    blobs = __import__("lance").dataset(str(cache)).take([5, 6, 7], columns=["bytes"]).column("bytes").to_pylist()
+    assert raw == blobs
+    assert pickle.loads(pickle.dumps(ds))[4]["frame_indices"] == [4, 5, 6]
+    assert {str(p): p.read_bytes() for p in cache.rglob("*") if p.is_file()} == before  # nothing written
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"videos": []}, "must list its videos"),
+    ({"video_column": None}, "names no video_column"),
+    ({"videos": [{"T": 5, "H": 12, "W": 12, "start_row": 1}]}, r"videos\[0\]: start_row is 1, expected 0"),
+    ({"videos": [{"T": -1, "H": 12, "W": 12, "start_row": 0}]}, r"videos\[0\]: T must be a non-negative integer"),
+])
+def test_damaged_upstream_frames_metadata_is_an_error(tmp_path, change, message):
+    cache = write_upstream_frames_cache(tmp_path / "frames", [(write_tiny_video(tmp_path / "t.mp4"), {})])
+    meta = json.loads((cache / "_metadata.json").read_text())
+    (cache / "_metadata.json").write_text(json.dumps({**meta, **change}))
+    with pytest.raises(CacheError, match=message):
+        sds.open_cache(cache)
+
+
+@pytest.mark.parametrize("compression", ["zstd", "lz4"])
+def test_compressed_upstream_shards_open_and_migrate(tmp_path, compression):
+    cache = write_upstream_cache(tmp_path / "c", [2, 3, 1], compression=compression)
+    ds = sds.open_cache(cache)
+    assert len(ds) == 6 and [r["caption"] for r in ds] == [f"digit {i}" for i in range(6)]
+    assert ds.cache_metadata[0].extra["upstream"]["compression"] == compression
+    from stable_datasets.migrate import migrate_cache
+
+    migrated = migrate_cache(cache, tmp_path / "ours")
+    assert migrated.num_rows == 6 and sds.open_cache(tmp_path / "ours")[5]["caption"] == "digit 5"

@@ -222,12 +222,12 @@ def test_video_encoding_keeps_a_bounded_number_of_videos_in_flight():
 
 
 def test_verify_counts_stored_frames_not_windows():
-    from stable_datasets.cache.inventory import verify_cache
+    from stable_datasets.layouts.open import verify_cache
 
     ds = _frames()
     frames = sum(v["frames"] for v in ds.cache_metadata[0].extra["videos"])
     assert frames == 6 * 20 and len(ds) != frames
-    assert ds._backends[0].stored_row_counts() == (frames, frames)
+    assert ds.backends[0].stored_row_counts() == (frames, frames)
     assert verify_cache(ds.cache_dirs[0]) == []
 
 
@@ -246,7 +246,7 @@ def test_frame_batches_across_lance_fragments_are_exact(monkeypatch, threads):
     monkeypatch.setenv("STABLE_DATASETS_DECODE_THREADS", threads)
     options = {"webp_quality": "lossless", "max_rows_per_file": 7, "max_rows_per_group": 3}
     windows = _frames(layout_options=options).with_frame_windows(window_length=6, hop=1)
-    backend = windows._backends[0]
+    backend = windows.backends[0]
     backend.ensure_open()
     assert len(backend._frame_rows.fragments) == 18  # 120 frames in files of 7 rows
     files = [ref.path for ref in sds.load_dataset("moving_digits", name="path", split="train", **SMALL)["video"]]

@@ -13,8 +13,8 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.cache.builds import published_path
-from stable_datasets.cache.inventory import verify_cache
 from stable_datasets.errors import ExampleError, StableDatasetsError, WorkerDiedError
+from stable_datasets.layouts.open import verify_cache
 from tests.conftest import PARTS_BUILDER
 
 SMALL_FILES = {"arrow": {"max_shard_size": 4096, "batch_rows": 64},
@@ -95,7 +95,7 @@ def test_a_part_written_where_the_driver_cannot_see_it_is_named(parts_builder, c
     assert str(caught.value) == (
         f"parts 'train': part 1 of 2 was written where this machine cannot see it (no {staging}/.part-00001): "
         "with engine='ray' on several machines, the cache root must be on storage every node shares (NFS, "
-        "Lustre), and so must STABLE_DATASETS_LOCAL_CACHE_DIR for an object-store cache root")
+        "Lustre), or on an object store (s3://..., gs://...), through which the parts then travel")
     assert not list(cache_root.rglob("_metadata.json")) and not list(cache_root.rglob(".staging*"))
 
 

@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from loguru import logger
 
 from stable_datasets.builder.config import BuilderConfig, Version
+from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.input_identity import changed_input, identity_of, input_entries, local_entries
 from stable_datasets.builder.local_modules import local_modules
+from stable_datasets.builder.provenance import builder_made_by
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.lock import exclusive_lock
@@ -40,6 +42,7 @@ from stable_datasets.layouts.base import require_positive_ints
 from stable_datasets.storage.root import RemoteRoot, resolve_root
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
 from stable_datasets.write.engines import user_modules
+from stable_datasets.write.remote_parts import RemoteParts
 
 if TYPE_CHECKING:
     from stable_datasets.dataset.stable_dataset import StableDataset
@@ -321,8 +324,11 @@ class DatasetBuilder:
                 download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
                 layout_options: dict[str, Any] | None = None, lock_timeout: float | None = None,
                 soft_lock: bool | None = None, num_proc: int | None = None, engine: str = "process",
-                ray_address: str | None = None) -> dict[str, Path | str]:
+                ray_address: str | None = None, cache_limit: str | int | None = None) -> dict[str, Path | str]:
         """Make sure each split has a valid published cache; return split -> cache directory.
+
+        `cache_limit` (else $STABLE_DATASETS_CACHE_LIMIT; see cache.limit) bounds a local root: after a
+        publish past it, the least recently used caches no process has open are evicted.
 
         With an object-store root (`self.remote`) the values are the splits' URLs (str): each
         split is built locally, then published by storage.remote_cache.
@@ -338,12 +344,12 @@ class DatasetBuilder:
             return self._prepare(splits, storage_format, download_mode=download_mode,
                                  verification_mode=verification_mode, layout_options=layout_options,
                                  lock_timeout=lock_timeout, soft_lock=soft_lock, num_proc=num_proc, engine=engine,
-                                 ray_address=ray_address)
+                                 ray_address=ray_address, cache_limit=cache_limit)
 
     def _prepare(self, splits: str | Iterable[str] | None, storage_format: str, *, download_mode: str,
                  verification_mode: str, layout_options: dict[str, Any] | None, lock_timeout: float | None,
-                 soft_lock: bool | None, num_proc: int | None, engine: str, ray_address: str | None
-                 ) -> dict[str, Path | str]:
+                 soft_lock: bool | None, num_proc: int | None, engine: str, ray_address: str | None,
+                 cache_limit: str | int | None) -> dict[str, Path | str]:
         if download_mode not in DOWNLOAD_MODES:
             raise ValueError(f"download_mode must be one of {DOWNLOAD_MODES}, got {download_mode!r}")
         if verification_mode not in VERIFICATION_MODES:
@@ -380,7 +386,7 @@ class DatasetBuilder:
             directory = base / split_folder_name(split)
             if self.remote is not None:
                 plan_for = functools.partial(self._write_plan, storage_format=storage_format, options=options, fp=fp,
-                                             inputs=inputs)
+                                             inputs=inputs, evict=False)
                 result[split] = self._prepare_remote(split, directory, fp, force, lock_timeout, all_generators,
                                                      plan_for, runner)
                 continue
@@ -392,7 +398,8 @@ class DatasetBuilder:
                                  f"splits are {sorted(all_generators())}")
             with exclusive_lock(base / f".{split_folder_name(split)}.lock", timeout=lock_timeout, soft=soft_lock):
                 if force or not self._valid_cache(directory, fp):
-                    plan = self._write_plan(split, directory, storage_format, options, fp, inputs)
+                    plan = self._write_plan(split, directory, storage_format, options, fp, inputs,
+                                            cache_limit=cache_limit)
                     write_split(plan, BuilderSource(self, all_generators()[split]), runner)
             result[split] = directory
         return result
@@ -402,24 +409,53 @@ class DatasetBuilder:
         """Publish one split to the object-store root (storage.remote_cache); its URL."""
         from stable_datasets.storage.remote_cache import prepare_remote_split
 
+        relative = directory.relative_to(self.cache_root).as_posix()
+        parts = RemoteParts(self.remote.store, self.remote.key(relative))  # type: ignore[union-attr]
+
         def build(local: Path) -> None:
             if split not in generators():
                 raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {split!r}; "
                                  f"splits are {sorted(generators())}")
-            write_split(plan_for(split, local), BuilderSource(self, generators()[split]), runner)
+            plan = dataclasses.replace(plan_for(split, local), remote_parts=parts)
+            write_split(plan, BuilderSource(self, generators()[split]), runner)
 
-        return prepare_remote_split(self.remote, directory.relative_to(self.cache_root).as_posix(),  # type: ignore
+        return prepare_remote_split(self.remote, relative,  # type: ignore[arg-type]
                                     fp, force=force, build=build, lock_timeout=lock_timeout)
 
     def _write_plan(self, split: str, directory: Path, storage_format: str, options: dict[str, Any],
-                    fp: str, inputs: dict[str, Any]) -> WritePlan:
+                    fp: str, inputs: dict[str, Any], cache_limit: str | int | None = None,
+                    evict: bool = True) -> WritePlan:
         # Path-stored videos register media files as they encode, so a part restarts instead of resuming.
         return WritePlan(
             target=directory, layout=self.layout_name(storage_format), options=options, fingerprint=fp,
             fingerprint_inputs=inputs, builder_name=self.builder_name(), config_name=self.config.name,
             version=str(self.version), split=split, info=self.info.to_dict(), features=self.features,
             builder_source=self.builder_source(), resumable=not has_path_videos(self.features),
-            media_root=directory.parent)
+            media_root=directory.parent, made_by=self.made_by(inputs), cache_limit=cache_limit, evict=evict)
+
+    def made_by(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        """What `_metadata.json` records as having made this builder's caches (see builder.provenance)."""
+        config = self.config
+        given = {"data_files": to_jsonable(getattr(config, "data_files", None), "data_files"),
+                 "data_dir": to_jsonable(getattr(config, "data_dir", None), "data_dir")}
+        script = getattr(type(self), "_script_path", None)
+        if script:
+            given["script"] = os.fspath(script)
+        return builder_made_by(self.made_by_kind, self.builder_name(), self.builder_source(), inputs,
+                               self.resolved_data_files(), given)
+
+    #: "builder" for a dataset's own builder, "loader" for the generic file loaders
+    made_by_kind: ClassVar[str] = "builder"
+
+    def resolved_data_files(self) -> dict[str, list[str]] | None:
+        """split -> the files `data_files` names after globbing; None when the config names none."""
+        data_files = getattr(self.config, "data_files", None)
+        if not data_files:
+            return None
+        try:
+            return normalize_data_files(data_files, self.builder_name(), input_options=self.input_storage_options)
+        except Exception:  # the build reports a bad spec; the record only lacks the list
+            return None
 
     def _plan_split(self, generator: SplitGenerator, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         """Hook: a split's jobs, one per part; by default its gen_kwargs' lists divided in order.

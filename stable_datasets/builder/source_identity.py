@@ -8,9 +8,11 @@ reads, so a global changed under `exec` changes the fingerprint too.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 from loguru import logger
@@ -36,7 +38,31 @@ def _code_files(cls: type) -> list[str]:
     return files
 
 
+_REMEMBERED: dict[type, str] | None = None
+
+
+@contextlib.contextmanager
+def remembering_sources() -> Iterator[None]:
+    """Within the block, each class's source text is read once: for a caller that asks one builder about
+    many configs at once (the inventory behind `ls`/`prune`), not for builds, which must see every edit."""
+    global _REMEMBERED
+    outer = _REMEMBERED
+    _REMEMBERED = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _REMEMBERED = outer
+
+
 def builder_source_text(cls: type) -> str:
+    if _REMEMBERED is not None:
+        if cls not in _REMEMBERED:
+            _REMEMBERED[cls] = _source_text(cls)
+        return _REMEMBERED[cls]
+    return _source_text(cls)
+
+
+def _source_text(cls: type) -> str:
     script = getattr(cls, "_script_path", None)
     if script and os.path.isfile(script):
         return local_sources_text(script)

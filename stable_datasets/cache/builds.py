@@ -98,7 +98,9 @@ class BuildPin:
         except OSError as exc:  # a filesystem without flock: we read, but cannot keep others from removing
             logger.debug("cannot lock {} ({}); reading without a pin", path, exc)
         try:
-            if os.stat(path).st_ino == os.fstat(fd).st_ino:
+            info = os.fstat(fd)
+            if os.stat(path).st_ino == info.st_ino:
+                _mark_used(path, info.st_mtime_ns)
                 return cls(fd, directory)
         except OSError:
             pass
@@ -124,6 +126,14 @@ class BuildPin:
 
     def __del__(self) -> None:
         self.release()
+
+
+def _mark_used(path: Path, mtime_ns: int) -> None:
+    """Record that a reader opened this build: the access time of its `_metadata.json` (its modification
+    time stays). It is what "last use" and the least-recently-used eviction go by; inventories read the
+    file without touching it (see cache.metadata). Someone else's cache just keeps its old time."""
+    with contextlib.suppress(OSError):
+        os.utime(path, ns=(time.time_ns(), mtime_ns))
 
 
 def pin_current(final_dir: Path) -> BuildPin:
@@ -200,3 +210,15 @@ def superseded_builds(final_dir: Path) -> list[Path]:
 def remove_superseded(final_dir: Path) -> list[Path]:
     """Remove the superseded builds of `final_dir` that no reader pins; return those left in use."""
     return [b for b in superseded_builds(final_dir) if not remove_build_if_unused(b)]
+
+
+def remove_tree(path: Path) -> bool:
+    """Remove a cache, a build or a staging folder; builds that readers pin stay (False) for a later prune."""
+    if build_base(path) is not None and not path.is_symlink():
+        return remove_build_if_unused(path)
+    if path.is_symlink():  # a cache's link: it goes first, so no new reader finds the builds
+        path.unlink()
+        in_use = [b for b in superseded_builds(path) if not remove_build_if_unused(b)]
+        return not in_use
+    shutil.rmtree(path, ignore_errors=True)
+    return True

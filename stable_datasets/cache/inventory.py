@@ -1,13 +1,14 @@
-"""What is on disk: every published cache under a root, whether it is current, and checks.
+"""What is on disk: every published cache under a root, staging left by builds, and removing them.
 
-Used by the command line (`stable-datasets ls/verify/prune/rm`) and usable from Python.
+The storage floor's part of the inventory: it reads only folders and `_metadata.json`. Which
+cache is current or superseded and what `prune` removes are the front door's
+(`stable_datasets.manage.inventory`); `verify`, which opens a cache, is `layouts.open.verify_cache`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import time
 from dataclasses import dataclass
@@ -19,12 +20,11 @@ from stable_datasets.cache.builds import (
     build_base,
     build_in_use,
     current_build,
-    pin_current,
     published_path,
-    remove_build_if_unused,
-    superseded_builds,
 )
+from stable_datasets.cache.dedup import SHARED_DIR
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.cache.processes import process_alive, process_start_time
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX
 from stable_datasets.errors import CacheError
 
@@ -33,7 +33,7 @@ from stable_datasets.errors import CacheError
 class CacheEntry:
     directory: Path
     metadata: CacheMetadata
-    status: str = "unknown"  # "current", "stale" (the builder now has another fingerprint), "unknown"
+    status: str = "unknown"  # set by manage.inventory.annotate
 
     @property
     def size(self) -> int:
@@ -62,7 +62,7 @@ def find_caches(root: Path, unreadable: list[tuple[Path, str]] | None = None) ->
         return entries
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = [d for d in dirnames if not d.startswith((STAGING_PREFIX, TRASH_PREFIX))
-                       and not d.endswith(".lance") and d != "downloads"]
+                       and not d.endswith(".lance") and d not in ("downloads", SHARED_DIR)]
         if METADATA_FILE in filenames:
             dirnames[:] = []
             directory = Path(dirpath)
@@ -84,7 +84,7 @@ def find_superseded(root: Path) -> list[Path]:
     found = []
     for dirpath, dirnames, _ in os.walk(root):
         dirnames[:] = [d for d in dirnames if not d.startswith((STAGING_PREFIX, TRASH_PREFIX))
-                       and not d.endswith(".lance") and d != "downloads"]
+                       and not d.endswith(".lance") and d not in ("downloads", SHARED_DIR)]
         for name in list(dirnames):
             build = Path(dirpath) / name
             if build_base(build) is not None:
@@ -101,7 +101,9 @@ def find_staging(root: Path) -> list[Path]:
     found = []
     for dirpath, dirnames, _ in os.walk(root):
         for name in list(dirnames):
-            if name.startswith((STAGING_PREFIX, TRASH_PREFIX)):
+            if name == SHARED_DIR:
+                dirnames.remove(name)
+            elif name.startswith((STAGING_PREFIX, TRASH_PREFIX)):
                 found.append(Path(dirpath) / name)
                 dirnames.remove(name)
     return sorted(found)
@@ -126,27 +128,6 @@ def _staging_owner(path: Path) -> tuple[str, int, float | None] | None:
         return None
 
 
-def _process_start(pid: int) -> float | None:
-    """When a process started (seconds since the epoch), where /proc tells; None elsewhere."""
-    try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
-        boot = next(float(line.split()[1]) for line in Path("/proc/stat").read_text().splitlines()
-                    if line.startswith("btime "))
-    except (OSError, ValueError, IndexError, StopIteration):
-        return None
-    return boot + ticks / os.sysconf("SC_CLK_TCK")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
-
-
 def staging_is_orphaned(path: Path, max_age_seconds: float) -> bool:
     """A staging folder nobody writes any more.
 
@@ -164,56 +145,11 @@ def staging_is_orphaned(path: Path, max_age_seconds: float) -> bool:
     owner = _staging_owner(path)
     if owner is not None and owner[0] == socket.gethostname() and owner[1] > 0:
         _, pid, started = owner
-        if not _alive(pid):
+        if not process_alive(pid):
             return True
-        began = _process_start(pid) if started is not None else None
+        began = process_start_time(pid) if started is not None else None
         return began is not None and began > started + 5  # the pid now belongs to a newer process
     try:
         return time.time() - path.stat().st_mtime > max_age_seconds
     except FileNotFoundError:  # removed meanwhile (published or cleaned up by its owner)
         return False
-
-
-def verify_cache(directory: Path) -> list[str]:
-    """Recompute every checksum and size against _metadata.json, and count the stored rows; the problems."""
-    try:
-        pin = pin_current(directory)
-    except CacheError as exc:
-        return [str(exc)]
-    try:
-        build = pin.directory
-        try:
-            metadata = CacheMetadata.parse(pin.read_text(), build / METADATA_FILE)
-        except CacheError as exc:
-            return [str(exc)]
-        problems = [p for shard in [*metadata.shards, *metadata.extra_files] if (p := shard.problem(build))]
-        if not problems:
-            problems.extend(_check_rows(build))
-        return problems
-    finally:
-        pin.release()
-
-
-def _check_rows(directory: Path) -> list[str]:
-    """Open the cache and count its stored rows, whatever _metadata.json says (more or fewer)."""
-    from stable_datasets.dataset.open import open_cache
-
-    try:
-        counted, stored = open_cache(directory).stored_row_counts()[0]
-    except Exception as exc:
-        return [f"{directory}: cannot be read ({type(exc).__name__}: {exc})"]
-    if counted != stored:
-        return [f"{directory}: holds {counted} rows, _metadata.json says {stored}"]
-    return []
-
-
-def remove_tree(path: Path) -> bool:
-    """Remove a cache, a build or a staging folder; builds that readers pin stay (False) for a later prune."""
-    if build_base(path) is not None and not path.is_symlink():
-        return remove_build_if_unused(path)
-    if path.is_symlink():  # a cache's link: it goes first, so no new reader finds the builds
-        path.unlink()
-        in_use = [b for b in superseded_builds(path) if not remove_build_if_unused(b)]
-        return not in_use
-    shutil.rmtree(path, ignore_errors=True)
-    return not path.exists() and not path.is_symlink()  # a folder we may not empty (another user's) stays

@@ -18,14 +18,10 @@ from pathlib import Path
 import filelock
 from loguru import logger
 
-from stable_datasets.env import env_number
+from stable_datasets.env import env_flag, env_number
 from stable_datasets.errors import LockTimeoutError
 
 DEFAULT_TIMEOUT = 3600.0
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").lower() in ("1", "true", "yes")
 
 
 def default_timeout() -> float:
@@ -45,7 +41,7 @@ def _holder(lock_path: Path) -> str:
 def exclusive_lock(lock_path: Path, *, timeout: float | None = None, soft: bool | None = None) -> Iterator[None]:
     """Hold an exclusive lock on `lock_path`; log who holds it while waiting."""
     lock_path.parent.mkdir(parents=True, exist_ok=True)
-    soft = _env_flag("STABLE_DATASETS_SOFT_LOCK") if soft is None else soft
+    soft = env_flag("STABLE_DATASETS_SOFT_LOCK") if soft is None else soft
     timeout = default_timeout() if timeout is None else timeout
     cls = filelock.SoftFileLock if soft else filelock.FileLock
     lock = cls(str(lock_path), mode=0o664)

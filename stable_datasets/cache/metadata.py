@@ -13,7 +13,7 @@ from typing import Any
 from stable_datasets.cache import upstream
 from stable_datasets.cache.builds import BuildPin, pin_current
 from stable_datasets.cache.publish import file_sha256
-from stable_datasets.errors import CacheError
+from stable_datasets.errors import CacheError, StableDatasetsError
 
 METADATA_FILE = "_metadata.json"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -23,11 +23,12 @@ _REQUIRED = {"layout": str, "features": dict, "num_rows": int, "shards": list}
 _OPTIONAL = {"fingerprint": str, "fingerprint_inputs": dict, "builder_name": str, "builder_source": str,
              "config_name": str, "version": str,
              "split": str, "layout_options": dict, "info": dict, "extra": dict, "extra_files": list,
-             "cache_format_version": int, "library_version": str, "created_at": str, "attempt": str}
+             "cache_format_version": int, "library_version": str, "created_at": str, "attempt": str,
+             "made_by": dict}
 _JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
 
 
-class MetadataProblem(ValueError):
+class MetadataProblem(StableDatasetsError, ValueError):
     """What is wrong in a `_metadata.json` (CacheMetadata.read adds the file's path)."""
 
 
@@ -60,7 +61,7 @@ class ShardInfo:
         path = data["path"]
         if not isinstance(path, str) or not path or path.startswith("/") or "\x00" in path:
             raise MetadataProblem(f"{where}.path must be a relative file name, got {path!r}")
-        if inside and ".." in Path(path).parts:
+        if inside and ".." in path.split("/"):  # a str split: Path() costs more than the rest of the check
             raise MetadataProblem(f"{where}.path {path!r} leaves the cache directory")
         for key in ("num_rows", "num_bytes"):
             _require_count(data[key], f"{where}.{key}")
@@ -108,6 +109,11 @@ class CacheMetadata:
     #: object-store caches only: the attempt prefix (`attempts/<id>`) the files are under, relative to the
     #: metadata's own prefix (see storage.publish); "" for a local cache, whose files are beside it
     attempt: str = ""
+    #: what made the cache, for `stable-datasets ls` and `prune`: "kind" (builder, loader, in_memory, map,
+    #: column_op), its inputs as given and resolved, the parent cache of a map, and "spec": what a newer
+    #: cache must share to supersede this one (builder source, config, data-file spec; see manage.inventory).
+    #: {} in caches written before it was recorded.
+    made_by: dict[str, Any] = field(default_factory=dict)
 
     @property
     def num_bytes(self) -> int:
@@ -195,7 +201,7 @@ class CacheMetadata:
         """Read and validate `directory/_metadata.json`; a CacheError names the file and what is wrong."""
         path = Path(directory) / METADATA_FILE
         try:
-            text = path.read_text(encoding="utf-8")
+            text = _read_untouched(path).decode("utf-8")
         except (FileNotFoundError, NotADirectoryError):
             raise CacheError(f"{directory}: not a stable-datasets cache (no {METADATA_FILE})") from None
         except UnicodeDecodeError as exc:
@@ -231,6 +237,18 @@ class CacheMetadata:
                 raise CacheError(f"{path}: shard is {size} bytes but {METADATA_FILE} records "
                                  f"{shard.num_bytes}; the cache is truncated or corrupt (rebuild it with "
                                  "download_mode='force_rebuild')")
+
+
+def _read_untouched(path: Path) -> bytes:
+    """The file's bytes, read without updating its access time where the system lets us (O_NOATIME, for the
+    file's owner): listing caches is no use of them (see cache.builds: readers mark the time they open)."""
+    flags = os.O_RDONLY | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NOATIME", 0))
+    except PermissionError:
+        fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
 
 
 def read_published(directory: str | os.PathLike) -> tuple[BuildPin, CacheMetadata]:

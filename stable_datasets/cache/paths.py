@@ -17,6 +17,7 @@ import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
+from stable_datasets.env import env_text
 from stable_datasets.errors import CacheError, StableDatasetsError
 
 DEFAULT_CACHE_ROOT = Path("~/.cache/stable_datasets")
@@ -32,7 +33,7 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     """
     from stable_datasets.storage.urls import is_url, local_path_text
 
-    env = os.environ.get("STABLE_DATASETS_CACHE_DIR")
+    env = env_text("STABLE_DATASETS_CACHE_DIR")
     location = cache_dir if cache_dir is not None else env
     if is_url(location):
         source = "cache_dir" if cache_dir is not None else "STABLE_DATASETS_CACHE_DIR"

@@ -10,8 +10,15 @@ disk, features rebuilt from the Arrow schema. Nothing is written.
 
 What upstream did not store cannot come back: a ClassLabel column is served as its int64
 values (the names are in the builder), an Array3D/Array4D column as the raw bytes (the shape
-is in the builder). Both are said in a warning. Lance video-frame caches and Video columns
-are refused with what to do.
+is in the builder). Both are said in a warning. A Video column of an Arrow cache is refused
+with what to do.
+
+A "lance-video-frames" cache is a Lance dataset at the cache root holding one WebP frame per
+row (`video_id`, `frame_idx`, `bytes`), and its `_metadata.json` lists every video as a record
+(`T` frames, `H`, `W`, `start_row`, `path`, `checksum`, and the example's scalar columns in
+`metadata`). It is read as our `lance_video_frames` layout: its records become ours, the frames
+are read where they lie (`dataset_dir` ".", `frame_column` "bytes"), and the scalar columns are
+served beside each window as they are in our caches (`others`).
 """
 
 from __future__ import annotations
@@ -25,6 +32,12 @@ from loguru import logger
 from stable_datasets.errors import CacheError
 
 UPSTREAM_LAYOUTS = ("arrow-shards", "lance-rows", "lance-video-frames")
+#: our layouts by upstream's names (stable_datasets.upstream reports them so); parquet has no upstream name
+UPSTREAM_NAMES = {"arrow_shards": "arrow-shards", "lance_rows": "lance-rows",
+                  "lance_video_frames": "lance-video-frames", "parquet_shards": "parquet-shards"}
+#: upstream's `format` of each of our layouts
+UPSTREAM_FORMATS = {"arrow_shards": "arrow", "lance_rows": "lance", "lance_video_frames": "lance",
+                    "parquet_shards": "parquet"}
 _FEATURE_KEY = b"stable_datasets.feature"
 _warned: set[str] = set()  # directories whose losses were already said in this process
 
@@ -80,10 +93,8 @@ def upstream_metadata(directory: Path, raw: dict[str, Any]):
     layout = raw["layout"]
     if layout == "lance-rows":
         return _lance_rows(directory, raw, where)
-    if layout != "arrow-shards":
-        raise CacheError(f"{where}: an upstream stable-datasets {layout!r} cache cannot be opened by this library "
-                         "(upstream 'arrow-shards' and 'lance-rows' caches can); rebuild the dataset with this "
-                         "library (load_dataset(..., download_mode='force_rebuild'))")
+    if layout == "lance-video-frames":
+        return _lance_video_frames(directory, raw, where)
     try:
         names = [str(n) for n in raw["shard_filenames"]]
         counts = [int(c) for c in raw["shard_row_counts"]]
@@ -106,7 +117,6 @@ def upstream_metadata(directory: Path, raw: dict[str, Any]):
 
 
 def _lance_rows(directory: Path, raw: dict[str, Any], where: str):
-    from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
     from stable_datasets.layouts.lance_access import open_lance
 
     try:
@@ -117,10 +127,83 @@ def _lance_rows(directory: Path, raw: dict[str, Any], where: str):
         schema = open_lance(str(directory)).schema
     except Exception as exc:  # Lance raises OSError, ValueError or its own errors for a damaged dataset
         raise CacheError(f"{directory}: not a readable Lance dataset ({type(exc).__name__}: {exc})") from None
+    return _metadata("lance_rows", directory, raw, where, schema, num_rows, _lance_files(directory),
+                     {"dataset_dir": "."})
+
+
+def _lance_files(directory: Path):
+    from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
+
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name != METADATA_FILE)
-    shards = [ShardInfo(path=p.relative_to(directory).as_posix(), num_rows=0, num_bytes=p.stat().st_size, sha256="")
-              for p in files]
-    return _metadata("lance_rows", directory, raw, where, schema, num_rows, shards, {"dataset_dir": "."})
+    return [ShardInfo(path=p.relative_to(directory).as_posix(), num_rows=0, num_bytes=p.stat().st_size, sha256="")
+            for p in files]
+
+
+def _int(record: dict[str, Any], key: str, where: str) -> int:
+    value = record.get(key) if isinstance(record, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise CacheError(f"{where}: {key} must be a non-negative integer, got {value!r}")
+    return value
+
+
+def _video_records(raw: dict[str, Any], where: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Upstream's `videos` records as ours (frames, first_row, ...) and each video's scalar columns."""
+    videos = raw.get("videos")
+    if not isinstance(videos, list) or not videos:
+        raise CacheError(f"{where}: an upstream lance-video-frames cache must list its videos (a non-empty "
+                         f"'videos' list), got {type(videos).__name__}")
+    records, others, first_row = [], [], 0
+    for i, video in enumerate(videos):
+        at = f"{where}: videos[{i}]"
+        frames, start = _int(video, "T", at), _int(video, "start_row", at)
+        height, width = _int(video, "H", at), _int(video, "W", at)
+        if start != first_row:
+            raise CacheError(f"{at}: start_row is {start}, expected {first_row} (the frames of the videos before)")
+        first_row += frames
+        checksum = video.get("checksum")
+        records.append({"frames": frames, "height": height, "width": width, "fps": 0.0, "source_height": height,
+                        "source_width": width, "first_row": start,
+                        "source_sha256": checksum if isinstance(checksum, str) else "",
+                        "source": str(video.get("path", ""))})
+        metadata = video.get("metadata")
+        others.append(dict(metadata) if isinstance(metadata, dict) else {})
+    return records, others
+
+
+def _lance_video_frames(directory: Path, raw: dict[str, Any], where: str):
+    from stable_datasets.cache.metadata import CacheMetadata
+    from stable_datasets.features import Features, Video
+    from stable_datasets.layouts.lance_access import open_lance
+
+    records, others = _video_records(raw, where)
+    column = raw.get("video_column")
+    if not isinstance(column, str) or not column:
+        raise CacheError(f"{where}: upstream lance-video-frames metadata names no video_column")
+    try:
+        dataset = open_lance(str(directory))
+        schema = dataset.schema
+    except Exception as exc:  # Lance raises OSError, ValueError or its own errors for a damaged dataset
+        raise CacheError(f"{directory}: not a readable Lance dataset ({type(exc).__name__}: {exc})") from None
+    if "bytes" not in schema.names:
+        raise CacheError(f"{directory}: the upstream frame dataset has no 'bytes' column (columns {schema.names})")
+    names = list(dict.fromkeys(k for o in others for k in o if k != column))
+    try:
+        table = pa.Table.from_pylist([{k: o.get(k) for k in names} for o in others])
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise CacheError(f"{where}: the videos' metadata columns have mixed types ({exc})") from None
+    columns = {name: _value(table.schema.field(name).type if table.schema.field(name).type != pa.null()
+                            else pa.string(), f"{where}: column {name!r}") for name in names}
+    features = Features({column: Video(storage="frames"), **columns})
+    skipped = raw.get("n_skipped", 0)
+    skipped = skipped if isinstance(skipped, int) and not isinstance(skipped, bool) and skipped >= 0 else 0
+    upstream = {k: raw[k] for k in ("format", "layout", "cache_format_version", "encoding", "quality", "resize",
+                                    "lineage") if k in raw}
+    extra = {"video_column": column, "frame_format": "webp", "num_videos": len(records), "skipped_videos": skipped,
+             "videos": records, "dataset_dir": ".", "frame_column": "bytes",
+             "others": [{k: o.get(k) for k in names} for o in others], "upstream": upstream}
+    return CacheMetadata(layout="lance_video_frames", features=features.to_dict(), num_rows=len(records) + skipped,
+                         shards=_lance_files(directory), fingerprint=str(raw.get("schema_fingerprint", "")),
+                         extra=extra, cache_format_version=int(raw.get("cache_format_version") or 1))
 
 
 def _metadata(layout: str, directory: Path, raw: dict[str, Any], where: str, schema: pa.Schema, num_rows: int,

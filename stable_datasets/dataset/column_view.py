@@ -30,7 +30,6 @@ class ColumnView(LayoutBackend):
     def __reduce__(self) -> tuple[Any, ...]:  # pickles as the inner backend (by path) and the mapping
         return ColumnView, (self.inner, self.columns)
 
-    @property
     def view_identity(self) -> list[list[str]]:
         """What this view changes about the rows it serves (part of a dataset's fingerprint)."""
         return [[shown, stored] for shown, stored in self.columns.items()]
@@ -70,3 +69,15 @@ class ColumnView(LayoutBackend):
 
     def stored_row_counts(self) -> tuple[int, int]:
         return self.inner.stored_row_counts()
+
+    def block_bounds(self) -> np.ndarray:
+        return self.inner.block_bounds()
+
+    def shard_bounds(self) -> np.ndarray | None:
+        return self.inner.shard_bounds()
+
+    def open_before_fork(self) -> None:
+        self.inner.open_before_fork()
+
+    def rows_in_place(self) -> bool:
+        return self.inner.rows_in_place()

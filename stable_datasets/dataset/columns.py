@@ -141,6 +141,9 @@ class ColumnsSource(ExampleSource):
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         return SplitJobs([None])
 
+    def expected_rows(self, job: Any) -> int:
+        return len(self.ds)
+
     def examples(self, job: Any) -> Iterator[pa.RecordBatch]:
         from stable_datasets.dataset.in_memory import COLUMNAR_BATCH_ROWS
 
@@ -190,7 +193,9 @@ def rewrite(ds: StableDataset, operation: dict[str, Any], features: Features,
                              options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": COLUMNAR_BATCH_ROWS},
                              fingerprint=fp, fingerprint_inputs=inputs, builder_name=base.builder_name,
                              config_name=base.config_name, version=base.version,
-                             split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(), features=features)
+                             split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(), features=features,
+                             made_by={"kind": "column_op", "parent": str(first), "parent_fingerprint": ds.fingerprint,
+                                      "operation": operation["op"]})
             write_split(plan, ColumnsSource(ds, change, features, operation["op"]))
     return formatted(existing or open_cache(target))
 

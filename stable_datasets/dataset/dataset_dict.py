@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from html import escape
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -14,6 +17,16 @@ class DatasetDict(dict[str, "StableDataset"]):
 
     def _apply(self, method: str, *args: Any, **kwargs: Any) -> DatasetDict:
         return DatasetDict({name: getattr(ds, method)(*args, **kwargs) for name, ds in self.items()})
+
+    def save_to_disk(self, path: str | os.PathLike) -> Path:
+        """Every split as a saved dataset under `path` (see dataset.saving); `sds.load_from_disk` reopens it."""
+        from stable_datasets.dataset.saving import save_dataset_dict
+
+        return save_dataset_dict(self, path)
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: each split's rows, features and first rows."""
+        return "".join(f"<h4>{escape(str(name))}</h4>{ds._repr_html_()}" for name, ds in self.items())
 
     def with_format(self, *args: Any, **kwargs: Any) -> DatasetDict:
         return self._apply("with_format", *args, **kwargs)

@@ -1,7 +1,10 @@
-"""Output formats: "python" (default), "numpy", "torch", "arrow".
+"""Output formats: "python" (default), "numpy", "torch", "arrow", "pandas", "polars".
 
 Decoding (features) yields Python values or numpy arrays; this module only converts the
-numpy-mode result to torch tensors, so there is one decode path for every format.
+numpy-mode result to torch tensors, so there is one decode path for every format. The table
+formats give the stored values: "arrow" as tables, "pandas" and "polars" as DataFrames (a
+row is a one-row frame, a column a Series), as Hugging Face's formatters do. Hugging Face's
+short names are accepted: "np", "pt", "pa".
 """
 
 from __future__ import annotations
@@ -11,7 +14,11 @@ from typing import Any
 
 import numpy as np
 
-FORMAT_TYPES = ("python", "numpy", "torch", "arrow")
+from stable_datasets.errors import missing_extra
+
+FORMAT_TYPES = ("python", "numpy", "torch", "arrow", "pandas", "polars")
+TABLE_FORMATS = ("arrow", "pandas", "polars")  # rows and batches are tables of stored values
+FORMAT_ALIASES = {"np": "numpy", "pt": "torch", "pa": "arrow", "pyarrow": "arrow", "pd": "pandas", "pl": "polars"}
 
 
 @dataclass(frozen=True)
@@ -22,8 +29,10 @@ class Format:
     video_decode: Any = None  # a VideoDecodeConfig, or None for VideoRef cells
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "type", FORMAT_ALIASES.get(self.type, self.type))
         if self.type not in FORMAT_TYPES:
-            raise ValueError(f"unknown format {self.type!r}; choose one of {FORMAT_TYPES}")
+            raise ValueError(f"unknown format {self.type!r}; choose one of {FORMAT_TYPES} (or the short names "
+                             f"{sorted(FORMAT_ALIASES)})")
 
     @property
     def numpy(self) -> bool:
@@ -34,7 +43,7 @@ def _torch():
     try:
         import torch
     except ImportError:
-        raise ImportError("with_format('torch') needs PyTorch: pip install torch") from None
+        raise missing_extra("with_format('torch')", "PyTorch", "torch") from None
     return torch
 
 
@@ -61,3 +70,16 @@ def to_torch(value: Any) -> Any:
                 return torch.stack(converted)
         return converted
     return value
+
+
+def table_output(table: Any, type: str) -> Any:
+    """A table of stored values in a table format: itself ("arrow"), or a pandas / polars DataFrame."""
+    if type == "pandas":
+        return table.to_pandas()
+    if type == "polars":
+        try:
+            import polars
+        except ImportError:
+            raise missing_extra("with_format('polars')", "polars", "polars") from None
+        return polars.from_arrow(table)
+    return table

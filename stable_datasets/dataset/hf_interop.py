@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.errors import missing_extra
 from stable_datasets.features.array import _ArrayND
 from stable_datasets.features.base import FeatureType
 from stable_datasets.features.features import Features
@@ -30,7 +31,7 @@ def _datasets() -> Any:
     try:
         import datasets
     except ImportError:
-        raise ImportError("Hugging Face interop needs the datasets package: pip install datasets") from None
+        raise missing_extra("Hugging Face interop", "the datasets package", "hf") from None
     return datasets
 
 

@@ -128,6 +128,9 @@ class TableSource(ExampleSource):
     def examples(self, job: Any) -> Iterator[pa.RecordBatch]:
         yield from self.table.to_batches(max_chunksize=COLUMNAR_BATCH_ROWS)
 
+    def expected_rows(self, job: Any) -> int:
+        return self.table.num_rows
+
     def describe(self) -> str:
         return self.desc
 
@@ -190,9 +193,24 @@ def publish(kind: str, source: ExampleSource, identity: dict[str, Any], features
         if existing is None:
             plan = WritePlan(target=target, layout=layout, options=options, fingerprint=fp, fingerprint_inputs=inputs,
                              builder_name=BUILDER_NAME, config_name=kind, version=VERSION, split=split,
-                             info=info or {}, features=features, media_root=base)
+                             info=info or {}, features=features, media_root=base,
+                             made_by=in_memory_made_by(kind, source, identity))
             write_split(plan, source)
     return existing or open_cache(target)
+
+
+def in_memory_made_by(kind: str, source: ExampleSource, identity: dict[str, Any]) -> dict[str, Any]:
+    """What made an in-memory dataset's cache: the constructor, the script that ran it, its content
+    digest. No "spec": a dataset made from memory has no inputs a newer cache could share."""
+    import sys
+
+    record: dict[str, Any] = {"kind": "in_memory", "constructor": kind, "source": source.describe()}
+    script = sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-m") else ""
+    if script and os.path.isfile(script):
+        record["script"] = os.path.abspath(script)
+    if "content_sha256" in identity:
+        record["content_sha256"] = identity["content_sha256"]
+    return record
 
 
 def reopen(target: Path) -> StableDataset | None:

@@ -1,4 +1,8 @@
-"""`open_cache`: a published cache opened from its `_metadata.json` alone, through its layout's Backend."""
+"""`open_cache`: a published cache opened from its `_metadata.json` alone, through its layout's Backend.
+
+The one place a backend becomes a `StableDataset`: the floors below open backends
+(layouts.open, storage.remote_cache, storage.remote_stream) and hand them up here.
+"""
 
 from __future__ import annotations
 
@@ -9,47 +13,48 @@ from typing import Any
 from stable_datasets.builder.info import DatasetInfo
 from stable_datasets.cache.metadata import CacheMetadata, read_published
 from stable_datasets.dataset.stable_dataset import StableDataset
-from stable_datasets.features.features import Features
-from stable_datasets.layouts import layout_module
+from stable_datasets.layouts.base import LayoutBackend
+from stable_datasets.layouts.open import open_backend, served_features
+from stable_datasets.storage.remote_cache import open_remote_backend
+from stable_datasets.storage.remote_stream import open_remote_shards
 from stable_datasets.storage.urls import is_url
 
 
 def open_cache(cache_dir: str | os.PathLike, *, storage_options: dict[str, Any] | None = None,
-               **layout_options: Any) -> StableDataset:
+               **read_options: Any) -> StableDataset:
     """Open a published cache from its `_metadata.json` alone: no builder needed.
 
-    `layout_options` are read-time options of the cache's layout (e.g. `window_length` for
+    `read_options` are read-time options of the cache's layout (e.g. `window_length` for
     video frame caches). The dataset reads the build `cache_dir` points to when it is opened,
     whatever is republished there later (see cache.builds). `cache_dir` may be an object-store
     URL (`s3://bucket/prefix/.../<split>`, credentials from the environment or `storage_options`):
     see storage.remote_cache.
     """
     if is_url(cache_dir):
-        from stable_datasets.storage.remote_cache import open_remote_cache
-
-        return open_remote_cache(str(cache_dir), storage_options, **layout_options)
+        backend, metadata = open_remote_backend(str(cache_dir), storage_options, read_options)
+        return dataset_of(backend, metadata)
     # the build the cache's link points to now, pinned; absolute, so a later os.chdir does not lose it
     pin, metadata = read_published(Path(cache_dir).expanduser().absolute())
     try:
-        return dataset_from(pin.directory, metadata, layout_options)
+        return dataset_of(open_backend(pin.directory, metadata, read_options), metadata)
     finally:
         pin.release()  # the backend holds its own pin on the same build
 
 
-def dataset_from(directory: Path, metadata: CacheMetadata, layout_options: dict[str, Any],
-                 lance_base: tuple[str, dict[str, str]] | None = None,
-                 lance_fragment: str | None = None) -> StableDataset:
-    """The dataset of a checked cache in `directory`; `lance_base`: where its Lance data is read in place;
-    `lance_fragment`: the one Lance data file it serves (a remote stream's downloaded fragment)."""
-    backend = layout_module(metadata.layout).Backend(directory, metadata, **layout_options)
-    if lance_base is not None:
-        backend.read_lance_from(*lance_base)
-    if lance_fragment is not None:
-        backend.read_fragment(lance_fragment)
-    stored = Features.from_dict(metadata.features)
-    if len(stored) > 1 and list(stored) == sorted(stored) and metadata.layout != "lance_video_frames":
-        # an older _metadata.json sorted its keys: the stored files keep the declared order
-        stored = stored.in_order(backend.schema.names)
-    features = backend.dataset_features(stored)
-    return StableDataset([backend], features=features, info=DatasetInfo.from_metadata(stored, metadata.info),
+def dataset_of(backend: LayoutBackend, metadata: CacheMetadata) -> StableDataset:
+    """The dataset of one opened backend, described by the cache's `_metadata.json`."""
+    stored = served_features(backend, metadata)
+    return StableDataset([backend], features=stored, info=DatasetInfo.from_metadata(stored, metadata.info),
                          split=metadata.split or None)
+
+
+def open_remote_stream(url: str, storage_options: dict[str, Any] | None = None,
+                       rows: Any = None) -> Any | None:
+    """A stream of the remote split at `url` read a shard at a time (storage.remote_stream); None for caches
+    that cannot be streamed that way (they are opened whole). `rows(num_rows)`: (start, stop) of a partial
+    split."""
+    opened = open_remote_shards(url, storage_options, rows)
+    if opened is None:
+        return None
+    backend, metadata = opened
+    return dataset_of(backend, metadata).to_iterable()  # a StreamingDataset (imported there: it imports torch)

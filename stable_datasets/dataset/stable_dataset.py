@@ -11,7 +11,8 @@ import bisect
 import dataclasses
 import hashlib
 import json
-from collections.abc import Callable, Iterator, Sequence
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
@@ -22,9 +23,10 @@ from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.builder.info import DatasetInfo
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
-from stable_datasets.dataset import hf_interop, in_memory
-from stable_datasets.dataset.formatting import Format, to_torch
-from stable_datasets.errors import ColumnNotFoundError
+from stable_datasets.dataset import display, hf_interop, hf_methods, in_memory, summary
+from stable_datasets.dataset.display import DisplayRow
+from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, table_output, to_torch
+from stable_datasets.errors import ColumnNotFoundError, missing_extra
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
 from stable_datasets.features.value import ClassLabel, Value
@@ -67,6 +69,7 @@ class StableDataset:
         self._plan = self._decode_plan()
         self._raw_final = self._raw_rows_are_final
         self._transform: tuple[Callable[[dict[str, Any]], Any], tuple[str, ...] | None, bool] | None = None
+        self._row_type: type[DisplayRow] | None = None  # made on the first `ds[i]`
 
     # -- construction helpers ------------------------------------------------------------
     def _derive(self, *, indices: np.ndarray | str | None = "keep", format: Format | None = None,
@@ -122,8 +125,13 @@ class StableDataset:
         return {"type": self._format.type, "columns": self._format.columns, "decode": self._format.decode}
 
     @property
-    def cache_files(self) -> list[dict[str, str]]:
-        return [{"filename": str(b.directory / s.path)} for b in self._backends for s in b.metadata.shards]
+    def cache_files(self) -> list[dict[str, Any]]:
+        """Each file behind the dataset, with the rows it stores; a view (`select`, `shuffle`, `filter`, a
+        split of `train_test_split`) serves fewer or other rows than its files hold, so `view` says
+        whether it is one: `open_cache` of its folder serves the whole source, `save_to_disk` the view."""
+        view = self._indices is not None
+        return [{"filename": str(b.directory / s.path), "num_rows": s.num_rows, "view": view}
+                for b in self._backends for s in b.metadata.shards]
 
     @property
     def cache_dirs(self) -> list[Path]:
@@ -140,7 +148,7 @@ class StableDataset:
         """What rows this view serves: its caches (fingerprint, folder, rows) and its row selection.
         Transforms hash it (with their own inputs) to name their caches."""
         caches = [(m.fingerprint, published_path(b.directory).name, m.num_rows,
-                   *([b.view_identity] if hasattr(b, "view_identity") else []))  # a ColumnView's columns
+                   *([identity] if (identity := b.view_identity()) is not None else []))  # e.g. a ColumnView's
                   for b, m in zip(self._backends, self.cache_metadata)]
         selection = None if self._indices is None else hashlib.sha256(self._indices.tobytes()).hexdigest()
         return hashlib.sha256(json.dumps([caches, selection]).encode()).hexdigest()[:16]
@@ -184,6 +192,29 @@ class StableDataset:
     def __repr__(self) -> str:
         return (f"StableDataset(split={self._split!r}, num_rows={len(self)}, "
                 f"features={list(self._features)}, format={self._format.type!r})")
+
+    def _repr_html_(self) -> str:
+        """A notebook's view: rows, size, features and the first rows with thumbnails."""
+        rows = list(self.with_format("python").head(display.HTML_ROWS)) if self._transform is None else []
+        size = sum(m.num_bytes for m in self.cache_metadata) if self.is_whole else None
+        return display.dataset_html(f"StableDataset split={self._split!r}", len(self), size, self._features, rows)
+
+    def head(self, n: int = 5) -> display.RowsPreview:
+        """The first `n` rows (fewer in a smaller dataset), printed as a table; in a notebook, with thumbnails."""
+        if n < 0:
+            raise ValueError(f"head(n) needs n >= 0, got {n}")
+        count = min(n, len(self))
+        rows = self.__getitems__(np.arange(count)) if count else []
+        features = {k: self._features[k] for k in (self._format.columns or self._features)}
+        return display.RowsPreview(rows, features)
+
+    def describe(self, sample_size: int = summary.DEFAULT_SAMPLE_SIZE) -> summary.DatasetSummary:
+        """Column statistics (nulls, histograms, label counts, lengths) from at most `sample_size` rows,
+        evenly spread, so describing a huge dataset reads a bounded amount; the result says what it saw."""
+        positions = summary.sample_positions(len(self), sample_size)
+        table = self._take(self._physical_many(positions)) if len(positions) else \
+            self._backends[0].schema.empty_table()
+        return summary.summarize(table, self._features, len(self))
 
     # -- pickling: paths and indices, never open handles --------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -249,8 +280,8 @@ class StableDataset:
         """A table -> dict of columns (list or ndarray), or the table itself for "arrow"."""
         fmt = self._format
         names = list(fmt.columns or self._features)
-        if fmt.type == "arrow":
-            return table.select(names)
+        if fmt.type in TABLE_FORMATS:
+            return table_output(table.select(names), fmt.type)
         columns = {}
         for name in names:
             feature = self._read_features[name]
@@ -268,8 +299,9 @@ class StableDataset:
         return columns
 
     def _rows_of_table(self, table: pa.Table) -> list[dict[str, Any]]:
-        if self._format.type == "arrow":
-            return [table.slice(i, 1) for i in range(table.num_rows)]
+        if self._format.type in TABLE_FORMATS:
+            names = list(self._format.columns or self._features)
+            return [table_output(table.slice(i, 1).select(names), self._format.type) for i in range(table.num_rows)]
         if self._raw_final:  # Python rows with nothing to decode: pyarrow's C++ conversion is the fastest
             return table.to_pylist()
         fmt = self._format
@@ -304,25 +336,35 @@ class StableDataset:
 
             return transformed_item(self, key)
         if type(key) is int and self._indices is None and 0 <= key < self._starts_list[-1] and \
-                len(self._backends) == 1 and self._format.type != "arrow" and self._media is None:
-            return self._format_row(self._backends[0].row(key))  # the hot path, checked first
+                len(self._backends) == 1 and self._format.type not in TABLE_FORMATS and self._media is None:
+            row = self._format_row(self._backends[0].row(key))  # the hot path, checked first
+            return self._row_type(row) if self._row_type is not None else self._shown(row)
         if isinstance(key, (bool, np.bool_)):  # an int subclass: ds[True] would be row 1
             raise TypeError("cannot index a dataset with a bool; use an int, or a boolean mask as a list or array")
         if isinstance(key, (int, np.integer)):
             physical = self._physical(int(key))
-            if self._format.type == "arrow":
-                return self._take(np.array([physical]))
-            return self._format_row(self._raw_row(physical))
+            if self._format.type in TABLE_FORMATS:  # a one-row table (or DataFrame), as Hugging Face gives
+                return self._format_table(self._take(np.array([physical])))
+            return self._shown(self._format_row(self._raw_row(physical)))
         if isinstance(key, str):
             return self._column(key)
         if isinstance(key, slice):
-            positions = np.arange(len(self))[key]
-            if self._indices is None and key.step in (None, 1) and len(positions):
-                return self._format_table(self._slice(int(positions[0]), int(positions[-1]) + 1))
-            return self._format_table(self._take(self._physical_many(positions)))
-        if isinstance(key, (list, tuple, range, np.ndarray)):
-            return self._format_table(self._take(self._physical_many(np.asarray(key))))
+            positions = range(len(self))[key]  # lazy: a slice of a 100M-row dataset allocates nothing per row
+            if self._indices is None and positions.step == 1 and len(positions):
+                return self._format_table(self._slice(positions[0], positions[-1] + 1))
+            return self._format_table(self._take(self._physical_many(
+                np.arange(positions.start, positions.stop, positions.step, dtype=np.int64))))
+        if isinstance(key, (list, tuple, range, np.ndarray)) or (hasattr(key, "__array__") and hasattr(key, "__len__")):
+            return self._format_table(self._take(self._physical_many(np.asarray(key))))  # a pandas Series too
         raise TypeError(f"cannot index a dataset with {type(key).__name__}")
+
+    def _shown(self, row: Row) -> Row:
+        """A row as `ds[i]` gives it: a dict that prints its images as `Image(32x32 RGB)` (see display)."""
+        if self._format.type == "torch":
+            return row
+        if self._row_type is None:
+            self._row_type = DisplayRow.for_features(self._features)
+        return self._row_type(row)
 
     def __getitems__(self, keys: Sequence[int] | np.ndarray) -> list[Row]:
         """A list of rows, as torch's DataLoader asks for a batch of indices."""
@@ -330,7 +372,7 @@ class StableDataset:
             from stable_datasets.dataset.transform_view import transformed_rows
 
             return transformed_rows(self, keys)
-        if self._format.type == "arrow":
+        if self._format.type in TABLE_FORMATS:
             return [self[int(k)] for k in keys]
         physical = self._physical_many(np.asarray(keys, dtype=np.int64))
         if all(b.batched_reads for b in self._backends):  # one take, decoded column by column
@@ -377,6 +419,32 @@ class StableDataset:
         if not len(self._indices):
             return np.zeros(1, np.int64)
         return runs_of_blocks(np.searchsorted(stored, self._indices, side="right") - 1)
+
+    def shard_bounds(self) -> np.ndarray | None:
+        """Where the stored files begin, then `len(self)`, for a whole dataset whose every backend has them
+        (the groups of a stream's shard window); None for views (their shards do not bound a window)."""
+        if self._indices is not None:
+            return None
+        counts: list[int] = []
+        for backend in self._backends:
+            own = backend.shard_bounds()
+            if own is None:
+                return None
+            counts.extend(np.diff(own).tolist())
+        if sum(counts) != len(self):
+            return None
+        return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+
+    def open_before_fork(self) -> None:
+        """Open now what forked DataLoader workers can share (see LayoutBackend.open_before_fork)."""
+        for backend in self._backends:
+            backend.open_before_fork()
+
+    @property
+    def serves_stored_rows(self) -> bool:
+        """True when row i is row i of one backend, as stored: a whole single cache with no media folder to
+        resolve, so callers may read `backends[0]` directly (sft's pack reader does)."""
+        return len(self._backends) == 1 and self._indices is None and self._media is None
 
     def read_block(self, start: int, stop: int) -> pa.Table:
         """Rows at positions [start, stop) as stored (Arrow, nothing decoded): one sequential read
@@ -462,7 +530,7 @@ class StableDataset:
 
             yield from transformed_iter(self)
             return
-        if self._indices is not None and self._format.type != "arrow" and \
+        if self._indices is not None and self._format.type not in TABLE_FORMATS and \
                 not all(b.batched_reads for b in self._backends):
             # scattered rows (after shuffle or select) read fastest a batch at a time, as __getitems__ does
             for lo in range(0, len(self), ITER_BATCH_ROWS):
@@ -605,10 +673,10 @@ class StableDataset:
         return columns.unique(self, column)
 
     # -- transforms (the heavier ones live in dataset/transforms.py) -------------------
-    def select(self, indices: Sequence[int] | np.ndarray | range) -> StableDataset:
-        """Rows at `indices` (in that order), as a new view."""
-        positions = np.asarray(indices if not isinstance(indices, range) else np.arange(
-            indices.start, indices.stop, indices.step), dtype=np.int64)
+    def select(self, indices: Iterable[int] | np.ndarray | range) -> StableDataset:
+        """Rows at `indices` (in that order), as a new view; any iterable of ints, a numpy array or a
+        pandas Series, as in Hugging Face."""
+        positions = hf_methods.positions(indices)
         if positions.size and (positions.min() < 0 or positions.max() >= len(self)):
             raise IndexError(f"select: indices must be in [0, {len(self)}), got range "
                              f"[{positions.min()}, {positions.max()}]")
@@ -630,27 +698,86 @@ class StableDataset:
         return self.select(range(index, n, num_shards))
 
     def filter(self, function: Callable[..., Any], *, batched: bool = False, batch_size: int = 1000,
-               with_indices: bool = False, input_columns: Sequence[str] | None = None, num_proc: int | None = None,
+               with_indices: bool = False, input_columns: Sequence[str] | None = None,
+               fn_kwargs: dict[str, Any] | None = None, num_proc: int | None = None,
                engine: str = "process") -> StableDataset:
         """Rows for which `function` is true, as a view; `num_proc` runs it in parallel ranges."""
         from stable_datasets.dataset.transforms import filter_positions
 
         return self.select(filter_positions(self, function, batched=batched, batch_size=batch_size,
                                             with_indices=with_indices, input_columns=input_columns,
-                                            num_proc=num_proc, engine=engine))
+                                            fn_kwargs=fn_kwargs, num_proc=num_proc, engine=engine))
 
     def map(self, function: Callable[..., Any] | None = None, **kwargs: Any) -> StableDataset:
         from stable_datasets.dataset.transforms import map_dataset
 
         return map_dataset(self, function, **kwargs)
 
+    def save_to_disk(self, path: str | os.PathLike) -> Path:
+        """The rows this view serves, in its order, as a standalone folder (`sds.load_from_disk` opens it
+        without the source); see dataset.saving."""
+        from stable_datasets.dataset.saving import save_dataset
+
+        return save_dataset(self, path)
+
     def train_test_split(self, test_size: float | int | None = None, train_size: float | int | None = None,
-                         shuffle: bool = True, seed: int | None = None,
-                         stratify_by_column: str | None = None) -> DatasetDict:
+                         shuffle: bool = True, stratify_by_column: str | None = None,
+                         seed: int | np.random.Generator | None = None,
+                         generator: np.random.Generator | None = None) -> DatasetDict:
+        """Hugging Face's split (its arguments, in its order); `generator=` (or a Generator as `seed`)
+        draws the permutation."""
         from stable_datasets.dataset.transforms import train_test_split
 
-        return train_test_split(self, test_size=test_size, train_size=train_size, shuffle=shuffle, seed=seed,
+        if seed is not None and generator is not None:
+            raise ValueError("Both `seed` and `generator` were provided. Please specify just one of them.")
+        return train_test_split(self, test_size=test_size, train_size=train_size, shuffle=shuffle,
+                                seed=generator if generator is not None else seed,
                                 stratify_by_column=stratify_by_column)
+
+    # -- Hugging Face Dataset methods made of the ones above (dataset/hf_methods.py) -------------
+    def take(self, n: int) -> StableDataset:
+        """The first `n` rows (all when there are fewer), as a view."""
+        return hf_methods.take(self, n)
+
+    def skip(self, n: int) -> StableDataset:
+        """The rows after the first `n`, as a view."""
+        return hf_methods.skip(self, n)
+
+    def flatten_indices(self, num_proc: int | None = None) -> StableDataset:
+        """A view's rows written as a cache of their own, in view order (a whole dataset is returned as is)."""
+        return hf_methods.flatten_indices(self, num_proc)
+
+    def cast(self, features: Any) -> StableDataset:
+        """Every column cast to `features`, which names exactly the dataset's columns."""
+        return hf_methods.cast(self, features)
+
+    def add_item(self, item: dict[str, Any]) -> StableDataset:
+        """The rows with `item` appended."""
+        return hf_methods.add_item(self, item)
+
+    def to_parquet(self, path_or_buf: Any, batch_size: int | None = None,
+                   storage_options: dict[str, Any] | None = None, **parquet_writer_kwargs: Any) -> int:
+        """The stored values as a Parquet file; returns the Arrow bytes written, as Hugging Face does."""
+        return hf_methods.to_parquet(self, path_or_buf, batch_size, storage_options, **parquet_writer_kwargs)
+
+    def to_csv(self, path_or_buf: Any, batch_size: int | None = None, num_proc: int | None = None,
+               storage_options: dict[str, Any] | None = None, **to_csv_kwargs: Any) -> int:
+        """The stored values as CSV (no index); returns the bytes written."""
+        return hf_methods.to_csv(self, path_or_buf, batch_size, num_proc, storage_options, **to_csv_kwargs)
+
+    def to_json(self, path_or_buf: Any, batch_size: int | None = None, num_proc: int | None = None,
+                storage_options: dict[str, Any] | None = None, **to_json_kwargs: Any) -> int:
+        """The stored values as JSON Lines records (pandas' to_json options); returns the bytes written."""
+        return hf_methods.to_json(self, path_or_buf, batch_size, num_proc, storage_options, **to_json_kwargs)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows, columns), as Hugging Face's."""
+        return len(self), len(self.column_names)
+
+    @property
+    def num_columns(self) -> int:
+        return len(self.column_names)
 
     # -- in memory and back (dataset/in_memory.py, dataset/hf_interop.py) ------------------
     from_dict = classmethod(in_memory.from_dict)
@@ -704,7 +831,7 @@ class StableDataset:
         try:
             import polars
         except ImportError:
-            raise ImportError("to_polars needs polars: pip install polars") from None
+            raise missing_extra("to_polars", "polars", "polars") from None
         if batched:
             return (polars.from_arrow(table) for table in self._export_batches(batch_size))
         return polars.from_arrow(self.to_arrow())
@@ -729,6 +856,10 @@ class StableDataset:
 
 
 def _pandas_frame(table: pa.Table) -> Any:
+    try:
+        import pandas  # noqa: F401  (pyarrow's own error would not say which extra installs it)
+    except ImportError:
+        raise missing_extra("to_pandas", "pandas", "pandas") from None
     frame = table.to_pandas()
     for field, column in zip(table.schema, table.columns):
         # pyarrow gives float64 cells (NaN in the null row's slots) to a column with a null row: keep the dtype

@@ -62,8 +62,8 @@ def _call(function: Callable, args: list[Any], input_columns: Sequence[str] | No
 
 # -- filter -------------------------------------------------------------------------------
 def filter_positions(ds, function: Callable, *, batched: bool, batch_size: int, with_indices: bool,
-                     input_columns: Sequence[str] | None, num_proc: int | None = None,
-                     engine: str = "process") -> np.ndarray:
+                     input_columns: Sequence[str] | None, fn_kwargs: dict[str, Any] | None = None,
+                     num_proc: int | None = None, engine: str = "process") -> np.ndarray:
     """Positions of the rows `function` keeps, computed in up to `num_proc` ranges of whole batches."""
     input_columns = [input_columns] if isinstance(input_columns, str) else input_columns
     runner = JobRunner(engine=engine, num_proc=num_proc)
@@ -72,30 +72,31 @@ def filter_positions(ds, function: Callable, *, batched: bool, batch_size: int, 
     jobs = max(1, min(runner.parallelism, batches))
     bounds = [min(n, round(i * batches / jobs) * batch_size) for i in range(jobs + 1)]
     runner.modules = user_modules(function)
-    calls = [(ds, function, lo, hi, batched, batch_size, with_indices, input_columns)
+    calls = [(ds, function, lo, hi, batched, batch_size, with_indices, input_columns, dict(fn_kwargs or {}))
              for lo, hi in itertools.pairwise(bounds)]
     kept = runner(_filter_range, calls, desc="filter range")
     return np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
 
 
 def _filter_range(ds, function: Callable, lo: int, hi: int, batched: bool, batch_size: int, with_indices: bool,
-                  input_columns: Sequence[str] | None) -> np.ndarray:
+                  input_columns: Sequence[str] | None, fn_kwargs: dict[str, Any]) -> np.ndarray:
     keep: list[np.ndarray] = [np.zeros(0, dtype=np.int64)]
     view = _input_view(ds.select(range(lo, hi)), input_columns)
-    for offset, columns in progress(_batches(view, batch_size), desc="filter", unit=" batches"):
+    for offset, columns in progress(_batches(view, batch_size), desc="filter", unit=" batches",
+                                    total=math.ceil((hi - lo) / batch_size)):
         start = lo + offset
         n = len(next(iter(columns.values())))
         indices = list(range(start, start + n))
         if batched:
-            mask = np.asarray(_call(function, [indices] if with_indices else [], input_columns, columns, {},
+            mask = np.asarray(_call(function, [indices] if with_indices else [], input_columns, columns, fn_kwargs,
                                     "filter", (start, start + n - 1)), dtype=bool)
             if mask.shape != (n,):
                 raise StableDatasetsError(f"filter function returned {mask.shape} values for a batch of {n}")
         else:
             names = list(columns)
             mask = np.fromiter(
-                (bool(_call(function, [i] if with_indices else [], input_columns, dict(zip(names, cells)), {},
-                            "filter", (i, i)))
+                (bool(_call(function, [i] if with_indices else [], input_columns, dict(zip(names, cells)),
+                            fn_kwargs, "filter", (i, i)))
                  for i, cells in zip(indices, zip(*columns.values()))), dtype=bool, count=n)
         keep.append(np.flatnonzero(mask) + start)
     return np.concatenate(keep)
@@ -122,13 +123,22 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
                 remove_columns: Sequence[str] | str | None = None, features: Features | dict | None = None,
                 fn_kwargs: dict[str, Any] | None = None, cache_fingerprint: str | None = None,
                 load_from_cache_file: bool = True, desc: str | None = None, num_proc: int | None = None,
-                engine: str = "process", seed: int | None = None):
+                engine: str = "process", drop_last_batch: bool = False, new_fingerprint: str | None = None,
+                seed: int | None = None):
     """Apply `function` and write the result as a fingerprinted Arrow cache beside the source,
     through the same write path as a build (`num_proc` parts, in processes or Ray tasks).
+    `drop_last_batch` (batched only, as in Hugging Face) leaves out a last batch shorter than
+    `batch_size`.
+
+    The function's identity covers what it reads (see cache.code_identity); a function reading
+    something that cannot be hashed is run again every time (one warning), unless `new_fingerprint`
+    (Hugging Face's name; `cache_fingerprint` is the same) names its result.
 
     Parallel parts get distinct random states (write.seeding). With `seed`, Python's, numpy's and torch's
     global generators are seeded from (seed, block) before each block of `batch_size` input rows, so the
     rows are the same with any `num_proc`."""
+    if batched and drop_last_batch and len(ds) % batch_size:
+        ds = ds.select(range(len(ds) - len(ds) % batch_size))
     from stable_datasets.dataset.open import open_cache
     from stable_datasets.layouts import arrow_shards
 
@@ -142,15 +152,21 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
     fn_kwargs = dict(fn_kwargs or {})
     given_features = Features(features) if features is not None else None
 
-    if cache_fingerprint is None:
+    if new_fingerprint is not None and cache_fingerprint is not None and new_fingerprint != cache_fingerprint:
+        raise ValueError(f"map: new_fingerprint={new_fingerprint!r} and cache_fingerprint={cache_fingerprint!r} "
+                         "differ; give one")
+    given = new_fingerprint if new_fingerprint is not None else cache_fingerprint
+    if given is not None and (not isinstance(given, str) or not given):
+        raise ValueError(f"map: new_fingerprint must be a non-empty string, got {given!r}")
+    if given is None:
         try:
             fn_id: Any = function_identity(function)
             fn_id = {"function": fn_id, "fn_kwargs": {k: value_identity(v, 0) for k, v in fn_kwargs.items()}}
         except UnhashableFunction as exc:
-            logger.warning("map: cannot fingerprint the function ({}); its result will not be reused", exc)
+            _warn_unhashable(function, exc)
             fn_id = {"random": uuid.uuid4().hex}
     else:
-        fn_id = {"given": cache_fingerprint}
+        fn_id = {"given": given}
     fmt = ds.format
     inputs = {
         "source": ds.fingerprint,
@@ -191,11 +207,41 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
                          options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": DEFAULT_BATCH_ROWS}, fingerprint=fp,
                          fingerprint_inputs=inputs, builder_name=base.builder_name,
                          builder_source=base.builder_source, config_name=base.config_name,
-                         version=base.version, split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict())
+                         version=base.version, split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(),
+                         made_by=map_made_by(first, ds.fingerprint, function, inputs))
         write_split(plan, MapSource(ds, function, batched=batched, batch_size=batch_size, with_indices=with_indices,
                                     input_columns=input_columns, remove=remove, given_features=given_features,
                                     fn_kwargs=fn_kwargs, desc=desc or "map", seed=seed), runner)
     return reopen()
+
+
+def map_made_by(parent: Path, parent_fingerprint: str, function: Callable, inputs: dict[str, Any]) -> dict[str, Any]:
+    """What made a map's cache: its parent cache and the function by name and place. The "spec" (parent,
+    function by module, name and first line, and the map's options) is what a newer map result of the same
+    call shares, so that `prune` can tell the older result is superseded."""
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    qualname = getattr(function, "__qualname__", type(function).__qualname__)
+    name = f"{getattr(function, '__module__', None) or ''}.{qualname}"
+    where = f"{code.co_filename}:{code.co_firstlineno}" if code is not None else ""
+    options = {k: inputs[k] for k in ("batched", "batch_size", "with_indices", "input_columns", "remove_columns",
+                                      "features", "format")}
+    fn_kwargs = inputs["map"].get("fn_kwargs") if isinstance(inputs["map"], dict) else None
+    return {"kind": "map", "parent": str(parent), "parent_fingerprint": parent_fingerprint, "function": name,
+            "defined_at": where, "spec": {"parent": str(parent), "function": name, "defined_at": where,
+                                          "options": options, "fn_kwargs": fn_kwargs}}
+
+
+_WARNED: set[str] = set()
+
+
+def _warn_unhashable(function: Callable, exc: UnhashableFunction) -> None:
+    """Once per function and process: its result is not reused, and how to name it so it is."""
+    name = getattr(function, "__qualname__", type(function).__qualname__)
+    if name in _WARNED:
+        return
+    _WARNED.add(name)
+    logger.warning("map: cannot fingerprint {} ({}); its result will not be reused (pass new_fingerprint= to "
+                   "name it yourself)", name, exc)
 
 
 class MapSource(ExampleSource):
@@ -223,6 +269,9 @@ class MapSource(ExampleSource):
 
     def describe(self) -> str:
         return self.desc
+
+    def expected_rows(self, job: tuple[int, int]) -> int | None:
+        return None if self.batched else job[1] - job[0]  # a batched function may change the row count
 
     def code_modules(self) -> list[ModuleType]:
         return user_modules(self.function)

@@ -12,16 +12,17 @@ from pathlib import Path
 from typing import Any
 
 from stable_datasets import __version__
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.progress import progress
 
 CHUNK = 1 << 20
 
 
-class RetryableError(Exception):
+class RetryableError(StableDatasetsError):
     """A failure worth retrying (connection reset, truncated body, 5xx, 429)."""
 
 
-class FatalURLError(Exception):
+class FatalURLError(StableDatasetsError):
     """A failure of this URL that retrying will not fix (404, 403, bad scheme): try the next."""
 
 

@@ -23,6 +23,7 @@ from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.publish import discard, file_sha256, make_staging_dir
 from stable_datasets.download.extract import extract_archive, iter_archive
 from stable_datasets.download.http import VALIDATORS, FatalURLError, RetryableError, fetch, head
+from stable_datasets.env import env_json_object
 from stable_datasets.errors import ChecksumError, DownloadError
 from stable_datasets.storage.inputs import fetch_object, is_object_url, options_for
 
@@ -39,13 +40,7 @@ class RemoteFile:
 
 def url_rewrites_from_env() -> dict[str, str]:
     """`STABLE_DATASETS_URL_REWRITES='{"https://a/": "http://mirror/"}'`: prefix substitutions."""
-    text = os.environ.get("STABLE_DATASETS_URL_REWRITES")
-    if not text:
-        return {}
-    try:
-        mapping = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"STABLE_DATASETS_URL_REWRITES is not valid JSON: {exc}") from None
+    mapping = env_json_object("STABLE_DATASETS_URL_REWRITES", '{"https://a/": "http://mirror/"}')
     return {str(k): str(v) for k, v in mapping.items()}
 
 

@@ -27,8 +27,8 @@ class _ArrayND(FeatureType):
         self.shape = shape
         self.dtype = normalize_dtype(dtype)
         self._np_dtype = Value(self.dtype).numpy_dtype
-        if self._np_dtype is None or self.dtype == "bool":
-            raise ValueError(f"{type(self).__name__} needs a numeric dtype, got {self.dtype}")
+        if self._np_dtype is None:
+            raise ValueError(f"{type(self).__name__} needs a numeric or bool dtype, got {self.dtype}")
         self._size = math.prod(shape)
 
     def arrow_type(self) -> pa.DataType:
@@ -95,3 +95,8 @@ class Array3D(_ArrayND):
 class Array4D(_ArrayND):
     type_name = "Array4D"
     ndim = 4
+
+
+class Array5D(_ArrayND):
+    type_name = "Array5D"
+    ndim = 5

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.errors import EncodingError
-from stable_datasets.features.array import Array2D, Array3D, Array4D, _ArrayND
+from stable_datasets.features.array import Array2D, Array3D, Array4D, Array5D, _ArrayND
 from stable_datasets.features.base import FeatureType, as_feature, describe, feature_from_dict
 from stable_datasets.features.image import Image
 from stable_datasets.features.sequence import Sequence, feature_dict
@@ -201,6 +201,6 @@ def column_to_arrow(feature: FeatureType, values: list) -> pa.Array:
 
 
 __all__ = [
-    "Array2D", "Array3D", "Array4D", "ClassLabel", "Features", "Image", "Sequence", "Value",
+    "Array2D", "Array3D", "Array4D", "Array5D", "ClassLabel", "Features", "Image", "Sequence", "Value",
     "check_keys", "column_to_arrow", "infer_feature",
 ]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from stable_datasets.features.array import Array2D, Array3D, Array4D
+from stable_datasets.errors import missing_extra
+from stable_datasets.features.array import Array2D, Array3D, Array4D, Array5D
 from stable_datasets.features.base import FeatureType
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
@@ -23,8 +24,7 @@ def _datasets() -> Any:
     try:
         import datasets
     except ImportError:
-        raise ImportError("converting features to Hugging Face needs the datasets package: pip install datasets") \
-            from None
+        raise missing_extra("converting features to Hugging Face", "the datasets package", "hf") from None
     return datasets
 
 
@@ -81,7 +81,8 @@ def to_hf_feature(feature: FeatureType, where: str = "feature") -> Any:
                                  f"{datasets.__version__}")
             return [inner]
         return datasets.Sequence(inner, length=feature.length)
-    for ours, name in ((Array2D, "Array2D"), (Array3D, "Array3D"), (Array4D, "Array4D")):
+    for ours, name in ((Array2D, "Array2D"), (Array3D, "Array3D"), (Array4D, "Array4D"),
+                       (Array5D, "Array5D")):
         if isinstance(feature, ours):
             return getattr(datasets, name)(shape=tuple(feature.shape), dtype=feature.dtype)
     if isinstance(feature, Image):

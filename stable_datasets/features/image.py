@@ -28,7 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.env import max_image_pixels
-from stable_datasets.errors import CorruptCellError, EncodingError
+from stable_datasets.errors import CorruptCellError, EncodingError, missing_extra
 from stable_datasets.features.base import FeatureType, describe
 
 _FORMATS = {"png": ".png", "jpeg": ".jpg", "jpg": ".jpg", "webp": ".webp"}
@@ -373,5 +373,5 @@ def _to_pil(array: np.ndarray) -> Any:
     try:
         from PIL import Image as PILImage
     except ImportError:
-        raise ImportError("Image(decode_to='pil') needs Pillow: pip install pillow") from None
+        raise missing_extra("Image(decode_to='pil')", "Pillow", "pil") from None
     return PILImage.fromarray(array)

@@ -186,6 +186,10 @@ class ClassLabel(FeatureType):
 
     def __init__(self, num_classes: int | None = None, names: SequenceABC[str] | None = None,
                  names_file: str | Path | None = None):
+        if names is not None and names_file is not None:  # Hugging Face's rule and words
+            raise ValueError("Please provide either names or names_file but not both.")
+        if names is not None and not isinstance(names, (list, tuple)):
+            raise TypeError(f"Please provide names as a list, is {type(names)}")
         if names_file is not None:
             names = [line.strip() for line in Path(names_file).read_text().splitlines() if line.strip()]
         if names is not None:

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from stable_datasets.cache.media import MediaStore, current_media_store
 from stable_datasets.cache.publish import file_sha256
+from stable_datasets.env import env_number
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.base import FeatureType, describe
 from stable_datasets.features.features import walk_features
@@ -233,9 +234,10 @@ _decoder_pool: tuple[int, Any] | None = None
 def decode_threads() -> int:
     """Threads for batch frame decoding: $STABLE_DATASETS_DECODE_THREADS, else the cores (at most 4).
     Inside torch DataLoader workers, the cores are shared out among the workers (at least one each)."""
-    env = os.environ.get("STABLE_DATASETS_DECODE_THREADS")
-    if env:
-        return max(1, int(env))
+    threads = env_number("STABLE_DATASETS_DECODE_THREADS", 0, int, lambda n: n >= 1,
+                         "is not a number of threads >= 1")
+    if threads:
+        return threads
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     loader = sys.modules.get("torch.utils.data")  # not imported: not in a DataLoader worker either
     worker = loader.get_worker_info() if loader is not None else None

@@ -1,26 +1,25 @@
-"""Tar member keys that round-trip any sample_id.
+"""Tar member keys that round-trip any sample_id, named as NeMo Curator names them.
 
-WebDataset splits a member name at the first dot of its base name (key.extension) and
-treats slashes as folders, so a key may contain neither. Percent-encoding every character
-outside [A-Za-z0-9_-] (dots, slashes and '%' included) is injective and reversible: the
-sample_id "a/b:c.d" becomes "a%2Fb%3Ac%2Ed" and comes back unchanged. (Quoting with
-urllib's `quote(safe="")` leaves dots alone and so breaks the key split.)
+A key is `urllib.parse.quote(sample_id, safe="")`, exactly Curator's: slashes and every other
+reserved character are percent-encoded, dots are not ("a/b:c.d" becomes "a%2Fb%3Ac.d"), so
+tars written here and by Curator name the same sample the same way. Quoting is injective and
+`unquote` reverses it. A key may hold dots, so nothing finds a document by splitting member
+names at a dot: the reader takes each JSON member's name without its extension as the key,
+and finds the document's images by the member names its JSON record lists.
 
-Reading undoes any percent-encoding, ours or `quote`'s (NeMo Curator names members that way),
-and leaves a '%' that starts no valid escape as it is.
+`split_member` is WebDataset's own split (at the first dot of the base name), for tars made
+with WebDataset's naming. Reading undoes any percent-encoding and leaves a '%' that starts no
+valid escape as it is.
 """
 
 from __future__ import annotations
 
-import re
-from urllib.parse import unquote
-
-_SAFE = re.compile(r"[A-Za-z0-9_\-]")
+from urllib.parse import quote, unquote
 
 
 def escape_key(sample_id: str) -> str:
-    return "".join(ch if _SAFE.fullmatch(ch) else "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
-                   for ch in sample_id)
+    """The tar key of a sample: `quote(sample_id, safe="")`, as NeMo Curator's writer names it."""
+    return quote(sample_id, safe="")
 
 
 def unescape_key(key: str) -> str:

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from loguru import logger
 
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.image import is_decodable
 from stable_datasets.interleaved.schema import parse_source_ref
 from stable_datasets.interleaved.tar_format import TarFormatError, compression_of, map_stream
@@ -31,7 +32,7 @@ from stable_datasets.interleaved.tar_format import TarFormatError, compression_o
 POLICIES = ("error", "warn", "drop_row", "drop_sample")
 
 
-class MaterializeError(RuntimeError):
+class MaterializeError(StableDatasetsError, RuntimeError):
     pass
 
 

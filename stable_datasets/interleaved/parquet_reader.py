@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 from loguru import logger
 
 from stable_datasets.interleaved.batch import InterleavedBatch
-from stable_datasets.interleaved.schema import RESERVED_COLUMNS, align_table, reconcile_schema, resolve_schema
+from stable_datasets.interleaved.schema import RESERVED_COLUMNS, align_table, reconcile_schema, target_schema
 from stable_datasets.interleaved.webdataset_reader import _expand
 
 
@@ -19,7 +19,7 @@ class InterleavedParquetReader:
     """Column projection is pushed down to Parquet; passthrough columns missing from a file are
     filled with nulls (a requested field no file has too, with a warning); `max_batch_bytes`
     splits batches at sample boundaries only. A `schema=` or `schema_overrides=` the user
-    declares is cast to with checked casts."""
+    declares is cast to with checked casts. An empty list of paths reads as an empty batch."""
 
     def __init__(self, paths: str | os.PathLike | Sequence[str | os.PathLike], *, fields: Sequence[str] | None = None,
                  max_batch_bytes: int | None = None, schema: pa.Schema | None = None,
@@ -28,8 +28,7 @@ class InterleavedParquetReader:
         self.paths = _expand(paths, (".parquet",), storage_options)
         self.max_batch_bytes = max_batch_bytes
         observed = reconcile_schema(pq.read_schema(p) for p in self.paths)
-        target = resolve_schema(observed, schema=schema, schema_overrides=schema_overrides)
-        self.declared = schema is not None or bool(schema_overrides)
+        target = target_schema(observed, schema, schema_overrides)
         if fields is not None:
             unknown = [f for f in dict.fromkeys(fields) if f not in target.names]
             if unknown:
@@ -43,15 +42,16 @@ class InterleavedParquetReader:
         handle = pq.ParquetFile(path)
         present = [n for n in self.schema.names if n in handle.schema_arrow.names]
         for batch in handle.iter_batches(columns=present):
-            yield align_table(pa.Table.from_batches([batch]), self.schema, declared=self.declared)
+            yield align_table(pa.Table.from_batches([batch]), self.schema)
 
     def __iter__(self) -> Iterator[InterleavedBatch]:
         pending: list[pa.Table] = []
         files: list[str] = []
         for path in self.paths:
-            files.append(path)
             for table in self._file_batches(path):
                 pending.append(table)
+                if table.num_rows and (not files or files[-1] != path):  # only the files rows came from
+                    files.append(path)
                 if self.max_batch_bytes is None:
                     continue
                 held = sum(t.nbytes for t in pending)
@@ -68,7 +68,8 @@ class InterleavedParquetReader:
                     continue
                 yield InterleavedBatch(joined.slice(0, cut), tuple(files))
                 pending, files = [joined.slice(cut)], [path]
-            if self.max_batch_bytes is None and pending:
+            # a document does not go on into the next file: a full batch ends with its file (as NeMo Curator's)
+            if pending and (self.max_batch_bytes is None or sum(t.nbytes for t in pending) >= self.max_batch_bytes):
                 yield InterleavedBatch(pa.concat_tables(pending), tuple(files))
                 pending, files = [], []
         if pending and sum(t.num_rows for t in pending):

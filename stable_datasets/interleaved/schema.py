@@ -4,18 +4,22 @@ A document (a "sample") is a metadata row (`position` -1) and its items in order
 and image rows. Reserved columns have fixed types; every other column is a passthrough
 column carried from the source (per-document metadata, per-image or per-text fields).
 
-`reconcile_schema` merges schemas seen in different files, `align_table` makes a table fit a
-schema, and `resolve_schema` decides the target schema from an explicit schema, overrides
-and what was observed. The rules:
-- reserved columns always get their canonical types (an int64 `position` becomes int32,
-  checked for range);
-- passthrough columns only widen safely (int32 -> int64, string -> large_string), and are
-  never cast from large to small types; integers meeting floats become float64 (a JSON
-  `"score": 1` in one file and `0.5` in another), checked so that no integer loses digits;
-- dictionary-encoded columns are unwrapped;
-- an explicit `schema=` wins over `schema_overrides=` (with a warning), and what the user
-  declares is cast to with Arrow's checked casts (`align_table(..., declared=True)`): a
-  value that does not fit raises instead of being cut.
+The three public helpers behave as NeMo Curator's of the same names, so code written for
+Curator keeps its results:
+- `resolve_schema(schema, overrides)` returns None when neither is given; overrides merge onto
+  `INTERLEAVED_SCHEMA`; an explicit `schema` is returned as it is and ignores overrides (with
+  Curator's warning). A reserved column may only be overridden to its large or small variant
+  (`text_content` as `large_string`): readers rely on the others' types.
+- `reconcile_schema` gives reserved columns their canonical types but never downcasts a large
+  type (an observed `large_string` `text_content` stays `large_string`); passthrough columns
+  merged across several schemas widen safely (int32 -> int64, string -> large_string, integers
+  meeting floats become float64), dictionaries are unwrapped.
+- `align_table(table, target)` makes a table fit exactly `target` (it does not reconcile it):
+  missing columns are null-filled, extra ones dropped, reserved columns cast as Curator casts
+  them (unsafe only from a large type to its small variant), passthrough columns with Arrow's
+  checked casts, so a value that does not fit raises a SchemaError naming the column.
+Readers and writers align to `target_schema`, the user's schema completed with the reserved
+columns, or what they observed with the overrides applied.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 from loguru import logger
+
+from stable_datasets.errors import StableDatasetsError
 
 MODALITIES = ("text", "image", "metadata")
 INTERLEAVED_SCHEMA = pa.schema([
@@ -43,7 +49,7 @@ RESERVED_COLUMNS = tuple(INTERLEAVED_SCHEMA.names)
 REQUIRED_COLUMNS = ("sample_id", "position", "modality")
 
 
-class SchemaError(ValueError):
+class SchemaError(StableDatasetsError, ValueError):
     """Tables or schemas that cannot be reconciled safely."""
 
 
@@ -90,36 +96,71 @@ def _merge_types(name: str, a: pa.DataType, b: pa.DataType) -> pa.DataType:
                       f"with schema_overrides={{{name!r}: ...}}")
 
 
+_LARGE = {pa.string(): pa.large_string(), pa.binary(): pa.large_binary()}  # reserved types with a large variant
+
+
+def _same_kind(canonical: pa.DataType, other: pa.DataType) -> bool:
+    """`other` is `canonical` or its large/small variant (string/large_string, binary/large_binary)."""
+    return other == canonical or _LARGE.get(canonical) == other or _LARGE.get(other) == canonical
+
+
 def reconcile_schema(schemas: pa.Schema | Iterable[pa.Schema]) -> pa.Schema:
-    """One schema for one or several inputs: reserved columns canonical, passthrough columns widened safely."""
+    """One schema for one or several inputs: reserved columns canonical (a large variant observed is kept),
+    passthrough columns widened safely."""
     if isinstance(schemas, pa.Schema):
         schemas = [schemas]
     passthrough: dict[str, pa.DataType] = {}
+    large: set[str] = set()
     for schema in schemas:
         for field in schema:
             if field.name in RESERVED_COLUMNS:
+                canonical = INTERLEAVED_SCHEMA.field(field.name).type
+                if _unwrap(field.type) == _LARGE.get(canonical):
+                    large.add(field.name)
                 continue
             passthrough[field.name] = _merge_types(field.name, passthrough[field.name], field.type) \
                 if field.name in passthrough else _unwrap(field.type)
-    return pa.schema([*INTERLEAVED_SCHEMA, *[pa.field(n, t) for n, t in passthrough.items()]])
+    reserved = [f.with_type(_LARGE[f.type]) if f.name in large else f for f in INTERLEAVED_SCHEMA]
+    return pa.schema([*reserved, *[pa.field(n, t) for n, t in passthrough.items()]])
 
 
-def resolve_schema(observed: pa.Schema | None = None, *, schema: pa.Schema | None = None,
-                   schema_overrides: Mapping[str, pa.DataType] | None = None) -> pa.Schema:
-    """The target schema: explicit `schema` (wins), else the observed one with overrides applied."""
+def resolve_schema(schema: pa.Schema | None = None, overrides: Mapping[str, pa.DataType] | None = None, *,
+                   schema_overrides: Mapping[str, pa.DataType] | None = None) -> pa.Schema | None:
+    """The schema the user asked for: `schema` as given (overrides ignored, with a warning), else the
+    overrides merged onto INTERLEAVED_SCHEMA, else None. `schema_overrides=` is `overrides` by the
+    readers' and writers' keyword."""
+    if overrides is not None and schema_overrides is not None:
+        raise TypeError("resolve_schema: pass the overrides once (overrides or schema_overrides)")
+    overrides = overrides if overrides is not None else schema_overrides
     if schema is not None:
-        if schema_overrides:
-            logger.warning("both schema= and schema_overrides= given; schema= wins and the overrides are ignored")
-        return reconcile_schema([schema])
-    base = reconcile_schema([observed]) if observed is not None else INTERLEAVED_SCHEMA
-    if not schema_overrides:
-        return base
-    reserved = sorted(set(schema_overrides) & set(RESERVED_COLUMNS))
-    if reserved:
-        raise SchemaError(f"reserved columns {reserved} have fixed types and cannot be overridden")
-    fields = {f.name: f for f in base}
-    for name, dtype in schema_overrides.items():
-        fields[name] = pa.field(name, dtype)
+        if overrides:
+            logger.warning("schema_overrides ignored because schema= is already set; use one or the other, not both")
+        return schema
+    if not overrides:
+        return None
+    fields = {f.name: f for f in INTERLEAVED_SCHEMA}
+    bad = sorted(n for n, t in overrides.items() if n in RESERVED_COLUMNS and not _same_kind(fields[n].type, t))
+    if bad:
+        raise SchemaError(f"reserved columns {bad} have fixed types and cannot be overridden (only to their large "
+                          "or small variant, e.g. text_content as large_string)")
+    for name, dtype in overrides.items():
+        nullable = fields[name].nullable if name in fields else True
+        fields[name] = pa.field(name, dtype, nullable=nullable)
+    return pa.schema(list(fields.values()))
+
+
+def target_schema(observed: pa.Schema, schema: pa.Schema | None = None,
+                  schema_overrides: Mapping[str, pa.DataType] | None = None) -> pa.Schema:
+    """What a reader or writer aligns its tables to: the user's `schema` completed with the reserved columns
+    it lacks, or the `observed` schema reconciled with the overrides applied over it."""
+    resolved = resolve_schema(schema, schema_overrides=schema_overrides)
+    if schema is not None:
+        return reconcile_schema([resolved])
+    fields = {f.name: f for f in reconcile_schema([observed])}
+    if resolved is not None:
+        for name in schema_overrides or {}:
+            wanted = resolved.field(name)
+            fields[name] = wanted if name in RESERVED_COLUMNS else pa.field(name, wanted.type)
     return pa.schema(list(fields.values()))
 
 
@@ -130,20 +171,16 @@ def _cast_reserved(name: str, column: pa.ChunkedArray, target: pa.DataType) -> p
     if name == "position":
         if len(column) and (pc.min(column).as_py() < -(2**31) or pc.max(column).as_py() > 2**31 - 1):
             raise SchemaError("position values do not fit int32")
-        return column.cast(pa.int32())
-    return column.cast(target)
+        return column.cast(target)
+    return column.cast(target, safe=_LARGE.get(target) != column.type)  # large -> small unchecked, as Curator
 
 
-def align_table(table: pa.Table, schema: pa.Schema, *, declared: bool = False) -> pa.Table:
-    """Make `table` fit `schema`: missing columns as nulls, dictionaries unwrapped, extra columns dropped.
-
-    Passthrough columns only widen, unless the schema was `declared` by the user: then any
-    checked Arrow cast is made (0.91 -> "0.91" works, 300 -> int8 raises)."""
+def align_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Make `table` fit exactly `schema`: missing columns as nulls, dictionaries unwrapped, extra columns
+    dropped, reserved columns cast as Curator casts them, passthrough columns with checked casts."""
     columns = []
     for field in schema:
         if field.name not in table.column_names:
-            if not field.nullable:
-                raise SchemaError(f"required column {field.name!r} is missing")
             columns.append(pa.nulls(table.num_rows, field.type))
             continue
         column = table.column(field.name)
@@ -154,18 +191,11 @@ def align_table(table: pa.Table, schema: pa.Schema, *, declared: bool = False) -
         if pa.types.is_dictionary(column.type):
             column = column.cast(source)
         if source != field.type:
-            if pa.types.is_null(source) or (source, field.type) in _WIDER:
-                column = column.cast(field.type)
-            elif declared or (_number_kind(source) == "int" and field.type == pa.float64()):
-                try:
-                    column = column.cast(field.type, safe=True)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-                    target = f"the declared {field.type}" if declared else field.type
-                    raise SchemaError(f"column {field.name!r} cannot be cast from {source} to {target}: "
-                                      f"{exc}") from None
-            else:
-                raise SchemaError(f"column {field.name!r} is {source} but the schema says {field.type}; "
-                                  "only safe widening casts are made")
+            try:
+                column = column.cast(field.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                raise SchemaError(f"column {field.name!r} cannot be cast from {source} to {field.type}: {exc}") \
+                    from None
         columns.append(column)
     extra = [n for n in table.column_names if n not in schema.names]
     if extra:

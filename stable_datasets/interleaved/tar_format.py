@@ -20,8 +20,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
+from stable_datasets.errors import StableDatasetsError
 
-class TarFormatError(ValueError):
+
+class TarFormatError(StableDatasetsError, ValueError):
     def __init__(self, message: str, offset: int):
         super().__init__(message)
         self.offset = offset

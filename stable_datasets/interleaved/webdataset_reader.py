@@ -48,7 +48,7 @@ from stable_datasets.interleaved.schema import (
     align_table,
     build_source_ref,
     reconcile_schema,
-    resolve_schema,
+    target_schema,
 )
 from stable_datasets.interleaved.tar_format import TAR_SUFFIXES, TarFormatError, TarMember, iter_tar, map_file
 
@@ -58,6 +58,10 @@ DEFAULT_IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".tif", ".tiff", ".webp", "
 
 class InterleavedReadError(StableDatasetsError):
     """A tar that cannot be read safely or completely."""
+
+
+class InterleavedFieldTypeError(InterleavedReadError, TypeError):
+    """A per-modality field that is not a list (a TypeError, as NeMo Curator raises it)."""
 
 
 def _dotted(extensions: Sequence[str]) -> tuple[str, ...]:
@@ -104,7 +108,7 @@ class InterleavedWebdatasetReader:
         if self.fields:
             clash = sorted(set(self.fields) & set(RESERVED_COLUMNS))
             if clash:
-                raise ValueError(f"fields {clash} collide with reserved columns")
+                raise ValueError(f"fields contains reserved keys {clash}; reserved columns are always read")
         self.max_batch_bytes = max_batch_bytes
         self.materialize_on_read = materialize_on_read
         self.json_extensions = _dotted(json_extensions)
@@ -168,9 +172,19 @@ class InterleavedWebdatasetReader:
         if value is None:
             return []
         if not isinstance(value, list):
-            raise InterleavedReadError(f"{where}: field {name!r} must be a list, got {type(value).__name__} "
-                                       f"{str(value)[:40]!r}")
+            raise InterleavedFieldTypeError(f"{where}: field {name!r} must be a list, got {type(value).__name__} "
+                                            f"{str(value)[:40]!r}")
         return value
+
+    def _items(self, where: str, record: dict, name: str) -> list:
+        """The texts or images list; anything else gives no items of that modality (NeMo Curator's rule), said
+        once per field."""
+        value = record.get(name)
+        if value is None or isinstance(value, list):
+            return value or []
+        self._warn_once(name, "field {!r} is a {}, not a list, in {}: no items of it are read (warned once)", name,
+                        type(value).__name__, where)
+        return []
 
     def _warn_once(self, field: str, message: str, *args: Any) -> None:
         if (field, message) not in self._warned:
@@ -181,8 +195,8 @@ class InterleavedWebdatasetReader:
         out = {}
         for name in names:
             if name not in record:
-                self._warn_once(name, "per-item field {!r} not found in {} (filling with null; warned once)", name,
-                                where)
+                self._warn_once(name, "per-modality field {!r} not found in source sample {} (filling with null; "
+                                      "warned once)", name, where)
                 continue
             out[name] = self._list(where, record, name)
         return out
@@ -223,8 +237,8 @@ class InterleavedWebdatasetReader:
         if self.sample_id_field and record.get(self.sample_id_field) is None:
             raise InterleavedReadError(f"{where}: no {self.sample_id_field!r} field (sample_id_field)")
         sample_id = str(record[self.sample_id_field]) if self.sample_id_field else unescape_key(key)
-        texts = self._list(where, record, self.texts_field)
-        tokens = self._list(where, record, self.images_field)
+        texts = self._items(where, record, self.texts_field)
+        tokens = self._items(where, record, self.images_field)
         per_text = self._per_item(where, record, self.per_text_fields)
         per_image = self._per_item(where, record, self.per_image_fields)
         special = {*RESERVED_COLUMNS, self.texts_field, self.images_field, self.sample_id_field,
@@ -235,8 +249,8 @@ class InterleavedWebdatasetReader:
             passthrough = {k: _cell(record.get(k)) for k in self.fields}
             for name in self.fields:
                 if name not in record:
-                    self._warn_once(name, "requested field {!r} not found in {} (filling with null; warned once)",
-                                    name, where)
+                    self._warn_once(name, "Requested fields not found in source sample: {!r} in {} (filling with "
+                                          "null; warned once)", name, where)
         rows = [{"sample_id": sample_id, "position": -1, "modality": "metadata", "content_type": "application/json",
                  "text_content": raw.decode("utf-8", "replace"),
                  "source_ref": build_source_ref(path, json_member.name, json_member.offset_data, json_member.size),
@@ -304,7 +318,6 @@ class InterleavedWebdatasetReader:
         files: list[str] = []
         held = 0
         for path in self.paths:
-            files.append(path)
             for tar, json_member, key in self._documents(path):
                 try:
                     sample = self._sample_rows(tar, json_member, key)
@@ -314,10 +327,12 @@ class InterleavedWebdatasetReader:
                     raise InterleavedReadError(f"{_where(path, json_member)}: unusable sample "
                                                f"({type(exc).__name__}: {exc})") from exc
                 rows.extend(sample)
+                if not files or files[-1] != path:  # a batch lists only the files its rows came from
+                    files.append(path)
                 held += sum(len(r.get("text_content") or "") + len(r.get("binary_content") or b"") for r in sample)
                 if self.max_batch_bytes is not None and held >= self.max_batch_bytes:
                     yield self._batch(rows, files)
-                    rows, files, held = [], [path], 0
+                    rows, files, held = [], [], 0
             if rows and self.max_batch_bytes is None:
                 yield self._batch(rows, files)
                 rows, files, held = [], [], 0
@@ -336,8 +351,7 @@ class InterleavedWebdatasetReader:
         schema = pa.schema([*INTERLEAVED_SCHEMA, *(pa.field(n, a.type) for n, a in zip(names, passthrough))])
         table = pa.Table.from_arrays([*reserved, *passthrough], schema=schema)
         if self.schema is not None or self.schema_overrides:
-            declared = resolve_schema(table.schema, schema=self.schema, schema_overrides=self.schema_overrides)
-            table = align_table(table, declared, declared=True)
+            table = align_table(table, target_schema(table.schema, self.schema, self.schema_overrides))
         return InterleavedBatch(table, tuple(files))
 
     def read(self) -> InterleavedBatch:
@@ -371,6 +385,8 @@ def _expand(paths: Any, suffixes: tuple[str, ...], storage_options: dict[str, An
     from stable_datasets.storage.inputs import local_inputs
 
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not items:  # an empty list of inputs reads as nothing, as in NeMo Curator (a folder or glob must match)
+        return []
     items = local_inputs(items, suffixes, storage_options)
     out: list[str] = []
     for item in items:

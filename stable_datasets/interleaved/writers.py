@@ -35,8 +35,7 @@ from stable_datasets.interleaved.schema import (
     RESERVED_COLUMNS,
     align_table,
     parse_source_ref,
-    reconcile_schema,
-    resolve_schema,
+    target_schema,
 )
 from stable_datasets.interleaved.tar_format import TarWriter
 
@@ -110,11 +109,7 @@ class InterleavedParquetWriter(_Writer):
         if self.skip:
             return
         table = self._prepare(batch)
-        if self.schema is not None or self.schema_overrides:
-            target = resolve_schema(table.schema, schema=self.schema, schema_overrides=self.schema_overrides)
-            table = align_table(table, target, declared=True)
-        else:
-            table = align_table(table, reconcile_schema(table.schema))
+        table = align_table(table, target_schema(table.schema, self.schema, self.schema_overrides))
         final, tmp = self._target()
         rows_per_group = max(1, int(self.row_group_bytes // max(table.nbytes / max(table.num_rows, 1), 1)))
         pq.write_table(table, tmp, compression=self.compression, row_group_size=rows_per_group)

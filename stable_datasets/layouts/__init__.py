@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+from typing import TYPE_CHECKING, cast
 
 from stable_datasets.features import Features, Video
+
+if TYPE_CHECKING:
+    from stable_datasets.layouts.contract import LayoutModule
 
 # storage_format (user-facing) -> layout module name
 STORAGE_FORMATS = {"arrow": "arrow_shards", "lance": "lance_rows", "parquet": "parquet_shards"}
@@ -17,10 +20,11 @@ LAYOUTS = {
 }
 
 
-def layout_module(name: str) -> ModuleType:
+def layout_module(name: str) -> LayoutModule:
+    """The module owning layout `name` (see layouts.contract.LayoutModule)."""
     if name not in LAYOUTS:
         raise ValueError(f"unknown cache layout {name!r}; known layouts: {sorted(LAYOUTS)}")
-    return importlib.import_module(LAYOUTS[name])
+    return cast("LayoutModule", importlib.import_module(LAYOUTS[name]))
 
 
 def layout_for_storage_format(storage_format: str) -> str:

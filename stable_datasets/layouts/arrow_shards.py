@@ -28,9 +28,15 @@ from stable_datasets.arrow.cells import (
     primitive_view,
 )
 from stable_datasets.arrow.tables import index_array, ordered_gather
+from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.errors import CacheError
-from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
-from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
+from stable_datasets.layouts.base import LayoutBackend, StreamUnits, require_choice, require_positive_ints
+from stable_datasets.layouts.sharded import (
+    ShardedFileWriter,
+    merge_numbered_shards,
+    shard_file_bounds,
+    shard_file_units,
+)
 
 NAME = "arrow_shards"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "compression": None}
@@ -276,6 +282,13 @@ class Backend(LayoutBackend):
     def stored_row_counts(self) -> tuple[int, int]:
         self.ensure_open()
         return self._starts[-1], self.metadata.num_rows
+
+    def shard_bounds(self) -> np.ndarray | None:
+        return shard_file_bounds(self.metadata)
+
+    @classmethod
+    def stream_units(cls, metadata: CacheMetadata) -> StreamUnits | None:
+        return shard_file_units(metadata)
 
     def block_bounds(self) -> np.ndarray:
         """Record batches are the blocks (the write path writes about 1,000 rows per batch)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ from stable_datasets.cache.builds import BuildPin
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.errors import CacheError
 from stable_datasets.features.features import Features
-from stable_datasets.layouts.lance_access import open_lance
 
 
 def require_positive_ints(options: dict[str, Any], *names: str) -> None:
@@ -71,16 +71,35 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
+@dataclass(frozen=True)
+class StreamUnits:
+    """How a stream of a remote cache downloads it: `units` one at a time in row order, each with the
+    `shared` files beside it, cut into blocks of `block_rows` rows (see storage.remote_stream)."""
+
+    units: list[ShardInfo]
+    shared: list[ShardInfo]
+    block_rows: int
+
+
 class LayoutBackend(ABC):
-    """Serves rows of one published cache. Handles are opened lazily, once per process."""
+    """Serves rows of one published cache. Handles are opened lazily, once per process.
+
+    The contract every backend keeps (layouts.contract.Backend states it as a Protocol): reads
+    (`row`, `rows`, `take`, `iter_batches`, `slice`), what it is (`num_rows`, `schema`, `directory`,
+    `metadata`), and abilities with defaults here, which a layout overrides where it can do more
+    (`shard_bounds`, `open_before_fork`, `parquet_row_groups`, `ray_dataset`, `stream_units`,
+    `in_place_files`). Callers ask the backend; they never probe it with `getattr` or compare layout names.
+    """
 
     #: True when a batch of rows is best read as one table (one `take`) and decoded column-wise.
     batched_reads = False
     #: read-time options the layout accepts, with their defaults; `read_options_name` names them in errors.
     READ_OPTIONS: dict[str, Any] = {}
     read_options_name = "read"
-    #: (URI, storage options) of the cache folder on an object store, where Lance data is read in place
-    lance_base: tuple[str, dict[str, str]] | None = None
+    #: where this cache's folder was copied from, for a cache on an object store (storage.remote_cache's
+    #: RemoteOrigin, kept opaque here): `origin.localize(metadata)` fetches the files into this machine's
+    #: shard cache and returns the folder. None for a local cache.
+    origin: Any = None
 
     def __init__(self, directory: str | os.PathLike, metadata: CacheMetadata, **options: Any):
         unknown = sorted(set(options) - set(self.READ_OPTIONS))
@@ -123,24 +142,68 @@ class LayoutBackend(ABC):
 
     def __getstate__(self) -> dict[str, Any]:
         return {"directory": str(self.directory), "metadata": self.metadata.to_dict(), "options": self.options,
-                "lance_base": self.lance_base}
+                "origin": self.origin}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["directory"], CacheMetadata.from_dict(state["metadata"]),  # type: ignore[misc]
-                      **state.get("options", {}))
-        if state.get("lance_base"):
-            self.read_lance_from(*state["lance_base"])
+        metadata = CacheMetadata.from_dict(state["metadata"])
+        directory, origin = state["directory"], state.get("origin")
+        if origin is not None and not (Path(directory) / METADATA_FILE).is_file():
+            # unpickled on another machine (a Ray task, a remote worker): its own shard cache, filled from the store
+            directory = str(origin.localize(metadata))
+        self.__init__(directory, metadata, **state.get("options", {}))  # type: ignore[misc]
+        self.origin = origin
 
-    def read_lance_from(self, uri: str, storage_options: dict[str, str]) -> None:
-        """Read this cache's Lance data in place on an object store (see storage.remote_cache)."""
-        self.lance_base = (uri.rstrip("/"), dict(storage_options))
+    def mirror_of(self, origin: Any) -> None:
+        """This cache's folder is the local copy of a remote cache (`origin`, see the attribute): a copy of the
+        backend unpickled where that folder is missing fetches the files into that machine's own shard cache."""
+        self.origin = origin
 
-    def lance_dataset(self, relative: str) -> Any:
-        """The Lance dataset at `relative` inside the cache: on disk, or on its object store."""
-        if self.lance_base is None:
-            return open_lance(str(self.directory / relative))
-        uri, storage_options = self.lance_base
-        return open_lance(f"{uri}/{relative}", storage_options)
+    # -- abilities: defaults for a layout that cannot do more ------------------------------------
+    @classmethod
+    def in_place_files(cls, metadata: CacheMetadata) -> list[ShardInfo]:
+        """Files of a cache on an object store that are read where they lie, not downloaded (Lance data)."""
+        return []
+
+    def read_in_place(self, uri: str, storage_options: dict[str, str]) -> None:
+        """Read `in_place_files` at `uri` (the cache folder on its store) instead of on disk."""
+        raise CacheError(f"{self.directory}: the {self.metadata.layout} layout reads no files in place")
+
+    @classmethod
+    def stream_units(cls, metadata: CacheMetadata) -> StreamUnits | None:
+        """How a stream downloads a remote cache of this layout a file at a time; None: it cannot (the cache
+        is then opened whole)."""
+        return None
+
+    def serve_unit(self, unit: ShardInfo) -> None:
+        """Serve only the rows of `unit` (one of `stream_units`), the one file a stream downloaded; by default
+        the metadata the backend was opened with already names only that file."""
+        return None
+
+    def shard_bounds(self) -> np.ndarray | None:
+        """Row offsets where the stored files begin, then `num_rows` (the groups of a stream's shard window);
+        None when the files do not cut the rows into runs."""
+        return None
+
+    def open_before_fork(self) -> None:
+        """Open now what forked DataLoader workers can share; by default nothing (each opens its own)."""
+        return None
+
+    def parquet_row_groups(self) -> Any | None:
+        """The Parquet row groups behind the rows (layouts.parquet_shards.ParquetRowGroups), or None."""
+        return None
+
+    def ray_dataset(self, ray: Any, override_num_blocks: int | None) -> Any | None:
+        """A Ray Data dataset of every row, read by Ray's own reader for this format; None: none fits."""
+        return None
+
+    def stored_column_order(self) -> list[str] | None:
+        """The declared column order as the stored files keep it (older `_metadata.json` files sorted their
+        features); None when the files store other columns than the features name."""
+        return list(self.schema.names)
+
+    def view_identity(self) -> Any | None:
+        """What a view backend changes about the rows it serves (part of a dataset's fingerprint); None."""
+        return None
 
     def dataset_features(self, stored: Features) -> Features:
         """The features of the rows this backend serves (a layout may serve other rows than it stores)."""

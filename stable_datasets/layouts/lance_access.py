@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.env import child_environment, env_flag, env_json_object
+
 _OPTIONS_ENV = "STABLE_DATASETS_LANCE_STORAGE_OPTIONS"  # storage options handed to a LanceProxy helper
 _lance_opened = False  # this process has a Lance runtime (it opened a dataset)
 _forked_after_lance = False  # this process was forked from one that did
@@ -41,7 +43,7 @@ if hasattr(os, "register_at_fork"):
 
 def needs_helper_process() -> bool:
     """True in a process forked from one that used Lance: its inherited runtime must not be used."""
-    return _forked_after_lance and os.environ.get("STABLE_DATASETS_LANCE_FORK_PROXY", "1") != "0"
+    return _forked_after_lance and env_flag("STABLE_DATASETS_LANCE_FORK_PROXY", default=True)
 
 
 def lance_module() -> Any:
@@ -156,7 +158,7 @@ class LanceProxy:
     def __init__(self, uri: str, storage_options: dict[str, str] | None = None):
         self.uri = uri
         self._lock = threading.Lock()
-        env = {**os.environ, _OPTIONS_ENV: json.dumps(storage_options or {})}  # not argv: they may hold secrets
+        env = child_environment(**{_OPTIONS_ENV: json.dumps(storage_options or {})})  # not argv: they may hold secrets
         # `-c` rather than `-m`: the package imports this module first, and runpy then warns in every worker
         self._process = subprocess.Popen([sys.executable, "-c", _HELPER_MAIN, uri],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
@@ -216,7 +218,7 @@ def _serve(uri: str) -> None:
 
     from stable_datasets.layouts import lance_blobs
 
-    dataset = lance.dataset(uri, storage_options=json.loads(os.environ.get(_OPTIONS_ENV) or "{}") or None)
+    dataset = lance.dataset(uri, storage_options=env_json_object(_OPTIONS_ENV) or None)
     source, sink = sys.stdin.buffer, sys.stdout.buffer
     while (message := _read_message(source)) is not None:
         request = json.loads(message)

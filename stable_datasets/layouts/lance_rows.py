@@ -34,12 +34,12 @@ from stable_datasets.arrow.cells import cell_getter, compile_row_builder
 from stable_datasets.arrow.tables import index_array
 from stable_datasets.cache.hashing import FileHasher
 from stable_datasets.cache.journal import ShardJournal
-from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import CacheError, StableDatasetsError
 from stable_datasets.features.features import Features
 from stable_datasets.layouts import base, lance_blobs
-from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_positive_ints
+from stable_datasets.layouts.base import LayoutWriter, StreamUnits, TableBackend, require_positive_ints
 from stable_datasets.layouts.lance_access import (
     LanceProxy,
     lance_module,
@@ -47,6 +47,7 @@ from stable_datasets.layouts.lance_access import (
     needs_helper_process,
     open_lance,
 )
+from stable_datasets.layouts.lance_storage import DATASET_DIR, LanceStorage
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
 warnings.filterwarnings("ignore", message="lance is not fork-safe", category=UserWarning)
 
 NAME = "lance_rows"
-DATASET_DIR = "data.lance"
+DATA_FILES = f"{DATASET_DIR}/data/"  # where the fragments' data files lie inside the cache
 DEFAULT_OPTIONS: dict[str, Any] = {"max_rows_per_file": 1 << 20, "max_rows_per_group": 1024}
 #: `_metadata.json` extra recording how the rows are stored: absent in caches written before blob columns (1)
 VERSION_KEY = "lance_rows_version"
@@ -72,7 +73,7 @@ def check_options(options: dict[str, Any]) -> None:
 _END = object()
 
 
-class _Abort(Exception):
+class _Abort(StableDatasetsError):
     pass
 
 
@@ -331,7 +332,7 @@ def merge_parts(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo]
     return shards, extra
 
 
-class Backend(TableBackend):
+class Backend(LanceStorage, TableBackend):
     """Rows through Lance's `take` and scans; in caches written with blob columns (`extra.lance_rows_version`
     2) on local disk, blob columns are slices of the mapped data files and small columns are held in
     memory from open (see lance_blobs), so a random batch makes no Lance call at all."""
@@ -356,6 +357,37 @@ class Backend(TableBackend):
         time (storage.remote_stream), so the others the manifest names are absent. `_metadata.json` is then
         that fragment's (its one data file, its rows)."""
         self.fragment_file = data_file
+
+    def serve_unit(self, unit: ShardInfo) -> None:
+        self.read_fragment(unit.path[len(DATA_FILES):])
+
+    @classmethod
+    def stream_units(cls, metadata: CacheMetadata) -> StreamUnits | None:
+        """The fragments' data files in row order (`fragment_files`), with the manifest files beside each; None for
+        caches written before `fragment_files` (a stream reads them in place, with ranged GETs)."""
+        names = metadata.extra.get(FRAGMENT_FILES_KEY)
+        if names is None or metadata.extra_files or not metadata.shards:
+            return None
+        by_path = {s.path: s for s in metadata.shards}
+        units = [by_path.get(f"{DATA_FILES}{name}") for name in names] if isinstance(names, list) else None
+        if units is None or None in units or sum(u.num_rows for u in units) != metadata.num_rows:  # type: ignore[union-attr]
+            raise CacheError(f"invalid cache metadata: {FRAGMENT_FILES_KEY} {names!r} do not name the Lance data "
+                             f"files {METADATA_FILE} lists, holding its {metadata.num_rows} rows")
+        shared = [s for s in metadata.shards
+                  if s.path.startswith(f"{DATASET_DIR}/") and not s.path.startswith(DATA_FILES)]
+        group = int(metadata.layout_options.get("max_rows_per_group", DEFAULT_OPTIONS["max_rows_per_group"]))
+        return StreamUnits(units, shared, group)  # type: ignore[arg-type]
+
+    def ray_dataset(self, ray: Any, override_num_blocks: int | None) -> Any | None:
+        """Ray's own Lance reader, on disk or in place on the store; None with blob columns (Lance would
+        give their descriptions, not their bytes)."""
+        if self.metadata.extra.get("blob_columns") or self.fragment_file is not None:
+            return None
+        if self.lance_base is None and self.origin is not None:  # a remote cache downloaded to this node only
+            return None
+        uri, options = (f"{self.lance_base[0]}/{DATASET_DIR}", self.lance_base[1]) if self.lance_base else (
+            str(self.directory / DATASET_DIR), None)
+        return ray.data.read_lance(uri, storage_options=options, override_num_blocks=override_num_blocks)
 
     def __getstate__(self) -> dict[str, Any]:
         return {**super().__getstate__(), "fragment_file": self.fragment_file}
@@ -470,7 +502,7 @@ class Backend(TableBackend):
         with lance_read_errors(self.dataset_dir, what="counting rows"):
             return self._lance().count_rows(), self.metadata.num_rows
 
-    def shard_bounds(self) -> np.ndarray:
+    def shard_bounds(self) -> np.ndarray | None:
         """Where each fragment (one data file) begins, then the rows: the shards of a stream's shard window."""
         self.ensure_open()
         if self._blobs is not None:

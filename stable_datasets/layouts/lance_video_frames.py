@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import json
 import multiprocessing
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -40,7 +41,8 @@ from stable_datasets.features.video import VideoRef, VideoWindow, resize_frame
 from stable_datasets.layouts import frames_video_column, lance_rows
 from stable_datasets.layouts.arrow_shards import map_shard
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
-from stable_datasets.layouts.lance_access import RowTaker, lance_read_errors
+from stable_datasets.layouts.lance_access import RowTaker, lance_read_errors, open_lance
+from stable_datasets.layouts.lance_storage import LanceStorage
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -75,6 +77,19 @@ def check_options(options: dict[str, Any]) -> None:
     if resize is not None and not all(isinstance(s, int) and not isinstance(s, bool) and s > 0 for s in sizes):
         raise ValueError(f"layout option frame_resize must be None, a positive int (the shorter side) or "
                          f"[height, width], got {resize!r}")
+
+
+#: the `extension` of a video cell whose frames are already WebP-encoded in another Lance frame dataset
+#: (an upstream stable-datasets cache being migrated): its `path` is `stored_frames_ref(...)`, and the writer
+#: copies those frames as they are instead of decoding a video
+STORED_FRAMES = "stored-frames"
+
+
+def stored_frames_ref(dataset: str, frame_column: str, first_row: int, frames: int, height: int, width: int,
+                      source: str) -> str:
+    """The `path` of a STORED_FRAMES cell: where the frames of one video are and what they are."""
+    return json.dumps({"dataset": dataset, "frame_column": frame_column, "first_row": first_row, "frames": frames,
+                       "height": height, "width": width, "source": source})
 
 
 def _quiet_opencv_threads() -> None:
@@ -160,6 +175,7 @@ class Writer(LayoutWriter):
         self._videos: list[dict[str, Any]] = []
         self._others: list[pa.RecordBatch] = []
         self._skipped = 0
+        self._stored: dict[str, RowTaker] = {}  # Lance datasets that STORED_FRAMES cells are copied from
         self._next_row = 0
         self._seen_rows = 0
 
@@ -167,9 +183,12 @@ class Writer(LayoutWriter):
         resize = self.options["frame_resize"]
         resize = tuple(resize) if isinstance(resize, list) else resize
         sources = batch.column(self._video_column).to_pylist()  # one small dict per video, not per frame
-        jobs = [(s["path"], s["bytes"], s["extension"], s["sha256"], resize, self._webp_params) for s in sources]
-        results = ordered_bounded_map(self._pool, encode_frames, jobs, self._ahead) if self._pool else \
-            map(encode_frames, jobs)
+        if sources and all(s["extension"] == STORED_FRAMES for s in sources):
+            results: Iterable[Any] = map(self._stored_frames, sources)
+        else:
+            jobs = [(s["path"], s["bytes"], s["extension"], s["sha256"], resize, self._webp_params) for s in sources]
+            results = ordered_bounded_map(self._pool, encode_frames, jobs, self._ahead) if self._pool else \
+                map(encode_frames, jobs)
         kept = []
         for position, (source, result) in enumerate(zip(sources, results)):
             row = self._seen_rows + position
@@ -183,13 +202,25 @@ class Writer(LayoutWriter):
             frames = result.pop("frames")
             self._frames.write(pa.RecordBatch.from_arrays(
                 [pa.array(np.arange(len(frames), dtype=np.int32)), binary_array(frames)], schema=FRAMES_SCHEMA))
-            self._videos.append({"frames": len(frames), **result, "first_row": self._next_row,
-                                 "source_sha256": source["sha256"], "source": source["path"]})
+            self._videos.append({"frames": len(frames), "source": source["path"], **result,
+                                 "first_row": self._next_row, "source_sha256": source["sha256"]})
             self._next_row += len(frames)
             kept.append(position)
         self._seen_rows += batch.num_rows
         if kept:
             self._others.append(batch.select(self._other_columns).take(pa.array(kept)))
+
+    def _stored_frames(self, source: dict[str, Any]) -> dict[str, Any]:
+        """The WebP frames of a STORED_FRAMES cell, read from their Lance dataset in this process (the
+        pool's workers never touch Lance), with the record the ref carries; nothing is re-encoded."""
+        ref = json.loads(source["path"])
+        if ref["dataset"] not in self._stored:
+            self._stored[ref["dataset"]] = RowTaker(open_lance(ref["dataset"]))
+        rows = np.arange(ref["first_row"], ref["first_row"] + ref["frames"], dtype=np.int64)
+        with lance_read_errors(ref["dataset"], rows, "copying stored frames"):
+            column = self._stored[ref["dataset"]].take(rows, [ref["frame_column"]]).column(ref["frame_column"])
+        return {"frames": column.to_pylist(), "height": ref["height"], "width": ref["width"], "fps": 0.0,
+                "source_height": ref["height"], "source_width": ref["width"], "source": ref["source"]}
 
     def close(self) -> list[ShardInfo]:
         self._close_pool()
@@ -248,7 +279,7 @@ def merge_parts(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo]
                     "videos": videos}
 
 
-class Backend(TableBackend):
+class Backend(LanceStorage, TableBackend):
     """Serves windows of frames; the window options are read-time options (not fingerprinted)."""
 
     READ_OPTIONS = READ_OPTIONS
@@ -306,25 +337,39 @@ class Backend(TableBackend):
     def num_rows(self) -> int:
         return len(self._win)
 
+    def stored_column_order(self) -> list[str] | None:
+        return None  # frames and video records are stored, not the features' columns
+
     def dataset_features(self, stored: Features) -> Features:
         column = self.metadata.extra["video_column"]
         others = {k: v for k, v in stored.items() if k != column}
         return Features({column: VideoWindow(), "video_index": Value("int64"), "start_frame": Value("int64"),
                          "frame_indices": Sequence(Value("int64")), **others})
 
+    @property
+    def frames_dir(self) -> str:
+        """The Lance frame dataset inside the cache; an upstream stable-datasets cache keeps it at the root."""
+        return self.metadata.extra.get("dataset_dir", lance_rows.DATASET_DIR)
+
     def _open(self) -> None:
-        with lance_read_errors(self.directory / lance_rows.DATASET_DIR, what="opening it"):
-            self._frames = self.lance_dataset(lance_rows.DATASET_DIR)
+        frames_dir = self.directory / self.frames_dir
+        with lance_read_errors(frames_dir, what="opening it"):
+            self._frames = self.lance_dataset(self.frames_dir)
             self._frame_rows = RowTaker(self._frames)
             stored_frames = self._frames.count_rows()
-        self.check_rows(self.directory / lance_rows.DATASET_DIR, stored_frames,
-                        sum(v["frames"] for v in self.metadata.extra["videos"]), "frames")
-        _, schema, batches = map_shard(self.directory / VIDEOS_FILE)  # validated: a flipped offset raises
-        videos = pa.Table.from_batches(batches, schema=schema)
-        self.check_rows(self.directory / VIDEOS_FILE, videos.num_rows, len(self.metadata.extra["videos"]), "videos")
+        self.check_rows(frames_dir, stored_frames, sum(v["frames"] for v in self.metadata.extra["videos"]), "frames")
         stored = Features.from_dict(self.metadata.features)
         column = self.metadata.extra["video_column"]
-        self._others = videos.select(list(range(len(stored) - 1)))  # the record column comes last
+        self._frame_column = self.metadata.extra.get("frame_column", "frame")
+        if "others" in self.metadata.extra:  # upstream: each video's scalar columns are in its record
+            other_schema = pa.schema([pa.field(n, f.arrow_type()) for n, f in stored.items() if n != column])
+            self._others = pa.Table.from_pylist(self.metadata.extra["others"], schema=other_schema)
+        else:
+            _, schema, batches = map_shard(self.directory / VIDEOS_FILE)  # validated: a flipped offset raises
+            videos = pa.Table.from_batches(batches, schema=schema)
+            self.check_rows(self.directory / VIDEOS_FILE, videos.num_rows, len(self.metadata.extra["videos"]),
+                            "videos")
+            self._others = videos.select(list(range(len(stored) - 1)))  # the record column comes last
         features = self.dataset_features(stored)
         self._schema = pa.schema([pa.field(column, pa.list_(pa.binary()))] + [
             pa.field(n, features[n].arrow_type()) for n in features if n != column])
@@ -336,8 +381,9 @@ class Backend(TableBackend):
         frame_indices = start[:, None] + self._offsets[None, :]
         rows = (self._first_row[video][:, None] + frame_indices).ravel()
         if len(rows):
-            with lance_read_errors(self.directory / lance_rows.DATASET_DIR, indices, "reading the frames of windows"):
-                frames = self._frame_rows.take(rows, ["frame"]).column("frame").combine_chunks()
+            with lance_read_errors(self.directory / self.frames_dir, indices, "reading the frames of windows"):
+                frames = self._frame_rows.take(rows, [self._frame_column]).column(self._frame_column)
+                frames = frames.combine_chunks().cast(pa.binary())  # upstream stores large_binary
         else:
             frames = pa.array([], pa.binary())
         window_offsets = pa.array(np.arange(0, len(rows) + 1, len(self._offsets), dtype=np.int32))
@@ -359,7 +405,7 @@ class Backend(TableBackend):
     def stored_row_counts(self) -> tuple[int, int]:
         """Rows are windows; what is stored and recorded is frames (checked again on open)."""
         self.ensure_open()
-        with lance_read_errors(self.directory / lance_rows.DATASET_DIR, what="counting frames"):
+        with lance_read_errors(self.directory / self.frames_dir, what="counting frames"):
             return self._frames.count_rows(), sum(v["frames"] for v in self.metadata.extra["videos"])
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:

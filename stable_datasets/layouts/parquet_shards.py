@@ -28,9 +28,15 @@ import pyarrow.parquet as pq
 
 from stable_datasets.arrow.cells import CellGetter, cell_getter
 from stable_datasets.arrow.tables import index_array, ordered_gather
+from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.errors import CacheError
-from stable_datasets.layouts.base import LayoutBackend, require_choice, require_positive_ints
-from stable_datasets.layouts.sharded import ShardedFileWriter, merge_numbered_shards
+from stable_datasets.layouts.base import LayoutBackend, StreamUnits, require_choice, require_positive_ints
+from stable_datasets.layouts.sharded import (
+    ShardedFileWriter,
+    merge_numbered_shards,
+    shard_file_bounds,
+    shard_file_units,
+)
 
 NAME = "parquet_shards"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "row_group_bytes": 256 << 10, "row_group_rows": None,
@@ -319,6 +325,24 @@ class Backend(LayoutBackend):
     def row_groups(self) -> ParquetRowGroups:
         self.ensure_open()
         return self._groups
+
+    def parquet_row_groups(self) -> ParquetRowGroups:
+        return self.row_groups
+
+    def shard_bounds(self) -> np.ndarray | None:
+        return shard_file_bounds(self.metadata)
+
+    @classmethod
+    def stream_units(cls, metadata: CacheMetadata) -> StreamUnits | None:
+        return shard_file_units(metadata)
+
+    def ray_dataset(self, ray: Any, override_num_blocks: int | None) -> Any | None:
+        """Ray's own Parquet reader over the shard files; None for a remote cache's local copy, which the other
+        nodes lack (row ranges then fetch the files on each node)."""
+        if self.origin is not None:
+            return None
+        paths = [str(self.directory / s.path) for s in self.metadata.shards]
+        return ray.data.read_parquet(paths, override_num_blocks=override_num_blocks)
 
     @property
     def schema(self) -> pa.Schema:

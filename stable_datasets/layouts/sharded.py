@@ -15,12 +15,13 @@ from abc import abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from stable_datasets.cache.hashing import FileHasher
 from stable_datasets.cache.journal import ShardJournal
-from stable_datasets.cache.metadata import ShardInfo
-from stable_datasets.layouts.base import LayoutWriter
+from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
+from stable_datasets.layouts.base import LayoutWriter, StreamUnits
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -129,3 +130,20 @@ def merge_numbered_shards(staging: Path, parts: list[PartResult]) -> tuple[list[
         os.replace(part.folder(staging) / shard.path, staging / name)
         shards.append(dataclasses.replace(shard, path=name))
     return shards, {}
+
+
+#: rows per block when a stream reads a downloaded shard file (the write path's record batches are smaller)
+STREAM_BLOCK_ROWS = 1024
+
+
+def shard_file_bounds(metadata: CacheMetadata) -> np.ndarray:
+    """Row offsets where each non-empty shard file begins, then the rows: the groups of a stream's shard window."""
+    counts = [s.num_rows for s in metadata.shards if s.num_rows > 0]
+    return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+
+
+def shard_file_units(metadata: CacheMetadata) -> StreamUnits | None:
+    """A stream of a remote sharded cache downloads a shard file at a time; not one with media files beside."""
+    if metadata.extra_files or not metadata.shards:
+        return None
+    return StreamUnits(list(metadata.shards), [], STREAM_BLOCK_ROWS)

@@ -90,6 +90,11 @@ class FileLoader(GeneratorBasedBuilder):
             self._info_cache = None
         return super().fingerprint_inputs(storage_format, layout_options)
 
+    made_by_kind: ClassVar[str] = "loader"
+
+    def resolved_data_files(self) -> dict[str, list[str]] | None:
+        return self.data_files()
+
     def _resolved_data_files(self) -> dict[str, list[str]] | None:
         return self.data_files() if self.config.data_files else None  # one glob, not two
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.base import FeatureType
 from stable_datasets.features.casting import CastLocation, cast_column, first_failing_row
 from stable_datasets.features.features import Features, infer_feature
@@ -22,7 +23,7 @@ from stable_datasets.features.value import ClassLabel, Value
 HF_METADATA_KEY = b"huggingface"
 
 
-class LoaderError(ValueError):
+class LoaderError(StableDatasetsError, ValueError):
     """A data file that cannot be read as asked; the message names the file and where in it."""
 
 

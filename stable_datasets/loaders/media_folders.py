@@ -8,10 +8,12 @@ at one depth in more than one folder (`drop_labels=False` forces labels, True dr
 
 Each file is read and checked by the `Image()` / `Video()` feature as it is encoded, so an
 unreadable file fails the build with an error naming it (and its row key, the file's path).
+`file_name_column="file_name"` keeps each row's source file name in a column (off by default).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 from collections.abc import Iterator
@@ -27,7 +29,7 @@ from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.features.base import FeatureType
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
-from stable_datasets.features.value import ClassLabel
+from stable_datasets.features.value import ClassLabel, Value
 from stable_datasets.features.video import Video
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import LoaderError, features_from_schema
@@ -40,6 +42,17 @@ from stable_datasets.loaders.json_files import line_error
 class MediaFolderConfig(FileLoaderConfig):
     drop_labels: bool | None = None
     drop_metadata: bool | None = None
+    #: opt-in: a string column of this name holds each row's source file (relative to `data_dir`, or to
+    #: its metadata file's folder; as given in `data_files` otherwise), e.g. `file_name_column="file_name"`
+    file_name_column: str | None = None
+
+    def fingerprint_identity(self) -> dict[str, Any]:
+        """Every field, less `file_name_column` while it is unset: caches built before the option existed
+        keep their fingerprint (a set column is a new cache, as any config change)."""
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if self.file_name_column is None:
+            del fields["file_name_column"]
+        return fields
 
 
 class MediaFolderLoader(FileLoader):
@@ -105,14 +118,33 @@ class MediaFolderLoader(FileLoader):
             inferred = features_from_schema(self._metadata_table(first).schema, first)
             if "file_name" not in inferred:
                 raise LoaderError(f"{first}: a metadata file needs a file_name column (it has {list(inferred)})")
-            return Features({(self.BASE_COLUMN if name == "file_name" else name):
-                             (self.base_feature() if name == "file_name" else feature)
-                             for name, feature in inferred.items()})
+            return self._with_file_names(Features({(self.BASE_COLUMN if name == "file_name" else name):
+                                                   (self.base_feature() if name == "file_name" else feature)
+                                                   for name, feature in inferred.items()}))
         labels = self.labels()
         features = Features({self.BASE_COLUMN: self.base_feature()})
         if labels is not None:
             features["label"] = ClassLabel(names=labels)
-        return features
+        return self._with_file_names(features)
+
+    def _with_file_names(self, features: Features) -> Features:
+        column = self.config.file_name_column
+        if column is None:
+            return features
+        if column in features:
+            raise LoaderError(f"{self.builder_name()}: file_name_column={column!r} names a column the data already "
+                              f"has ({list(features)}); choose another name")
+        return Features({**features, column: Value("string")})
+
+    def _file_name(self, path: str, folder: str | None = None) -> dict[str, str]:
+        """The opt-in source file column of a row: `path` relative to `folder` or data_dir, else as given."""
+        column = self.config.file_name_column
+        if column is None:
+            return {}
+        base = folder if folder is not None else self.config.data_dir
+        if base is not None and not str(base).startswith(("s3://", "gs://")) and "://" not in path:
+            return {column: os.path.relpath(path, base).replace("\\", "/")}
+        return {column: path}
 
     # -- splits: the media files, or the metadata files when there are any -----------------------
     def _split_generators(self, dl_manager: Any) -> list[Any]:
@@ -160,7 +192,7 @@ class MediaFolderLoader(FileLoader):
         example: dict[str, Any] = {self.BASE_COLUMN: path}
         if isinstance(self.features.get("label"), ClassLabel):
             example["label"] = os.path.basename(os.path.dirname(path))
-        yield path, example
+        yield path, example | self._file_name(path)
 
     def _metadata_examples(self, path: str) -> Iterator[tuple[Any, dict[str, Any]]]:
         folder = os.path.dirname(path)
@@ -173,7 +205,7 @@ class MediaFolderLoader(FileLoader):
                 raise LoaderError(f"{path}, record {number + 1}: file_name {name!r} must be a relative path inside "
                                   f"{folder or '.'}")
             file = os.path.join(folder, relative)
-            yield file, {self.BASE_COLUMN: file, **record}
+            yield file, {self.BASE_COLUMN: file, **record, **self._file_name(file, folder)}
 
     def _metadata_table(self, path: str) -> pa.Table:
         with open(path, "rb") as fh:

@@ -21,6 +21,7 @@ from loguru import logger
 
 from stable_datasets.builder.data_files import glob_pattern
 from stable_datasets.errors import StableDatasetsError
+from stable_datasets.sft.adopt import adopted, wants_adoption
 from stable_datasets.sft.collate import collate_packed
 from stable_datasets.sft.validate import BlockChecks
 
@@ -168,18 +169,16 @@ class _CacheRows:
         self.arrow = dataset.with_format("arrow", list(COLUMNS))
         self.num_rows = len(dataset)
         self.pack_metadata = dataset.cache_metadata[0].extra.get("pack_metadata")
-        backends = getattr(self.dataset, "_backends", [])
-        if len(backends) == 1 and self.dataset._indices is None and self.dataset._media is None:
-            self.row = backends[0].row  # a whole cache: its rows as stored, without the view's bookkeeping
+        if self.dataset.serves_stored_rows:
+            self.row = self.dataset.backends[0].row  # a whole cache: its rows as stored, without the view's bookkeeping
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "row"}  # the bound backend method is rebound
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        backends = getattr(self.dataset, "_backends", [])
-        if len(backends) == 1 and self.dataset._indices is None and self.dataset._media is None:
-            self.row = backends[0].row
+        if self.dataset.serves_stored_rows:
+            self.row = self.dataset.backends[0].row
 
     def row(self, index: int) -> dict[str, Any]:
         return self.dataset.stored_row(index)
@@ -187,9 +186,8 @@ class _CacheRows:
     def row_groups(self) -> Any:
         """The Parquet row groups behind the rows, when they are one Parquet cache read as stored: then
         validation uses the row groups that reads decode anyway, instead of decoding them twice."""
-        backends = getattr(self.dataset, "_backends", [])
-        if len(backends) == 1 and getattr(self.dataset, "_indices", 0) is None and hasattr(backends[0], "row_groups"):
-            return backends[0].row_groups
+        if self.dataset.serves_stored_rows:
+            return self.dataset.backends[0].parquet_row_groups()
         return None
 
     def arrow_rows(self, start: int, stop: int) -> Any:
@@ -205,6 +203,8 @@ class PackedSFTDataset:
     `return_cu_seqlen=`, `pack_metadata_file_path=`, `max_seq_length=`, `seed=`,
     `max_num_samples=`, `pad_to_max_length=`, `pad_seq_length_to_mult=`, `pad_seq_to_mult=`,
     `pad_cu_seqlens=`, `answer_only_loss=`. docs/packed-sft.md has the mapping.
+    Parquet files with large row groups and no `pack_id` (written the Megatron-Bridge way) are
+    read through a cache made of them once (`adopt=`, see sft/adopt.py).
     """
 
     def __init__(self, paths: Any = None, *, file_path: Any = None, tokenizer: Any = None,
@@ -216,7 +216,7 @@ class PackedSFTDataset:
                  pack_metadata_file_path: str | Path | None = None, legacy_keys: bool = False,
                  cache_row_groups: int = 16, max_open_files: int = 64, validate: bool = True,
                  page_reads: bool | None = None, readahead: int = READAHEAD,
-                 storage_options: dict[str, Any] | None = None):
+                 storage_options: dict[str, Any] | None = None, adopt: bool | None = None):
         if paths is None and file_path is None:
             raise TypeError("PackedSFTDataset needs the packed files: paths= (or file_path=, as Megatron-Bridge "
                             "names it)")
@@ -260,6 +260,8 @@ class PackedSFTDataset:
                 found_metadata = self._source.pack_metadata
             elif kind == "npy":
                 self._source = _NpyPacks(files, allow_pickle)
+            elif wants_adoption(files, adopt):  # large row groups, no pack_id: a cache made once (sft/adopt.py)
+                self._source = _CacheRows(adopted(files))
             else:
                 from stable_datasets.layouts.parquet_shards import ParquetRowGroups
 

@@ -181,15 +181,22 @@ def metadata_file_text(metadata: dict[str, Any]) -> str:
     return json.dumps([metadata])
 
 
+#: the columns of a packed Parquet file as Megatron-Bridge's reader plan specifies them: the loss mask is
+#: list<uint8> there (our caches keep PACKED_FEATURES' int8, whose values are the same 0 and 1)
+PACKED_PARQUET_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("loss_mask", pa.list_(pa.uint8())),
+                                   ("seq_start_id", pa.list_(pa.int32()))])
+
+
 def packed_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
+    """Pack rows as a table of PACKED_PARQUET_SCHEMA (what write_packed_parquet writes)."""
     rows = list(rows)
     columns = {}
-    for name, dtype in (("input_ids", np.int32), ("loss_mask", np.int8), ("seq_start_id", np.int32)):
+    for name, dtype in (("input_ids", np.int32), ("loss_mask", np.uint8), ("seq_start_id", np.int32)):
         values = [np.asarray(r[name], dtype=dtype) for r in rows]
         offsets = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int32)
         flat = np.concatenate(values) if values else np.zeros(0, dtype)
         columns[name] = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
-    return pa.table(columns, schema=PACKED_FEATURES.arrow_schema)
+    return pa.table(columns, schema=PACKED_PARQUET_SCHEMA)
 
 
 def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path, *,
@@ -227,7 +234,7 @@ def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path,
     if hasattr(rows, "__getitem__") and hasattr(rows, "__len__") and not isinstance(rows, list):
         source = rows
         rows = (_as_stored(source[i]) for i in range(len(source)))
-    schema = PACKED_FEATURES.arrow_schema
+    schema = PACKED_PARQUET_SCHEMA
     if pack_ids:
         schema = schema.append(pa.field(PACK_ID, pa.int64(), nullable=False))
     settings = parquet_shards.writer_settings(options, schema)

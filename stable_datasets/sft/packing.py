@@ -19,6 +19,7 @@ draws from after `np.random.seed(seed)`; the global RNG is never touched.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -171,21 +172,40 @@ def _hand_out_by_length(lengths: np.ndarray, bins: list[list[int]], ascending: n
     return out
 
 
-def _ordered_bins(seqlens: Sequence[int] | np.ndarray, pack_size: int, order: np.ndarray | None = None
-                  ) -> list[list[int]]:
-    lengths = np.asarray(seqlens, dtype=np.int64)
+def _ordered_bins(seqlens: Sequence[Any], pack_size: int, order: np.ndarray | None = None,
+                  item_lengths: Sequence[int] | None = None) -> list[list[Any]]:
+    """Bins of the entries of `seqlens`, placed first-fit in `order`; the entries are their own lengths
+    unless `item_lengths` gives them (then the entries may be any objects, and come back as they are)."""
+    if item_lengths is not None and len(seqlens) != len(item_lengths):
+        raise ValueError(f"seqlens and item_lengths must have the same number of entries, got {len(seqlens)} and "
+                         f"{len(item_lengths)}")
+    lengths = np.asarray(seqlens if item_lengths is None else item_lengths, dtype=np.int64).reshape(-1)
     if order is None:
         order = np.arange(len(lengths))
-    values = lengths.tolist()
+    values = lengths.tolist() if item_lengths is None else list(seqlens)
     return [[values[i] for i in b] for b in _first_fit_order(lengths, order, pack_size)]
 
 
-def first_fit(seqlens: Sequence[int], pack_size: int) -> list[list[int]]:
-    return _ordered_bins(seqlens, pack_size)
+def first_fit(seqlens: Sequence[Any], pack_size: int, *, item_lengths: Sequence[int] | None = None
+              ) -> list[list[Any]]:
+    """Megatron-Bridge's first fit: entries in input order, each into the first bin with room.
+
+    With `item_lengths=` (keyword only, as Megatron-Bridge has it) the entries are objects and
+    their lengths are given separately; the bins hold the objects themselves.
+    """
+    return _ordered_bins(seqlens, pack_size, item_lengths=item_lengths)
 
 
-def first_fit_decreasing(seqlens: Sequence[int], pack_size: int) -> list[list[int]]:
-    return _ordered_bins(seqlens, pack_size, np.argsort(-np.asarray(seqlens, dtype=np.int64), kind="stable"))
+def first_fit_decreasing(seqlens: Sequence[Any], pack_size: int, *, item_lengths: Sequence[int] | None = None
+                         ) -> list[list[Any]]:
+    """First fit over the entries longest first; entries of equal length keep their input order
+    (a stable sort), so objects packed with `item_lengths=` come back in Megatron-Bridge's bins."""
+    lengths = seqlens if item_lengths is None else item_lengths
+    if item_lengths is not None and len(seqlens) != len(item_lengths):
+        raise ValueError(f"seqlens and item_lengths must have the same number of entries, got {len(seqlens)} and "
+                         f"{len(item_lengths)}")
+    order = np.argsort(-np.asarray(lengths, dtype=np.int64).reshape(-1), kind="stable")
+    return _ordered_bins(seqlens, pack_size, order, item_lengths)
 
 
 def first_fit_shuffle(seqlens: Sequence[int], pack_size: int, seed: int | None = 0) -> list[list[int]]:

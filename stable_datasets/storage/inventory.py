@@ -22,8 +22,8 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from stable_datasets.cache.builds import build_in_use
-from stable_datasets.cache.inventory import _alive
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.cache.processes import process_alive
 from stable_datasets.errors import CacheError, StorageError
 from stable_datasets.storage import shard_cache
 from stable_datasets.storage.lease import LEASE_FILE, lease_is_stale
@@ -140,10 +140,12 @@ def verify_remote(split: RemoteSplit, storage_options: dict[str, Any] | None = N
         elif item.sha256 and sha != item.sha256:
             problems.append(f"{split.store.url(key)}: sha256 {sha}, expected {item.sha256}")
     if not problems:
-        from stable_datasets.storage.remote_cache import open_remote_cache
+        from stable_datasets.storage.remote_cache import open_remote_backend
 
         try:
-            counted, stored = open_remote_cache(split.url, storage_options).stored_row_counts()[0]
+            backend, _ = open_remote_backend(split.url, storage_options)
+            counted, stored = backend.stored_row_counts()
+            backend.release_pin()
         except Exception as exc:
             return [f"{split.url}: cannot be read ({type(exc).__name__}: {exc})"]
         if counted != stored:
@@ -162,7 +164,7 @@ def _owner_gone(split: RemoteSplit, attempt: str) -> bool:
     data = split.store.get(split.key(attempt, ATTEMPT_RECORD))
     try:
         record = json.loads(data) if data else None
-        return bool(record) and record["host"] == socket.gethostname() and not _alive(int(record["pid"]))
+        return bool(record) and record["host"] == socket.gethostname() and not process_alive(int(record["pid"]))
     except (ValueError, KeyError, TypeError):
         return False
 

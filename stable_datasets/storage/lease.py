@@ -27,8 +27,8 @@ from typing import Any
 
 from loguru import logger
 
-from stable_datasets.cache.inventory import _alive
 from stable_datasets.cache.lock import default_timeout
+from stable_datasets.cache.processes import process_alive
 from stable_datasets.env import env_number
 from stable_datasets.errors import LockTimeoutError
 from stable_datasets.storage.store import ObjectStore
@@ -58,7 +58,7 @@ def lease_is_stale(record: dict[str, Any] | None, now: float | None = None) -> b
         host, pid = record["host"], int(record["pid"])
     except (KeyError, TypeError, ValueError):
         return True
-    return host == socket.gethostname() and not _alive(pid)
+    return host == socket.gethostname() and not process_alive(pid)
 
 
 def _parse(data: bytes) -> dict[str, Any]:

@@ -6,6 +6,8 @@ conditional put.** A split's prefix `<root>/<name>/<config>/<version>/<fingerpri
     _metadata.json          the commit: lists `attempt` and every object under it (size, sha256)
     _lease.json             who builds it now (storage.lease)
     attempts/<id>/...       the data objects of one build attempt, never modified once written
+    attempts/<id>/parts/    a Ray build's parts on their way to the driver (write.remote_parts):
+                            deleted once published; left by a failed build for the next one
 
 A build runs the local write path into a local staging folder (write.split), then
 `publish_attempt` uploads every file `_metadata.json` lists under a fresh attempt prefix and

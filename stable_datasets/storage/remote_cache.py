@@ -5,18 +5,23 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import posixpath
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loguru import logger
 
-from stable_datasets.cache.builds import BuildPin
-from stable_datasets.cache.inventory import remove_tree
+from stable_datasets.cache.builds import BuildPin, remove_tree
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, read_published
+from stable_datasets.env import env_choice
 from stable_datasets.errors import CacheError
+from stable_datasets.layouts import layout_module
+from stable_datasets.layouts.base import LayoutBackend
+from stable_datasets.layouts.open import open_backend
 from stable_datasets.storage import shard_cache
 from stable_datasets.storage.lease import Lease
 from stable_datasets.storage.publish import (
@@ -29,13 +34,9 @@ from stable_datasets.storage.publish import (
 )
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.root import RemoteRoot
-from stable_datasets.storage.store import LocalWriteError, local_writes
+from stable_datasets.storage.store import LocalWriteError, ObjectStore, local_writes
 from stable_datasets.storage.urls import ObjectURL
 
-if TYPE_CHECKING:
-    from stable_datasets.dataset.stable_dataset import StableDataset
-
-LANCE_DIR = "data.lance/"  # files of a Lance dataset inside a cache (layouts.lance_rows.DATASET_DIR)
 #: "in_place" (default): random access reads a remote Lance cache on the store; "download": its files come into
 #: the local shard cache like Arrow shards, and reads cost what a local cache's cost
 REMOTE_LANCE_ENV = "STABLE_DATASETS_REMOTE_LANCE"
@@ -43,10 +44,7 @@ REMOTE_LANCE_MODES = ("in_place", "download")
 
 
 def remote_lance_mode() -> str:
-    mode = os.environ.get(REMOTE_LANCE_ENV, "").strip() or "in_place"
-    if mode not in REMOTE_LANCE_MODES:
-        raise ValueError(f"{REMOTE_LANCE_ENV}={mode!r} is not one of {list(REMOTE_LANCE_MODES)}")
-    return mode
+    return env_choice(REMOTE_LANCE_ENV, REMOTE_LANCE_MODES, "in_place")
 
 
 def valid_remote(split: RemoteSplit, expected_fingerprint: str) -> bool:
@@ -105,19 +103,22 @@ def prepare_remote_split(root: RemoteRoot, relative: str, fingerprint: str, *, f
 def _keep_as_shard_cache(root: RemoteRoot, split: RemoteSplit, build_dir: Path, metadata: CacheMetadata) -> None:
     """The files just uploaded become the local shard cache's copies (same bytes, already verified)."""
     target = shard_cache.attempt_dir(root.store, split.key(metadata.attempt))
+    in_place = {f.path for f in layout_module(metadata.layout).Backend.in_place_files(metadata)} \
+        if root.store.lance_location("") is not None else set()
     try:
         target.mkdir(parents=True, exist_ok=True)
         for item in files_of(metadata):
-            if item.path.startswith(LANCE_DIR) and root.store.lance_location("") is not None:
+            if item.path in in_place:
                 continue  # read in place from the store
             (target / item.path).parent.mkdir(parents=True, exist_ok=True)
             os.replace(build_dir / item.path, target / item.path)
-        _write_local_metadata(target, metadata)
+        write_local_metadata(target, metadata)
     except OSError as exc:  # only a warm-up: a reader downloads what is not here
         logger.debug("could not keep the built shards in the local shard cache: {}", exc)
 
 
-def _write_local_metadata(directory: Path, metadata: CacheMetadata | str) -> None:
+def write_local_metadata(directory: Path, metadata: CacheMetadata | str) -> None:
+    """The `_metadata.json` of a remote attempt in its local shard-cache folder (marks the folder as an attempt's)."""
     text = metadata if isinstance(metadata, str) else json.dumps(metadata.to_dict(), indent=2, sort_keys=True)
     path = directory / METADATA_FILE
     with contextlib.suppress(OSError):
@@ -158,46 +159,69 @@ def _refuse_copied(split: RemoteSplit, metadata: CacheMetadata) -> None:
                      f"{split.url}) and build or copy the whole cache")
 
 
-def open_remote_cache(url: str, storage_options: dict[str, Any] | None = None,
-                      **layout_options: Any) -> StableDataset:
-    """A published remote cache, read through the local shard cache (Lance: in place on the store, unless
-    $STABLE_DATASETS_REMOTE_LANCE is "download").
+def open_remote_backend(url: str, storage_options: dict[str, Any] | None = None,
+                        read_options: dict[str, Any] | None = None) -> tuple[LayoutBackend, CacheMetadata]:
+    """The backend of a published remote cache, read through the local shard cache (the layout's
+    `in_place_files`, Lance data, are read in place on the store unless $STABLE_DATASETS_REMOTE_LANCE is
+    "download"), with its metadata.
 
-    The attempt named by `_metadata.json` now is pinned locally while the dataset lives, so
+    The attempt named by `_metadata.json` now is pinned locally while the backend lives, so
     neither eviction nor `prune` on this node removes its files.
     """
-    from stable_datasets.dataset.open import dataset_from
-
     split, metadata, text = open_remote_split(url, storage_options)
     store, attempt_key = split.store, split.key(metadata.attempt)
-    has_lance = any(f.path.startswith(LANCE_DIR) for f in metadata.shards)
-    in_place = store.lance_location(attempt_key) if has_lance and remote_lance_mode() == "in_place" else None
+    in_place_files = {f.path for f in layout_module(metadata.layout).Backend.in_place_files(metadata)}
+    in_place = store.lance_location(attempt_key) if in_place_files and remote_lance_mode() == "in_place" else None
     local = shard_cache.attempt_dir(store, attempt_key)
     local.mkdir(parents=True, exist_ok=True)
-    _write_local_metadata(local, text)
+    write_local_metadata(local, text)
     pin = BuildPin.hold(local)
     try:
         for item in files_of(metadata):
-            if in_place is not None and item.path.startswith(LANCE_DIR):
+            if in_place is not None and item.path in in_place_files:
                 continue
             shard_cache.fetch(store, f"{attempt_key}/{item.path}", local / item.path, item)
         if in_place is not None:
-            _check_in_place(split, metadata)
+            _check_in_place(split, metadata, in_place_files)
         shard_cache.evict()
-        return dataset_from(local, metadata, layout_options, lance_base=in_place)
+        backend = open_backend(local, metadata, read_options, in_place=in_place)
+        backend.mirror_of(RemoteOrigin(store, attempt_key, tuple(sorted(in_place_files)) if in_place else ()))
+        return backend, metadata
     finally:
         if pin is not None:
             pin.release()  # the backend holds its own pin
 
 
-def _check_in_place(split: RemoteSplit, metadata: CacheMetadata) -> None:
-    """Every Lance object listed is on the store with its recorded size and ETag (one listing, no download)."""
+@dataclass(frozen=True)
+class RemoteOrigin:
+    """Where the local folder of a remote cache's backend came from: a backend unpickled on a machine that
+    lacks the folder (a Ray task of `to_ray` on another node) fetches the files into that machine's own
+    shard cache. The store pickles as its URL and options (ObjectStore.__reduce__)."""
+
+    store: ObjectStore
+    attempt_key: str
+    in_place: tuple[str, ...] = ()  # paths read in place on the store, never fetched
+
+    def localize(self, metadata: CacheMetadata) -> Path:
+        local = shard_cache.attempt_dir(self.store, self.attempt_key)
+        with local_writes():
+            local.mkdir(parents=True, exist_ok=True)
+        for item in files_of(metadata):
+            if item.path not in self.in_place:
+                shard_cache.fetch(self.store, f"{self.attempt_key}/{item.path}", local / item.path, item)
+        write_local_metadata(local, metadata)  # last: its presence says the files are here
+        return local
+
+
+def _check_in_place(split: RemoteSplit, metadata: CacheMetadata, in_place_files: set[str]) -> None:
+    """Every object read in place is on the store with its recorded size and ETag (one listing, no download)."""
     prefix = split.key(metadata.attempt) + "/"
-    found = {o.key[len(prefix):]: o for o in split.store.list(prefix + LANCE_DIR)}
+    folder = posixpath.commonpath([posixpath.dirname(path) for path in in_place_files])
+    found = {o.key[len(prefix):]: o for o in split.store.list(prefix + (f"{folder}/" if folder else ""))}
     etags = metadata.extra.get(ETAGS)
     etags = etags if isinstance(etags, dict) else {}
     for item in metadata.shards:
-        if not item.path.startswith(LANCE_DIR):
+        if item.path not in in_place_files:
             continue
         listed = found.get(item.path)
         size = None if listed is None else listed.size

@@ -34,63 +34,98 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.arrow.cells import table_rows
 from stable_datasets.arrow.tables import ordered_gather
-from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
+from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.errors import CacheError
+from stable_datasets.layouts import layout_module
+from stable_datasets.layouts.base import LayoutBackend, StreamUnits
+from stable_datasets.layouts.open import open_backend
 from stable_datasets.storage import shard_cache
 from stable_datasets.storage.publish import RemoteSplit
+from stable_datasets.storage.remote_cache import open_remote_split, write_local_metadata
 
-STREAMED_LAYOUTS = ("arrow_shards", "parquet_shards", "lance_rows")
-BLOCK_ROWS = 1024
-LANCE_DATA = "data.lance/data/"  # where lance_rows keeps its fragments' data files
 OPEN_SHARDS = 2
 FETCH_TRIES = 3
 
 
-class RemoteShardSource:
-    """The rows of one published remote split, for `StreamingDataset` (see the module docstring)."""
+class RemoteShards(LayoutBackend):
+    """The rows of one published remote split, downloaded a shard at a time (see the module docstring).
 
-    def __init__(self, split: RemoteSplit, metadata: CacheMetadata, layout_options: dict[str, Any] | None = None,
-                 rows: tuple[int, int] | None = None):
+    A backend like the layouts' own (so `dataset.open` serves it as a `StableDataset`), whose shards are
+    backends of the cache's layout opened on their downloaded files.
+    """
+
+    batched_reads = True
+
+    def __init__(self, split: RemoteSplit, metadata: CacheMetadata, units: StreamUnits,
+                 read_options: dict[str, Any] | None = None, rows: tuple[int, int] | None = None):
         """`rows`: (start, stop) of a partial split ("train[10%:30%]"): only the shards covering it are read."""
-        self.split, self.metadata = split, metadata
-        self.layout_options = dict(layout_options or {})
-        self._units, self._lance_files = stream_units(metadata, split.url)
-        self.block_rows = BLOCK_ROWS if not self._lance_files else \
-            int(metadata.layout_options.get("max_rows_per_group", BLOCK_ROWS))
-        counts = [s.num_rows for s in self._units]
+        # LayoutBackend.__init__ is not called: nothing is pinned (the shard cache may trim what was read)
+        self.split, self.metadata, self.units = split, metadata, units
+        self.options = dict(read_options or {})
+        self.directory = shard_cache.attempt_dir(split.store, split.key(metadata.attempt))
+        self.block_rows = units.block_rows
+        counts = [s.num_rows for s in units.units]
         self._shard_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         total = int(self._shard_starts[-1])
         start, stop = (0, total) if rows is None else (int(rows[0]), int(rows[1]))
         if not 0 <= start <= stop <= total:
             raise ValueError(f"rows {start}:{stop} are not inside the {total} rows of {split.url}")
         self._start, self._stop = start, stop
-        whole = (start, stop) == (0, total)
-        self.fingerprint = metadata.fingerprint if whole else f"{metadata.fingerprint}[{start}:{stop}]"
-        self._open: OrderedDict[int, Any] = OrderedDict()
+        self._open_shards: OrderedDict[int, LayoutBackend] = OrderedDict()
+        self._pin = None
         self.downloads = 0  # shards fetched by this process (a fetch of a present copy counts too)
-        self._pin = self._hold_pin()
+        self._stream_pin = self._hold_pin()  # against rm/prune of this node, not eviction (module docstring)
 
     def _hold_pin(self) -> shard_cache.StreamPin:
         local = shard_cache.attempt_dir(self.split.store, self.split.key(self.metadata.attempt))
         local.mkdir(parents=True, exist_ok=True)
         return shard_cache.StreamPin(local)
 
-    def __len__(self) -> int:
+    @property
+    def num_rows(self) -> int:
         return self._stop - self._start
 
+    @property
+    def is_whole(self) -> bool:
+        return (self._start, self._stop) == (0, int(self._shard_starts[-1]))
+
+    def view_identity(self) -> Any | None:
+        return None if self.is_whole else [self._start, self._stop]
+
     def __getstate__(self) -> dict[str, Any]:  # a DataLoader worker opens its own shards, and pins the attempt
-        return {**self.__dict__, "_open": OrderedDict(), "_pin": None}
+        return {**self.__dict__, "_open_shards": OrderedDict(), "_stream_pin": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        self._pin = self._hold_pin()
+        self._stream_pin = self._hold_pin()
+
+    def _open(self) -> None:
+        pass
+
+    def ensure_open(self) -> None:
+        pass
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._shard(self._first_shard()).schema
+
+    def stored_column_order(self) -> list[str] | None:
+        return None  # known without a download: the metadata's order
+
+    def stored_row_counts(self) -> tuple[int, int]:
+        counted = sum(self._shard(i).stored_row_counts()[0] for i in range(len(self.units.units)))
+        return counted, self.metadata.num_rows
+
+    def rows_in_place(self) -> bool:
+        return False
 
     def block_bounds(self) -> np.ndarray:
         """Each shard cut every `block_rows` rows (of the whole split), clipped to the rows read."""
@@ -100,112 +135,95 @@ class RemoteShardSource:
         inside = bounds[(bounds > self._start) & (bounds < self._stop)]
         return np.concatenate([[self._start], inside, [self._stop]]).astype(np.int64) - self._start
 
-    def shard_bounds(self) -> np.ndarray:
+    def shard_bounds(self) -> np.ndarray | None:
         """Where the shards begin (rows of this source), then its length: the groups of a shard window."""
         inside = self._shard_starts[(self._shard_starts > self._start) & (self._shard_starts < self._stop)]
         return np.concatenate([[self._start], inside, [self._stop]]).astype(np.int64) - self._start
 
-    def _shard(self, index: int) -> Any:
-        """Shard `index` as a one-shard StableDataset (downloaded and opened on first use)."""
-        dataset = self._open.get(index)
-        if dataset is not None:
-            self._open.move_to_end(index)
-            return dataset
-        from stable_datasets.dataset.open import dataset_from
+    def _first_shard(self) -> int:
+        return int(np.searchsorted(self._shard_starts, self._start, side="right") - 1) if len(self.units.units) else 0
 
-        item = self._units[index]
+    def _shard(self, index: int) -> LayoutBackend:
+        """Shard `index` as a backend of the cache's layout (downloaded and opened on first use)."""
+        backend = self._open_shards.get(index)
+        if backend is not None:
+            self._open_shards.move_to_end(index)
+            return backend
+        item = self.units.units[index]
         store, attempt_key = self.split.store, self.split.key(self.metadata.attempt)
-        local = shard_cache.attempt_dir(store, attempt_key)
+        local = self.directory
         one = dataclasses.replace(self.metadata, shards=[item], num_rows=item.num_rows, extra_files=[])
-        fragment = item.path[len(LANCE_DATA):] if self._lance_files else None
         for attempt in range(FETCH_TRIES):
-            for manifest in self._lance_files:  # the Lance dataset's own small files, beside the data file
-                shard_cache.fetch(store, f"{attempt_key}/{manifest.path}", local / manifest.path, manifest)
+            for shared in self.units.shared:  # e.g. a Lance dataset's own small files, beside the data file
+                shard_cache.fetch(store, f"{attempt_key}/{shared.path}", local / shared.path, shared)
             shard_cache.fetch(store, f"{attempt_key}/{item.path}", local / item.path, item)
             self.downloads += 1
             try:
-                dataset = dataset_from(local, one, self.layout_options, lance_fragment=fragment)
-                dataset.read_block(0, min(1, item.num_rows))  # maps the file now, before eviction can remove it
+                backend = open_backend(local, one, self.options, unit=item)
+                backend.slice(0, min(1, item.num_rows))  # maps the file now, before eviction can remove it
                 break
             except (FileNotFoundError, CacheError):
                 # evicted by another process between the fetch and the open: fetch again; else a real error
-                if attempt == FETCH_TRIES - 1 or all((local / f.path).is_file() for f in [item, *self._lance_files]):
+                if attempt == FETCH_TRIES - 1 or all((local / f.path).is_file() for f in [item, *self.units.shared]):
                     raise
-        for backend in dataset._backends:
-            backend.release_pin()  # eviction may take the file: the open map keeps serving it
-        self._open[index] = dataset
-        while len(self._open) > OPEN_SHARDS:
-            self._open.popitem(last=False)
+        backend.release_pin()  # eviction may take the file: the open map keeps serving it
+        self._open_shards[index] = backend
+        while len(self._open_shards) > OPEN_SHARDS:
+            self._open_shards.popitem(last=False)
         shard_cache.evict()
-        return dataset
-
-    def read_block(self, start: int, stop: int) -> pa.Table:
-        start, stop = start + self._start, stop + self._start
-        shard = int(np.searchsorted(self._shard_starts, start, side="right") - 1)
-        base = int(self._shard_starts[shard])
-        if stop <= self._shard_starts[shard + 1]:
-            return self._shard(shard).read_block(start - base, stop - base)
-        return self._gather(np.arange(start, stop, dtype=np.int64))
-
-    def read_rows(self, positions: np.ndarray) -> pa.Table:
-        return self._gather(np.asarray(positions, dtype=np.int64) + self._start)
+        return backend
 
     def _gather(self, positions: np.ndarray) -> pa.Table:
         """Rows at split positions (not offset by the range)."""
-        return ordered_gather(positions, self._shard_starts[:-1],
-                              lambda s, local: self._shard(s).read_rows(local), None)
+        return ordered_gather(positions, self._shard_starts[:-1], lambda s, local: self._shard(s).take(local), None)
 
-    def _formatter(self) -> Any:
-        if not self._open:
-            self._shard(int(np.searchsorted(self._shard_starts, self._start, side="right") - 1))
-        return next(reversed(self._open.values()))
+    def take(self, indices: np.ndarray) -> pa.Table:
+        return self._gather(np.asarray(indices, dtype=np.int64) + self._start)
 
-    def rows_from_arrow(self, table: pa.Table) -> list[Any]:
-        return self._formatter().rows_from_arrow(table)
+    def row(self, index: int) -> dict[str, Any]:
+        return table_rows(self.take(np.asarray([index], dtype=np.int64)))[0]
 
-    def batch_from_arrow(self, table: pa.Table) -> Any:
-        return self._formatter().batch_from_arrow(table)
+    def rows(self, indices: list[int]) -> list[dict[str, Any]]:
+        return table_rows(self.take(np.asarray(indices, dtype=np.int64)))
+
+    def slice(self, start: int, stop: int) -> pa.Table:
+        start, stop = start + self._start, stop + self._start
+        shard = int(np.searchsorted(self._shard_starts, start, side="right") - 1)
+        base = int(self._shard_starts[min(shard, len(self._shard_starts) - 2)]) if len(self.units.units) else 0
+        if len(self.units.units) and stop <= self._shard_starts[shard + 1]:
+            return self._shard(shard).slice(start - base, stop - base)
+        return self._gather(np.arange(start, stop, dtype=np.int64))
+
+    def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
+        position = start
+        while position < stop:
+            absolute = position + self._start
+            shard = int(np.searchsorted(self._shard_starts, absolute, side="right") - 1)
+            end = min(stop, int(self._shard_starts[shard + 1]) - self._start)
+            base = int(self._shard_starts[shard]) - self._start
+            yield from self._shard(shard).iter_batches(position - base, end - base, batch_rows)
+            position = end
 
     def __repr__(self) -> str:
-        rows = "" if (self._start, self._stop) == (0, int(self._shard_starts[-1])) else \
-            f" [{self._start}:{self._stop}]"
-        return f"RemoteShardSource({self.split.url}{rows}, {len(self)} rows in {len(self._units)} shards)"
+        rows = "" if self.is_whole else f" [{self._start}:{self._stop}]"
+        return f"RemoteShards({self.split.url}{rows}, {self.num_rows} rows in {len(self.units.units)} shards)"
 
 
-def stream_units(metadata: CacheMetadata, url: str) -> tuple[list[ShardInfo], list[ShardInfo]]:
-    """(the files a stream downloads one at a time, in row order; the files every one of them needs beside it):
-    shard files, none; or a Lance cache's data files in fragment order, and its manifest files."""
-    if metadata.layout != "lance_rows":
-        return list(metadata.shards), []
-    names = metadata.extra.get("fragment_files")
-    by_path = {s.path: s for s in metadata.shards}
-    units = [by_path.get(f"{LANCE_DATA}{name}") for name in names] if isinstance(names, list) else None
-    if units is None or None in units or sum(u.num_rows for u in units) != metadata.num_rows:
-        raise CacheError(f"{url}: invalid cache metadata: fragment_files {names!r} do not name the Lance data files "
-                         f"{METADATA_FILE} lists, holding its {metadata.num_rows} rows")
-    others = [s for s in metadata.shards if s.path.startswith("data.lance/") and not s.path.startswith(LANCE_DATA)]
-    return units, others  # type: ignore[return-value]
-
-
-def streams_shard_by_shard(metadata: CacheMetadata) -> bool:
-    """Whether a stream of this remote cache downloads it a shard at a time (else it is opened as a whole)."""
-    if metadata.layout not in STREAMED_LAYOUTS or metadata.extra_files or not metadata.shards:
-        return False
-    return metadata.layout != "lance_rows" or "fragment_files" in metadata.extra  # older Lance caches: in place
-
-
-def open_remote_stream(url: str, storage_options: dict[str, Any] | None = None,
-                       rows: Callable[[int], tuple[int, int]] | None = None) -> Any | None:
-    """A `StreamingDataset` reading the remote split at `url` a shard at a time; None for caches it cannot
-    stream that way (video frames, caches with media files, Lance caches without `fragment_files`: opened
-    whole, Lance read in place). `rows(num_rows)` gives the (start, stop) of a partial split."""
-    from stable_datasets.storage.remote_cache import _write_local_metadata, open_remote_split
-    from stable_datasets.streaming.iterable import StreamingDataset
-
+def open_remote_shards(url: str, storage_options: dict[str, Any] | None = None,
+                       rows: Callable[[int], tuple[int, int]] | None = None
+                       ) -> tuple[RemoteShards, CacheMetadata] | None:
+    """The backend reading the remote split at `url` a shard at a time, with its metadata; None for caches that
+    cannot be streamed that way (the layout has no `stream_units`: video frames, caches with media files,
+    Lance caches without `fragment_files`, opened whole). `rows(num_rows)` gives the (start, stop) of a
+    partial split."""
     split, metadata, text = open_remote_split(url, storage_options)
-    if not streams_shard_by_shard(metadata):
+    try:
+        units = layout_module(metadata.layout).Backend.stream_units(metadata)
+    except CacheError as exc:
+        raise CacheError(f"{split.url}: {exc}") from None
+    if units is None:
         return None
     local = shard_cache.attempt_dir(split.store, split.key(metadata.attempt))
     local.mkdir(parents=True, exist_ok=True)
-    _write_local_metadata(local, text)  # marks the folder as an attempt's, so the shard cache can trim it
-    return StreamingDataset(RemoteShardSource(split, metadata, rows=None if rows is None else rows(metadata.num_rows)))
+    write_local_metadata(local, text)  # marks the folder as an attempt's, so the shard cache can trim it
+    return RemoteShards(split, metadata, units, rows=None if rows is None else rows(metadata.num_rows)), metadata

@@ -8,11 +8,10 @@ line, a Ray worker's environment), `$STABLE_DATASETS_STORAGE_OPTIONS` may hold t
 from __future__ import annotations
 
 import json
-import os
 import threading
 from typing import Any
 
-from stable_datasets.errors import ConfigurationError
+from stable_datasets.env import env_json_object
 from stable_datasets.storage.store import ObjectStore
 from stable_datasets.storage.urls import ObjectURL
 
@@ -26,17 +25,7 @@ OPTIONS_VARIABLE = "STABLE_DATASETS_STORAGE_OPTIONS"
 
 def storage_options_from_env() -> dict[str, Any]:
     """`$STABLE_DATASETS_STORAGE_OPTIONS` (a JSON object), or {} when unset."""
-    text = os.environ.get(OPTIONS_VARIABLE, "").strip()
-    if not text:
-        return {}
-    try:
-        options = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigurationError(f"${OPTIONS_VARIABLE} is not valid JSON ({exc}); give an object such as "
-                                 '\'{"token": "anon"}\'') from None
-    if not isinstance(options, dict):
-        raise ConfigurationError(f"${OPTIONS_VARIABLE} must be a JSON object, got {type(options).__name__}")
-    return options
+    return env_json_object(OPTIONS_VARIABLE, '{"token": "anon"}')
 
 
 def open_store(url: ObjectURL, storage_options: dict[str, Any] | None = None) -> ObjectStore:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.env import env_text
 from stable_datasets.errors import ConfigurationError
 from stable_datasets.storage.resolve import open_store, storage_options_from_env
 from stable_datasets.storage.store import ObjectStore
@@ -27,7 +28,7 @@ READ_ONLY_SCHEMES = frozenset({"http", "https", "zip", "tar", "libarchive", "git
 
 def local_base() -> Path:
     """Absolute, as cache roots are: an open dataset's local copies keep serving after an os.chdir."""
-    env = os.environ.get("STABLE_DATASETS_LOCAL_CACHE_DIR")
+    env = env_text("STABLE_DATASETS_LOCAL_CACHE_DIR")
     return (Path(env).expanduser() if env else DEFAULT_LOCAL_BASE.expanduser()).absolute()
 
 
@@ -83,7 +84,7 @@ def resolve_root(cache_dir: str | os.PathLike | None, storage_options: dict[str,
         raise ConfigurationError(f"cache_dir is a {type(cache_dir).__name__} object: give a cache root as a local "
                                  "path or a URL string ('s3://bucket/prefix', 'gs://...', any fsspec protocol), with "
                                  "the filesystem's credentials and endpoint in storage_options=")
-    location = cache_dir if cache_dir is not None else os.environ.get("STABLE_DATASETS_CACHE_DIR")
+    location = cache_dir if cache_dir is not None else env_text("STABLE_DATASETS_CACHE_DIR")
     if is_url(location):
         return RemoteRoot.open(str(location), storage_options, check=check)
     return cache_root(cache_dir)

@@ -37,6 +37,7 @@ from loguru import logger
 
 from stable_datasets.cache.builds import build_in_use
 from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
+from stable_datasets.env import env_text
 from stable_datasets.errors import CacheError, ConfigurationError, MissingObjectError, StorageError
 from stable_datasets.storage.root import local_base
 from stable_datasets.storage.store import LocalWriteError, ObjectStore
@@ -59,7 +60,7 @@ def parse_size(text: str, name: str = "STABLE_DATASETS_LOCAL_CACHE_LIMIT") -> in
 
 
 def cache_limit() -> int:
-    text = os.environ.get("STABLE_DATASETS_LOCAL_CACHE_LIMIT", "").strip()
+    text = env_text("STABLE_DATASETS_LOCAL_CACHE_LIMIT")
     return parse_size(text) if text else DEFAULT_LIMIT
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.storage.urls import ObjectURL
 
 CHUNK = 8 << 20
@@ -120,7 +121,7 @@ class ObjectStore(ABC):
 LOCAL_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES)
 
 
-class LocalWriteError(OSError):
+class LocalWriteError(StableDatasetsError, OSError):
     """The local copy of an object could not be written: the store is not at fault (stores let it through)."""
 
 

@@ -1,15 +1,19 @@
-"""`StreamingDataset`: an iterable over a dataset for training, resumable mid-epoch.
+"""`StreamingDataset`: an iterable over a dataset for training, resumable mid-epoch on any cluster size.
 
-Order: `streaming.order` (blocks in storage order, or a seeded block shuffle; no global RNG).
-Split: each DDP rank takes a contiguous share of the epoch order; inside a rank, DataLoader
-workers are dealt runs of `loader_batch_size` rows in turn (or whole batches after `batch()`),
-which is the order a DataLoader hands batches back in. So a DataLoader over this stream yields
-the rank's share in order, whatever its `num_workers`, and no row is served twice or skipped.
+Order: `streaming.order` (blocks in storage order, or a seeded block shuffle evaluated lazily, so
+an epoch costs memory per block, never per row; no global RNG).
+Split: one global order per epoch; rank r of N serves its positions start + r, start + r + N, ...
+(ranks advance in lockstep); inside a rank, DataLoader workers are dealt units of
+`loader_batch_size` rows in turn (or whole batches after `batch()`), the order a DataLoader hands
+batches back in. So the rows a training loop has received are always a prefix of the epoch order.
 
-Resume rule: the state is (epoch, rows of this rank's share consumed). Iterating in this
-process counts rows as they are yielded. With DataLoader workers the counting has to happen
-where the batches arrive: `StreamingDataLoader` does it (and sets `loader_batch_size` for you);
-with a plain DataLoader, pass `consumed=` (rows the training loop received) to `state_dict`.
+Resume rule: the state is (epoch, global rows consumed): small plain JSON, the same on every rank,
+independent of the rows, the world size, the workers and the batch size. A state saved at
+(N ranks, W workers, batch B) loads at (M, V, B') and the epoch goes on with the next row.
+Counting happens where rows arrive: iterating in this process counts them; `StreamingDataLoader`
+counts the batches the loop received; torchdata's `StatefulDataLoader` asks each worker's copy
+(a per-worker state, which resumes exactly with the same workers). A plain DataLoader with
+workers cannot know what the loop received: `state_dict()` then raises instead of guessing.
 A pass that runs to the end moves on to the next epoch; `set_epoch(e)` jumps to epoch e.
 """
 
@@ -23,18 +27,28 @@ from typing import Any
 import numpy as np
 from loguru import logger
 
+from stable_datasets.streaming.mix import MixedSource
 from stable_datasets.streaming.order import (
     BlockOrder,
     bounds_from_starts,
-    dealt_order,
-    rank_share,
+    consumed_after,
+    rank_indices,
     resolve_rank,
     rows_per_rank,
     split_large_blocks,
-    worker_share,
+    worker_indices,
+    worker_rows,
 )
 from stable_datasets.streaming.reader import make_reader
-from stable_datasets.streaming.sampler import check_resumable, dataset_block_bounds, dataset_shard_bounds
+from stable_datasets.streaming.sampler import dataset_block_bounds, dataset_shard_bounds
+from stable_datasets.streaming.state import (
+    LOADERS_THAT_COUNT,
+    STATE_FORMAT,
+    WorkerFlag,
+    check_int,
+    check_state,
+    merge_worker_states,
+)
 
 try:  # a torch IterableDataset when torch is installed, so DataLoader treats it as one
     from torch.utils.data import IterableDataset as _IterableBase
@@ -67,19 +81,26 @@ class StreamingDataset(_IterableBase):
     `seed` and `window_blocks` picks the block shuffle (`streaming.order`); `window_shards` k
     shuffles the shard order and blocks only within windows of k shards (bounded local cache for a
     remote stream; None: blocks from the whole split); `rank`/`world_size`
-    default to torch.distributed (or torchrun's RANK/WORLD_SIZE); `drop_last=False` pads the
-    last rank's share by wrapping around to the start of the order.
+    default to torch.distributed (or torchrun's RANK/WORLD_SIZE); ranks stripe one global order;
+    `drop_last=False` pads the last step by wrapping around to the start of the order. `rows=(lo, hi)`
+    serves only that stretch of each epoch's order (what `take`/`skip` set).
     """
 
     def __init__(self, dataset: Any, *, shuffle: bool = False, seed: int = 0, window_blocks: int = 8,
                  window_shards: int | None = None, max_block_rows: int | None = MAX_BLOCK_ROWS,
                  rank: int | None = None, world_size: int | None = None, drop_last: bool = False,
-                 loader_batch_size: int | None = None):
+                 loader_batch_size: int | None = None, rows: tuple[int, int] | None = None):
         self.dataset = dataset
         self.num_rows = len(dataset)
         self._options = {"shuffle": shuffle, "seed": seed, "window_blocks": window_blocks,
                          "window_shards": window_shards, "max_block_rows": max_block_rows, "rank": rank,
-                         "world_size": world_size, "drop_last": drop_last, "loader_batch_size": loader_batch_size}
+                         "world_size": world_size, "drop_last": drop_last, "loader_batch_size": loader_batch_size,
+                         "rows": rows}
+        #: the stretch [lo, hi) of each epoch's order this stream serves (take/skip), and its length
+        self._range = (0, self.num_rows) if rows is None else (int(rows[0]), int(rows[1]))
+        self.length = self._range[1] - self._range[0]
+        if not 0 <= self._range[0] <= self._range[1] <= self.num_rows:
+            raise ValueError(f"rows={rows!r} is not a stretch of the {self.num_rows} rows")
         BlockOrder(self.num_rows, None, seed=seed, shuffle=shuffle, window_blocks=window_blocks,
                    window_shards=window_shards)  # checks options
         self._order: BlockOrder | None = None  # built on first use, so a Lance cache is opened where it is read
@@ -90,11 +111,15 @@ class StreamingDataset(_IterableBase):
         self.batch_size: int | None = None
         self.drop_last_batch = False
         self.collate_fn: Callable[[list[Any]], Any] | None = None
-        self._maps: list[Callable[[Any], Any]] = []
+        self._ops: list[tuple[str, Callable[[Any], Any]]] = []  # ("map" | "filter", function), in order
         self.epoch = 0
+        #: global position in the epoch order: rows before it were received by some rank (see the docstring)
         self.consumed = 0
-        #: (workers, rows per unit) this epoch is dealt to; StreamingDataLoader sets it when an epoch starts
-        self.deal: tuple[int, int] = (1, 1)
+        #: True when a loader counts the batches its loop receives (StreamingDataLoader sets it)
+        self.counted_by_loader = False
+        self._flag = WorkerFlag()
+        self._worker_pass: dict[str, Any] | None = None  # in a DataLoader worker: where it is in its pass
+        self._worker_resume: dict[str, Any] | None = None  # a worker's saved state, checked when it starts
 
     @property
     def order(self) -> BlockOrder:
@@ -120,6 +145,8 @@ class StreamingDataset(_IterableBase):
         described = [fingerprint, self.num_rows, *(self._options[k] for k in keys)]
         if self._options["window_shards"] is not None:  # (absent from states saved before shard windows)
             described.append({"window_shards": self._options["window_shards"]})
+        if self._options["rows"] is not None:
+            described.append({"rows": list(self._range)})
         return hashlib.sha256(json.dumps(described).encode()).hexdigest()[:16]
 
     # -- lazy ops: each returns a new stream (epoch 0, nothing consumed) ------------------------
@@ -127,19 +154,81 @@ class StreamingDataset(_IterableBase):
         other = StreamingDataset(self.dataset, **{**self._options, **changes})
         other.batch_size, other.drop_last_batch, other.collate_fn = self.batch_size, self.drop_last_batch, \
             self.collate_fn
-        other._maps = list(self._maps)
+        other._ops = list(self._ops)
         return other
 
-    def shuffle(self, seed: int = 0, window_blocks: int = 8, window_shards: int | None = None) -> StreamingDataset:
+    def shuffle(self, seed: int = 0, window_blocks: int = 8, window_shards: int | None = None, *,
+                buffer_size: int | None = None) -> StreamingDataset:
         """The block shuffle (see streaming.order): blocks permuted, rows permuted within windows; with
-        `window_shards` k, shards permuted and blocks only within windows of k shards."""
-        return self._with(shuffle=True, seed=seed, window_blocks=window_blocks, window_shards=window_shards)
+        `window_shards` k, shards permuted and blocks only within windows of k shards.
+
+        `buffer_size` (Hugging Face's name) bounds the shuffle window in rows instead: blocks are cut to at
+        most `buffer_size` rows and a window holds as many whole blocks as fit. Unlike a shuffle buffer the
+        order is a function of (seed, epoch), so a resume is exact."""
+        if self._options["rows"] is not None:
+            raise ValueError("call shuffle() before take()/skip(): they cut the shuffled order")
+        if buffer_size is None:
+            return self._with(shuffle=True, seed=seed, window_blocks=window_blocks, window_shards=window_shards)
+        if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
+            raise ValueError(f"buffer_size must be a positive int, got {buffer_size!r}")
+        block = min(buffer_size, self._options["max_block_rows"] or buffer_size)
+        return self._with(shuffle=True, seed=seed, window_blocks=max(1, buffer_size // block),
+                          window_shards=window_shards, max_block_rows=block)
+
+    def _cut(self, lo: int, hi: int) -> StreamingDataset:
+        if self._ops:
+            raise ValueError("call take()/skip() before map()/filter(): they count rows of the order")
+        base = self._range[0]
+        return self._with(rows=(base + lo, base + hi))
+
+    def take(self, n: int) -> StreamingDataset:
+        """The first `n` rows of each epoch's order (before the ranks split it), so resume stays exact."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"take() needs a non-negative int, got {n!r}")
+        return self._cut(0, min(n, self.length))
+
+    def skip(self, n: int) -> StreamingDataset:
+        """Each epoch's order without its first `n` rows."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            raise ValueError(f"skip() needs a non-negative int, got {n!r}")
+        return self._cut(min(n, self.length), self.length)
 
     def map(self, function: Callable[[Any], Any]) -> StreamingDataset:
         """Apply `function` to every row (or batch, after `batch()`), lazily, in the reading process."""
         other = self._with()
-        other._maps.append(function)
+        other._ops.append(("map", function))
         return other
+
+    def filter(self, function: Callable[[Any], bool]) -> StreamingDataset:
+        """Keep the rows for which `function(row)` is true, lazily, in the reading process.
+
+        The state then counts rows of the order read (kept or not), per rank: ranks no longer consume
+        the same rows per step, so a filtered stream resumes exactly on the same rank and world size
+        (a change is refused), in this process, or through torchdata's StatefulDataLoader."""
+        if self.batch_size is not None:
+            raise ValueError("call filter() before batch(): a filter after batch() would receive whole batches")
+        other = self._with()
+        other._ops.append(("filter", function))
+        return other
+
+    def with_format(self, format: str | None = None, **kwargs: Any) -> StreamingDataset:
+        """The same stream, rows in another format ("python", "numpy", "torch", "arrow"), as the dataset's."""
+        if not hasattr(self.dataset, "with_format"):
+            raise TypeError(f"with_format needs a dataset that has formats (a StableDataset), got "
+                            f"{type(self.dataset).__name__}")
+        other = self._with()
+        other.dataset = self.dataset.with_format(format, **kwargs)
+        return other
+
+    @property
+    def row_offset(self) -> int:
+        """Where this stream's stretch of each epoch's order begins (after skip())."""
+        return self._range[0]
+
+    @property
+    def filtered(self) -> bool:
+        """Whether a filter drops rows (then the state is per rank, see `filter`)."""
+        return any(kind == "filter" for kind, _ in self._ops)
 
     def batch(self, batch_size: int, *, drop_last_batch: bool = False,
               collate_fn: Callable[[list[Any]], Any] | None = None) -> StreamingDataset:
@@ -147,34 +236,57 @@ class StreamingDataset(_IterableBase):
         decode per batch), or `collate_fn(rows)`. Use `DataLoader(stream, batch_size=None)` then."""
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
             raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        if self._maps:
-            raise ValueError("call batch() before map(): a map after batch() receives whole batches")
+        if self._ops:
+            raise ValueError("call batch() before map() and after no filter(): a map after batch() receives whole "
+                             "batches, and a filter cannot keep batches whole")
         other = self._with()
         other.batch_size, other.drop_last_batch, other.collate_fn = batch_size, drop_last_batch, collate_fn
         return other
+
+    def placement(self) -> tuple[int | None, int | None, bool]:
+        """(rank, world_size, drop_last) as given (None: from torch.distributed), for streams mixed together."""
+        return (*self._given_rank, self.drop_last)
+
+    def row_maps(self) -> list[Callable[[Any], Any]]:
+        """The functions `map()` applies to each row, in order (a mix applies them where it reads the row)."""
+        if self.filtered:
+            raise ValueError("a mixed source cannot filter (the mix draws its rows by position); filter the mix")
+        return [function for _, function in self._ops]
+
+    @property
+    def features(self) -> Any:
+        """The dataset's features (None when it has none, e.g. a plain map-style dataset)."""
+        return getattr(self.dataset, "features", None)
+
+    @property
+    def column_names(self) -> list[str] | None:
+        features = self.features
+        return None if features is None else list(features)
 
     # -- epochs and resume -------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         if epoch != self.epoch:
             self.epoch, self.consumed = int(epoch), 0
-
-    def deal_to(self, num_workers: int, unit: int) -> None:
-        """Lay out the epoch about to start for `num_workers` DataLoader workers reading `unit` rows at a time:
-        each worker then reads its own run of the order (its own blocks). Mid-epoch the saved layout stays."""
-        if self.consumed == 0:
-            self.deal = (max(int(num_workers), 1), max(int(unit), 1))
+            self._worker_resume = None
 
     def open_before_fork(self) -> None:
         """Open, in this process, what forked DataLoader workers can share (the maps and held columns of a
         v2 Lance cache on local disk), so each worker does not open it again; StreamingDataLoader calls it."""
-        for backend in getattr(self.dataset, "_backends", ()):
-            hook = getattr(backend, "open_before_fork", None)
-            if hook is not None:
-                hook()
+        hook = getattr(self.dataset, "open_before_fork", None)  # a StableDataset asks its backends
+        if hook is not None:
+            hook()
 
     def rows_per_epoch(self) -> int:
-        """Rows of this rank's share of one epoch."""
-        return rows_per_rank(self.num_rows, self.world_size, self.drop_last)
+        """Rows of this rank's share of a whole epoch."""
+        return rows_per_rank(self.length, self.world_size, self.drop_last)
+
+    def rows_left(self) -> int:
+        """Rows this rank serves from the saved position to the end of the epoch."""
+        return rows_per_rank(self.length, self.world_size, self.drop_last, self.consumed)
+
+    def position_after(self, start: int, rank_rows: int) -> int:
+        """The global position once every rank served `rank_rows` rows of a pass that began at `start`."""
+        return consumed_after(self.length, start, self.world_size, rank_rows)
 
     def __len__(self) -> int:
         rows = self.rows_per_epoch()
@@ -182,53 +294,79 @@ class StreamingDataset(_IterableBase):
             return rows
         return rows // self.batch_size if self.drop_last_batch else -(-rows // self.batch_size)
 
+    def _identity_fields(self) -> dict[str, Any]:
+        return {"num_rows": self.length, "seed": self._options["seed"], "order": self.order_identity()}
+
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        """Where this rank is: epoch and rows consumed (`consumed=` overrides the count kept here)."""
-        return {"epoch": self.epoch, "consumed": self.consumed if consumed is None else int(consumed),
-                "seed": self._options["seed"], "world_size": self.world_size, "num_rows": self.num_rows,
-                "order": self.order_identity(), "drop_last": self.drop_last, "deal": list(self.deal)}
+        """Where the epoch is: the global position every rank has reached (plain JSON, see streaming.state).
+
+        `consumed=`: rows this rank's training loop received in this pass (for a plain DataLoader whose
+        `batch_size` equals `loader_batch_size`). In a DataLoader worker: that worker's own state."""
+        state = {"format": STATE_FORMAT, "epoch": self.epoch, **self._identity_fields(),
+                 "drop_last": self.drop_last, "consumed": self.consumed}
+        if self.filtered:  # ranks read different numbers of rows per step: the position is this rank's
+            state["rank"], state["world_size"] = self.rank, self.world_size
+        _, _, in_worker = _worker()
+        if consumed is not None:
+            state["consumed"] = self.position_after(self.consumed, int(consumed))
+        elif in_worker:  # this worker's own state (torchdata's StatefulDataLoader collects one per worker)
+            where = self._worker_pass if self._worker_pass is not None else self._worker_resume
+            if where is not None:
+                state["epoch"], state["consumed"], state["worker"] = where["epoch"], where["start"], dict(where)
+        elif self._flag.is_set() and not self.counted_by_loader:
+            raise RuntimeError(
+                "cannot save this stream's state: DataLoader workers read it, so this process does not know "
+                "which rows the training loop received (a plain torch DataLoader with num_workers > 0). Read it "
+                f"with {LOADERS_THAT_COUNT}, or pass state_dict(consumed=rows received by this rank)")
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_resumable(state, {"num_rows": self.num_rows, "seed": self._options["seed"],
-                                "world_size": self.world_size, "drop_last": self.drop_last,
-                                "order": self.order_identity()}, "stream",
-                        required=("consumed", "epoch", "seed", "num_rows", "world_size"))
-        for key in ("consumed", "epoch"):
-            value = state.get(key) if isinstance(state, dict) else None
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"cannot resume: the saved stream's {key} must be a non-negative int, got {value!r} "
-                                 "(pass the state_dict() of a stream)")
-        consumed = int(state["consumed"])
-        if not 0 <= consumed <= self.rows_per_epoch():
-            raise ValueError(f"cannot resume: the saved stream consumed {consumed} rows, but an epoch of this "
-                             f"rank has {self.rows_per_epoch()}")
-        deal = state.get("deal", [1, 1])  # states saved before epochs were dealt to workers: no deal
-        if (not isinstance(deal, (list, tuple)) or len(deal) != 2
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in deal)
-                or deal[0] > MAX_WORKERS):
-            raise ValueError(f"cannot resume: the saved stream's deal must be [workers, rows per unit] with workers "
-                             f"from 1 to {MAX_WORKERS}, got {deal!r:.80}")
-        deal = [deal[0], min(deal[1], max(self.rows_per_epoch(), 1))]  # a unit past the epoch is the whole epoch
-        self.epoch, self.consumed, self.deal = int(state["epoch"]), consumed, (deal[0], deal[1])
+        """Continue from a saved state: any world size, workers or batch size (see the module docstring).
+
+        A torchdata StatefulDataLoader's whole state is accepted too: its workers' states are merged into
+        one global position (`streaming.state.merge_worker_states`), so it also resumes elsewhere."""
+        if isinstance(state, dict) and "_snapshot" in state:
+            state = merge_worker_states(state)
+        check_state(state, self._identity_fields(), "stream")
+        epoch, consumed = check_int(state, "epoch", "stream"), check_int(state, "consumed", "stream")
+        if consumed > self.length:
+            raise ValueError(f"cannot resume: the saved stream consumed {consumed} rows, but an epoch has "
+                             f"{self.length}")
+        if "rank" in state and (state.get("rank"), state.get("world_size")) != (self.rank, self.world_size):
+            raise ValueError(f"cannot resume: the saved stream filters rows, so its position is rank "
+                             f"{state.get('rank')} of {state.get('world_size')}'s own (ranks keep different numbers "
+                             f"of rows); it resumes only that rank of that world size, this is rank {self.rank} of "
+                             f"{self.world_size}")
+        worker = state.get("worker")
+        _, _, in_worker = _worker()
+        if worker is not None and not in_worker:
+            raise ValueError(f"cannot resume: this is DataLoader worker {worker.get('id')} of "
+                             f"{worker.get('workers')}'s own state; restore it through the StatefulDataLoader that "
+                             "saved it (the same num_workers), or save the loader's state_dict() instead")
+        left = self.length - consumed
+        if self.drop_last and 0 < left < self.world_size:
+            raise ValueError(f"cannot resume exactly: {left} rows of epoch {epoch} are left and drop_last=True on "
+                             f"{self.world_size} ranks would drop them all; resume on at most {left} ranks, or "
+                             "with drop_last=False")
+        self.epoch, self.consumed = epoch, consumed
+        self._worker_resume = dict(worker) if worker is not None else None
 
     # -- iteration ---------------------------------------------------------------------------
-    def rank_order(self, epoch: int | None = None, deal: tuple[int, int] | None = None) -> np.ndarray:
-        """This rank's positions for an epoch (default: the current one), in the order served when the epoch
-        is dealt to `deal` = (workers, rows per unit) (default: the stream's, see `deal_to`)."""
-        return self._served(self.order.epoch(self.epoch if epoch is None else epoch).positions, deal)
-
-    def _served(self, positions: np.ndarray, deal: tuple[int, int] | None = None) -> np.ndarray:
-        share = rank_share(positions, self.rank, self.world_size, self.drop_last)
-        workers, unit = self.deal if deal is None else deal
-        return share[dealt_order(len(share), unit, workers)]
+    def rank_order(self, epoch: int | None = None, start: int = 0) -> np.ndarray:
+        """This rank's positions for a pass over `epoch` (default: the current one) from global position `start`
+        (materialized: for small datasets and tests)."""
+        order = self.order.epoch(self.epoch if epoch is None else epoch)
+        count = rows_per_rank(self.length, self.world_size, self.drop_last, start)
+        indices = rank_indices(np.arange(count), start, self.rank, self.world_size, self.length)
+        return order.positions_at(self._range[0] + indices)
 
     def _unit(self, num_workers: int) -> int:
         unit = self.batch_size or self.loader_batch_size
         if unit is None:
-            if num_workers > 1:
+            if num_workers > 1 and not self.counted_by_loader:
                 logger.warning("a StreamingDataset read by {} DataLoader workers without loader_batch_size: rows "
-                               "are dealt one at a time, so batches do not come back in stream order and a resume "
-                               "is not exact; use StreamingDataLoader, or pass loader_batch_size=", num_workers)
+                               "are dealt one at a time, so batches do not come back in stream order; use "
+                               "StreamingDataLoader, or pass loader_batch_size=", num_workers)
             return 1
         return unit
 
@@ -236,40 +374,69 @@ class StreamingDataset(_IterableBase):
         worker, num_workers, in_worker = _worker()
         if not in_worker and self._given_rank == (None, None):
             self.rank, self.world_size = resolve_rank(None, None)  # torch.distributed may be up by now
-        if not in_worker and self.consumed == 0:
-            self.deal = (1, 1)  # an epoch read in this process is served in its own order
-        epoch, start = self.epoch, self.consumed
+        if in_worker:
+            self._flag.set()  # the main process cannot count what this worker serves
+        epoch, start, n, lo_row = self.epoch, self.consumed, self.length, self._range[0]
+        rank, world = self.rank, self.world_size
+        count = rows_per_rank(n, world, self.drop_last, start)
+        unit = self._unit(num_workers)
+        mine = worker_rows(count, unit, worker, num_workers)
+        where = {"id": worker, "workers": num_workers, "unit": unit, "rank": rank, "world_size": world,
+                 "epoch": epoch, "start": start}
+        skip = 0
+        if in_worker and self._worker_resume is not None:
+            saved = self._worker_resume
+            self._worker_resume = None
+            if any(saved.get(k) != v for k, v in where.items()):
+                raise ValueError(f"cannot resume: worker state {saved} was saved by another loader layout than "
+                                 f"this worker's {where}; restore with the same num_workers, batch size and ranks")
+            skip = check_int(saved, "rows", "stream worker")
+        self._worker_pass = {**where, "rows": skip} if in_worker else None
+        if isinstance(self.dataset, MixedSource):
+            self.dataset.set_epoch(epoch)  # the sources' own orders follow the mix's epoch
         order = self.order.epoch(epoch)
-        rest = self._served(order.positions)[start:]
-        mine = worker_share(len(rest), self._unit(num_workers), worker, num_workers)
-        positions = rest[mine]
         reader = make_reader(self.dataset, self.order.bounds, order.block_window)
-        counting = not in_worker  # only a stream iterated in this process sees what is consumed
+
+        def positions(lo: int, hi: int) -> np.ndarray:
+            sequence = worker_indices(np.arange(lo, hi, dtype=np.int64), unit, worker, num_workers)
+            return order.positions_at(lo_row + rank_indices(sequence, start, rank, world, n))
+
+        def counted(rows: int) -> None:  # rows of this worker's (or this process's) sequence served
+            if in_worker:
+                self._worker_pass["rows"] = rows
+            else:
+                self.consumed = consumed_after(n, start, world, rows)
+
         if self.batch_size is not None:
             size = self.batch_size
-            for lo in range(0, len(positions), size):
-                chunk = positions[lo:lo + size]
+            for lo in range(skip, mine, size):
+                chunk = positions(lo, min(lo + size, mine))
                 if len(chunk) < size and self.drop_last_batch:
                     break
                 batch = self.collate_fn(reader.rows(chunk)) if self.collate_fn is not None else reader.batch(chunk)
-                for function in self._maps:
+                for _, function in self._ops:
                     batch = function(batch)
-                if counting:
-                    self.consumed = start + lo + len(chunk)
+                counted(lo + len(chunk))
                 yield batch
         else:
-            for lo in range(0, len(positions), READ_ROWS):
-                rows = reader.rows(positions[lo:lo + READ_ROWS])
+            for lo in range(skip, mine, READ_ROWS):
+                rows = reader.rows(positions(lo, min(lo + READ_ROWS, mine)))
                 for k, row in enumerate(rows):
-                    for function in self._maps:
-                        row = function(row)
-                    if counting:
-                        self.consumed = start + lo + k + 1
-                    yield row
-        if counting and self.epoch == epoch:
+                    kept = True
+                    for kind, function in self._ops:
+                        if kind == "map":
+                            row = function(row)
+                        elif not function(row):
+                            kept = False  # dropped: counted with the next row kept (a resume reads it again)
+                            break
+                    if kept:
+                        counted(lo + k + 1)
+                        yield row
+        if not in_worker and self.epoch == epoch:
             self.epoch, self.consumed = epoch + 1, 0  # a finished pass moves on to the next epoch
+        # (a worker's copy stays put: its state says it served all its rows, and the main process moves on)
 
     def __repr__(self) -> str:
         mode = "shuffled" if self._options["shuffle"] else "storage order"
-        return (f"StreamingDataset(rows={self.num_rows}, rank={self.rank}/{self.world_size}, {mode}, "
+        return (f"StreamingDataset(rows={self.length}, rank={self.rank}/{self.world_size}, {mode}, "
                 f"epoch={self.epoch}, consumed={self.consumed})")

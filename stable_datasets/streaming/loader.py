@@ -4,9 +4,10 @@ DataLoader workers are other processes and run ahead of the loop (prefetch), so 
 stream nor a sampler can know what the loop has received. This loader counts the rows of the
 batches it hands out: every batch holds `batch_size` rows except the last of the rank's share
 (the stream deals rows to workers in whole batches, see streaming.iterable), so the count is
-exact. After each batch it writes (epoch, rows consumed) into the stream or the
+exact. After each batch it writes (epoch, global position) into the stream or the
 `BlockShuffleSampler`, so their `state_dict()` is right at any step; the loader's own
-`state_dict()`/`load_state_dict()` are the same thing.
+`state_dict()`/`load_state_dict()` are the same thing, and load on any world size, number of
+workers or batch size.
 
 Workers are started afresh for every pass (`persistent_workers=True` is refused): they receive
 the stream's current epoch and position when they start.
@@ -17,13 +18,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from stable_datasets.errors import missing_extra
 from stable_datasets.streaming.iterable import StreamingDataset
 from stable_datasets.streaming.sampler import BlockShuffleSampler
 
 try:
     from torch.utils.data import DataLoader
 except ImportError as exc:  # pragma: no cover - torch is optional
-    raise ImportError("StreamingDataLoader needs PyTorch: pip install torch") from exc
+    raise missing_extra("StreamingDataLoader", "PyTorch", "torch") from exc
 
 
 def _forks(context: Any) -> bool:
@@ -43,8 +45,13 @@ class StreamingDataLoader(DataLoader):
             if dataset.batch_size is not None and batch_size is not None:
                 raise ValueError(f"the stream already yields batches of {dataset.batch_size} rows (batch()); pass "
                                  "batch_size=None to the loader")
+            if dataset.filtered and kwargs.get("num_workers", 0) > 0:
+                raise ValueError("StreamingDataLoader counts rows received, and a filtered stream's workers read "
+                                 "more rows than they return; with workers use torchdata's StatefulDataLoader (it "
+                                 "asks each worker for its state), or num_workers=0")
             if dataset.batch_size is None:
                 dataset.loader_batch_size = batch_size or 1  # rows are dealt to workers a whole batch at a time
+            dataset.counted_by_loader = True
             self._holder: Any = dataset
             self._rows_per_batch = dataset.batch_size or batch_size or 1
         elif isinstance(sampler, BlockShuffleSampler):
@@ -58,15 +65,15 @@ class StreamingDataLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:
         holder = self._holder
-        if isinstance(holder, StreamingDataset):
-            holder.deal_to(self.num_workers, self._rows_per_batch)  # each worker reads its own run of blocks
-            if self.num_workers > 0 and _forks(self.multiprocessing_context):
-                holder.open_before_fork()
-        epoch, count = holder.epoch, holder.consumed
-        total = len(holder) if isinstance(holder, BlockShuffleSampler) else holder.rows_per_epoch()
+        if isinstance(holder, StreamingDataset) and self.num_workers > 0 and _forks(self.multiprocessing_context):
+            holder.open_before_fork()
+        epoch, start, count = holder.epoch, holder.consumed, 0
+        total = holder.rows_left()
+        counts_itself = isinstance(holder, StreamingDataset) and holder.filtered  # (no workers: see __init__)
         for batch in super().__iter__():
             count = min(count + self._rows_per_batch, total)
-            holder.epoch, holder.consumed = epoch, count
+            if not counts_itself:
+                holder.epoch, holder.consumed = epoch, holder.position_after(start, count)
             yield batch
         holder.epoch, holder.consumed = epoch + 1, 0
 

@@ -20,7 +20,12 @@ window's rows, so reads stay near-sequential, while neighbours in storage end up
 a window that mixes `window_blocks` unrelated parts of the dataset. With no block bounds the
 order is a full permutation; with `shuffle=False` it is storage order.
 
-Ranks take contiguous shares of the global order (so each rank reads mostly its own blocks);
+Nothing here grows with the rows: the blocks are permuted as an array over blocks, and a row's
+place inside its window is a keyed bijection evaluated on demand (`streaming.bijection`), so the
+first row of a shuffled epoch of a billion rows costs milliseconds and a few MB per process.
+
+Ranks and workers (see "who serves which epoch index" below) stripe one global order, so the
+rows consumed are always a prefix of it: a state is one number that resumes on any world size.
 `drop_last` drops the tail of the order, otherwise the order is padded by wrapping around to
 its start so every rank gets the same number of rows.
 """
@@ -28,11 +33,13 @@ its start so every rank gets the same number of rows.
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from stable_datasets.env import env_number
+from stable_datasets.streaming.bijection import mix_keys, permute
 
 
 def bounds_from_starts(starts: Any, num_rows: int) -> np.ndarray:
@@ -68,13 +75,57 @@ def check_bounds(bounds: np.ndarray, num_rows: int) -> np.ndarray:
     return bounds
 
 
-@dataclass(frozen=True)
 class EpochOrder:
-    """One epoch: row positions in order, and for each block the window it is read in (None: a full
-    permutation, rows are read one by one)."""
+    """One epoch's order, evaluated lazily: `positions_at(k)` is the stored row at epoch index k.
 
-    positions: np.ndarray
-    block_window: np.ndarray | None
+    It holds arrays over blocks only (the permuted blocks, where each window starts); a row's place
+    inside its window is a keyed bijection (`streaming.bijection`), so nothing here grows with rows.
+    `block_window[b]` is the window stored block b is read in (None: rows are read one by one).
+    """
+
+    def __init__(self, num_rows: int, bounds: np.ndarray | None, block_order: np.ndarray | None,
+                 window_in_order: np.ndarray | None, keys: tuple[int, ...] | None):
+        self.num_rows = num_rows
+        self._bounds, self._keys = bounds, keys
+        self.block_window: np.ndarray | None = None
+        if bounds is None:  # storage order (keys None) or one window of every row (a full permutation)
+            self._window_start = np.array([0, num_rows], dtype=np.int64)
+            return
+        sizes = np.diff(bounds)
+        if block_order is None:  # storage order: every block its own window
+            block_order = np.arange(len(sizes), dtype=np.int64)
+            window_in_order = block_order
+        self._block_order = block_order
+        sizes_in_order = sizes[block_order]
+        self._ordered_start = np.concatenate([[0], np.cumsum(sizes_in_order)]).astype(np.int64)
+        windows = int(window_in_order[-1]) + 1 if len(window_in_order) else 0
+        first_block = np.searchsorted(window_in_order, np.arange(windows))
+        self._window_start = np.concatenate([self._ordered_start[first_block], [num_rows]]).astype(np.int64)
+        self.block_window = np.empty(len(sizes), dtype=np.int64)
+        self.block_window[block_order] = window_in_order
+
+    def __len__(self) -> int:
+        return self.num_rows
+
+    def positions_at(self, index: Any) -> np.ndarray:
+        """Stored row positions at epoch indices `index` (an int array in [0, num_rows))."""
+        k = np.asarray(index, dtype=np.int64)
+        if self._keys is None:  # storage order
+            return k.copy()
+        window = np.searchsorted(self._window_start, k, side="right") - 1
+        start = self._window_start[window]
+        size = self._window_start[window + 1] - start
+        inside = permute(k - start, size, mix_keys(*self._keys, window))  # rows permuted inside their window
+        if self._bounds is None:
+            return inside
+        g = start + inside  # offset in the row space of the permuted blocks laid end to end
+        block = np.searchsorted(self._ordered_start, g, side="right") - 1
+        return self._bounds[:-1][self._block_order[block]] + (g - self._ordered_start[block])
+
+    @property
+    def positions(self) -> np.ndarray:
+        """Every position of the epoch (num_rows integers: for small datasets and tests, never on a hot path)."""
+        return self.positions_at(np.arange(self.num_rows, dtype=np.int64))
 
 
 @dataclass(frozen=True, eq=False)
@@ -93,6 +144,8 @@ class BlockOrder:
         if self.window_shards is not None and (isinstance(self.window_shards, bool)
                                                or not isinstance(self.window_shards, int) or self.window_shards < 1):
             raise ValueError(f"window_shards must be a positive int or None, got {self.window_shards!r}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
+            raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
         if self.bounds is not None:
             bounds = check_bounds(self.bounds, self.num_rows)
             if self.window_shards is not None and self.shards is not None:
@@ -119,28 +172,21 @@ class BlockOrder:
         return digest.hexdigest()[:16]
 
     def epoch(self, epoch: int) -> EpochOrder:
-        n = self.num_rows
+        """The order of `epoch`: O(blocks) work and memory, never O(rows)."""
+        if self.num_rows == 0:
+            return EpochOrder(0, None, None, None, None)
         if not self.shuffle:
-            windows = None if self.bounds is None else np.arange(self.num_blocks, dtype=np.int64)
-            return EpochOrder(np.arange(n, dtype=np.int64), windows)
-        rng = np.random.default_rng([self.seed, epoch])  # its own stream per (seed, epoch)
+            return EpochOrder(self.num_rows, self.bounds, None, None, None)
+        keys = (int(self.seed), int(epoch))
         if self.bounds is None:
-            return EpochOrder(rng.permutation(n).astype(np.int64), None)
-        starts, sizes = self.bounds[:-1], np.diff(self.bounds)
+            return EpochOrder(self.num_rows, None, None, None, keys)
+        rng = np.random.default_rng([int(self.seed), int(epoch)])  # its own stream per (seed, epoch)
         if self._shard_windows():
             block_order, window_in_order = self._blocks_in_shard_windows(rng)
         else:
-            block_order = rng.permutation(self.num_blocks)
+            block_order = rng.permutation(self.num_blocks).astype(np.int64)
             window_in_order = np.arange(self.num_blocks, dtype=np.int64) // self.window_blocks
-        sizes_in_order = sizes[block_order]
-        out_starts = np.cumsum(sizes_in_order) - sizes_in_order
-        # row positions of the permuted blocks, laid end to end, without a Python loop over blocks
-        positions = np.arange(n, dtype=np.int64) + np.repeat(starts[block_order] - out_starts, sizes_in_order)
-        window_of_row = np.repeat(window_in_order, sizes_in_order)
-        shuffled = np.lexsort((rng.random(n), window_of_row))  # rows permuted within their window
-        block_window = np.empty(self.num_blocks, dtype=np.int64)
-        block_window[block_order] = window_in_order
-        return EpochOrder(positions[shuffled], block_window)
+        return EpochOrder(self.num_rows, self.bounds, block_order, window_in_order, keys)
 
     def _shard_windows(self) -> bool:
         return self.shards is not None and len(self.shards) - 1 > self.window_shards
@@ -161,50 +207,50 @@ class BlockOrder:
         return block_order.astype(np.int64), window_in_order
 
 
-def rows_per_rank(num_rows: int, world_size: int, drop_last: bool) -> int:
-    return num_rows // world_size if drop_last else -(-num_rows // world_size)
+# -- who serves which epoch index ------------------------------------------------------------------
+# A pass over an epoch starts at a global position `start` (0, or where a saved state stopped). Rank r of
+# N serves epoch indices start + r, start + r + N, ... (its "rank sequence"), so when every rank has
+# consumed i rows (they advance in lockstep) the rows consumed are exactly the prefix [0, start + N*i) of
+# the epoch order: that one number is the state, whatever N, workers or batch size were.
+# Inside a rank, units of `unit` rows of the rank sequence are dealt to the DataLoader workers in turn
+# (unit t to worker t % V), the order a DataLoader hands their batches back in.
 
 
-def rank_share(order: np.ndarray, rank: int, world_size: int, drop_last: bool) -> np.ndarray:
-    """This rank's contiguous share of the global order (padded by wrapping around unless drop_last)."""
-    per_rank = rows_per_rank(len(order), world_size, drop_last)
-    if per_rank * world_size > len(order):
-        order = np.resize(order, per_rank * world_size)  # repeats the order from its start
-    return order[rank * per_rank:(rank + 1) * per_rank]
+def rows_per_rank(num_rows: int, world_size: int, drop_last: bool, start: int = 0) -> int:
+    """Rows each rank serves in a pass that starts at global position `start` (padded unless drop_last)."""
+    left = max(num_rows - start, 0)
+    return left // world_size if drop_last else -(-left // world_size)
 
 
-def dealt_order(count: int, unit: int, num_workers: int) -> np.ndarray:
-    """A permutation of `count` offsets such that, when its units of `unit` rows are dealt to `num_workers`
-    workers in turn (`worker_share`), each worker serves one contiguous run of the original order.
-
-    Served unit k goes to worker k % num_workers; worker w's units are taken, in order, from one run of
-    the original units, so each worker reads its own blocks. The runs are laid out so the last (short)
-    unit of the original order is also served last: every batch but the last holds `unit` rows.
-    """
-    if num_workers <= 1 or count <= unit:
-        return np.arange(count, dtype=np.int64)
-    units = -(-count // unit)
-    served = np.arange(units, dtype=np.int64)
-    slot = served % num_workers
-    last_slot = (units - 1) % num_workers
-    layout = (np.arange(num_workers) + last_slot + 1) % num_workers  # runs in this slot order: the last unit's last
-    sizes_in_layout = np.bincount(slot, minlength=num_workers)[layout]
-    run_start = np.empty(num_workers, dtype=np.int64)
-    run_start[layout] = np.cumsum(sizes_in_layout) - sizes_in_layout
-    source_unit = run_start[slot] + served // num_workers
-    starts = source_unit * unit
-    sizes = np.minimum(starts + unit, count) - starts
-    out_starts = np.cumsum(sizes) - sizes
-    return np.arange(count, dtype=np.int64) + np.repeat(starts - out_starts, sizes)
+def rank_indices(i: Any, start: int, rank: int, world_size: int, num_rows: int) -> np.ndarray:
+    """Epoch indices of rank-sequence entries `i`; past the end they wrap to the start of the order (padding)."""
+    g = start + rank + np.asarray(i, dtype=np.int64) * world_size
+    return g % num_rows if num_rows else g
 
 
-def worker_share(count: int, unit: int, worker: int, num_workers: int) -> np.ndarray:
-    """Offsets (into a sequence of `count` rows) that worker `worker` serves: units of `unit` rows dealt
-    round-robin, which is the order a DataLoader hands the workers' batches back in."""
-    offsets = np.arange(count, dtype=np.int64)
+def consumed_after(num_rows: int, start: int, world_size: int, rank_rows: int) -> int:
+    """The global position after every rank served `rank_rows` rows of a pass starting at `start`."""
+    return min(num_rows, start + world_size * rank_rows)
+
+
+def worker_rows(count: int, unit: int, worker: int, num_workers: int) -> int:
+    """Rows worker `worker` of `num_workers` serves out of a rank sequence of `count` rows dealt by units."""
     if num_workers <= 1:
-        return offsets
-    return offsets[(offsets // unit) % num_workers == worker]
+        return count
+    units = -(-count // unit)
+    mine = max(0, -(-(units - worker) // num_workers))
+    short = count % unit
+    if short and mine and (units - 1) % num_workers == worker:
+        return mine * unit - (unit - short)
+    return mine * unit
+
+
+def worker_indices(k: Any, unit: int, worker: int, num_workers: int) -> np.ndarray:
+    """Rank-sequence indices of worker `worker`'s k-th rows (k < worker_rows(...))."""
+    k = np.asarray(k, dtype=np.int64)
+    if num_workers <= 1:
+        return k
+    return (worker + (k // unit) * num_workers) * unit + k % unit
 
 
 def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -227,6 +273,8 @@ def _distributed_rank() -> tuple[int, int]:
         return 0, 1
     if dist.is_available() and dist.is_initialized():
         return dist.get_rank(), dist.get_world_size()
-    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:  # torchrun, before init_process_group
-        return int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    rank = env_number("RANK", -1, int, lambda n: n >= 0, "is not a rank (an int >= 0)")
+    world_size = env_number("WORLD_SIZE", 0, int, lambda n: n >= 1, "is not a world size (an int >= 1)")
+    if rank >= 0 and world_size:  # torchrun, before init_process_group
+        return rank, world_size
     return 0, 1

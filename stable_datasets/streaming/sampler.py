@@ -6,10 +6,12 @@ The order is `streaming.order.BlockOrder`: blocks shuffled, rows shuffled within
 Pass a dataset that has `block_bounds()` (StableDataset, PackedSFTDataset) or `block_bounds=`
 directly; without bounds the order is a full permutation.
 
-Rule for resuming: the state is (epoch, rows of this rank's share consumed). The sampler counts
-the indices it has handed out; a DataLoader with workers pulls indices ahead of the training
-loop (prefetch), so either wrap the loader in `StreamingDataLoader` (it records the rows the loop
-has received) or pass `consumed=` to `state_dict`.
+Ranks stripe one global order (rank r serves positions r, r + N, ...), so the rule for resuming
+is the stream's: the state is (epoch, global position), and it loads on any world size (see
+`streaming.iterable`). The sampler counts the indices it has handed out; a DataLoader with workers
+pulls indices ahead of the training loop (prefetch), so either wrap the loader in
+`StreamingDataLoader` (it records the rows the loop has received) or pass `consumed=` (rows this
+rank's loop received in this pass) to `state_dict`.
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ import numpy as np
 from stable_datasets.streaming.order import (
     BlockOrder,
     bounds_from_starts,
-    rank_share,
+    consumed_after,
+    rank_indices,
     resolve_rank,
     rows_per_rank,
     split_large_blocks,
 )
+from stable_datasets.streaming.state import STATE_FORMAT, check_int, check_state
 
 
 def dataset_block_bounds(data: Any) -> np.ndarray | None:
@@ -36,27 +40,15 @@ def dataset_block_bounds(data: Any) -> np.ndarray | None:
 
 
 def dataset_shard_bounds(data: Any) -> np.ndarray | None:
-    """Where the stored shards begin, then `len(data)`: `data.shard_bounds()` when it has one (a remote
-    stream), else, for a whole StableDataset, each backend's shards (`shard_bounds()`, or its Arrow/Parquet
-    shard files in order); None for views and other datasets (their shards do not bound a window)."""
+    """Where the stored shards begin, then `len(data)`: `data.shard_bounds()` when it has one (a StableDataset
+    asks its backends); None when the dataset has none or its shards do not bound a window (views)."""
     method = getattr(data, "shard_bounds", None)
-    if method is not None:
-        return np.asarray(method(), dtype=np.int64)
-    backends = getattr(data, "_backends", None)
-    if not backends or getattr(data, "_indices", None) is not None:
-        return None
-    counts: list[int] = []
-    for backend in backends:
-        own = getattr(backend, "shard_bounds", None)
-        if own is not None:
-            counts.extend(np.diff(own()).tolist())
-        elif backend.metadata.layout in ("arrow_shards", "parquet_shards"):
-            counts.extend(s.num_rows for s in backend.metadata.shards if s.num_rows > 0)
-        else:
-            return None
-    if sum(counts) != len(data):
-        return None
-    return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+    bounds = None if method is None else method()
+    return None if bounds is None else np.asarray(bounds, dtype=np.int64)
+
+
+#: indices computed together (the order is evaluated lazily, a chunk at a time)
+CHUNK = 4096
 
 
 class BlockShuffleSampler:
@@ -79,55 +71,55 @@ class BlockShuffleSampler:
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.seed, self.shuffle, self.drop_last = seed, shuffle, drop_last
         self.epoch = 0
-        self.consumed = 0  # indices of this rank's share handed out in the current epoch
+        self.consumed = 0  # global position: every rank handed out the indices before it
+        self._pass_start = 0  # the position the current pass began at
 
     def set_epoch(self, epoch: int) -> None:
         if epoch != self.epoch:
-            self.epoch, self.consumed = epoch, 0
+            self.epoch, self.consumed, self._pass_start = epoch, 0, 0
 
     def __len__(self) -> int:
         return rows_per_rank(self.num_samples, self.world_size, self.drop_last)
 
+    def rows_left(self) -> int:
+        """Indices this rank hands out from the saved position to the end of the epoch."""
+        return rows_per_rank(self.num_samples, self.world_size, self.drop_last, self.consumed)
+
+    def position_after(self, start: int, rank_rows: int) -> int:
+        """The global position once every rank handed out `rank_rows` indices of a pass begun at `start`."""
+        return consumed_after(self.num_samples, start, self.world_size, rank_rows)
+
     def rank_order(self) -> np.ndarray:
-        """This rank's indices for the current epoch, in order."""
-        return rank_share(self.order.epoch(self.epoch).positions, self.rank, self.world_size, self.drop_last)
+        """This rank's indices for the rest of the current epoch, in order (materialized: for tests)."""
+        order = self.order.epoch(self.epoch)
+        return order.positions_at(rank_indices(np.arange(self.rows_left()), self.consumed, self.rank,
+                                               self.world_size, self.num_samples))
 
     def __iter__(self) -> Iterator[int]:
-        order, epoch = self.rank_order(), self.epoch
-        position = self.consumed
-        while position < len(order):
-            index = int(order[position])
-            position += 1
-            self.consumed = position
-            yield index
+        epoch, start, count = self.epoch, self.consumed, self.rows_left()
+        self._pass_start = start
+        order = self.order.epoch(epoch)
+        for lo in range(0, count, CHUNK):  # a chunk of the lazy order at a time
+            chunk = order.positions_at(rank_indices(np.arange(lo, min(lo + CHUNK, count)), start, self.rank,
+                                                    self.world_size, self.num_samples)).tolist()
+            for k, index in enumerate(chunk):
+                self.consumed = self.position_after(start, lo + k + 1)
+                yield index
         if self.epoch == epoch:
-            self.epoch, self.consumed = epoch + 1, 0  # a finished epoch moves on by itself
+            self.epoch, self.consumed, self._pass_start = epoch + 1, 0, 0  # a finished epoch moves on by itself
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        """What `load_state_dict` needs; `consumed` overrides the count (rows the training loop received)."""
-        return {"seed": self.seed, "epoch": self.epoch, "consumed": self.consumed if consumed is None else consumed,
-                "rank": self.rank, "world_size": self.world_size, "num_samples": self.num_samples,
-                "order": self.order.identity()}
+        """What `load_state_dict` needs (plain JSON); `consumed` (indices this rank's loop received in this pass)
+        overrides the count of indices handed out."""
+        position = self.consumed if consumed is None else self.position_after(self._pass_start, int(consumed))
+        return {"format": STATE_FORMAT, "seed": self.seed, "epoch": self.epoch, "consumed": position,
+                "num_samples": self.num_samples, "order": self.order.identity(), "drop_last": self.drop_last}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        check_resumable(state, {"seed": self.seed, "world_size": self.world_size, "num_samples": self.num_samples,
-                                "order": self.order.identity()}, "sampler")
-        self.epoch, self.consumed = int(state["epoch"]), int(state["consumed"])
-
-
-def check_resumable(state: dict[str, Any], current: dict[str, Any], what: str,
-                    required: tuple[str, ...] = ("consumed", "epoch", "seed")) -> None:
-    """Refuse what is not a saved state (not a dict, or without a key every state has had: `required`), and a
-    state that was taken with another order (other keys missing from older states are not checked)."""
-    if not isinstance(state, dict):
-        raise ValueError(f"cannot resume: a {what} state is the dict its state_dict() returned, got "
-                         f"{type(state).__name__} {state!r:.80}")
-    missing = [key for key in required if key not in state]
-    if missing:
-        raise ValueError(f"cannot resume: the saved {what} state has no {missing[0]!r} (keys: {sorted(state)[:10]}); "
-                         f"pass the state_dict() of a {what}")
-    for key, value in current.items():
-        if key in state and state[key] != value:
-            detail = "the block layout, seed or window" if key == "order" else f"{key}={state[key]}"
-            raise ValueError(f"cannot resume: the saved {what} had {detail}, this one has "
-                             f"{value if key != 'order' else 'another'}")
+        """Continue from a saved state, on any world size."""
+        check_state(state, {"seed": self.seed, "num_samples": self.num_samples, "order": self.order.identity()},
+                    "sampler")
+        epoch, consumed = check_int(state, "epoch", "sampler"), check_int(state, "consumed", "sampler")
+        if consumed > self.num_samples:
+            raise ValueError(f"cannot resume: the saved sampler consumed {consumed} of {self.num_samples} indices")
+        self.epoch, self.consumed, self._pass_start = epoch, consumed, consumed

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import multiprocessing.connection
-import os
 import pickle
 import signal
 import site
@@ -28,6 +27,7 @@ from typing import Any
 
 from loguru import logger
 
+from stable_datasets.env import env_text
 from stable_datasets.errors import StableDatasetsError, WorkerDiedError
 from stable_datasets.write.seeding import reseed_after_fork
 
@@ -59,6 +59,9 @@ class JobRunner:
     ray_address: str | None = None
     ray_max_retries: int = 2  # a Ray task whose worker dies is retried this many times
     modules: list[ModuleType] = field(default_factory=list)  # sent by value to Ray workers
+    #: a work folder Ray tasks share through the store (write.remote_parts.SharedWorkdir): pulled before each
+    #: task and pushed after it, then pulled by the driver; None: tasks share the driver's disk
+    shared: Any = None
 
     def __post_init__(self) -> None:
         check_engine(self.engine, self.num_proc)
@@ -74,7 +77,11 @@ class JobRunner:
         if not calls:
             return []
         if self.engine == "ray":
-            return run_ray(fn, calls, self, desc)
+            if self.shared is None:
+                return run_ray(fn, calls, self, desc)
+            results = run_ray(self.shared.around(fn), calls, self, desc)
+            self.shared.pull()
+            return results
         if len(calls) == 1 or (self.num_proc or 1) <= 1:
             return [fn(*args) for args in calls]
         return run_forked(fn, calls, self.num_proc or 1, desc)
@@ -168,7 +175,7 @@ def ensure_ray(address: str | None = None) -> ModuleType:
     """Ray, connected: to `address` (or $RAY_ADDRESS) when given, else a local cluster."""
     ray = import_ray()
     if not ray.is_initialized():
-        named = address or os.environ.get("RAY_ADDRESS")
+        named = address or env_text("RAY_ADDRESS")
         source = "ray_address" if address else "$RAY_ADDRESS"
         logger.info("starting Ray ({})", named or "a local cluster")
         if named:
@@ -197,6 +204,14 @@ def _check_reachable(address: str, source: str) -> None:
         raise StableDatasetsError(
             f"cannot reach the Ray cluster at {address} ({source}): {exc.strerror or exc}; give the head node's "
             "address (host:6379 by default, or ray://host:10001 for Ray Client) of a cluster that runs") from None
+
+
+def ray_node_id() -> str:
+    """The Ray node this process runs on ("" outside Ray): a part records where it was written."""
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return ""
+    return str(ray.get_runtime_context().get_node_id())
 
 
 def ray_cpus(address: str | None = None) -> int:

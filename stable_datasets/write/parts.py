@@ -49,6 +49,7 @@ class PartResult:
     extra: dict[str, Any] = field(default_factory=dict)  # the layout writer's extra metadata
     features: dict[str, Any] | None = None  # what was written (a transform infers them)
     has_keys: bool = False  # a keys file lists this part's example keys (for the duplicate check)
+    node: str = ""  # the Ray node that wrote it, when its parts went through the object store
 
     def folder(self, staging: Path) -> Path:
         return part_dir(staging, self.index)
@@ -56,14 +57,14 @@ class PartResult:
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "num_rows": self.num_rows, "shards": [vars(s) for s in self.shards],
                 "media": [vars(m) for m in self.media], "extra": self.extra, "features": self.features,
-                "has_keys": self.has_keys}
+                "has_keys": self.has_keys, "node": self.node}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PartResult:
         return cls(index=int(data["index"]), num_rows=int(data["num_rows"]),
                    shards=[ShardInfo.from_dict(s) for s in data["shards"]],
                    media=[ShardInfo.from_dict(m) for m in data.get("media", [])], extra=data.get("extra", {}),
-                   features=data.get("features"), has_keys=bool(data.get("has_keys")))
+                   features=data.get("features"), has_keys=bool(data.get("has_keys")), node=str(data.get("node", "")))
 
     def save(self, directory: Path) -> None:
         """Not fsynced: the record only lets a killed build skip this part, and `load` checks that
@@ -108,7 +109,7 @@ def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, seen: di
                       desc: str) -> Iterator[tuple[Any, Any]]:
     """Examples with their keys checked: pairs, hashable, unique within the part."""
     name, split = plan.builder_name, plan.split
-    items = iter(progress(source.examples(job), desc=desc, unit=" examples"))
+    items = iter(progress(source.examples(job), desc=desc, unit=" examples", total=source.expected_rows(job)))
     key: Any = None
     count = 0
     while True:
@@ -211,7 +212,8 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
         with media_store(media_root) as store:
             if source.columnar:
                 start(features)
-                num_rows += write_record_batches(source.examples(job), writer, encoder.schema, skip, desc)
+                num_rows += write_record_batches(source.examples(job), writer, encoder.schema, skip, desc,
+                                                 source.expected_rows(job))
             examples = () if source.columnar else _checked_examples(source, job, plan, seen, desc)
             for position, (key, example) in enumerate(examples):
                 if position < skip:  # already in a journaled shard; the key still counts for duplicates
@@ -261,11 +263,11 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
 
 
 def write_record_batches(batches: Iterator[pa.RecordBatch], writer: Any, schema: pa.Schema, skip: int,
-                         desc: str) -> int:
+                         desc: str, total: int | None = None) -> int:
     """Write a columnar source's batches as they come (after the first `skip` rows, which a
     journaled shard holds already); returns the rows written."""
     written = 0
-    with progress(None, desc=desc, unit=" rows") as bar:
+    with progress(None, desc=desc, unit=" rows", total=None if total is None else max(total - skip, 0)) as bar:
         for batch in batches:
             if not batch.schema.equals(schema, check_metadata=False):
                 raise StableDatasetsError(f"{desc}: a record batch has schema {batch.schema.to_string()} where the "

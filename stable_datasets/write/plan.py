@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stable_datasets.features.features import Features
+
+if TYPE_CHECKING:
+    from stable_datasets.write.remote_parts import RemoteParts
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,11 @@ class WritePlan:
     features: Features | None = None  # None: the source infers them from its first rows (map)
     resumable: bool = False  # journal finished shards so a killed build continues after them
     media_root: Path | None = None  # where path-stored videos are kept (the fingerprint directory)
+    made_by: dict[str, Any] = field(default_factory=dict)  # see CacheMetadata.made_by
+    cache_limit: Any = None  # `cache_limit=` (cache.limit); None: $STABLE_DATASETS_CACHE_LIMIT, if set
+    evict: bool = True  # False where the target is not in a cache root (an object-store build's local copy)
+    #: an object-store root's split: Ray tasks send their parts through it (nodes may share no disk)
+    remote_parts: RemoteParts | None = None
 
     @property
     def writer_options(self) -> dict[str, Any]:

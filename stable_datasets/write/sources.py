@@ -34,6 +34,11 @@ class ExampleSource:
         """The (key, example) pairs of one job, in order (record batches for a `columnar` source)."""
         raise NotImplementedError
 
+    def expected_rows(self, job: Any) -> int | None:
+        """How many rows `examples(job)` yields, when known beforehand (progress bars then show a total
+        and an ETA); None when only reading tells."""
+        return None
+
     def infer_features(self, examples: list[dict[str, Any]]) -> Features:
         """Features from the first examples, for plans without features."""
         raise NotImplementedError(f"{type(self).__name__} needs features in its WritePlan")

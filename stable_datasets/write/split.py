@@ -5,10 +5,16 @@ target, so a build that was killed (or whose worker died) finds what it left: fi
 are kept when the jobs are the same, an unfinished part continues from its shard journal
 where the layout keeps one. Bad data discards the staging directory; nothing is published
 until `_metadata.json` is written and the directory renamed.
+
+With `engine="ray"` and an object-store root (`plan.remote_parts`), the parts and the work folder
+travel through the store (write.remote_parts), so the nodes need not share a disk; the merge and
+the publish are the same.
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime as dt
 import errno
 import json
@@ -21,15 +27,25 @@ from typing import Any
 
 from loguru import logger
 
+from stable_datasets.cache.dedup import share_identical_files
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.journal import JOURNAL_FILE
+from stable_datasets.cache.limit import configured_limit, evict_over_limit, root_of
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
 from stable_datasets.layouts import layout_module
-from stable_datasets.write.engines import JobRunner
+from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
 from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, part_dir, write_part
 from stable_datasets.write.plan import SplitJobs, WritePlan
+from stable_datasets.write.remote_parts import (
+    RemoteParts,
+    SharedWorkdir,
+    fetch_parts,
+    remote_part_writer,
+    remove_prefix,
+    shared_workdir,
+)
 from stable_datasets.write.sources import ExampleSource
 
 JOBS_FILE = "_jobs.json"
@@ -86,12 +102,18 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
 
     runner = runner or JobRunner()
     runner.modules = [*runner.modules, *source.code_modules()]
+    limit = configured_limit(plan.cache_limit) if plan.evict else None  # a bad limit fails before any work
     staging = staging_dir(plan.target)
     logger.info("building {} [{}] split '{}' into {}", plan.builder_name, plan.config_name, plan.split, plan.target)
     _claim(staging)
+    remote, remote_prefix = None, ""
     try:
         work = staging / WORK_DIR
         work.mkdir()
+        if plan.remote_parts is not None and runner.engine == "ray":  # nodes may share no disk: parts go by the store
+            ensure_ray(runner.ray_address)  # connected, so the driver's node is known
+            remote = dataclasses.replace(plan.remote_parts, driver_node=ray_node_id())
+            runner.shared = shared_workdir(remote, plan.fingerprint, work)
         split_jobs: SplitJobs = source.plan_jobs(max(1, runner.parallelism), runner, work)
         jobs = split_jobs.jobs or [None]
         if runner.parallelism > 1 and len(jobs) == 1:
@@ -99,7 +121,14 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
                         plan.builder_name, plan.split)
         _match_jobs(staging, jobs)
         calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)]
-        parts: list[PartResult] = runner(write_part, calls, desc=f"{plan.builder_name} '{plan.split}' part")
+        desc = f"{plan.builder_name} '{plan.split}' part"
+        if remote is not None:
+            remote_prefix = remote.prefix(f"{plan.fingerprint}/{_jobs_identity(jobs)}")
+            parts: list[PartResult] = runner(remote_part_writer(write_part, remote, remote_prefix, ray_node_id), calls,
+                                             desc=desc)
+            fetch_parts(remote, remote_prefix, staging, parts)
+        else:
+            parts = runner(write_part, calls, desc=desc)
         _check_parts_visible(plan, staging, parts)
         duplicate = find_duplicate_key(staging, parts)
         if duplicate is not None:
@@ -107,6 +136,7 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
         features = _agreed_features(plan, parts)
         shards, extra = layout_module(plan.layout).merge_parts(staging, parts)
         media = {m.path: m for part in parts for m in part.media}
+        nodes = {"part_nodes": [p.node for p in parts]} if remote is not None else {}  # where each part was written
         for name, content in split_jobs.files.items():  # small files a builder ships with the split
             data = content.encode() if isinstance(content, str) else content
             (staging / name).write_bytes(data)
@@ -119,14 +149,22 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             layout=plan.layout, features=features, num_rows=sum(p.num_rows for p in parts), shards=shards,
             fingerprint=plan.fingerprint, fingerprint_inputs=plan.fingerprint_inputs,
             builder_name=plan.builder_name, config_name=plan.config_name, version=plan.version, split=plan.split,
-            layout_options=plan.writer_options, info=plan.info, extra={**extra, **split_jobs.extra},
+            layout_options=plan.writer_options, info=plan.info, extra={**extra, **split_jobs.extra, **nodes},
             extra_files=sorted(media.values(), key=lambda m: m.path), cache_format_version=CACHE_FORMAT_VERSION,
             library_version=__version__, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            builder_source=plan.builder_source)
+            builder_source=plan.builder_source, made_by=plan.made_by)
         source.check_before_publish()
         metadata.write(staging, sync=False)  # publish fsyncs every file of the staging directory
+        if plan.evict:  # in a cache root: shards identical to ones stored already become links to them
+            share_identical_files(root_of(plan.target), staging,
+                                  [(s.path, s.num_bytes, s.sha256) for s in metadata.shards])
         publish(staging, plan.target)
+        if remote is not None:
+            _remove_remote(remote, remote_prefix, runner.shared)
     except BaseException as exc:
+        if not _is_infrastructure_failure(exc) and remote is not None:
+            with contextlib.suppress(Exception):  # bad data: the parts on the store are of no use to a next build
+                _remove_remote(remote, remote_prefix, runner.shared)
         if not _is_infrastructure_failure(exc):
             discard(staging)
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
@@ -139,21 +177,34 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
                              "nothing was published. Raise the limit, or lower layout_options max_shard_size, and run "
                              "again: finished parts and journaled shards will be reused") from exc
         raise
+    finally:
+        runner.shared = None
     logger.info("published {} rows of {} '{}' to {}", metadata.num_rows, plan.builder_name, plan.split, plan.target)
+    if limit is not None:
+        evict_over_limit(root_of(plan.target), limit, plan.target.parent)
     return metadata
+
+
+def _remove_remote(remote: RemoteParts, parts_prefix: str, shared: SharedWorkdir | None) -> None:
+    """The parts and the shared work folder on the store, once they are merged (or of no use)."""
+    if parts_prefix:
+        remove_prefix(remote, parts_prefix)
+    if shared is not None:
+        remove_prefix(remote, shared.prefix)
 
 
 def _check_parts_visible(plan: WritePlan, staging: Path, parts: list[PartResult]) -> None:
     """Workers write their parts by the staging folder's path: one that ran on another machine wrote to that
-    machine's disk when the folder is not on shared storage. Say so, instead of failing inside a merge."""
+    machine's disk when the folder is not on shared storage (parts of an object-store root come through the
+    store instead). Say so, instead of failing inside a merge."""
     for part in parts:
         folder = part_dir(staging, part.index)
         if not folder.is_dir():
             raise CacheError(
                 f"{plan.builder_name} '{plan.split}': part {part.index} of {len(parts)} was written where this "
                 f"machine cannot see it (no {folder}): with engine='ray' on several machines, the cache root must "
-                "be on storage every node shares (NFS, Lustre), and so must STABLE_DATASETS_LOCAL_CACHE_DIR for "
-                "an object-store cache root")
+                "be on storage every node shares (NFS, Lustre), or on an object store (s3://..., gs://...), through "
+                "which the parts then travel")
 
 
 def _agreed_features(plan: WritePlan, parts: list[PartResult]) -> dict[str, Any]:

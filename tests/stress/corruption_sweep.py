@@ -21,8 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 def sweep(directory: Path) -> tuple[int, int, list[str]]:
     """(detected, injected, misses) for every shard and media file of one cache."""
-    from stable_datasets.cache.inventory import verify_cache
     from stable_datasets.cache.metadata import CacheMetadata
+    from stable_datasets.layouts.open import verify_cache
 
     metadata = CacheMetadata.read(directory)
     files = [directory / s.path for s in [*metadata.shards, *metadata.extra_files]]

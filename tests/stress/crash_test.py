@@ -41,7 +41,7 @@ VIDEOS = 40  # moving_digits videos for the video-frames layout
 LOAD = textwrap.dedent("""
     import json, sys
     import stable_datasets as sds
-    from stable_datasets.cache.inventory import verify_cache
+    from stable_datasets.layouts.open import verify_cache
     from stable_datasets.cache.journal import JOURNAL_FILE
     from pathlib import Path
     script, fmt, options, rows = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])

@@ -22,6 +22,7 @@ from typing import Any
 
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.dataset.open import open_cache
 from stable_datasets.errors import CacheError
 from stable_datasets.write.engines import JobRunner
 from stable_datasets.write.plan import SplitJobs, WritePlan
@@ -80,11 +81,50 @@ class UpstreamRows(ExampleSource):
         return SplitJobs([(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo] or [(0, 0)])
 
     def examples(self, job: tuple[int, int]) -> Iterator[tuple[int, dict[str, Any]]]:
-        from stable_datasets.dataset.open import open_cache
-
         lo, hi = job
         rows = open_cache(self.directory).with_format("python", decode=False).select(range(lo, hi))
         yield from enumerate(rows, start=lo)
+
+    def describe(self) -> str:
+        return f"migrate {Path(self.directory).name}"
+
+
+class UpstreamVideos(ExampleSource):
+    """The videos of an upstream lance-video-frames cache, as cells whose frames the frames layout copies
+    as stored (STORED_FRAMES: nothing is decoded or re-encoded), with each video's scalar columns.
+
+    One job: the frames are read through Lance in the writing process, which a forked part must not do.
+    """
+
+    keyed = False
+    columnar = True
+
+    def __init__(self, directory: Path, metadata: CacheMetadata, schema: Any):
+        self.directory, self.schema = str(directory), schema
+        self.extra = metadata.extra
+
+    def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
+        return SplitJobs([None])
+
+    def examples(self, job: Any) -> Iterator[Any]:
+        import pyarrow as pa
+
+        from stable_datasets.layouts.lance_video_frames import STORED_FRAMES, stored_frames_ref
+
+        column, videos = self.extra["video_column"], self.extra["videos"]
+        others = self.extra.get("others") or [{} for _ in videos]
+        for lo in range(0, len(videos), _ROWS_PER_JOB_BATCH):
+            chunk = range(lo, min(lo + _ROWS_PER_JOB_BATCH, len(videos)))
+            cells = [{"path": stored_frames_ref(str(Path(self.directory) / self.extra.get("dataset_dir", ".")),
+                                                self.extra.get("frame_column", "frame"), videos[i]["first_row"],
+                                                videos[i]["frames"], videos[i]["height"], videos[i]["width"],
+                                                videos[i]["source"]),
+                      "bytes": None, "extension": STORED_FRAMES, "size": 0, "sha256": videos[i]["source_sha256"]}
+                     for i in chunk]
+            arrays = [pa.array(cells, self.schema.field(column).type) if name == column else
+                      pa.array([others[i].get(name) for i in chunk], self.schema.field(name).type)
+                      for name in self.schema.names]
+            yield pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     def describe(self) -> str:
         return f"migrate {Path(self.directory).name}"
@@ -94,9 +134,8 @@ def migrate_cache(source: Path, dest: Path, *, storage_format: str = "arrow",
                   num_proc: int | None = None) -> CacheMetadata:
     """Write the upstream cache `source` as our cache at `dest` (published atomically); its metadata."""
     from stable_datasets import __version__
-    from stable_datasets.dataset.open import open_cache
     from stable_datasets.features import Features
-    from stable_datasets.layouts import layout_for, layout_module
+    from stable_datasets.layouts import frames_video_column, layout_for, layout_module
     from stable_datasets.write.split import write_split
 
     source, dest = Path(source).expanduser().resolve(), Path(dest).expanduser().absolute()
@@ -121,4 +160,6 @@ def migrate_cache(source: Path, dest: Path, *, storage_format: str = "arrow",
                      version="", split=names["split"], info={"description": f"migrated from {source}"},
                      features=features, resumable=True, media_root=dest.parent)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    return write_split(plan, UpstreamRows(source, upstream.num_rows), JobRunner(num_proc=num_proc))
+    rows: ExampleSource = UpstreamRows(source, upstream.num_rows) if frames_video_column(features) is None else \
+        UpstreamVideos(source, upstream, features.arrow_schema)
+    return write_split(plan, rows, JobRunner(num_proc=num_proc))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stable_datasets.cache.inventory import CacheEntry
+from stable_datasets.cache.metadata import CacheMetadata
 
 MAP_MARKER = ".map-"  # a map's cache is the folder `<split>.map-<fingerprint>` beside its parent's
 
@@ -60,27 +61,52 @@ def same_builder(entry: CacheEntry, cls: type) -> bool:
     return meta.builder_name == cls.builder_name()
 
 
-def cache_status(entry: CacheEntry) -> str:
+def cache_status(entry: CacheEntry, memo: dict[Any, Any] | None = None) -> str:
     """"current" if its builder today would produce this fingerprint, "stale" if not, else "unknown"."""
-    from stable_datasets.cache.fingerprint import to_jsonable
+    if is_map_cache(Path(str(entry.directory))) or not entry.metadata.fingerprint_inputs.get("builder"):
+        return "unknown"
+    current = builder_fingerprint_now(entry.metadata, memo)
+    if current is None:
+        return "unknown"
+    return "current" if current == entry.metadata.fingerprint else "stale"
 
-    meta = entry.metadata
+
+def builder_fingerprint_now(meta: CacheMetadata, memo: dict[Any, Any] | None = None) -> str | None:
+    """The fingerprint the cache's builder gives today for the cache's config (its recorded absolute
+    data-file paths when there are), or None when the builder cannot be loaded or asked. `memo` keeps
+    builder classes and answers across calls, so a root of many caches imports each builder once."""
+    from stable_datasets.cache.fingerprint import canonical_json, to_jsonable
+
+    memo = {} if memo is None else memo
     inputs = meta.fingerprint_inputs
-    if not inputs.get("builder") or is_map_cache(entry.directory):
-        return "unknown"
-    cls = builder_class(meta.builder_source, inputs["builder"])
-    if cls is None or cls.builder_name() != inputs["builder"]:
-        return "unknown"
-    try:
-        builder = cls(meta.config_name or None)
-        defaults = to_jsonable(builder.config)
-        overrides = {k: v for k, v in inputs.get("config", {}).items() if defaults.get(k) != v}
-        if overrides:
-            builder = cls(meta.config_name or None, **overrides)
-        current = builder.fingerprint(inputs.get("storage_format", "arrow"), dict(inputs.get("layout_options", {})))
-    except Exception:
-        return "unknown"
-    return "current" if current == meta.fingerprint else "stale"
+    name = inputs.get("builder")
+    if not name:
+        return None
+    spec = meta.made_by.get("spec") if isinstance(meta.made_by.get("spec"), dict) else {}
+    config = spec.get("config") or inputs.get("config", {})
+    storage_format = inputs.get("storage_format", "arrow")
+    layout_options = dict(inputs.get("layout_options", {}))
+    key = ("fingerprint", meta.builder_source, name, meta.config_name,
+           canonical_json({"config": config, "format": storage_format, "options": layout_options}))
+    if key in memo:
+        return memo[key]
+    class_key = ("class", meta.builder_source, name)
+    if class_key not in memo:
+        memo[class_key] = builder_class(meta.builder_source, name)
+    cls = memo[class_key]
+    answer = None
+    if cls is not None and cls.builder_name() == name:
+        try:
+            builder = cls(meta.config_name or None)
+            defaults = to_jsonable(builder.config)
+            overrides = {k: v for k, v in config.items() if defaults.get(k) != v}
+            if overrides:
+                builder = cls(meta.config_name or None, **overrides)
+            answer = builder.fingerprint(storage_format, layout_options)
+        except Exception:
+            answer = None
+    memo[key] = answer
+    return answer
 
 
 def _only_idle_bookkeeping(folder: Path) -> list[Path] | None:

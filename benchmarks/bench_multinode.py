@@ -1,0 +1,216 @@
+"""Builds and reads of an object-store cache on a real multi-node Ray cluster whose nodes share no disk.
+
+One run, sides in turn, against an S3 server on 127.0.0.1 (moto) that counts the requests it
+serves (LIST, GET, PUT, HEAD, DELETE) and the bytes put:
+
+- build throughput of a generation-bound builder (benchmarks/bench_builders/digits_png.py)
+  into an `s3://` root: one process, then Ray clusters of 1, 2 and 3 worker nodes (1 CPU each,
+  a head without CPUs; every worker node in its own mount namespace, tests/ray_cluster.py);
+  requests and bytes put per build, over the bytes of the published cache;
+- requests of one open of the published cache (a cold local shard cache, then a warm one);
+- `to_ray()` of a local cache with hundreds of shards, on a local 2-CPU Ray cluster: the read
+  tasks Ray plans and the time to the first batch, with the row-range datasource's size estimate
+  and without it (as before).
+
+    sudo python benchmarks/bench_multinode.py --examples 3000 --to-ray-rows 30000
+
+Needs root (the worker nodes' private mount namespaces) and the test extras (moto, ray).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent)]
+BUILDER = HERE / "bench_builders" / "digits_png.py"
+AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+       "AWS_EC2_METADATA_DISABLED": "true", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+       "AWS_CONFIG_FILE": "/nonexistent"}
+
+
+class Counting:
+    """WSGI middleware in front of the S3 server: requests by kind, and the bytes of PUT bodies."""
+
+    def __init__(self, app: Any):
+        self.app, self.counts, self.put_bytes, self.lock = app, Counter(), 0, threading.Lock()
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        method, query = environ["REQUEST_METHOD"], environ.get("QUERY_STRING", "")
+        kind = {"PUT": "PUT", "HEAD": "HEAD", "DELETE": "DELETE"}.get(method)
+        if kind is None:
+            kind = "DELETE" if method == "POST" and "delete" in query else (
+                "LIST" if method == "GET" and ("list-type" in query or "prefix=" in query) else method)
+        with self.lock:
+            self.counts[kind] += 1
+            if method == "PUT":
+                self.put_bytes += int(environ.get("CONTENT_LENGTH") or 0)
+        return self.app(environ, start_response)
+
+    def take(self) -> tuple[dict[str, int], int]:
+        with self.lock:
+            counts, put = dict(self.counts), self.put_bytes
+            self.counts, self.put_bytes = Counter(), 0
+        return counts, put
+
+
+def s3_server() -> tuple[str, Counting]:
+    import logging
+
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    counting = Counting(server._server.app)
+    server._server.app = counting
+    host, port = server.get_host_and_port()
+    return f"http://{host}:{port}", counting
+
+
+def cache_bytes(ds: Any) -> int:
+    meta = ds.cache_metadata[0]
+    return sum(s.num_bytes for s in [*meta.shards, *meta.extra_files])
+
+
+def build(examples: int, engine: str, num_proc: int | None) -> tuple[float, Any]:
+    import stable_datasets as sds
+
+    started = time.perf_counter()
+    ds = sds.load_dataset(str(BUILDER), split="train", examples=examples, engine=engine, num_proc=num_proc,
+                          download_mode="force_rebuild")
+    return time.perf_counter() - started, ds
+
+
+def row(side: str, seconds: float, examples: int, counts: dict[str, int], put: int, size: int,
+        base: float | None) -> dict:
+    return {"side": side, "seconds": round(seconds, 2), "examples_per_s": round(examples / seconds, 1),
+            "vs_one_process": None if base is None else round(base / seconds, 2),
+            "requests": counts, "put_bytes_per_cache_byte": round(put / size, 2)}
+
+
+ROWS_BUILDER = """
+import stable_datasets as sds
+
+class Rows(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({"i": sds.Value("int64"), "t": sds.Value("string")}))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {"rows": ROWS})]
+
+    def _generate_examples(self, rows):
+        for i in range(rows):
+            yield i, {"i": i, "t": f"row {i}"}
+"""
+
+
+def to_ray_side(rows: int, estimate: bool, work: Path) -> dict:
+    import stable_datasets as sds
+    from stable_datasets.dataset import ray_data
+
+    script = work / "rows.py"
+    script.write_text(ROWS_BUILDER.replace("ROWS", str(rows)))
+    ds = sds.load_dataset(str(script), split="train", layout_options={"max_shard_size": 4096, "batch_rows": 100},
+                          cache_dir=str(work / "local-cache"))
+    view = ds.shuffle(seed=1)  # a shuffle always goes through the row-range datasource
+    saved = ray_data.RowRanges.estimate_inmemory_data_size
+    if not estimate:
+        ray_data.RowRanges.estimate_inmemory_data_size = lambda self: None
+    try:
+        started = time.perf_counter()
+        first = next(iter(view.to_ray().iter_batches(batch_size=256)))
+        first_batch = time.perf_counter() - started
+        blocks = view.to_ray().materialize().num_blocks()
+    finally:
+        ray_data.RowRanges.estimate_inmemory_data_size = saved
+    assert len(first["i"]) == 256
+    return {"side": f"to_ray, {'with' if estimate else 'without'} the size estimate", "rows": rows,
+            "shards": len(ds.cache_metadata[0].shards), "read_tasks_planned": blocks,
+            "first_batch_s": round(first_batch, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--examples", type=int, default=3000)
+    parser.add_argument("--nodes", type=int, nargs="*", default=[1, 2, 3])
+    parser.add_argument("--to-ray-rows", type=int, default=30000)
+    parser.add_argument("--skip-builds", action="store_true", help="only the to_ray() sides")
+    args = parser.parse_args()
+
+    from common import quiet
+
+    quiet()
+    import boto3
+    import ray
+
+    from tests.ray_cluster import ray_cluster
+
+    endpoint, counting = s3_server()
+    work = Path(tempfile.mkdtemp(prefix="bench-multinode-"))
+    os.environ.update({**AWS, "AWS_ENDPOINT_URL": endpoint, "STABLE_DATASETS_CACHE_DIR": "s3://bench/cache",
+                       "STABLE_DATASETS_LOCAL_CACHE_DIR": str(work / "local")})
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="bench")
+    results: list[dict] = []
+    try:
+        counting.take()
+        if args.skip_builds:
+            args.nodes = []
+        seconds, ds = build(args.examples, "process", None) if not args.skip_builds else (1.0, None)
+        counts, put = counting.take()
+        base = seconds
+        if ds is not None:
+            results.append(row("one process", seconds, args.examples, counts, put, cache_bytes(ds), None))
+            print(json.dumps(results[-1]), flush=True)
+        del ds
+        for open_kind in ("cold", "warm") if not args.skip_builds else ():
+            if open_kind == "cold":
+                shutil.rmtree(work / "local", ignore_errors=True)
+            import stable_datasets as sds
+
+            counting.take()
+            started = time.perf_counter()
+            sds.load_dataset(str(BUILDER), split="train", examples=args.examples)
+            opened = time.perf_counter() - started
+            counts, _ = counting.take()
+            results.append({"side": f"open, {open_kind} local shard cache", "seconds": round(opened, 2),
+                            "requests": counts})
+            print(json.dumps(results[-1]), flush=True)
+        for nodes in args.nodes:
+            with ray_cluster(nodes, {**AWS, "AWS_ENDPOINT_URL": endpoint}):
+                counting.take()
+                seconds, ds = build(args.examples, "ray", None)
+                counts, put = counting.take()
+                results.append(row(f"Ray, {nodes} worker node(s)", seconds, args.examples, counts, put,
+                                   cache_bytes(ds), base))
+                results[-1]["part_nodes"] = len(set(ds.cache_metadata[0].extra["part_nodes"]))
+                del ds
+                print(json.dumps(results[-1]), flush=True)
+            if ray.is_initialized():
+                ray.shutdown()
+        # to_ray of a local cache, on a local cluster as in the issue (a remote cache's row ranges are measured
+        # by the builds above: each node fetches the files into its own shard cache)
+        ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+        to_ray_side(args.to_ray_rows, True, work)  # warm-up: Ray's worker processes start once, for neither side
+        for estimate in (False, True):
+            results.append(to_ray_side(args.to_ray_rows, estimate, work))
+            print(json.dumps(results[-1]), flush=True)
+        ray.shutdown()
+    finally:
+        with contextlib.suppress(Exception):
+            shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""Hugging Face `Dataset` methods that are compositions of ours, with Hugging Face's results.
+
+Code written for `datasets.Dataset` calls `take`, `skip`, `flatten_indices`, `cast`,
+`add_item`, `to_parquet`, `to_csv` and `to_json`; each is a few of our own operations (select,
+map, cast_column, concatenate, the export batches), so they live here, apart from the class
+that serves rows. Values and files follow Hugging Face's: `take(n)` past the end is the whole
+dataset, exports write the stored values `to_arrow` gives in batches of 1,000 rows, CSV without
+the index, JSON as records one per line, and each returns what Hugging Face returns (the Arrow
+bytes of the batches for Parquet, the bytes written for CSV and JSON).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import itertools
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from typing import IO, Any
+
+import numpy as np
+
+from stable_datasets.features import Features
+
+EXPORT_BATCH_ROWS = 1000  # Hugging Face's default batch size for to_parquet/to_csv/to_json
+
+
+def positions(indices: Any) -> np.ndarray:
+    """Row positions from what Hugging Face's `select` takes: a list, a range, a numpy array, a pandas
+    Series, or any iterable of ints (an iterator too)."""
+    if isinstance(indices, range):
+        return np.arange(indices.start, indices.stop, indices.step, dtype=np.int64)
+    if isinstance(indices, np.ndarray) or hasattr(indices, "__array__"):
+        return np.asarray(indices, dtype=np.int64).reshape(-1)
+    if isinstance(indices, (list, tuple)):
+        return np.asarray(indices, dtype=np.int64).reshape(-1)
+    if isinstance(indices, Iterable) and not isinstance(indices, (str, bytes, Mapping)):
+        return np.fromiter((int(i) for i in indices), dtype=np.int64)
+    raise TypeError(f"select takes a list, range, numpy array, pandas Series or iterable of row indices, got "
+                    f"{type(indices).__name__}")
+
+
+def take(ds: Any, n: int) -> Any:
+    """The first `n` rows (all of them when there are fewer), as Hugging Face's `take`."""
+    return ds.select(range(min(int(n), len(ds))))
+
+
+def skip(ds: Any, n: int) -> Any:
+    """Every row after the first `n`, as Hugging Face's `skip`."""
+    return ds.select(range(min(int(n), len(ds)), len(ds)))
+
+
+def flatten_indices(ds: Any, num_proc: int | None = None) -> Any:
+    """The rows of a view (select, shuffle, filter) written as a cache of their own, in view order, so reads
+    are sequential again; a whole dataset is already flat and is returned as it is."""
+    if ds.is_whole:
+        return ds
+    return ds.map(None, num_proc=num_proc, desc="flatten_indices")
+
+
+def cast(ds: Any, features: Mapping[str, Any]) -> Any:
+    """Every column cast to `features` (which must name exactly the dataset's columns), as Hugging Face's."""
+    features = features if isinstance(features, Features) else Features(dict(features))
+    if sorted(features) != sorted(ds.column_names):
+        raise ValueError(f"The columns in features ({list(features)}) must be identical as the columns in the "
+                         f"dataset: {ds.column_names}")
+    out = ds
+    for name, feature in features.items():
+        if ds.features[name].to_dict() != feature.to_dict():
+            out = out.cast_column(name, feature)
+    return out.select_columns(list(features)) if list(out.features) != list(features) else out
+
+
+def add_item(ds: Any, item: Mapping[str, Any]) -> Any:
+    """The rows with `item` appended (encoded by the dataset's features), as Hugging Face's `add_item`.
+
+    The new row is written as a one-row cache and the result is a view over both caches.
+    """
+    missing = [c for c in ds.column_names if c not in item]
+    extra = [c for c in item if c not in ds.features]
+    if missing or extra:
+        raise ValueError(f"add_item: the item must have the dataset's columns {ds.column_names}"
+                         + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
+    row = type(ds).from_list([dict(item)], features=ds.features, split=ds.split or "train")
+    both = type(ds).concatenate([ds.with_format("python"), row])
+    fmt = ds.format
+    return both.with_format(fmt["type"], fmt["columns"], fmt["decode"])
+
+
+@contextlib.contextmanager
+def _sink(path_or_buf: Any, storage_options: dict[str, Any] | None, mode: str) -> Iterator[IO[Any]]:
+    """An open file for a path (local, or a URL through fsspec with `storage_options`) or the buffer given."""
+    if hasattr(path_or_buf, "write"):
+        yield path_or_buf
+        return
+    path = os.fspath(path_or_buf)
+    if "://" in path:
+        import fsspec
+
+        with fsspec.open(path, mode, **(storage_options or {})) as fh:
+            yield fh
+        return
+    with open(path, mode) as fh:
+        yield fh
+
+
+def to_parquet(ds: Any, path_or_buf: Any, batch_size: int | None = None, storage_options: dict[str, Any] | None = None,
+               **parquet_writer_kwargs: Any) -> int:
+    """The stored values as one Parquet file, written in batches; returns the Arrow bytes of the batches
+    written (what Hugging Face returns)."""
+    import pyarrow.parquet as pq
+
+    written = 0
+    batches = ds._export_batches(batch_size or EXPORT_BATCH_ROWS)
+    first = next(batches, None)
+    schema = first.schema if first is not None else ds.to_arrow().schema
+    with _sink(path_or_buf, storage_options, "wb") as fh, pq.ParquetWriter(fh, schema, **parquet_writer_kwargs) as out:
+        for table in itertools.chain([first] if first is not None else [], batches):
+            out.write_table(table)
+            written += table.nbytes
+    return written
+
+
+def _text_export(ds: Any, path_or_buf: Any, batch_size: int | None, storage_options: dict[str, Any] | None,
+                 render: Any, encoding: str) -> int:
+    """Batches of DataFrames rendered to text and written; a text buffer (io.StringIO) gets str, anything
+    else bytes in `encoding`. Returns what was written (characters or bytes)."""
+    written = 0
+    as_text = isinstance(path_or_buf, io.TextIOBase)
+    with _sink(path_or_buf, storage_options, "wb") as fh:
+        frames = ds.to_pandas(batch_size=batch_size or EXPORT_BATCH_ROWS, batched=True)
+        for offset, frame in enumerate(frames):
+            text = render(frame, offset == 0)
+            data = text if as_text else text.encode(encoding)
+            fh.write(data)
+            written += len(data)
+    return written
+
+
+def to_csv(ds: Any, path_or_buf: Any, batch_size: int | None = None, num_proc: int | None = None,
+           storage_options: dict[str, Any] | None = None, **to_csv_kwargs: Any) -> int:
+    """The stored values as CSV (pandas' `to_csv`, header once, no index unless asked), in batches;
+    returns the bytes written. `num_proc` is accepted for Hugging Face's signature (one writer here)."""
+    del num_proc
+    header = to_csv_kwargs.pop("header", True)
+    kwargs = {"index": False, **to_csv_kwargs}
+    encoding = kwargs.pop("encoding", "utf-8")
+    return _text_export(ds, path_or_buf, batch_size, storage_options,
+                        lambda frame, first: frame.to_csv(None, header=header if first else False, **kwargs),
+                        encoding)
+
+
+def to_json(ds: Any, path_or_buf: Any, batch_size: int | None = None, num_proc: int | None = None,
+            storage_options: dict[str, Any] | None = None, **to_json_kwargs: Any) -> int:
+    """The stored values as JSON (pandas' `to_json`; by default one record per line), in batches;
+    returns the bytes written. `num_proc` is accepted for Hugging Face's signature (one writer here)."""
+    del num_proc
+    orient = to_json_kwargs.pop("orient", "records")
+    lines = to_json_kwargs.pop("lines", orient == "records")
+    if not lines and batch_size is None:
+        batch_size = max(len(ds), 1)  # a whole JSON document is one batch, or the file would not be JSON
+    encoding = to_json_kwargs.pop("encoding", "utf-8")
+    if "index" not in to_json_kwargs and orient in ("split", "table"):
+        to_json_kwargs["index"] = False
+
+    def render(frame: Any, first: bool) -> str:
+        text = frame.to_json(None, orient=orient, lines=lines, **to_json_kwargs)
+        return text if text.endswith("\n") else text + "\n"
+
+    return _text_export(ds, path_or_buf, batch_size, storage_options, render, encoding)

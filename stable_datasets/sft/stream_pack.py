@@ -1,0 +1,138 @@
+"""`pack_stream`: Megatron-Bridge packs made on the fly from a stream of tokenized rows.
+
+Why not re-pack tokens offline: changing `pack_size` or the algorithm should cost seconds, not a
+rebuild of the tokenized cache. So packing is an index: the token counts of the stream's rows
+(read from the `input_ids` list offsets of a StableDataset, never the tokens; other sources are read
+once), taken in the stream's epoch-0 order, are cut into look-ahead windows of `lookahead` rows,
+and each window is packed with `plan_packs` (the offline packer: same algorithms, same overlong
+rule). A pack is then a list of rows; reading a pack reads its rows and lays them out with
+`pack_row` (`input_ids`, `loss_mask`, `seq_start_id`).
+
+The packs form a map-style source, so the packed stream is a `StreamingDataset` like any other:
+`shuffle()` permutes packs per epoch, ranks and workers split them, and `state_dict()` resumes
+exactly on another cluster size. It works after `interleave_datasets` (a mix of streams).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow.compute as pc
+
+from stable_datasets.sft.pack import pack_row, plan_packs
+from stable_datasets.streaming.iterable import StreamingDataset
+
+LENGTH_CHUNK = 65536  # rows whose token counts are read together
+
+
+def _token_counts(dataset: Any, column: str) -> np.ndarray:
+    """Tokens of every row of `dataset`: list offsets when it reads Arrow blocks, else the rows themselves."""
+    n = len(dataset)
+    counts = np.empty(n, dtype=np.int64)
+    arrow = hasattr(dataset, "read_block") and column in (getattr(dataset, "features", None) or {})
+    for lo in range(0, n, LENGTH_CHUNK):
+        hi = min(lo + LENGTH_CHUNK, n)
+        if arrow:
+            values = dataset.read_block(lo, hi).column(column)
+            counts[lo:hi] = pc.list_value_length(values).fill_null(0).to_numpy(zero_copy_only=False)
+        else:
+            counts[lo:hi] = [len(row[column]) for row in dataset.__getitems__(list(range(lo, hi)))]
+    return counts
+
+
+class PackedSource:
+    """Packs of a stream's rows (see the module docstring); map-style, read by `StreamingDataset`."""
+
+    def __init__(self, stream: StreamingDataset, members: np.ndarray, starts: np.ndarray, limit: int,
+                 identity: str, pad_seq_to_mult: int = 1, pad_id: int | None = None):
+        self.stream, self.members, self.starts = stream, members, starts
+        self.limit, self.pad_seq_to_mult, self.pad_id = limit, pad_seq_to_mult, pad_id
+        self.fingerprint = identity
+        self._order: Any = None
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_order": None}
+
+    def pack_members(self, pack: int) -> np.ndarray:
+        """The source rows (stored positions) a pack holds, in pack order."""
+        return self._positions(self.members[self.starts[pack]:self.starts[pack + 1]])
+
+    def _positions(self, indices: np.ndarray) -> np.ndarray:
+        if self._order is None:
+            self._order = self.stream.order.epoch(0)  # packs are fixed over the epoch-0 order of the rows
+        return self._order.positions_at(self.stream.row_offset + indices)
+
+    def __getitems__(self, packs: list[int]) -> list[dict[str, np.ndarray]]:
+        packs_arr = np.asarray(packs, dtype=np.int64)
+        sizes = self.starts[packs_arr + 1] - self.starts[packs_arr]
+        flat = np.concatenate([self.members[self.starts[p]:self.starts[p + 1]] for p in packs_arr.tolist()]) \
+            if len(packs_arr) else np.zeros(0, np.int64)
+        rows = self.stream.dataset.__getitems__(self._positions(flat).tolist())
+        maps = self.stream.row_maps()
+        out, at = [], 0
+        for size in sizes.tolist():
+            sequences = []
+            for row in rows[at:at + size]:
+                for function in maps:
+                    row = function(row)
+                ids = np.asarray(row["input_ids"], dtype=np.int32)
+                mask = np.asarray(row["loss_mask"], dtype=np.int8) if "loss_mask" in row else np.ones(len(ids), np.int8)
+                sequences.append((ids, mask))
+            at += size
+            out.append(pack_row(sequences, self.limit, pad_seq_to_mult=self.pad_seq_to_mult, pad_id=self.pad_id))
+        return out
+
+    def __getitem__(self, pack: int) -> dict[str, np.ndarray]:
+        return self.__getitems__([int(pack)])[0]
+
+
+def pack_stream(stream: StreamingDataset, pack_size: int, algorithm: str = "first_fit_shuffle", seed: int = 0, *,
+                lookahead: int = 4096, overlong: str = "skip", pad_seq_to_mult: int = 1,
+                pad_id: int | None = None, column: str = "input_ids") -> StreamingDataset:
+    """A stream of packs of `pack_size` tokens made from `stream`'s tokenized rows (`input_ids`, and
+    `loss_mask` aligned with them; see the module docstring). `lookahead` bounds how many consecutive
+    rows of the order a pack may draw from. Call `shuffle(seed=)` on the result to permute packs per epoch."""
+    if not isinstance(stream, StreamingDataset):
+        raise TypeError(f"pack_stream packs a stream (StreamingDataset), got {type(stream).__name__}")
+    if stream.batch_size is not None or stream.filtered:
+        raise ValueError("pack_stream needs a stream of rows without batch() or filter() (packs are planned by "
+                         "position)")
+    if isinstance(lookahead, bool) or not isinstance(lookahead, int) or lookahead < 1:
+        raise ValueError(f"lookahead must be a positive int, got {lookahead!r}")
+    columns = stream.column_names
+    if columns is not None and column not in columns:
+        raise ValueError(f"pack_stream needs a {column!r} column of token ids; the stream has {columns}")
+    counts = _token_counts(stream.dataset, column)
+    indices = np.arange(stream.length, dtype=np.int64)
+    in_order = counts[stream.order.epoch(0).positions_at(stream.row_offset + indices)]
+    members, sizes, limit = [], [], pack_size + 1
+    for lo in range(0, len(in_order), lookahead):
+        window = in_order[lo:lo + lookahead]
+        if not np.any(window >= 2):
+            continue
+        try:
+            plan = plan_packs(window, pack_size, algorithm, seed + lo // lookahead, overlong,
+                              pad_seq_to_mult=pad_seq_to_mult)
+        except ValueError as error:
+            if "no sequence fits" in str(error):
+                continue
+            raise
+        limit = plan.limit
+        for pack in plan.bins:
+            members.append(np.asarray(pack, dtype=np.int64) + lo)
+            sizes.append(len(pack))
+    if not members:
+        raise ValueError(f"no row of the stream fits pack_size={pack_size}; nothing to pack")
+    described = [stream.order_identity(), pack_size, algorithm, seed, lookahead, overlong, pad_seq_to_mult, column]
+    identity = "packs-" + hashlib.sha256(json.dumps(described).encode()).hexdigest()[:16]
+    source = PackedSource(stream, np.concatenate(members), np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                          limit, identity, pad_seq_to_mult, pad_id)
+    rank, world_size, drop_last = stream.placement()
+    return StreamingDataset(source, rank=rank, world_size=world_size, drop_last=drop_last)
+

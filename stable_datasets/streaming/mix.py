@@ -1,0 +1,204 @@
+"""Mixing sources with Hugging Face's `interleave_datasets` semantics, evaluated lazily.
+
+`MixPlan` says which source, and which draw of it, sits at each position of the mix:
+
+- no probabilities: one row from each source in turn; "first_exhausted" stops after
+  min(lengths) rounds, "all_exhausted" after max(lengths) rounds (shorter sources start over);
+- probabilities: a seeded draw per row, `numpy.random.default_rng(seed).choice(n, p=probabilities)`
+  taken 1,000 at a time as HF does (so the same seed gives HF's sequence); "first_exhausted" stops
+  at the draw that reads the last row of some source, "all_exhausted" at the draw after which every
+  source was read once (the others start over: oversampling).
+
+Nothing is kept per row: the draws are regenerated for the block of 1,000 that holds a position
+(PCG64 jumps there with `advance`), and the counts of each source before every block are kept
+(blocks x sources integers), so a position's draw number is one block's count away.
+
+`MixedSource` is the map-style view of a mix of streams that `StreamingDataset` reads: position t
+is row (t-th draw of source s) of source s's own epoch order (with its shuffle). Ranks, workers,
+state and resume then come from `StreamingDataset` unchanged, and the state's identity hashes the
+sources' identities, the probabilities, the seed and the strategy.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from stable_datasets.streaming.reader import make_reader
+
+STRATEGIES = ("first_exhausted", "all_exhausted")
+DRAWS_PER_CALL = 1000  # Hugging Face draws its sources 1,000 at a time
+SCAN = 1000 * DRAWS_PER_CALL  # draws generated per step while finding where the mix stops
+
+
+def check_probabilities(probabilities: Any, count: int) -> np.ndarray | None:
+    """The probabilities as floats, or a clear error (wrong count, negative, not summing to 1)."""
+    if probabilities is None:
+        return None
+    values = np.asarray(list(probabilities), dtype=np.float64)
+    if values.ndim != 1 or len(values) != count:
+        raise ValueError(f"probabilities has {len(values)} entries for {count} datasets; give one per dataset")
+    if not np.all(np.isfinite(values)) or np.any(values < 0):
+        raise ValueError(f"probabilities must be finite and >= 0, got {values.tolist()}")
+    if abs(float(values.sum()) - 1.0) > 1e-6:
+        raise ValueError(f"probabilities must sum to 1, got {float(values.sum()):g} ({values.tolist()})")
+    return values
+
+
+class MixPlan:
+    """Which (source, draw) is at each position of a mix; see the module docstring."""
+
+    def __init__(self, lengths: Sequence[int], probabilities: Any = None, seed: int | None = None,
+                 stopping_strategy: str = "first_exhausted"):
+        if stopping_strategy not in STRATEGIES:
+            raise ValueError(f"stopping_strategy must be one of {', '.join(STRATEGIES)}, got {stopping_strategy!r}")
+        if not lengths:
+            raise ValueError("interleave_datasets needs at least one dataset")
+        self.lengths = np.asarray([int(n) for n in lengths], dtype=np.int64)
+        self.probabilities = check_probabilities(probabilities, len(self.lengths))
+        self.strategy = stopping_strategy
+        self.seed = int(np.random.SeedSequence().entropy) if seed is None else int(seed)
+        if seed is not None and self.seed < 0:
+            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        drawable = np.ones(len(self.lengths), bool) if self.probabilities is None else self.probabilities > 0
+        empty = [i for i in range(len(self.lengths)) if self.lengths[i] == 0 and drawable[i]]
+        if empty and (self.probabilities is not None or stopping_strategy == "all_exhausted"):
+            raise ValueError(f"datasets at indices {empty} are empty; every dataset that can be drawn needs rows")
+        if stopping_strategy == "all_exhausted" and not drawable.all():
+            raise ValueError('stopping_strategy="all_exhausted" cannot exhaust a dataset that is never drawn: '
+                             f"datasets at indices {np.flatnonzero(~drawable).tolist()} have probability 0")
+        if self.probabilities is None:
+            rounds = int(self.lengths.min() if stopping_strategy == "first_exhausted" else self.lengths.max())
+            self.length = rounds * len(self.lengths)
+            self._block_counts = None
+        else:
+            self.length, self._block_counts = self._scan(drawable)
+
+    def _scan(self, drawable: np.ndarray) -> tuple[int, np.ndarray]:
+        """Draw until the stopping rule holds; keep each source's count before every block of 1,000."""
+        sources = len(self.lengths)
+        rng = np.random.default_rng(self.seed)
+        counts = np.zeros(sources, dtype=np.int64)
+        exhausted_at = np.full(sources, -1, dtype=np.int64)
+        blocks: list[np.ndarray] = []
+        start = 0
+        while True:
+            draws = rng.choice(sources, size=SCAN, p=self.probabilities)
+            per_block = np.stack([np.bincount(b, minlength=sources) for b in draws.reshape(-1, DRAWS_PER_CALL)])
+            blocks.append(counts + np.cumsum(per_block, axis=0) - per_block)
+            for s in np.flatnonzero(drawable & (exhausted_at < 0)):
+                need = int(self.lengths[s] - counts[s])
+                occurrences = np.flatnonzero(draws == s)
+                if len(occurrences) >= need:
+                    exhausted_at[s] = start + occurrences[need - 1]
+            counts += per_block.sum(axis=0)
+            start += SCAN
+            reached = exhausted_at[drawable] >= 0
+            if (reached.any() if self.strategy == "first_exhausted" else reached.all()):
+                break
+        valid = exhausted_at[exhausted_at >= 0]
+        length = int((valid.min() if self.strategy == "first_exhausted" else valid.max()) + 1)
+        block_counts = np.concatenate(blocks)[: -(-length // DRAWS_PER_CALL)]
+        return length, block_counts
+
+    def identity(self) -> dict[str, Any]:
+        return {"lengths": self.lengths.tolist(), "seed": self.seed, "strategy": self.strategy,
+                "probabilities": None if self.probabilities is None else self.probabilities.tolist()}
+
+    def __len__(self) -> int:
+        return self.length
+
+    def at(self, positions: Any) -> tuple[np.ndarray, np.ndarray]:
+        """(source, row of that source) for mix positions (rows past a source's end start over)."""
+        t = np.asarray(positions, dtype=np.int64)
+        if t.size and (t.min() < 0 or t.max() >= self.length):
+            raise IndexError(f"mix position outside [0, {self.length})")
+        sources = len(self.lengths)
+        if self._block_counts is None:
+            source, draw = t % sources, t // sources
+        else:
+            source, draw = np.empty_like(t), np.empty_like(t)
+            block = t // DRAWS_PER_CALL
+            for b in np.unique(block):
+                generator = np.random.PCG64(self.seed)
+                generator.advance(int(b) * DRAWS_PER_CALL)  # one 64-bit step per uniform draw
+                draws = np.random.Generator(generator).choice(sources, size=DRAWS_PER_CALL, p=self.probabilities)
+                seen = np.cumsum(draws[:, None] == np.arange(sources), axis=0) - (draws[:, None] == np.arange(sources))
+                mine = block == b
+                local = t[mine] - int(b) * DRAWS_PER_CALL
+                source[mine] = draws[local]
+                draw[mine] = self._block_counts[b][draws[local]] + seen[local, draws[local]]
+        return source, draw % self.lengths[source]
+
+    def indices(self, offsets: Sequence[int]) -> np.ndarray:
+        """Every position as an index into the sources concatenated (for a map-style view: O(length))."""
+        source, row = self.at(np.arange(self.length, dtype=np.int64))
+        return np.asarray(offsets, dtype=np.int64)[source] + row
+
+
+def column_difference(first: Any, other: Any) -> str | None:
+    """The first column whose feature differs between two feature dicts, described; None when they agree."""
+    a, b = dict(first), dict(other)
+    for name in list(a) + [n for n in b if n not in a]:
+        if name not in a or name not in b:
+            return f"column {name!r} is in {'the first' if name in a else 'this'} dataset only"
+        if a[name] != b[name]:
+            return f"column {name!r} is {a[name]!r} in the first dataset and {b[name]!r} here"
+    return None
+
+
+class MixedSource:
+    """The map-style view of a mix of streams, read by `StreamingDataset` (see the module docstring)."""
+
+    def __init__(self, streams: Sequence[Any], plan: MixPlan):
+        self.streams = list(streams)
+        self.plan = plan
+        self.epoch = 0
+        described = [s.order_identity() for s in self.streams] + [plan.identity()]
+        self.fingerprint = "mix-" + hashlib.sha256(json.dumps(described).encode()).hexdigest()[:16]
+        self._readers: dict[int, Any] = {}
+
+    def __len__(self) -> int:
+        return len(self.plan)
+
+    @property
+    def features(self) -> Any:
+        return getattr(self.streams[0].dataset, "features", None)
+
+    def __getstate__(self) -> dict[str, Any]:  # each process opens its own readers
+        return {**self.__dict__, "_readers": {}}
+
+    def set_epoch(self, epoch: int) -> None:
+        """The sources' orders follow the mix's epoch."""
+        if epoch != self.epoch:
+            self.epoch, self._readers = int(epoch), {}
+
+    def _reader(self, s: int) -> tuple[Any, Any]:
+        entry = self._readers.get(s)
+        if entry is None:
+            stream = self.streams[s]
+            order = stream.order.epoch(self.epoch)
+            entry = (order, make_reader(stream.dataset, stream.order.bounds, order.block_window))
+            self._readers[s] = entry
+        return entry
+
+    def __getitems__(self, positions: Sequence[int]) -> list[Any]:
+        source, row = self.plan.at(np.asarray(positions, dtype=np.int64))
+        out: list[Any] = [None] * len(source)
+        for s in np.unique(source).tolist():
+            where = np.flatnonzero(source == s)
+            order, reader = self._reader(s)
+            rows = reader.rows(order.positions_at(self.streams[s].row_offset + row[where]))
+            function_chain = self.streams[s].row_maps()
+            for i, value in zip(where.tolist(), rows):
+                for function in function_chain:
+                    value = function(value)
+                out[i] = value
+        return out
+
+    def __getitem__(self, position: int) -> Any:
+        return self.__getitems__([position])[0]

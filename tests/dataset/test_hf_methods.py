@@ -1,0 +1,201 @@
+"""Hugging Face `Dataset` habits (issue 25 item 8), side by side with the real `datasets`.
+
+Each test runs the same call on a `datasets.Dataset` and on ours built from the same columns
+and compares the results (rows, files written, return values). Inputs follow Hugging Face's
+tests/test_arrow_dataset.py (test_select, test_take/test_skip, test_flatten_indices, test_cast,
+test_add_item, test_to_csv/test_to_json/test_to_parquet, test_map with fn_kwargs and
+drop_last_batch, test_filter with fn_kwargs, test_train_test_split with a generator, formats).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+import stable_datasets as sds
+from stable_datasets import StableDataset
+
+datasets = pytest.importorskip("datasets", minversion="5")
+
+COLUMNS = {"filename": [f"my_name-train_{i}" for i in range(30)], "col_1": list(range(30)),
+           "col_2": [float(i) / 2 for i in range(30)]}
+
+
+@pytest.fixture
+def pair():
+    hf = datasets.Dataset.from_dict(COLUMNS)
+    ours = StableDataset.from_dict(COLUMNS, features=sds.Features({"filename": sds.Value("string"),
+                                                                   "col_1": sds.Value("int64"),
+                                                                   "col_2": sds.Value("float64")}))
+    return hf, ours
+
+
+def test_select_takes_what_hf_select_takes(pair):
+    hf, ours = pair
+    for indices in ([5, 0, 29], range(3, 12, 4), np.array([7, 7, 1]), pd.Series([2, 9]), (i for i in (4, 2))):
+        again = list(indices) if not isinstance(indices, (list, range, np.ndarray, pd.Series)) else indices
+        assert ours.select(iter(again) if isinstance(indices, type(i for i in ())) else indices).to_dict() == \
+            hf.select(again).to_dict()
+    assert ours[pd.Series([3, 1])] == hf[pd.Series([3, 1])]
+    assert ours[range(2, 5)] == hf[range(2, 5)] and ours[np.array([9, 4])]["col_1"] == hf[np.array([9, 4])]["col_1"]
+    with pytest.raises(TypeError):
+        hf[iter([0, 1])]
+    with pytest.raises(TypeError):
+        ours[iter([0, 1])]
+
+
+def test_take_skip_shape_num_columns(pair):
+    hf, ours = pair
+    for n in (0, 3, 29, 30, 45):
+        assert ours.take(n).to_dict() == hf.take(n).to_dict()
+    for n in (0, 3, 29):
+        assert ours.skip(n).to_dict() == hf.skip(n).to_dict()
+    # a deliberate difference: skipping every row is an empty dataset here, an IndexError in datasets 5
+    assert len(ours.skip(30)) == len(ours.skip(45)) == 0
+    with pytest.raises(IndexError):
+        hf.skip(30)
+    assert ours.shape == hf.shape == (30, 3) and ours.num_columns == hf.num_columns == 3
+
+
+def test_flatten_indices_and_cast(pair):
+    hf, ours = pair
+    view = ours.shuffle(seed=42).select(range(10))
+    flat = view.flatten_indices()
+    assert flat.is_whole and not view.is_whole and flat.to_dict() == view.to_dict()
+    assert ours.flatten_indices() is ours
+    hf_features = datasets.Features({"filename": datasets.Value("large_string"), "col_1": datasets.Value("float32"),
+                                     "col_2": datasets.Value("float32")})
+    ours_features = sds.Features({"filename": sds.Value("large_string"), "col_1": sds.Value("float32"),
+                                  "col_2": sds.Value("float32")})
+    cast_hf, cast_ours = hf.cast(hf_features), ours.cast(ours_features)
+    assert cast_ours.to_dict() == cast_hf.to_dict()
+    assert [f.dtype for f in cast_ours.features.values()] == [f.dtype for f in cast_hf.features.values()]
+    with pytest.raises(ValueError, match=r"The columns in features \(\['col_1'\]\) must be identical as the "
+                                         r"columns in the dataset: \['filename', 'col_1', 'col_2'\]"):
+        ours.cast(sds.Features({"col_1": sds.Value("int32")}))
+    with pytest.raises(ValueError, match="must be identical as the columns in the dataset"):
+        hf.cast(datasets.Features({"col_1": datasets.Value("int32")}))
+
+
+def test_add_item(pair):
+    hf, ours = pair
+    item = {"filename": "added", "col_1": 99, "col_2": 0.25}
+    assert ours.add_item(item).to_dict() == hf.add_item(item).to_dict()
+    assert len(ours.select([3, 1]).add_item(item)) == 3 and ours.select([3, 1]).add_item(item)[2] == item
+    with pytest.raises(ValueError, match=r"add_item: the item must have the dataset's columns .*missing \['col_2'\]"):
+        ours.add_item({"filename": "x", "col_1": 1})
+
+
+def test_exports_write_what_hf_writes(pair, tmp_path):
+    hf, ours = pair
+    view, hf_view = ours.select(range(5, 25)), hf.select(range(5, 25))
+    assert view.to_csv(tmp_path / "ours.csv", batch_size=7) == hf_view.to_csv(tmp_path / "hf.csv", batch_size=7)
+    assert (tmp_path / "ours.csv").read_text() == (tmp_path / "hf.csv").read_text()
+    assert view.to_json(tmp_path / "ours.jsonl", batch_size=7) == hf_view.to_json(tmp_path / "hf.jsonl", batch_size=7)
+    assert (tmp_path / "ours.jsonl").read_text() == (tmp_path / "hf.jsonl").read_text()
+    assert json.loads((tmp_path / "ours.jsonl").read_text().splitlines()[0]) == hf_view[0]
+    ours_bytes, hf_bytes = view.to_parquet(tmp_path / "ours.parquet"), hf_view.to_parquet(tmp_path / "hf.parquet")
+    assert ours_bytes == hf_bytes
+    assert pq.read_table(tmp_path / "ours.parquet").to_pydict() == pq.read_table(tmp_path / "hf.parquet").to_pydict()
+    # to a buffer, and with pandas' own options passed through
+    text, hf_text = io.BytesIO(), io.BytesIO()
+    assert ours.to_csv(text, sep=";", index=True) == hf.to_csv(hf_text, sep=";", index=True)
+    assert text.getvalue() == hf_text.getvalue()
+    as_str = io.StringIO()  # a text buffer gets text here (datasets 5 writes bytes into it and fails)
+    assert ours.take(2).to_csv(as_str) == len(as_str.getvalue()) and as_str.getvalue().startswith("filename,")
+    raw, hf_raw = io.BytesIO(), io.BytesIO()
+    ours.to_json(raw, orient="records", lines=False)
+    hf.to_json(hf_raw, orient="records", lines=False)
+    assert json.loads(raw.getvalue()) == json.loads(hf_raw.getvalue())
+
+
+def test_map_and_filter_keywords(pair):
+    hf, ours = pair
+
+    def add(col_1, k):
+        return {"plus": col_1 + k}
+
+    kwargs = dict(input_columns="col_1", fn_kwargs={"k": 10}, remove_columns=["filename"])
+    assert ours.map(add, **kwargs).to_dict() == hf.map(add, **kwargs).to_dict()
+
+    def double(batch):
+        return {"double": [2 * x for x in batch["col_1"]]}
+
+    for batch_size in (7, 10):
+        kwargs = dict(batched=True, batch_size=batch_size, drop_last_batch=True)
+        assert ours.map(double, **kwargs).to_dict() == hf.map(double, **kwargs).to_dict()
+
+    def indexed(row, index, offset):
+        return {"i": index + offset}
+
+    kwargs = dict(with_indices=True, fn_kwargs={"offset": 100})
+    assert ours.map(indexed, **kwargs)["i"] == hf.map(indexed, **kwargs)["i"]
+
+    def above(row, limit):
+        return row["col_1"] > limit
+
+    assert ours.filter(above, fn_kwargs={"limit": 20}).to_dict() == hf.filter(above, fn_kwargs={"limit": 20}).to_dict()
+    assert ours.filter(lambda b, limit: [x < limit for x in b["col_1"]], batched=True, fn_kwargs={"limit": 4})[
+        "col_1"] == [0, 1, 2, 3]
+
+
+def test_train_test_split_with_a_generator(pair):
+    hf, ours = pair
+    for kwargs in ({"generator": np.random.default_rng(7)}, {"seed": 7}, {"seed": np.random.default_rng(7)}):
+        expected = hf.train_test_split(test_size=0.2, **kwargs)
+        again = dict(kwargs)
+        again.update({k: np.random.default_rng(7) for k, v in kwargs.items() if isinstance(v, np.random.Generator)})
+        got = ours.train_test_split(test_size=0.2, **again)
+        assert got["test"]["col_1"] == expected["test"]["col_1"] and got["train"]["col_1"] == expected["train"][
+            "col_1"]
+    with pytest.raises(ValueError, match="Both `seed` and `generator` were provided"):
+        ours.train_test_split(test_size=2, seed=1, generator=np.random.default_rng(1))
+
+
+def test_format_aliases(pair):
+    hf, ours = pair
+    for alias, full in (("np", "numpy"), ("pt", "torch")):
+        assert ours.with_format(alias).format["type"] == full
+    assert ours.with_format("np")[:3]["col_1"].tolist() == hf.with_format("np")[:3]["col_1"].tolist()
+    assert ours.with_format("pt")[:3]["col_2"].tolist() == hf.with_format("pt")[:3]["col_2"].tolist()
+    for name in ("pandas", "polars"):
+        mine, theirs = ours.with_format(name), hf.with_format(name)
+        assert type(mine[:4]) is type(theirs[:4]) and mine[:4].equals(theirs[:4])
+        assert type(mine[2]) is type(theirs[2]) and mine[2].shape == theirs[2].shape == (1, 3)
+        assert list(mine["col_1"]) == list(theirs["col_1"])
+    assert ours.with_format("pandas")[2]["filename"].tolist() == ["my_name-train_2"]
+    with pytest.raises(ValueError, match="unknown format 'tensorflow'"):
+        ours.with_format("tensorflow")
+
+
+def test_bool_arrays_of_every_rank():
+    for rank in (2, 3, 4, 5):
+        shape = (2,) * rank
+        value = (np.arange(2 ** rank).reshape(shape) % 3 == 0)
+        ours_type, hf_type = getattr(sds, f"Array{rank}D"), getattr(datasets, f"Array{rank}D")
+        ours = StableDataset.from_dict({"m": [value, ~value]}, features=sds.Features({"m": ours_type(shape, "bool")}))
+        hf = datasets.Dataset.from_dict({"m": [value, ~value]},
+                                        features=datasets.Features({"m": hf_type(shape, "bool")}))
+        assert ours.with_format("numpy")[0]["m"].dtype == np.bool_
+        assert np.array_equal(ours.with_format("numpy")[1]["m"], hf.with_format("numpy")[1]["m"])
+        assert ours[0]["m"].tolist() == np.asarray(hf[0]["m"]).tolist()
+
+
+def test_classlabel_arguments_as_hf(tmp_path):
+    names_file = tmp_path / "labels.txt"
+    names_file.write_text("negative\npositive")
+    for cls in (sds.ClassLabel, datasets.ClassLabel):
+        assert cls(names_file=str(names_file)).names == ["negative", "positive"]
+        with pytest.raises(ValueError, match="Please provide either names or names_file but not both."):
+            cls(names=["negative", "positive"], names_file=str(names_file))
+        with pytest.raises(TypeError, match="Please provide names as a list, is <class 'numpy.ndarray'>"):
+            cls(names=np.array(["negative", "positive"]))
+        with pytest.raises(ValueError):
+            cls(num_classes=3, names=["negative", "positive"])
+        with pytest.raises(ValueError):
+            cls()

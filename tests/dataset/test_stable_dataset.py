@@ -1,0 +1,33 @@
+"""StableDataset slicing reads only the rows asked for."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pyarrow as pa
+
+import stable_datasets as sds
+
+
+def test_a_slice_of_a_large_dataset_allocates_nothing_per_row():
+    n = 2_000_000
+    ds = sds.StableDataset.from_arrow(pa.table({"x": np.arange(n)}))
+    ds[n - 20:n]  # warm
+    tracemalloc.start()
+    try:
+        page = ds[n - 20:n]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert page["x"] == list(range(n - 20, n))
+    assert peak < 1_000_000  # an index of every row would be 16 MB
+
+
+def test_slices_with_steps_and_negatives():
+    ds = sds.StableDataset.from_dict({"x": list(range(10))})
+    assert ds[::-1]["x"] == list(range(9, -1, -1))
+    assert ds[-3:]["x"] == [7, 8, 9]
+    assert ds[1:8:3]["x"] == [1, 4, 7]
+    assert ds[5:2]["x"] == [] and ds[20:]["x"] == []
+    assert ds.shuffle(seed=0)[2:4]["x"] == ds.shuffle(seed=0)["x"][2:4]

@@ -1,0 +1,220 @@
+"""Elastic exact resume: a state saved at (N ranks, W workers, batch B) loads at (M, V, B') and every row of
+the epoch is still served exactly once; what cannot be exact is refused; loaders that cannot count raise."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import stable_datasets as sds
+from stable_datasets.streaming import StreamingDataset
+
+torch = pytest.importorskip("torch")
+from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
+
+
+class Ids:
+    """A map-style dataset whose row i is i, stored in the given blocks (read through ItemReader)."""
+
+    def __init__(self, bounds):
+        self.bounds = np.asarray(bounds, dtype=np.int64)
+
+    def __len__(self):
+        return int(self.bounds[-1])
+
+    def __getitem__(self, i):
+        return int(i)
+
+    def block_bounds(self):
+        return self.bounds
+
+
+@st.composite
+def runs(draw):
+    sizes = draw(st.lists(st.integers(1, 30), min_size=1, max_size=12))
+    bounds = np.concatenate([[0], np.cumsum(sizes)])
+    phases = draw(st.lists(st.integers(1, 6), min_size=1, max_size=4))  # world size of each run
+    stops = draw(st.lists(st.floats(0, 1), min_size=len(phases), max_size=len(phases)))
+    return bounds, phases, stops, draw(st.booleans()), draw(st.integers(0, 99)), draw(st.integers(1, 4))
+
+
+@settings(max_examples=60, deadline=None)
+@given(run=runs())
+def test_any_sequence_of_world_sizes_serves_every_row_once(run):
+    """Runs on N1, N2, ... ranks in lockstep, each stopped at a random step; each run loads rank 0's state
+    (JSON) of the run before. Over the epoch: every row exactly once, plus only the padding of the last step
+    (drop_last=False) or minus only the tail it drops (drop_last=True)."""
+    bounds, phases, stops, drop_last, seed, window = run
+    n = int(bounds[-1])
+    state, served = None, Counter()
+    for k, world in enumerate(phases):
+        streams = [StreamingDataset(Ids(bounds), rank=r, world_size=world, drop_last=drop_last)
+                   .shuffle(seed=seed, window_blocks=window) for r in range(world)]
+        if state is not None:
+            if drop_last and 0 < n - state["consumed"] < world:
+                with pytest.raises(ValueError, match="drop_last=True on .* ranks would drop them all"):
+                    streams[0].load_state_dict(state)
+                return
+            for stream in streams:
+                stream.load_state_dict(state)
+        left = streams[0].rows_left()
+        steps = left if k == len(phases) - 1 else int(stops[k] * left)
+        for stream in streams:
+            iterator = iter(stream)
+            served.update(next(iterator) for _ in range(steps))
+        state = json.loads(json.dumps(streams[0].state_dict()))
+        assert all(s.state_dict() == state for s in streams)  # lockstep: one rank's state is everyone's
+        if state["epoch"] == 1:
+            break
+    order = StreamingDataset(Ids(bounds)).shuffle(seed=seed, window_blocks=window).order.epoch(0)
+    once = Counter(range(n))
+    if drop_last:
+        dropped = set(order.positions_at(np.arange(n))[sum(served.values()):].tolist())
+        assert served == Counter(i for i in range(n) if i not in dropped)
+    else:
+        extra = served - once
+        assert served - extra == once and sum(extra.values()) < phases[-1]  # the padding, from the order's start
+        padded = np.arange(n, n + sum(extra.values())) % n  # epoch indices past the end wrap to its start
+        assert sorted(extra.elements()) == sorted(order.positions_at(padded).tolist())
+
+
+ROWS = 300
+
+
+class Rows(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({"idx": sds.Value("int64")}))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {})]
+
+    def _generate_examples(self):
+        for i in range(ROWS):
+            yield i, {"idx": i}
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return sds.load_dataset(Rows, split="train", cache_dir=tmp_path_factory.mktemp("resume"),
+                            layout_options={"batch_rows": 32})
+
+
+def ids(batches):
+    return [int(v) for batch in batches for v in batch["idx"]]
+
+
+def test_a_loader_state_resumes_on_other_ranks_workers_and_batch_sizes(cache):
+    """(2 ranks, 2 workers, batch 4) -> (3 ranks, 1 worker, batch 5) -> (1 rank, 2 workers, batch 3)."""
+    def stream(rank, world):
+        return cache.to_iterable(rank=rank, world_size=world).shuffle(seed=7, window_blocks=2)
+
+    served, state = [], None
+    for world, workers, batch, steps in [(2, 2, 4, 9), (3, 0, 5, 7), (1, 2, 3, None)]:
+        states = []
+        for rank in range(world):
+            s = stream(rank, world)
+            if state is not None:
+                s.load_state_dict(state)
+            loader = StreamingDataLoader(s, batch_size=batch, num_workers=workers)
+            iterator = iter(loader)
+            taken = [next(iterator) for _ in range(steps)] if steps else list(iterator)
+            served.extend(ids(taken))
+            states.append(json.loads(json.dumps(loader.state_dict())))
+            del iterator
+        assert all(s == states[0] for s in states)
+        state = states[0]
+    assert state["epoch"] == 1 and sorted(served) == list(range(ROWS))  # every row once, none lost
+    assert served[:8] == [int(i) for i in stream(0, 1).rank_order()[0:16:2]]  # rank 0: every other row of the order
+
+
+def test_a_plain_dataloader_with_workers_refuses_to_guess_its_state(cache):
+    stream = cache.to_iterable(loader_batch_size=10).shuffle(seed=1)
+    loader = torch.utils.data.DataLoader(stream, batch_size=10, num_workers=2)
+    iterator = iter(loader)
+    [next(iterator) for _ in range(10)]
+    with pytest.raises(RuntimeError, match="DataLoader workers read it.*StreamingDataLoader, or torchdata's "
+                                           "StatefulDataLoader"):
+        stream.state_dict()
+    del iterator
+    assert stream.state_dict(consumed=100)["consumed"] == 100  # what the loop says it received
+    single = cache.to_iterable().shuffle(seed=1)  # no workers: the rows are counted where they are read
+    iterator = iter(torch.utils.data.DataLoader(single, batch_size=10))
+    [next(iterator) for _ in range(3)]
+    assert single.state_dict()["consumed"] == 30
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torchdata_stateful_dataloader_resumes_the_stream_exactly(cache, workers):
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def loader():
+        stream = cache.to_iterable(rank=1, world_size=2, loader_batch_size=8).shuffle(seed=3, window_blocks=2)
+        return StatefulDataLoader(stream, batch_size=8, num_workers=workers)
+
+    full = ids(loader())
+    first = loader()
+    iterator = iter(first)
+    head = ids(next(iterator) for _ in range(7))
+    state = json.loads(json.dumps(first.state_dict()))  # plain JSON, workers' states included
+    del iterator
+    second = loader()
+    second.load_state_dict(state)
+    assert head + ids(second) == full
+    assert sorted(full) == sorted(cache.to_iterable(rank=1, world_size=2).shuffle(seed=3, window_blocks=2)
+                                  .rank_order().tolist())
+
+
+def test_a_worker_state_outside_its_loader_and_foreign_states_are_refused(cache):
+    stream = cache.to_iterable().shuffle(seed=1)
+    state = stream.state_dict()
+    worker = {**state, "worker": {"id": 1, "workers": 2, "unit": 8, "rank": 0, "world_size": 1, "epoch": 0,
+                                  "start": 0, "rows": 16}}
+    with pytest.raises(ValueError, match="DataLoader worker 1 of 2's own state; restore it through the "
+                                         "StatefulDataLoader"):
+        cache.to_iterable().shuffle(seed=1).load_state_dict(worker)
+    with pytest.raises(ValueError, match="the saved stream had seed=1, this one has 2"):
+        cache.to_iterable().shuffle(seed=2).load_state_dict(state)
+    with pytest.raises(ValueError, match="read another dataset, mix or order"):
+        cache.select(range(ROWS)).to_iterable().shuffle(seed=1, window_blocks=3).load_state_dict(state)
+    old = {"epoch": 0, "consumed": 5, "seed": 1, "world_size": 1, "num_rows": ROWS}
+    with pytest.raises(ValueError, match="has format None, this version reads format 2"):
+        cache.to_iterable().shuffle(seed=1).load_state_dict(old)
+    with pytest.raises(ValueError, match=f"consumed {ROWS + 1} rows, but an epoch has {ROWS}"):
+        cache.to_iterable().shuffle(seed=1).load_state_dict({**state, "consumed": ROWS + 1})
+    late = {**state, "consumed": ROWS - 2}
+    with pytest.raises(ValueError, match="2 rows of epoch 0 are left and drop_last=True on 3 ranks would drop them "
+                                         "all; resume on at most 2 ranks, or with drop_last=False"):
+        cache.to_iterable(rank=0, world_size=3, drop_last=True).shuffle(seed=1).load_state_dict(late)
+
+
+def test_a_stateful_dataloader_state_resumes_a_stream_on_another_cluster_size(cache):
+    """StatefulDataLoader on 2 ranks x 2 workers, batch 6; its whole state loads into streams on 3 ranks."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    served, states = [], []
+    for rank in range(2):
+        stream = cache.to_iterable(rank=rank, world_size=2, loader_batch_size=6).shuffle(seed=8)
+        loader = StatefulDataLoader(stream, batch_size=6, num_workers=2)
+        iterator = iter(loader)
+        served += [int(i) for _ in range(5) for i in next(iterator)["idx"]]
+        states.append(json.loads(json.dumps(loader.state_dict())))
+        del iterator
+    for rank in range(3):
+        resumed = cache.to_iterable(rank=rank, world_size=3).shuffle(seed=8)
+        resumed.load_state_dict(states[rank % 2])  # either rank's loader state
+        served += [int(r["idx"]) for r in resumed]
+    assert sorted(served) == list(range(ROWS))
+    rows_dealt_one_by_one = cache.to_iterable().shuffle(seed=8)
+    loader = StatefulDataLoader(rows_dealt_one_by_one, batch_size=6, num_workers=2)
+    iterator = iter(loader)
+    [next(iterator) for _ in range(3)]
+    state = loader.state_dict()
+    del iterator
+    with pytest.raises(ValueError, match="not a prefix of the rank's rows dealt in units of 1; pass "
+                                         "loader_batch_size="):
+        cache.to_iterable().shuffle(seed=8).load_state_dict(state)
