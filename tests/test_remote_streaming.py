@@ -231,7 +231,7 @@ def test_a_changed_remote_lance_data_file_is_an_error_when_the_stream_reaches_it
         list(stream)  # the stream open before keeps reading the attempt it resolved
     rebuilt = sds.load_dataset(Wide, split="train[50%:]", storage_format="lance", streaming=True,
                                layout_options=LANCE_OPTIONS)  # load_dataset builds a cache with missing objects again
-    assert rebuilt.dataset.metadata.attempt != source.metadata.attempt
+    assert rebuilt.dataset.backends[0].metadata.attempt != source.metadata.attempt
     assert [row["idx"] for row in rebuilt] == list(range(ROWS // 2, ROWS))
 
 

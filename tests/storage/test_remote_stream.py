@@ -29,7 +29,7 @@ def test_rm_or_prune_while_a_stream_reads_leaves_it_every_shard(s3_env, toy_buil
     monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "fresh-node"))
     stream = sds.load_dataset(str(toy_builder), split="train", streaming=True, layout_options=OPTIONS,
                               rows=ROWS)
-    source = stream.dataset
+    source = stream.dataset.backends[0]
     url, attempt = source.split.url, source.metadata.attempt
     rows = iter(stream)
     seen = [next(rows)["id"]]
