@@ -405,10 +405,10 @@ def test_samples_mapping_epochs_and_own_rng(tmp_path):
 
 
 @pytest.mark.parametrize(("column", "values", "message"), [
-    ("loss_mask", [[1, 1]], "loss_mask has 2 entries for 3 input_ids"),
-    ("seq_start_id", [[1]], "seq_start_id must start at 0"),
-    ("seq_start_id", [[0, 2, 1]], "seq_start_id must increase"),
-    ("seq_start_id", [[0, 3]], "seq_start_id 3 is past the end of 3 input_ids"),
+    ("loss_mask", [[1, 1]], r"loss_mask length \(2\) != input_ids length \(3\)$"),
+    ("seq_start_id", [[1]], r"seq_start_id must start with 0, got \[1\]$"),
+    ("seq_start_id", [[0, 2, 1]], "seq_start_id is not non-decreasing at index 2: 2 > 1$"),
+    ("seq_start_id", [[0, 3]], r"seq_start_id\[1\]=3 >= len\(input_ids\)=3$"),
 ])
 def test_bad_rows_are_named(tmp_path, column, values, message):
     data = {"input_ids": [[1, 2, 3]], "loss_mask": [[0, 1, 1]], "seq_start_id": [[0]]}

@@ -29,7 +29,9 @@ def _random_packs(seed: int, n: int) -> list[dict[str, list[int]]]:
         elif fault == 3:
             pack["seq_start_id"] = [int(rng.integers(1, 5)), *starts[1:]]
         elif fault == 4 and len(starts) > 1:
-            pack["seq_start_id"] = [0, starts[-1], starts[-1]]
+            pack["seq_start_id"] = [0, starts[-1], starts[-1]]  # an empty sequence: allowed
+        elif fault == 6 and len(starts) > 1:
+            pack["seq_start_id"] = [0, starts[-1], starts[-1] - 1]  # decreasing: refused
         elif fault == 5:
             pack["seq_start_id"] = [*starts, length + int(rng.integers(0, 3))]
         packs.append(pack)
@@ -90,7 +92,7 @@ def test_npy_packs_are_checked_once_at_their_first_read(tmp_path):
     np.save(path, rows, allow_pickle=True)
     ds = PackedSFTDataset(path, allow_pickle=True)
     assert ds[0]["seq_boundaries"].tolist() == [0, 3]
-    with pytest.raises(PackedRowError, match="pack 1 of .*seq_start_id 5 is past the end of 3 input_ids"):
+    with pytest.raises(PackedRowError, match=r"pack 1 of .*: seq_start_id\[1\]=5 >= len\(input_ids\)=3$"):
         ds[1]
     assert PackedSFTDataset(path, allow_pickle=True, validate=False)[1]["seq_boundaries"].tolist() == [0, 5, 3]
 
@@ -100,7 +102,8 @@ def test_cache_packs_are_checked_a_block_at_a_time(tmp_path, storage_format):
     n = CACHE_BLOCK_ROWS + 5  # two blocks, the bad pack in the second
     lengths = np.full(n, 2)
     starts = [[0]] * n
-    starts[n - 2] = [0, 0]
+    starts[n - 2] = [0, 2]  # past the end of its 2 tokens
+    starts[3] = [0, 1, 1]  # an empty sequence: allowed
 
     class Packs(sds.GeneratorBasedBuilder):
         def _info(self):
@@ -118,8 +121,9 @@ def test_cache_packs_are_checked_a_block_at_a_time(tmp_path, storage_format):
     ds = sds.load_dataset(Packs, split="train", cache_dir=tmp_path, storage_format=storage_format)
     packs = PackedSFTDataset(ds)
     assert packs[n - 1]["input_ids"].tolist() == [n - 1, n - 1]
-    assert packs[3]["seq_boundaries"].tolist() == [0, 2]
-    with pytest.raises(PackedRowError, match=f"pack {n - 2} of .*seq_start_id must increase, got \\[0, 0\\]"):
+    assert packs[3]["seq_boundaries"].tolist() == [0, 1, 1, 2]
+    assert packs[4]["seq_boundaries"].tolist() == [0, 2]
+    with pytest.raises(PackedRowError, match=f"pack {n - 2} of .*: seq_start_id\\[1\\]=2 >= len\\(input_ids\\)=2$"):
         packs[n - 2]
     if storage_format == "arrow":
         assert sorted(packs._checks.blocks) == [0, 1]

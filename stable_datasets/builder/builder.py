@@ -19,8 +19,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from loguru import logger
-
 from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
@@ -29,19 +27,18 @@ from stable_datasets.builder.local_modules import local_modules
 from stable_datasets.builder.provenance import builder_made_by
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
-from stable_datasets.cache.lock import exclusive_lock
-from stable_datasets.cache.metadata import METADATA_FILE, read_published
 from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, root_errors, split_folder_name
 from stable_datasets.download.manager import DownloadManager
-from stable_datasets.errors import CacheError, InputChangedError, StableDatasetsError, UnknownSplitError
+from stable_datasets.errors import InputChangedError, StableDatasetsError, UnknownSplitError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features
 from stable_datasets.features.video import has_path_videos
 from stable_datasets.layouts import layout_for, layout_module
 from stable_datasets.layouts.base import require_positive_ints
 from stable_datasets.storage.root import RemoteRoot, resolve_root
-from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
+from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once, write_split
 from stable_datasets.write.engines import user_modules
+from stable_datasets.write.once import published_matches
 from stable_datasets.write.remote_parts import RemoteParts
 
 if TYPE_CHECKING:
@@ -190,7 +187,11 @@ class DatasetBuilder:
         return layout_for(self.features, storage_format)
 
     def layout_options(self, storage_format: str, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-        layout = layout_module(self.layout_name(storage_format))
+        """The write options of `storage_format`'s layout: its defaults, the builder's batch size, `overrides`."""
+        return self._options_for(self.layout_name(storage_format), storage_format, overrides)
+
+    def _options_for(self, layout_name: str, storage_format: str, overrides: dict[str, Any] | None) -> dict[str, Any]:
+        layout = layout_module(layout_name)
         options = {**layout.DEFAULT_OPTIONS, "batch_rows": self.DEFAULT_WRITER_BATCH_SIZE or DEFAULT_BATCH_ROWS}
         unknown = sorted(set(overrides or {}) - set(options))
         if unknown:
@@ -203,6 +204,9 @@ class DatasetBuilder:
 
     def fingerprint_inputs(self, storage_format: str = "arrow",
                            layout_options: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Everything the cache's fingerprint covers; it names the layout and its options as resolved here,
+        once (`prepare` reads them back from this dict rather than resolving them again)."""
+        layout = self.layout_name(storage_format)
         return {
             "builder": self.builder_name(),
             "source_sha256": hash_text(self.source_text()),
@@ -211,8 +215,8 @@ class DatasetBuilder:
             "version": str(self.version),
             "features": self.features.to_dict(),
             "storage_format": storage_format,
-            "layout": self.layout_name(storage_format),
-            "layout_options": self.layout_options(storage_format, layout_options),
+            "layout": layout,
+            "layout_options": self._options_for(layout, storage_format, layout_options),
             "cache_format_version": CACHE_FORMAT_VERSION,
             "extra": to_jsonable(self._fingerprint_extra(), "fingerprint extra"),
             "input_files": self.input_files_identity(),
@@ -246,6 +250,14 @@ class DatasetBuilder:
     def fingerprint(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> str:
         return fingerprint(self.fingerprint_inputs(storage_format, layout_options))
 
+    def resolve(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> ResolvedPlan:
+        """Layout, options, fingerprint inputs and fingerprint directory, computed once (the inputs stat
+        every input file) for `prepare` to hand to everything below it."""
+        inputs = self.fingerprint_inputs(storage_format, layout_options)
+        fp = fingerprint(inputs)
+        return ResolvedPlan(storage_format=storage_format, layout=inputs["layout"], options=inputs["layout_options"],
+                            inputs=inputs, fingerprint=fp, directory=self._dir_for(fp))
+
     def cache_dir(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> Path:
         """The fingerprint directory; each split is a published folder inside it."""
         return self._dir_for(self.fingerprint(storage_format, layout_options))
@@ -255,16 +267,25 @@ class DatasetBuilder:
 
     # -- building ------------------------------------------------------------------------
     def split_names(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None,
-                    dl_manager: DownloadManager | None = None) -> list[str]:
-        """Split names, from the record of an earlier build when there is one."""
-        recorded = self.cache_dir(storage_format, layout_options) / SPLITS_FILE
+                    dl_manager: DownloadManager | None = None, *, directory: Path | None = None) -> list[str]:
+        """Split names, from the record of an earlier build when there is one. `directory` is the
+        fingerprint folder when the caller has resolved it (else it is found again from the inputs)."""
+        directory = directory or self.cache_dir(storage_format, layout_options)
+        recorded = self._recorded_split_names(directory)
+        if recorded is not None:
+            return recorded
+        return [g.name for g in self._generators(storage_format, layout_options, dl_manager, directory)]
+
+    def _recorded_split_names(self, directory: Path) -> list[str] | None:
+        """The split names an earlier build recorded in the fingerprint folder `directory`, if any."""
+        recorded = directory / SPLITS_FILE
         if recorded.is_file():
             return json.loads(recorded.read_text())
         if self.remote is not None:
             text = self.remote.store.get(self._remote_key(recorded))
             if text is not None:
                 return json.loads(text)
-        return [g.name for g in self._generators(storage_format, layout_options, dl_manager)]
+        return None
 
     def _generators(self, storage_format: str, layout_options: dict[str, Any] | None,
                     dl_manager: DownloadManager | None, directory: Path | None = None) -> list[SplitGenerator]:
@@ -296,8 +317,8 @@ class DatasetBuilder:
 
     def is_prepared(self, split: str, storage_format: str = "arrow",
                     layout_options: dict[str, Any] | None = None) -> bool:
-        directory = self.cache_dir(storage_format, layout_options) / split_folder_name(split)
-        return self._published(directory, self.fingerprint(storage_format, layout_options))
+        resolved = self.resolve(storage_format, layout_options)
+        return self._published(resolved.directory / split_folder_name(split), resolved.fingerprint)
 
     def _published(self, directory: Path, expected_fingerprint: str) -> bool:
         """A valid cache of `expected_fingerprint` is published for `directory` (on the object-store root, if any)."""
@@ -306,19 +327,7 @@ class DatasetBuilder:
             from stable_datasets.storage.remote_cache import valid_remote
 
             return valid_remote(RemoteSplit(self.remote.store, self._remote_key(directory)), expected_fingerprint)
-        return self._valid_cache(directory, expected_fingerprint)
-
-    @staticmethod
-    def _valid_cache(directory: Path, expected_fingerprint: str) -> bool:
-        if not (directory / METADATA_FILE).is_file():
-            return False
-        try:
-            pin, metadata = read_published(directory)
-            pin.release()
-        except CacheError as exc:
-            logger.warning("ignoring unusable cache {}: {}", directory, exc)
-            return False
-        return metadata.fingerprint == expected_fingerprint
+        return published_matches(directory, expected_fingerprint)
 
     def prepare(self, splits: str | Iterable[str] | None = None, storage_format: str = "arrow", *,
                 download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
@@ -355,10 +364,8 @@ class DatasetBuilder:
         if verification_mode not in VERIFICATION_MODES:
             raise ValueError(f"verification_mode must be one of {VERIFICATION_MODES}, got {verification_mode!r}")
         runner = JobRunner(engine=engine, num_proc=num_proc, ray_address=ray_address)
-        options = self.layout_options(storage_format, layout_options)
-        inputs = self.fingerprint_inputs(storage_format, options)  # once: it stats every input file
-        fp = fingerprint(inputs)
-        base = self._dir_for(fp)
+        resolved = self.resolve(storage_format, layout_options)  # once: it stats every input file
+        options, fp, base = resolved.options, resolved.fingerprint, resolved.directory
         force = download_mode != "reuse_dataset_if_exists"
         dl_manager = self._download_manager(download_mode, verification_mode)
         generators: dict[str, SplitGenerator] | None = None
@@ -370,7 +377,8 @@ class DatasetBuilder:
             return generators
 
         if splits is None:
-            wanted = self.split_names(storage_format, options, dl_manager)
+            recorded = self._recorded_split_names(base)
+            wanted = recorded if recorded is not None else list(all_generators())  # listed once, then built
         else:
             wanted = [splits] if isinstance(splits, str) else list(splits)
         cached: dict[str, bool] = {}
@@ -386,21 +394,21 @@ class DatasetBuilder:
             directory = base / split_folder_name(split)
             if self.remote is not None:
                 plan_for = functools.partial(self._write_plan, storage_format=storage_format, options=options, fp=fp,
-                                             inputs=inputs, evict=False)
+                                             inputs=resolved.inputs, evict=False, layout=resolved.layout)
                 result[split] = self._prepare_remote(split, directory, fp, force, lock_timeout, all_generators,
                                                      plan_for, runner)
                 continue
-            if cached[split] if split in cached else not force and self._valid_cache(directory, fp):
+            if cached[split] if split in cached else not force and published_matches(directory, fp):
                 result[split] = directory
                 continue
             if split not in all_generators():
                 raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {split!r}; "
                                  f"splits are {sorted(all_generators())}")
-            with exclusive_lock(base / f".{split_folder_name(split)}.lock", timeout=lock_timeout, soft=soft_lock):
-                if force or not self._valid_cache(directory, fp):
-                    plan = self._write_plan(split, directory, storage_format, options, fp, inputs,
-                                            cache_limit=cache_limit)
-                    write_split(plan, BuilderSource(self, all_generators()[split]), runner)
+            plan = self._write_plan(split, directory, storage_format, options, fp, resolved.inputs,
+                                    cache_limit=cache_limit, layout=resolved.layout)
+            build_once(plan, BuilderSource(self, all_generators()[split]), runner, checked=True,
+                       reuse=None if force else functools.partial(_valid_directory, directory, fp),
+                       lock_timeout=lock_timeout, soft_lock=soft_lock)
             result[split] = directory
         return result
 
@@ -424,10 +432,12 @@ class DatasetBuilder:
 
     def _write_plan(self, split: str, directory: Path, storage_format: str, options: dict[str, Any],
                     fp: str, inputs: dict[str, Any], cache_limit: str | int | None = None,
-                    evict: bool = True) -> WritePlan:
+                    evict: bool = True, layout: str | None = None) -> WritePlan:
+        """The write plan of one split, from values `prepare` resolved once (`layout` among them; None
+        resolves it from `storage_format`)."""
         # Path-stored videos register media files as they encode, so a part restarts instead of resuming.
         return WritePlan(
-            target=directory, layout=self.layout_name(storage_format), options=options, fingerprint=fp,
+            target=directory, layout=layout or self.layout_name(storage_format), options=options, fingerprint=fp,
             fingerprint_inputs=inputs, builder_name=self.builder_name(), config_name=self.config.name,
             version=str(self.version), split=split, info=self.info.to_dict(), features=self.features,
             builder_source=self.builder_source(), resumable=not has_path_videos(self.features),
@@ -479,6 +489,23 @@ class DatasetBuilder:
     def __repr__(self) -> str:
         fields = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
         return f"{type(self).__name__}(name={self.builder_name()!r}, config={fields})"
+
+
+def _valid_directory(directory: Path, expected_fingerprint: str) -> Path | None:
+    """`directory` when it holds a published cache of `expected_fingerprint` (build_once's reuse check)."""
+    return directory if published_matches(directory, expected_fingerprint) else None
+
+
+@dataclasses.dataclass(frozen=True)
+class ResolvedPlan:
+    """What `prepare` resolves once per call and hands down: nothing below recomputes it."""
+
+    storage_format: str
+    layout: str  # a module name under stable_datasets.layouts
+    options: dict[str, Any]  # the layout's write options, checked
+    inputs: dict[str, Any]  # the fingerprint inputs (they stat every input file)
+    fingerprint: str
+    directory: Path  # the fingerprint folder; each split is published inside it
 
 
 class BuilderSource(ExampleSource):

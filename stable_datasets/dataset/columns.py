@@ -9,6 +9,7 @@ features.columnar), into a fingerprinted cache beside the source, like `map`.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,7 +20,6 @@ import pyarrow.compute as pc
 
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
-from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.dataset.column_view import ColumnView
 from stable_datasets.errors import ColumnNotFoundError, EncodingError, ExampleError
 from stable_datasets.features.base import as_feature
@@ -27,7 +27,7 @@ from stable_datasets.features.casting import value_kind
 from stable_datasets.features.columnar import RowEncodingError, as_columns, cast_requested, encode_columns
 from stable_datasets.features.features import Features
 from stable_datasets.features.value import ClassLabel, Value
-from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
+from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once
 
 if TYPE_CHECKING:
     from stable_datasets.dataset.stable_dataset import StableDataset
@@ -182,21 +182,16 @@ def rewrite(ds: StableDataset, operation: dict[str, Any], features: Features,
         kept = [c for c in fmt["columns"] or [] if c in out.features] or None
         return out.with_format(fmt["type"], kept, fmt["decode"])
 
-    existing = reopen(target)
-    if existing is not None:
-        return formatted(existing)
-    with exclusive_lock(first.parent / f".{target.name}.lock"):
-        existing = reopen(target)
-        if existing is None:
-            base = ds.cache_metadata[0]
-            plan = WritePlan(target=target, layout=arrow_shards.NAME,
-                             options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": COLUMNAR_BATCH_ROWS},
-                             fingerprint=fp, fingerprint_inputs=inputs, builder_name=base.builder_name,
-                             config_name=base.config_name, version=base.version,
-                             split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(), features=features,
-                             made_by={"kind": "column_op", "parent": str(first), "parent_fingerprint": ds.fingerprint,
-                                      "operation": operation["op"]})
-            write_split(plan, ColumnsSource(ds, change, features, operation["op"]))
+    base = ds.cache_metadata[0]
+    plan = WritePlan(target=target, layout=arrow_shards.NAME,
+                     options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": COLUMNAR_BATCH_ROWS},
+                     fingerprint=fp, fingerprint_inputs=inputs, builder_name=base.builder_name,
+                     config_name=base.config_name, version=base.version,
+                     split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(), features=features,
+                     made_by={"kind": "column_op", "parent": str(first), "parent_fingerprint": ds.fingerprint,
+                              "operation": operation["op"]})
+    existing = build_once(plan, ColumnsSource(ds, change, features, operation["op"]),
+                          reuse=functools.partial(reopen, target))
     return formatted(existing or open_cache(target))
 
 

@@ -14,6 +14,7 @@ The result is opened from disk like any build: memory-mapped, picklable by path.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import uuid
@@ -27,7 +28,6 @@ from loguru import logger
 
 from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
-from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.paths import cache_root, fingerprint_dir, split_folder_name
 from stable_datasets.errors import EncodingError, ExampleError, StableDatasetsError
 from stable_datasets.features.columnar import (
@@ -42,7 +42,7 @@ from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.features.value import Value
 from stable_datasets.layouts import layout_for, layout_module
-from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
+from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once
 
 if TYPE_CHECKING:
     from stable_datasets.dataset.stable_dataset import StableDataset
@@ -185,17 +185,11 @@ def publish(kind: str, source: ExampleSource, identity: dict[str, Any], features
     fp = fingerprint(inputs)
     base = fingerprint_dir(cache_root(cache_dir), BUILDER_NAME, kind, VERSION, fp)
     target = base / split_folder_name(split)
-    existing = reopen(target) if reuse else None
-    if existing is not None:
-        return existing
-    with exclusive_lock(base / f".{target.name}.lock"):
-        existing = reopen(target) if reuse else None  # another process may have built it meanwhile
-        if existing is None:
-            plan = WritePlan(target=target, layout=layout, options=options, fingerprint=fp, fingerprint_inputs=inputs,
-                             builder_name=BUILDER_NAME, config_name=kind, version=VERSION, split=split,
-                             info=info or {}, features=features, media_root=base,
-                             made_by=in_memory_made_by(kind, source, identity))
-            write_split(plan, source)
+    plan = WritePlan(target=target, layout=layout, options=options, fingerprint=fp, fingerprint_inputs=inputs,
+                     builder_name=BUILDER_NAME, config_name=kind, version=VERSION, split=split,
+                     info=info or {}, features=features, media_root=base,
+                     made_by=in_memory_made_by(kind, source, identity))
+    existing = build_once(plan, source, reuse=functools.partial(reopen, target) if reuse else None)
     return existing or open_cache(target)
 
 

@@ -16,12 +16,11 @@ from loguru import logger
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
-from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.errors import ColumnNotFoundError, StableDatasetsError, add_note
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.progress import progress
-from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, write_split
+from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once
 from stable_datasets.write.engines import user_modules
 from stable_datasets.write.seeding import seed_block
 
@@ -197,22 +196,18 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
             logger.warning("rebuilding map cache {}: {}", target, exc)
             return None
 
-    if (reused := reuse()) is not None:
-        return reused
-    with exclusive_lock(first.parent / f".{target.name}.lock"):
-        if (reused := reuse()) is not None:  # another process built it while we waited
-            return reused
-        base = ds.cache_metadata[0]
-        plan = WritePlan(target=target, layout=arrow_shards.NAME,
-                         options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": DEFAULT_BATCH_ROWS}, fingerprint=fp,
-                         fingerprint_inputs=inputs, builder_name=base.builder_name,
-                         builder_source=base.builder_source, config_name=base.config_name,
-                         version=base.version, split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(),
-                         made_by=map_made_by(first, ds.fingerprint, function, inputs))
-        write_split(plan, MapSource(ds, function, batched=batched, batch_size=batch_size, with_indices=with_indices,
-                                    input_columns=input_columns, remove=remove, given_features=given_features,
-                                    fn_kwargs=fn_kwargs, desc=desc or "map", seed=seed), runner)
-    return reopen()
+    base = ds.cache_metadata[0]
+    plan = WritePlan(target=target, layout=arrow_shards.NAME,
+                     options={**arrow_shards.DEFAULT_OPTIONS, "batch_rows": DEFAULT_BATCH_ROWS}, fingerprint=fp,
+                     fingerprint_inputs=inputs, builder_name=base.builder_name,
+                     builder_source=base.builder_source, config_name=base.config_name,
+                     version=base.version, split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(),
+                     made_by=map_made_by(first, ds.fingerprint, function, inputs))
+    source = MapSource(ds, function, batched=batched, batch_size=batch_size, with_indices=with_indices,
+                       input_columns=input_columns, remove=remove, given_features=given_features,
+                       fn_kwargs=fn_kwargs, desc=desc or "map", seed=seed)
+    reused = build_once(plan, source, runner, reuse=reuse if load_from_cache_file else None)
+    return reused if reused is not None else reopen()
 
 
 def map_made_by(parent: Path, parent_fingerprint: str, function: Callable, inputs: dict[str, Any]) -> dict[str, Any]:

@@ -162,8 +162,9 @@ class FileLoader(GeneratorBasedBuilder):
     def _inference_key(self) -> tuple[Any, ...] | None:
         """What the inferred features depend on: the first file as it is now (its path, size and
         mtime), for loaders that infer from it alone; None (infer every time) for the others.
-        `prepare` fingerprints twice and each fingerprint needs the features, so this saves a
-        second read and parse of the sample."""
+        Each fingerprint needs the features and one builder is often fingerprinted more than once
+        (`is_prepared`, then `prepare`; a warm `load_dataset` again), so this saves a second read
+        and parse of the sample."""
         if not self.INFERS_FROM_FIRST_FILE:
             return None
         path = self.first_file()

@@ -26,6 +26,13 @@ as Megatron-Bridge computes it; `max_seq_length` with `pad_to_max_length=True`.
 so every row has the same number of entries; `pad_cu_seqlens=True` fixes that number from
 the packing metadata (`max_samples_per_bin + 2`) for CUDA-graph-friendly shapes.
 Torch tensors when torch is importable, numpy arrays otherwise.
+
+An empty sequence (two equal `seq_start_id` values, which Megatron-Bridge's row rule allows)
+adds no tokens, labels or positions and one zero-length entry to `cu_seqlens` (a repeated
+offset, as a one-token sequence gives after the label shift), so rows keep one boundary per
+stored sequence. Megatron-Bridge's collate adds `length - 1` per sequence, so there the
+offsets step back by one for an empty sequence (and an empty first sequence slices
+`input_ids[0:-1]`); offsets that decrease are not a valid `cu_seqlens`, hence ours differ.
 """
 
 from __future__ import annotations
@@ -54,11 +61,10 @@ def collate_packed(batch: Sequence[Mapping[str, Any]], *, eos_id: int, max_seq_l
         stored_mask = np.asarray(item["loss_mask"])
         tokens, labels, loss, positions, padded_lens, real_lens = [], [], [], [], [], []
         for start, end in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            if end - start < 1:
-                continue
-            t = ids[start:end - 1]
+            stop = max(end - 1, start)  # an empty sequence (equal starts): no tokens, not ids[start:-1]
+            t = ids[start:stop]
             lab = ids[start + 1:end]
-            m = stored_mask[start:end - 1].astype(np.int64) if answer_only_loss else (t != eos_id).astype(np.int64)
+            m = stored_mask[start:stop].astype(np.int64) if answer_only_loss else (t != eos_id).astype(np.int64)
             n = len(t)
             real = n
             if pad_seq_to_mult > 1:  # packs padded at pack time: the real tokens end at the last non-EOS

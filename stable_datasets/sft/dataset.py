@@ -23,7 +23,7 @@ from stable_datasets.builder.data_files import glob_pattern
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.sft.adopt import adopted, wants_adoption
 from stable_datasets.sft.collate import collate_packed
-from stable_datasets.sft.validate import BlockChecks
+from stable_datasets.sft.validate import BlockChecks, row_fault
 
 COLUMNS = ("input_ids", "loss_mask", "seq_start_id")
 #: samples read ahead in one page query when `ds[i]` is called in a steady stride (a sequential sampler over
@@ -408,16 +408,10 @@ class PackedSFTDataset:
         return self._checks
 
     def _check(self, pack: int, input_ids: np.ndarray, loss_mask: np.ndarray, starts: np.ndarray) -> None:
-        where = f"pack {pack} of {self.paths}"
-        if len(loss_mask) != len(input_ids):
-            raise PackedRowError(f"{where}: loss_mask has {len(loss_mask)} entries for {len(input_ids)} input_ids")
-        if not len(starts) or starts[0] != 0:
-            raise PackedRowError(f"{where}: seq_start_id must start at 0, got {starts[:4].tolist()}")
-        if len(starts) > 1 and np.any(np.diff(starts) <= 0):
-            raise PackedRowError(f"{where}: seq_start_id must increase, got {starts.tolist()}")
-        if starts[-1] >= len(input_ids) and len(input_ids):
-            raise PackedRowError(f"{where}: seq_start_id {int(starts[-1])} is past the end of {len(input_ids)} "
-                                 "input_ids")
+        """Raise Megatron-Bridge's message for a pack breaking its row rule (`row_fault`), naming the pack."""
+        fault = row_fault(len(input_ids), len(loss_mask), starts)
+        if fault is not None:
+            raise PackedRowError(f"pack {pack} of {self.paths}: {fault}")
 
     @property
     def collate_fn(self) -> Callable[[Sequence[Mapping[str, Any]]], dict[str, Any]]:

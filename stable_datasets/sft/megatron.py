@@ -26,6 +26,7 @@ import numpy as np
 
 from stable_datasets.builder.data_files import glob_pattern
 from stable_datasets.sft.dataset import PackedFilesError, PackedFilesNotFoundError, PackedSFTDataset
+from stable_datasets.sft.validate import row_fault
 
 __all__ = ["GPTSFTPackedParquetDataset", "GPTSFTPackedParquetMultiShardDataset", "REQUIRED_COLUMNS",
            "create_sft_dataset"]
@@ -128,18 +129,11 @@ class GPTSFTPackedParquetDataset(PackedSFTDataset):
     @staticmethod
     def validate_row(idx: int, input_ids: Sequence[int], loss_mask: Sequence[int], seq_start_id: Sequence[int]
                      ) -> None:
-        """Megatron-Bridge's row invariants, with its messages (our reader checks blocks of rows on read)."""
-        if len(loss_mask) != len(input_ids):
-            raise ValueError(f"Row {idx}: loss_mask length ({len(loss_mask)}) != input_ids length ({len(input_ids)})")
-        starts = [int(s) for s in seq_start_id]
-        if not starts or starts[0] != 0:
-            raise ValueError(f"Row {idx}: seq_start_id must start with 0, got {starts[:5]}")
-        for i, start in enumerate(starts):
-            if start >= len(input_ids):
-                raise ValueError(f"Row {idx}: seq_start_id[{i}]={start} >= len(input_ids)={len(input_ids)}")
-            if i and start < starts[i - 1]:
-                raise ValueError(f"Row {idx}: seq_start_id is not non-decreasing at index {i}: {starts[i - 1]} > "
-                                 f"{start}")
+        """Megatron-Bridge's row rule with its messages (`row_fault`): equal starts (an empty sequence) pass. Our
+        reader applies the same rule on read, a block of rows at a time."""
+        fault = row_fault(len(input_ids), len(loss_mask), list(seq_start_id))
+        if fault is not None:
+            raise ValueError(f"Row {idx}: {fault}")
 
     def close(self) -> None:
         """Megatron-Bridge's `close()`: file handles are per process here and closed with the dataset."""

@@ -5,10 +5,17 @@ checks run once per block (a decoded Parquet row group, or 16,384 rows of a cach
 list offsets and the `seq_start_id` values, and leave one bad-or-not flag per pack. Reading a
 pack then looks its flag up; a flagged pack is checked again on its own, which names the fault
 exactly as the per-pack check did. Only a bad pack raises: its neighbours in the block still read.
+
+The rule is Megatron-Bridge's `GPTSFTPackedParquetDataset.validate_row`, so a file it accepts
+reads here and a file it refuses is refused with its words: `loss_mask` as long as `input_ids`;
+`seq_start_id` not empty, starting at 0, non-decreasing (two equal starts are an empty
+sequence, which is allowed) and every start below `len(input_ids)` (so a pack with no tokens
+is refused: its start 0 is not below 0).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -58,9 +65,29 @@ def _offsets_and_values(column: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return offsets - first, values, _nulls(chunks)
 
 
+def row_fault(n_input_ids: int, n_loss_mask: int, seq_start_id: Sequence[int] | np.ndarray) -> str | None:
+    """Why a pack breaks Megatron-Bridge's row rule, in its words (without its `Row {idx}: ` prefix); None if it
+    holds. The first fault in Megatron-Bridge's order is named: the mask length, the first start, then per
+    index the bound before the order."""
+    if n_loss_mask != n_input_ids:
+        return f"loss_mask length ({n_loss_mask}) != input_ids length ({n_input_ids})"
+    starts = np.asarray(seq_start_id, dtype=np.int64).reshape(-1)
+    if not len(starts) or starts[0] != 0:
+        return f"seq_start_id must start with 0, got {starts[:5].tolist()}"
+    out = starts >= n_input_ids
+    out[1:] |= starts[1:] < starts[:-1]
+    faults = np.flatnonzero(out)
+    if not len(faults):
+        return None
+    i = int(faults[0])
+    if starts[i] >= n_input_ids:
+        return f"seq_start_id[{i}]={int(starts[i])} >= len(input_ids)={n_input_ids}"
+    return f"seq_start_id is not non-decreasing at index {i}: {int(starts[i - 1])} > {int(starts[i])}"
+
+
 def bad_packs_from_lengths(ids_len: np.ndarray, mask_len: np.ndarray, starts_offsets: np.ndarray,
                            starts: np.ndarray) -> np.ndarray:
-    """One flag per pack: True where any check of `PackedSFTDataset._check` fails."""
+    """One flag per pack: True where `row_fault` names a fault (what `PackedSFTDataset._check` raises)."""
     ids_len = np.asarray(ids_len, np.int64)
     starts = np.asarray(starts, np.int64)
     bad = np.asarray(mask_len, np.int64) != ids_len
@@ -69,9 +96,9 @@ def bad_packs_from_lengths(ids_len: np.ndarray, mask_len: np.ndarray, starts_off
     filled = np.flatnonzero(counts > 0)
     bad[filled] |= starts[starts_offsets[:-1][filled]] != 0
     last = starts[starts_offsets[1:][filled] - 1]
-    bad[filled] |= (last >= ids_len[filled]) & (ids_len[filled] > 0)
+    bad[filled] |= last >= ids_len[filled]  # the largest start when they do not decrease; else flagged below
     if len(starts) > 1:
-        falls = np.flatnonzero(np.diff(starts) <= 0)  # between value j and j + 1
+        falls = np.flatnonzero(np.diff(starts) < 0)  # between value j and j + 1; equal starts: an empty sequence
         if len(falls):
             row = np.searchsorted(starts_offsets, falls, side="right") - 1
             inside = falls + 1 < starts_offsets[row + 1]  # both values in the same pack

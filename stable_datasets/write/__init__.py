@@ -5,12 +5,14 @@ Builders (`DatasetBuilder.prepare`) and dataset transforms (`map`) both hand thi
 come from, split into jobs). Each job is written as a part in the split's staging directory,
 in this process, in forked processes, or as Ray tasks (`engines`); the layout merges the
 parts in order; the metadata is written last and the staging directory is published.
+`build_once` (write.once) wraps it in the split's lock, so concurrent callers write it once.
 """
 
 from stable_datasets.write.engines import ENGINES, JobRunner
+from stable_datasets.write.once import build_once
 from stable_datasets.write.parts import PartResult
 from stable_datasets.write.plan import SplitJobs, WritePlan
 from stable_datasets.write.sources import ExampleSource
 from stable_datasets.write.split import write_split
 
-__all__ = ["ENGINES", "ExampleSource", "JobRunner", "PartResult", "SplitJobs", "WritePlan", "write_split"]
+__all__ = ["ENGINES", "ExampleSource", "build_once", "JobRunner", "PartResult", "SplitJobs", "WritePlan", "write_split"]

@@ -191,6 +191,41 @@ def test_validate_row(input_ids, loss_mask, seq_start_id, message):
                                                 seq_start_id=seq_start_id)
 
 
+@pytest.mark.parametrize("seq_start_id", [[0, 2, 2], [0, 0, 2], [0, 2, 4, 4]])
+def test_validate_row_accepts_an_empty_sequence(seq_start_id):
+    GPTSFTPackedParquetDataset.validate_row(idx=0, input_ids=[1, 2, 3, 4, 5], loss_mask=[1, 1, 0, 1, 1],
+                                            seq_start_id=seq_start_id)
+
+
+def test_both_readers_serve_what_validate_row_accepts_and_name_what_it_refuses(tmp_path):
+    rows = [{"input_ids": [1, 2, 3, 4], "loss_mask": [1, 1, 0, 1], "seq_start_id": [0, 2, 2]},  # empty sequence
+            {"input_ids": [1, 2, 3, 4], "loss_mask": [1, 1, 1, 1], "seq_start_id": [0, 3, 1]},
+            {"input_ids": [], "loss_mask": [], "seq_start_id": [0]},
+            {"input_ids": [5, 6, 7], "loss_mask": [1, 1, 1], "seq_start_id": [0, 0]}]
+    path = tmp_path / "rows.idx.parquet"
+    pq.write_table(pa.Table.from_pylist(rows, schema=PLAN_SCHEMA), str(path), row_group_size=2)
+    megatron = _dataset(path, pad_seq_length_to_mult=1)
+    ours = PackedSFTDataset(str(path), eos_id=0, max_seq_length=8)
+    assert megatron[0] == {"input_ids": [1, 2, 3, 4], "seq_boundaries": [0, 2, 2, 4], "loss_mask": [1, 1, 0, 1]}
+    assert ours[0]["seq_boundaries"].tolist() == [0, 2, 2, 4]
+    assert megatron[3]["seq_boundaries"] == [0, 0, 3]
+    for i, message in [(1, "seq_start_id is not non-decreasing at index 2: 3 > 1"),
+                       (2, r"seq_start_id\[0\]=0 >= len\(input_ids\)=0")]:
+        with pytest.raises(ValueError, match=f"pack {i} of .*: {message}$"):
+            megatron[i]
+        with pytest.raises(ValueError, match=f"pack {i} of .*: {message}$"):
+            ours[i]
+        with pytest.raises(ValueError, match=f"Row {i}: {message}$"):
+            GPTSFTPackedParquetDataset.validate_row(i, **rows[i])
+    batch = megatron.collate_fn([megatron[0], megatron[3]])
+    assert batch["tokens"].tolist() == [[1, 3], [5, 6]]
+    assert batch["labels"].tolist() == [[2, 4], [6, 7]]
+    assert batch["loss_mask"].tolist() == [[1, 0], [1, 1]]
+    assert batch["position_ids"].tolist() == [[0, 0], [0, 1]]
+    assert batch["cu_seqlens_q"].tolist() == [[0, 1, 1, 2], [0, 0, 2, 2]]
+    assert batch["max_seqlen_q"].tolist() == [[1], [2]]
+
+
 def test_create_sft_dataset(tmp_path):
     path = _write(tmp_path / "train.idx.parquet", [_row() for _ in range(3)])
     ds = create_sft_dataset(path, _Tokenizer(), seq_length=64, seed=5, memmap_workers=4, add_bos=True)
