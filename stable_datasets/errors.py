@@ -50,6 +50,10 @@ class CacheError(StableDatasetsError):
     """A cache directory is missing, stale, truncated or otherwise unusable."""
 
 
+class InputChangedError(StableDatasetsError):
+    """An input file changed while a build read it: its rows would mix two versions of the file."""
+
+
 class CorruptCellError(CacheError, ValueError):
     """A stored cell that cannot be decoded (an image whose bytes were damaged on disk)."""
 

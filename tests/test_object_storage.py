@@ -486,8 +486,14 @@ def test_a_damaged_remote_shard_is_an_error_naming_it(s3_env, toy_builder, tmp_p
     else:
         s3_env.delete(key)
     _fresh_node(monkeypatch, tmp_path, "node-b")
-    expected = "is missing from the store" if damage == "deleted" else "shard changed since it was published"
-    with pytest.raises(CacheError, match=rf"s3://{s3_env.bucket}/{key}: .*{expected}"):
+    if damage == "deleted":
+        with pytest.raises(CacheError, match=rf"s3://{s3_env.bucket}/{key}: .*is missing from the store"):
+            sds.open_cache(f"s3://{s3_env.bucket}/{prefix}")  # opening a cache by its URL never builds
+        assert not list((tmp_path / "node-b").rglob("shard-*.arrow"))
+        rebuilt = sds.load_dataset(str(toy_builder), split="train")  # load_dataset builds it again
+        assert rebuilt.cache_metadata[0].attempt != metadata["attempt"] and rows_of(rebuilt) == rows_of(ds)
+        return
+    with pytest.raises(CacheError, match=rf"s3://{s3_env.bucket}/{key}: .*shard changed since it was published"):
         sds.load_dataset(str(toy_builder), split="train")
     assert not list((tmp_path / "node-b").rglob("shard-*.arrow"))  # nothing unverified is kept
     assert rows_of(ds)[10]["id"] == 10  # the copy verified before is still right
@@ -498,9 +504,12 @@ def test_a_deleted_lance_object_is_an_error_naming_it(s3_env, toy_builder, tmp_p
     prefix = _split_prefix(s3_env, ds)
     metadata = _metadata(s3_env, prefix)
     data_file = next(s["path"] for s in metadata["shards"] if s["num_rows"])
+    before = rows_of(ds)
     s3_env.delete(f"{prefix}/{metadata['attempt']}/{data_file}")
     with pytest.raises(CacheError, match=rf"{data_file}: object listed in _metadata.json is missing"):
-        sds.load_dataset(str(toy_builder), split="train", storage_format="lance")
+        sds.open_cache(f"s3://{s3_env.bucket}/{prefix}")  # opening by URL never builds
+    rebuilt = sds.load_dataset(str(toy_builder), split="train", storage_format="lance")  # built again
+    assert rebuilt.cache_metadata[0].attempt != metadata["attempt"] and rows_of(rebuilt) == before
 
 
 def test_a_lance_object_replaced_with_one_of_the_same_size_is_an_error_not_wrong_rows(s3_env, toy_builder):

@@ -228,8 +228,11 @@ def test_a_changed_remote_lance_data_file_is_an_error_when_the_stream_reaches_it
     assert served == list(range(len(served))) and 1000 <= len(served) < 2000  # good rows, then the error
     s3_env.delete(key)
     with pytest.raises(CacheError, match=rf"{data_files[2].path}: shard listed in _metadata.json is missing"):
-        list(sds.load_dataset(Wide, split="train[50%:]", storage_format="lance", streaming=True,
-                              layout_options=LANCE_OPTIONS))
+        list(stream)  # the stream open before keeps reading the attempt it resolved
+    rebuilt = sds.load_dataset(Wide, split="train[50%:]", storage_format="lance", streaming=True,
+                               layout_options=LANCE_OPTIONS)  # load_dataset builds a cache with missing objects again
+    assert rebuilt.dataset.backends[0].metadata.attempt != source.metadata.attempt
+    assert [row["idx"] for row in rebuilt] == list(range(ROWS // 2, ROWS))
 
 
 def test_a_shuffled_remote_stream_with_shard_windows_stays_within_the_cache_limit(s3_env, monkeypatch, tmp_path):

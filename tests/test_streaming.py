@@ -192,6 +192,16 @@ def test_a_state_that_is_no_stream_state_is_refused_naming_what_is_wrong(caches)
         caches["arrow"].to_iterable().shuffle(seed=1).load_state_dict({**state, "epoch": -1})
 
 
+def test_a_state_that_is_none_or_lacks_its_seed_is_refused(caches):
+    """Before: load_state_dict(None) was a TypeError and a state without its seed was accepted."""
+    state = caches["arrow"].to_iterable().shuffle(seed=1).state_dict()
+    with pytest.raises(ValueError, match=r"^cannot resume: a stream state is a dict, got NoneType$"):
+        caches["arrow"].to_iterable().shuffle(seed=1).load_state_dict(None)
+    without_seed = {k: v for k, v in state.items() if k != "seed"}
+    with pytest.raises(ValueError, match=r"^cannot resume: the saved stream state has no 'seed' \(keys: "):
+        caches["arrow"].to_iterable().shuffle(seed=1).load_state_dict(without_seed)
+
+
 def test_set_epoch_changes_the_order_deterministically(caches):
     stream = caches["lance"].to_iterable().shuffle(seed=4, window_blocks=2)
     first = [r["idx"] for r in stream]

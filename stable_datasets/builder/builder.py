@@ -22,14 +22,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
-from stable_datasets.builder.input_identity import input_files_identity
+from stable_datasets.builder.input_identity import changed_input, identity_of, input_entries, local_entries
 from stable_datasets.builder.local_modules import local_modules
 from stable_datasets.builder.provenance import builder_made_by
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
-from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, split_folder_name
+from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, root_errors, split_folder_name
 from stable_datasets.download.manager import DownloadManager
-from stable_datasets.errors import StableDatasetsError, UnknownSplitError
+from stable_datasets.errors import InputChangedError, StableDatasetsError, UnknownSplitError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features
 from stable_datasets.features.video import has_path_videos
@@ -96,6 +96,7 @@ class DatasetBuilder:
         self.remote: RemoteRoot | None = root if isinstance(root, RemoteRoot) else None
         #: local folder of caches; for a remote root, this node's work folder for it (staging, downloads)
         self.cache_root: Path = root.local_dir if isinstance(root, RemoteRoot) else root
+        self._inputs_read: dict[str, Any] | None = None  # local input entries the last fingerprint identified
         #: storage options of object-store inputs (data_files, downloads) by scheme: `storage_options` serve the
         #: cache root's scheme, or every scheme when the root is local (download.inputs.options_for)
         self.input_storage_options: dict[str, dict[str, Any]] | None = None if not storage_options else \
@@ -222,9 +223,29 @@ class DatasetBuilder:
         }
 
     def input_files_identity(self) -> dict[str, Any] | None:
-        """The identity of the files `data_files`/`data_dir` name (see builder/input_identity.py)."""
-        return input_files_identity(self.config, self.cache_root, self.builder_name(),
-                                    input_options=self.input_storage_options)
+        """The identity of the files `data_files`/`data_dir` name (see builder/input_identity.py). The local
+        files' entries are kept: `check_inputs_unchanged` compares them again after the build read them."""
+        entries = input_entries(self.config, self.cache_root, self.builder_name(), self._resolved_data_files(),
+                                self.input_storage_options)
+        self._inputs_read = local_entries(entries)
+        return identity_of(self.config, entries)
+
+    def _resolved_data_files(self) -> dict[str, list[str]] | None:
+        """Hook: the resolved `data_files` when the builder has them already (else they are resolved)."""
+        return None
+
+    def check_inputs_unchanged(self) -> None:
+        """Raise when a local input file changed since the fingerprint identified it (written to while the build
+        read it): the rows would be a mix of versions, published under the fingerprint of the first."""
+        before = self._inputs_read
+        if before is None:
+            return
+        after = input_entries(self.config, self.cache_root, self.builder_name(), self._resolved_data_files(),
+                              self.input_storage_options, local_only=True)
+        change = changed_input(before, after)
+        if change is not None:
+            raise InputChangedError(f"builder '{self.builder_name()}': {change} while the build read it; nothing "
+                                    "was published. Run again once the file is no longer being written")
 
     def fingerprint(self, storage_format: str = "arrow", layout_options: dict[str, Any] | None = None) -> str:
         return fingerprint(self.fingerprint_inputs(storage_format, layout_options))
@@ -324,7 +345,20 @@ class DatasetBuilder:
         A split is built in up to `num_proc` parts (its gen_kwargs' lists divided in order), in
         forked processes (`engine="process"`) or as Ray tasks (`engine="ray"`, on the cluster
         `ray_address` or $RAY_ADDRESS names, else a local one); the rows are the same either way.
+
+        A cache root that cannot take the cache (a file, a read-only filesystem, another user's folder) is one
+        CacheError naming it and what to do (cache.paths.root_errors).
         """
+        with root_errors(self.cache_root):
+            return self._prepare(splits, storage_format, download_mode=download_mode,
+                                 verification_mode=verification_mode, layout_options=layout_options,
+                                 lock_timeout=lock_timeout, soft_lock=soft_lock, num_proc=num_proc, engine=engine,
+                                 ray_address=ray_address, cache_limit=cache_limit)
+
+    def _prepare(self, splits: str | Iterable[str] | None, storage_format: str, *, download_mode: str,
+                 verification_mode: str, layout_options: dict[str, Any] | None, lock_timeout: float | None,
+                 soft_lock: bool | None, num_proc: int | None, engine: str, ray_address: str | None,
+                 cache_limit: str | int | None) -> dict[str, Path | str]:
         if download_mode not in DOWNLOAD_MODES:
             raise ValueError(f"download_mode must be one of {DOWNLOAD_MODES}, got {download_mode!r}")
         if verification_mode not in VERIFICATION_MODES:
@@ -488,6 +522,9 @@ class BuilderSource(ExampleSource):
 
     def examples(self, job: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
         return self.builder._generate_examples(**job)
+
+    def check_before_publish(self) -> None:
+        self.builder.check_inputs_unchanged()
 
     def describe(self) -> str:
         return f"{self.builder.builder_name()} {self.generator.name}"

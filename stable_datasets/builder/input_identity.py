@@ -41,20 +41,85 @@ def input_files_identity(config: Any, cache_root: Path, builder: str,
     data_dir = getattr(config, "data_dir", None)
     if not data_files and not data_dir:
         return None
+    return identity_of(config, input_entries(config, cache_root, builder, resolved, input_options))
+
+
+def identity_of(config: Any, entries: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The fingerprint's summary of `input_entries`."""
+    if entries is None:
+        return None
+    identity: dict[str, Any] = {"mode": getattr(config, "input_identity", "stat")}
+    if "data_files" in entries:
+        identity["data_files"] = {split: _summary(found) for split, found in entries["data_files"].items()}
+    if "data_dir" in entries:
+        identity["data_dir"] = _summary(entries["data_dir"])
+    return identity
+
+
+def input_entries(config: Any, cache_root: Path, builder: str, resolved: dict[str, list[str]] | None = None,
+                  input_options: dict[str, dict[str, Any]] | None = None, *, local_only: bool = False
+                  ) -> dict[str, Any] | None:
+    """Per-file identity entries ([path, size, mtime or "sha256:..." or validators]) behind
+    `input_files_identity`: {"data_files": {split: entries}, "data_dir": entries}. With `local_only`, remote
+    files are left out (`changed_input` re-checks what is on this disk)."""
+    data_files = getattr(config, "data_files", None)
+    data_dir = getattr(config, "data_dir", None)
+    if not data_files and not data_dir:
+        return None
     mode = getattr(config, "input_identity", "stat")
     if mode not in IDENTITY_MODES:
         raise ValueError(f"builder '{builder}': input_identity must be one of {IDENTITY_MODES}, got {mode!r}")
-    identity: dict[str, Any] = {"mode": mode}
+    found: dict[str, Any] = {}
     with ContentHashes(cache_root if mode == "sha256" else None) as hashes:
         if data_files:
             splits = resolved if resolved is not None else normalize_data_files(data_files, builder,
                                                                                    input_options=input_options)
-            identity["data_files"] = {split: _summary(_files_identity(paths, mode, hashes, cache_root, input_options))
-                                      for split, paths in splits.items()}
+            found["data_files"] = {
+                split: _files_identity([p for p in paths if not local_only or _is_local(p)], mode, hashes,
+                                       cache_root, input_options)
+                for split, paths in splits.items()}
         if data_dir:
-            identity["data_dir"] = _summary(_local_identities(_walk(os.path.abspath(os.fspath(data_dir)), builder),
-                                                              mode, hashes))
-    return identity
+            found["data_dir"] = _local_identities(_walk(os.path.abspath(os.fspath(data_dir)), builder), mode, hashes)
+    return found
+
+
+def _is_local(path: str) -> bool:
+    return path.startswith("file://") or "://" not in path
+
+
+def local_entries(entries: dict[str, Any] | None) -> dict[str, Any] | None:
+    """`entries` without remote files (as `input_entries(..., local_only=True)` gives them)."""
+    if entries is None:
+        return None
+    out = dict(entries)
+    if "data_files" in entries:
+        out["data_files"] = {split: [e for e in found if _is_local(e[0])]
+                             for split, found in entries["data_files"].items()}
+    return out
+
+
+def changed_input(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
+    """What differs between two `input_entries(..., local_only=True)`: a line naming the first file that changed,
+    appeared or went away, else None."""
+    if before == after:
+        return None
+    groups = [(f"data_files[{split!r}]", entries, (after or {}).get("data_files", {}).get(split, []))
+              for split, entries in (before or {}).get("data_files", {}).items()]
+    if before and "data_dir" in before:
+        groups.append(("data_dir", before["data_dir"], (after or {}).get("data_dir", [])))
+    for where, old, new in groups:
+        old_by_path, new_by_path = {e[0]: e for e in old}, {e[0]: e for e in new}
+        for path, entry in old_by_path.items():
+            if path not in new_by_path:
+                return f"data file {path} was removed"
+            if new_by_path[path] != entry:
+                was, now = entry[1:], new_by_path[path][1:]
+                return f"data file {path} changed (size and {'content' if 'sha256:' in str(was) else 'mtime'} " \
+                       f"{was} -> {now})"
+        added = sorted(set(new_by_path) - set(old_by_path))
+        if added:
+            return f"data file {added[0]} appeared in {where}"
+    return "the data files changed"
 
 
 def files_identity(paths: list[str | os.PathLike], *, mode: str = "stat", cache_root: Path | None = None,

@@ -9,13 +9,16 @@ are the cache's own (staging, locks, media, per-build folders `<split>@<id>`).
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 
 from stable_datasets.env import env_text
-from stable_datasets.errors import StableDatasetsError
+from stable_datasets.errors import CacheError, StableDatasetsError
 
 DEFAULT_CACHE_ROOT = Path("~/.cache/stable_datasets")
 #: longest encoded folder name: leaves room under the usual 255-byte limit for our prefixes and suffixes
@@ -83,3 +86,52 @@ def fingerprint_dir(root: Path, name: str, config: str, version: str, fingerprin
 
 def downloads_dir(root: Path) -> Path:
     return root / "downloads"
+
+
+_ROOT_ERRNOS = {errno.ENOTDIR, errno.EEXIST, errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+@contextlib.contextmanager
+def root_errors(root: Path) -> Iterator[None]:
+    """An OSError writing under the cache root `root` (a file where a folder must be, a read-only filesystem,
+    another user's files) becomes one CacheError naming the root, the path and what to do."""
+    try:
+        yield
+    except OSError as exc:
+        name = getattr(exc, "filename", None)
+        if exc.errno not in _ROOT_ERRNOS or not name or not _under(Path(os.fsdecode(name)), root):
+            raise
+        raise CacheError(_root_problem(root, Path(os.fsdecode(name)), exc)) from None
+
+
+def _under(path: Path, root: Path) -> bool:
+    return path == root or root in path.parents
+
+
+def _root_problem(root: Path, path: Path, exc: OSError) -> str:
+    where = "STABLE_DATASETS_CACHE_DIR (or cache_dir=)"
+    blocking = next((p for p in [path, *path.parents] if p.is_file()), None)
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST) and blocking is not None:
+        return (f"the cache root {root} cannot hold caches: {blocking} is a file, not a folder; point {where} at a "
+                "folder")
+    if exc.errno == errno.EROFS:
+        return (f"the cache root {root} is on a read-only filesystem (writing {path}); point {where} at a writable "
+                "folder")
+    owner = _owner(path)
+    return (f"no permission to write {path} under the cache root {root}{owner}; ask for group write access to the "
+            f"root (docs/shared-cache-on-a-cluster.md) or point {where} at a folder of yours")
+
+
+def _owner(path: Path) -> str:
+    for candidate in [path, *path.parents]:
+        try:
+            uid = candidate.stat().st_uid
+        except OSError:
+            continue
+        try:
+            import pwd
+
+            return f" (owned by {pwd.getpwuid(uid).pw_name})"
+        except (ImportError, KeyError):
+            return f" (owned by uid {uid})"
+    return ""

@@ -22,6 +22,7 @@ from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.progress import progress
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once
 from stable_datasets.write.engines import user_modules
+from stable_datasets.write.seeding import seed_block
 
 if TYPE_CHECKING:
     from stable_datasets.dataset.stable_dataset import StableDataset
@@ -121,7 +122,8 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
                 remove_columns: Sequence[str] | str | None = None, features: Features | dict | None = None,
                 fn_kwargs: dict[str, Any] | None = None, cache_fingerprint: str | None = None,
                 load_from_cache_file: bool = True, desc: str | None = None, num_proc: int | None = None,
-                engine: str = "process", drop_last_batch: bool = False, new_fingerprint: str | None = None):
+                engine: str = "process", drop_last_batch: bool = False, new_fingerprint: str | None = None,
+                seed: int | None = None):
     """Apply `function` and write the result as a fingerprinted Arrow cache beside the source,
     through the same write path as a build (`num_proc` parts, in processes or Ray tasks).
     `drop_last_batch` (batched only, as in Hugging Face) leaves out a last batch shorter than
@@ -129,7 +131,11 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
 
     The function's identity covers what it reads (see cache.code_identity); a function reading
     something that cannot be hashed is run again every time (one warning), unless `new_fingerprint`
-    (Hugging Face's name; `cache_fingerprint` is the same) names its result."""
+    (Hugging Face's name; `cache_fingerprint` is the same) names its result.
+
+    Parallel parts get distinct random states (write.seeding). With `seed`, Python's, numpy's and torch's
+    global generators are seeded from (seed, block) before each block of `batch_size` input rows, so the
+    rows are the same with any `num_proc`."""
     if batched and drop_last_batch and len(ds) % batch_size:
         ds = ds.select(range(len(ds) - len(ds) % batch_size))
     from stable_datasets.dataset.open import open_cache
@@ -168,6 +174,10 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
         "features": given_features.to_dict() if given_features else None,
         "format": [fmt["type"], fmt["decode"]], "cache_format_version": CACHE_FORMAT_VERSION,
     }
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"map: seed must be a non-negative int or None, got {seed!r}")
+        inputs["seed"] = int(seed)
     fp = fingerprint(inputs)
     first = published_path(ds.cache_dirs[0])  # the split's link, not one build of it
     target = first.parent / f"{first.name.split('.map-')[0]}.map-{fp}"
@@ -195,7 +205,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
                      made_by=map_made_by(first, ds.fingerprint, function, inputs))
     source = MapSource(ds, function, batched=batched, batch_size=batch_size, with_indices=with_indices,
                        input_columns=input_columns, remove=remove, given_features=given_features,
-                       fn_kwargs=fn_kwargs, desc=desc or "map")
+                       fn_kwargs=fn_kwargs, desc=desc or "map", seed=seed)
     reused = build_once(plan, source, runner, reuse=reuse if load_from_cache_file else None)
     return reused if reused is not None else reopen()
 
@@ -238,8 +248,9 @@ class MapSource(ExampleSource):
 
     def __init__(self, ds, function: Callable, *, batched: bool, batch_size: int, with_indices: bool,
                  input_columns: Sequence[str] | None, remove: list[str], given_features: Features | None,
-                 fn_kwargs: dict[str, Any], desc: str):
+                 fn_kwargs: dict[str, Any], desc: str, seed: int | None = None):
         self.view = _input_view(ds, None)
+        self.seed = None if seed is None else int(seed)
         self.source_features = ds.features
         self.function, self.batched, self.batch_size = function, batched, batch_size
         self.with_indices, self.input_columns, self.remove = with_indices, input_columns, remove
@@ -274,6 +285,8 @@ class MapSource(ExampleSource):
         position = lo  # output rows are numbered in order
         for offset, columns in _batches(view, self.batch_size):
             start = lo + offset
+            if self.seed is not None:  # jobs are ranges of whole batches: the same blocks in one process and in N
+                seed_block(self.seed, start // self.batch_size)
             names = list(columns)
             n_in = len(columns[names[0]]) if names else 0
             in_rows = [dict(zip(names, cells)) for cells in zip(*columns.values())]
@@ -327,6 +340,9 @@ def _output_features(source: Features, rows: list[dict[str, Any]], given: Featur
                 raise StableDatasetsError(f"map: the function returned column {name!r} for some rows and not for "
                                           f"others (one returned {list(rows[lacking])}); return the same columns "
                                           "for every row")
+            if all(r[name] is None for r in rows):
+                raise StableDatasetsError(f"map: new column {name!r} is None in all of the first {len(rows)} rows, so "
+                                          "its type cannot be inferred; pass features= naming its type")
             try:
                 out[name] = infer_feature(pa.array([r[name] for r in rows]).type)
             except (pa.ArrowException, ValueError) as exc:

@@ -27,6 +27,7 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.env import max_image_pixels
 from stable_datasets.errors import CorruptCellError, EncodingError, missing_extra
 from stable_datasets.features.base import FeatureType, describe
 
@@ -35,6 +36,53 @@ _FORMATS = {"png": ".png", "jpeg": ".jpg", "jpg": ".jpg", "webp": ".webp"}
 
 # OpenCV >= 4.10 decodes straight to RGB, saving a colour conversion and a copy per image.
 READ_RGB = getattr(cv2, "IMREAD_COLOR_RGB", cv2.IMREAD_COLOR)
+
+
+def image_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) from the header of a PNG, JPEG, GIF, BMP or WebP, without decoding; None if not found."""
+    if data.startswith(_PNG_SIGNATURE) and len(data) >= 24:
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        return int.from_bytes(data[6:8], "little"), int.from_bytes(data[8:10], "little")
+    if data[:2] == b"BM" and len(data) >= 26:
+        return abs(int.from_bytes(data[18:22], "little", signed=True)), \
+            abs(int.from_bytes(data[22:26], "little", signed=True))
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and len(data) >= 30:
+        chunk = data[12:16]
+        if chunk == b"VP8X":
+            return 1 + int.from_bytes(data[24:27], "little"), 1 + int.from_bytes(data[27:30], "little")
+        if chunk == b"VP8L":
+            bits = int.from_bytes(data[21:25], "little")
+            return 1 + (bits & 0x3FFF), 1 + ((bits >> 14) & 0x3FFF)
+        if chunk == b"VP8 ":
+            return int.from_bytes(data[26:28], "little") & 0x3FFF, int.from_bytes(data[28:30], "little") & 0x3FFF
+    if data.startswith(b"\xff\xd8"):
+        position = 2
+        while position + 9 <= len(data):
+            if data[position] != 0xFF:
+                return None
+            marker = data[position + 1]
+            if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7 or marker == 0xFF:
+                position += 1 if marker == 0xFF else 2
+                continue
+            if marker in _JPEG_FRAMES:
+                return int.from_bytes(data[position + 7:position + 9], "big"), \
+                    int.from_bytes(data[position + 5:position + 7], "big")
+            position += 2 + int.from_bytes(data[position + 2:position + 4], "big")
+    return None
+
+
+_JPEG_FRAMES = {0xC0, 0xC1, 0xC2, 0xC3, 0xC5, 0xC6, 0xC7, 0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF}
+
+
+def check_pixels(data: bytes, what: str) -> None:
+    """Raise ValueError naming `what` when the header claims more pixels than STABLE_DATASETS_MAX_IMAGE_PIXELS:
+    a decoder would allocate them all (a 20000x20000 PNG of a few bytes takes 1.2 GB) before failing."""
+    size = image_size(data)
+    limit = max_image_pixels()
+    if size is not None and size[0] * size[1] > limit:
+        raise ValueError(f"{what}: its header claims {size[0]}x{size[1]} pixels, over the limit of {limit} "
+                         "(STABLE_DATASETS_MAX_IMAGE_PIXELS); raise it if the image is meant to be that big")
 
 
 def decode_image_bytes(data: bytes) -> np.ndarray | None:
@@ -246,7 +294,7 @@ class Image(FeatureType):
     def encode(self, value: Any, field: str) -> Any:
         if value is None:
             return None
-        if type(value) is bytes and looks_complete(value):  # the common case, checked cheaply
+        if type(value) is bytes and looks_complete(value) and _within_pixels(value):  # the common case, cheaply
             return value
         if isinstance(value, dict):
             if value.get("bytes") is not None:
@@ -255,14 +303,20 @@ class Image(FeatureType):
                 value = value["path"]
             else:
                 raise EncodingError(field, "image dict has neither 'bytes' nor 'path'")
+        what = f"image of {len(value)} bytes" if isinstance(value, (bytes, bytearray, memoryview)) else "image"
         if isinstance(value, (str, os.PathLike)):
             path = Path(value)
+            what = f"image file {str(path)!r}"
             try:
                 value = path.read_bytes()
             except OSError as exc:
                 raise EncodingError(field, f"cannot read image file {str(path)!r}: {exc.strerror}") from None
         if isinstance(value, (bytes, bytearray, memoryview)):
             data = bytes(value)
+            try:
+                check_pixels(data, what)
+            except ValueError as exc:
+                raise EncodingError(field, str(exc)) from None
             if not is_decodable(data):
                 head = data[:8].hex()
                 raise EncodingError(field, f"undecodable image: {len(data)} bytes starting with 0x{head}")
@@ -285,6 +339,10 @@ class Image(FeatureType):
     def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
         if raw is None or not decode:
             return raw
+        try:
+            check_pixels(raw, f"stored image of {len(raw)} bytes")
+        except ValueError as exc:
+            raise CorruptCellError(str(exc)) from None
         image = decode_image_mode(raw, self.mode or "RGB")
         if image is None:
             if looks_complete(raw) is False:  # it passed this check when it was stored: the cache changed
@@ -304,6 +362,11 @@ class Image(FeatureType):
         if not decode:
             return values
         return [self.decode(v) for v in values]
+
+
+def _within_pixels(data: bytes) -> bool:
+    size = image_size(data)
+    return size is None or size[0] * size[1] <= max_image_pixels()
 
 
 def _to_pil(array: np.ndarray) -> Any:

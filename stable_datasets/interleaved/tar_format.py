@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import BinaryIO
 
@@ -87,8 +87,10 @@ def _pax_size(value: str, path: object, offset: int) -> int:
     return int(value)
 
 
-def iter_tar(path: str | os.PathLike, view: memoryview) -> Iterator[TarMember]:
-    """Regular-file members of the tar held in `view`, in order.
+def iter_tar(path: str | os.PathLike, view: memoryview,
+             on_link: Callable[[str, str, int], None] | None = None) -> Iterator[TarMember]:
+    """Regular-file members of the tar held in `view`, in order. A link member (hard or symbolic) holds no
+    bytes: `on_link(name, target, byte offset)` is told of each, to refuse it; else it is skipped.
 
     Every step moves forward by at least one 512-byte header, and every size is checked
     against the bytes left, so a hostile tar ends in a `TarFormatError`, never a loop.
@@ -135,6 +137,8 @@ def iter_tar(path: str | os.PathLike, view: memoryview) -> Iterator[TarMember]:
             _check_size(path, name, data, size, total)
         if kind in (b"0", b"\0", b"7"):
             yield TarMember(name, data, size)
+        elif kind in (b"1", b"2") and on_link is not None:
+            on_link(name, _text(header[157:257], path, pos), pos)
         pos = data + -(-size // 512) * 512
 
 

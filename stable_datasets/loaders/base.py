@@ -26,7 +26,6 @@ from stable_datasets.builder.builder import GeneratorBasedBuilder
 from stable_datasets.builder.config import BuilderConfig
 from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
-from stable_datasets.builder.input_identity import input_files_identity
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.paths import downloads_dir
 from stable_datasets.download.manager import DownloadManager
@@ -96,10 +95,8 @@ class FileLoader(GeneratorBasedBuilder):
     def resolved_data_files(self) -> dict[str, list[str]] | None:
         return self.data_files()
 
-    def input_files_identity(self) -> dict[str, Any] | None:
-        resolved = self.data_files() if self.config.data_files else None  # one glob, not two
-        return input_files_identity(self.config, self.cache_root, self.builder_name(), resolved=resolved,
-                                    input_options=self.input_storage_options)
+    def _resolved_data_files(self) -> dict[str, list[str]] | None:
+        return self.data_files() if self.config.data_files else None  # one glob, not two
 
     def source_text(self) -> str:
         return _library_source_text(type(self))

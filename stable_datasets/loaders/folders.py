@@ -54,10 +54,11 @@ def list_files(folder: str) -> list[str]:
                 if entry.name.startswith((".", "__")):
                     continue
                 if entry.is_dir():
-                    real = os.path.realpath(entry.path) if entry.is_symlink() else None
-                    if real is not None and real in walked:
+                    # by real path: `folder` may be relative, and a link may point back at a folder walked by name
+                    real = os.path.realpath(entry.path)
+                    if real in walked:
                         continue
-                    walked.add(real or entry.path)
+                    walked.add(real)
                     stack.append(entry.path)
                 elif entry.is_file():
                     found.append(entry.path)

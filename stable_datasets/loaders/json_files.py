@@ -32,6 +32,7 @@ from stable_datasets.loaders.columns import (
     features_from_schema,
     is_columnar,
 )
+from stable_datasets.loaders.json_depth import check_depth
 
 BLOCK_BYTES = 16 << 20
 #: pyarrow parses blocks of this size on its threads (one block would use one core)
@@ -126,6 +127,7 @@ class JsonLoader(FileLoader):
         complete = schema is not None and len(schema) == len(self.features)
         options = pajson.ParseOptions(explicit_schema=schema,
                                       unexpected_field_behavior="error" if complete else "infer")
+        check_depth(path, block, first_line)  # before pyarrow, whose parser overflows the stack on deep values
         try:
             return _read_json(block, options)
         except pa.ArrowInvalid as exc:
@@ -135,10 +137,12 @@ class JsonLoader(FileLoader):
 
     def _document_tables(self, path: str) -> Iterator[pa.Table]:
         with open(path, encoding=self.config.encoding) as fh:
-            try:
-                document = json.load(fh)
-            except json.JSONDecodeError as exc:
-                raise LoaderError(f"{path}, line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
+            text = fh.read()
+        check_depth(path, text.encode("utf-8", "surrogatepass"), lines=False)
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise LoaderError(f"{path}, line {exc.lineno}, column {exc.colno}: invalid JSON ({exc.msg})") from None
         field = self.config.field
         if field is not None:
             if not isinstance(document, dict) or field not in document:
@@ -272,6 +276,23 @@ def _json_values(block: bytes, first_line: int, encoding: str) -> list[tuple[int
         position = end
 
 
+#: a \\uD800-\\uDBFF escape not followed by a \\uDC00-\\uDFFF one, or a \\uDC00-\\uDFFF one not after such
+_LONE_SURROGATE = re.compile(rb"(?<!\\)(?:\\\\)*\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})|"
+                             rb"(?<!\\u[dD][89abAB][0-9a-fA-F]{2})(?<!\\)(?:\\\\)*\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    record = dict(pairs)
+    if len(record) != len(pairs):
+        seen: set[str] = set()
+        raise _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return record
+
+
 def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exception,
                fields: list[str] | None = None) -> LoaderError:
     """The first line of the block that is not a JSON object, or pyarrow's message with the file."""
@@ -280,8 +301,15 @@ def line_error(path: str, block: bytes, first_line: int, encoding: str, exc: Exc
         text = raw.strip()
         if not text:
             continue
+        if _LONE_SURROGATE.search(text):
+            return LoaderError(f"{path}, line {number}: a string holds a lone UTF-16 surrogate escape "
+                               f"({_LONE_SURROGATE.search(text)[0].decode()} without its pair), which is no text; "
+                               "fix or remove that record")
         try:
-            values.append((number, json.loads(text.decode(encoding))))
+            values.append((number, json.loads(text.decode(encoding), object_pairs_hook=_refuse_duplicates)))
+        except _DuplicateKey as duplicate:
+            return LoaderError(f"{path}, line {number}: field {duplicate.args[0]!r} appears twice in one record; "
+                               "give each field of a record once")
         except UnicodeDecodeError as error:
             return LoaderError(f"{path}, line {number}: not valid {encoding} text ({error.reason})")
         except json.JSONDecodeError as error:

@@ -23,6 +23,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.json as pajson
+from loguru import logger
 
 from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.features.base import FeatureType
@@ -33,6 +34,7 @@ from stable_datasets.features.video import Video
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import LoaderError, features_from_schema
 from stable_datasets.loaders.folders import IMAGE_EXTENSIONS, METADATA_FILES, VIDEO_EXTENSIONS
+from stable_datasets.loaders.json_depth import check_depth
 from stable_datasets.loaders.json_files import line_error
 
 
@@ -102,6 +104,10 @@ class MediaFolderLoader(FileLoader):
         folders = {os.path.basename(os.path.dirname(p)) for paths in self.media_files().values() for p in paths}
         depths = {p.replace("\\", "/").count("/") for paths in self.media_files().values() for p in paths}
         if self.config.drop_labels is None and not (len(folders) > 1 and len(depths) == 1):
+            if len(folders) > 1:
+                logger.warning("the '{}' loader: files sit in {} folders at different depths, so they get no label "
+                               "column; pass drop_labels=False to label each by its folder name",
+                               self.builder_name(), len(folders))
             return None
         return sorted(folders)
 
@@ -205,6 +211,7 @@ class MediaFolderLoader(FileLoader):
         with open(path, "rb") as fh:
             data = fh.read()
         if path.endswith(".jsonl"):
+            check_depth(path, data)
             try:
                 return pajson.read_json(io.BytesIO(data))
             except pa.ArrowInvalid as exc:

@@ -16,6 +16,7 @@ Tars are walked by the strict header parser of `stable_datasets.interleaved.tar_
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 import json
@@ -36,6 +37,7 @@ from stable_datasets.interleaved.tar_format import TAR_SUFFIXES, TarFormatError,
 from stable_datasets.loaders.base import FileLoader, Piece
 from stable_datasets.loaders.columns import LoaderError, feature_for_type
 from stable_datasets.loaders.folders import IMAGE_EXTENSIONS
+from stable_datasets.loaders.json_depth import check_depth
 
 IMAGE_KINDS = {e.lstrip(".") for e in IMAGE_EXTENSIONS} | {"ppm", "pgm", "pbm"}
 TEXT_KINDS = {"txt", "text"}
@@ -59,6 +61,7 @@ def decode_member(extension: str, data: bytes, where: str) -> Any:
             raise LoaderError(f"{where}: cannot gunzip the {extension!r} member ({exc})") from None
     try:
         if kind == "json":
+            check_depth(where, data, lines=False)
             return json.loads(data)
         if kind in TEXT_KINDS:
             return data.decode("utf-8")
@@ -78,7 +81,7 @@ def iter_samples(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
         key: str | None = None
         sample: dict[str, Any] = {}
         try:
-            for member in iter_tar(path, view):
+            for member in iter_tar(path, view, on_link=functools.partial(_refuse_link, path)):
                 member_key, extension = split_member(member.name)
                 if member_key != key and sample:
                     yield key, sample  # type: ignore[misc]
@@ -102,6 +105,12 @@ def iter_samples(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
                 mapped.close()
         except BufferError:  # a traceback still holds a slice: the collector unmaps it
             pass
+
+
+def _refuse_link(path: str, name: str, target: str, offset: int) -> None:
+    """A member that is a link would be dropped (it holds no bytes), and its sample would seem to lack a column."""
+    raise LoaderError(f"{path}, member {name!r} (byte {offset}): a link to {target!r}, not a file; a WebDataset "
+                      "shard must hold each member's bytes: write the tar without links (tar --dereference)")
 
 
 class WebDatasetLoader(FileLoader):

@@ -8,6 +8,8 @@ whole). Lance datasets on these stores are downloaded into the local shard cache
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO, TypeVar
@@ -27,6 +29,30 @@ def _is_transient(exc: BaseException) -> bool:
     return isinstance(exc, (TimeoutError, ConnectionError)) and not isinstance(exc, FileNotFoundError)
 
 
+def _bounded(make: Callable[[], T], url: str) -> T:
+    """`make()` within CHECK_TIMEOUT: setting up a filesystem may look for credentials (gcsfs asks the cloud's
+    metadata server, retrying for 10 s and more where nothing answers), which must not add to the bucket check."""
+    result: list[Any] = []
+
+    def run() -> None:
+        try:
+            result.append((True, make()))
+        except BaseException as exc:  # handed to the caller's thread
+            result.append((False, exc))
+
+    worker = threading.Thread(target=run, name=f"set up {url}", daemon=True)
+    worker.start()
+    worker.join(CHECK_TIMEOUT)
+    if not result:
+        raise StorageError(f"{url}: cannot set up the filesystem within {CHECK_TIMEOUT:g} s (looking for credentials "
+                           "or the endpoint); pass them in storage_options (e.g. token= for gcsfs, or set "
+                           "GOOGLE_APPLICATION_CREDENTIALS), or check the network")
+    ok, value = result[0]
+    if not ok:
+        raise value
+    return value
+
+
 class FsspecStore(ObjectStore):
     def __init__(self, scheme: str, bucket: str, storage_options: dict[str, Any] | None = None,
                  url: str | None = None):
@@ -38,8 +64,9 @@ class FsspecStore(ObjectStore):
         if scheme not in fsspec.available_protocols():
             raise ConfigurationError(f"{url}: unsupported scheme {scheme!r}; use s3://, gs://, az:// (or another "
                                      "fsspec protocol, with its package installed) or a local folder")
+        self._started = time.monotonic()  # setting up and the first check share CHECK_TIMEOUT
         try:
-            self.fs = fsspec.filesystem(scheme, **(storage_options or {}))
+            self.fs = _bounded(lambda: fsspec.filesystem(scheme, **(storage_options or {})), url)
         except ImportError as exc:
             raise ConfigurationError(f"{url}: the {scheme}:// filesystem needs a package that is not installed "
                                      f"({exc}); e.g. pip install gcsfs for gs://, adlfs for az://") from None
@@ -70,8 +97,9 @@ class FsspecStore(ObjectStore):
                 return self.fs.exists(self._path(""))
             from fsspec.exceptions import FSTimeoutError
 
+            left = max(CHECK_TIMEOUT - (time.monotonic() - self._started), 1.0)  # what setting up left of it
             try:  # fsspec's sync wrapper takes `timeout`: the whole call, the filesystem's own retries included
-                return self.fs.exists(self._path(""), timeout=CHECK_TIMEOUT)
+                return self.fs.exists(self._path(""), timeout=left)
             except FSTimeoutError:
                 raise StorageError(f"{self.url('')}: cannot reach the store (no answer within {CHECK_TIMEOUT:g} s); "
                                    "check its endpoint (storage_options, or STORAGE_EMULATOR_HOST for gcsfs), the "

@@ -3,7 +3,7 @@
 The remote counterpart of cache.inventory, for `stable-datasets ls/info/verify/prune/rm`.
 Prune removes an attempt that no `_metadata.json` names when nobody can still need it:
 
-- not named by a live lease (a build in progress), and not pinned by an open dataset on this node;
+- not named by a live lease (a build in progress), and not pinned by an open dataset or stream on this node;
 - never published (a killed build, a lost race): its builder, on this host, is gone, or its
   newest object is older than `max_age_seconds`;
 - superseded (a rebuild or `rm` replaced it): marked so more than `max_age_seconds` ago, which
@@ -118,14 +118,15 @@ def find_remote_caches(root: RemoteRoot, unreadable: list[tuple[str, str]] | Non
 
 
 def verify_remote(split: RemoteSplit, storage_options: dict[str, Any] | None = None) -> list[str]:
-    """Download every object `_metadata.json` lists and check size and sha256, then count the rows."""
+    """Download every object `_metadata.json` lists and check size and sha256, then count the rows; this node's
+    local copies of them are hashed too (a changed one is removed)."""
     try:
         metadata = split.read_metadata()
     except CacheError as exc:
         return [str(exc)]
     if metadata is None:
         return [f"{split.url}: not a stable-datasets cache (no {METADATA_FILE})"]
-    problems = []
+    problems = shard_cache.check_local_copies(split.store, split.key(metadata.attempt), files_of(metadata))
     for item in files_of(metadata):
         key = split.key(metadata.attempt, item.path)
         with tempfile.TemporaryDirectory() as scratch:
@@ -153,9 +154,10 @@ def verify_remote(split: RemoteSplit, storage_options: dict[str, Any] | None = N
 
 
 def pinned_here(split: RemoteSplit, attempt: str) -> bool:
-    """An open dataset on this node reads this attempt (its local folder's metadata is flocked)."""
+    """An open dataset or stream on this node reads this attempt (its local folder's metadata, or its stream pin,
+    is flocked)."""
     directory = shard_cache.attempt_dir(split.store, split.key(attempt))
-    return (directory / METADATA_FILE).is_file() and build_in_use(directory)
+    return ((directory / METADATA_FILE).is_file() and build_in_use(directory)) or shard_cache.stream_reading(directory)
 
 
 def _owner_gone(split: RemoteSplit, attempt: str) -> bool:

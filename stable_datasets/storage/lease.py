@@ -7,6 +7,12 @@ done. Another builder waits while the lease is live, and takes it over once it h
 or its holder, on this same host, is gone. The lease only keeps builders from doing the same
 work twice: correctness rests on the conditional put of `_metadata.json` (storage.publish),
 so a builder that stalls past its lease can lose the race to publish, never corrupt a cache.
+
+Every write of the lease after its creation is conditional on the version read (`put_if_match`):
+a takeover replaces exactly the stale lease it saw, and a renewal only a lease that still
+carries the holder's token. A holder that stalled past its lease (SIGSTOP, a long GC pause)
+and wakes to find another builder's token stops renewing (`lost`): the lease keeps naming the
+attempt being built, which is what `prune` spares.
 """
 
 from __future__ import annotations
@@ -55,6 +61,15 @@ def lease_is_stale(record: dict[str, Any] | None, now: float | None = None) -> b
     return host == socket.gethostname() and not process_alive(pid)
 
 
+def _parse(data: bytes) -> dict[str, Any]:
+    """A lease record; {} (stale) when it is not one."""
+    try:
+        record = json.loads(data)
+    except ValueError:
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
 class Lease:
     """Hold `<prefix>/_lease.json` for the body of a `with` block (see the module docstring)."""
 
@@ -66,6 +81,7 @@ class Lease:
         self.token = uuid.uuid4().hex
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        self.lost = False  # another builder took the lease over while we stalled: we no longer renew it
 
     def _record(self) -> bytes:
         return json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "attempt": self.attempt,
@@ -73,25 +89,24 @@ class Lease:
 
     def read(self) -> dict[str, Any] | None:
         data = self.store.get(self.key)
-        if data is None:
-            return None
-        try:
-            return json.loads(data)
-        except ValueError:
-            return {}
+        return None if data is None else _parse(data)
 
     def acquire(self) -> None:
         started, wait, announced = time.monotonic(), 0.05, False
         while True:
             if self.store.put_if_absent(self.key, self._record()):
                 break
-            holder = self.read()
-            if holder is None:
+            current = self.store.get_tagged(self.key)
+            if current is None:
                 continue  # released between our put and our read
+            holder = _parse(current[0])
             if lease_is_stale(holder):
-                logger.info("taking over the stale lease {} (was {})", self.store.url(self.key), holder)
-                self.store.delete([self.key])
+                # replace exactly the stale version we read: of two builders taking it over, one wins
+                if self.store.put_if_match(self.key, self._record(), current[1]):
+                    logger.info("taking over the stale lease {} (was {})", self.store.url(self.key), holder)
+                    break
                 continue
+            holder = holder or {}
             if time.monotonic() - started > self.timeout:
                 raise LockTimeoutError(f"timed out after {self.timeout:.0f}s waiting for the lease "
                                        f"{self.store.url(self.key)} (held by pid {holder.get('pid')} on "
@@ -106,10 +121,22 @@ class Lease:
         self._renewer = threading.Thread(target=self._renew, name="lease renewal", daemon=True)
         self._renewer.start()
 
+    def renew(self) -> bool:
+        """Extend the lease if it is still ours (a conditional put of the version read); False once it is not."""
+        current = self.store.get_tagged(self.key)
+        holder = _parse(current[0]) if current is not None else None
+        if not holder or holder.get("token") != self.token:
+            return False
+        return self.store.put_if_match(self.key, self._record(), current[1])  # type: ignore[index]
+
     def _renew(self) -> None:
         while not self._stop.wait(self.seconds / 3):
             try:
-                self.store.put_bytes(self.key, self._record())
+                if not self.renew():
+                    self.lost = True
+                    logger.warning("lost the lease {} while stalled (another builder holds it now): not renewing "
+                                   "it; this build publishes only if nobody else has", self.store.url(self.key))
+                    return
             except Exception as exc:  # the final conditional put still keeps the cache whole
                 logger.warning("could not renew the lease {}: {}", self.store.url(self.key), exc)
 

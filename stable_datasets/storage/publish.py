@@ -114,7 +114,7 @@ def publish_attempt(split: RemoteSplit, build_dir: Path, metadata: CacheMetadata
         {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}).encode())
     with ThreadPoolExecutor(UPLOAD_THREADS) as pool:
         list(pool.map(lambda f: store.put_file(build_dir / f.path, split.key(attempt, f.path)), files_of(metadata)))
-    _record_etags(split, attempt, metadata)
+    _check_uploaded(split, attempt, metadata)
     metadata.attempt = attempt
     body = json.dumps(metadata.to_dict(), indent=2, sort_keys=True).encode()
     if replace:
@@ -137,11 +137,30 @@ def publish_attempt(split: RemoteSplit, build_dir: Path, metadata: CacheMetadata
 ETAGS = "object_etags"
 
 
-def _record_etags(split: RemoteSplit, attempt: str, metadata: CacheMetadata) -> None:
-    """Note the ETag of every uploaded object (one listing; stores that give none: nothing). Lance is read in
-    place, without a sha256 check, so opening it compares these: a replaced object is an error, not wrong rows."""
+def missing_objects(split: RemoteSplit, attempt: str, metadata: CacheMetadata) -> tuple[list[str], dict[str, str]]:
+    """(paths `metadata` lists that are not under the attempt, the ETags of those there): one listing."""
     prefix = split.key(attempt) + "/"
-    etags = {o.key[len(prefix):]: o.etag for o in split.store.list(prefix) if o.etag}
+    listed = {o.key[len(prefix):]: o for o in split.store.list(prefix)}
+    missing = [f.path for f in files_of(metadata) if f.path not in listed]
+    return missing, {path: o.etag for path, o in listed.items() if o.etag}
+
+
+def _check_uploaded(split: RemoteSplit, attempt: str, metadata: CacheMetadata) -> None:
+    """Every uploaded object is still there before the commit names it (a `prune` that ran while this builder's
+    lease was lost may have removed them: then nothing is published), and its ETag is noted (_record_etags)."""
+    missing, etags = missing_objects(split, attempt, metadata)
+    if missing:
+        remove_attempt(split, attempt)
+        raise CacheError(f"{split.store.url(split.key(attempt, missing[0]))}: uploaded object is gone before "
+                         f"{METADATA_FILE} was written ({len(missing)} of {len(files_of(metadata))} missing; removed "
+                         "while this build ran, e.g. by a prune on another node after this builder lost its lease); "
+                         "nothing was published: run the build again")
+    _record_etags(metadata, etags)
+
+
+def _record_etags(metadata: CacheMetadata, etags: dict[str, str]) -> None:
+    """Note the ETag of every uploaded object (stores that give none: nothing). Lance is read in
+    place, without a sha256 check, so opening it compares these: a replaced object is an error, not wrong rows."""
     listed = {f.path: etags[f.path] for f in files_of(metadata) if f.path in etags}
     if listed:
         metadata.extra[ETAGS] = listed

@@ -24,7 +24,14 @@ from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.layouts.open import open_backend
 from stable_datasets.storage import shard_cache
 from stable_datasets.storage.lease import Lease
-from stable_datasets.storage.publish import ETAGS, RemoteSplit, files_of, parse_remote_metadata, publish_attempt
+from stable_datasets.storage.publish import (
+    ETAGS,
+    RemoteSplit,
+    files_of,
+    missing_objects,
+    parse_remote_metadata,
+    publish_attempt,
+)
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.root import RemoteRoot
 from stable_datasets.storage.store import LocalWriteError, ObjectStore, local_writes
@@ -41,12 +48,21 @@ def remote_lance_mode() -> str:
 
 
 def valid_remote(split: RemoteSplit, expected_fingerprint: str) -> bool:
+    """A published cache of this fingerprint whose objects are all on the store (one listing): else it is built
+    again (a cache whose objects were deleted would fail every reader on every node, and never heal)."""
     try:
         metadata = split.read_metadata()
     except CacheError as exc:
         logger.warning("ignoring unusable cache {}: {}", split.url, exc)
         return False
-    return metadata is not None and metadata.fingerprint == expected_fingerprint
+    if metadata is None or metadata.fingerprint != expected_fingerprint:
+        return False
+    missing, _ = missing_objects(split, metadata.attempt, metadata)
+    if missing:
+        logger.warning("rebuilding {}: {} of its objects are missing from the store (first: {})", split.url,
+                       len(missing), split.store.url(split.key(metadata.attempt, missing[0])))
+        return False
+    return True
 
 
 def prepare_remote_split(root: RemoteRoot, relative: str, fingerprint: str, *, force: bool,
@@ -126,7 +142,21 @@ def open_remote_split(url: str, storage_options: dict[str, Any] | None = None
     text = split.metadata_text()
     if text is None:
         raise CacheError(f"{split.url}: not a stable-datasets cache (no {METADATA_FILE})")
-    return split, parse_remote_metadata(text, split.store.url(split.key(METADATA_FILE))), text
+    metadata = parse_remote_metadata(text, split.store.url(split.key(METADATA_FILE)))
+    _refuse_copied(split, metadata)
+    return split, metadata, text
+
+
+def _refuse_copied(split: RemoteSplit, metadata: CacheMetadata) -> None:
+    """A `_metadata.json` copied from another cache names an attempt that is not under this prefix: say that, not
+    that its objects were deleted. Checked (one listing) only when its fingerprint is not in the prefix, where
+    every builder publishes."""
+    if metadata.fingerprint in split.prefix.split("/") or split.store.list(split.key(metadata.attempt) + "/"):
+        return
+    raise CacheError(f"{split.store.url(split.key(METADATA_FILE))}: describes another cache ({metadata.builder_name} "
+                     f"'{metadata.split}', fingerprint {metadata.fingerprint}) and its {metadata.attempt} has no "
+                     f"objects here: a {METADATA_FILE} copied from elsewhere; remove it (stable-datasets rm "
+                     f"{split.url}) and build or copy the whole cache")
 
 
 def open_remote_backend(url: str, storage_options: dict[str, Any] | None = None,

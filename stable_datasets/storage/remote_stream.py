@@ -16,8 +16,10 @@ Rules:
   from its local data file through the mapped-blob path (layouts.lance_blobs), one Lance call for
   its blob descriptions and one for its other columns. Caches written before `fragment_files` are
   streamed in place by Lance, with ranged GETs.
+- The stream pins its attempt while it lives (shard_cache.StreamPin), so `rm` or `prune` of this
+  node leaves the objects it has yet to download (they mark the attempt superseded instead).
 - At most `OPEN_SHARDS` shards are open per process; the least recently read is closed when
-  another opens. Nothing pins the shards: after each download the shard cache is trimmed to
+  another opens. Nothing pins the shards against eviction: after each download the shard cache is trimmed to
   `STABLE_DATASETS_LOCAL_CACHE_LIMIT`. A shard removed while it is mapped stays readable
   through the map; one removed before it is opened is downloaded again.
 - The checks are the shard cache's: a shard that changed or vanished remotely is an error
@@ -80,6 +82,12 @@ class RemoteShards(LayoutBackend):
         self._open_shards: OrderedDict[int, LayoutBackend] = OrderedDict()
         self._pin = None
         self.downloads = 0  # shards fetched by this process (a fetch of a present copy counts too)
+        self._stream_pin = self._hold_pin()  # against rm/prune of this node, not eviction (module docstring)
+
+    def _hold_pin(self) -> shard_cache.StreamPin:
+        local = shard_cache.attempt_dir(self.split.store, self.split.key(self.metadata.attempt))
+        local.mkdir(parents=True, exist_ok=True)
+        return shard_cache.StreamPin(local)
 
     @property
     def num_rows(self) -> int:
@@ -92,11 +100,12 @@ class RemoteShards(LayoutBackend):
     def view_identity(self) -> Any | None:
         return None if self.is_whole else [self._start, self._stop]
 
-    def __getstate__(self) -> dict[str, Any]:  # a DataLoader worker opens its own shards
-        return {**self.__dict__, "_open_shards": OrderedDict()}
+    def __getstate__(self) -> dict[str, Any]:  # a DataLoader worker opens its own shards, and pins the attempt
+        return {**self.__dict__, "_open_shards": OrderedDict(), "_stream_pin": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self._stream_pin = self._hold_pin()
 
     def _open(self) -> None:
         pass

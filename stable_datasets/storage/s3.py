@@ -295,6 +295,39 @@ class S3Store(ObjectStore):
 
         return self._call("conditional write", key, put)
 
+    def get_tagged(self, key: str) -> tuple[bytes, str] | None:
+        from botocore.exceptions import ClientError
+
+        def fetch() -> tuple[bytes, str] | None:
+            try:
+                answer = self.client.get_object(Bucket=self.bucket, Key=key)
+            except ClientError as exc:
+                if _code(exc)[0] in _MISSING_CODES:
+                    return None
+                raise
+            return answer["Body"].read(), str(answer.get("ETag", ""))
+
+        return self._call("read", key, fetch)
+
+    def put_if_match(self, key: str, data: bytes, tag: str) -> bool:
+        """PUT with `If-Match: <ETag>`; a server that refuses If-Match: check, then write (as put_if_absent)."""
+        from botocore.exceptions import ClientError
+
+        def put() -> bool:
+            if self._conditional and tag:
+                try:
+                    self.client.put_object(Bucket=self.bucket, Key=key, Body=data, IfMatch=tag)
+                    return True
+                except ClientError as exc:
+                    code, status = _code(exc)
+                    if code in ("PreconditionFailed", *_MISSING_CODES) or status in (404, 412):
+                        return False
+                    if code != "NotImplemented" and status != 501:
+                        raise
+            return ObjectStore.put_if_match(self, key, data, tag)
+
+        return self._call("conditional write", key, put)
+
     def list(self, prefix: str) -> list[ObjectInfo]:
         def listing() -> list[ObjectInfo]:
             found = []

@@ -15,11 +15,17 @@ downloaded so far. Rules:
   cache.builds): the shards a dataset reads stay while it lives, even past the limit.
   A Lance dataset's manifests (`_versions/`, `_transactions/`, a few KB) are not counted nor removed: a
   stream downloads its data files one at a time and reads each through them.
+- A stream pins its attempt against `rm` and `prune` (never against eviction: it holds about one
+  shard on disk): a shared `flock` on the attempt folder's `.stream.pin` while the stream lives
+  (`StreamPin`; a forked DataLoader worker shares its parent's, a spawned one takes its own).
+  `rm`/`prune` of this node then mark the attempt superseded instead of deleting the objects the
+  stream has yet to download.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import re
 import time
@@ -67,6 +73,51 @@ def attempt_dir(store: ObjectStore, attempt_key: str) -> Path:
     return shard_cache_root() / store.scheme / store.bucket / attempt_key
 
 
+STREAM_PIN = ".stream.pin"
+
+
+class StreamPin:
+    """A shared `flock` on `<attempt folder>/.stream.pin`: an open stream reads this attempt (see module docstring).
+    Released with `release()` or when the process ends."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.fd: int | None = None
+        try:
+            fd = os.open(directory / STREAM_PIN, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o664)
+        except PermissionError:
+            fd = os.open(directory / STREAM_PIN, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError as exc:  # a filesystem without flock: we read, but cannot keep rm/prune from removing
+            logger.debug("cannot lock {} ({}); streaming without a pin", directory / STREAM_PIN, exc)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.release()
+
+
+def stream_reading(directory: Path) -> bool:
+    """Whether a stream (of any process of this node) pins the attempt mirrored by `directory` now (a probe)."""
+    try:
+        fd = os.open(directory / STREAM_PIN, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def split_url_of(directory: Path) -> str | None:
     """The URL of the remote split whose attempt `directory` mirrors (see `attempt_dir`), else None."""
     try:
@@ -107,6 +158,32 @@ def fetch(store: ObjectStore, key: str, destination: Path, shard: ShardInfo) -> 
             os.replace(temporary, destination)
         finally:
             temporary.unlink(missing_ok=True)
+
+
+def check_local_copies(store: ObjectStore, attempt_key: str, files: list[ShardInfo]) -> list[str]:
+    """Hash this node's copies of an attempt's files (`verify`): opening trusts a copy by its size, as it was
+    checked when it was filled. A copy changed since is removed, so the next open downloads it again; one
+    line per copy that was bad."""
+    from stable_datasets.cache.publish import file_sha256
+
+    problems = []
+    directory = attempt_dir(store, attempt_key)
+    for item in files:
+        path = directory / item.path
+        try:
+            size = path.stat().st_size
+            digest = file_sha256(path) if item.sha256 and size == item.num_bytes else ""
+        except FileNotFoundError:
+            continue  # not downloaded here: nothing to check
+        if size == item.num_bytes and (not item.sha256 or digest == item.sha256):
+            continue
+        found = f"sha256 {digest[:16]}..." if size == item.num_bytes else f"{size} bytes"
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+        problems.append(f"{path}: this node's copy of {store.url(f'{attempt_key}/{item.path}')} changed after it was "
+                        f"downloaded ({found}; {METADATA_FILE} records {item.num_bytes} bytes, sha256 "
+                        f"{item.sha256[:16]}...); removed: the next open downloads it again")
+    return problems
 
 
 def local_write_error(exc: OSError) -> StorageError:

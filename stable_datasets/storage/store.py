@@ -72,6 +72,21 @@ class ObjectStore(ABC):
     def put_if_absent(self, key: str, data: bytes) -> bool:
         """Create the object only if no object has that key (If-None-Match: *); False if one exists."""
 
+    def get_tagged(self, key: str) -> tuple[bytes, str] | None:
+        """(the object's bytes, a tag of this version) or None: `put_if_match` replaces exactly this version.
+        The default tag is the bytes' sha256; stores with version tags (S3's ETag) give theirs."""
+        data = self.get(key)
+        return None if data is None else (data, hashlib.sha256(data).hexdigest())
+
+    def put_if_match(self, key: str, data: bytes, tag: str) -> bool:
+        """Replace the object only if it is still the version `tag` names (`get_tagged`); False if it changed or is
+        gone. The default checks, then writes (a narrow race); stores with conditional writes override it."""
+        current = self.get_tagged(key)
+        if current is None or current[1] != tag:
+            return False
+        self.put_bytes(key, data)
+        return True
+
     @abstractmethod
     def list(self, prefix: str) -> list[ObjectInfo]:
         """Every object whose key starts with `prefix` (recursively)."""

@@ -59,6 +59,8 @@ except ImportError:  # pragma: no cover - torch is optional
 READ_ROWS = 1024
 #: blocks longer than this are cut, so a window of blocks stays small whatever the layout stores
 MAX_BLOCK_ROWS = 8192
+#: most DataLoader workers a saved state may deal an epoch to (dealing allocates per worker)
+MAX_WORKERS = 1 << 16
 
 
 def _worker() -> tuple[int, int, bool]:

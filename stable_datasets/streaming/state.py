@@ -43,6 +43,9 @@ def check_state(state: Any, current: dict[str, Any], what: str) -> None:
         raise ValueError(f"cannot resume: this {what} state has format {state.get('format')!r}, this version "
                          f"reads format {STATE_FORMAT} (states saved before resume by global position, which "
                          "counted rows per rank, cannot say which rows other ranks received)")
+    if "seed" in current and "seed" not in state:  # every state saves its seed: one without it is no state of ours
+        raise ValueError(f"cannot resume: the saved {what} state has no 'seed' (keys: {sorted(state)[:10]}); pass the "
+                         f"state_dict() of a {what}")
     first = {"seed": 0, "order": 1}  # the seed, then the identity (a mix's length follows from it), then the rest
     for key, value in sorted(current.items(), key=lambda item: first.get(item[0], 2)):
         if key in state and state[key] != value:

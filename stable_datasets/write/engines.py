@@ -29,6 +29,7 @@ from loguru import logger
 
 from stable_datasets.env import env_text
 from stable_datasets.errors import StableDatasetsError, WorkerDiedError
+from stable_datasets.write.seeding import reseed_after_fork
 
 ENGINES = ("process", "ray")
 RAY_INSTALL_HINT = "engine='ray' needs Ray: pip install 'stable-datasets[ray]' (or pip install 'ray[data]')"
@@ -100,6 +101,7 @@ def _private_progress_lock() -> None:
 
 def _child(fn: Callable[..., Any], args: tuple[Any, ...], conn: multiprocessing.connection.Connection) -> None:
     _private_progress_lock()
+    reseed_after_fork()  # else every part draws the parent's numpy/torch random numbers
     try:
         result: tuple[Any, ...] = ("ok", fn(*args))
     except BaseException as exc:  # reported to the parent, which raises it

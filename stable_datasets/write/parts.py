@@ -145,6 +145,17 @@ def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, seen: di
         yield item
 
 
+#: at most this many first examples are held to infer the features when a column is None in all of them
+INFER_MAX_ROWS = 100_000
+
+
+def _all_none_column(pending: list[tuple[Any, Any]]) -> bool:
+    """Whether some column is None in every example held (a map whose first results are None)."""
+    if not pending or not isinstance(pending[0][1], dict):
+        return False
+    return any(all(e.get(name) is None for _, e in pending) for name in pending[0][1])
+
+
 def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num_parts: int,
                staging: Path) -> PartResult:
     """Write one job's examples into its part folder (or return the part a previous run finished)."""
@@ -210,8 +221,9 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
                 if encoder is None:
                     if features is None:  # infer from a batch of first examples, then write them
                         pending.append((key, example))
-                        if len(pending) < plan.batch_rows:
-                            continue
+                        if len(pending) % plan.batch_rows or (len(pending) < INFER_MAX_ROWS
+                                                              and _all_none_column(pending)):
+                            continue  # a column that is None in every example so far: its type is further on
                         start(source.infer_features([e for _, e in pending]))
                         for held in pending:
                             add(*held)

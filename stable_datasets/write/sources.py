@@ -47,6 +47,10 @@ class ExampleSource:
         """Features of an output with no rows, for plans without features."""
         raise NotImplementedError(f"{type(self).__name__} needs features in its WritePlan")
 
+    def check_before_publish(self) -> None:
+        """Called once every row is written, before anything is published: raise to publish nothing (a builder
+        whose input files changed while they were read)."""
+
     def describe(self) -> str:
         """A short label for progress bars and logs."""
         return type(self).__name__

@@ -153,6 +153,7 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             extra_files=sorted(media.values(), key=lambda m: m.path), cache_format_version=CACHE_FORMAT_VERSION,
             library_version=__version__, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             builder_source=plan.builder_source, made_by=plan.made_by)
+        source.check_before_publish()
         metadata.write(staging, sync=False)  # publish fsyncs every file of the staging directory
         if plan.evict:  # in a cache root: shards identical to ones stored already become links to them
             share_identical_files(root_of(plan.target), staging,

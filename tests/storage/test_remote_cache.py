@@ -1,0 +1,52 @@
+"""Opening and reusing remote caches on a real S3 endpoint (moto)."""
+
+from __future__ import annotations
+
+import pytest
+from loguru import logger
+
+import stable_datasets as sds
+
+from ..rows import remote_split_prefix, rows_of
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_a_published_cache_whose_objects_are_missing_is_rebuilt_saying_why(s3_env, toy_builder, tmp_path,
+                                                                           monkeypatch):
+    ds = sds.load_dataset(str(toy_builder), split="train")
+    before, attempt = rows_of(ds), ds.cache_metadata[0].attempt
+    prefix = remote_split_prefix(s3_env, ds, "s3")
+    shard = next(k for k in s3_env.objects(f"{prefix}/{attempt}/") if k.endswith(".arrow"))
+    s3_env.delete(shard)
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "other-node"))
+    messages: list[str] = []
+    sink = logger.add(lambda m: messages.append(str(m)), level="WARNING")
+    logger.enable("stable_datasets")
+    try:
+        rebuilt = sds.load_dataset(str(toy_builder), split="train")
+    finally:
+        logger.disable("stable_datasets")
+        logger.remove(sink)
+    assert rebuilt.cache_metadata[0].attempt != attempt
+    assert rows_of(rebuilt) == before
+    assert any(f"rebuilding s3://{s3_env.bucket}/{prefix}: 1 of its objects are missing from the store (first: "
+               f"s3://{s3_env.bucket}/{shard})" in m for m in messages), messages
+
+
+def test_a_metadata_file_copied_from_another_cache_is_named_as_such(s3_env, toy_builder):
+    """Before: 'shard listed in _metadata.json is missing from the store (deleted after it was published)'."""
+    from stable_datasets.errors import CacheError
+
+    ds = sds.load_dataset(str(toy_builder), split="train")
+    prefix = remote_split_prefix(s3_env, ds, "s3")
+    elsewhere = prefix.rsplit("/", 2)[0] + "/0123456789abcdef/train"
+    s3_env.write(f"{elsewhere}/_metadata.json", s3_env.read(f"{prefix}/_metadata.json"))
+    url = f"s3://{s3_env.bucket}/{elsewhere}"
+    fingerprint = ds.cache_metadata[0].fingerprint
+    with pytest.raises(CacheError, match=rf"^{url}/_metadata.json: describes another cache \(toy 'train', fingerprint "
+                                         rf"{fingerprint}\) and its attempts/\w+ has no objects here: a _metadata.json "
+                                         rf"copied from elsewhere; remove it \(stable-datasets rm {url}\) and build or "
+                                         r"copy the whole cache$"):
+        sds.open_cache(url)
+    assert len(sds.open_cache(f"s3://{s3_env.bucket}/{prefix}")) == 50
