@@ -183,7 +183,7 @@ def _remote_targets(target: str, root: Any, unreadable: list[tuple[str, str]] | 
     recorded source, as on a local root: a name, a script path or a folder holding one). Caches under the
     builder's folder whose metadata cannot be read go to `unreadable` as (URL, problem) when it is given."""
     from stable_datasets.storage.inventory import find_remote_caches, remote_entry_for
-    from stable_datasets.storage.urls import is_url
+    from stable_datasets.urls import is_url
 
     if is_url(target):
         return [remote_entry_for(target, root.storage_options if root else None)]
@@ -315,7 +315,7 @@ def _resolve_targets(target: str, root: Path) -> list[CacheEntry]:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from stable_datasets.storage.urls import is_url
+    from stable_datasets.urls import is_url
 
     remote = _remote_root(args)
     if remote is not None or is_url(args.target):
@@ -380,7 +380,7 @@ def _print_verify(args: argparse.Namespace, report: list[dict[str, Any]]) -> int
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from stable_datasets.storage.urls import is_url
+    from stable_datasets.urls import is_url
 
     remote = _remote_root(args)
     if remote is not None or is_url(args.target):
@@ -499,7 +499,7 @@ def _report_prune(args: argparse.Namespace, report: list[tuple[str, Any]],
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    from stable_datasets.storage.urls import is_url
+    from stable_datasets.urls import is_url
 
     remote = _remote_root(args)
     if remote is not None or is_url(args.name):
@@ -560,7 +560,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_view(args: argparse.Namespace) -> int:
     """Serve the viewer until Ctrl-C; the URL is the first line printed."""
-    from stable_datasets.storage.urls import is_url
+    from stable_datasets.urls import is_url
     from stable_datasets.viewer import serve
 
     if (args.cache_dir is not None and is_url(args.cache_dir)) or _remote_root(args) is not None:

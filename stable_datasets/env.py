@@ -41,6 +41,11 @@ VARIABLES: dict[str, str] = {
     "STABLE_DATASETS_LOGGING": "standard: the library's messages go to the standard logging module "
                                "(sds.use_standard_logging() does the same)",
     "LOGURU_LEVEL": "the level of loguru's stderr sink when standard logging takes the library's messages",
+    "STABLE_DATASETS_MAX_JSON_DEPTH": "deepest nesting of a JSON value read (default 500)",
+    "STABLE_DATASETS_MAX_DECOMPRESSED_BYTES": "largest decompressed copy of a compressed input (default 64 GiB)",
+    "STABLE_DATASETS_MAX_DECOMPRESSION_RATIO": "largest expansion of a compressed input, checked past 64 MiB "
+                                               "(default 1000)",
+    "STABLE_DATASETS_MAX_IMAGE_PIXELS": "most pixels of one image decoded (default 178,956,970, as PIL)",
     "RANK": "this process's rank under torchrun, until torch.distributed is initialized",
     "WORLD_SIZE": "the number of ranks under torchrun, until torch.distributed is initialized",
     "RAY_ADDRESS": "the Ray cluster engine='ray' and to_ray() join when no ray_address is given",
@@ -122,6 +127,8 @@ def env_setting(name: str, parse: Callable[[str], S], requirement: str) -> S | N
         return parse(text)
     except ValueError as exc:
         raise ConfigurationError(f"{name}={text!r} {requirement} ({exc})") from None
+
+
 # -- bounds on what one input may make us allocate (docs/load-your-own-files.md, "Limits") ---------------
 #: deepest nesting of a JSON value read (pyarrow's parser overflows its stack past ~20,000, Python's near 1,000)
 MAX_JSON_DEPTH = 500

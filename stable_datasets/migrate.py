@@ -1,6 +1,6 @@
 """Convert caches of the upstream stable-datasets into ours (`stable-datasets migrate`).
 
-`open_cache` already serves an upstream cache read-only (cache/upstream.py), but without
+`open_cache` already serves an upstream cache read-only (layouts/upstream.py), but without
 checksums, and every open rebuilds its features from the Arrow schema. Migrating writes the
 rows once through the one write path: encoded by those features, written by one of our
 layouts, published atomically with sizes and checksums. The upstream folder is only read.
@@ -41,7 +41,7 @@ class Migration:
 def is_upstream_cache(directory: Path) -> bool:
     import json
 
-    from stable_datasets.cache.upstream import is_upstream
+    from stable_datasets.layouts.upstream import is_upstream
 
     try:
         return is_upstream(json.loads((directory / METADATA_FILE).read_text(encoding="utf-8")))

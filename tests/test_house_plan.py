@@ -13,8 +13,7 @@ import stable_datasets
 PACKAGE = Path(stable_datasets.__file__).resolve().parent
 LOWER_FLOOR = ("storage", "cache", "layouts", "write", "features", "arrow", "streaming")
 LAYOUT_NAMES = ("arrow_shards", "lance_rows", "lance_video_frames", "parquet_shards")
-# cache/upstream.py describes upstream caches with the layouts that read them (the metadata it builds names one)
-NAMES_LAYOUTS = {"layouts", "cache/upstream.py"}
+NAMES_LAYOUTS = {"layouts"}
 PRIVATE_STATE = re.compile(r"\._(backends|indices|media)\b")
 
 
@@ -78,3 +77,47 @@ def test_every_exception_class_of_the_package_derives_from_the_base_in_errors():
                     not issubclass(cls, StableDatasetsError):
                 outside.append(f"{info.name}.{name}")
     assert outside == []
+
+
+def _package_of(module: str, path: Path) -> str:
+    """The package a module belongs to: `cache` for stable_datasets.cache.x; a top-level module is its own."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else path.stem
+
+
+def _imports_outside_type_checking(tree: ast.AST) -> list[tuple[int, str]]:
+    hidden = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+              for n in ast.walk(node)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in hidden:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("stable_datasets."):
+            found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Import):
+            found.extend((node.lineno, a.name) for a in node.names if a.name.startswith("stable_datasets."))
+    return found
+
+
+def test_no_import_cycle_crosses_packages():
+    """Function-local imports count: a cycle held together by them is still a cycle."""
+    edges: dict[str, dict[str, str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE)
+        source = relative.parts[0] if len(relative.parts) > 1 else path.stem
+        for line, name in _imports_outside_type_checking(ast.parse(path.read_text())):
+            target = name.split(".")[1]
+            if target != source:
+                edges.setdefault(source, {}).setdefault(target, f"{relative}:{line}")
+    cycles = []
+    for start in sorted(edges):  # a path back to `start` through other packages
+        stack, seen = [(start, [start])], set()
+        while stack:
+            node, trail = stack.pop()
+            for target in sorted(edges.get(node, {})):
+                if target == start:
+                    cycles.append(" -> ".join([*trail, start]) + f" ({edges[node][target]})")
+                elif target not in seen:
+                    seen.add(target)
+                    stack.append((target, [*trail, target]))
+    assert cycles == []

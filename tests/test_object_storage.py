@@ -23,7 +23,7 @@ from stable_datasets.errors import CacheError, ConfigurationError, StableDataset
 from stable_datasets.storage import shard_cache
 from stable_datasets.storage.publish import RemoteSplit, publish_attempt
 from stable_datasets.storage.resolve import forget_stores, open_store
-from stable_datasets.storage.urls import ObjectURL
+from stable_datasets.urls import ObjectURL
 
 from .rows import plain, remote_split_prefix, rows_of
 

@@ -22,19 +22,12 @@ FINGERPRINT_LENGTH = 16
 
 def to_jsonable(obj: Any, where: str = "value") -> Any:
     """Convert config values to plain JSON types; fail loudly on anything ambiguous."""
-    from stable_datasets.features.base import FeatureType
-    from stable_datasets.features.features import Features
-
     if obj is None or isinstance(obj, (bool, int, str)):
         return obj
     if isinstance(obj, float):
         if obj != obj or obj in (float("inf"), float("-inf")):
             return repr(obj)
         return obj
-    if isinstance(obj, Features):
-        return {"_type": "Struct", "fields": obj.to_dict()}
-    if isinstance(obj, FeatureType):
-        return obj.to_dict()
     if isinstance(obj, (np.integer, np.floating, np.bool_)):
         return to_jsonable(obj.item(), where)
     if isinstance(obj, np.ndarray):

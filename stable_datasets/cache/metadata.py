@@ -6,11 +6,11 @@ import dataclasses
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stable_datasets.cache import upstream
 from stable_datasets.cache.builds import BuildPin, pin_current
 from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import CacheError, StableDatasetsError
@@ -26,6 +26,23 @@ _OPTIONAL = {"fingerprint": str, "fingerprint_inputs": dict, "builder_name": str
              "cache_format_version": int, "library_version": str, "created_at": str, "attempt": str,
              "made_by": dict}
 _JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
+
+# How a `_metadata.json` is checked against its layout and features, and how the metadata of a cache written by
+# another program is read: installed by `stable_datasets.layouts` when it is imported (the package imports it
+# with any module), because cache/ sits below layouts/ and features/ and never imports them.
+_layout_check: Callable[[CacheMetadata], str | None] | None = None
+_foreign_readers: list[tuple[Callable[[Any], bool], Callable[[Path, Any], CacheMetadata]]] = []
+
+
+def install_layout_check(check: Callable[[CacheMetadata], str | None]) -> None:
+    """`check(metadata)`: what in it contradicts its layout or features, else None."""
+    global _layout_check
+    _layout_check = check
+
+
+def install_foreign_reader(recognizes: Callable[[Any], bool], read: Callable[[Path, Any], CacheMetadata]) -> None:
+    """Metadata JSON that `recognizes` is read by `read(folder, data)` instead (e.g. upstream caches)."""
+    _foreign_readers.append((recognizes, read))
 
 
 class MetadataProblem(StableDatasetsError, ValueError):
@@ -164,16 +181,9 @@ class CacheMetadata:
         return metadata
 
     def _check_layout(self) -> None:
-        from stable_datasets.features.features import Features
-        from stable_datasets.layouts import LAYOUTS, layout_module
-
-        if self.layout not in LAYOUTS:
-            raise MetadataProblem(f"unknown layout {self.layout!r}; known layouts: {sorted(LAYOUTS)}")
-        try:
-            Features.from_dict(self.features)
-        except Exception as exc:  # any malformed feature description
-            raise MetadataProblem(f"features cannot be read ({type(exc).__name__}: {exc})") from None
-        problem = layout_module(self.layout).Backend.metadata_problem(self)
+        if _layout_check is None:
+            raise RuntimeError("stable_datasets.layouts is not imported, so cache metadata cannot be checked")
+        problem = _layout_check(self)
         if problem:
             raise MetadataProblem(problem)
 
@@ -217,8 +227,9 @@ class CacheMetadata:
             data = json.loads(text)
         except ValueError as exc:
             raise CacheError(f"{path}: invalid cache metadata: not JSON ({exc})") from None
-        if upstream.is_upstream(data):  # a cache written by the upstream stable-datasets: opened read-only
-            return upstream.upstream_metadata(path.parent, data)
+        for recognizes, read in _foreign_readers:  # e.g. the upstream stable-datasets: opened read-only
+            if recognizes(data):
+                return read(path.parent, data)
         try:
             return cls.checked(data)
         except MetadataProblem as exc:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from stable_datasets.env import env_text
 from stable_datasets.errors import CacheError, StableDatasetsError
+from stable_datasets.urls import is_url, local_path_text
 
 DEFAULT_CACHE_ROOT = Path("~/.cache/stable_datasets")
 #: longest encoded folder name: leaves room under the usual 255-byte limit for our prefixes and suffixes
@@ -31,8 +32,6 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     An object-store URL is refused here, never taken as a folder named `s3:`: callers that can
     serve remote roots resolve them with `storage.resolve_root` first.
     """
-    from stable_datasets.storage.urls import is_url, local_path_text
-
     env = env_text("STABLE_DATASETS_CACHE_DIR")
     location = cache_dir if cache_dir is not None else env
     if is_url(location):

@@ -17,7 +17,7 @@ from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.layouts.open import open_backend, served_features
 from stable_datasets.storage.remote_cache import open_remote_backend
 from stable_datasets.storage.remote_stream import open_remote_shards
-from stable_datasets.storage.urls import is_url
+from stable_datasets.urls import is_url
 
 
 def open_cache(cache_dir: str | os.PathLike, *, storage_options: dict[str, Any] | None = None,

@@ -35,7 +35,7 @@ from stable_datasets.errors import DownloadError, MissingObjectError, StorageErr
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.root import local_base
 from stable_datasets.storage.store import ObjectInfo, ObjectStore
-from stable_datasets.storage.urls import ObjectURL, is_url
+from stable_datasets.urls import ObjectURL, is_url
 
 HTTP_SCHEMES = ("http", "https")
 

@@ -32,6 +32,10 @@ class FeatureType:
     def to_dict(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    def fingerprint_identity(self) -> dict[str, Any]:
+        """What a config holding this feature hashes (cache.fingerprint.to_jsonable asks for it)."""
+        return self.to_dict()
+
     @classmethod
     def _from_dict(cls, data: dict[str, Any]) -> FeatureType:
         kwargs = {k: v for k, v in data.items() if k != "_type"}

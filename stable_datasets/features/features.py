@@ -62,6 +62,10 @@ class Features(dict, FeatureType):
     def to_dict(self) -> dict[str, Any]:
         return {name: feature_dict(feature) for name, feature in self.items()}
 
+    def fingerprint_identity(self) -> dict[str, Any]:
+        """A struct inside a config: hashed as its fields."""
+        return {"_type": "Struct", "fields": self.to_dict()}
+
     def to_json(self) -> str:
         """Compact JSON in declared order (an Arrow schema's metadata); fingerprints use canonical_json."""
         return json.dumps(self.to_dict(), separators=(",", ":"))

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.json as pajson
 
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import (
@@ -281,8 +282,8 @@ _LONE_SURROGATE = re.compile(rb"(?<!\\)(?:\\\\)*\\u[dD][89abAB][0-9a-fA-F]{2}(?!
                              rb"(?<!\\u[dD][89abAB][0-9a-fA-F]{2})(?<!\\)(?:\\\\)*\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 
 
-class _DuplicateKey(ValueError):
-    pass
+class _DuplicateKey(StableDatasetsError, ValueError):
+    """A JSON object names a key twice (caught below and reported with its file and line)."""
 
 
 def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

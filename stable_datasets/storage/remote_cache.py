@@ -35,7 +35,7 @@ from stable_datasets.storage.publish import (
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.root import RemoteRoot
 from stable_datasets.storage.store import LocalWriteError, ObjectStore, local_writes
-from stable_datasets.storage.urls import ObjectURL
+from stable_datasets.urls import ObjectURL
 
 #: "in_place" (default): random access reads a remote Lance cache on the store; "download": its files come into
 #: the local shard cache like Arrow shards, and reads cost what a local cache's cost

@@ -13,7 +13,7 @@ from typing import Any
 
 from stable_datasets.env import env_json_object
 from stable_datasets.storage.store import ObjectStore
-from stable_datasets.storage.urls import ObjectURL
+from stable_datasets.urls import ObjectURL
 
 S3_SCHEMES = ("s3", "s3a")
 _stores: dict[tuple[str, str, str], ObjectStore] = {}

@@ -17,7 +17,7 @@ from stable_datasets.env import env_text
 from stable_datasets.errors import ConfigurationError
 from stable_datasets.storage.resolve import open_store, storage_options_from_env
 from stable_datasets.storage.store import ObjectStore
-from stable_datasets.storage.urls import ObjectURL, is_url
+from stable_datasets.urls import ObjectURL, is_url
 
 DEFAULT_LOCAL_BASE = Path("~/.cache/stable_datasets/object-store")
 #: fsspec protocols that read only, or read inside one file: inputs may use them, cache roots cannot

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from stable_datasets.errors import StableDatasetsError
-from stable_datasets.storage.urls import ObjectURL
+from stable_datasets.urls import ObjectURL
 
 CHUNK = 8 << 20
 

@@ -13,7 +13,7 @@ import pytest
 
 from stable_datasets.storage.lease import Lease
 from stable_datasets.storage.resolve import open_store
-from stable_datasets.storage.urls import ObjectURL
+from stable_datasets.urls import ObjectURL
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -21,7 +21,7 @@ HOLD = """
 import sys, time
 from stable_datasets.storage.lease import Lease
 from stable_datasets.storage.resolve import open_store
-from stable_datasets.storage.urls import ObjectURL
+from stable_datasets.urls import ObjectURL
 lease = Lease(open_store(ObjectURL.parse(sys.argv[1])), sys.argv[2], timeout=30)
 lease.acquire()
 print(lease.token, flush=True)

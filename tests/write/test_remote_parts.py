@@ -22,7 +22,7 @@ from stable_datasets.write.remote_parts import (
 @pytest.fixture
 def remote(s3_env) -> RemoteParts:
     from stable_datasets.storage.resolve import open_store
-    from stable_datasets.storage.urls import ObjectURL
+    from stable_datasets.urls import ObjectURL
 
     store = open_store(ObjectURL.parse(s3_env.root))
     return RemoteParts(store, "cache/toy/default/1.0.0/abc/train", driver_node="driver")
@@ -99,7 +99,7 @@ def test_the_driver_names_a_part_whose_files_do_not_match_its_record(remote, s3_
 
 def test_a_node_that_cannot_reach_the_store_fails_naming_its_part_and_node(s3_env, tmp_path, monkeypatch):
     from stable_datasets.storage.resolve import open_store
-    from stable_datasets.storage.urls import ObjectURL
+    from stable_datasets.urls import ObjectURL
 
     monkeypatch.setenv("STABLE_DATASETS_STORAGE_RETRIES", "1")
     elsewhere = open_store(ObjectURL.parse(s3_env.root), {"endpoint_url": "http://127.0.0.1:1"})

@@ -29,7 +29,10 @@ from typing import Any
 import pyarrow as pa
 from loguru import logger
 
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo, install_foreign_reader
 from stable_datasets.errors import CacheError
+from stable_datasets.features import Features, Image, Sequence, Value, Video
+from stable_datasets.layouts.lance_access import open_lance
 
 UPSTREAM_LAYOUTS = ("arrow-shards", "lance-rows", "lance-video-frames")
 #: our layouts by upstream's names (stable_datasets.upstream reports them so); parquet has no upstream name
@@ -48,7 +51,6 @@ def is_upstream(raw: Any) -> bool:
 
 
 def _value(dtype: pa.DataType, where: str):
-    from stable_datasets.features import Value
 
     try:
         return Value(str(dtype))
@@ -57,7 +59,6 @@ def _value(dtype: pa.DataType, where: str):
 
 
 def _feature(field: pa.Field, where: str, lost: list[str]):
-    from stable_datasets.features import Image, Sequence
 
     kind = (field.metadata or {}).get(_FEATURE_KEY, b"").decode()
     where = f"{where}: column {field.name!r}"
@@ -87,7 +88,6 @@ def _shard_schema(path: Path) -> pa.Schema:
 
 def upstream_metadata(directory: Path, raw: dict[str, Any]):
     """Our metadata for an upstream cache directory, checked against the files that are there."""
-    from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
 
     where = f"{directory / METADATA_FILE}"
     layout = raw["layout"]
@@ -117,7 +117,6 @@ def upstream_metadata(directory: Path, raw: dict[str, Any]):
 
 
 def _lance_rows(directory: Path, raw: dict[str, Any], where: str):
-    from stable_datasets.layouts.lance_access import open_lance
 
     try:
         num_rows = int(raw["num_rows"])
@@ -132,7 +131,6 @@ def _lance_rows(directory: Path, raw: dict[str, Any], where: str):
 
 
 def _lance_files(directory: Path):
-    from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
 
     files = sorted(p for p in directory.rglob("*") if p.is_file() and p.name != METADATA_FILE)
     return [ShardInfo(path=p.relative_to(directory).as_posix(), num_rows=0, num_bytes=p.stat().st_size, sha256="")
@@ -171,9 +169,6 @@ def _video_records(raw: dict[str, Any], where: str) -> tuple[list[dict[str, Any]
 
 
 def _lance_video_frames(directory: Path, raw: dict[str, Any], where: str):
-    from stable_datasets.cache.metadata import CacheMetadata
-    from stable_datasets.features import Features, Video
-    from stable_datasets.layouts.lance_access import open_lance
 
     records, others = _video_records(raw, where)
     column = raw.get("video_column")
@@ -208,8 +203,6 @@ def _lance_video_frames(directory: Path, raw: dict[str, Any], where: str):
 
 def _metadata(layout: str, directory: Path, raw: dict[str, Any], where: str, schema: pa.Schema, num_rows: int,
               shards: list, extra: dict[str, Any]):
-    from stable_datasets.cache.metadata import CacheMetadata
-    from stable_datasets.features import Features
 
     lost: list[str] = []
     features = Features({f.name: _feature(f, where, lost) for f in schema})
@@ -220,3 +213,6 @@ def _metadata(layout: str, directory: Path, raw: dict[str, Any], where: str, sch
     return CacheMetadata(layout=layout, features=features.to_dict(), num_rows=num_rows, shards=shards,
                          fingerprint=str(raw.get("schema_fingerprint", "")), extra={**extra, "upstream": upstream},
                          cache_format_version=int(raw.get("cache_format_version") or 1))
+
+
+install_foreign_reader(is_upstream, upstream_metadata)
