@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stable_datasets import __version__
 from stable_datasets.cache.builds import remove_tree
 from stable_datasets.cache.dedup import unshared_files
 from stable_datasets.cache.inventory import (
@@ -26,13 +27,17 @@ from stable_datasets.cache.inventory import (
     find_superseded,
     staging_is_orphaned,
 )
-from stable_datasets.cache.metadata import METADATA_FILE
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.cache.paths import cache_root, downloads_dir, safe_name
-from stable_datasets.errors import StableDatasetsError
+from stable_datasets.dataset.splits import parse_split
+from stable_datasets.errors import BuilderNotFoundError, StableDatasetsError, UnknownSplitError
 from stable_datasets.layouts import STORAGE_FORMATS
 from stable_datasets.layouts.open import verify_cache
+from stable_datasets.load import load_builder, load_dataset
+from stable_datasets.loaders.compressed import stale_copies
 from stable_datasets.manage.inventory import (
     annotate,
+    dataset_name,
     describe_inputs,
     kind_of,
     last_used,
@@ -46,6 +51,19 @@ from stable_datasets.manage.ownership import (
     remove_empty_parents,
     same_builder,
 )
+from stable_datasets.migrate import migrate_cache, plan_migrations
+from stable_datasets.registry import resolve_builder_class
+from stable_datasets.storage.inventory import (
+    abandoned_attempts,
+    find_remote_caches,
+    remote_entry_for,
+    remove_remote_cache,
+    verify_remote,
+)
+from stable_datasets.storage.publish import remove_attempt
+from stable_datasets.storage.root import RemoteRoot, resolve_root
+from stable_datasets.storage.shard_cache import split_url_of
+from stable_datasets.urls import is_url
 
 OK, PROBLEM, USAGE = 0, 1, 2
 
@@ -120,7 +138,6 @@ def _one_line(exc: BaseException) -> str:
     text = lines[0]
     for line in lines[1:]:
         text += (" " if text.endswith(":") else "; ") + line
-    from stable_datasets.errors import StableDatasetsError
 
     return text if isinstance(exc, StableDatasetsError | UsageError) else f"{type(exc).__name__}: {text}"
 
@@ -128,9 +145,6 @@ def _one_line(exc: BaseException) -> str:
 def _builder_for(target: str, config: str | None, sets: Sequence[tuple[str, Any]], cache_dir: str | None) -> Any:
     """The builder a command names, with its config and overrides; a name, config or field that
     does not exist is a usage error (nothing is built)."""
-    from stable_datasets.errors import BuilderNotFoundError
-    from stable_datasets.load import load_builder
-
     try:
         return load_builder(target, config, cache_dir=cache_dir, **dict(sets))
     except BuilderNotFoundError as exc:
@@ -141,10 +155,6 @@ def _builder_for(target: str, config: str | None, sets: Sequence[tuple[str, Any]
 
 # -- commands ---------------------------------------------------------------------------------
 def cmd_build(args: argparse.Namespace) -> int:
-    from stable_datasets.dataset.splits import parse_split
-    from stable_datasets.errors import UnknownSplitError
-    from stable_datasets.load import load_dataset
-
     sets = dict(args.set)
     _builder_for(args.name, args.config, args.set, args.cache_dir)  # usage errors before any work
     if args.split is not None:
@@ -159,7 +169,6 @@ def cmd_build(args: argparse.Namespace) -> int:
     except UnknownSplitError as exc:  # known once the builder named its splits, before any is built
         raise UsageError(str(exc)) from None
     splits = result.items() if isinstance(result, dict) else [(args.split, result)]
-    from stable_datasets.storage.shard_cache import split_url_of
 
     rows = [{"split": s, "rows": len(ds), "path": split_url_of(ds.cache_dirs[0]) or str(ds.cache_dirs[0])}
             for s, ds in splits]
@@ -172,8 +181,6 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 def _remote_root(args: argparse.Namespace) -> Any:
     """The object-store root `--cache-dir` (or $STABLE_DATASETS_CACHE_DIR) names, else None (a local root)."""
-    from stable_datasets.storage.root import RemoteRoot, resolve_root
-
     root = resolve_root(args.cache_dir)
     return root if isinstance(root, RemoteRoot) else None
 
@@ -182,9 +189,6 @@ def _remote_targets(target: str, root: Any, unreadable: list[tuple[str, str]] | 
     """Remote caches a command names: a cache's URL, or every cache of a builder under the root (by its
     recorded source, as on a local root: a name, a script path or a folder holding one). Caches under the
     builder's folder whose metadata cannot be read go to `unreadable` as (URL, problem) when it is given."""
-    from stable_datasets.storage.inventory import find_remote_caches, remote_entry_for
-    from stable_datasets.urls import is_url
-
     if is_url(target):
         return [remote_entry_for(target, root.storage_options if root else None)]
     if root is None:
@@ -206,8 +210,6 @@ def _iso(seconds: float) -> str:
 def cmd_ls(args: argparse.Namespace) -> int:
     remote = _remote_root(args)
     if remote is not None:
-        from stable_datasets.storage.inventory import find_remote_caches
-
         entries: list[Any] = find_remote_caches(remote)
     else:
         entries = find_caches(cache_root(args.cache_dir))
@@ -255,8 +257,6 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 def _caches_named(name: str, entries: list[Any]) -> list[Any]:
     """`ls NAME`: the caches of a builder or loader (as `build` names it), or of a dataset name as `ls` shows it."""
-    from stable_datasets.manage.inventory import dataset_name
-
     named = [e for e in entries if name in (e.metadata.builder_name, dataset_name(e.metadata))]
     if named and not _is_script_target(name):
         return named
@@ -270,9 +270,6 @@ def _is_script_target(target: str) -> bool:
 
 def _builder_class(target: str) -> type | None:
     """The builder a target names as `build` resolves it; None for a name no builder has any more."""
-    from stable_datasets.errors import BuilderNotFoundError
-    from stable_datasets.registry import resolve_builder_class
-
     try:
         return resolve_builder_class(target)
     except BuilderNotFoundError as exc:
@@ -306,8 +303,6 @@ def _resolve_targets(target: str, root: Path) -> list[CacheEntry]:
     given as `build` takes it (a registered name, a script path, a folder holding a script)."""
     path = Path(target).expanduser()
     if (path / METADATA_FILE).is_file():
-        from stable_datasets.cache.metadata import CacheMetadata
-
         return [CacheEntry(path, CacheMetadata.read(path))]
     if path.is_dir() and (found := find_caches(path)):
         return found
@@ -315,8 +310,6 @@ def _resolve_targets(target: str, root: Path) -> list[CacheEntry]:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from stable_datasets.urls import is_url
-
     remote = _remote_root(args)
     if remote is not None or is_url(args.target):
         entries: list[Any] = _remote_targets(args.target, remote)
@@ -355,8 +348,6 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def _verify_remote(args: argparse.Namespace, remote: Any) -> int:
-    from stable_datasets.storage.inventory import verify_remote
-
     unreadable: list[tuple[str, str]] = []
     entries = _remote_targets(args.target, remote, unreadable)
     if not entries and not unreadable:
@@ -380,8 +371,6 @@ def _print_verify(args: argparse.Namespace, report: list[dict[str, Any]]) -> int
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from stable_datasets.urls import is_url
-
     remote = _remote_root(args)
     if remote is not None or is_url(args.target):
         return _verify_remote(args, remote)
@@ -406,13 +395,6 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _prune_remote(args: argparse.Namespace, remote: Any) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
-    from stable_datasets.storage.inventory import (
-        abandoned_attempts,
-        find_remote_caches,
-        remove_remote_cache,
-    )
-    from stable_datasets.storage.publish import remove_attempt
-
     entries = find_remote_caches(remote)
     annotate(entries)
     plan = plan_prune(entries, keep_last=args.keep_last, older_than=args.older_than, check_in_use=False)
@@ -449,7 +431,6 @@ def cmd_prune(args: argparse.Namespace) -> int:
             doomed += [("map cache of a stale cache", m) for m in map_caches_of(path)]
     for build in find_superseded(root):
         doomed.append(("superseded build", build))
-    from stable_datasets.loaders.compressed import stale_copies
 
     doomed += [("decompressed copy of a changed or removed file", f) for f in stale_copies(downloads_dir(root))]
     for staging in find_staging(root):
@@ -499,12 +480,8 @@ def _report_prune(args: argparse.Namespace, report: list[tuple[str, Any]],
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    from stable_datasets.urls import is_url
-
     remote = _remote_root(args)
     if remote is not None or is_url(args.name):
-        from stable_datasets.storage.inventory import remove_remote_cache
-
         found = [e for e in _remote_targets(args.name, remote)
                  if args.config is None or e.metadata.config_name == args.config]
         if not found:
@@ -540,8 +517,6 @@ def cmd_rm(args: argparse.Namespace) -> int:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from stable_datasets.migrate import migrate_cache, plan_migrations
-
     source = Path(args.path).expanduser()
     dest = Path(args.dest) if args.dest else cache_root(args.cache_dir) / "migrated" / source.resolve().name
     done = []
@@ -560,8 +535,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_view(args: argparse.Namespace) -> int:
     """Serve the viewer until Ctrl-C; the URL is the first line printed."""
-    from stable_datasets.urls import is_url
-    from stable_datasets.viewer import serve
+    from stable_datasets.viewer import serve  # its HTTP server imports ~0.2 s of the standard library
 
     if (args.cache_dir is not None and is_url(args.cache_dir)) or _remote_root(args) is not None:
         raise UsageError("view serves a local cache root; an object-store root is not supported yet")
@@ -619,7 +593,6 @@ def add_build_arguments(build: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stable-datasets", description=__doc__.split("\n")[0],
                                      parents=[_common_options(defaults=True)])
-    from stable_datasets import __version__
 
     parser.add_argument("--version", action="version", version=f"stable-datasets {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
