@@ -44,7 +44,7 @@ CASES = [
      r"field 'grid': expected shape \(2, 2\), got \(3, 2\)"),
     ("{'label': 0, 'grid': np.zeros((2, 2), np.float64), 'image': np.zeros((2, 2), np.uint8), 'n': 1}",
      "field 'grid': expected dtype int32, got float64"),
-    ("{'label': 0, 'grid': np.zeros((2, 2), np.int32), 'image': b'GIF89a-broken', 'n': 1}",
+    ("{'label': 0, 'grid': np.zeros((2, 2), np.int32), 'image': b'GIF89a\\x02\\x00\\x02\\x00-broken', 'n': 1}",
      "field 'image': undecodable image"),
 ]
 
