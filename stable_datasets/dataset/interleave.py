@@ -21,9 +21,16 @@ from typing import Any
 from stable_datasets.dataset.stable_dataset import StableDataset
 
 
-def _check_features(features: list[Any]) -> None:
-    from stable_datasets.streaming.mix import column_difference
+def _streaming() -> Any:
+    """The streaming modules, imported on first use: the package imports torch when it is installed, which
+    `import stable_datasets` must not."""
+    from stable_datasets.streaming import iterable, mix, sized_mix
 
+    return iterable, mix, sized_mix
+
+
+def _check_features(features: list[Any]) -> None:
+    column_difference = _streaming()[1].column_difference
     for i, other in enumerate(features[1:], 1):
         if features[0] is not None and other is not None:
             difference = column_difference(features[0], other)
@@ -33,18 +40,16 @@ def _check_features(features: list[Any]) -> None:
 
 def _plan(lengths: list[int], probabilities: Any, seed: int | None, stopping_strategy: str,
           sizes: dict[str, Any]) -> Any:
-    from stable_datasets.streaming.mix import MixPlan
-    from stable_datasets.streaming.sized_mix import SizedMixPlan, epoch_counts
-
+    _, mix, sized_mix = _streaming()
     if all(v is None for v in sizes.values()):
-        return MixPlan(lengths, probabilities, seed, stopping_strategy)
+        return mix.MixPlan(lengths, probabilities, seed, stopping_strategy)
     if probabilities is not None:
         raise ValueError("give either probabilities= (Hugging Face's draws) or proportion=/repeat=/choose= "
                          "(exact epoch sizes), not both")
     if stopping_strategy != "first_exhausted":
         raise ValueError("stopping_strategy does not apply with proportion=/repeat=/choose=: the epoch size "
                          "follows from them")
-    return SizedMixPlan(lengths, epoch_counts(lengths, **sizes), seed)
+    return sized_mix.SizedMixPlan(lengths, sized_mix.epoch_counts(lengths, **sizes), seed)
 
 
 def interleave_datasets(datasets: Sequence[Any], probabilities: Sequence[float] | None = None,
@@ -62,9 +67,7 @@ def interleave_datasets(datasets: Sequence[Any], probabilities: Sequence[float] 
     `proportion=`/`repeat=`/`choose=` (one entry per dataset, None to skip; at most one per dataset;
     proportions and repeat/choose not together) fix each source's number of rows per epoch, as
     mosaicml-streaming's `Stream` does; `epoch_size=` goes with `proportion`."""
-    # the streaming package imports torch when it is installed: on first use, not with `import stable_datasets`
-    from stable_datasets.streaming.iterable import StreamingDataset
-
+    StreamingDataset = _streaming()[0].StreamingDataset
     datasets = list(datasets)
     sizes = {"proportion": proportion, "repeat": repeat, "choose": choose, "epoch_size": epoch_size}
     if not datasets:
@@ -86,9 +89,8 @@ def interleave_datasets(datasets: Sequence[Any], probabilities: Sequence[float] 
 
 def _interleave_streams(streams: list[Any], probabilities: Any, seed: int | None, stopping_strategy: str,
                         sizes: dict[str, Any]) -> Any:
-    from stable_datasets.streaming.iterable import StreamingDataset
-    from stable_datasets.streaming.mix import MixedSource
-
+    iterable, mix, _ = _streaming()
+    StreamingDataset, MixedSource = iterable.StreamingDataset, mix.MixedSource
     for i, stream in enumerate(streams):
         if stream.batch_size is not None:
             raise ValueError(f"stream {i} yields batches (batch()); interleave streams of rows, then batch() the mix")
