@@ -22,9 +22,12 @@ import pyarrow as pa
 from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
-from stable_datasets.dataset import display, hf_interop, hf_methods, in_memory, summary
+from stable_datasets.dataset import columns, display, hf_interop, hf_methods, in_memory, summary
 from stable_datasets.dataset.display import DisplayRow
 from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, table_output, to_torch
+from stable_datasets.dataset.saving import save_dataset
+from stable_datasets.dataset.transform_view import check_transform, transformed_item, transformed_iter, transformed_rows
+from stable_datasets.dataset.transforms import filter_positions, map_dataset, train_test_split
 from stable_datasets.errors import ColumnNotFoundError, missing_extra
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
@@ -38,6 +41,7 @@ from stable_datasets.features.video import (
     resolve_media_row,
 )
 from stable_datasets.layouts.base import LayoutBackend
+from stable_datasets.write.engines import import_ray
 
 if TYPE_CHECKING:
     from stable_datasets.dataset.dataset_dict import DatasetDict
@@ -332,8 +336,6 @@ class StableDataset:
     def __getitem__(self, key: Any) -> Any:
         """A row for an int, a column for a name, a dict of columns for a slice or indices."""
         if self._transform is not None:
-            from stable_datasets.dataset.transform_view import transformed_item
-
             return transformed_item(self, key)
         if type(key) is int and self._indices is None and 0 <= key < self._starts_list[-1] and \
                 len(self._backends) == 1 and self._format.type not in TABLE_FORMATS and self._media is None:
@@ -369,8 +371,6 @@ class StableDataset:
     def __getitems__(self, keys: Sequence[int] | np.ndarray) -> list[Row]:
         """A list of rows, as torch's DataLoader asks for a batch of indices."""
         if self._transform is not None:
-            from stable_datasets.dataset.transform_view import transformed_rows
-
             return transformed_rows(self, keys)
         if self._format.type in TABLE_FORMATS:
             return [self[int(k)] for k in keys]
@@ -414,7 +414,7 @@ class StableDataset:
                                 + [self._starts[-1:]]).astype(np.int64)
         if self._indices is None:
             return stored
-        from stable_datasets.streaming.order import runs_of_blocks
+        from stable_datasets.streaming.order import runs_of_blocks  # the streaming package imports torch
 
         if not len(self._indices):
             return np.zeros(1, np.int64)
@@ -477,7 +477,7 @@ class StableDataset:
         """An iterable over these rows for training (`stable_datasets.streaming.StreamingDataset`):
         blocks read in order with bounded memory, seeded block shuffle, DDP ranks and DataLoader
         workers, `state_dict()`/`load_state_dict()`/`set_epoch()`. See docs/object-storage-and-streaming.md."""
-        from stable_datasets.streaming.iterable import StreamingDataset
+        from stable_datasets.streaming.iterable import StreamingDataset  # it imports torch
 
         return StreamingDataset(self, **options)
 
@@ -526,8 +526,6 @@ class StableDataset:
 
     def __iter__(self) -> Iterator[Row]:
         if self._transform is not None:
-            from stable_datasets.dataset.transform_view import transformed_iter
-
             yield from transformed_iter(self)
             return
         if self._indices is not None and self._format.type not in TABLE_FORMATS and \
@@ -594,8 +592,6 @@ class StableDataset:
         """A view whose rows and batches go through `transform` (a dict of columns -> a dict of
         columns) as they are read, as in Hugging Face; a row is a batch of one. `columns`: the
         columns it receives; `output_all_columns`: the other columns are returned too."""
-        from stable_datasets.dataset.transform_view import check_transform
-
         view = self._derive()
         view._transform = check_transform(self, transform, columns, output_all_columns)
         return view
@@ -624,52 +620,34 @@ class StableDataset:
 
     def select_columns(self, column_names: str | Sequence[str]) -> StableDataset:
         """Only `column_names`, in that order (a view: nothing is rewritten)."""
-        from stable_datasets.dataset import columns
-
         return columns.select_columns(self, column_names)
 
     def remove_columns(self, column_names: str | Sequence[str]) -> StableDataset:
-        from stable_datasets.dataset import columns
-
         return columns.remove_columns(self, column_names)
 
     def rename_column(self, original_column_name: str, new_column_name: str) -> StableDataset:
-        from stable_datasets.dataset import columns
-
         return columns.rename_columns(self, {original_column_name: new_column_name})
 
     def rename_columns(self, column_mapping: dict[str, str]) -> StableDataset:
-        from stable_datasets.dataset import columns
-
         return columns.rename_columns(self, column_mapping)
 
     def cast_column(self, column: str, feature: Any) -> StableDataset:
         """`column` as `feature`: a view when the storage stays the same, else that column rewritten."""
-        from stable_datasets.dataset import columns
-
         return columns.cast_column(self, column, feature)
 
     def add_column(self, name: str, column: Any, feature: Any = None) -> StableDataset:
-        from stable_datasets.dataset import columns
-
         return columns.add_column(self, name, column, feature)
 
     def class_encode_column(self, column: str, include_nulls: bool = False) -> StableDataset:
-        from stable_datasets.dataset import columns
-
         return columns.class_encode_column(self, column, include_nulls)
 
     def sort(self, column_names: str | Sequence[str], reverse: bool | Sequence[bool] = False,
              null_placement: str = "at_end") -> StableDataset:
         """Rows ordered by `column_names` (stable), as a view of the same files."""
-        from stable_datasets.dataset import columns
-
         return columns.sort(self, column_names, reverse, null_placement)
 
     def unique(self, column: str) -> list[Any]:
         """Distinct stored values of `column`, in order of first appearance."""
-        from stable_datasets.dataset import columns
-
         return columns.unique(self, column)
 
     # -- transforms (the heavier ones live in dataset/transforms.py) -------------------
@@ -702,22 +680,16 @@ class StableDataset:
                fn_kwargs: dict[str, Any] | None = None, num_proc: int | None = None,
                engine: str = "process") -> StableDataset:
         """Rows for which `function` is true, as a view; `num_proc` runs it in parallel ranges."""
-        from stable_datasets.dataset.transforms import filter_positions
-
         return self.select(filter_positions(self, function, batched=batched, batch_size=batch_size,
                                             with_indices=with_indices, input_columns=input_columns,
                                             fn_kwargs=fn_kwargs, num_proc=num_proc, engine=engine))
 
     def map(self, function: Callable[..., Any] | None = None, **kwargs: Any) -> StableDataset:
-        from stable_datasets.dataset.transforms import map_dataset
-
         return map_dataset(self, function, **kwargs)
 
     def save_to_disk(self, path: str | os.PathLike) -> Path:
         """The rows this view serves, in its order, as a standalone folder (`sds.load_from_disk` opens it
         without the source); see dataset.saving."""
-        from stable_datasets.dataset.saving import save_dataset
-
         return save_dataset(self, path)
 
     def train_test_split(self, test_size: float | int | None = None, train_size: float | int | None = None,
@@ -726,8 +698,6 @@ class StableDataset:
                          generator: np.random.Generator | None = None) -> DatasetDict:
         """Hugging Face's split (its arguments, in its order); `generator=` (or a Generator as `seed`)
         draws the permutation."""
-        from stable_datasets.dataset.transforms import train_test_split
-
         if seed is not None and generator is not None:
             raise ValueError("Both `seed` and `generator` were provided. Please specify just one of them.")
         return train_test_split(self, test_size=test_size, train_size=train_size, shuffle=shuffle,
@@ -847,10 +817,8 @@ class StableDataset:
 
     def to_ray(self, *, ray_address: str | None = None, override_num_blocks: int | None = None) -> Any:
         """A Ray Data `Dataset` of the stored columns, read by Ray's workers (needs the `ray` extra)."""
-        from stable_datasets.write.engines import import_ray
-
         import_ray()  # says how to install Ray when it is missing
-        from stable_datasets.dataset.ray_data import to_ray
+        from stable_datasets.dataset.ray_data import to_ray  # it imports Ray Data (and pandas): ~1 s
 
         return to_ray(self, ray_address=ray_address, override_num_blocks=override_num_blocks)
 

@@ -134,6 +134,13 @@ class MixPlan:
                 draw[mine] = self._block_counts[b][draws[local]] + seen[local, draws[local]]
         return source, draw % self.lengths[source]
 
+    passes = 1  # a source that starts over reads the same order again (as HF does)
+
+    def at_with_pass(self, positions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(source, pass, row): always pass 0 here (see `passes`)."""
+        source, row = self.at(positions)
+        return source, np.zeros_like(source), row
+
     def indices(self, offsets: Sequence[int]) -> np.ndarray:
         """Every position as an index into the sources concatenated (for a map-style view: O(length))."""
         source, row = self.at(np.arange(self.length, dtype=np.int64))
@@ -154,7 +161,7 @@ def column_difference(first: Any, other: Any) -> str | None:
 class MixedSource:
     """The map-style view of a mix of streams, read by `StreamingDataset` (see the module docstring)."""
 
-    def __init__(self, streams: Sequence[Any], plan: MixPlan):
+    def __init__(self, streams: Sequence[Any], plan: Any):
         self.streams = list(streams)
         self.plan = plan
         self.epoch = 0
@@ -177,21 +184,22 @@ class MixedSource:
         if epoch != self.epoch:
             self.epoch, self._readers = int(epoch), {}
 
-    def _reader(self, s: int) -> tuple[Any, Any]:
-        entry = self._readers.get(s)
+    def _reader(self, s: int, pass_: int = 0) -> tuple[Any, Any]:
+        """Source s's order for pass `pass_` of this epoch: the source's own epoch epoch x passes + pass."""
+        entry = self._readers.get((s, pass_))
         if entry is None:
             stream = self.streams[s]
-            order = stream.order.epoch(self.epoch)
+            order = stream.order.epoch(self.epoch * self.plan.passes + pass_)
             entry = (order, make_reader(stream.dataset, stream.order.bounds, order.block_window))
-            self._readers[s] = entry
+            self._readers[(s, pass_)] = entry
         return entry
 
     def __getitems__(self, positions: Sequence[int]) -> list[Any]:
-        source, row = self.plan.at(np.asarray(positions, dtype=np.int64))
+        source, passes, row = self.plan.at_with_pass(np.asarray(positions, dtype=np.int64))
         out: list[Any] = [None] * len(source)
-        for s in np.unique(source).tolist():
-            where = np.flatnonzero(source == s)
-            order, reader = self._reader(s)
+        for s, pass_ in sorted(set(zip(source.tolist(), passes.tolist()))):
+            where = np.flatnonzero((source == s) & (passes == pass_))
+            order, reader = self._reader(s, pass_)
             rows = reader.rows(order.positions_at(self.streams[s].row_offset + row[where]))
             function_chain = self.streams[s].row_maps()
             for i, value in zip(where.tolist(), rows):

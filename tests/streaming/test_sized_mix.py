@@ -1,0 +1,123 @@
+"""Mosaic-style epoch sizes (proportion / repeat / choose): exact per-source counts, reshuffled passes,
+exact resume from any stop on another cluster size, and clear errors."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import stable_datasets as sds
+from stable_datasets.streaming.sized_mix import SizedMixPlan, epoch_counts
+
+torch = pytest.importorskip("torch")
+from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
+from tests.streaming.test_mix import source  # noqa: E402
+
+
+def test_counts_follow_mosaics_rules():
+    assert epoch_counts([100, 50, 10], repeat=[2, None, 0.5]).tolist() == [200, 50, 5]
+    assert epoch_counts([100, 50, 10], choose=[7, None, 30]).tolist() == [7, 50, 30]
+    assert epoch_counts([100, 50, 10], repeat=[2, None, None], choose=[None, 3, None]).tolist() == [200, 3, 10]
+    # proportions are normalized; the epoch is all rows unless epoch_size says otherwise; exact total
+    assert epoch_counts([100, 50, 10], proportion=[1, 1, 1]).tolist() == [54, 53, 53]
+    assert epoch_counts([100, 50, 10], proportion=[0.5, 0.25, 0.25], epoch_size=1000).tolist() == [500, 250, 250]
+    assert epoch_counts([3, 3], proportion=[2, 0], epoch_size=5).tolist() == [5, 0]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"repeat": [1, None], "choose": [5, None]}, "dataset 0 sets both repeat and choose"),
+    ({"proportion": [1, None], "repeat": [None, 2]}, r"datasets \[0\] set proportion \(relative\) and datasets \[1\]"),
+    ({"repeat": [-1, None]}, "dataset 0's repeat must be a finite number >= 0, got -1"),
+    ({"choose": [None, 2.5]}, "dataset 1's choose must be a whole number of rows, got 2.5"),
+    ({"proportion": [0, 0]}, r"proportions must sum to more than 0, got \[0.0, 0.0\]"),
+    ({"proportion": [1, None]}, r"datasets \[1\] have no proportion"),
+    ({"proportion": [1]}, "proportion has 1 entries for 2 datasets"),
+    ({"choose": [1, 2], "epoch_size": 10}, "epoch_size goes with proportion"),
+])
+def test_bad_sizes_are_clear_errors(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        epoch_counts([10, 20], **kwargs)
+
+
+def test_the_plan_serves_every_source_pass_row_once_and_shuffles_sources():
+    plan = SizedMixPlan([700, 30, 1200], [1500, 95, 0], seed=3)
+    source, passes, row = plan.at_with_pass(np.arange(len(plan)))
+    triples = Counter(zip(source.tolist(), passes.tolist(), row.tolist()))
+    assert len(plan) == 1595 and max(triples.values()) == 1
+    expected = {(0, p, r) for p in range(2) for r in range(700)} | {(0, 2, r) for r in range(100)}
+    expected |= {(1, p, r) for p in range(3) for r in range(30)} | {(1, 3, r) for r in range(5)}
+    assert set(triples) == expected
+    picks = np.random.default_rng(1).integers(0, len(plan), 300)
+    assert [x.tolist() for x in plan.at_with_pass(picks)] == [source[picks].tolist(), passes[picks].tolist(),
+                                                              row[picks].tolist()]
+    assert source[:1000].tolist() != sorted(source[:1000].tolist())  # sources shuffled together
+    again = SizedMixPlan([700, 30, 1200], [1500, 95, 0], seed=3).at(np.arange(1595))[0]
+    assert again.tolist() == source.tolist() and SizedMixPlan([700, 30, 1200], [1500, 95, 0], seed=4).at(
+        np.arange(1595))[0].tolist() != source.tolist()
+
+
+@pytest.fixture(scope="module")
+def sources(tmp_path_factory):
+    root = tmp_path_factory.mktemp("sized")
+    return [source("a", "arrow", root), source("b", "parquet", root), source("c", "arrow", root)]
+
+
+SIZES = {"a": 50, "b": 200, "c": 100}  # choose=50 of 120, repeat=2.5 of 80, c once (100)
+
+
+def sized(sources, rank=None, world=None, seed=5):
+    streams = [s.to_iterable(rank=rank, world_size=world).shuffle(seed=k, window_blocks=2)
+               for k, s in enumerate(sources)]
+    return sds.interleave_datasets(streams, choose=[50, None, None], repeat=[None, 2.5, None], seed=seed)
+
+
+def test_a_sized_stream_takes_exact_counts_with_reshuffled_passes(sources):
+    rows = [(r["src"], r["idx"]) for r in sized(sources)]
+    assert Counter(s for s, _ in rows) == Counter(SIZES)
+    b = [i for s, i in rows if s == "b"]
+    assert sorted(b[:80]) == sorted(b[80:160]) == list(range(80)) and len(set(b[160:])) == 40
+    assert b[:80] != b[80:160]  # the second pass is reshuffled
+    assert sorted(i for s, i in rows if s == "c") == list(range(100))
+    assert len({i for s, i in rows if s == "a"}) == 50
+    view = sds.interleave_datasets(sources, choose=[50, None, None], repeat=[None, 2.5, None], seed=5)
+    assert view["src"] == [s for s, _ in rows]  # the same source sequence as a map-style view
+
+
+def expected_counter(sources) -> Counter:
+    return Counter((r["src"], r["idx"]) for r in sized(sources))
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=st.integers(1, 3), second=st.integers(1, 3), batch=st.integers(1, 9), steps=st.integers(0, 20),
+       batch2=st.integers(1, 9))
+def test_a_sized_stream_resumes_exactly_from_any_stop(sources, first, second, batch, steps, batch2):
+    whole = expected_counter(sources)
+    served, state = Counter(), None
+    for world, size, stop in [(first, batch, steps), (second, batch2, None)]:
+        states = []
+        for rank in range(world):
+            stream = sized(sources, rank, world)
+            if state is not None:
+                stream.load_state_dict(state)
+            loader = StreamingDataLoader(stream, batch_size=size, num_workers=0)
+            iterator = iter(loader)
+            loader_rows = [next(iterator, None) for _ in range(stop)] if stop is not None else list(iterator)
+            for batch_rows in loader_rows:
+                if batch_rows is not None:
+                    served.update(zip(batch_rows["src"], batch_rows["idx"].tolist()))
+            states.append(json.loads(json.dumps(loader.state_dict())))
+        state = states[0]
+    padding = served - whole
+    assert served - padding == whole and sum(padding.values()) < max(first, second)
+
+
+def test_sized_and_drawn_mixes_do_not_combine(sources):
+    with pytest.raises(ValueError, match="give either probabilities= .* or proportion=/repeat=/choose="):
+        sds.interleave_datasets(sources, probabilities=[0.2, 0.3, 0.5], proportion=[1, 1, 1])
+    with pytest.raises(ValueError, match="stopping_strategy does not apply"):
+        sds.interleave_datasets(sources, repeat=[1, 1, 1], stopping_strategy="all_exhausted")
