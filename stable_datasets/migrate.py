@@ -136,7 +136,7 @@ def migrate_cache(source: Path, dest: Path, *, storage_format: str = "arrow",
     from stable_datasets import __version__
     from stable_datasets.features import Features
     from stable_datasets.layouts import frames_video_column, layout_for, layout_module
-    from stable_datasets.write.split import write_split
+    from stable_datasets.write.split import refuse_what_cannot_fit, write_split
 
     source, dest = Path(source).expanduser().resolve(), Path(dest).expanduser().absolute()
     if dest == source or source in dest.parents:
@@ -158,7 +158,9 @@ def migrate_cache(source: Path, dest: Path, *, storage_format: str = "arrow",
     plan = WritePlan(target=dest, layout=layout, options=options, fingerprint=fingerprint(inputs),
                      fingerprint_inputs=inputs, builder_name=names["builder"], config_name=names["config"],
                      version="", split=names["split"], info={"description": f"migrated from {source}"},
-                     features=features, resumable=True, media_root=dest.parent)
+                     features=features, resumable=True, media_root=dest.parent,
+                     expected_bytes=sum(s.num_bytes for s in upstream.shards))
+    refuse_what_cannot_fit(plan)  # before any folder is made
     dest.parent.mkdir(parents=True, exist_ok=True)
     rows: ExampleSource = UpstreamRows(source, upstream.num_rows) if frames_video_column(features) is None else \
         UpstreamVideos(source, upstream, features.arrow_schema)

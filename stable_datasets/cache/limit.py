@@ -24,7 +24,7 @@ from stable_datasets.cache.dedup import store_path
 from stable_datasets.cache.inventory import CacheEntry, find_caches
 from stable_datasets.cache.metadata import METADATA_FILE
 from stable_datasets.env import env_setting
-from stable_datasets.errors import ConfigurationError
+from stable_datasets.errors import CacheError, ConfigurationError
 
 LIMIT_VARIABLE = "STABLE_DATASETS_CACHE_LIMIT"
 _SIZE = re.compile(r"^\s*(?P<n>\d+(?:\.\d+)?)\s*(?P<unit>[kmgtp]?i?b?)\s*$", re.IGNORECASE)
@@ -147,6 +147,25 @@ def evict_over_limit(root: Path, limit: CacheLimit, keep: Path) -> list[Path]:
         logger.warning("the cache root {} holds {} bytes, over its limit {} ({} bytes): what is left is in use or "
                        "was just built", root, total, limit.text, allowed)
     return evicted
+
+
+def refuse_if_cannot_fit(root: Path, limit: CacheLimit, needed: int, target: Path) -> None:
+    """Refuse a build whose size is known before it starts (`needed` bytes) when it cannot fit under `limit`:
+    larger than the limit itself, or than the limit minus the caches in use (which eviction may not remove).
+    Raised before anything is written, so a build that could only end over the limit wastes no work."""
+    allowed = limit.resolve(root)
+    pinned: dict[tuple[str, int], None] = {}
+    if needed <= allowed:
+        for entry in find_caches(root):
+            if build_in_use(current_build(entry.directory)):
+                pinned.update(dict.fromkeys(_files(entry)))
+    in_use = sum(size for _, size in pinned)
+    if needed <= allowed - in_use:
+        return
+    held = f", of which {in_use} bytes are caches in use that cannot be evicted" if in_use else ""
+    raise CacheError(f"{target}: this build needs about {needed} bytes, which cannot fit under the cache limit "
+                     f"{limit.text} ({allowed} bytes{held}); nothing was written. Raise the limit (cache_limit= or "
+                     f"${LIMIT_VARIABLE}) or free space (close datasets in use, stable-datasets prune or rm)")
 
 
 def _drop_shared(root: Path, sha256: str) -> None:

@@ -189,7 +189,8 @@ def rewrite(ds: StableDataset, operation: dict[str, Any], features: Features,
                      config_name=base.config_name, version=base.version,
                      split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(), features=features,
                      made_by={"kind": "column_op", "parent": str(first), "parent_fingerprint": ds.fingerprint,
-                              "operation": operation["op"]})
+                              "operation": operation["op"]},
+                     expected_bytes=sum(s.num_bytes for m in ds.cache_metadata for s in m.shards))  # an estimate
     existing = build_once(plan, ColumnsSource(ds, change, features, operation["op"]),
                           reuse=functools.partial(reopen, target))
     return formatted(existing or open_cache(target))

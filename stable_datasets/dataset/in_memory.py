@@ -188,7 +188,8 @@ def publish(kind: str, source: ExampleSource, identity: dict[str, Any], features
     plan = WritePlan(target=target, layout=layout, options=options, fingerprint=fp, fingerprint_inputs=inputs,
                      builder_name=BUILDER_NAME, config_name=kind, version=VERSION, split=split,
                      info=info or {}, features=features, media_root=base,
-                     made_by=in_memory_made_by(kind, source, identity))
+                     made_by=in_memory_made_by(kind, source, identity),
+                     expected_bytes=source.table.nbytes if isinstance(source, TableSource) else None)
     existing = build_once(plan, source, reuse=functools.partial(reopen, target) if reuse else None)
     return existing or open_cache(target)
 

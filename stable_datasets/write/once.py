@@ -26,7 +26,7 @@ from stable_datasets.errors import CacheError
 from stable_datasets.write.engines import JobRunner
 from stable_datasets.write.plan import WritePlan
 from stable_datasets.write.sources import ExampleSource
-from stable_datasets.write.split import write_split
+from stable_datasets.write.split import refuse_what_cannot_fit, write_split
 
 T = TypeVar("T")
 
@@ -64,6 +64,7 @@ def build_once(plan: WritePlan, source: ExampleSource, runner: JobRunner | None 
     """
     if reuse is not None and not checked and (found := reuse()) is not None:
         return found
+    refuse_what_cannot_fit(plan)  # before the lock file, so a refused build leaves nothing behind
     with exclusive_lock(lock_path(plan.target), timeout=lock_timeout, soft=soft_lock):
         if reuse is not None and (found := reuse()) is not None:  # another process built it while we waited
             return found

@@ -32,6 +32,9 @@ class WritePlan:
     media_root: Path | None = None  # where path-stored videos are kept (the fingerprint directory)
     made_by: dict[str, Any] = field(default_factory=dict)  # see CacheMetadata.made_by
     cache_limit: Any = None  # `cache_limit=` (cache.limit); None: $STABLE_DATASETS_CACHE_LIMIT, if set
+    #: the bytes the build will write when known before it starts (an in-memory table, a migrated cache, a
+    #: rewrite's source): a build that cannot fit under the cache limit is refused first; None: not known
+    expected_bytes: int | None = None
     evict: bool = True  # False where the target is not in a cache root (an object-store build's local copy)
     #: an object-store root's split: Ray tasks send their parts through it (nodes may share no disk)
     remote_parts: RemoteParts | None = None

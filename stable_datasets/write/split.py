@@ -30,7 +30,7 @@ from loguru import logger
 from stable_datasets.cache.dedup import share_identical_files
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.journal import JOURNAL_FILE
-from stable_datasets.cache.limit import configured_limit, evict_over_limit, root_of
+from stable_datasets.cache.limit import configured_limit, evict_over_limit, refuse_if_cannot_fit, root_of
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
@@ -94,6 +94,17 @@ def _match_jobs(staging: Path, jobs: list[Any]) -> None:
 def _is_infrastructure_failure(exc: BaseException) -> bool:
     """Failures after which the next run should resume rather than start over."""
     return isinstance(exc, (KeyboardInterrupt, OSError, WorkerDiedError))
+
+
+def refuse_what_cannot_fit(plan: WritePlan) -> None:
+    """Before anything is written (a lock, a staging folder): refuse a build whose size is known
+    (`plan.expected_bytes`) when it cannot fit under the cache limit (cache.limit). Builds of unknown size
+    are left to the eviction after their publish."""
+    if plan.expected_bytes is None or not plan.evict:
+        return
+    limit = configured_limit(plan.cache_limit)
+    if limit is not None:
+        refuse_if_cannot_fit(root_of(plan.target), limit, plan.expected_bytes, plan.target)
 
 
 def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None = None) -> CacheMetadata:

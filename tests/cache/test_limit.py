@@ -88,9 +88,8 @@ def test_least_recently_used_caches_go_first_and_open_ones_stay(monkeypatch):
     assert len(lines) == 1 and lines[0].startswith(f"evicted {folders['b']} (")
     assert lines[0].endswith(f"the cache root is over its limit {size * 3 + size // 2} ({size * 3 + size // 2} "
                              "bytes)")
-    # c is open in this process: it is never evicted, the least recently used of the others goes instead
-    monkeypatch.setenv("STABLE_DATASETS_CACHE_LIMIT", str(size * 2 + size // 2))
-    e = _dataset(40_000)
+    # c and d are open in this process: never evicted, the least recently used of the others goes instead
+    e = _dataset(40_000)  # (a limit leaving less than e's size beside c and d would refuse e: see below)
     assert folders["c"].exists() and _folder(d).exists() and _folder(e).exists()
     assert not folders["a"].exists()
     assert c["x"][:3] == [20_000, 20_001, 20_002]
@@ -110,14 +109,15 @@ def test_an_evicted_cache_is_rebuilt_by_the_next_load(write_builder, monkeypatch
     assert _folder(again) == folder and again["text"] == rows and len(rows) == 20
 
 
-def test_a_cache_larger_than_the_limit_is_kept_with_a_warning(monkeypatch):
+def test_a_cache_larger_than_the_limit_is_kept_with_a_warning(write_builder, monkeypatch):
+    script = write_builder("toy", TOY_BUILDER)  # a builder: its size is not known before it runs, so it is built
     lines: list[str] = []
     logger.enable("stable_datasets")
     sink = logger.add(lambda m: lines.append(m.record["message"]), level="WARNING")
     try:
         ds = sds.StableDataset.from_dict({"x": list(range(1000))}, )
         monkeypatch.setenv("STABLE_DATASETS_CACHE_LIMIT", "1")
-        big = sds.StableDataset.from_dict({"x": list(range(5000))})
+        big = sds.load_dataset(str(script), split="train", rows=50)
     finally:
         logger.remove(sink)
     assert _folder(big).exists() and _folder(ds).exists()  # just built / open: neither may go
@@ -141,3 +141,75 @@ def test_opening_a_cache_marks_its_last_use_and_listing_does_not(capsys, cache_r
     started = time.time()
     assert sds.open_cache(folder)["x"] == [1, 2]
     assert last_used(folder) >= started - 1 and metadata.stat().st_mtime == pytest.approx(week_ago, abs=1)
+
+
+def _refusal(path, needed: int, limit: str, allowed: int, in_use: int = 0) -> str:
+    held = f", of which {in_use} bytes are caches in use that cannot be evicted" if in_use else ""
+    return (f"{path}: this build needs about {needed} bytes, which cannot fit under the cache limit {limit} "
+            f"({allowed} bytes{held}); nothing was written. Raise the limit (cache_limit= or "
+            "$STABLE_DATASETS_CACHE_LIMIT) or free space (close datasets in use, stable-datasets prune or rm)")
+
+
+def test_an_in_memory_build_larger_than_the_limit_is_refused_before_anything_is_written(monkeypatch, cache_root):
+    from stable_datasets.errors import CacheError
+
+    monkeypatch.setenv("STABLE_DATASETS_CACHE_LIMIT", "15999")
+    with pytest.raises(CacheError) as exc:
+        _dataset(0)  # 2000 int64 values: 16000 bytes of Arrow
+    target = str(exc.value).split(": this build")[0]
+    assert str(exc.value) == _refusal(target, 16_000, "15999", 15_999)
+    assert target.startswith(str(cache_root)) and not any(cache_root.rglob("*"))  # not even a lock or a folder
+    monkeypatch.setenv("STABLE_DATASETS_CACHE_LIMIT", "1MB")  # a build that fits still works
+    assert _dataset(0)["x"][:2] == [0, 1]
+
+
+def test_a_build_that_fits_only_if_caches_in_use_went_is_refused_until_they_are_released(monkeypatch):
+    from stable_datasets.errors import CacheError
+
+    a = _dataset(0)
+    size = sum(s.num_bytes for s in a.cache_metadata[0].shards)
+    assert size > 16_000
+    limit = str(size + 10_000)  # room for the new build's 16000 bytes only if `a` (open) could go
+    monkeypatch.setenv("STABLE_DATASETS_CACHE_LIMIT", limit)
+    with pytest.raises(CacheError) as exc:
+        _dataset(10_000)
+    target = str(exc.value).split(": this build")[0]
+    assert str(exc.value) == _refusal(target, 16_000, limit, size + 10_000, in_use=size)
+    folder = _folder(a)
+    assert not os.path.exists(target) and folder.exists()
+    del a
+    gc.collect()
+    b = _dataset(10_000)  # released: it fits once `a` is evicted after the publish
+    assert b["x"][:2] == [10_000, 10_001] and not folder.exists()
+
+
+def test_a_column_rewrite_is_refused_by_its_source_size(monkeypatch):
+    from stable_datasets.errors import CacheError
+
+    ds = _dataset(0)
+    size = sum(s.num_bytes for s in ds.cache_metadata[0].shards)
+    monkeypatch.setenv("STABLE_DATASETS_CACHE_LIMIT", str(size - 1))
+    with pytest.raises(CacheError) as exc:
+        ds.cast_column("x", sds.Value("int32"))
+    target = str(exc.value).split(": this build")[0]
+    assert str(exc.value) == _refusal(target, size, str(size - 1), size - 1)
+    assert ".map-" in target and not os.path.exists(target)
+
+
+def test_a_migration_larger_than_the_limit_is_refused_and_writes_nothing(tmp_path, cache_root, monkeypatch):
+    from stable_datasets import migrate
+    from stable_datasets.errors import CacheError
+
+    from ..test_upstream_cache import write_upstream_cache
+
+    upstream = write_upstream_cache(tmp_path / "up" / "toy_default_train_0123456789abcdef", [4, 4])
+    needed = sum(p.stat().st_size for p in upstream.glob("*.arrow"))  # the upstream shards' bytes
+    assert needed == sum(s.num_bytes for s in sds.open_cache(upstream).cache_metadata[0].shards) > 0
+    dest = cache_root / "toy" / "default" / "0.0.0" / "f" / "train"
+    monkeypatch.setenv("STABLE_DATASETS_CACHE_LIMIT", str(needed - 1))
+    with pytest.raises(CacheError) as exc:
+        migrate.migrate_cache(upstream, dest)
+    assert str(exc.value) == _refusal(dest, needed, str(needed - 1), needed - 1)
+    assert not cache_root.exists()
+    monkeypatch.setenv("STABLE_DATASETS_CACHE_LIMIT", str(needed * 10))
+    assert migrate.migrate_cache(upstream, dest).num_rows == 8
