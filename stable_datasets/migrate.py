@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
+from stable_datasets.cache.limit import root_of
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.cache.paths import cache_root
 from stable_datasets.dataset.open import open_cache
 from stable_datasets.errors import CacheError
 from stable_datasets.write.engines import JobRunner
@@ -159,7 +161,9 @@ def migrate_cache(source: Path, dest: Path, *, storage_format: str = "arrow",
                      fingerprint_inputs=inputs, builder_name=names["builder"], config_name=names["config"],
                      version="", split=names["split"], info={"description": f"migrated from {source}"},
                      features=features, resumable=True, media_root=dest.parent,
-                     expected_bytes=sum(s.num_bytes for s in upstream.shards))
+                     expected_bytes=sum(s.num_bytes for s in upstream.shards),
+                     # root-wide work (limit, eviction, shared files) only for a destination laid out in the root
+                     evict=root_of(dest) == cache_root())
     refuse_what_cannot_fit(plan)  # before any folder is made
     dest.parent.mkdir(parents=True, exist_ok=True)
     rows: ExampleSource = UpstreamRows(source, upstream.num_rows) if frames_video_column(features) is None else \

@@ -311,7 +311,7 @@ def _write(label: str, generator: Iterable[Any], features: Features, cache_dir: 
     plan = WritePlan(target=target, layout=layout, options=options, fingerprint=fingerprint(inputs),
                      fingerprint_inputs=inputs, builder_name=target.name, config_name="default", version="",
                      split="train", info={"description": f"written by stable_datasets.upstream.{label}"},
-                     features=features, media_root=target.parent)
+                     features=features, media_root=target.parent, evict=False)  # a folder the caller names
     target.parent.mkdir(parents=True, exist_ok=True)
     with exclusive_lock(target.parent / f".{target.name}.lock"):  # write_split's caller holds the build lock
         return write_split(plan, _UpstreamExamples(generator, label), JobRunner(num_proc=None))

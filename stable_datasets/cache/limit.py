@@ -176,6 +176,8 @@ def _drop_shared(root: Path, sha256: str) -> None:
             path.unlink()
 
 
-def root_of(split_dir: Path) -> Path:
-    """The cache root of a split folder `<root>/<name>/<config>/<version>/<fingerprint>/<split>` (see cache.paths)."""
-    return split_dir.parents[4]
+def root_of(split_dir: Path) -> Path | None:
+    """The cache root of a split folder `<root>/<name>/<config>/<version>/<fingerprint>/<split>` (see cache.paths);
+    None for a folder too shallow to be one (callers then leave root-wide work, eviction and sharing, alone)."""
+    parents = Path(split_dir).absolute().parents
+    return parents[4] if len(parents) > 4 else None

@@ -102,9 +102,9 @@ def refuse_what_cannot_fit(plan: WritePlan) -> None:
     are left to the eviction after their publish."""
     if plan.expected_bytes is None or not plan.evict:
         return
-    limit = configured_limit(plan.cache_limit)
-    if limit is not None:
-        refuse_if_cannot_fit(root_of(plan.target), limit, plan.expected_bytes, plan.target)
+    limit, root = configured_limit(plan.cache_limit), root_of(plan.target)
+    if limit is not None and root is not None:
+        refuse_if_cannot_fit(root, limit, plan.expected_bytes, plan.target)
 
 
 def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None = None) -> CacheMetadata:
@@ -166,8 +166,8 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             builder_source=plan.builder_source, made_by=plan.made_by)
         source.check_before_publish()
         metadata.write(staging, sync=False)  # publish fsyncs every file of the staging directory
-        if plan.evict:  # in a cache root: shards identical to ones stored already become links to them
-            share_identical_files(root_of(plan.target), staging,
+        if plan.evict and root_of(plan.target) is not None:  # in a cache root: shards identical to ones stored
+            share_identical_files(root_of(plan.target), staging,  # already become links to them
                                   [(s.path, s.num_bytes, s.sha256) for s in metadata.shards])
         publish(staging, plan.target)
         if remote is not None:
@@ -191,7 +191,7 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
     finally:
         runner.shared = None
     logger.info("published {} rows of {} '{}' to {}", metadata.num_rows, plan.builder_name, plan.split, plan.target)
-    if limit is not None:
+    if limit is not None and root_of(plan.target) is not None:
         evict_over_limit(root_of(plan.target), limit, plan.target.parent)
     return metadata
 

@@ -7,6 +7,7 @@ import gc
 import os
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 from loguru import logger
@@ -213,3 +214,24 @@ def test_a_migration_larger_than_the_limit_is_refused_and_writes_nothing(tmp_pat
     assert not cache_root.exists()
     monkeypatch.setenv("STABLE_DATASETS_CACHE_LIMIT", str(needed * 10))
     assert migrate.migrate_cache(upstream, dest).num_rows == 8
+
+
+def test_the_root_of_a_folder_outside_the_cache_layout_is_none():
+    from stable_datasets.cache.limit import root_of
+
+    assert root_of(Path("/r/name/config/1.0.0/fingerprint/train")) == Path("/r")
+    assert root_of(Path("/shallow/dest")) is None
+
+
+def test_a_migration_outside_the_cache_root_leaves_folders_above_it_alone(tmp_path, cache_root, monkeypatch):
+    """Root-wide work (shared files, eviction) needs a cache root: a --dest elsewhere gets none of it (before, the
+    folder four levels above the destination was taken as a root and got a .shared-files folder)."""
+    from stable_datasets import migrate
+
+    from ..test_upstream_cache import write_upstream_cache
+
+    upstream = write_upstream_cache(tmp_path / "up" / "toy_default_train_0123456789abcdef", [4, 4])
+    dest = tmp_path / "a" / "b" / "c" / "d" / "dest"
+    monkeypatch.setenv("STABLE_DATASETS_CACHE_LIMIT", "1GB")
+    assert migrate.migrate_cache(upstream, dest).num_rows == 8
+    assert not (tmp_path / ".shared-files").exists() and not any(tmp_path.glob("**/.shared-files"))
