@@ -2,9 +2,11 @@
 
 The head node (no CPUs: every task runs on a worker node) runs beside the test process; each
 worker node runs `ray start --address` inside its own mount and PID namespace (`unshare -m -p -f`)
-where /tmp, /dev/shm and ~/.cache are private, empty tmpfs mounts: the driver's tmp_path, its
-local cache folder and Ray's session folder do not exist there, as on separate machines. All
-nodes reach the S3 server on 127.0.0.1 (the network is shared).
+where the driver's folders are private, empty tmpfs mounts: pytest's temporary folders (every
+tmp_path, so the driver's cache and local cache folders), the cluster's folder, /tmp/ray,
+/dev/shm and ~/.cache do not exist there, as on separate machines; the node's TMPDIR is its own.
+The rest of /tmp stays visible, so a checkout and virtualenv that live under /tmp (a CI clone)
+still run the nodes. All nodes reach the S3 server on 127.0.0.1 (the network is shared).
 
 Every process of the cluster, and the driver while it is up, uses Ray's token authentication with
 one token: a process keeps the mode and token it loaded first, and an earlier local `ray.init()`
@@ -39,7 +41,15 @@ RAY = str(Path(sys.executable).with_name("ray"))
 FAST_HEALTH_CHECKS = {"RAY_health_check_initial_delay_ms": "1000", "RAY_health_check_period_ms": "500",
                       "RAY_health_check_timeout_ms": "500", "RAY_health_check_failure_threshold": "3"}
 AUTH_MODE, AUTH_TOKEN = "RAY_AUTH_MODE", "RAY_AUTH_TOKEN"
-PRIVATE = ("/tmp", "/dev/shm", str(Path.home() / ".cache"))
+#: folders every worker node sees as empty, private tmpfs mounts (with the cluster's own folder)
+PRIVATE = ("/tmp/ray", "/dev/shm", str(Path.home() / ".cache"))
+
+
+def _pytest_temp_root() -> str:
+    """Where pytest makes every tmp_path (`<tmp>/pytest-of-<user>`): the driver's folders."""
+    import getpass
+
+    return str(Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}")
 
 
 def _free_port() -> int:
@@ -109,8 +119,12 @@ class RayCluster:
 
     def add_worker(self) -> WorkerNode:
         log = self.folder / f"worker-{len(self.workers)}.log"
-        mounts = " && ".join(f"mount -t tmpfs -o size=4g tmpfs {p}" for p in PRIVATE if Path(p).is_dir())
-        command = (f"{mounts} && exec {RAY} start --address={self.address} --num-cpus=1 --node-ip-address=127.0.0.1 "
+        Path("/tmp/ray").mkdir(exist_ok=True)
+        private = [p for p in (*PRIVATE, _pytest_temp_root(), str(self.folder)) if Path(p).is_dir()]
+        mounts = " && ".join(f"mount -t tmpfs -o size=4g tmpfs {p}" for p in private)
+        node_tmp = self.folder / "node-tmp"  # inside the node's private mount of the cluster folder
+        command = (f"{mounts} && mkdir -p {node_tmp} && export TMPDIR={node_tmp} && "
+                   f"exec {RAY} start --address={self.address} --num-cpus=1 --node-ip-address=127.0.0.1 "
                    "--object-store-memory=100000000 --disable-usage-stats --block")
         with open(log, "wb") as out:
             process = subprocess.Popen(["unshare", "-m", "-p", "-f", "--propagation", "private", "--mount-proc",
