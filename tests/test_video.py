@@ -372,3 +372,12 @@ def test_frame_windows_have_their_own_feature_and_only_frame_caches_serve_them()
     assert isinstance(raw, list) and raw[0][:4] == b"RIFF"  # WebP frames, undecoded
     with pytest.raises(ValueError, match="needs a cache that serves frame windows"):
         sds.load_dataset("moving_digits", name="bytes", split="train", **SMALL).with_frame_windows(window_length=4)
+
+
+def test_a_column_view_of_a_frames_cache_serves_its_windows():
+    """select_columns made a view counting the cache's stored videos (6) instead of its windows (12)."""
+    ds = _frames()
+    some = ds.select_columns(["video_index", "start_frame"])
+    assert len(some) == len(ds) == 12
+    assert some[3] == {"video_index": 1, "start_frame": 8}
+    assert some["start_frame"][:4] == [0, 8, 0, 8]

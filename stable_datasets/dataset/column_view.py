@@ -34,6 +34,11 @@ class ColumnView(LayoutBackend):
         """What this view changes about the rows it serves (part of a dataset's fingerprint)."""
         return [[shown, stored] for shown, stored in self.columns.items()]
 
+    @property
+    def num_rows(self) -> int:
+        """The rows the inner backend serves (a frames cache serves windows, not its stored videos)."""
+        return self.inner.num_rows
+
     def ensure_open(self) -> None:
         self.inner.ensure_open()
 
