@@ -45,10 +45,27 @@ def _module_file(folder: Path, dotted: str) -> Path | None:
     return None
 
 
+#: CPython 3.11 keeps the AST converter's recursion count per interpreter, not per thread: two `ast.parse`
+#: calls running at once in two threads (the viewer's request threads and a build, say) can end one of them
+#: with "SystemError: AST constructor recursion depth mismatch". Ours take turns.
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_source(source: bytes | str, filename: str) -> ast.Module:
+    """`ast.parse`, one thread at a time; a parse that another library's thread disturbed is tried again."""
+    with _PARSE_LOCK:
+        try:
+            return ast.parse(source, filename=filename)
+        except SystemError as exc:
+            if "recursion depth mismatch" not in str(exc):
+                raise
+            return ast.parse(source, filename=filename)
+
+
 def _imported_files(path: Path, root: Path) -> set[Path]:
     """Local files that the module at `path` imports (plain names resolve from `root`, relative from its folder)."""
     try:
-        tree = ast.parse(path.read_bytes(), filename=str(path))
+        tree = parse_source(path.read_bytes(), str(path))
     except (SyntaxError, ValueError):
         return set()  # importing it will report the error with its line
     package_dir = path.parent  # what `from . import x` refers to, for a module and for an __init__.py alike
