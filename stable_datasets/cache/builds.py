@@ -181,10 +181,11 @@ def remove_build_if_unused(build_dir: Path) -> bool:
     return True
 
 
-def build_in_use(build_dir: Path) -> bool:
-    """Whether a reader pins `build_dir` now (a probe: the answer may change right after)."""
+def lock_is_held(path: Path) -> bool:
+    """Whether some process holds a shared flock on `path` now (a pin; a probe: the answer may change right
+    after). A missing file is held by nobody."""
     try:
-        fd = _open_for_exclusive_lock(build_dir / METADATA_FILE)
+        fd = _open_for_exclusive_lock(path)
     except OSError:
         return False
     try:
@@ -194,6 +195,11 @@ def build_in_use(build_dir: Path) -> bool:
         return True
     finally:
         os.close(fd)  # closing releases the probe's lock
+
+
+def build_in_use(build_dir: Path) -> bool:
+    """Whether a reader pins `build_dir` now (a probe: the answer may change right after)."""
+    return lock_is_held(build_dir / METADATA_FILE)
 
 
 def superseded_builds(final_dir: Path) -> list[Path]:

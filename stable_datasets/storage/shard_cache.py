@@ -35,7 +35,7 @@ from pathlib import Path
 import filelock
 from loguru import logger
 
-from stable_datasets.cache.builds import build_in_use
+from stable_datasets.cache.builds import build_in_use, lock_is_held
 from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
 from stable_datasets.env import env_text
 from stable_datasets.errors import CacheError, ConfigurationError, MissingObjectError, StorageError
@@ -105,17 +105,7 @@ class StreamPin:
 
 def stream_reading(directory: Path) -> bool:
     """Whether a stream (of any process of this node) pins the attempt mirrored by `directory` now (a probe)."""
-    try:
-        fd = os.open(directory / STREAM_PIN, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return False
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
+    return lock_is_held(directory / STREAM_PIN)
 
 
 def split_url_of(directory: Path) -> str | None:
