@@ -2,6 +2,7 @@
 
     python benchmarks/bench_epoch_order.py                       # 1M, 10M, 100M, 1B rows (about a minute)
     python benchmarks/bench_epoch_order.py --rows 1000000 10000000 --before   # also the full-length order
+    python benchmarks/bench_epoch_order.py --sized-mix --before   # a mosaic-style sized mix of three sources
 
 Each size runs in a fresh child process (imports untimed), on a synthetic block layout: blocks of
 8,192 rows (an Arrow record batch of small rows, a Parquet row group), windows of 8 blocks. Measured:
@@ -9,6 +10,12 @@ seconds from `BlockOrder(...)` to the first 1,024 rows of epoch 0 for rank 3 of 
 striped indices), and the process's peak memory above what it held after the imports (ru_maxrss delta),
 plus the peak of numpy allocations (tracemalloc). `--before` measures the order this replaced beside it:
 a full-length `np.lexsort` over rows, as `BlockOrder.epoch` did until issue 23 (re-implemented here).
+
+`--sized-mix`: the same measure for a mix of three sources (50% / 33% / 17% of the rows, each on the
+synthetic block layout and block-shuffled) with mosaic-style epoch sizes (`proportion=0.5/0.3/0.2`,
+`epoch_size=rows`): seconds from `SizedMixPlan(...)` to the stored positions of the first 1,024 mixed rows of
+rank 3 of 8, at the start of the epoch and at its middle (a resume). `--before` times the plan this
+replaced (a sequential hypergeometric split per block of 1,000 positions, re-implemented here).
 
 Quality (`--quality-rows`, default 1M): for each storage neighbour pair (i, i+1), how far apart the
 epoch puts them, as a fraction of a full permutation's (N+1)/3 (1.0 = full permutation, 0 = storage
@@ -54,8 +61,59 @@ print(json.dumps({"seconds": seconds, "peak_mb": peak / 1024, "numpy_mb": traced
 """
 
 
-def measure(rows: int, block: int, before: bool) -> dict:
-    out = subprocess.run([sys.executable, "-c", CHILD, str(rows), str(block), "1" if before else "0"],
+MIX_CHILD = r"""
+import json, resource, sys, time, tracemalloc
+import numpy as np
+from stable_datasets.streaming.order import BlockOrder, rank_indices
+from stable_datasets.streaming.sized_mix import BLOCK, SizedMixPlan, epoch_counts
+rows, block, before = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+tracemalloc.start()
+lengths = [rows // 2, rows // 3, rows - rows // 2 - rows // 3]
+counts = epoch_counts(lengths, proportion=[0.5, 0.3, 0.2], epoch_size=rows)
+
+
+class Before(SizedMixPlan):  # the plan before: a sequential hypergeometric split per block, kept per block
+    def __init__(self, lengths, counts, seed):
+        super().__init__(lengths, counts, seed)
+        rng = np.random.default_rng([self.seed, 1])
+        remaining = self.counts.copy()
+        self._before = np.zeros((self.blocks, len(self.counts)), dtype=np.int64)
+        self._in = np.zeros((self.blocks, len(self.counts)), dtype=np.int64)
+        for b in range(self.blocks):
+            self._before[b] = self.counts - remaining
+            size = min(BLOCK, int(remaining.sum()))
+            take = rng.multivariate_hypergeometric(remaining, size) if size < remaining.sum() else remaining.copy()
+            self._in[b] = take
+            remaining = remaining - take
+
+    def block_counts(self, b):
+        return self._before[b], self._in[b]
+
+
+def first_rows(start):
+    t0 = time.perf_counter()
+    plan = (Before if before else SizedMixPlan)(lengths, counts, 0)
+    orders = [BlockOrder(n, np.append(np.arange(0, n, block, dtype=np.int64), n), seed=k).epoch(0)
+              for k, n in enumerate(lengths)]
+    mix = rank_indices(np.arange(1024), start, 3, 8, rows)
+    source, passes, row = plan.at_with_pass(mix)
+    stored = np.empty_like(row)
+    for s in range(3):
+        stored[source == s] = orders[s].positions_at(row[source == s])
+    return time.perf_counter() - t0, int(stored[0])
+
+
+first, _ = first_rows(0)
+middle, _ = first_rows(rows // 2)
+_, traced = tracemalloc.get_traced_memory()
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
+print(json.dumps({"seconds": first, "middle": middle, "peak_mb": peak / 1024, "numpy_mb": traced / 2**20}))
+"""
+
+
+def measure(rows: int, block: int, before: bool, child: str = CHILD) -> dict:
+    out = subprocess.run([sys.executable, "-c", child, str(rows), str(block), "1" if before else "0"],
                          check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -92,7 +150,11 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=8192)
     parser.add_argument("--before", action="store_true", help="also time the full-length order (<= 1e7 rows)")
     parser.add_argument("--quality-rows", type=int, default=10**6)
+    parser.add_argument("--sized-mix", action="store_true", help="a sized mix of three sources instead")
     args = parser.parse_args()
+    if args.sized_mix:
+        sized_mix(args)
+        return
     print("| rows | first 1,024 rows of rank 3/8 (s) | peak RSS above imports (MB) | numpy peak (MB) | "
           "full-length order before (s / MB) |")
     print("|---:|---:|---:|---:|---:|")
@@ -109,6 +171,20 @@ def main() -> None:
     print("|---|---:|---:|---:|")
     for name, gap, spearman, distinct in quality(args.quality_rows, args.block):
         print(f"| {name} | {gap:.3f} | {spearman:+.4f} | {distinct:.1f} |")
+
+
+def sized_mix(args: argparse.Namespace) -> None:
+    print("| rows | first 1,024 mixed rows of rank 3/8 (s) | the same from the middle (s) | peak RSS above imports "
+          "(MB) | numpy peak (MB) | plan before: first rows (s) |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for rows in args.rows:
+        ours = measure(rows, args.block, False, MIX_CHILD)
+        before = "not run"
+        if args.before and rows <= 10**8:
+            old = measure(rows, args.block, True, MIX_CHILD)
+            before = f"{old['seconds']:.2f} ({old['seconds'] / ours['seconds']:.0f}x)"
+        print(f"| {rows:,} | {ours['seconds']:.4f} | {ours['middle']:.4f} | {ours['peak_mb']:.1f} | "
+              f"{ours['numpy_mb']:.1f} | {before} |")
 
 
 if __name__ == "__main__":

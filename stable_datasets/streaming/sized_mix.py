@@ -8,9 +8,13 @@ Each source gets an exact number of draws per epoch (as mosaicml-streaming's `St
 - relative (`proportion`) and absolute (`repeat`/`choose`) cannot be mixed; a source with neither in
   an absolute mix is read once (`repeat=1`). At most one of the three per source.
 
-The sources are shuffled together by the seed without a per-row array: the epoch is cut into blocks of
-1,000 positions, how many draws of each source fall in each block comes from a seeded multivariate
-hypergeometric split (kept: blocks x sources integers), and a block's labels are permuted by a
+The sources are shuffled together by the seed without a per-row or per-block array: the epoch is cut
+into blocks of 1,000 positions, and how many draws of each source fall in each block comes from a
+binary tree of seeded multivariate hypergeometric splits: the root holds every source's count over
+all blocks, a node splits its counts between its two halves of blocks with a generator seeded by
+(seed, node), and a block's counts (and the counts before it) are read on the way down. So a block
+costs log2(blocks) draws (about 20 for a billion rows), the first row of any epoch is milliseconds,
+and nothing is kept but a small cache of recent nodes. A block's labels are then permuted by a
 generator seeded with (seed, block). A source's draw d reads pass d // rows, row d % rows; each pass
 reads the source in a fresh shuffled order (`MixedSource` asks the source for another epoch's order).
 """
@@ -23,6 +27,9 @@ from typing import Any
 import numpy as np
 
 BLOCK = 1000
+NODE_CACHE = 4096  # tree nodes kept (the path to a block is about 20 of them)
+HYPERGEOMETRIC_LIMIT = 10**9  # numpy's multivariate hypergeometric refuses more draws than this
+PLAN_VERSION = 2  # 1: a sequential split per block (states saved with it are refused, not reinterpreted)
 
 
 def _per_source(values: Any, name: str, count: int) -> list[Any]:
@@ -87,6 +94,34 @@ def epoch_counts(lengths: Sequence[int], proportion: Any = None, repeat: Any = N
     return counts
 
 
+def split_counts(rng: np.random.Generator, counts: np.ndarray, size: int) -> np.ndarray:
+    """`size` of the draws in `counts` picked without replacement: how many of each source (sums to `size`).
+
+    numpy's multivariate hypergeometric stops at a billion draws; above, each source's marginal is its
+    hypergeometric's normal approximation (a spread of tens of thousands at that size), rounded and kept
+    inside what the other sources can take, so the counts stay exact."""
+    counts = np.asarray(counts, dtype=np.int64)
+    total = int(counts.sum())
+    if total < HYPERGEOMETRIC_LIMIT:
+        return rng.multivariate_hypergeometric(counts, size).astype(np.int64)
+    out = np.zeros(len(counts), dtype=np.int64)
+    left, need = total, int(size)
+    for i, c in enumerate(counts.tolist()):
+        rest = left - c
+        if need == 0 or c == 0:
+            pass
+        elif rest == 0:
+            out[i] = need
+        else:
+            mean = need * c / left
+            var = mean * (rest / left) * ((left - need) / max(left - 1, 1))
+            value = int(round(rng.normal(mean, np.sqrt(var)))) if var > 0 else int(round(mean))
+            out[i] = min(max(value, need - rest, 0), c, need)
+        need -= int(out[i])
+        left = rest
+    return out
+
+
 class SizedMixPlan:
     """Which (source, pass, row) is at each position of an epoch with exact per-source counts."""
 
@@ -99,23 +134,53 @@ class SizedMixPlan:
         self.length = int(self.counts.sum())
         safe = np.maximum(self.lengths, 1)
         self.passes = int((-(-self.counts // safe)).max()) if len(self.counts) else 0
-        rng = np.random.default_rng([self.seed, 1])
-        remaining = self.counts.copy()
-        blocks = -(-self.length // BLOCK)
-        self._before = np.zeros((blocks, len(self.counts)), dtype=np.int64)
-        self._in = np.zeros((blocks, len(self.counts)), dtype=np.int64)
-        for b in range(blocks):
-            self._before[b] = self.counts - remaining
-            size = min(BLOCK, int(remaining.sum()))
-            take = rng.multivariate_hypergeometric(remaining, size) if size < remaining.sum() else remaining.copy()
-            self._in[b] = take
-            remaining = remaining - take
+        self.blocks = -(-self.length // BLOCK)
+        self._nodes: dict[tuple[int, int], np.ndarray] = {}  # (first block, end block) -> counts inside
+
+    def __getstate__(self) -> dict[str, Any]:  # each process grows its own cache
+        return {**self.__dict__, "_nodes": {}}
 
     def identity(self) -> dict[str, Any]:
-        return {"lengths": self.lengths.tolist(), "counts": self.counts.tolist(), "seed": self.seed, "sized": True}
+        return {"lengths": self.lengths.tolist(), "counts": self.counts.tolist(), "seed": self.seed, "sized": True,
+                "plan": PLAN_VERSION}
 
     def __len__(self) -> int:
         return self.length
+
+    def _rows_in(self, lo: int, hi: int) -> int:
+        """Mix positions in blocks [lo, hi) (the last block may be short)."""
+        return min(hi * BLOCK, self.length) - lo * BLOCK
+
+    def _children(self, lo: int, mid: int, hi: int, counts: np.ndarray) -> np.ndarray:
+        """The counts of the left half [lo, mid) of node [lo, hi): a seeded hypergeometric split, cached."""
+        left = self._nodes.get((lo, mid))
+        if left is None:
+            size = self._rows_in(lo, mid)
+            total = int(counts.sum())
+            if size >= total:
+                left = counts.copy()
+            else:
+                left = split_counts(np.random.default_rng([self.seed, 1, lo, hi]), counts, size)
+            if len(self._nodes) >= NODE_CACHE:
+                self._nodes.clear()
+            self._nodes[(lo, mid)] = left
+        return left
+
+    def block_counts(self, block: int) -> tuple[np.ndarray, np.ndarray]:
+        """(draws of each source before `block`, draws of each source in it): one walk down the tree."""
+        if not 0 <= block < self.blocks:
+            raise IndexError(f"block {block} outside [0, {self.blocks})")
+        lo, hi, counts = 0, self.blocks, self.counts
+        before = np.zeros(len(self.counts), dtype=np.int64)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            left = self._children(lo, mid, hi, counts)
+            if block < mid:
+                hi, counts = mid, left
+            else:
+                before = before + left
+                lo, counts = mid, counts - left
+        return before, counts
 
     def at_with_pass(self, positions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(source, pass, row of that source) for mix positions."""
@@ -126,14 +191,15 @@ class SizedMixPlan:
         source, draw = np.empty_like(t), np.empty_like(t)
         block = t // BLOCK
         for b in np.unique(block).tolist():
-            labels = np.repeat(np.arange(sources), self._in[b])
+            before, inside = self.block_counts(b)
+            labels = np.repeat(np.arange(sources), inside)
             labels = np.random.default_rng([self.seed, 2, b]).permutation(labels)
             hits = labels[:, None] == np.arange(sources)
             seen = np.cumsum(hits, axis=0) - hits
             mine = block == b
             local = t[mine] - b * BLOCK
             source[mine] = labels[local]
-            draw[mine] = self._before[b][labels[local]] + seen[local, labels[local]]
+            draw[mine] = before[labels[local]] + seen[local, labels[local]]
         length = np.maximum(self.lengths[source], 1)
         return source, draw // length, draw % length
 
