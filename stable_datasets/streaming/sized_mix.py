@@ -115,7 +115,7 @@ def split_counts(rng: np.random.Generator, counts: np.ndarray, size: int) -> np.
         else:
             mean = need * c / left
             var = mean * (rest / left) * ((left - need) / max(left - 1, 1))
-            value = int(round(rng.normal(mean, np.sqrt(var)))) if var > 0 else int(round(mean))
+            value = round(float(rng.normal(mean, np.sqrt(var))) if var > 0 else mean)
             out[i] = min(max(value, need - rest, 0), c, need)
         need -= int(out[i])
         left = rest
