@@ -418,6 +418,18 @@ class StreamingDataset(_IterableBase):
                     batch = function(batch)
                 counted(lo + len(chunk))
                 yield batch
+        elif not self._ops:  # the common case, per row only the count (one store, read by state_dict)
+            worker_pass = self._worker_pass
+            for lo in range(skip, mine, READ_ROWS):
+                rows = reader.rows(positions(lo, min(lo + READ_ROWS, mine)))
+                if in_worker:
+                    for k, row in enumerate(rows, lo + 1):
+                        worker_pass["rows"] = k
+                        yield row
+                else:
+                    for k, row in enumerate(rows, lo + 1):
+                        self.consumed = min(n, start + world * k)  # consumed_after, inlined
+                        yield row
         else:
             for lo in range(skip, mine, READ_ROWS):
                 rows = reader.rows(positions(lo, min(lo + READ_ROWS, mine)))

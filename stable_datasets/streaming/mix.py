@@ -32,6 +32,7 @@ from stable_datasets.streaming.reader import make_reader
 
 STRATEGIES = ("first_exhausted", "all_exhausted")
 DRAWS_PER_CALL = 1000  # Hugging Face draws its sources 1,000 at a time
+BLOCKS_KEPT = 16  # blocks of draws kept per plan (see MixPlan._block_draws)
 SCAN = 1000 * DRAWS_PER_CALL  # draws generated per step while finding where the mix stops
 
 
@@ -61,6 +62,7 @@ class MixPlan:
         self.lengths = np.asarray([int(n) for n in lengths], dtype=np.int64)
         self.probabilities = check_probabilities(probabilities, len(self.lengths))
         self.strategy = stopping_strategy
+        self._draws: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.seed = int(np.random.SeedSequence().entropy) if seed is None else int(seed)
         if seed is not None and self.seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {seed!r}")
@@ -123,16 +125,33 @@ class MixPlan:
         else:
             source, draw = np.empty_like(t), np.empty_like(t)
             block = t // DRAWS_PER_CALL
-            for b in np.unique(block):
-                generator = np.random.PCG64(self.seed)
-                generator.advance(int(b) * DRAWS_PER_CALL)  # one 64-bit step per uniform draw
-                draws = np.random.Generator(generator).choice(sources, size=DRAWS_PER_CALL, p=self.probabilities)
-                seen = np.cumsum(draws[:, None] == np.arange(sources), axis=0) - (draws[:, None] == np.arange(sources))
+            low = int(block.min()) if t.size else 0
+            for b in ([low] if t.size and low == int(block.max()) else np.unique(block).tolist()):
+                draws, rank = self._block_draws(b)
                 mine = block == b
-                local = t[mine] - int(b) * DRAWS_PER_CALL
+                local = t[mine] - b * DRAWS_PER_CALL
                 source[mine] = draws[local]
-                draw[mine] = self._block_counts[b][draws[local]] + seen[local, draws[local]]
+                draw[mine] = self._block_counts[b][draws[local]] + rank[local]
         return source, draw % self.lengths[source]
+
+    def _block_draws(self, b: int) -> tuple[np.ndarray, np.ndarray]:
+        """Block b's 1,000 draws and, for each, how many draws of the same source came before it in the block;
+        the last few blocks are kept (a reader's consecutive reads, and a mix's workers, share blocks)."""
+        cached = self._draws.get(b)
+        if cached is None:
+            sources = len(self.lengths)
+            generator = np.random.PCG64(self.seed)
+            generator.advance(b * DRAWS_PER_CALL)  # one 64-bit step per uniform draw
+            draws = np.random.Generator(generator).choice(sources, size=DRAWS_PER_CALL, p=self.probabilities)
+            hits = draws[:, None] == np.arange(sources)
+            rank = (np.cumsum(hits, axis=0) - hits)[np.arange(DRAWS_PER_CALL), draws]
+            if len(self._draws) >= BLOCKS_KEPT:
+                self._draws.pop(next(iter(self._draws)))
+            cached = self._draws[b] = (draws, rank)
+        return cached
+
+    def __getstate__(self) -> dict[str, Any]:  # each process keeps its own blocks
+        return {**self.__dict__, "_draws": {}}
 
     passes = 1  # a source that starts over reads the same order again (as HF does)
 
@@ -196,17 +215,23 @@ class MixedSource:
 
     def __getitems__(self, positions: Sequence[int]) -> list[Any]:
         source, passes, row = self.plan.at_with_pass(np.asarray(positions, dtype=np.int64))
-        out: list[Any] = [None] * len(source)
-        for s, pass_ in sorted(set(zip(source.tolist(), passes.tolist()))):
-            where = np.flatnonzero((source == s) & (passes == pass_))
+        out = np.empty(len(source), dtype=object)
+        groups = source * (int(passes.max()) + 1 if len(passes) else 1) + passes  # (source, pass) as one key
+        for key in np.unique(groups).tolist():
+            where = np.flatnonzero(groups == key)
+            s, pass_ = int(source[where[0]]), int(passes[where[0]])
             order, reader = self._reader(s, pass_)
             rows = reader.rows(order.positions_at(self.streams[s].row_offset + row[where]))
             function_chain = self.streams[s].row_maps()
-            for i, value in zip(where.tolist(), rows):
-                for function in function_chain:
-                    value = function(value)
-                out[i] = value
-        return out
+            if function_chain:
+                for k, value in enumerate(rows):
+                    for function in function_chain:
+                        value = function(value)
+                    rows[k] = value
+            placed = np.empty(len(rows), dtype=object)
+            placed[:] = rows  # (rows that are lists or tuples stay whole objects)
+            out[where] = placed
+        return out.tolist()
 
     def __getitem__(self, position: int) -> Any:
         return self.__getitems__([position])[0]
