@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from stable_datasets.streaming.order import distinct
 from stable_datasets.streaming.reader import make_reader
 
 STRATEGIES = ("first_exhausted", "all_exhausted")
@@ -125,8 +126,7 @@ class MixPlan:
         else:
             source, draw = np.empty_like(t), np.empty_like(t)
             block = t // DRAWS_PER_CALL
-            low = int(block.min()) if t.size else 0
-            for b in ([low] if t.size and low == int(block.max()) else np.unique(block).tolist()):
+            for b in (distinct(block) if t.size else []):
                 draws, rank = self._block_draws(b)
                 mine = block == b
                 local = t[mine] - b * DRAWS_PER_CALL
@@ -217,7 +217,7 @@ class MixedSource:
         source, passes, row = self.plan.at_with_pass(np.asarray(positions, dtype=np.int64))
         out = np.empty(len(source), dtype=object)
         groups = source * (int(passes.max()) + 1 if len(passes) else 1) + passes  # (source, pass) as one key
-        for key in np.unique(groups).tolist():
+        for key in (distinct(groups) if len(groups) else []):
             where = np.flatnonzero(groups == key)
             s, pass_ = int(source[where[0]]), int(passes[where[0]])
             order, reader = self._reader(s, pass_)

@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from stable_datasets.streaming.order import distinct
+
 BLOCK = 1000
 NODE_CACHE = 4096  # tree nodes kept (the path to a block is about 20 of them)
 HYPERGEOMETRIC_LIMIT = 10**9  # numpy's multivariate hypergeometric refuses more draws than this
@@ -190,7 +192,7 @@ class SizedMixPlan:
         sources = len(self.counts)
         source, draw = np.empty_like(t), np.empty_like(t)
         block = t // BLOCK
-        for b in np.unique(block).tolist():
+        for b in (distinct(block) if t.size else []):
             before, inside = self.block_counts(b)
             labels = np.repeat(np.arange(sources), inside)
             labels = np.random.default_rng([self.seed, 2, b]).permutation(labels)
