@@ -25,6 +25,7 @@ from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset import columns, display, hf_interop, hf_methods, in_memory, summary
 from stable_datasets.dataset.display import DisplayRow
 from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, table_output, to_torch
+from stable_datasets.dataset.keyed_shuffle import LAZY_SHUFFLE_ROWS, KeyedShuffle, indices_digest, shuffle_key
 from stable_datasets.dataset.saving import save_dataset
 from stable_datasets.dataset.transform_view import check_transform, transformed_item, transformed_iter, transformed_rows
 from stable_datasets.dataset.transforms import filter_positions, map_dataset, train_test_split
@@ -41,6 +42,7 @@ from stable_datasets.features.video import (
     resolve_media_row,
 )
 from stable_datasets.layouts.base import LayoutBackend
+from stable_datasets.streaming.order import runs_of_blocks
 from stable_datasets.write.engines import import_ray
 
 if TYPE_CHECKING:
@@ -55,14 +57,17 @@ Row = dict[str, Any]
 
 class StableDataset:
     def __init__(self, backends: Sequence[LayoutBackend], *, features: Features, info: DatasetInfo | None = None,
-                 split: str | None = None, indices: np.ndarray | None = None, format: Format | None = None):
+                 split: str | None = None, indices: np.ndarray | KeyedShuffle | None = None,
+                 format: Format | None = None):
         if not backends:
             raise ValueError("a dataset needs at least one cache backend")
         self._backends = list(backends)
         self._features = features
         self._info = info or DatasetInfo(features=features)
         self._split = split
-        self._indices = None if indices is None else np.asarray(indices, dtype=np.int64)
+        #: the view's rows as stored positions: None (every row, stored order), an array, or a lazy KeyedShuffle
+        self._indices: np.ndarray | KeyedShuffle | None = None if indices is None else (
+            indices if isinstance(indices, KeyedShuffle) else np.asarray(indices, dtype=np.int64))
         sizes = [b.num_rows for b in self._backends]
         self._starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self._starts_list = self._starts.tolist()
@@ -76,7 +81,7 @@ class StableDataset:
         self._row_type: type[DisplayRow] | None = None  # made on the first `ds[i]`
 
     # -- construction helpers ------------------------------------------------------------
-    def _derive(self, *, indices: np.ndarray | str | None = "keep", format: Format | None = None,
+    def _derive(self, *, indices: np.ndarray | KeyedShuffle | str | None = "keep", format: Format | None = None,
                 keep_transform: bool = True) -> StableDataset:
         view = StableDataset(self._backends, features=self._features, info=self._info, split=self._split,
                              indices=self._indices if isinstance(indices, str) else indices,
@@ -154,7 +159,7 @@ class StableDataset:
         caches = [(m.fingerprint, published_path(b.directory).name, m.num_rows,
                    *([identity] if (identity := b.view_identity()) is not None else []))  # e.g. a ColumnView's
                   for b, m in zip(self._backends, self.cache_metadata)]
-        selection = None if self._indices is None else hashlib.sha256(self._indices.tobytes()).hexdigest()
+        selection = None if self._indices is None else indices_digest(self._indices)
         return hashlib.sha256(json.dumps([caches, selection]).encode()).hexdigest()[:16]
 
     def stored_row(self, index: int) -> dict[str, Any]:
@@ -184,7 +189,8 @@ class StableDataset:
         backends, parts, offset = [], [], 0
         for ds in datasets:
             backends.extend(ds._backends)
-            parts.append((ds._indices if ds._indices is not None else np.arange(ds._starts_list[-1])) + offset)
+            parts.append((np.asarray(ds._indices) if ds._indices is not None else np.arange(ds._starts_list[-1]))
+                         + offset)
             offset += ds._starts_list[-1]
         indices = None if all(ds._indices is None for ds in datasets) else np.concatenate(parts)
         return cls(backends, features=first.features, info=first.info, split="+".join(str(ds.split) for ds in datasets),
@@ -402,8 +408,8 @@ class StableDataset:
                 yield batch
 
     # -- blocks: what streaming readers and block-shuffle samplers read ----------------------
-    def block_bounds(self) -> np.ndarray:
-        """Positions where this view's blocks begin, then `len(self)`.
+    def block_bounds(self) -> np.ndarray | None:
+        """Positions where this view's blocks begin, then `len(self)`; None for a lazily shuffled view.
 
         A block is a maximal run of consecutive rows that lie in one stored block (a record batch,
         a row group, a slice of a Lance fragment): it is read with one sequential read. A view
@@ -414,8 +420,8 @@ class StableDataset:
                                 + [self._starts[-1:]]).astype(np.int64)
         if self._indices is None:
             return stored
-        from stable_datasets.streaming.order import runs_of_blocks  # the streaming package imports torch
-
+        if isinstance(self._indices, KeyedShuffle):
+            return None  # no two neighbours share a stored block: a stream reads its rows one by one
         if not len(self._indices):
             return np.zeros(1, np.int64)
         return runs_of_blocks(np.searchsorted(stored, self._indices, side="right") - 1)
@@ -489,7 +495,7 @@ class StableDataset:
     def _all_rows_table(self) -> pa.Table:
         if self._indices is None:
             return self._slice(0, len(self))
-        return self._take(self._indices)
+        return self._take(np.asarray(self._indices))
 
     def iter_arrow(self, batch_size: int = ITER_BATCH_ROWS) -> Iterator[pa.Table]:
         """Stream the rows in order as Arrow tables of exactly `batch_size` rows (the last may be short)."""
@@ -661,9 +667,21 @@ class StableDataset:
         physical = self._indices[positions] if self._indices is not None else positions
         return self._derive(indices=physical)
 
-    def shuffle(self, seed: int | None = None, generator: np.random.Generator | None = None) -> StableDataset:
-        rng = generator if generator is not None else np.random.default_rng(seed)
-        return self.select(rng.permutation(len(self)))
+    def shuffle(self, seed: int | None = None, generator: np.random.Generator | None = None, *,
+                lazy: bool | None = None) -> StableDataset:
+        """The rows in a seeded random order, as a view (no copy).
+
+        Up to `LAZY_SHUFFLE_ROWS` rows (16.7M) the order is Hugging Face's, `np.random.default_rng(seed).permutation`,
+        so a seed gives the rows HF gives. Above (or with `lazy=True`) it is a keyed bijection evaluated on demand
+        (`dataset.keyed_shuffle`): the view holds a few numbers instead of 8 bytes a row, in every process it is
+        pickled to, and a stream over it starts at once. `lazy=False` forces the permutation array."""
+        n = len(self)
+        if lazy is None:
+            lazy = n > LAZY_SHUFFLE_ROWS
+        if not lazy:
+            rng = generator if generator is not None else np.random.default_rng(seed)
+            return self.select(rng.permutation(n))
+        return self._derive(indices=KeyedShuffle(n, shuffle_key(seed, generator), self._indices))
 
     def shard(self, num_shards: int, index: int, contiguous: bool = True) -> StableDataset:
         if not 0 <= index < num_shards:

@@ -314,6 +314,8 @@ class PackedSFTDataset:
             stored = source.starts
         elif isinstance(source, _CacheRows):
             stored = source.dataset.block_bounds()
+            if stored is None:  # a lazily shuffled view: no two neighbours share a stored block
+                stored = np.arange(len(source.dataset) + 1, dtype=np.int64)
         else:
             stored = np.asarray([0, self.num_packs], dtype=np.int64)
         if self.samples_mapping is None:

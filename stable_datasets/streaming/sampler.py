@@ -34,9 +34,10 @@ from stable_datasets.streaming.state import STATE_FORMAT, check_int, check_state
 
 
 def dataset_block_bounds(data: Any) -> np.ndarray | None:
-    """`data.block_bounds()` when the dataset has it, else None."""
+    """`data.block_bounds()` when the dataset has it and it has blocks, else None."""
     method = getattr(data, "block_bounds", None)
-    return None if method is None else np.asarray(method(), dtype=np.int64)
+    bounds = None if method is None else method()  # None also from a view with no runs (a lazy shuffle)
+    return None if bounds is None else np.asarray(bounds, dtype=np.int64)
 
 
 def dataset_shard_bounds(data: Any) -> np.ndarray | None:
