@@ -131,10 +131,20 @@ def pack_row(sequences: Sequence[tuple[np.ndarray, np.ndarray]], limit: int, *, 
         if pad_id is None:
             raise ValueError("pad_seq_to_mult > 1 needs pad_id=, the tokenizer's EOS id")
         parts = [_pad_to_multiple(ids, mask, pad_seq_to_mult, pad_id) for ids, mask in parts]
-    starts = np.cumsum([0] + [len(ids) for ids, _ in parts[:-1]]).astype(np.int32)
-    shifted = [np.append(mask[1:], 0).astype(np.int8) for _, mask in parts]
-    return {"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32),
-            "loss_mask": np.concatenate(shifted), "seq_start_id": starts}
+    lengths = np.fromiter((len(ids) for ids, _ in parts), np.int64, count=len(parts))
+    ends = np.cumsum(lengths)
+    starts = (ends - lengths).astype(np.int32)
+    if not len(parts) or not lengths.all():  # an empty sequence still gets its one shifted mask entry
+        shifted = [np.append(mask[1:], 0).astype(np.int8) for _, mask in parts]
+        return {"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32),
+                "loss_mask": np.concatenate(shifted), "seq_start_id": starts}
+    # one concatenation per column, then the label shift of every sequence at once: mask[1:] and a 0 at its end
+    mask = np.concatenate([mask for _, mask in parts])
+    shifted = np.empty(len(mask), dtype=np.int8)
+    shifted[:-1] = mask[1:]
+    shifted[ends - 1] = 0
+    return {"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32, copy=False),
+            "loss_mask": shifted, "seq_start_id": starts}
 
 
 def _pad_to_multiple(ids: np.ndarray, mask: np.ndarray, multiple: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:

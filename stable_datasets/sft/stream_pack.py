@@ -20,6 +20,7 @@ import json
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from stable_datasets.sft.pack import pack_row, plan_packs
@@ -41,6 +42,65 @@ def _token_counts(dataset: Any, column: str) -> np.ndarray:
         else:
             counts[lo:hi] = [len(row[column]) for row in dataset.__getitems__(list(range(lo, hi)))]
     return counts
+
+
+def _flat_lists(column: pa.ChunkedArray, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(values, offsets) of a list column: one numpy array of every row's items, and where each row starts
+    (a null row is empty)."""
+    lists = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if lists.null_count:
+        lists = pc.if_else(pc.is_null(lists), pa.scalar([], lists.type), lists)
+    offsets = lists.offsets.to_numpy().astype(np.int64)
+    values = lists.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+    return values, offsets - offsets[0]
+
+
+def _arrow_tokens(dataset: Any, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, mask, starts, ends): the tokens of the rows at `positions` as two flat arrays and where each
+    requested row's tokens lie in them, so no token becomes a Python object; no loss_mask column: loss on
+    every token. The packs of a look-ahead window draw from a short stretch of rows: that stretch is read
+    whole (a slice, nothing gathered) when it is not much longer than the rows asked for, else the distinct
+    rows are gathered once in stored order."""
+    low, high = int(positions.min()), int(positions.max()) + 1
+    if high - low <= 4 * len(positions) + 1024:
+        table, local = dataset.read_block(low, high), positions - low
+    else:
+        distinct, local = np.unique(positions, return_inverse=True)
+        table = dataset.read_rows(distinct)
+    ids, offsets = _flat_lists(table.column("input_ids"), np.int32)
+    if "loss_mask" in table.column_names:
+        mask, mask_offsets = _flat_lists(table.column("loss_mask"), np.int8)
+        if not np.array_equal(mask_offsets, offsets):
+            row = int(np.flatnonzero(mask_offsets != offsets)[0]) - 1
+            raise ValueError(f"row {max(row, 0)} of the packed stream has a loss_mask of another length than its "
+                             "input_ids")
+    else:
+        mask = np.ones(len(ids), np.int8)
+    return ids, mask, offsets[:-1][local], offsets[1:][local]
+
+
+def _lay_out_packs(ids: np.ndarray, mask: np.ndarray, starts: np.ndarray, lengths: np.ndarray,
+                   sizes: np.ndarray) -> list[dict[str, np.ndarray]]:
+    """Packs of consecutive sequences (`sizes` per pack), as `pack_row` lays each out, for all packs at once:
+    every token copied once in pack order, the label shift of every sequence in one step, and each pack a
+    slice of the result (sequences already cut to the limit, none empty, no padding)."""
+    seq_end = np.cumsum(lengths)
+    seq_begin = seq_end - lengths
+    spans = list(zip(starts.tolist(), (starts + lengths).tolist()))  # concatenating views beats an index gather
+    all_ids = np.concatenate([ids[a:b] for a, b in spans]).astype(np.int32, copy=False)
+    all_mask = np.concatenate([mask[a:b] for a, b in spans])
+    shifted = np.empty(len(all_mask), dtype=np.int8)
+    shifted[:-1] = all_mask[1:]
+    shifted[seq_end - 1] = 0
+    pack_seq = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    token_at = np.concatenate([[0], seq_end])[pack_seq]
+    out = []
+    for p in range(len(sizes)):
+        lo, hi = int(token_at[p]), int(token_at[p + 1])
+        first = int(pack_seq[p])
+        out.append({"input_ids": all_ids[lo:hi], "loss_mask": shifted[lo:hi],
+                    "seq_start_id": (seq_begin[first:int(pack_seq[p + 1])] - lo).astype(np.int32)})
+    return out
 
 
 class PackedSource:
@@ -73,19 +133,27 @@ class PackedSource:
         sizes = self.starts[packs_arr + 1] - self.starts[packs_arr]
         flat = np.concatenate([self.members[self.starts[p]:self.starts[p + 1]] for p in packs_arr.tolist()]) \
             if len(packs_arr) else np.zeros(0, np.int64)
-        rows = self.stream.dataset.__getitems__(self._positions(flat).tolist())
-        maps = self.stream.row_maps()
-        out, at = [], 0
-        for size in sizes.tolist():
+        dataset, maps = self.stream.dataset, self.stream.row_maps()
+        positions = self._positions(flat)
+        if not maps and hasattr(dataset, "read_rows") and hasattr(dataset, "read_block") and len(positions):
+            ids, mask, starts, ends = _arrow_tokens(dataset, positions)  # token columns as numpy, no Python ints
+            lengths = np.minimum(ends - starts, self.limit)
+            if self.pad_seq_to_mult == 1 and lengths.all():
+                return _lay_out_packs(ids, mask, starts, lengths, sizes)
+            sequences = [(ids[a:b], mask[a:b]) for a, b in zip(starts.tolist(), ends.tolist())]
+        else:
             sequences = []
-            for row in rows[at:at + size]:
+            for row in dataset.__getitems__(positions.tolist()):
                 for function in maps:
                     row = function(row)
                 ids = np.asarray(row["input_ids"], dtype=np.int32)
                 mask = np.asarray(row["loss_mask"], dtype=np.int8) if "loss_mask" in row else np.ones(len(ids), np.int8)
                 sequences.append((ids, mask))
+        out, at = [], 0
+        for size in sizes.tolist():
+            out.append(pack_row(sequences[at:at + size], self.limit, pad_seq_to_mult=self.pad_seq_to_mult,
+                                pad_id=self.pad_id))
             at += size
-            out.append(pack_row(sequences, self.limit, pad_seq_to_mult=self.pad_seq_to_mult, pad_id=self.pad_id))
         return out
 
     def __getitem__(self, pack: int) -> dict[str, np.ndarray]:
