@@ -3,6 +3,7 @@
     python benchmarks/bench_epoch_order.py                       # 1M, 10M, 100M, 1B rows (about a minute)
     python benchmarks/bench_epoch_order.py --rows 1000000 10000000 --before   # also the full-length order
     python benchmarks/bench_epoch_order.py --sized-mix --before   # a mosaic-style sized mix of three sources
+    python benchmarks/bench_epoch_order.py --shuffled-view --rows 1000000 10000000   # ds.shuffle() feeding a stream
 
 Each size runs in a fresh child process (imports untimed), on a synthetic block layout: blocks of
 8,192 rows (an Arrow record batch of small rows, a Parquet row group), windows of 8 blocks. Measured:
@@ -16,6 +17,13 @@ synthetic block layout and block-shuffled) with mosaic-style epoch sizes (`propo
 `epoch_size=rows`): seconds from `SizedMixPlan(...)` to the stored positions of the first 1,024 mixed rows of
 rank 3 of 8, at the start of the epoch and at its middle (a resume). `--before` times the plan this
 replaced (a sequential hypergeometric split per block of 1,000 positions, re-implemented here).
+
+`--shuffled-view`: a real Arrow cache of `rows` int64 rows; in a fresh process, seconds from
+`ds.shuffle(seed=0)` to the first 1,024 rows of `.to_iterable(rank=3, world_size=8)`, the peak RSS above
+what the opened cache held (it counts the mapped file's pages that random reads touch), the peak of
+Python and numpy allocations (tracemalloc), and the bytes of the pickled view (what every DataLoader
+worker receives): the lazy keyed shuffle (`lazy=True`) vs the permutation array (`lazy=False`, the
+order below 16.7M rows).
 
 Quality (`--quality-rows`, default 1M): for each storage neighbour pair (i, i+1), how far apart the
 epoch puts them, as a fraction of a full permutation's (N+1)/3 (1.0 = full permutation, 0 = storage
@@ -112,6 +120,59 @@ print(json.dumps({"seconds": first, "middle": middle, "peak_mb": peak / 1024, "n
 """
 
 
+VIEW_CHILD = r"""
+import json, pickle, resource, sys, time, tracemalloc
+import stable_datasets as sds
+from stable_datasets.streaming.iterable import StreamingDataset
+path, lazy = sys.argv[1], sys.argv[3] == "1"
+ds = sds.load_from_disk(path)
+ds[0]
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+tracemalloc.start()
+start = time.perf_counter()
+view = ds.shuffle(seed=0, lazy=lazy)
+stream = StreamingDataset(view, rank=3, world_size=8)
+rows = [row for row, _ in zip(stream, range(1024))]
+seconds = time.perf_counter() - start
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base
+_, traced = tracemalloc.get_traced_memory()
+print(json.dumps({"seconds": seconds, "peak_mb": peak / 1024, "numpy_mb": traced / 2**20,
+                  "pickled": len(pickle.dumps(view)),
+                  "first": rows[0]["x"]}))
+"""
+
+
+def shuffled_view(args: argparse.Namespace) -> None:
+    import tempfile
+
+    import numpy as np
+    import pyarrow as pa
+
+    import stable_datasets as sds
+
+    print("| rows | shuffle | first 1,024 rows of a stream, rank 3/8 (s) | peak RSS above the opened cache (MB) | "
+          "allocated peak (MB) | pickled view (bytes) |")
+    print("|---:|---|---:|---:|---:|---:|")
+    with tempfile.TemporaryDirectory(prefix="bench-shuffled-view-") as work:
+        for rows in args.rows:
+            saved = f"{work}/saved{rows}"
+            ds = sds.StableDataset.from_arrow(pa.table({"x": np.arange(rows, dtype=np.int64)}),
+                                              cache_dir=f"{work}/cache")
+            ds.save_to_disk(saved)
+            del ds
+            for lazy in (True, False):
+                out = measure_view(saved, lazy)
+                name = "lazy keyed bijection" if lazy else "permutation array (HF order)"
+                print(f"| {rows:,} | {name} | {out['seconds']:.3f} | {out['peak_mb']:.1f} | {out['numpy_mb']:.1f} | "
+                      f"{out['pickled']:,} |")
+
+
+def measure_view(path: str, lazy: bool) -> dict:
+    out = subprocess.run([sys.executable, "-c", VIEW_CHILD, path, "0", "1" if lazy else "0"],
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def measure(rows: int, block: int, before: bool, child: str = CHILD) -> dict:
     out = subprocess.run([sys.executable, "-c", child, str(rows), str(block), "1" if before else "0"],
                          check=True, capture_output=True, text=True)
@@ -151,7 +212,11 @@ def main() -> None:
     parser.add_argument("--before", action="store_true", help="also time the full-length order (<= 1e7 rows)")
     parser.add_argument("--quality-rows", type=int, default=10**6)
     parser.add_argument("--sized-mix", action="store_true", help="a sized mix of three sources instead")
+    parser.add_argument("--shuffled-view", action="store_true", help="StableDataset.shuffle() feeding a stream")
     args = parser.parse_args()
+    if args.shuffled_view:
+        shuffled_view(args)
+        return
     if args.sized_mix:
         sized_mix(args)
         return

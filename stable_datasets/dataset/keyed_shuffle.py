@@ -5,8 +5,8 @@ rows, in every process that unpickles the view, and again in every DataLoader wo
 `KeyedShuffle` holds the size, one 64-bit key and its base (None: the stored rows; an index array of
 an earlier select; or another `KeyedShuffle`): `perm` is the keyed Feistel bijection of
 `streaming.bijection`, so any rows of the view cost work for those rows only and the view pickles in
-a few bytes. Whatever asks for the whole order (`np.asarray(view_indices)`, `tobytes()`) gets the
-same array the eager order would hold, built a chunk at a time.
+a few bytes. Whatever asks for the whole order (`np.asarray(view_indices)`) gets the array, built a
+chunk at a time; the view's fingerprint hashes the description, not the rows.
 
 `StableDataset.shuffle` uses it above `LAZY_SHUFFLE_ROWS` rows (or with `lazy=True`); below, it keeps
 Hugging Face's exact order (`np.random.default_rng(seed).permutation(n)`), which users compare with HF.
@@ -15,6 +15,7 @@ Hugging Face's exact order (`np.random.default_rng(seed).permutation(n)`), which
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,8 @@ from stable_datasets.streaming.bijection import mix_keys, permute
 
 #: views of more rows than this are shuffled lazily by default (the eager permutation would take 128 MB)
 LAZY_SHUFFLE_ROWS = 1 << 24
-#: rows evaluated together when the whole order is asked for
-CHUNK = 1 << 20
+#: rows evaluated together when the whole order is asked for (the bijection's temporaries: ~100 bytes a row)
+CHUNK = 1 << 18
 
 
 def shuffle_key(seed: int | None, generator: np.random.Generator | None) -> int:
@@ -71,19 +72,19 @@ class KeyedShuffle:
             out[lo:lo + CHUNK] = self._at(np.arange(lo, min(lo + CHUNK, self.size), dtype=np.int64))
         return out if dtype is None else out.astype(dtype)
 
-    def sha256(self) -> str:
-        """The hex digest of the order's int64 bytes, the same as hashing the eager array (built a chunk at a time)."""
-        digest = hashlib.sha256()
-        for lo in range(0, self.size, CHUNK):
-            digest.update(self._at(np.arange(lo, min(lo + CHUNK, self.size), dtype=np.int64)).tobytes())
-        return digest.hexdigest()
+    def digest(self) -> str:
+        """What decides this order, hashed (size, key and the base's digest): O(1) for a lazy shuffle of the
+        stored rows, never a walk over its rows. It names the view in fingerprints, so equal orders built
+        two ways (lazily, or as an array) get different names: a cache is then built twice, never misnamed."""
+        base = None if self.base is None else indices_digest(self.base)
+        return hashlib.sha256(json.dumps(["keyed-shuffle", self.size, self.key, base]).encode()).hexdigest()
 
     def __repr__(self) -> str:
         return f"KeyedShuffle(size={self.size}, key={self.key}, base={type(self.base).__name__})"
 
 
 def indices_digest(indices: np.ndarray | KeyedShuffle) -> str:
-    """sha256 of a view's order, eager or lazy alike."""
+    """sha256 of a view's order: of its positions for an array, of its description for a lazy shuffle."""
     if isinstance(indices, KeyedShuffle):
-        return indices.sha256()
+        return indices.digest()
     return hashlib.sha256(np.ascontiguousarray(indices, dtype=np.int64).tobytes()).hexdigest()

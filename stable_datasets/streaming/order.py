@@ -107,6 +107,7 @@ class EpochOrder:
         self.num_rows = num_rows
         self._bounds, self._keys = bounds, keys
         self._windows: dict[int, np.ndarray] = {}  # window -> its rows' permutation (see _inside)
+        self._touched: set[int] = set()  # windows read once (the second read permutes them whole)
         self.block_window: np.ndarray | None = None
         if bounds is None:  # storage order (keys None) or one window of every row (a full permutation)
             self._window_start = np.array([0, num_rows], dtype=np.int64)
@@ -144,13 +145,18 @@ class EpochOrder:
     def _inside(self, local: np.ndarray, window: np.ndarray, start: np.ndarray) -> np.ndarray:
         """Each row's place inside its window. A reader asks for a few hundred rows of one or two windows at a
         time, and the bijection's numpy calls cost about the same for 300 rows as for 30,000; so a window of
-        at most WINDOW_CACHE_ROWS rows is permuted whole once (O(window) memory, a few windows kept) and
-        looked up after; larger windows (a full permutation) are evaluated for the rows asked only."""
+        at most WINDOW_CACHE_ROWS rows read a second time is permuted whole (O(window) memory, a few windows
+        kept) and looked up after; larger windows (a full permutation) are evaluated for the rows asked only."""
         size = self._window_start[window + 1] - start
         if not len(local):
             return local.copy()
         windows = distinct(window)
-        if any(int(self._window_start[w + 1] - self._window_start[w]) > WINDOW_CACHE_ROWS for w in windows):
+        first_touch = [w for w in windows if w not in self._windows and w not in self._touched]
+        self._touched.update(first_touch)
+        if first_touch or any(int(self._window_start[w + 1] - self._window_start[w]) > WINDOW_CACHE_ROWS
+                              for w in windows):
+            # a window read for the first time evaluates only the rows asked (the first row of an epoch stays
+            # cheap); read again, it is permuted whole
             return permute(local, size, mix_keys(*self._keys, window))
         out = np.empty_like(local)
         for w in windows:
