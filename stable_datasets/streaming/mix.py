@@ -215,7 +215,7 @@ class MixedSource:
 
     def __getitems__(self, positions: Sequence[int]) -> list[Any]:
         source, passes, row = self.plan.at_with_pass(np.asarray(positions, dtype=np.int64))
-        out = np.empty(len(source), dtype=object)
+        out: list[Any] = [None] * len(source)
         groups = source * (int(passes.max()) + 1 if len(passes) else 1) + passes  # (source, pass) as one key
         for key in (distinct(groups) if len(groups) else []):
             where = np.flatnonzero(groups == key)
@@ -228,10 +228,9 @@ class MixedSource:
                     for function in function_chain:
                         value = function(value)
                     rows[k] = value
-            placed = np.empty(len(rows), dtype=object)
-            placed[:] = rows  # (rows that are lists or tuples stay whole objects)
-            out[where] = placed
-        return out.tolist()
+            for i, value in zip(where.tolist(), rows):  # (a numpy object array would split rows that are lists)
+                out[i] = value
+        return out
 
     def __getitem__(self, position: int) -> Any:
         return self.__getitems__([position])[0]
