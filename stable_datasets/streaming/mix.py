@@ -198,6 +198,13 @@ class MixedSource:
     def __getstate__(self) -> dict[str, Any]:  # each process opens its own readers
         return {**self.__dict__, "_readers": {}}
 
+    def open_before_fork(self) -> None:
+        """Work every DataLoader worker would repeat, done once before they fork: each source's block bounds
+        and order options (`StreamingDataset.order`), and what its dataset opens before a fork."""
+        for stream in self.streams:
+            _ = stream.order  # built once here and kept (forked workers inherit it)
+            stream.open_before_fork()
+
     def set_epoch(self, epoch: int) -> None:
         """The sources' orders follow the mix's epoch."""
         if epoch != self.epoch:
