@@ -12,8 +12,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets import upstream
 from stable_datasets.features import ClassLabel, Features, Image, Sequence, Value, Video
-
-from .test_upstream_cache import _digits, write_tiny_video, write_upstream_cache, write_upstream_lance_cache
+from tests.layouts.test_upstream import _digits, write_tiny_video, write_upstream_cache, write_upstream_lance_cache
 
 FEATURES = Features({"image": Image(), "label": ClassLabel(names=[str(i) for i in range(10)]),
                      "tokens": Sequence(Value("int64"))})

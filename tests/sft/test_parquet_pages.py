@@ -87,7 +87,7 @@ def test_files_without_usable_pack_ids_fall_back_to_row_groups(tmp_path):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_validation_errors_are_the_row_group_paths(tmp_path, seed):
-    from tests.test_sft_validate import _random_packs
+    from tests.sft.test_validate_blocks import _random_packs
 
     rows = _random_packs(seed, 120)
     path = write_packed_parquet(rows, tmp_path / "bad.idx.parquet", row_group_rows=16)
@@ -229,7 +229,7 @@ def test_lone_packs_of_large_row_groups_read_pages_once_datafusion_runs(tmp_path
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_read_ahead_gives_the_row_group_paths_errors(tmp_path, seed):
-    from tests.test_sft_validate import _random_packs
+    from tests.sft.test_validate_blocks import _random_packs
 
     rows = _random_packs(seed, 200)
     path = write_packed_parquet(rows, tmp_path / "bad.idx.parquet", row_group_rows=50)

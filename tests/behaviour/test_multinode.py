@@ -12,7 +12,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.errors import WorkerDiedError
 from tests.ray_cluster import ray_cluster
-from tests.test_write_path import SMALL_FILES
+from tests.write.test_split import SMALL_FILES
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("moto")
