@@ -199,7 +199,7 @@ def test_a_column_rewrite_is_refused_by_its_source_size(monkeypatch):
 def test_a_migration_larger_than_the_limit_is_refused_and_writes_nothing(tmp_path, cache_root, monkeypatch):
     from stable_datasets import migrate
     from stable_datasets.errors import CacheError
-    from tests.layouts.test_upstream import write_upstream_cache
+    from tests.upstream_caches import write_upstream_cache
 
     upstream = write_upstream_cache(tmp_path / "up" / "toy_default_train_0123456789abcdef", [4, 4])
     needed = sum(p.stat().st_size for p in upstream.glob("*.arrow"))  # the upstream shards' bytes
@@ -225,7 +225,7 @@ def test_a_migration_outside_the_cache_root_leaves_folders_above_it_alone(tmp_pa
     """Root-wide work (shared files, eviction) needs a cache root: a --dest elsewhere gets none of it (before, the
     folder four levels above the destination was taken as a root and got a .shared-files folder)."""
     from stable_datasets import migrate
-    from tests.layouts.test_upstream import write_upstream_cache
+    from tests.upstream_caches import write_upstream_cache
 
     upstream = write_upstream_cache(tmp_path / "up" / "toy_default_train_0123456789abcdef", [4, 4])
     dest = tmp_path / "a" / "b" / "c" / "d" / "dest"
