@@ -151,3 +151,22 @@ def test_function_local_imports_of_our_own_modules_do_not_grow():
                              if name.startswith("stable_datasets."))
     distinct = sorted(set(local))
     assert len(distinct) <= LOCAL_IMPORTS_CEILING, distinct
+
+
+def test_tests_mirror_the_package():
+    """A test file is found from the folder names alone: tests/<package>/test_*.py for a package's modules,
+    tests/test_<module>.py for the front door's own modules, tests/behaviour/ for the end-to-end suites."""
+    tests = Path(__file__).resolve().parents[1]
+    packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and any(p.glob("*.py"))}
+    top_modules = {p.stem for p in PACKAGE.glob("*.py")}
+    misplaced = []
+    for path in sorted(tests.rglob("test_*.py")):
+        relative = path.relative_to(tests)
+        folder = relative.parts[0] if len(relative.parts) > 1 else None
+        if folder in ("stress", "fixtures"):
+            continue
+        if folder is None and path.stem.removeprefix("test_").split("_")[0] not in {m.split("_")[0] for m in top_modules}:
+            misplaced.append(f"{relative}: no module stable_datasets/{path.stem.removeprefix('test_')}.py")
+        elif folder is not None and folder != "behaviour" and folder not in packages:
+            misplaced.append(f"{relative}: no package stable_datasets/{folder}/")
+    assert misplaced == []
