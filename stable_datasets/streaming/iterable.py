@@ -151,7 +151,7 @@ class StreamingDataset(_IterableBase):
 
     # -- lazy ops: each returns a new stream (epoch 0, nothing consumed) ------------------------
     def _with(self, **changes: Any) -> StreamingDataset:
-        other = StreamingDataset(self.dataset, **{**self._options, **changes})
+        other = type(self)(self.dataset, **{**self._options, **changes})
         other.batch_size, other.drop_last_batch, other.collate_fn = self.batch_size, self.drop_last_batch, \
             self.collate_fn
         other._ops = list(self._ops)

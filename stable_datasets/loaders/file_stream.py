@@ -1,0 +1,362 @@
+"""Streams of data files read where they lie: `load_dataset(<loader>, data_files=..., streaming=True)`.
+
+No cache is built. A split's files are cut into units (a line-based file into byte ranges of about
+`UNIT_BYTES` at line ends, a Parquet file into row groups, any other file whole), and each unit's
+rows are counted once when the stream opens: from metadata (Parquet, Arrow), by counting lines
+(JSON Lines, text), else by parsing it. A unit is read, parsed and cast to the features by its
+loader's own `read_piece` (so every parse error, and every cast error naming file and column, is
+the loader's) only when the stream's order reaches it, and a few recent units are held.
+
+The units become a backend (`FileBackend`): the rows of one split laid end to end, each unit a
+block. A `StableDataset` over it is a stream like any cache's (`streaming.StreamingDataset`): the
+block order, ranks and workers, exact and elastic resume, and the verbs all come from there. The
+state is the cache stream's (epoch, rows consumed) plus the identity of the files (`FileStream`):
+a file changed, added or removed since a state was saved is refused, naming the file. A unit whose
+file changed while it is being streamed is refused when it is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from stable_datasets.arrow.cells import table_rows
+from stable_datasets.arrow.tables import ordered_gather
+from stable_datasets.cache.metadata import CacheMetadata
+from stable_datasets.features.features import Features
+from stable_datasets.layouts.base import LayoutBackend
+from stable_datasets.loaders.arrow_files import open_ipc
+from stable_datasets.loaders.base import FileLoader
+from stable_datasets.loaders.columns import LoaderError
+from stable_datasets.streaming.iterable import StreamingDataset
+
+#: a line-based file (JSON Lines, text, CSV) is read in units of about this many bytes
+UNIT_BYTES = 8 << 20
+#: parsed units held at once (the stream's reader holds the windows it serves besides)
+HELD_UNITS = 16
+#: bytes of parsed units held at once, at most (one larger unit is still held alone)
+HELD_BYTES = 256 << 20
+#: the name the backend gives itself in `CacheMetadata.layout` (it is no stored layout)
+LAYOUT = "data_files"
+#: a line holding anything but whitespace (a JSON Lines record; blank lines are skipped)
+_RECORD_LINE = re.compile(rb"[^ \t\r\n\f\v][^\n]*")
+
+
+@dataclass(frozen=True)
+class FileUnit:
+    """Rows `rows` of one data file: the whole file (start, stop None) or a range (bytes, row groups)."""
+
+    path: str  # the local path read
+    source: str  # the file as the user named it
+    start: int | None
+    stop: int | None
+    rows: int
+
+    def piece(self) -> list[Any]:
+        return [self.path, self.start, self.stop, self.source]
+
+
+def file_identity(path: str) -> list[int]:
+    """[size, mtime in ns] of a local file: what says it is unchanged."""
+    try:
+        stat = os.stat(path)
+    except OSError as exc:
+        raise LoaderError(f"{path}: cannot read the data file ({exc.strerror or exc})") from None
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+class FileBackend(LayoutBackend):
+    """The rows of one split's data files, read a unit at a time by their loader (see the module docstring)."""
+
+    batched_reads = True
+
+    def __init__(self, loader: FileLoader, split: str, units: list[FileUnit], identities: dict[str, list[int]]):
+        self.loader = loader
+        self.split = split
+        self.units = units
+        #: local path -> [size, mtime_ns] when the stream was opened
+        self.identities = identities
+        self.features: Features = loader.features
+        self._schema = self.features.arrow_schema
+        self._starts = np.concatenate([[0], np.cumsum([u.rows for u in units])]).astype(np.int64)
+        self._held: OrderedDict[int, pa.Table] = OrderedDict()
+        metadata = CacheMetadata(layout=LAYOUT, features=self.features.to_dict(), num_rows=int(self._starts[-1]),
+                                 shards=[], fingerprint=self.identity(), builder_name=loader.builder_name(),
+                                 config_name=loader.config.name, split=split,
+                                 extra={"files": [[name, *identity] for name, identity in self.sources()]})
+        first = units[0].path if units else "."
+        super().__init__(Path(first).absolute().parent, metadata)
+        self._pin = None
+
+    def identity(self) -> str:
+        """A hash of what decides the rows: the loader, its config, the features, every file and its identity."""
+        config = {k: v for k, v in vars(self.loader.config).items() if k not in ("features", "data_files", "data_dir")}
+        described = [self.loader.builder_name(), json.dumps(config, sort_keys=True, default=str),
+                     self.features.to_dict(), [[u.source, u.start, u.stop, u.rows] for u in self.units],
+                     [self.identities[p] for p in sorted(self.identities)]]
+        return hashlib.sha256(json.dumps(described, default=str).encode()).hexdigest()[:16]
+
+    def sources(self) -> list[tuple[str, list[int]]]:
+        """(file as named, [size, mtime_ns]) of every file, in order."""
+        seen: dict[str, list[int]] = {}
+        for unit in self.units:
+            seen.setdefault(unit.source, self.identities[unit.path])
+        return list(seen.items())
+
+    # -- the backend contract -----------------------------------------------------------------
+    def _open(self) -> None:
+        self._held = OrderedDict()  # a forked worker parses its own units
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"loader": self.loader, "split": self.split, "units": self.units, "identities": self.identities}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["loader"], state["split"], state["units"], state["identities"])  # type: ignore[misc]
+
+    @property
+    def num_rows(self) -> int:
+        return int(self._starts[-1])
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self._schema
+
+    def block_bounds(self) -> np.ndarray:
+        return np.unique(self._starts)
+
+    def shard_bounds(self) -> np.ndarray | None:
+        """Where each data file's rows begin (a stream's shard window groups whole files)."""
+        return np.unique(np.concatenate([[0], np.cumsum(self._file_rows())]).astype(np.int64))
+
+    def _file_rows(self) -> list[int]:
+        rows: list[int] = []
+        last = None
+        for unit in self.units:
+            if unit.path == last:
+                rows[-1] += unit.rows
+            else:
+                rows.append(unit.rows)
+                last = unit.path
+        return rows
+
+    def stored_row_counts(self) -> tuple[int, int]:
+        return self.num_rows, self.num_rows
+
+    def stored_column_order(self) -> list[str] | None:
+        return list(self.features)
+
+    def row(self, index: int) -> dict[str, Any]:
+        return self.rows([index])[0]
+
+    def rows(self, indices: list[int]) -> list[dict[str, Any]]:
+        return table_rows(self.take(np.asarray(indices, dtype=np.int64)))
+
+    def take(self, indices: np.ndarray) -> pa.Table:
+        return ordered_gather(np.asarray(indices, dtype=np.int64), self._starts[:-1], self._gather, self._schema)
+
+    def slice(self, start: int, stop: int) -> pa.Table:
+        pieces = [self.unit_table(u).slice(lo, hi - lo) for u, lo, hi in self._covering(start, stop)]
+        if not pieces:
+            return self._schema.empty_table()
+        return pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+
+    def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
+        for unit, lo, hi in self._covering(start, stop):
+            table = self.unit_table(unit).slice(lo, hi - lo)
+            yield from (b for b in table.to_batches(max_chunksize=max(batch_rows, 1)) if b.num_rows)
+
+    def _covering(self, start: int, stop: int) -> Iterator[tuple[int, int, int]]:
+        """(unit, first local row, end local row) of the units rows [start, stop) lie in."""
+        if stop <= start:
+            return
+        first = int(np.searchsorted(self._starts, start, side="right")) - 1
+        for unit in range(first, len(self.units)):
+            lo, hi = int(self._starts[unit]), int(self._starts[unit + 1])
+            if lo >= stop:
+                break
+            if hi > lo:
+                yield unit, max(start, lo) - lo, min(stop, hi) - lo
+
+    def _gather(self, unit: int, local: np.ndarray) -> pa.Table:
+        table = self.unit_table(unit)
+        if len(local) and local[-1] - local[0] == len(local) - 1 and np.all(np.diff(local) == 1):
+            return table.slice(int(local[0]), len(local))
+        return table.take(pa.array(local, pa.int64()))
+
+    # -- reading units --------------------------------------------------------------------------
+    def unit_table(self, index: int) -> pa.Table:
+        """Unit `index` parsed and cast to the features (held while it is among the recent ones)."""
+        self.ensure_open()
+        table = self._held.get(index)
+        if table is not None:
+            self._held.move_to_end(index)
+            return table
+        unit = self.units[index]
+        if file_identity(unit.path) != self.identities[unit.path]:
+            raise LoaderError(f"{unit.source}: the file changed while it was streamed (size or modification time "
+                              "differ from when the stream was opened); open the stream again")
+        table = read_unit(self.loader, unit, self._schema)
+        if table.num_rows != unit.rows:
+            raise LoaderError(f"{unit.source}: {_range_text(unit)}holds {table.num_rows} rows, {unit.rows} when the "
+                              "stream was opened; the file changed while it was streamed (open the stream again)")
+        self._held[index] = table
+        while len(self._held) > HELD_UNITS or (len(self._held) > 1 and
+                                                sum(t.nbytes for t in self._held.values()) > HELD_BYTES):
+            self._held.popitem(last=False)
+        return table
+
+
+def _range_text(unit: FileUnit) -> str:
+    return "" if unit.start is None else f"[{unit.start}:{unit.stop}] "
+
+
+def read_unit(loader: FileLoader, unit: FileUnit, schema: pa.Schema) -> pa.Table:
+    """One unit's rows, parsed and cast to the features by the loader (one single-chunk table)."""
+    if loader.read_tables:
+        tables = list(loader.read_piece(unit.piece()[:3]))
+    else:  # media and tars: (key, example) pairs, encoded by the features as the write path does
+        features = loader.features
+        rows = [features.encode(example, "") for _, example in loader.examples_of_piece(unit.piece())]
+        tables = [pa.Table.from_pylist(rows, schema=schema)]
+    tables = [t.select(schema.names) if t.schema.names != schema.names else t for t in tables]
+    if not tables:
+        return schema.empty_table()
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    return table.combine_chunks() if any(c.num_chunks > 1 for c in table.columns) else table
+
+
+# -- counting rows -----------------------------------------------------------------------------------
+def unit_pieces(loader: FileLoader, path: str) -> list[list[Any]]:
+    """A file's units, as the loader divides it for parallel builds: about UNIT_BYTES each."""
+    if not loader.read_tables:
+        return [[path, None, None]]
+    size = os.path.getsize(path)
+    parts = max(1, -(-size // UNIT_BYTES))
+    if loader.name == "parquet":
+        parts = pq.ParquetFile(path).metadata.num_row_groups  # one unit per row group
+    pieces = loader.piece_ranges(path, parts) if parts > 1 else [[path, None, None]]
+    return pieces or [[path, None, None]]
+
+
+def count_rows(loader: FileLoader, piece: list[Any]) -> int:
+    """Rows of one piece: from metadata or by counting lines where the format allows, else by parsing it."""
+    path, start, stop = piece[:3]
+    name = loader.name
+    if name == "parquet":
+        metadata = pq.ParquetFile(path).metadata
+        groups = range(metadata.num_row_groups) if start is None else range(start, stop)
+        return sum(metadata.row_group(g).num_rows for g in groups)
+    if name == "arrow":
+        source, _, batches = open_ipc(path)
+        try:
+            return sum(b.num_rows for b in batches)
+        finally:
+            source.close()
+    counted = _count_lines(loader, path, start, stop)
+    if counted is not None:
+        return counted
+    if not loader.read_tables:
+        return sum(1 for _ in loader.examples_of_piece([path, start, stop]))
+    return sum(t.num_rows for t in loader.read_piece([path, start, stop], conform=False))
+
+
+def _count_lines(loader: FileLoader, path: str, start: int | None, stop: int | None) -> int | None:
+    """Rows of JSON Lines or text-by-line counted without parsing; None where only parsing can tell."""
+    config = loader.config
+    if getattr(config, "encoding", "utf-8").lower().replace("_", "-") not in ("utf-8", "utf8", "ascii"):
+        return None
+    if loader.name == "json" and getattr(config, "field", None) is None:
+        data = _read_range(path, start, stop)
+        if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"[", b""):
+            return None if data.strip() else 0  # a document (an array) is parsed
+        return len(_RECORD_LINE.findall(data))
+    if loader.name == "text" and getattr(config, "sample_by", "line") == "line":
+        data = _read_range(path, start, stop)
+        if b"\r" in data:
+            return None  # universal newlines: the loader decides
+        return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+    return None
+
+
+def _read_range(path: str, start: int | None, stop: int | None) -> bytes:
+    with open(path, "rb") as fh:
+        if start:
+            fh.seek(start)
+        return fh.read() if stop is None else fh.read(stop - (start or 0))
+
+
+def open_file_backends(loader: FileLoader, splits: list[str] | None = None) -> dict[str, FileBackend]:
+    """split -> the backend of its data files (rows counted; nothing parsed beyond what counting needs)."""
+    files = loader.data_files()
+    wanted = list(files) if splits is None else splits
+    backends = {}
+    for split in wanted:
+        if split not in files:
+            raise ValueError(f"unknown split {split!r}; the data files have splits {list(files)}")
+        units: list[FileUnit] = []
+        identities: dict[str, list[int]] = {}
+        for source in files[split]:
+            if loader.is_companion(source):
+                continue
+            path = loader.local_file(source)
+            identities[path] = file_identity(path)
+            for piece in unit_pieces(loader, path):
+                units.append(FileUnit(path, source, piece[1], piece[2], count_rows(loader, piece)))
+        backends[split] = FileBackend(loader, split, units, identities)
+    return backends
+
+
+class FileStream(StreamingDataset):
+    """A stream of data files: a `StreamingDataset` whose state also names the files it read, so a state
+    loads only into a stream of the same files, unchanged (else the error names the file)."""
+
+    def files(self) -> list[tuple[str, list[int]]]:
+        return file_sources(self.dataset)
+
+    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
+        state = super().state_dict(consumed)
+        files = self.files()
+        state["files"] = {"names": _names_digest([name for name, _ in files]), "count": len(files),
+                          "identities": [identity for _, identity in files]}
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if isinstance(state, dict) and "_snapshot" not in state:
+            check_files(state.get("files"), self.files())
+        super().load_state_dict(state)
+
+
+def file_sources(dataset: Any) -> list[tuple[str, list[int]]]:
+    """(file, identity) of every file behind a stream's dataset (a StableDataset over FileBackends)."""
+    return [(name, [size, mtime]) for metadata in dataset.cache_metadata
+            for name, size, mtime in metadata.extra.get("files", [])]
+
+
+def _names_digest(names: list[str]) -> str:
+    return hashlib.sha256(json.dumps(names).encode()).hexdigest()[:16]
+
+
+def check_files(saved: Any, files: list[tuple[str, list[int]]]) -> None:
+    """Refuse a state saved over other files, or over these files before one changed, naming it."""
+    if not isinstance(saved, dict):
+        raise ValueError("cannot resume: the state was not saved by a stream of data files (it has no 'files')")
+    names = [name for name, _ in files]
+    if saved.get("names") != _names_digest(names):
+        raise ValueError(f"cannot resume: the saved stream read other data files ({saved.get('count')} files; this "
+                         f"stream reads {len(names)}: a file was added, removed or renamed since)")
+    for (name, identity), then in zip(files, saved.get("identities") or []):
+        if list(then) != list(identity):
+            raise ValueError(f"cannot resume: {name} changed since the state was saved (size {then[0]} -> "
+                             f"{identity[0]} bytes, modified again); its rows may differ, so the position cannot be "
+                             "trusted")

@@ -1,0 +1,275 @@
+"""`load_dataset(<loader>, data_files=..., streaming=True)` reads the files where they lie: no cache is built,
+rows equal the built cache's in order, ranks and workers share every row once, and a resume is exact, also on
+another world size; a file changed since a state was saved is refused naming it."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import tarfile
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import stable_datasets as sds
+from stable_datasets.loaders.columns import LoaderError
+
+torch = pytest.importorskip("torch")
+from stable_datasets.loaders import file_stream  # noqa: E402
+from stable_datasets.loaders.file_stream import FileStream  # noqa: E402
+from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
+
+FILES, PER_FILE = 5, 23  # 115 rows, files of unequal blocks across ranks
+
+
+def _records(f: int) -> list[dict]:
+    return [{"idx": f * PER_FILE + i, "text": f"row {f}-{i}", "score": float(i) / 4} for i in range(PER_FILE)]
+
+
+def write_files(folder, fmt: str) -> list[str]:
+    """FILES data files of `fmt` holding ids 0..FILES*PER_FILE-1 in order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for f in range(FILES):
+        records = _records(f)
+        table = pa.Table.from_pylist(records)
+        if fmt == "json":
+            path = folder / f"part-{f}.jsonl"
+            path.write_text("".join(json.dumps(r) + "\n" + ("\n" if i == 3 else "") for i, r in enumerate(records)))
+        elif fmt == "jsonl.gz":
+            path = folder / f"part-{f}.jsonl.gz"
+            path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in records).encode()))
+        elif fmt == "csv":
+            path = folder / f"part-{f}.csv"
+            lines = ["idx,text,score"] + [f'{r["idx"]},"{r["text"]}",{r["score"]}' for r in records]
+            path.write_text("\n".join(lines) + "\n")
+        elif fmt == "parquet":
+            path = folder / f"part-{f}.parquet"
+            pq.write_table(table, path, row_group_size=7)
+        elif fmt == "arrow":
+            path = folder / f"part-{f}.arrow"
+            with pa.ipc.new_file(str(path), table.schema) as writer:
+                for batch in table.to_batches(max_chunksize=10):
+                    writer.write_batch(batch)
+        elif fmt == "text":
+            path = folder / f"part-{f}.txt"
+            path.write_text("".join(f"{r['idx']} {r['text']}\n" for r in records))
+        elif fmt == "webdataset":
+            path = folder / f"part-{f}.tar"
+            with tarfile.open(path, "w") as tar:
+                for r in records:
+                    for ext, data in (("idx.json", json.dumps(r["idx"]).encode()), ("txt", r["text"].encode())):
+                        info = tarfile.TarInfo(f"s{r['idx']:05d}.{ext}")
+                        info.size = len(data)
+                        tar.addfile(info, io.BytesIO(data))
+        else:
+            raise AssertionError(fmt)
+        paths.append(str(path))
+    return paths
+
+
+LOADER = {"json": "json", "jsonl.gz": "json", "csv": "csv", "parquet": "parquet", "arrow": "arrow", "text": "text",
+          "webdataset": "webdataset"}
+
+
+def row_id(fmt: str, row: dict) -> int:
+    if fmt == "text":
+        return int(row["text"].split()[0])
+    if fmt == "webdataset":
+        return int(row["idx.json"])
+    return int(row["idx"])
+
+
+def nothing_under(root) -> bool:
+    return not root.exists() or not any(root.rglob("*"))
+
+
+@pytest.mark.parametrize("fmt", list(LOADER))
+def test_rows_equal_the_built_cache_and_no_cache_is_built(tmp_path, cache_root, fmt):
+    files = write_files(tmp_path / "data", fmt)
+    stream = sds.load_dataset(LOADER[fmt], data_files=files, split="train", streaming=True)
+    assert isinstance(stream, FileStream)
+    streamed = list(stream)
+    if fmt != "jsonl.gz":  # a compressed file is decompressed once into the downloads folder
+        assert nothing_under(cache_root), sorted(cache_root.rglob("*"))
+    built = sds.load_dataset(LOADER[fmt], data_files=files, split="train")
+    assert streamed == built.to_list()
+    assert [row_id(fmt, r) for r in streamed] == list(range(FILES * PER_FILE))
+    assert stream.features == built.features and stream.column_names == built.column_names
+
+
+def test_a_split_dict_streams_each_split_and_a_slice_cuts_it(tmp_path, cache_root):
+    files = write_files(tmp_path / "data", "json")
+    streams = sds.load_dataset("json", data_files={"train": files[:3], "test": files[3:]}, streaming=True)
+    assert sorted(streams) == ["test", "train"]
+    assert [r["idx"] for r in streams["test"]] == list(range(3 * PER_FILE, FILES * PER_FILE))
+    sliced = sds.load_dataset("json", data_files=files, split="train[10:20]", streaming=True)
+    assert [r["idx"] for r in sliced] == list(range(10, 20))
+    assert nothing_under(cache_root)
+
+
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+def test_ranks_and_workers_serve_every_row_once(tmp_path, fmt):
+    files = write_files(tmp_path / "data", fmt)
+    seen: Counter = Counter()
+    for rank in range(3):
+        stream = sds.load_dataset(LOADER[fmt], data_files=files, split="train", streaming=True)
+        stream = type(stream)(stream.dataset, rank=rank, world_size=3, drop_last=True).shuffle(seed=3, buffer_size=16)
+        for batch in StreamingDataLoader(stream, batch_size=4, num_workers=2):
+            seen.update(int(i) for i in batch["idx"])
+    total = FILES * PER_FILE
+    assert sorted(seen) == list(range(total - total % 3)) or (len(seen) == total - total % 3 and
+                                                               set(seen.values()) == {1})
+    assert set(seen.values()) == {1} and len(seen) == total - total % 3  # 115 rows on 3 ranks: 1 dropped
+
+
+def test_verbs_work_on_a_file_stream(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    assert [r["idx"] for r in stream.take(3)] == [0, 1, 2]
+    assert [r["idx"] for r in stream.skip(110)] == [110, 111, 112, 113, 114]
+    assert [r["idx"] for r in stream.filter(lambda r: r["idx"] % 50 == 0)] == [0, 50, 100]
+    assert [r["idx"] for r in stream.take(2).map(lambda r: {"idx": r["idx"] * 2})] == [0, 2]
+    batches = list(stream.batch(50))
+    assert [len(b["idx"]) for b in batches] == [50, 50, 15]
+    shuffled = [r["idx"] for r in stream.shuffle(seed=1, buffer_size=10)]
+    assert sorted(shuffled) == list(range(115)) and shuffled != list(range(115))
+    assert shuffled == [r["idx"] for r in stream.shuffle(seed=1, buffer_size=10)]
+    first = next(iter(stream.with_format("numpy")))
+    assert isinstance(first["score"], np.floating | float) and first["text"] == "row 0-0"
+    stream.set_epoch(3)
+    assert stream.epoch == 3
+    mixed = sds.interleave_datasets([stream.take(3), stream.skip(112)])
+    assert [r["idx"] for r in mixed] == [0, 112, 1, 113, 2, 114]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.integers(0, 9), min_size=1, max_size=5), n=st.integers(1, 3), m=st.integers(1, 3),
+       stop=st.integers(0, 40), seed=st.integers(0, 3), shuffle=st.booleans())
+def test_resume_is_exact_on_another_world_size(tmp_path_factory, rows, n, m, stop, seed, shuffle):
+    folder = tmp_path_factory.mktemp("resume")
+    files, ident = [], 0
+    for f, count in enumerate(rows):
+        path = folder / f"f{f}.jsonl"
+        path.write_text("".join(json.dumps({"idx": ident + i}) + "\n" for i in range(count)))
+        ident += count
+        files.append(str(path))
+    total = sum(rows)
+
+    def stream(rank, world):
+        opened = sds.load_dataset("json", data_files=files, split="train", streaming=True,
+                                  features=sds.Features({"idx": sds.Value("int64")}))
+        opened = FileStream(opened.dataset, rank=rank, world_size=world, drop_last=True)
+        return opened.shuffle(seed=seed, buffer_size=4) if shuffle else opened
+
+    first = [stream(r, n) for r in range(n)]
+    served: list[int] = []
+    iterators = [iter(s) for s in first]
+    for _ in range(min(stop, first[0].rows_per_epoch())):  # ranks step in lockstep
+        served.extend(int(next(it)["idx"]) for it in iterators)
+    state = json.loads(json.dumps(first[0].state_dict()))
+    left = total - state["consumed"]
+    if 0 < left < m:
+        return  # drop_last on more ranks than rows left: refused (tested in the stream's own tests)
+    for r in range(m):
+        resumed = stream(r, m)
+        resumed.load_state_dict(state)
+        served.extend(int(row["idx"]) for row in resumed)
+    counts = Counter(served)
+    assert set(counts.values()) <= {1}, counts
+    assert total - len(counts) < max(n, m)  # only drop_last's tail is left out
+
+
+def test_a_dataloader_resume_with_workers_is_exact(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+
+    def make():
+        return sds.load_dataset("json", data_files=files, split="train", streaming=True).shuffle(seed=5, buffer_size=8)
+
+    loader = StreamingDataLoader(make(), batch_size=4, num_workers=2)
+    iterator = iter(loader)
+    head = [int(i) for _ in range(7) for i in next(iterator)["idx"]]
+    state = json.loads(json.dumps(loader.state_dict()))
+    del iterator
+    resumed = make()
+    resumed.load_state_dict(state)
+    rest = [int(i) for batch in StreamingDataLoader(resumed, batch_size=4, num_workers=2) for i in batch["idx"]]
+    assert sorted(head + rest) == list(range(FILES * PER_FILE))
+    assert head + rest == [r["idx"] for r in make()]
+    assert len(json.dumps(state)) < 2000 and state["files"]["count"] == FILES
+
+
+def test_a_file_changed_since_the_state_is_refused_naming_it(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    it = iter(stream)
+    for _ in range(30):
+        next(it)
+    state = stream.state_dict()
+    with open(files[2], "a") as fh:
+        fh.write(json.dumps({"idx": 999, "text": "x", "score": 0.0}) + "\n")
+    os.utime(files[2], ns=(1, 1))
+    again = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    with pytest.raises(ValueError, match=f"cannot resume: {files[2]} changed since the state was saved"):
+        again.load_state_dict(state)
+    fewer = sds.load_dataset("json", data_files=files[:4], split="train", streaming=True)
+    with pytest.raises(ValueError, match=r"cannot resume: the saved stream read other data files \(5 files; this "
+                                         r"stream reads 4"):
+        fewer.load_state_dict(state)
+
+
+def test_a_file_changed_while_streaming_is_refused_naming_it(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    with open(files[1], "a") as fh:
+        fh.write("\n")
+    with pytest.raises(LoaderError, match=f"^{files[1]}: the file changed while it was streamed"):
+        list(stream)
+
+
+def test_a_bad_line_names_the_file_and_line(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+    with open(files[3]) as fh:
+        lines = fh.read().splitlines(keepends=True)
+    lines[5] = '{"idx": 74, "text": "broken", \n'
+    with open(files[3], "w") as fh:
+        fh.write("".join(lines))
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    # lazily: the rows before the bad file are served, it is parsed only when the order reaches it
+    assert [r["idx"] for r in stream.take(3 * PER_FILE)] == list(range(3 * PER_FILE))
+    with pytest.raises(LoaderError, match=rf"^{files[3]}, line 6: invalid JSON \(Expecting property name enclosed "
+                                          r"in double quotes at column 30\)$"):
+        list(stream)
+
+
+def test_a_csv_value_that_does_not_cast_names_file_line_and_column(tmp_path):
+    files = write_files(tmp_path / "data", "csv")
+    with open(files[4], "a") as fh:
+        fh.write('oops,"row x",0.5\n')
+    features = sds.Features({"idx": sds.Value("int64"), "text": sds.Value("string"), "score": sds.Value("float64")})
+    with pytest.raises(LoaderError, match=rf"^{files[4]}, line 25: column 'idx': value 'oops' cannot be stored as "
+                                          "int64"):  # a CSV file's rows are counted by parsing it, when it opens
+        sds.load_dataset("csv", data_files=files, split="train", streaming=True, features=features)
+
+
+def test_large_files_are_cut_into_units(tmp_path, monkeypatch):
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 300)
+    files = write_files(tmp_path / "data", "json")
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    bounds = stream.dataset.block_bounds()
+    assert len(bounds) > FILES + 1 and bounds[-1] == FILES * PER_FILE
+    assert [r["idx"] for r in stream] == list(range(FILES * PER_FILE))
+    assert sorted(r["idx"] for r in stream.shuffle(seed=2)) == list(range(FILES * PER_FILE))
+
+
+def test_a_registered_builder_still_streams_its_cache(tmp_path, cache_root, toy_builder):
+    stream = sds.load_dataset(str(toy_builder), split="train", streaming=True)
+    assert not isinstance(stream, FileStream) and len(list(stream)) > 0
+    assert not nothing_under(cache_root)
