@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from stable_datasets.arrow.cells import table_rows
 from stable_datasets.arrow.tables import ordered_gather
+from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.features.features import Features
 from stable_datasets.layouts.base import LayoutBackend
@@ -40,6 +41,7 @@ from stable_datasets.loaders.arrow_files import open_ipc
 from stable_datasets.loaders.base import FileLoader
 from stable_datasets.loaders.columns import LoaderError
 from stable_datasets.streaming.iterable import StreamingDataset
+from stable_datasets.urls import is_url
 
 #: threads counting the rows of the units when a stream opens (file reads and numpy scans release the GIL)
 COUNT_THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -49,6 +51,8 @@ UNIT_BYTES = 8 << 20
 HELD_UNITS = 16
 #: bytes of parsed units held at once, at most (one larger unit is still held alone)
 HELD_BYTES = 256 << 20
+#: units a shuffled stream reads at a time by default (units permuted; rows mixed within such a window)
+WINDOW_UNITS = 8
 #: the name the backend gives itself in `CacheMetadata.layout` (it is no stored layout)
 LAYOUT = "data_files"
 #: bytes that are whitespace to JSON Lines (a line of them only is skipped)
@@ -84,12 +88,16 @@ class FileBackend(LayoutBackend):
 
     batched_reads = True
 
-    def __init__(self, loader: FileLoader, split: str, units: list[FileUnit], identities: dict[str, list[int]]):
+    def __init__(self, loader: FileLoader, split: str, units: list[FileUnit], identities: dict[str, list[int]],
+                 named: dict[str, list[Any]] | None = None):
         self.loader = loader
         self.split = split
         self.units = units
-        #: local path -> [size, mtime_ns] when the stream was opened
+        #: local path -> [size, mtime_ns] when the stream was opened (checked before each unit is read)
         self.identities = identities
+        #: file as named -> its identity for a saved state: a local file's [size, mtime_ns], a remote one's
+        #: [size, digest of its ETag or content] (its downloaded copy's mtime says nothing)
+        self.named = named or {}
         self.features: Features = loader.features
         self._schema = self.features.arrow_schema
         self._starts = np.concatenate([[0], np.cumsum([u.rows for u in units])]).astype(np.int64)
@@ -110,11 +118,11 @@ class FileBackend(LayoutBackend):
                      [self.identities[p] for p in sorted(self.identities)]]
         return hashlib.sha256(json.dumps(described, default=str).encode()).hexdigest()[:16]
 
-    def sources(self) -> list[tuple[str, list[int]]]:
-        """(file as named, [size, mtime_ns]) of every file, in order."""
-        seen: dict[str, list[int]] = {}
+    def sources(self) -> list[tuple[str, list[Any]]]:
+        """(file as named, its identity) of every file, in order."""
+        seen: dict[str, list[Any]] = {}
         for unit in self.units:
-            seen.setdefault(unit.source, self.identities[unit.path])
+            seen.setdefault(unit.source, self.named.get(unit.source) or self.identities[unit.path])
         return list(seen.items())
 
     # -- the backend contract -----------------------------------------------------------------
@@ -122,10 +130,12 @@ class FileBackend(LayoutBackend):
         self._held = OrderedDict()  # a forked worker parses its own units
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"loader": self.loader, "split": self.split, "units": self.units, "identities": self.identities}
+        return {"loader": self.loader, "split": self.split, "units": self.units, "identities": self.identities,
+                "named": self.named}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["loader"], state["split"], state["units"], state["identities"])  # type: ignore[misc]
+        self.__init__(state["loader"], state["split"], state["units"], state["identities"],  # type: ignore[misc]
+                      state["named"])
 
     @property
     def num_rows(self) -> int:
@@ -139,19 +149,9 @@ class FileBackend(LayoutBackend):
         return np.unique(self._starts)
 
     def shard_bounds(self) -> np.ndarray | None:
-        """Where each data file's rows begin (a stream's shard window groups whole files)."""
-        return np.unique(np.concatenate([[0], np.cumsum(self._file_rows())]).astype(np.int64))
-
-    def _file_rows(self) -> list[int]:
-        rows: list[int] = []
-        last = None
-        for unit in self.units:
-            if unit.path == last:
-                rows[-1] += unit.rows
-            else:
-                rows.append(unit.rows)
-                last = unit.path
-        return rows
+        """Where each unit's rows begin: a shuffled stream permutes units and reads a window of a few at a time
+        (`FileStream.shuffle`), so each unit is parsed once per epoch."""
+        return np.unique(self._starts)
 
     def stored_row_counts(self) -> tuple[int, int]:
         return self.num_rows, self.num_rows
@@ -323,18 +323,22 @@ def open_file_backends(loader: FileLoader, splits: list[str] | None = None) -> d
         if split not in files:
             raise ValueError(f"unknown split {split!r}; the data files have splits {list(files)}")
         identities: dict[str, list[int]] = {}
+        named: dict[str, list[Any]] = {}
         pieces: list[tuple[str, list[Any]]] = []
         for source in files[split]:
             if loader.is_companion(source):
                 continue
             path = loader.local_file(source)
             identities[path] = file_identity(path)
+            if is_url(source):
+                summary = files_identity([source], cache_root=loader.cache_root)
+                named[source] = [identities[path][0], summary["sha256"][:16]]
             pieces.extend((source, piece) for piece in unit_pieces(loader, path))
         with ThreadPoolExecutor(max_workers=min(COUNT_THREADS, max(len(pieces), 1))) as pool:
             counts = list(pool.map(lambda item: count_rows(loader, item[1]), pieces))
         units = [FileUnit(piece[0], source, piece[1], piece[2], count)
                  for (source, piece), count in zip(pieces, counts)]
-        backends[split] = FileBackend(loader, split, units, identities)
+        backends[split] = FileBackend(loader, split, units, identities, named)
     return backends
 
 
@@ -342,7 +346,14 @@ class FileStream(StreamingDataset):
     """A stream of data files: a `StreamingDataset` whose state also names the files it read, so a state
     loads only into a stream of the same files, unchanged (else the error names the file)."""
 
-    def files(self) -> list[tuple[str, list[int]]]:
+    def shuffle(self, seed: int = 0, window_blocks: int = 8, window_shards: int | None = WINDOW_UNITS, *,
+                buffer_size: int | None = None) -> StreamingDataset:
+        """The stream's block shuffle within windows of `window_shards` units (default WINDOW_UNITS): the units
+        are permuted, and rows are mixed within a window of units, which are parsed once each (None: blocks from
+        every unit mix, and a unit may be parsed again for each of its blocks)."""
+        return super().shuffle(seed, window_blocks, window_shards, buffer_size=buffer_size)
+
+    def files(self) -> list[tuple[str, list[Any]]]:
         return file_sources(self.dataset)
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
@@ -358,17 +369,17 @@ class FileStream(StreamingDataset):
         super().load_state_dict(state)
 
 
-def file_sources(dataset: Any) -> list[tuple[str, list[int]]]:
+def file_sources(dataset: Any) -> list[tuple[str, list[Any]]]:
     """(file, identity) of every file behind a stream's dataset (a StableDataset over FileBackends)."""
-    return [(name, [size, mtime]) for metadata in dataset.cache_metadata
-            for name, size, mtime in metadata.extra.get("files", [])]
+    return [(name, [size, version]) for metadata in dataset.cache_metadata
+            for name, size, version in metadata.extra.get("files", [])]
 
 
 def _names_digest(names: list[str]) -> str:
     return hashlib.sha256(json.dumps(names).encode()).hexdigest()[:16]
 
 
-def check_files(saved: Any, files: list[tuple[str, list[int]]]) -> None:
+def check_files(saved: Any, files: list[tuple[str, list[Any]]]) -> None:
     """Refuse a state saved over other files, or over these files before one changed, naming it."""
     if not isinstance(saved, dict):
         raise ValueError("cannot resume: the state was not saved by a stream of data files (it has no 'files')")

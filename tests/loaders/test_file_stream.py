@@ -289,3 +289,35 @@ def test_counted_json_lines_equal_the_parsed_rows(tmp_path_factory, lines, endin
     loader = sds.load_builder("json", data_files=str(path), features=sds.Features({"idx": sds.Value("int64")}))
     parsed = sum(t.num_rows for t in loader.read_piece([str(path), None, None]))
     assert file_stream.count_rows(loader, [str(path), None, None]) == parsed
+
+
+def test_a_shuffled_epoch_parses_each_unit_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 300)  # ~4 units per file, 20 in all
+    files = write_files(tmp_path / "data", "json")
+    parsed: Counter = Counter()
+    real = file_stream.read_unit
+
+    def counting(loader, unit, schema):
+        parsed[(unit.path, unit.start)] += 1
+        return real(loader, unit, schema)
+
+    monkeypatch.setattr(file_stream, "read_unit", counting)
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    units = len(stream.dataset.block_bounds()) - 1
+    order = [r["idx"] for r in stream.shuffle(seed=4, buffer_size=5)]
+    assert sorted(order) == list(range(FILES * PER_FILE)) and order != sorted(order)
+    assert len(parsed) == units and set(parsed.values()) == {1}
+
+
+def test_json_lines_on_s3_stream_like_local_ones(s3_env, tmp_path, cache_root):
+    for f in range(2):
+        s3_env.write(f"jsonl/part-{f}.jsonl", "".join(json.dumps(r) + "\n" for r in _records(f)).encode())
+    url = f"s3://{s3_env.bucket}/jsonl/part-*.jsonl"
+    stream = sds.load_dataset("json", data_files=url, split="train", streaming=True)
+    assert [r["idx"] for r in stream] == list(range(2 * PER_FILE))
+    state = stream.state_dict()
+    assert not [p for p in cache_root.rglob("_metadata.json")]  # nothing built: the objects are only downloaded
+    s3_env.write("jsonl/part-1.jsonl", b'{"idx": 5, "text": "new", "score": 1.0}\n')
+    again = sds.load_dataset("json", data_files=url, split="train", streaming=True)
+    with pytest.raises(ValueError, match=rf"cannot resume: s3://{s3_env.bucket}/jsonl/part-1.jsonl changed since"):
+        again.load_state_dict(state)
