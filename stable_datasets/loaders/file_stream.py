@@ -41,6 +41,7 @@ from stable_datasets.loaders.arrow_files import open_ipc
 from stable_datasets.loaders.base import FileLoader
 from stable_datasets.loaders.columns import LoaderError
 from stable_datasets.streaming.iterable import StreamingDataset
+from stable_datasets.streaming.state import merge_worker_states
 from stable_datasets.urls import is_url
 
 #: threads counting the rows of the units when a stream opens (file reads and numpy scans release the GIL)
@@ -364,8 +365,9 @@ class FileStream(StreamingDataset):
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if isinstance(state, dict) and "_snapshot" not in state:
-            check_files(state.get("files"), self.files())
+        if isinstance(state, dict) and "_snapshot" in state:  # a StatefulDataLoader's: its workers' states merged
+            state = merge_worker_states(state)
+        check_files(state.get("files") if isinstance(state, dict) else None, self.files())
         super().load_state_dict(state)
 
 
