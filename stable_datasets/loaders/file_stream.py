@@ -241,16 +241,26 @@ def read_unit(loader: FileLoader, unit: FileUnit, schema: pa.Schema) -> pa.Table
 
 
 # -- counting rows -----------------------------------------------------------------------------------
-def unit_pieces(loader: FileLoader, path: str) -> list[list[Any]]:
-    """A file's units, as the loader divides it for parallel builds: about UNIT_BYTES each."""
+def unit_pieces(loader: FileLoader, path: str) -> list[tuple[list[Any], int | None]]:
+    """A file's units with their rows where metadata tells them (else None): runs of Parquet row groups of
+    about UNIT_BYTES, byte ranges of about UNIT_BYTES at line ends (`piece_ranges`, as parallel builds cut
+    files), or the whole file."""
     if not loader.read_tables:
-        return [[path, None, None]]
-    size = os.path.getsize(path)
-    parts = max(1, -(-size // UNIT_BYTES))
+        return [([path, None, None], None)]
     if loader.name == "parquet":
-        parts = pq.ParquetFile(path).metadata.num_row_groups  # one unit per row group
+        metadata = pq.ParquetFile(path).metadata
+        units: list[tuple[list[Any], int | None]] = []
+        first, rows, size = 0, 0, 0
+        for group in range(metadata.num_row_groups):
+            rows += metadata.row_group(group).num_rows
+            size += metadata.row_group(group).total_byte_size
+            if size >= UNIT_BYTES or group == metadata.num_row_groups - 1:
+                units.append(([path, first, group + 1], rows))
+                first, rows, size = group + 1, 0, 0
+        return units or [([path, None, None], 0)]
+    parts = max(1, -(-os.path.getsize(path) // UNIT_BYTES))
     pieces = loader.piece_ranges(path, parts) if parts > 1 else [[path, None, None]]
-    return pieces or [[path, None, None]]
+    return [(piece, None) for piece in pieces or [[path, None, None]]]
 
 
 def count_rows(loader: FileLoader, piece: list[Any]) -> int:
@@ -325,7 +335,7 @@ def open_file_backends(loader: FileLoader, splits: list[str] | None = None) -> d
             raise ValueError(f"unknown split {split!r}; the data files have splits {list(files)}")
         identities: dict[str, list[int]] = {}
         named: dict[str, list[Any]] = {}
-        pieces: list[tuple[str, list[Any]]] = []
+        pieces: list[tuple[str, list[Any], int | None]] = []
         for source in files[split]:
             if loader.is_companion(source):
                 continue
@@ -334,11 +344,12 @@ def open_file_backends(loader: FileLoader, splits: list[str] | None = None) -> d
             if is_url(source):
                 summary = files_identity([source], cache_root=loader.cache_root)
                 named[source] = [identities[path][0], summary["sha256"][:16]]
-            pieces.extend((source, piece) for piece in unit_pieces(loader, path))
+            pieces.extend((source, piece, rows) for piece, rows in unit_pieces(loader, path))
         with ThreadPoolExecutor(max_workers=min(COUNT_THREADS, max(len(pieces), 1))) as pool:
-            counts = list(pool.map(lambda item: count_rows(loader, item[1]), pieces))
+            counts = list(pool.map(lambda item: item[2] if item[2] is not None else count_rows(loader, item[1]),
+                                   pieces))
         units = [FileUnit(piece[0], source, piece[1], piece[2], count)
-                 for (source, piece), count in zip(pieces, counts)]
+                 for (source, piece, _), count in zip(pieces, counts)]
         backends[split] = FileBackend(loader, split, units, identities, named)
     return backends
 

@@ -257,14 +257,16 @@ def test_a_csv_value_that_does_not_cast_names_file_line_and_column(tmp_path):
         sds.load_dataset("csv", data_files=files, split="train", streaming=True, features=features)
 
 
-def test_large_files_are_cut_into_units(tmp_path, monkeypatch):
-    monkeypatch.setattr(file_stream, "UNIT_BYTES", 300)
-    files = write_files(tmp_path / "data", "json")
-    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+@pytest.mark.parametrize("fmt", ["json", "parquet", "text", "csv"])
+def test_large_files_are_cut_into_units(tmp_path, monkeypatch, fmt):
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 100)
+    files = write_files(tmp_path / "data", fmt)
+    stream = sds.load_dataset(LOADER[fmt], data_files=files, split="train", streaming=True)
     bounds = stream.dataset.block_bounds()
     assert len(bounds) > FILES + 1 and bounds[-1] == FILES * PER_FILE
-    assert [r["idx"] for r in stream] == list(range(FILES * PER_FILE))
-    assert sorted(r["idx"] for r in stream.shuffle(seed=2)) == list(range(FILES * PER_FILE))
+    assert [row_id(fmt, r) for r in stream] == list(range(FILES * PER_FILE))
+    assert list(stream) == sds.load_dataset(LOADER[fmt], data_files=files, split="train").to_list()
+    assert sorted(row_id(fmt, r) for r in stream.shuffle(seed=2)) == list(range(FILES * PER_FILE))
 
 
 def test_a_registered_builder_still_streams_its_cache(tmp_path, cache_root, toy_builder):
