@@ -54,6 +54,8 @@ HELD_UNITS = 16
 HELD_BYTES = 256 << 20
 #: units a shuffled stream reads at a time by default (units permuted; rows mixed within such a window)
 WINDOW_UNITS = 8
+#: a saved state lists each file's identity up to this many files (to name the one that changed), else a digest
+LISTED_FILES = 256
 #: the name the backend gives itself in `CacheMetadata.layout` (it is no stored layout)
 LAYOUT = "data_files"
 #: bytes that are whitespace to JSON Lines (a line of them only is skipped)
@@ -371,8 +373,12 @@ class FileStream(StreamingDataset):
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         state = super().state_dict(consumed)
         files = self.files()
-        state["files"] = {"names": _names_digest([name for name, _ in files]), "count": len(files),
-                          "identities": [identity for _, identity in files]}
+        identities = [identity for _, identity in files]
+        state["files"] = {"names": _names_digest([name for name, _ in files]), "count": len(files)}
+        if len(files) <= LISTED_FILES:
+            state["files"]["identities"] = identities  # so a changed file can be named
+        else:
+            state["files"]["identities_digest"] = _names_digest(identities)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -388,8 +394,8 @@ def file_sources(dataset: Any) -> list[tuple[str, list[Any]]]:
             for name, size, version in metadata.extra.get("files", [])]
 
 
-def _names_digest(names: list[str]) -> str:
-    return hashlib.sha256(json.dumps(names).encode()).hexdigest()[:16]
+def _names_digest(values: list[Any]) -> str:
+    return hashlib.sha256(json.dumps(values).encode()).hexdigest()[:16]
 
 
 def check_files(saved: Any, files: list[tuple[str, list[Any]]]) -> None:
@@ -400,6 +406,11 @@ def check_files(saved: Any, files: list[tuple[str, list[Any]]]) -> None:
     if saved.get("names") != _names_digest(names):
         raise ValueError(f"cannot resume: the saved stream read other data files ({saved.get('count')} files; this "
                          f"stream reads {len(names)}: a file was added, removed or renamed since)")
+    if "identities_digest" in saved:
+        if saved["identities_digest"] != _names_digest([identity for _, identity in files]):
+            raise ValueError(f"cannot resume: one of the {len(files)} data files changed since the state was saved "
+                             f"(size or modification time); its rows may differ, so the position cannot be trusted")
+        return
     for (name, identity), then in zip(files, saved.get("identities") or []):
         if list(then) != list(identity):
             raise ValueError(f"cannot resume: {name} changed since the state was saved (size {then[0]} -> "

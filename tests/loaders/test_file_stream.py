@@ -345,3 +345,18 @@ def test_a_stateful_dataloader_state_resumes_on_another_cluster_size(tmp_path):
     assert states[0]["_snapshot"] and sorted(counts) == list(range(FILES * PER_FILE))
     # 36 rows served on 2 ranks; 79 left on 3 ranks are 27 each: the last step is padded with the order's first 2
     assert sum(counts.values()) == 36 + 81 and max(counts.values()) == 2
+
+
+def test_a_state_over_many_files_stays_small(tmp_path, monkeypatch):
+    monkeypatch.setattr(file_stream, "LISTED_FILES", 3)
+    files = write_files(tmp_path / "data", "json")
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    state = stream.state_dict()
+    assert "identities" not in state["files"] and state["files"]["count"] == FILES
+    again = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    again.load_state_dict(state)
+    with open(files[4], "a") as fh:
+        fh.write("\n")
+    edited = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    with pytest.raises(ValueError, match="^cannot resume: one of the 5 data files changed since the state was saved"):
+        edited.load_state_dict(state)
