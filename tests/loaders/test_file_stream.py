@@ -360,3 +360,15 @@ def test_a_state_over_many_files_stays_small(tmp_path, monkeypatch):
     edited = sds.load_dataset("json", data_files=files, split="train", streaming=True)
     with pytest.raises(ValueError, match="^cannot resume: one of the 5 data files changed since the state was saved"):
         edited.load_state_dict(state)
+
+
+def test_a_later_file_that_does_not_fit_the_features_names_file_and_column(tmp_path):
+    """Features come from the first file; a later file is cast to them when the order reaches it."""
+    first, later = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text('{"idx": 1, "text": "a"}\n')
+    later.write_text('{"idx": 2, "text": "b"}\n{"idx": "three", "text": "c"}\n')
+    stream = sds.load_dataset("json", data_files=[str(first), str(later)], split="train", streaming=True)
+    assert stream.features == sds.Features({"idx": sds.Value("int64"), "text": sds.Value("string")})
+    with pytest.raises(LoaderError, match=rf"^{later} \(lines 1-2\): JSON parse error: Column\(/idx\) changed from "
+                                          "number to string in row 1"):
+        list(stream)
