@@ -372,3 +372,15 @@ def test_a_later_file_that_does_not_fit_the_features_names_file_and_column(tmp_p
     with pytest.raises(LoaderError, match=rf"^{later} \(lines 1-2\): JSON parse error: Column\(/idx\) changed from "
                                           "number to string in row 1"):
         list(stream)
+
+
+def test_empty_files_and_json_documents_among_json_lines(tmp_path):
+    lines, empty, document = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.json"
+    lines.write_text('{"idx": 0}\n\n{"idx": 1}\n')
+    empty.write_text("")
+    document.write_text('[{"idx": 2}, {"idx": 3}]')
+    files = [str(lines), str(empty), str(document)]
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    assert [r["idx"] for r in stream] == [0, 1, 2, 3]
+    assert list(stream) == sds.load_dataset("json", data_files=files, split="train").to_list()
+    assert sorted(r["idx"] for r in stream.shuffle(seed=1)) == [0, 1, 2, 3]
