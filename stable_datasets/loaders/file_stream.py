@@ -118,7 +118,7 @@ class FileBackend(LayoutBackend):
         config = {k: v for k, v in vars(self.loader.config).items() if k not in ("features", "data_files", "data_dir")}
         described = [self.loader.builder_name(), json.dumps(config, sort_keys=True, default=str),
                      self.features.to_dict(), [[u.source, u.start, u.stop, u.rows] for u in self.units],
-                     [self.identities[p] for p in sorted(self.identities)]]
+                     self.sources()]  # a remote file by its ETag: its downloaded copy's mtime says nothing
         return hashlib.sha256(json.dumps(described, default=str).encode()).hexdigest()[:16]
 
     def sources(self) -> list[tuple[str, list[Any]]]:

@@ -315,8 +315,13 @@ def test_json_lines_on_s3_stream_like_local_ones(s3_env, tmp_path, cache_root):
     url = f"s3://{s3_env.bucket}/jsonl/part-*.jsonl"
     stream = sds.load_dataset("json", data_files=url, split="train", streaming=True)
     assert [r["idx"] for r in stream] == list(range(2 * PER_FILE))
-    state = stream.state_dict()
+    rows = iter(stream)
+    assert [next(rows)["idx"] for _ in range(10)] == list(range(10))
+    state = json.loads(json.dumps(stream.state_dict()))
     assert not [p for p in cache_root.rglob("_metadata.json")]  # nothing built: the objects are only downloaded
+    unchanged = sds.load_dataset("json", data_files=url, split="train", streaming=True)
+    unchanged.load_state_dict(state)  # the objects' ETags are the same (their downloaded copies are newer)
+    assert [r["idx"] for r in unchanged] == list(range(10, 2 * PER_FILE))
     s3_env.write("jsonl/part-1.jsonl", b'{"idx": 5, "text": "new", "score": 1.0}\n')
     again = sds.load_dataset("json", data_files=url, split="train", streaming=True)
     with pytest.raises(ValueError, match=rf"cannot resume: s3://{s3_env.bucket}/jsonl/part-1.jsonl changed since"):
