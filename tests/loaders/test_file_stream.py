@@ -389,3 +389,11 @@ def test_empty_files_and_json_documents_among_json_lines(tmp_path):
     assert [r["idx"] for r in stream] == [0, 1, 2, 3]
     assert list(stream) == sds.load_dataset("json", data_files=files, split="train").to_list()
     assert sorted(r["idx"] for r in stream.shuffle(seed=1)) == [0, 1, 2, 3]
+
+
+def test_a_folder_of_data_files_streams_its_files(tmp_path, cache_root):
+    write_files(tmp_path / "data", "parquet")
+    streams = sds.load_dataset(str(tmp_path / "data"), streaming=True)
+    assert list(streams) == ["train"] and isinstance(streams["train"], FileStream)
+    assert [r["idx"] for r in streams["train"]] == list(range(FILES * PER_FILE))
+    assert nothing_under(cache_root)
