@@ -14,6 +14,7 @@ from stable_datasets.dataset.transforms import concatenate_datasets
 from stable_datasets.errors import BuilderNotFoundError
 from stable_datasets.hf_arguments import hub_hint, take_hub_arguments
 from stable_datasets.loaders.base import FileLoader
+from stable_datasets.loaders.file_stream import WINDOW_UNITS, open_file_backends
 from stable_datasets.registry import resolve_builder
 from stable_datasets.urls import is_url
 
@@ -160,9 +161,8 @@ def _load_streams(path: Any, split: str | None, *, name: str | None, storage_for
 
 
 def _file_streams(loader: FileLoader, split: str | None) -> Any:
-    """Streams of a generic loader's data files, read where they lie (a dict of them for split=None)."""
-    from stable_datasets.loaders.file_stream import FileStream, open_file_backends  # it imports torch
-
+    """Streams of a generic loader's data files, read where they lie (a dict of them for split=None); a shuffle
+    permutes units and mixes rows within windows of WINDOW_UNITS of them (each parsed once an epoch)."""
     part = None if split is None else parse_split(split)[0]
     backends = open_file_backends(loader, None if part is None else [part.name])
 
@@ -170,7 +170,7 @@ def _file_streams(loader: FileLoader, split: str | None) -> Any:
         dataset = dataset_of(backend, backend.metadata)
         if part is not None and not part.is_whole:
             dataset = dataset.select(range(*part.bounds(len(dataset)))).with_split_name(split)
-        return FileStream(dataset)
+        return dataset.to_iterable(window_shards=WINDOW_UNITS)
 
     if part is None:
         return {name: stream(backend) for name, backend in backends.items()}

@@ -10,9 +10,11 @@ the loader's) only when the stream's order reaches it, and a few recent units ar
 The units become a backend (`FileBackend`): the rows of one split laid end to end, each unit a
 block. A `StableDataset` over it is a stream like any cache's (`streaming.StreamingDataset`): the
 block order, ranks and workers, exact and elastic resume, and the verbs all come from there. The
-state is the cache stream's (epoch, rows consumed) plus the identity of the files (`FileStream`):
-a file changed, added or removed since a state was saved is refused, naming the file. A unit whose
-file changed while it is being streamed is refused when it is read.
+backend lists its files with their identity (`StableDataset.source_files`), so the state is the
+cache stream's (epoch, rows consumed) plus the files: a file changed, added or removed since a state
+was saved is refused, naming the file. A unit whose file changed while it is being streamed is
+refused when it is read. A shuffle reads windows of WINDOW_UNITS units (the stream is opened with
+`window_shards=WINDOW_UNITS`; each unit a shard), so each unit is parsed once per epoch.
 """
 
 from __future__ import annotations
@@ -35,13 +37,12 @@ from stable_datasets.arrow.cells import table_rows
 from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.cache.metadata import CacheMetadata
+from stable_datasets.dataset.stable_dataset import SOURCE_FILES_KEY
 from stable_datasets.features.features import Features
 from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.loaders.arrow_files import open_ipc
 from stable_datasets.loaders.base import FileLoader
 from stable_datasets.loaders.columns import LoaderError
-from stable_datasets.streaming.iterable import StreamingDataset
-from stable_datasets.streaming.state import merge_worker_states
 from stable_datasets.urls import is_url
 
 #: threads counting the rows of the units when a stream opens (file reads and numpy scans release the GIL)
@@ -54,8 +55,6 @@ HELD_UNITS = 16
 HELD_BYTES = 256 << 20
 #: units a shuffled stream reads at a time by default (units permuted; rows mixed within such a window)
 WINDOW_UNITS = 8
-#: a saved state lists each file's identity up to this many files (to name the one that changed), else a digest
-LISTED_FILES = 256
 #: the name the backend gives itself in `CacheMetadata.layout` (it is no stored layout)
 LAYOUT = "data_files"
 #: bytes that are whitespace to JSON Lines (a line of them only is skipped)
@@ -108,7 +107,7 @@ class FileBackend(LayoutBackend):
         metadata = CacheMetadata(layout=LAYOUT, features=self.features.to_dict(), num_rows=int(self._starts[-1]),
                                  shards=[], fingerprint=self.identity(), builder_name=loader.builder_name(),
                                  config_name=loader.config.name, split=split,
-                                 extra={"files": [[name, *identity] for name, identity in self.sources()]})
+                                 extra={SOURCE_FILES_KEY: [[name, *identity] for name, identity in self.sources()]})
         first = units[0].path if units else "."
         super().__init__(Path(first).absolute().parent, metadata)
         self._pin = None
@@ -153,7 +152,7 @@ class FileBackend(LayoutBackend):
 
     def shard_bounds(self) -> np.ndarray | None:
         """Where each unit's rows begin: a shuffled stream permutes units and reads a window of a few at a time
-        (`FileStream.shuffle`), so each unit is parsed once per epoch."""
+        (the stream is opened with `window_shards=WINDOW_UNITS`), so each unit is parsed once per epoch."""
         return np.unique(self._starts)
 
     def stored_row_counts(self) -> tuple[int, int]:
@@ -354,65 +353,3 @@ def open_file_backends(loader: FileLoader, splits: list[str] | None = None) -> d
                  for (source, piece, _), count in zip(pieces, counts)]
         backends[split] = FileBackend(loader, split, units, identities, named)
     return backends
-
-
-class FileStream(StreamingDataset):
-    """A stream of data files: a `StreamingDataset` whose state also names the files it read, so a state
-    loads only into a stream of the same files, unchanged (else the error names the file)."""
-
-    def shuffle(self, seed: int = 0, window_blocks: int = 8, window_shards: int | None = WINDOW_UNITS, *,
-                buffer_size: int | None = None) -> StreamingDataset:
-        """The stream's block shuffle within windows of `window_shards` units (default WINDOW_UNITS): the units
-        are permuted, and rows are mixed within a window of units, which are parsed once each (None: blocks from
-        every unit mix, and a unit may be parsed again for each of its blocks)."""
-        return super().shuffle(seed, window_blocks, window_shards, buffer_size=buffer_size)
-
-    def files(self) -> list[tuple[str, list[Any]]]:
-        return file_sources(self.dataset)
-
-    def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
-        state = super().state_dict(consumed)
-        files = self.files()
-        identities = [identity for _, identity in files]
-        state["files"] = {"names": _names_digest([name for name, _ in files]), "count": len(files)}
-        if len(files) <= LISTED_FILES:
-            state["files"]["identities"] = identities  # so a changed file can be named
-        else:
-            state["files"]["identities_digest"] = _names_digest(identities)
-        return state
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if isinstance(state, dict) and "_snapshot" in state:  # a StatefulDataLoader's: its workers' states merged
-            state = merge_worker_states(state)
-        check_files(state.get("files") if isinstance(state, dict) else None, self.files())
-        super().load_state_dict(state)
-
-
-def file_sources(dataset: Any) -> list[tuple[str, list[Any]]]:
-    """(file, identity) of every file behind a stream's dataset (a StableDataset over FileBackends)."""
-    return [(name, [size, version]) for metadata in dataset.cache_metadata
-            for name, size, version in metadata.extra.get("files", [])]
-
-
-def _names_digest(values: list[Any]) -> str:
-    return hashlib.sha256(json.dumps(values).encode()).hexdigest()[:16]
-
-
-def check_files(saved: Any, files: list[tuple[str, list[Any]]]) -> None:
-    """Refuse a state saved over other files, or over these files before one changed, naming it."""
-    if not isinstance(saved, dict):
-        raise ValueError("cannot resume: the state was not saved by a stream of data files (it has no 'files')")
-    names = [name for name, _ in files]
-    if saved.get("names") != _names_digest(names):
-        raise ValueError(f"cannot resume: the saved stream read other data files ({saved.get('count')} files; this "
-                         f"stream reads {len(names)}: a file was added, removed or renamed since)")
-    if "identities_digest" in saved:
-        if saved["identities_digest"] != _names_digest([identity for _, identity in files]):
-            raise ValueError(f"cannot resume: one of the {len(files)} data files changed since the state was saved "
-                             f"(size or modification time); its rows may differ, so the position cannot be trusted")
-        return
-    for (name, identity), then in zip(files, saved.get("identities") or []):
-        if list(then) != list(identity):
-            raise ValueError(f"cannot resume: {name} changed since the state was saved (size {then[0]} -> "
-                             f"{identity[0]} bytes, modified again); its rows may differ, so the position cannot be "
-                             "trusted")

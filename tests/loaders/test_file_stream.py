@@ -23,8 +23,8 @@ from stable_datasets.loaders.columns import LoaderError
 
 torch = pytest.importorskip("torch")
 from stable_datasets.loaders import file_stream  # noqa: E402
-from stable_datasets.loaders.file_stream import FileStream  # noqa: E402
 from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
+from stable_datasets.streaming import state as stream_state  # noqa: E402
 
 FILES, PER_FILE = 5, 23  # 115 rows, files of unequal blocks across ranks
 
@@ -75,6 +75,11 @@ def write_files(folder, fmt: str) -> list[str]:
     return paths
 
 
+def on_rank(stream, **options):
+    """The same file stream on another rank / world size (what torch.distributed or RANK/WORLD_SIZE choose)."""
+    return stream.dataset.to_iterable(window_shards=file_stream.WINDOW_UNITS, **options)
+
+
 LOADER = {"json": "json", "jsonl.gz": "json", "csv": "csv", "parquet": "parquet", "arrow": "arrow", "text": "text",
           "webdataset": "webdataset"}
 
@@ -95,7 +100,7 @@ def nothing_under(root) -> bool:
 def test_rows_equal_the_built_cache_and_no_cache_is_built(tmp_path, cache_root, fmt):
     files = write_files(tmp_path / "data", fmt)
     stream = sds.load_dataset(LOADER[fmt], data_files=files, split="train", streaming=True)
-    assert isinstance(stream, FileStream)
+    assert stream.source_files() is not None
     streamed = list(stream)
     if fmt != "jsonl.gz":  # a compressed file is decompressed once into the downloads folder
         assert nothing_under(cache_root), sorted(cache_root.rglob("*"))
@@ -121,7 +126,7 @@ def test_ranks_and_workers_serve_every_row_once(tmp_path, fmt):
     seen: Counter = Counter()
     for rank in range(3):
         stream = sds.load_dataset(LOADER[fmt], data_files=files, split="train", streaming=True)
-        stream = type(stream)(stream.dataset, rank=rank, world_size=3, drop_last=True).shuffle(seed=3, buffer_size=16)
+        stream = on_rank(stream, rank=rank, world_size=3, drop_last=True).shuffle(seed=3, buffer_size=16)
         for batch in StreamingDataLoader(stream, batch_size=4, num_workers=2):
             seen.update(int(i) for i in batch["idx"])
     total = FILES * PER_FILE
@@ -164,7 +169,7 @@ def test_resume_is_exact_on_another_world_size(tmp_path_factory, rows, n, m, sto
     def stream(rank, world):
         opened = sds.load_dataset("json", data_files=files, split="train", streaming=True,
                                   features=sds.Features({"idx": sds.Value("int64")}))
-        opened = FileStream(opened.dataset, rank=rank, world_size=world, drop_last=True)
+        opened = on_rank(opened, rank=rank, world_size=world, drop_last=True)
         return opened.shuffle(seed=seed, buffer_size=4) if shuffle else opened
 
     first = [stream(r, n) for r in range(n)]
@@ -271,7 +276,7 @@ def test_large_files_are_cut_into_units(tmp_path, monkeypatch, fmt):
 
 def test_a_registered_builder_still_streams_its_cache(tmp_path, cache_root, toy_builder):
     stream = sds.load_dataset(str(toy_builder), split="train", streaming=True)
-    assert not isinstance(stream, FileStream) and len(list(stream)) > 0
+    assert stream.source_files() is None and len(list(stream)) > 0
     assert not nothing_under(cache_root)
 
 
@@ -304,6 +309,7 @@ def test_a_shuffled_epoch_parses_each_unit_once(tmp_path, monkeypatch):
     monkeypatch.setattr(file_stream, "read_unit", counting)
     stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
     units = len(stream.dataset.block_bounds()) - 1
+    assert stream.shuffle(seed=4, buffer_size=5).order.window_shards == file_stream.WINDOW_UNITS < units
     order = [r["idx"] for r in stream.shuffle(seed=4, buffer_size=5)]
     assert sorted(order) == list(range(FILES * PER_FILE)) and order != sorted(order)
     assert len(parsed) == units and set(parsed.values()) == {1}
@@ -336,14 +342,14 @@ def test_a_stateful_dataloader_state_resumes_on_another_cluster_size(tmp_path):
     opened = sds.load_dataset("parquet", data_files=files, split="train", streaming=True)
     served, states = [], []
     for rank in range(2):
-        stream = FileStream(opened.dataset, rank=rank, world_size=2, loader_batch_size=6).shuffle(seed=8)
+        stream = on_rank(opened, rank=rank, world_size=2, loader_batch_size=6).shuffle(seed=8)
         loader = StatefulDataLoader(stream, batch_size=6, num_workers=2)
         iterator = iter(loader)
         served += [int(i) for _ in range(3) for i in next(iterator)["idx"]]
         states.append(json.loads(json.dumps(loader.state_dict())))
         del iterator
     for rank in range(3):
-        resumed = FileStream(opened.dataset, rank=rank, world_size=3).shuffle(seed=8)
+        resumed = on_rank(opened, rank=rank, world_size=3).shuffle(seed=8)
         resumed.load_state_dict(states[rank % 2])  # either rank's loader state
         served += [int(r["idx"]) for r in resumed]
     counts = Counter(served)
@@ -353,7 +359,7 @@ def test_a_stateful_dataloader_state_resumes_on_another_cluster_size(tmp_path):
 
 
 def test_a_state_over_many_files_stays_small(tmp_path, monkeypatch):
-    monkeypatch.setattr(file_stream, "LISTED_FILES", 3)
+    monkeypatch.setattr(stream_state, "LISTED_FILES", 3)
     files = write_files(tmp_path / "data", "json")
     stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
     state = stream.state_dict()
@@ -394,6 +400,6 @@ def test_empty_files_and_json_documents_among_json_lines(tmp_path):
 def test_a_folder_of_data_files_streams_its_files(tmp_path, cache_root):
     write_files(tmp_path / "data", "parquet")
     streams = sds.load_dataset(str(tmp_path / "data"), streaming=True)
-    assert list(streams) == ["train"] and isinstance(streams["train"], FileStream)
+    assert list(streams) == ["train"] and streams["train"].source_files() is not None
     assert [r["idx"] for r in streams["train"]] == list(range(FILES * PER_FILE))
     assert nothing_under(cache_root)
