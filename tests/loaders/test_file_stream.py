@@ -403,3 +403,31 @@ def test_a_folder_of_data_files_streams_its_files(tmp_path, cache_root):
     assert list(streams) == ["train"] and streams["train"].source_files() is not None
     assert [r["idx"] for r in streams["train"]] == list(range(FILES * PER_FILE))
     assert nothing_under(cache_root)
+
+
+def test_mixed_file_streams_resume_exactly(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+
+    def mix():
+        first = sds.load_dataset("json", data_files=files[:2], split="train", streaming=True).shuffle(seed=1,
+                                                                                                     buffer_size=5)
+        second = sds.load_dataset("json", data_files=files[2:], split="train", streaming=True)
+        return sds.interleave_datasets([first, second], probabilities=[0.4, 0.6], seed=3)
+
+    whole = [r["idx"] for r in mix()]
+    stopped = mix()
+    rows = iter(stopped)
+    head = [next(rows)["idx"] for _ in range(17)]
+    state = json.loads(json.dumps(stopped.state_dict()))
+    resumed = mix()
+    resumed.load_state_dict(state)
+    assert head + [r["idx"] for r in resumed] == whole
+    assert len(set(whole)) == len(whole) and set(whole) <= set(range(FILES * PER_FILE))
+
+
+def test_text_with_crlf_and_a_last_line_without_its_end(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"one\r\ntwo\r\n\r\nfour")
+    stream = sds.load_dataset("text", data_files=str(path), split="train", streaming=True)
+    assert [r["text"] for r in stream] == ["one", "two", "", "four"]
+    assert list(stream) == sds.load_dataset("text", data_files=str(path), split="train").to_list()
