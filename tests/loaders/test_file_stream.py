@@ -46,6 +46,10 @@ def write_files(folder, fmt: str) -> list[str]:
         elif fmt == "jsonl.gz":
             path = folder / f"part-{f}.jsonl.gz"
             path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in records).encode()))
+        elif fmt == "jsonl.zst":
+            path = folder / f"part-{f}.jsonl.zst"
+            with pa.CompressedOutputStream(str(path), "zstd") as out:
+                out.write("".join(json.dumps(r) + "\n" for r in records).encode())
         elif fmt == "csv":
             path = folder / f"part-{f}.csv"
             lines = ["idx,text,score"] + [f'{r["idx"]},"{r["text"]}",{r["score"]}' for r in records]
@@ -80,7 +84,7 @@ def on_rank(stream, **options):
     return stream.dataset.to_iterable(window_shards=file_stream.WINDOW_UNITS, **options)
 
 
-LOADER = {"json": "json", "jsonl.gz": "json", "csv": "csv", "parquet": "parquet", "arrow": "arrow", "text": "text",
+LOADER = {"json": "json", "jsonl.gz": "json", "jsonl.zst": "json", "csv": "csv", "parquet": "parquet", "arrow": "arrow", "text": "text",
           "webdataset": "webdataset"}
 
 
@@ -102,7 +106,8 @@ def test_rows_equal_the_built_cache_and_no_cache_is_built(tmp_path, cache_root, 
     stream = sds.load_dataset(LOADER[fmt], data_files=files, split="train", streaming=True)
     assert stream.source_files() is not None
     streamed = list(stream)
-    if fmt != "jsonl.gz":  # a compressed file is decompressed once into the downloads folder
+    assert not list(cache_root.rglob("_metadata.json"))  # no cache
+    if not fmt.startswith("jsonl."):  # a compressed file is decompressed once into the downloads folder
         assert nothing_under(cache_root), sorted(cache_root.rglob("*"))
     built = sds.load_dataset(LOADER[fmt], data_files=files, split="train")
     assert streamed == built.to_list()
