@@ -84,7 +84,8 @@ def on_rank(stream, **options):
     return stream.dataset.to_iterable(window_shards=file_stream.WINDOW_UNITS, **options)
 
 
-LOADER = {"json": "json", "jsonl.gz": "json", "jsonl.zst": "json", "csv": "csv", "parquet": "parquet", "arrow": "arrow", "text": "text",
+LOADER = {"json": "json", "jsonl.gz": "json", "jsonl.zst": "json",
+          "csv": "csv", "parquet": "parquet", "arrow": "arrow", "text": "text",
           "webdataset": "webdataset"}
 
 
