@@ -437,3 +437,12 @@ def test_text_with_crlf_and_a_last_line_without_its_end(tmp_path):
     stream = sds.load_dataset("text", data_files=str(path), split="train", streaming=True)
     assert [r["text"] for r in stream] == ["one", "two", "", "four"]
     assert list(stream) == sds.load_dataset("text", data_files=str(path), split="train").to_list()
+
+
+def test_a_pickled_stream_reads_the_same_rows(tmp_path):
+    """What a spawned DataLoader worker receives: the loader, the units and their identities, no parsed rows."""
+    import pickle
+
+    files = write_files(tmp_path / "data", "json")
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True).shuffle(seed=2, buffer_size=4)
+    assert [r["idx"] for r in pickle.loads(pickle.dumps(stream))] == [r["idx"] for r in stream]
