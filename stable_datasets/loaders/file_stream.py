@@ -1,11 +1,12 @@
 """Streams of data files read where they lie: `load_dataset(<loader>, data_files=..., streaming=True)`.
 
 No cache is built. A split's files are cut into units (a line-based file into byte ranges of about
-`UNIT_BYTES` at line ends, a Parquet file into row groups, any other file whole), and each unit's
-rows are counted once when the stream opens: from metadata (Parquet, Arrow), by counting lines
-(JSON Lines, text), else by parsing it. A unit is read, parsed and cast to the features by its
-loader's own `read_piece` (so every parse error, and every cast error naming file and column, is
-the loader's) only when the stream's order reaches it, and a few recent units are held.
+`UNIT_BYTES` at line ends, a Parquet file into runs of row groups, any other file whole), and each
+unit's rows are counted once when the stream opens: from metadata (Parquet, Arrow), by counting
+lines (JSON Lines, text, CSV without quotes), else by parsing it. A unit is read, parsed and cast
+to the features by its loader's own `read_piece` (so every parse error, and every cast error
+naming file and column, is the loader's) only when the stream's order reaches it, and a few recent
+units are held.
 
 The units become a backend (`FileBackend`): the rows of one split laid end to end, each unit a
 block. A `StableDataset` over it is a stream like any cache's (`streaming.StreamingDataset`): the
@@ -287,7 +288,7 @@ def count_rows(loader: FileLoader, piece: list[Any]) -> int:
 
 
 def _count_lines(loader: FileLoader, path: str, start: int | None, stop: int | None) -> int | None:
-    """Rows of JSON Lines or text-by-line counted without parsing; None where only parsing can tell."""
+    """Rows of JSON Lines, plain CSV or text-by-line counted without parsing; None where only parsing can tell."""
     config = loader.config
     if getattr(config, "encoding", "utf-8").lower().replace("_", "-") not in ("utf-8", "utf8", "ascii"):
         return None
@@ -296,6 +297,15 @@ def _count_lines(loader: FileLoader, path: str, start: int | None, stop: int | N
         if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"[", b""):
             return None if data.strip() else 0  # a document (an array) is parsed
         return count_records(data)
+    if loader.name == "csv" and _plain_csv(config):
+        data = _read_range(path, start, stop)
+        if b"\r" in data or (config.quotechar and config.quotechar.encode() in data):
+            return None  # quoted values may hold line breaks, and "\r" alone ends a line: the parser decides
+        array = np.frombuffer(data, dtype=np.uint8)
+        ends = np.flatnonzero(array == 10)
+        lines = len(ends) + (1 if len(data) and data[-1:] != b"\n" else 0)
+        empty = int(np.count_nonzero(np.diff(ends) == 1)) + (1 if len(ends) and ends[0] == 0 else 0)
+        return max(lines - empty - (0 if start else 1), 0)  # the header line is the first of the file
     if loader.name == "text" and getattr(config, "sample_by", "line") == "line":
         data = _read_range(path, start, stop)
         if b"\r" in data:
@@ -316,6 +326,12 @@ def count_records(data: bytes) -> int:
         end = data.find(b"\n", line)
         records += bool(data[line:end if end >= 0 else len(data)].strip())
     return records
+
+
+def _plain_csv(config: Any) -> bool:
+    """A CSV whose records are its non-empty lines after one header line (no skipped rows, names or escapes)."""
+    return (config.skiprows == 0 and config.header in ("infer", 0) and not (config.column_names or config.names)
+            and config.escapechar is None)
 
 
 def _read_range(path: str, start: int | None, stop: int | None) -> bytes:

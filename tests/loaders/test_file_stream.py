@@ -264,7 +264,7 @@ def test_a_csv_value_that_does_not_cast_names_file_line_and_column(tmp_path):
         fh.write('oops,"row x",0.5\n')
     features = sds.Features({"idx": sds.Value("int64"), "text": sds.Value("string"), "score": sds.Value("float64")})
     with pytest.raises(LoaderError, match=rf"^{files[4]}, line 25: column 'idx': value 'oops' cannot be stored as "
-                                          "int64"):  # a CSV file's rows are counted by parsing it, when it opens
+                                          "int64"):  # a CSV file with quotes is counted by parsing it, when it opens
         sds.load_dataset("csv", data_files=files, split="train", streaming=True, features=features)
 
 
@@ -446,3 +446,23 @@ def test_a_pickled_stream_reads_the_same_rows(tmp_path):
     files = write_files(tmp_path / "data", "json")
     stream = sds.load_dataset("json", data_files=files, split="train", streaming=True).shuffle(seed=2, buffer_size=4)
     assert [r["idx"] for r in pickle.loads(pickle.dumps(stream))] == [r["idx"] for r in stream]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.one_of(st.tuples(st.integers(0, 99), st.sampled_from(["a", "b c", "d"])), st.just(None)),
+                     max_size=10),
+       last=st.booleans(), lead=st.integers(0, 2), quoted=st.booleans())
+def test_counted_csv_lines_equal_the_parsed_rows(tmp_path_factory, rows, last, lead, quoted):
+    """Plain CSV rows are counted as non-empty lines after the header (None: an empty line); a quote in the file
+    falls back to parsing, since a quoted value may hold a line break."""
+    if all(r is None for r in rows):
+        rows = [*rows, (1, "a")]  # (a header alone is an error of the loader's: "Empty CSV file")
+    lines = ["\n" * lead + "x,y"] + ["" if r is None else f'{r[0]},{chr(34) + r[1] + chr(34) if quoted else r[1]}'
+                                      for r in rows]
+    path = tmp_path_factory.mktemp("csv") / "a.csv"
+    path.write_text("\n".join(lines) + ("\n" if last else ""))
+    loader = sds.load_builder("csv", data_files=str(path),
+                              features=sds.Features({"x": sds.Value("int64"), "y": sds.Value("string")}))
+    parsed = sum(t.num_rows for t in loader.read_piece([str(path), None, None]))
+    assert file_stream.count_rows(loader, [str(path), None, None]) == parsed
+    assert file_stream._count_lines(loader, str(path), None, None) == (None if quoted and parsed else parsed)
