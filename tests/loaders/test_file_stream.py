@@ -466,3 +466,13 @@ def test_counted_csv_lines_equal_the_parsed_rows(tmp_path_factory, rows, last, l
     parsed = sum(t.num_rows for t in loader.read_piece([str(path), None, None]))
     assert file_stream.count_rows(loader, [str(path), None, None]) == parsed
     assert file_stream._count_lines(loader, str(path), None, None) == (None if quoted and parsed else parsed)
+
+
+def test_plain_csv_cut_into_ranges_counts_each_range(tmp_path, monkeypatch):
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 64)
+    path = tmp_path / "a.csv"
+    path.write_text("idx,text\n" + "".join(f"{i},row {i}\n" + ("\n" if i % 7 == 0 else "") for i in range(60)))
+    stream = sds.load_dataset("csv", data_files=str(path), split="train", streaming=True)
+    assert len(stream.dataset.block_bounds()) > 5
+    assert [r["idx"] for r in stream] == list(range(60))
+    assert list(stream) == sds.load_dataset("csv", data_files=str(path), split="train").to_list()
