@@ -157,10 +157,12 @@ class MergeStats:
 
 
 class _Source:
-    """One sorted key file, read a record batch at a time; `offset` is added to its orders."""
+    """One sorted key file, read a record batch at a time; `offset` is added to its orders. The file is read,
+    not memory-mapped: the pages of a mapped file stay in the process's RSS (and a container's memory
+    limit counts them) until the kernel needs them back."""
 
     def __init__(self, path: Path, offset: int):
-        self._map = pa.memory_map(str(path))
+        self._map = pa.OSFile(str(path))  # read, not mapped: the pages read are not kept (a mapped file's are)
         self._reader = pa.ipc.open_file(self._map)
         self._next = 0
         self.offset = offset
