@@ -337,8 +337,15 @@ def iter_keys(path: Path) -> Iterator[tuple[int, int, str]]:
                    table.column("key").to_pylist())
 
 
-def key_count(path: Path) -> int:
-    """Rows of a sorted key file (read from its footer)."""
-    with pa.memory_map(str(path)) as source:
+def sorted_key_count(path: Path) -> int:
+    """Rows of a part's key file, which is made a sorted key file first if an earlier version of the library
+    wrote it (a part finished before an upgrade and reused by the resumed build: its keys in build order,
+    digest and text only)."""
+    with pa.OSFile(str(path)) as source:  # read into memory, not mapped: the file is rewritten below
         reader = pa.ipc.open_file(source)
-        return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+        if reader.schema.equals(KEYS_SCHEMA):
+            return sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+        table = reader.read_all()
+    write_sorted_keys(path, table.column("digest").to_numpy(), np.arange(len(table), dtype=np.int64),
+                      table.column("key").combine_chunks())
+    return len(table)

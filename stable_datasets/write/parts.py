@@ -24,7 +24,7 @@ from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS, BatchEncoder
 from stable_datasets.features.features import Features
 from stable_datasets.progress import progress
 from stable_datasets.write.coalesce import coalesced
-from stable_datasets.write.keys import KeyLog, key_count, merge_sorted
+from stable_datasets.write.keys import KeyLog, merge_sorted, sorted_key_count
 from stable_datasets.write.plan import WritePlan
 from stable_datasets.write.sources import ExampleSource
 
@@ -277,6 +277,6 @@ def find_duplicate_key(staging: Path, parts: list[PartResult]) -> Any | None:
     for part in keyed:
         path = part_dir(staging, part.index) / KEYS_FILE
         files.append((path, offset))
-        offset += key_count(path)
+        offset += sorted_key_count(path)
     found = merge_sorted(files, None, staging / KEY_RUNS_DIR)
     return None if found is None else json.loads(found.key)

@@ -25,6 +25,7 @@ from stable_datasets.write.keys import (
     merge_sorted,
     write_sorted_keys,
 )
+from stable_datasets.write.parts import KEYS_FILE, PartResult, find_duplicate_key, part_dir
 
 
 def _first_repeat(keys: list) -> object | None:
@@ -169,3 +170,21 @@ def test_a_build_past_the_memory_held_names_the_duplicate_as_before(write_builde
     ds = sds.load_dataset(str(fine), split="train", num_proc=num_proc)
     assert ds["i"] == [i for _ in range(4) for i in range(150)]
     assert not list(cache_root.rglob(".keys")) and not list(cache_root.rglob("_keys.arrow"))
+
+
+def test_key_files_of_parts_an_earlier_version_finished_are_sorted_first(tmp_path):
+    """A build killed before an upgrade resumes with its finished parts: their key files hold (digest, key) in
+    build order. The check sorts them first and names the first key two parts share."""
+    old_schema = pa.schema([("digest", pa.uint64()), ("key", pa.string())])
+    parts = []
+    for index, keys in enumerate([["c", "a", "b"], ["d", "b", "e", "a"]]):
+        folder = part_dir(tmp_path, index)
+        folder.mkdir()
+        table = pa.table({"digest": pa.array([key_digest(k) for k in keys], pa.uint64()),
+                          "key": pa.array([json.dumps(k) for k in keys])}, schema=old_schema)
+        with pa.OSFile(str(folder / KEYS_FILE), "wb") as sink, pa.ipc.new_file(sink, old_schema) as out:
+            out.write_table(table)
+        parts.append(PartResult(index=index, num_rows=len(keys), shards=[], has_keys=True))
+    assert find_duplicate_key(tmp_path, parts) == "b"  # part 1's second row; its "a" comes later
+    assert [o for _, o, _ in iter_keys(part_dir(tmp_path, 1) / KEYS_FILE)] != [0, 1, 2, 3]  # now sorted by digest
+    assert sorted(json.loads(t) for _, _, t in iter_keys(part_dir(tmp_path, 1) / KEYS_FILE)) == ["a", "b", "d", "e"]
