@@ -30,7 +30,7 @@ def coalesced(batches: Iterable[pa.RecordBatch], max_rows: int,
     for batch in batches:
         if not batch.num_rows:
             continue
-        if batch.num_rows >= max_rows or batch.nbytes >= max_bytes:
+        if batch.num_rows >= max_rows or batch.nbytes >= max_bytes or not batch.num_columns:  # (no columns: no join)
             if held:
                 yield _joined(held)
                 held, rows, size = [], 0, 0
