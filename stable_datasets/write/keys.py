@@ -266,7 +266,7 @@ def _merge_pass(files: list[tuple[Path, int]], out: Path | None, stats: MergeSta
                 if found is not None and (best is None or found.order < best.order):
                     best = found
             else:  # all digests differ: the last row alone may meet its like in the next round
-                last = keys[-1:] if keys is not None else taken_last(taken, index)
+                last = keys[-1:] if keys is not None else _taken_last(taken, index)
                 carry = (digest[-1:], order[-1:], last)
     finally:
         for source in sources:
@@ -283,7 +283,7 @@ def _sorted_keys(taken: list[tuple[np.ndarray, np.ndarray, pa.Array]], index: np
     return pa.concat_arrays([t[2] for t in taken]).take(pa.array(index))
 
 
-def taken_last(taken: list[tuple[np.ndarray, np.ndarray, pa.Array]], index: np.ndarray) -> pa.Array:
+def _taken_last(taken: list[tuple[np.ndarray, np.ndarray, pa.Array]], index: np.ndarray) -> pa.Array:
     """The key text of the last row of a round in sorted order, without joining the round's texts."""
     position = int(index[-1])
     for _, _, keys in taken:
