@@ -83,7 +83,7 @@ class Writer(ShardedFileWriter):
         file.close()
 
 
-def map_shard(path: Path, validate: bool = True) -> tuple[pa.Buffer, pa.Schema, list[pa.RecordBatch]]:
+def map_shard(path: str | Path, validate: bool = True) -> tuple[pa.Buffer, pa.Schema, list[pa.RecordBatch]]:
     """(the mapped file, its schema, its non-empty record batches), each batch validated in full.
 
     The readers here dereference offsets and lengths straight from the file (numpy views,
@@ -112,7 +112,7 @@ def map_shard(path: Path, validate: bool = True) -> tuple[pa.Buffer, pa.Schema, 
     return whole, reader.schema, batches
 
 
-def _unreadable(path: Path, exc: BaseException) -> CacheError:
+def _unreadable(path: str | Path, exc: BaseException) -> CacheError:
     if isinstance(exc, PermissionError):  # not damaged: another user's file, without read access for this one
         return CacheError(f"{path}: this user may not read it ({os.strerror(exc.errno or errno.EACCES)}); its owner "
                           "can make it group-readable (see docs/shared-cache-on-a-cluster.md)")
@@ -133,7 +133,7 @@ def _first_int(path: str) -> int | None:
         return None
 
 
-def _map_limit_message(path: Path) -> str:
+def _map_limit_message(path: str | Path) -> str:
     """Why mapping `path` failed, with the numbers: this process's maps against `vm.max_map_count`."""
     try:
         with open("/proc/self/maps", "rb") as fh:
@@ -165,7 +165,7 @@ class _Shard:
     recently used shards to make room, so a worker gathering from a billion-row cache holds a bounded amount.
     """
 
-    def __init__(self, path: Path, whole: pa.Buffer, schema: pa.Schema, batches: list[pa.RecordBatch],
+    def __init__(self, path: str, whole: pa.Buffer, schema: pa.Schema, batches: list[pa.RecordBatch],
                  budget: _OpenShards):
         self.path, self.whole, self.schema, self.batches = path, whole, schema, batches
         self._budget = weakref.ref(budget)  # not a reference: the pool holds the shards, and closes them when dropped
@@ -333,7 +333,7 @@ class _OpenShards:
         self.held = 0
         self.maps_opened = 0  # shard files mapped so far, reopened ones included
 
-    def get(self, index: int, path: Path) -> tuple[_Shard, bool]:
+    def get(self, index: int, path: str) -> tuple[_Shard, bool]:
         """Shard `index` (at `path`), mapped now if it is not open; (the shard, True when just mapped)."""
         with self.lock:
             shard = self.open.get(index)
@@ -387,7 +387,8 @@ class Backend(LayoutBackend):
 
     def _open(self) -> None:
         self._pool = _OpenShards()
-        self._paths = [self.directory / s.path for s in self.metadata.shards]
+        folder = str(self.directory)
+        self._paths = [f"{folder}/{s.path}" for s in self.metadata.shards]  # str: a Path per shard costs 70,000 of them
         self._rows = np.asarray([s.num_rows for s in self.metadata.shards], dtype=np.int64)
         self._filled = np.flatnonzero(self._rows)  # the shards holding rows, in order: the ones reads visit
         self._shard_starts = np.concatenate([[0], np.cumsum(self._rows[self._filled])]).astype(np.int64)

@@ -19,7 +19,6 @@ from hypothesis import strategies as st
 import stable_datasets as sds
 from stable_datasets.errors import ConfigurationError
 from stable_datasets.layouts import arrow_shards
-from stable_datasets.layouts.open import verify_cache
 from tests.fixtures.many_shards import expected_row, write_arrow_cache
 
 REPO = Path(__file__).resolve().parents[2]
