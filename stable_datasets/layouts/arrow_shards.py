@@ -95,8 +95,8 @@ def map_shard(path: str | Path, validate: bool = True) -> tuple[pa.Buffer, pa.Sc
     try:
         whole = pa.memory_map(str(path), "r").read_buffer()
     except OSError as exc:
-        if _out_of_maps(exc):  # not damaged: the kernel has no map left for this process, or no address space
-            raise ResourceLimitError(_map_limit_message(path)) from None
+        if map_refused(exc):  # not damaged: the kernel has no map left for this process, or no address space
+            raise map_limit_error(path) from None
         raise _unreadable(path, exc) from None
     try:
         reader = pa.ipc.open_file(whole)
@@ -120,7 +120,7 @@ def _unreadable(path: str | Path, exc: BaseException) -> CacheError:
                       "checks every shard, download_mode='force_rebuild' builds the cache again")
 
 
-def _out_of_maps(exc: OSError) -> bool:
+def map_refused(exc: OSError) -> bool:
     """mmap failed with ENOMEM (Arrow reports it in the message, without an errno)."""
     return exc.errno == errno.ENOMEM or os.strerror(errno.ENOMEM) in str(exc)
 
@@ -133,7 +133,7 @@ def _first_int(path: str) -> int | None:
         return None
 
 
-def _map_limit_message(path: str | Path) -> str:
+def map_limit_error(path: str | Path) -> ResourceLimitError:
     """Why mapping `path` failed, with the numbers: this process's maps against `vm.max_map_count`."""
     try:
         with open("/proc/self/maps", "rb") as fh:
@@ -141,12 +141,13 @@ def _map_limit_message(path: str | Path) -> str:
     except OSError:
         maps = None
     limit = _first_int("/proc/sys/vm/max_map_count")
-    return (f"{path}: the system refused to map this shard (out of memory maps or address space: this process has "
-            f"{maps if maps is not None else 'an unknown number of'} memory maps, the kernel allows "
-            f"{limit if limit is not None else 'an unknown number'} (vm.max_map_count), and `ulimit -v` bounds the "
-            f"address space). The cache is not damaged. Each opened Arrow cache keeps at most "
-            f"STABLE_DATASETS_MAX_OPEN_SHARDS={max_open_shards()} shard files mapped: lower it, open fewer caches "
-            "at once, or raise vm.max_map_count (sysctl -w vm.max_map_count=262144)")
+    return ResourceLimitError(
+        f"{path}: the system refused to map this file (out of memory maps or address space: this process has "
+        f"{maps if maps is not None else 'an unknown number of'} memory maps, the kernel allows "
+        f"{limit if limit is not None else 'an unknown number'} (vm.max_map_count), and `ulimit -v` bounds the "
+        f"address space). The cache is not damaged. Each opened Arrow cache keeps at most "
+        f"STABLE_DATASETS_MAX_OPEN_SHARDS={max_open_shards()} shard files mapped: lower it, open fewer caches "
+        "at once, or raise vm.max_map_count (sysctl -w vm.max_map_count=262144)")
 
 
 class _Shard:

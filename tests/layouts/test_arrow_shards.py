@@ -117,10 +117,15 @@ def test_numeric_columns_are_gathered_from_the_map_and_string_copies_stay_in_the
         assert table.column("score").to_pylist() == [expected_row(int(i))["score"] for i in indices]
         peak = max(peak, backend.open_shards()[2])
     assert 0 < peak <= budget  # string offsets of a shard: (1000 + 4) * 4 bytes; 2 shards' fit, never more
-    whole = sds.open_cache(folder)
-    rows = whole.select_columns(["id", "score"]).__getitems__(list(range(0, 20_000, 37)))
-    assert [r["id"] for r in rows] == list(range(0, 20_000, 37))
-    assert whole.backends[0].open_shards()[2] == 0  # the view reads the same backend: nothing copied at all
+    ids = np.arange(50_000, dtype=np.int64)
+    numbers = sds.StableDataset.from_dict({"id": ids, "half": ids / 2, "small": (ids % 100).astype(np.int8)},
+                                          cache_dir=str(tmp_path / "root"))
+    indices = rng.permutation(50_000)[:5000]
+    rows = numbers.__getitems__(indices.tolist())
+    assert rows == [{"id": i, "half": i / 2, "small": i % 100} for i in indices.tolist()]
+    table = numbers.with_format("arrow")[indices.tolist()]
+    assert table.column("half").to_pylist() == (indices / 2).tolist()
+    assert numbers.backends[0].open_shards()[2] == 0  # numbers gathered from the map: nothing copied at all
 
 
 def test_gathers_of_a_compressed_cache_copy_numbers_within_the_budget(tmp_path, monkeypatch):
