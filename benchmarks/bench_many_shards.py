@@ -4,7 +4,8 @@
 
 `--base` is a folder holding an older `stable_datasets` package (e.g. `git archive <commit> stable_datasets |
 tar -x -C /tmp/base`); each side runs in its own fresh process with that package first on `sys.path`,
-in turns (A B A B), and each figure is the best of the rounds.
+in turns (A B A B), and each figure is the best of the rounds. A third side runs this checkout with
+STABLE_DATASETS_MAX_OPEN_SHARDS at half the shards: what random reads cost when files are mapped again.
 
 1. Random reads over a cache of `--shards` shards (500 rows each, 4 record batches; an int64 id, a
    float32 score and a short string): open (open_cache and the first row), memory maps after open,
@@ -110,8 +111,10 @@ def write_numeric_cache(folder: Path, rows: int, shards: int = 4) -> Path:
     return folder
 
 
-def probe(package_root: Path, folder: Path, mode: str) -> dict:
+def probe(package_root: Path, folder: Path, mode: str, max_open: int | None = None) -> dict:
     env = {**os.environ, "PYTHONPATH": str(package_root)}
+    if max_open is not None:
+        env["STABLE_DATASETS_MAX_OPEN_SHARDS"] = str(max_open)
     done = subprocess.run([sys.executable, "-c", PROBE, str(folder), mode], capture_output=True, text=True, env=env,
                           cwd="/", check=False)
     if done.returncode:
@@ -139,12 +142,14 @@ def main() -> None:
     try:
         many = write_arrow_cache(root / "many", shards=args.shards, rows_per_shard=500, batches_per_shard=4)
         numeric = write_numeric_cache(root / "numeric", args.numeric_rows)
-        sides = {"before (--base)": args.base, "after (this checkout)": REPO}
+        bounded = args.shards // 2
+        sides = {"before": (args.base, None), "after": (REPO, None), "bounded": (REPO, bounded)}
         runs: dict[str, dict[str, list[dict]]] = {name: {"reads": [], "memory": []} for name in sides}
         for _ in range(args.rounds):
-            for name, package in sides.items():
-                runs[name]["reads"].append(probe(package, many, "reads"))
-                runs[name]["memory"].append(probe(package, numeric, "memory"))
+            for name, (package, max_open) in sides.items():
+                runs[name]["reads"].append(probe(package, many, "reads", max_open))
+                if max_open is None:
+                    runs[name]["memory"].append(probe(package, numeric, "memory"))
         rows = []
         for label, mode, key, unit in [
             ("open + first row", "reads", "open_ms", "ms"),
@@ -156,14 +161,14 @@ def main() -> None:
             ("private memory after 200 python batches", "memory", "anon_rows_mib", "MiB"),
             ("private memory after 200 more as Arrow", "memory", "anon_both_mib", "MiB"),
         ]:
-            before = best(runs["before (--base)"][mode], key, largest="anon" in key)
-            after = best(runs["after (this checkout)"][mode], key, largest="anon" in key)
+            before, after, bound = (best(runs[name][mode], key, largest="anon" in key) for name in sides)
             ratio = f"{before / after:.2f}x" if isinstance(before, float | int) and isinstance(after, float | int) \
                 and after else ""
-            rows.append([label, _fmt(before), _fmt(after), unit, ratio])
+            rows.append([label, _fmt(before), _fmt(after), ratio, _fmt(bound), unit])
         print(f"{args.shards} shards x 500 rows; numeric cache {args.numeric_rows:,} rows (int64 + float32, "
               f"4 shards); best of {args.rounds} rounds each")
-        print_table(["measure", "before", "after", "unit", "before/after"], rows)
+        print_table(["measure", "before", "after", "before/after",
+                     f"after, STABLE_DATASETS_MAX_OPEN_SHARDS={bounded}", "unit"], rows)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

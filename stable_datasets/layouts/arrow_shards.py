@@ -373,6 +373,8 @@ class _OpenShards:
             return True
 
 
+#: shard files mapped (and validated) when a cache is opened; the others when a read first needs them
+MAP_AT_OPEN = 1024
 #: validate every record batch on first open (see map_shard); off only to measure what it costs.
 VALIDATE_ON_OPEN = True
 
@@ -380,7 +382,7 @@ VALIDATE_ON_OPEN = True
 class Backend(LayoutBackend):
     """Rows of an Arrow shard cache. Shards are mapped on first read, at most `max_open_shards()` at once (see
     `_OpenShards`); the rows of each come from `_metadata.json` (checked against the file when it is mapped), so
-    opening costs no more for 70,000 shards than for one, past the first `max_open_shards()` mapped at open."""
+    opening costs no more for 70,000 shards than for one, past the first MAP_AT_OPEN mapped at open."""
 
     def rows_in_place(self) -> bool:
         """Uncompressed shards are mapped: a gather of any rows is one `take` per column over the map."""
@@ -397,8 +399,8 @@ class Backend(LayoutBackend):
         self._last: tuple[int, _Shard | None] = (-1, None)
         self._blocks: np.ndarray | None = None
         self._schema = None
-        # errors where the old code raised them (at open) for every cache whose shards stay mapped anyway
-        for s in range(min(len(self._paths), self._pool.capacity)):
+        # a damaged shard among the first ones is reported at open, as when every shard was mapped at open
+        for s in range(min(len(self._paths), self._pool.capacity, MAP_AT_OPEN)):
             self._shard(s)
         self._names = self._schema.names if self._schema is not None else []
         self._build_row = compile_row_builder(self._names)

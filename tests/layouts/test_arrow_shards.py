@@ -50,7 +50,7 @@ def fast_folder(tmp_path):
 
 def test_a_cache_of_70000_shards_opens_reads_iterates_and_verifies(fast_folder, tmp_path):
     """Past vm.max_map_count (65,530) shards: mapped all at once, the cache could not open and verify called it
-    BAD (the console script aborted with std::bad_alloc). Now at most STABLE_DATASETS_MAX_OPEN_SHARDS (1024)
+    BAD (the console script aborted with std::bad_alloc). Now at most STABLE_DATASETS_MAX_OPEN_SHARDS (8192)
     files are mapped while every read works."""
     shards, per = 70_000, 2
     folder = write_arrow_cache(fast_folder / "many", shards=shards, rows_per_shard=per)
@@ -73,9 +73,9 @@ def test_a_cache_of_70000_shards_opens_reads_iterates_and_verifies(fast_folder, 
         assert ids == list(range(shards * per))
         peak = max(peak, map_count())
         mapped, opened, held = ds.backends[0].open_shards()
-        assert mapped == 1024 and opened >= shards  # all seen, never more than 1024 at once
+        assert mapped == 8192 and opened >= shards  # all seen, never more than 8192 at once
         assert held <= arrow_shards.GATHER_MEMORY
-        assert peak - before < 1024 + 300  # 1 map a shard, plus what the interpreter itself maps meanwhile
+        assert peak - before < 8192 + 300  # 1 map a shard, plus what the interpreter itself maps meanwhile
         out, err = verify.communicate(timeout=300)
     finally:
         verify.kill()
@@ -203,5 +203,5 @@ def test_a_map_the_system_refuses_is_named_as_a_limit_not_as_damage(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     message = done.stdout
     assert message.startswith(f"{big}: the system refused to map this shard")
-    assert "vm.max_map_count" in message and "STABLE_DATASETS_MAX_OPEN_SHARDS=1024" in message
+    assert "vm.max_map_count" in message and "STABLE_DATASETS_MAX_OPEN_SHARDS=8192" in message
     assert "The cache is not damaged" in message and "corrupt" not in message
