@@ -16,7 +16,6 @@ from __future__ import annotations
 import bisect
 import errno
 import itertools
-import operator
 import os
 import threading
 import weakref
@@ -446,17 +445,22 @@ class Backend(LayoutBackend):
         if which[0] == which[-1] and not np.any(which != which[0]):
             k = int(which[0])
             return self._build_rows(self._filled_shard(k).columns(rows - self._shard_starts[k]))
+        # a shard at a time: a column gather pays ~10 numpy calls per shard, so a shard's few rows (a shuffled
+        # batch over many shards has one or two in each) are read row by row, through its cell getters
         order = np.argsort(which, kind="stable")
         cuts = np.flatnonzero(np.diff(which[order])) + 1
-        columns: list[list[Any]] = [[] for _ in self._names]
+        out: list[Any] = [None] * len(rows)
+        build_row, build_rows, starts = self._build_row, self._build_rows, self._shard_starts_list
         for group in np.split(order, cuts):
             k = int(which[group[0]])
-            for column, cells in zip(columns, self._filled_shard(k).columns(rows[group] - self._shard_starts[k])):
-                column.extend(cells)
-        inverse = np.empty_like(order)
-        inverse[order] = np.arange(len(order))
-        pick = operator.itemgetter(*inverse.tolist())
-        return self._build_rows([list(pick(column)) for column in columns])
+            shard, first = self._filled_shard(k), starts[k]
+            if len(group) >= 16:
+                found = build_rows(shard.columns(rows[group] - first))
+            else:
+                found = [shard.row(r - first, build_row) for r in rows[group].tolist()]
+            for position, row in zip(group.tolist(), found):
+                out[position] = row
+        return out
 
     def take(self, indices: np.ndarray) -> pa.Table:
         self.ensure_open()

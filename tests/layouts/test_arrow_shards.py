@@ -146,14 +146,17 @@ def test_gathers_of_a_compressed_cache_copy_numbers_within_the_budget(tmp_path, 
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.integers(0, 239), min_size=0, max_size=80), st.integers(1, 5))
-def test_any_rows_in_any_order_equal_row_by_row(tmp_path_factory, indices, capacity):
+@given(st.lists(st.integers(0, 239), min_size=0, max_size=80), st.integers(1, 5), st.integers(0, 240),
+       st.integers(0, 240))
+def test_any_rows_in_any_order_equal_row_by_row(tmp_path_factory, indices, capacity, start, stop):
     folder = _small_cache(tmp_path_factory)
     os.environ["STABLE_DATASETS_MAX_OPEN_SHARDS"] = str(capacity)
     try:
         ds = sds.open_cache(folder)
         assert ds.__getitems__(indices) == expected_rows(indices)
+        assert [ds[i] for i in indices[:5]] == expected_rows(indices[:5])
         assert ds.with_format("arrow")[indices].column("id").to_pylist() == indices
+        assert ds[start:stop]["id"] == list(range(start, max(start, stop)))  # runs of record batches
         assert ds.backends[0].open_shards()[0] <= capacity
     finally:
         del os.environ["STABLE_DATASETS_MAX_OPEN_SHARDS"]
@@ -180,13 +183,13 @@ def test_a_map_the_system_refuses_is_named_as_a_limit_not_as_damage(tmp_path):
     """mmap fails with ENOMEM at vm.max_map_count maps (or the address-space limit, which is what this test can
     set without root): the error names the limit and the setting, and does not call the cache corrupt."""
     big = tmp_path / "shard-00000.arrow"  # 256 MiB: its map needs more address space than the process may add
-    ids = np.arange(32 << 20, dtype=np.int64)
+    rows = 32 << 20  # int64: 256 MiB
     script = textwrap.dedent(f"""
         import resource, sys
         import numpy as np, pyarrow as pa
         from stable_datasets.errors import ResourceLimitError
         from stable_datasets.layouts.arrow_shards import map_shard
-        table = pa.table({{"id": np.arange({len(ids)}, dtype=np.int64)}})
+        table = pa.table({{"id": np.arange({rows}, dtype=np.int64)}})
         with pa.OSFile({str(big)!r}, "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
             writer.write_table(table)
         with open("/proc/self/status") as fh:
@@ -202,6 +205,6 @@ def test_a_map_the_system_refuses_is_named_as_a_limit_not_as_damage(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert done.returncode == 0, done.stdout + done.stderr[-2000:]
     message = done.stdout
-    assert message.startswith(f"{big}: the system refused to map this shard")
+    assert message.startswith(f"{big}: the system refused to map this file (out of memory maps or address space")
     assert "vm.max_map_count" in message and "STABLE_DATASETS_MAX_OPEN_SHARDS=8192" in message
     assert "The cache is not damaged" in message and "corrupt" not in message
