@@ -9,7 +9,8 @@ STABLE_DATASETS_MAX_OPEN_SHARDS at half the shards: what random reads cost when 
 
 1. Random reads over a cache of `--shards` shards (500 rows each, 4 record batches; an int64 id, a
    float32 score and a short string): open (open_cache and the first row), memory maps after open,
-   random `ds[i]`, `__getitems__` of 256 random indices, and the same batches as an Arrow table.
+   one row of every shard (where the shards past the first 1,024 are now mapped), then random
+   `ds[i]`, `__getitems__` of 256 random indices, and the same batches as an Arrow table.
 2. Private memory of a worker gathering random batches from a cache of `--numeric-rows` rows of
    int64 + float32 in 4 shards: RssAnon (anonymous memory: what the process holds privately, page
    cache of the mapped files excluded) after 200 batches of 256 random rows, python rows then Arrow.
@@ -61,6 +62,11 @@ PROBE = textwrap.dedent("""
     ds[0]
     out["open_ms"] = (time.perf_counter() - t) * 1e3
     out["maps_after_open"] = maps()
+    t = time.perf_counter()
+    bounds = ds.backends[0].shard_bounds()
+    for start in bounds[:-1].tolist():  # one row of every shard: each shard mapped (and validated) once
+        ds[start]
+    out["touch_ms"] = (time.perf_counter() - t) * 1e3
     rng = np.random.default_rng(0)
     if mode == "reads":
         rows = rng.integers(0, len(ds), 20000).tolist()
@@ -154,6 +160,7 @@ def main() -> None:
         for label, mode, key, unit in [
             ("open + first row", "reads", "open_ms", "ms"),
             ("memory maps after open", "reads", "maps_after_open", "maps"),
+            ("then one row of every shard", "reads", "touch_ms", "ms"),
             ("random ds[i]", "reads", "row_us", "µs/row"),
             ("__getitems__ of 256 random rows", "reads", "getitems_ms", "ms/batch"),
             ("the same batches as an Arrow table", "reads", "arrow_ms", "ms/batch"),

@@ -165,9 +165,9 @@ class _Shard:
     recently used shards to make room, so a worker gathering from a billion-row cache holds a bounded amount.
     """
 
-    def __init__(self, path: str, whole: pa.Buffer, schema: pa.Schema, batches: list[pa.RecordBatch],
+    def __init__(self, index: int, path: str, whole: pa.Buffer, schema: pa.Schema, batches: list[pa.RecordBatch],
                  budget: _OpenShards):
-        self.path, self.whole, self.schema, self.batches = path, whole, schema, batches
+        self.index, self.path, self.whole, self.schema, self.batches = index, path, whole, schema, batches
         self._budget = weakref.ref(budget)  # not a reference: the pool holds the shards, and closes them when dropped
         self.starts_list: list[int] = list(itertools.accumulate((b.num_rows for b in batches), initial=0))
         self.starts = np.asarray(self.starts_list, dtype=np.int64)
@@ -329,6 +329,7 @@ class _OpenShards:
         self.capacity = max_open_shards()
         self.lock = threading.RLock()
         self.open: OrderedDict[int, _Shard] = OrderedDict()
+        self.holders: OrderedDict[int, _Shard] = OrderedDict()  # the open shards holding copies, least recent first
         self.validated: set[int] = set()
         self.held = 0
         self.maps_opened = 0  # shard files mapped so far, reopened ones included
@@ -339,6 +340,8 @@ class _OpenShards:
             shard = self.open.get(index)
             if shard is not None:
                 self.open.move_to_end(index)
+                if shard.held:
+                    self.holders.move_to_end(index)
                 return shard, False
             while len(self.open) >= self.capacity:
                 self._close_oldest()
@@ -347,28 +350,37 @@ class _OpenShards:
             if validate:
                 self.validated.add(index)
             self.maps_opened += 1
-            shard = self.open[index] = _Shard(path, whole, schema, batches, self)
+            shard = self.open[index] = _Shard(index, path, whole, schema, batches, self)
             return shard, True
 
     def _close_oldest(self) -> None:
-        _, shard = self.open.popitem(last=False)
-        shard.pooled = False
-        self.held -= shard.drop_plans()
+        self.close(next(iter(self.open)))
+
+    def close(self, index: int) -> None:
+        """Unmap shard `index` (once nothing else holds its buffers) and free its copies."""
+        with self.lock:
+            shard = self.open.pop(index, None)
+            if shard is not None:
+                shard.pooled = False
+                self.holders.pop(index, None)
+                self.held -= shard.drop_plans()
 
     def reserve(self, shard: _Shard, nbytes: int) -> bool:
         """Charge a gather copy of `shard` to the budget, dropping other shards' copies to make room; False: no room."""
         with self.lock:
             if not shard.pooled or nbytes > GATHER_MEMORY:
                 return False
-            if self.held + nbytes > GATHER_MEMORY:
-                for other in self.open.values():  # least recently used first
-                    if other is not shard and other.held:
-                        self.held -= other.drop_plans()
-                        if self.held + nbytes <= GATHER_MEMORY:
-                            break
+            for other in list(self.holders.values()):  # least recently used first
+                if self.held + nbytes <= GATHER_MEMORY:
+                    break
+                if other is not shard:
+                    del self.holders[other.index]
+                    self.held -= other.drop_plans()
             if self.held + nbytes > GATHER_MEMORY:
                 return False
             self.held += nbytes
+            self.holders[shard.index] = shard
+            self.holders.move_to_end(shard.index)
             return True
 
 
@@ -409,11 +421,16 @@ class Backend(LayoutBackend):
         """Shard file `s` (in `_metadata.json` order), mapped now if it is not; checked the first time."""
         shard, fresh = self._pool.get(s, self._paths[s])
         if fresh:
-            if self._schema is None:
-                self._schema = shard.schema
-            elif not shard.schema.equals(self._schema):
-                raise CacheError(f"{self._paths[s]}: corrupt Arrow shard (its schema differs from the first shard's)")
-            self.check_rows(self._paths[s], shard.num_rows, int(self._rows[s]))
+            try:
+                if self._schema is None:
+                    self._schema = shard.schema
+                elif not shard.schema.equals(self._schema):
+                    raise CacheError(f"{self._paths[s]}: corrupt Arrow shard (its schema differs from the first "
+                                     "shard's)")
+                self.check_rows(self._paths[s], shard.num_rows, int(self._rows[s]))
+            except CacheError:
+                self._pool.close(s)  # asked again, it is checked again
+                raise
         return shard
 
     def _filled_shard(self, k: int) -> _Shard:
@@ -448,17 +465,19 @@ class Backend(LayoutBackend):
         # a shard at a time: a column gather pays ~10 numpy calls per shard, so a shard's few rows (a shuffled
         # batch over many shards has one or two in each) are read row by row, through its cell getters
         order = np.argsort(which, kind="stable")
-        cuts = np.flatnonzero(np.diff(which[order])) + 1
+        which = which[order]
+        local = rows[order] - self._shard_starts[which]
+        bounds = [0, *(np.flatnonzero(np.diff(which)) + 1).tolist(), len(rows)]
+        positions, local_list, which_list = order.tolist(), local.tolist(), which.tolist()
         out: list[Any] = [None] * len(rows)
-        build_row, build_rows, starts = self._build_row, self._build_rows, self._shard_starts_list
-        for group in np.split(order, cuts):
-            k = int(which[group[0]])
-            shard, first = self._filled_shard(k), starts[k]
-            if len(group) >= 16:
-                found = build_rows(shard.columns(rows[group] - first))
+        build_row, build_rows = self._build_row, self._build_rows
+        for lo, hi in itertools.pairwise(bounds):
+            shard = self._filled_shard(which_list[lo])
+            if hi - lo >= 16:
+                found = build_rows(shard.columns(local[lo:hi]))
             else:
-                found = [shard.row(r - first, build_row) for r in rows[group].tolist()]
-            for position, row in zip(group.tolist(), found):
+                found = [shard.row(r, build_row) for r in local_list[lo:hi]]
+            for position, row in zip(positions[lo:hi], found):
                 out[position] = row
         return out
 

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stable_datasets as sds
-from stable_datasets.errors import ConfigurationError
+from stable_datasets.errors import CacheError, ConfigurationError
 from stable_datasets.layouts import arrow_shards
 from tests.fixtures.many_shards import expected_row, write_arrow_cache
 
@@ -208,3 +208,17 @@ def test_a_map_the_system_refuses_is_named_as_a_limit_not_as_damage(tmp_path):
     assert message.startswith(f"{big}: the system refused to map this file (out of memory maps or address space")
     assert "vm.max_map_count" in message and "STABLE_DATASETS_MAX_OPEN_SHARDS=8192" in message
     assert "The cache is not damaged" in message and "corrupt" not in message
+
+
+def test_a_damaged_shard_past_the_first_ones_is_refused_on_first_read_and_every_read_after(tmp_path, monkeypatch):
+    monkeypatch.setattr(arrow_shards, "MAP_AT_OPEN", 1)
+    folder = write_arrow_cache(tmp_path / "c", shards=3, rows_per_shard=10)
+    metadata = json.loads((folder / "_metadata.json").read_text())
+    metadata["shards"][2]["num_rows"], metadata["num_rows"] = 11, 31  # the file holds 10
+    (folder / "_metadata.json").write_text(json.dumps(metadata))
+    ds = sds.open_cache(folder)
+    assert ds[15] == expected_row(15)
+    for _ in range(2):  # not served once it was refused
+        with pytest.raises(CacheError, match=r"shard-00002\.arrow: holds 10 rows but _metadata\.json records 11"):
+            ds[25]
+    assert ds.__getitems__(list(range(20))) == expected_rows(range(20))
