@@ -175,6 +175,7 @@ class _Shard:
         self.getters: list[list[CellGetter] | None] = [None] * len(batches)
         self.plans: dict[tuple[str, int], tuple[str, Any] | None] = {}
         self.held = 0  # bytes of the copies the plans hold
+        self.used = False  # read since the pool last looked (see _OpenShards._evict)
         self.pooled = True  # False once closed by the pool: a reader holding it must ask the pool again
 
     def drop_plans(self) -> int:
@@ -318,11 +319,11 @@ class _Shard:
 class _OpenShards:
     """The shard files of one opened cache that are mapped in this process, and the budget of their gather copies.
 
-    At most `env.max_open_shards()` files stay mapped, least recently used closed first: each map is one of the
-    kernel's `vm.max_map_count` (65,530 by default) for the whole process, which a cache of 70,000 shards mapped
-    at once would exhaust. A file is validated the first time this cache maps it, not again when it comes back.
-    The gather copies of all open shards together hold at most GATHER_MEMORY bytes (`held`); to make room for a
-    new one, the copies of the least recently used shards are dropped.
+    At most `env.max_open_shards()` files stay mapped, about the least recently used closed first (see `_evict`):
+    each map is one of the kernel's `vm.max_map_count` (65,530 by default) for the whole process, which a cache of
+    70,000 shards mapped at once would exhaust. A file is validated the first time this cache maps it, not again
+    when it comes back. The gather copies of all open shards together hold at most GATHER_MEMORY bytes (`held`);
+    to make room for a new one, the copies made longest ago are dropped.
     """
 
     def __init__(self) -> None:
@@ -336,15 +337,16 @@ class _OpenShards:
 
     def get(self, index: int, path: str) -> tuple[_Shard, bool]:
         """Shard `index` (at `path`), mapped now if it is not open; (the shard, True when just mapped)."""
+        shard = self.open.get(index)  # a hit takes no lock and moves nothing: it marks the shard used (see evict)
+        if shard is not None:
+            shard.used = True
+            return shard, False
         with self.lock:
             shard = self.open.get(index)
             if shard is not None:
-                self.open.move_to_end(index)
-                if shard.held:
-                    self.holders.move_to_end(index)
                 return shard, False
             while len(self.open) >= self.capacity:
-                self._close_oldest()
+                self._evict()
             validate = VALIDATE_ON_OPEN and index not in self.validated
             whole, schema, batches = map_shard(path, validate)
             if validate:
@@ -353,8 +355,16 @@ class _OpenShards:
             shard = self.open[index] = _Shard(index, path, whole, schema, batches, self)
             return shard, True
 
-    def _close_oldest(self) -> None:
-        self.close(next(iter(self.open)))
+    def _evict(self) -> None:
+        """Close the oldest shard not used since it was last passed over (CLOCK, an approximation of least recently
+        used that costs a hit one attribute store instead of a reordering)."""
+        victim = next(iter(self.open))
+        for index, shard in self.open.items():
+            if not shard.used:
+                victim = index
+                break
+            shard.used = False
+        self.close(victim)  # the ones passed over go next, unless read again before
 
     def close(self, index: int) -> None:
         """Unmap shard `index` (once nothing else holds its buffers) and free its copies."""
@@ -405,6 +415,7 @@ class Backend(LayoutBackend):
         self._paths = [f"{folder}/{s.path}" for s in self.metadata.shards]  # str: a Path per shard costs 70,000 of them
         self._rows = np.asarray([s.num_rows for s in self.metadata.shards], dtype=np.int64)
         self._filled = np.flatnonzero(self._rows)  # the shards holding rows, in order: the ones reads visit
+        self._filled_list: list[int] = self._filled.tolist()
         self._shard_starts = np.concatenate([[0], np.cumsum(self._rows[self._filled])]).astype(np.int64)
         self._shard_starts_list: list[int] = self._shard_starts.tolist()
         self._last: tuple[int, _Shard | None] = (-1, None)
@@ -437,7 +448,7 @@ class Backend(LayoutBackend):
         """The k-th shard holding rows; the last one asked for is kept at hand (row after row of one shard)."""
         last, shard = self._last
         if last != k or shard is None or not shard.pooled:
-            shard = self._shard(int(self._filled[k]))
+            shard = self._shard(self._filled_list[k])
             self._last = (k, shard)
         return shard
 
