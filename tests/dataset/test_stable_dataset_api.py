@@ -129,7 +129,8 @@ def test_arrow_batch_reads_past_the_gather_memory_fall_back_to_cells(toy_builder
 
     def read(budget):
         monkeypatch.setattr(arrow_shards, "GATHER_MEMORY", budget)
-        ds = sds.load_dataset(str(toy_builder), split="train", rows=200, layout_options=LAYOUTS["arrow"])
+        # one shard of 16-row batches: a shard's rows are gathered a column at a time once it has 16 or more
+        ds = sds.load_dataset(str(toy_builder), split="train", rows=200, layout_options={"batch_rows": 16})
         rows = ds.with_format("python", decode=False).__getitems__(list(range(199, -1, -7)))
         return rows, ds.backends[0].open_shards()[2]  # bytes the gather copies hold
 
