@@ -161,8 +161,8 @@ class _Shard:
       concatenated over the record batches (4 or 8 bytes a row).
     - otherwise, or when the copy does not fit the budget: a record batch at a time.
     The copies ("copy", "str", "bytes", "virtual") are private memory of this process: each is charged to
-    the `_OpenShards` budget (GATHER_MEMORY bytes per opened cache), which drops the copies of the least
-    recently used shards to make room, so a worker gathering from a billion-row cache holds a bounded amount.
+    the `_OpenShards` budget (GATHER_MEMORY bytes per opened cache), which drops the copies made longest ago
+    to make room, so a worker gathering from a billion-row cache holds a bounded amount.
     """
 
     def __init__(self, index: int, path: str, whole: pa.Buffer, schema: pa.Schema, batches: list[pa.RecordBatch],
