@@ -62,6 +62,11 @@ class ConfigurationError(StableDatasetsError, ValueError):
     """An environment variable or setting that has an unusable value; the message names it."""
 
 
+class ResourceLimitError(StableDatasetsError, MemoryError):
+    """The system refused a resource at one of its limits (the kernel's memory maps, the address space): the
+    message names the limit and the setting that bounds what the library takes. Nothing stored is damaged."""
+
+
 class ChecksumError(StableDatasetsError):
     """A downloaded file does not have the expected sha256."""
 

@@ -2,16 +2,24 @@
 
 Write: record batches are appended to `shard-NNNNN.arrow`, rotating when a shard passes
 `max_shard_size` bytes; uncompressed by default so reads are views of the page cache.
-Read: every record batch of every shard is mapped once per process; a row is located with
-one bisect over batch offsets and read through per-batch cell getters. A batch of random
-rows is read a column at a time through numpy gathers (`_ColumnGather`).
+Read: a shard is mapped when first read, and at most `STABLE_DATASETS_MAX_OPEN_SHARDS` stay
+mapped per opened cache (each map is one of the kernel's `vm.max_map_count`); the rows each
+shard holds come from `_metadata.json`, so a cache of any number of shards opens in bounded
+time and memory. A row is located with a bisect over shard starts, then one over the shard's
+batch offsets, and read through per-batch cell getters. A batch of random rows is read a
+shard at a time and a column at a time through numpy gathers (`_Shard`): numeric columns
+straight from the map, string offsets through copies held under GATHER_MEMORY per cache.
 """
 
 from __future__ import annotations
 
 import bisect
 import errno
+import itertools
 import os
+import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,7 +37,8 @@ from stable_datasets.arrow.cells import (
 )
 from stable_datasets.arrow.tables import index_array, ordered_gather
 from stable_datasets.cache.metadata import CacheMetadata
-from stable_datasets.errors import CacheError
+from stable_datasets.env import max_open_shards
+from stable_datasets.errors import CacheError, ResourceLimitError
 from stable_datasets.layouts.base import LayoutBackend, StreamUnits, require_choice, require_positive_ints
 from stable_datasets.layouts.sharded import (
     ShardedFileWriter,
@@ -40,8 +49,9 @@ from stable_datasets.layouts.sharded import (
 
 NAME = "arrow_shards"
 DEFAULT_OPTIONS: dict[str, Any] = {"max_shard_size": 512 << 20, "compression": None}
-# Index arrays one opened cache may build for reading batches a column at a time (_ColumnGather):
-# enough for one string column of 60M rows; columns past it are read row by row instead.
+# Bytes of private copies (string offsets; numeric values of compressed shards) one opened cache may hold for
+# reading batches of rows a column at a time (_Shard): enough for one string column of 60M rows; past it the
+# least recently used shards' copies are dropped, and a column too big alone is read a record batch at a time.
 GATHER_MEMORY = 256 << 20
 
 
@@ -72,122 +82,7 @@ class Writer(ShardedFileWriter):
         file.close()
 
 
-class _ShardGather:
-    """Gathers rows of one shard with one C++ `take` per column instead of one per record batch.
-
-    A variable-width column becomes a virtual large_binary/large_string array over the whole
-    memory-mapped shard: its offsets are absolute file positions, with one dummy element
-    spanning the bytes between consecutive record batches. Small fixed-width numeric columns
-    are concatenated once. Anything else (nulls, compression, nested types) takes per batch.
-    """
-
-    def __init__(self, whole: pa.Buffer, batches: list[pa.RecordBatch], schema: pa.Schema):
-        self.whole, self.batches, self.schema = whole, batches, schema
-        self.starts = np.cumsum([0] + [b.num_rows for b in batches]).astype(np.int64)
-        self._columns: dict[int, tuple[str, Any]] = {}
-
-    def _inside(self, buffer: pa.Buffer | None) -> bool:
-        base = self.whole.address
-        return buffer is not None and base <= buffer.address and buffer.address + buffer.size <= base + self.whole.size
-
-    def _column(self, j: int) -> tuple[str, Any]:
-        if j in self._columns:
-            return self._columns[j]
-        field_type = self.schema.field(j).type
-        chunks = [b.column(j) for b in self.batches]
-        plan: tuple[str, Any] = ("chunks", chunks)
-        if not any(c.null_count for c in chunks):
-            if pa.types.is_binary(field_type) or pa.types.is_string(field_type):
-                buffers = [c.buffers() for c in chunks]
-                if all(self._inside(b[2]) or len(c) == 0 for b, c in zip(buffers, chunks)):
-                    base = self.whole.address
-                    offsets = np.concatenate([np.zeros(1, np.int64)] + [
-                        np.frombuffer(b[1], np.int32)[c.offset:c.offset + len(c) + 1].astype(np.int64)
-                        + ((b[2].address - base) if b[2] is not None else 0)
-                        for b, c in zip(buffers, chunks)])[1:]
-                    large = pa.large_string() if pa.types.is_string(field_type) else pa.large_binary()
-                    virtual = pa.Array.from_buffers(large, len(offsets) - 1, [None, pa.py_buffer(offsets), self.whole])
-                    plan = ("virtual", virtual)
-            elif (pa.types.is_integer(field_type) or pa.types.is_floating(field_type)) and chunks:
-                plan = ("numpy", np.concatenate([primitive_view(c) for c in chunks]))
-        self._columns[j] = plan
-        return plan
-
-    def take(self, local: np.ndarray) -> pa.Table:
-        batch_ids = np.searchsorted(self.starts, local, side="right") - 1
-        arrays = []
-        for j, field in enumerate(self.schema):
-            kind, data = self._column(j)
-            if kind == "virtual":
-                arrays.append(data.take(index_array(local + batch_ids)).cast(field.type))
-            elif kind == "numpy":
-                arrays.append(index_array(data[local], field.type))
-            else:
-                arrays.append(ordered_gather(
-                    local, self.starts[:-1],
-                    lambda b, loc, col=data: pa.Table.from_arrays([col[b].take(index_array(loc))], ["c"]),
-                    pa.schema([pa.field("c", field.type)])).column(0).combine_chunks())
-        return pa.Table.from_arrays(arrays, schema=self.schema)
-
-
-class _ColumnGather:
-    """The cells of many random rows, one column at a time.
-
-    Reading row after row in Python, each row waits for its own cache misses (offsets, then
-    bytes). Here a column's offsets for the whole batch of rows come from one numpy gather over
-    an array spanning every record batch, so those misses overlap; only the copies of the cells
-    remain per row. Built per column on first use: a binary or string column costs 4 bytes a
-    row (its offsets, with one extra entry per record batch; 8 for large types), a numeric
-    column a copy of its values. Past GATHER_MEMORY bytes per cache, and for other columns
-    (nulls, nested types), cells come through the per-batch cell getters instead.
-    """
-
-    def __init__(self, batches: list[pa.RecordBatch], getters: Any):
-        self.batches, self.getters = batches, getters
-        self._plans: dict[int, tuple[str, Any]] = {}
-        self._spent = 0
-
-    def _affordable(self, nbytes: int) -> bool:
-        if self._spent + nbytes > GATHER_MEMORY:
-            return False
-        self._spent += nbytes
-        return True
-
-    def _plan(self, j: int) -> tuple[str, Any]:
-        if j in self._plans:
-            return self._plans[j]
-        chunks = [b.column(j) for b in self.batches]
-        plan: tuple[str, Any] = ("cells", None)
-        if chunks and not any(c.null_count for c in chunks):
-            field_type, rows = chunks[0].type, sum(len(c) for c in chunks)
-            text = pa.types.is_string(field_type) or pa.types.is_large_string(field_type)
-            if text or pa.types.is_binary(field_type) or pa.types.is_large_binary(field_type):
-                parts = [offsets_and_data(c) for c in chunks]  # each batch's offsets index its own data buffer
-                if self._affordable((rows + len(parts)) * parts[0][0].itemsize):
-                    plan = ("str" if text else "bytes", (np.concatenate([o for o, _ in parts]), [d for _, d in parts]))
-            else:
-                values = [primitive_view(c) for c in chunks]
-                if all(v is not None for v in values) and self._affordable(rows * values[0].itemsize):
-                    plan = ("numpy", np.concatenate(values))
-        self._plans[j] = plan
-        return plan
-
-    def column(self, j: int, rows: np.ndarray, batch: np.ndarray, within: np.ndarray) -> list[Any]:
-        kind, data = self._plan(j)
-        if kind == "numpy":
-            return data[rows].tolist()
-        if kind == "cells":
-            getters = self.getters
-            return [getters(b)[j](k) for b, k in zip(batch.tolist(), within.tolist())]
-        offsets, views = data
-        position = rows + batch  # each record batch adds one offset entry before the next one's
-        bounds = zip(batch.tolist(), offsets[position].tolist(), offsets[position + 1].tolist())
-        if kind == "str":
-            return [str(views[b][lo:hi], "utf-8") for b, lo, hi in bounds]
-        return [views[b][lo:hi].tobytes() for b, lo, hi in bounds]
-
-
-def map_shard(path: Path, validate: bool = True) -> tuple[pa.Buffer, pa.Schema, list[pa.RecordBatch]]:
+def map_shard(path: str | Path, validate: bool = True) -> tuple[pa.Buffer, pa.Schema, list[pa.RecordBatch]]:
     """(the mapped file, its schema, its non-empty record batches), each batch validated in full.
 
     The readers here dereference offsets and lengths straight from the file (numpy views,
@@ -198,6 +93,11 @@ def map_shard(path: Path, validate: bool = True) -> tuple[pa.Buffer, pa.Schema, 
     """
     try:
         whole = pa.memory_map(str(path), "r").read_buffer()
+    except OSError as exc:
+        if map_refused(exc):  # not damaged: the kernel has no map left for this process, or no address space
+            raise map_limit_error(path) from None
+        raise _unreadable(path, exc) from None
+    try:
         reader = pa.ipc.open_file(whole)
         batches = []
         for i in range(reader.num_record_batches):
@@ -206,82 +106,401 @@ def map_shard(path: Path, validate: bool = True) -> tuple[pa.Buffer, pa.Schema, 
                 batch.validate(full=True)
             if batch.num_rows:
                 batches.append(batch)
-    except PermissionError as exc:  # not damaged: another user's file, without read access for this one
-        raise CacheError(f"{path}: this user may not read it ({os.strerror(exc.errno or errno.EACCES)}); its owner "
-                         "can make it group-readable (see docs/shared-cache-on-a-cluster.md)") from None
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise CacheError(f"{path}: corrupt Arrow shard ({type(exc).__name__}: {exc}); `stable-datasets verify` "
-                         "checks every shard, download_mode='force_rebuild' builds the cache again") from None
+        raise _unreadable(path, exc) from None
     return whole, reader.schema, batches
 
 
+def _unreadable(path: str | Path, exc: BaseException) -> CacheError:
+    if isinstance(exc, PermissionError):  # not damaged: another user's file, without read access for this one
+        return CacheError(f"{path}: this user may not read it ({os.strerror(exc.errno or errno.EACCES)}); its owner "
+                          "can make it group-readable (see docs/shared-cache-on-a-cluster.md)")
+    return CacheError(f"{path}: corrupt Arrow shard ({type(exc).__name__}: {exc}); `stable-datasets verify` "
+                      "checks every shard, download_mode='force_rebuild' builds the cache again")
+
+
+def map_refused(exc: OSError) -> bool:
+    """mmap failed with ENOMEM (Arrow reports it in the message, without an errno)."""
+    return exc.errno == errno.ENOMEM or os.strerror(errno.ENOMEM) in str(exc)
+
+
+def _first_int(path: str) -> int | None:
+    try:
+        with open(path, "rb") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def map_limit_error(path: str | Path) -> ResourceLimitError:
+    """Why mapping `path` failed, with the numbers: this process's maps against `vm.max_map_count`."""
+    try:
+        with open("/proc/self/maps", "rb") as fh:
+            maps: int | None = sum(1 for _ in fh)
+    except OSError:
+        maps = None
+    limit = _first_int("/proc/sys/vm/max_map_count")
+    return ResourceLimitError(
+        f"{path}: the system refused to map this file (out of memory maps or address space: this process has "
+        f"{maps if maps is not None else 'an unknown number of'} memory maps, the kernel allows "
+        f"{limit if limit is not None else 'an unknown number'} (vm.max_map_count), and `ulimit -v` bounds the "
+        f"address space). The cache is not damaged. Each opened Arrow cache keeps at most "
+        f"STABLE_DATASETS_MAX_OPEN_SHARDS={max_open_shards()} shard files mapped: lower it, open fewer caches "
+        "at once, or raise vm.max_map_count (sysctl -w vm.max_map_count=262144)")
+
+
+class _Shard:
+    """One shard file mapped in this process: its record batches, their cell getters and gather plans.
+
+    A gather plan says how one column of many random rows is read at once, a numpy gather instead of a
+    lookup per row, so that the rows' cache misses overlap:
+    - "map": a null-free numeric column whose values lie in the map (an uncompressed shard) is gathered
+      straight from the map through a numpy view of the whole file; it holds one index per record batch.
+    - "copy": the same column of a compressed shard (its batches are decompressed), values concatenated.
+    - "str"/"bytes" (rows) and "virtual" (take): a null-free string or binary column, its offsets
+      concatenated over the record batches (4 or 8 bytes a row).
+    - otherwise, or when the copy does not fit the budget: a record batch at a time.
+    The copies ("copy", "str", "bytes", "virtual") are private memory of this process: each is charged to
+    the `_OpenShards` budget (GATHER_MEMORY bytes per opened cache), which drops the copies made longest ago
+    to make room, so a worker gathering from a billion-row cache holds a bounded amount.
+    """
+
+    def __init__(self, index: int, path: str, whole: pa.Buffer, schema: pa.Schema, batches: list[pa.RecordBatch],
+                 budget: _OpenShards):
+        self.index, self.path, self.whole, self.schema, self.batches = index, path, whole, schema, batches
+        self._budget = weakref.ref(budget)  # not a reference: the pool holds the shards, and closes them when dropped
+        self.starts_list: list[int] = list(itertools.accumulate((b.num_rows for b in batches), initial=0))
+        self.starts = np.asarray(self.starts_list, dtype=np.int64)
+        self.num_rows = self.starts_list[-1]
+        self.getters: list[list[CellGetter] | None] = [None] * len(batches)
+        self.plans: dict[tuple[str, int], tuple[str, Any] | None] = {}
+        self.held = 0  # bytes of the copies the plans hold
+        self.used = False  # read since the pool last looked (see _OpenShards._evict)
+        self.pooled = True  # False once closed by the pool: a reader holding it must ask the pool again
+
+    def drop_plans(self) -> int:
+        """Forget the gather plans; the bytes their copies held."""
+        held, self.held = self.held, 0
+        self.plans.clear()
+        return held
+
+    def batch_getters(self, b: int) -> list[CellGetter]:
+        batch = self.batches[b]
+        getters = self.getters[b] = [cell_getter(batch.column(j)) for j in range(batch.num_columns)]
+        return getters
+
+    def row(self, local: int, build: Any) -> dict[str, Any]:
+        b = bisect.bisect_right(self.starts_list, local) - 1
+        return build(self.getters[b] or self.batch_getters(b), local - self.starts_list[b])
+
+    def _inside(self, buffer: pa.Buffer | None) -> bool:
+        base = self.whole.address
+        return buffer is not None and base <= buffer.address and buffer.address + buffer.size <= base + self.whole.size
+
+    def _plan(self, kind: str, j: int, make: Any) -> tuple[str, Any] | None:
+        key = (kind, j)
+        if key not in self.plans:
+            self.plans[key] = make(j)
+        return self.plans[key]
+
+    def _affordable(self, nbytes: int) -> bool:
+        budget = self._budget()
+        if budget is None or not budget.reserve(self, nbytes):
+            return False
+        self.held += nbytes
+        return True
+
+    def _make_numeric(self, j: int) -> tuple[str, Any] | None:
+        field_type = self.schema.field(j).type
+        chunks = [b.column(j) for b in self.batches]
+        if (not chunks or not (pa.types.is_integer(field_type) or pa.types.is_floating(field_type))
+                or any(c.null_count for c in chunks)):
+            return None
+        dtype = np.dtype(field_type.to_pandas_dtype())
+        data = [c.buffers()[1] for c in chunks]
+        base = self.whole.address
+        if all(self._inside(d) and (d.address - base) % dtype.itemsize == 0 for d in data):
+            whole = np.frombuffer(self.whole, dtype=dtype, count=self.whole.size // dtype.itemsize)
+            first = np.fromiter(((d.address - base) // dtype.itemsize + c.offset for d, c in zip(data, chunks)),
+                                dtype=np.int64, count=len(chunks))
+            return "map", (whole, first - self.starts[:-1])  # value of shard row r (in batch b): whole[base[b] + r]
+        if self._affordable(self.num_rows * dtype.itemsize):
+            return "copy", np.concatenate([primitive_view(c) for c in chunks])
+        return None
+
+    def _make_offsets(self, j: int) -> tuple[str, Any] | None:
+        chunks = [b.column(j) for b in self.batches]
+        field_type = self.schema.field(j).type
+        text = pa.types.is_string(field_type) or pa.types.is_large_string(field_type)
+        if (not chunks or any(c.null_count for c in chunks)
+                or not (text or pa.types.is_binary(field_type) or pa.types.is_large_binary(field_type))):
+            return None
+        parts = [offsets_and_data(c) for c in chunks]  # each batch's offsets index its own data buffer
+        if not self._affordable((self.num_rows + len(parts)) * parts[0][0].itemsize):
+            return None
+        return ("str" if text else "bytes"), (np.concatenate([o for o, _ in parts]), [d for _, d in parts])
+
+    def _make_virtual(self, j: int) -> tuple[str, Any] | None:
+        """A virtual large_binary/large_string array over the whole map: its offsets are absolute file positions,
+        with one dummy element spanning the bytes between consecutive record batches."""
+        field_type = self.schema.field(j).type
+        chunks = [b.column(j) for b in self.batches]
+        if (not chunks or any(c.null_count for c in chunks)
+                or not (pa.types.is_binary(field_type) or pa.types.is_string(field_type))):
+            return None
+        buffers = [c.buffers() for c in chunks]
+        if not all(self._inside(b[2]) or len(c) == 0 for b, c in zip(buffers, chunks)):
+            return None
+        if not self._affordable((self.num_rows + len(chunks)) * 8):
+            return None
+        base = self.whole.address
+        offsets = np.concatenate([np.zeros(1, np.int64)] + [
+            np.frombuffer(b[1], np.int32)[c.offset:c.offset + len(c) + 1].astype(np.int64)
+            + ((b[2].address - base) if b[2] is not None else 0)
+            for b, c in zip(buffers, chunks)])[1:]
+        large = pa.large_string() if pa.types.is_string(field_type) else pa.large_binary()
+        return "virtual", pa.Array.from_buffers(large, len(offsets) - 1, [None, pa.py_buffer(offsets), self.whole])
+
+    def _numbers(self, j: int, local: np.ndarray, batch: np.ndarray) -> np.ndarray | None:
+        plan = self._plan("numeric", j, self._make_numeric)
+        if plan is None:
+            return None
+        kind, data = plan
+        if kind == "map":
+            whole, base = data
+            return whole[base[batch] + local]
+        return data[local]
+
+    def columns(self, local: np.ndarray) -> list[list[Any]]:
+        """The cells of rows `local` (of this shard), a column at a time."""
+        batch = np.searchsorted(self.starts, local, side="right") - 1
+        within = local - self.starts[batch]
+        out = []
+        for j in range(len(self.schema)):
+            numbers = self._numbers(j, local, batch)
+            if numbers is not None:
+                out.append(numbers.tolist())
+                continue
+            plan = self._plan("offsets", j, self._make_offsets)
+            if plan is None:
+                out.append([(self.getters[b] or self.batch_getters(b))[j](k)
+                            for b, k in zip(batch.tolist(), within.tolist())])
+                continue
+            kind, (offsets, views) = plan
+            position = local + batch  # each record batch adds one offset entry before the next one's
+            bounds = zip(batch.tolist(), offsets[position].tolist(), offsets[position + 1].tolist())
+            if kind == "str":
+                out.append([str(views[b][lo:hi], "utf-8") for b, lo, hi in bounds])
+            else:
+                out.append([views[b][lo:hi].tobytes() for b, lo, hi in bounds])
+        return out
+
+    def take(self, local: np.ndarray) -> pa.Table:
+        """Rows `local` (of this shard) as a table: one C++ `take` or numpy gather per column, not one per batch."""
+        batch = np.searchsorted(self.starts, local, side="right") - 1
+        arrays = []
+        for j, field in enumerate(self.schema):
+            numbers = self._numbers(j, local, batch)
+            if numbers is not None:
+                arrays.append(index_array(numbers, field.type))
+                continue
+            plan = self._plan("virtual", j, self._make_virtual)
+            if plan is not None:
+                arrays.append(plan[1].take(index_array(local + batch)).cast(field.type))
+                continue
+            chunks = [b.column(j) for b in self.batches]
+            arrays.append(ordered_gather(
+                local, self.starts[:-1],
+                lambda b, loc, col=chunks: pa.Table.from_arrays([col[b].take(index_array(loc))], ["c"]),
+                pa.schema([pa.field("c", field.type)])).column(0).combine_chunks())
+        return pa.Table.from_arrays(arrays, schema=self.schema)
+
+
+class _OpenShards:
+    """The shard files of one opened cache that are mapped in this process, and the budget of their gather copies.
+
+    At most `env.max_open_shards()` files stay mapped, about the least recently used closed first (see `_evict`):
+    each map is one of the kernel's `vm.max_map_count` (65,530 by default) for the whole process, which a cache of
+    70,000 shards mapped at once would exhaust. A file is validated the first time this cache maps it, not again
+    when it comes back. The gather copies of all open shards together hold at most GATHER_MEMORY bytes (`held`);
+    to make room for a new one, the copies made longest ago are dropped.
+    """
+
+    def __init__(self) -> None:
+        self.capacity = max_open_shards()
+        self.lock = threading.RLock()
+        self.open: OrderedDict[int, _Shard] = OrderedDict()
+        self.holders: OrderedDict[int, _Shard] = OrderedDict()  # the open shards holding copies, least recent first
+        self.validated: set[int] = set()
+        self.held = 0
+        self.maps_opened = 0  # shard files mapped so far, reopened ones included
+
+    def get(self, index: int, path: str) -> tuple[_Shard, bool]:
+        """Shard `index` (at `path`), mapped now if it is not open; (the shard, True when just mapped)."""
+        shard = self.open.get(index)  # a hit takes no lock and moves nothing: it marks the shard used (see evict)
+        if shard is not None:
+            shard.used = True
+            return shard, False
+        with self.lock:
+            shard = self.open.get(index)
+            if shard is not None:
+                return shard, False
+            while len(self.open) >= self.capacity:
+                self._evict()
+            validate = VALIDATE_ON_OPEN and index not in self.validated
+            whole, schema, batches = map_shard(path, validate)
+            if validate:
+                self.validated.add(index)
+            self.maps_opened += 1
+            shard = self.open[index] = _Shard(index, path, whole, schema, batches, self)
+            return shard, True
+
+    def _evict(self) -> None:
+        """Close the oldest shard not used since it was last passed over (CLOCK, an approximation of least recently
+        used that costs a hit one attribute store instead of a reordering)."""
+        victim = next(iter(self.open))
+        for index, shard in self.open.items():
+            if not shard.used:
+                victim = index
+                break
+            shard.used = False
+        self.close(victim)  # the ones passed over go next, unless read again before
+
+    def close(self, index: int) -> None:
+        """Unmap shard `index` (once nothing else holds its buffers) and free its copies."""
+        with self.lock:
+            shard = self.open.pop(index, None)
+            if shard is not None:
+                shard.pooled = False
+                self.holders.pop(index, None)
+                self.held -= shard.drop_plans()
+
+    def reserve(self, shard: _Shard, nbytes: int) -> bool:
+        """Charge a gather copy of `shard` to the budget, dropping other shards' copies to make room; False: no room."""
+        with self.lock:
+            if not shard.pooled or nbytes > GATHER_MEMORY:
+                return False
+            for other in list(self.holders.values()):  # least recently used first
+                if self.held + nbytes <= GATHER_MEMORY:
+                    break
+                if other is not shard:
+                    del self.holders[other.index]
+                    self.held -= other.drop_plans()
+            if self.held + nbytes > GATHER_MEMORY:
+                return False
+            self.held += nbytes
+            self.holders[shard.index] = shard
+            self.holders.move_to_end(shard.index)
+            return True
+
+
+#: shard files mapped (and validated) when a cache is opened; the others when a read first needs them
+MAP_AT_OPEN = 1024
 #: validate every record batch on first open (see map_shard); off only to measure what it costs.
 VALIDATE_ON_OPEN = True
 
 
 class Backend(LayoutBackend):
+    """Rows of an Arrow shard cache. Shards are mapped on first read, at most `max_open_shards()` at once (see
+    `_OpenShards`); the rows of each come from `_metadata.json` (checked against the file when it is mapped), so
+    opening costs no more for 70,000 shards than for one, past the first MAP_AT_OPEN mapped at open."""
+
     def rows_in_place(self) -> bool:
         """Uncompressed shards are mapped: a gather of any rows is one `take` per column over the map."""
         return not self.metadata.layout_options.get("compression")
 
     def _open(self) -> None:
-        self._batches: list[pa.RecordBatch] = []
-        self._schema: pa.Schema | None = None
-        self._shards: list[_ShardGather] = []
-        for shard in self.metadata.shards:
-            whole, schema, batches = map_shard(self.directory / shard.path, VALIDATE_ON_OPEN)
-            if self._schema is not None and not schema.equals(self._schema):
-                raise CacheError(f"{self.directory / shard.path}: corrupt Arrow shard (its schema differs from "
-                                 "the first shard's)")
-            self._schema = self._schema or schema
-            self.check_rows(self.directory / shard.path, sum(b.num_rows for b in batches), shard.num_rows)
-            self._batches.extend(batches)
-            self._shards.append(_ShardGather(whole, batches, schema))
-        sizes = [b.num_rows for b in self._batches]
-        self._starts: list[int] = np.concatenate([[0], np.cumsum(sizes)]).astype(int).tolist()
-        self._shard_starts = np.cumsum([0] + [int(s.starts[-1]) for s in self._shards]).astype(np.int64)
+        self._pool = _OpenShards()
+        folder = str(self.directory)
+        self._paths = [f"{folder}/{s.path}" for s in self.metadata.shards]  # str: a Path per shard costs 70,000 of them
+        self._rows = np.asarray([s.num_rows for s in self.metadata.shards], dtype=np.int64)
+        self._filled = np.flatnonzero(self._rows)  # the shards holding rows, in order: the ones reads visit
+        self._filled_list: list[int] = self._filled.tolist()
+        self._shard_starts = np.concatenate([[0], np.cumsum(self._rows[self._filled])]).astype(np.int64)
+        self._shard_starts_list: list[int] = self._shard_starts.tolist()
+        self._last: tuple[int, _Shard | None] = (-1, None)
+        self._blocks: np.ndarray | None = None
+        self._schema = None
+        # a damaged shard among the first ones is reported at open, as when every shard was mapped at open
+        for s in range(min(len(self._paths), self._pool.capacity, MAP_AT_OPEN)):
+            self._shard(s)
         self._names = self._schema.names if self._schema is not None else []
-        self._getters: list[list[CellGetter] | None] = [None] * len(self._batches)
         self._build_row = compile_row_builder(self._names)
-        self._batch_starts = np.asarray(self._starts, dtype=np.int64)
-        self._columns = _ColumnGather(self._batches, lambda b: self._getters[b] or self._batch_getters(b))
         self._build_rows = compile_rows_builder(self._names) if self._names else None
 
-    def _batch_getters(self, b: int) -> list[CellGetter]:
-        batch = self._batches[b]
-        getters = self._getters[b] = [cell_getter(batch.column(j)) for j in range(batch.num_columns)]
-        return getters
+    def _shard(self, s: int) -> _Shard:
+        """Shard file `s` (in `_metadata.json` order), mapped now if it is not; checked the first time."""
+        shard, fresh = self._pool.get(s, self._paths[s])
+        if fresh:
+            try:
+                if self._schema is None:
+                    self._schema = shard.schema
+                elif not shard.schema.equals(self._schema):
+                    raise CacheError(f"{self._paths[s]}: corrupt Arrow shard (its schema differs from the first "
+                                     "shard's)")
+                self.check_rows(self._paths[s], shard.num_rows, int(self._rows[s]))
+            except CacheError:
+                self._pool.close(s)  # asked again, it is checked again
+                raise
+        return shard
+
+    def _filled_shard(self, k: int) -> _Shard:
+        """The k-th shard holding rows; the last one asked for is kept at hand (row after row of one shard)."""
+        last, shard = self._last
+        if last != k or shard is None or not shard.pooled:
+            shard = self._shard(self._filled_list[k])
+            self._last = (k, shard)
+        return shard
+
+    def open_shards(self) -> tuple[int, int, int]:
+        """(shard files mapped now, shard files mapped since open, bytes the gather copies hold): for tests and
+        benchmarks, which show the bounds hold."""
+        self.ensure_open()
+        return len(self._pool.open), self._pool.maps_opened, self._pool.held
 
     def row(self, index: int) -> dict[str, Any]:
         self.ensure_open()
-        b = bisect.bisect_right(self._starts, index) - 1
-        getters = self._getters[b] or self._batch_getters(b)
-        return self._build_row(getters, index - self._starts[b])
+        k = bisect.bisect_right(self._shard_starts_list, index) - 1
+        return self._filled_shard(k).row(index - self._shard_starts_list[k], self._build_row)
 
     def rows(self, indices: list[int]) -> list[dict[str, Any]]:
-        """Many rows: a column at a time for batches (see _ColumnGather), else row by row."""
+        """Many rows: a shard at a time, a column at a time (see _Shard.columns), else row by row."""
         self.ensure_open()
-        if len(indices) >= 16 and self._build_rows is not None:
-            rows = np.asarray(indices, dtype=np.int64)
-            batch = np.searchsorted(self._batch_starts, rows, side="right") - 1
-            within = rows - self._batch_starts[batch]
-            return self._build_rows([self._columns.column(j, rows, batch, within) for j in range(len(self._names))])
-        starts, all_getters, build = self._starts, self._getters, self._build_row
-        find = bisect.bisect_right
-        out = []
-        for index in indices:
-            b = find(starts, index) - 1
-            out.append(build(all_getters[b] or self._batch_getters(b), index - starts[b]))
+        if len(indices) < 16 or self._build_rows is None:
+            return [self.row(i) for i in indices]
+        rows = np.asarray(indices, dtype=np.int64)
+        which = np.searchsorted(self._shard_starts, rows, side="right") - 1
+        if which[0] == which[-1] and not np.any(which != which[0]):
+            k = int(which[0])
+            return self._build_rows(self._filled_shard(k).columns(rows - self._shard_starts[k]))
+        # a shard at a time: a column gather pays ~10 numpy calls per shard, so a shard's few rows (a shuffled
+        # batch over many shards has one or two in each) are read row by row, through its cell getters
+        order = np.argsort(which, kind="stable")
+        which = which[order]
+        local = rows[order] - self._shard_starts[which]
+        bounds = [0, *(np.flatnonzero(np.diff(which)) + 1).tolist(), len(rows)]
+        positions, local_list, which_list = order.tolist(), local.tolist(), which.tolist()
+        out: list[Any] = [None] * len(rows)
+        build_row, build_rows = self._build_row, self._build_rows
+        for lo, hi in itertools.pairwise(bounds):
+            shard = self._filled_shard(which_list[lo])
+            if hi - lo >= 16:
+                found = build_rows(shard.columns(local[lo:hi]))
+            else:
+                found = [shard.row(r, build_row) for r in local_list[lo:hi]]
+            for position, row in zip(positions[lo:hi], found):
+                out[position] = row
         return out
 
     def take(self, indices: np.ndarray) -> pa.Table:
         self.ensure_open()
-        return ordered_gather(indices, self._shard_starts[:-1], lambda s, local: self._shards[s].take(local),
+        return ordered_gather(indices, self._shard_starts[:-1], lambda k, local: self._filled_shard(k).take(local),
                               self._schema)
 
     def stored_row_counts(self) -> tuple[int, int]:
+        """Every shard is mapped in turn (at most `max_open_shards()` at once) and its rows counted."""
         self.ensure_open()
-        return self._starts[-1], self.metadata.num_rows
+        return sum(self._shard(s).num_rows for s in range(len(self._paths))), self.metadata.num_rows
 
     def shard_bounds(self) -> np.ndarray | None:
         return shard_file_bounds(self.metadata)
@@ -291,19 +510,26 @@ class Backend(LayoutBackend):
         return shard_file_units(metadata)
 
     def block_bounds(self) -> np.ndarray:
-        """Record batches are the blocks (the write path writes about 1,000 rows per batch)."""
+        """Record batches are the blocks (the write path writes about 1,000 rows per batch): every shard is
+        mapped once in turn to read them, then they are kept (8 bytes a block)."""
         self.ensure_open()
-        return self._batch_starts.copy()
+        if self._blocks is None:
+            starts = [self._filled_shard(k).starts[:-1] + self._shard_starts[k] for k in range(len(self._filled))]
+            self._blocks = np.concatenate([*starts, self._shard_starts[-1:]]).astype(np.int64)
+        return self._blocks.copy()
 
     def iter_batches(self, start: int, stop: int, batch_rows: int) -> Iterator[pa.RecordBatch]:
         self.ensure_open()
-        b = max(bisect.bisect_right(self._starts, start) - 1, 0)
-        while start < stop and b < len(self._batches):
-            lo = start - self._starts[b]
-            hi = min(stop, self._starts[b + 1]) - self._starts[b]
-            batch = self._batches[b]
-            for off in range(lo, hi, batch_rows):
-                yield batch.slice(off, min(batch_rows, hi - off))
-            start = self._starts[b + 1]
-            b += 1
-
+        k = max(bisect.bisect_right(self._shard_starts_list, start) - 1, 0)
+        while start < stop and k < len(self._filled):
+            shard, offset = self._filled_shard(k), self._shard_starts_list[k]
+            b = max(bisect.bisect_right(shard.starts_list, start - offset) - 1, 0)
+            while start < stop and b < len(shard.batches):
+                lo = start - offset - shard.starts_list[b]
+                hi = min(stop - offset, shard.starts_list[b + 1]) - shard.starts_list[b]
+                batch = shard.batches[b]
+                for off in range(lo, hi, batch_rows):
+                    yield batch.slice(off, min(batch_rows, hi - off))
+                start = offset + shard.starts_list[b + 1]
+                b += 1
+            k += 1

@@ -27,6 +27,7 @@ import pyarrow as pa
 
 from stable_datasets.arrow.tables import index_array, ordered_gather
 from stable_datasets.errors import CacheError
+from stable_datasets.layouts.arrow_shards import map_limit_error, map_refused
 
 #: the `extra.lance_rows_version` of caches whose binary columns are blobs; older caches have none (1)
 BLOB_LAYOUT_VERSION = 2
@@ -224,6 +225,8 @@ class BlobReader:
             try:
                 whole = pa.memory_map(str(path), "r").read_buffer() if file_size else pa.py_buffer(b"")
             except (OSError, pa.ArrowException) as exc:
+                if isinstance(exc, OSError) and map_refused(exc):  # not damaged: out of maps or address space
+                    raise map_limit_error(path) from None
                 raise CacheError(f"{path}: cannot map the Lance data file ({exc})") from None
             self.file_bytes += file_size
             if digests is not None:
