@@ -19,6 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from loguru import logger
+
 from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
@@ -424,6 +426,9 @@ class DatasetBuilder:
             if split not in generators():
                 raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {split!r}; "
                                  f"splits are {sorted(generators())}")
+            if self.INCREMENTAL_PARTS:
+                logger.info("{} '{}': on an object-store root no part of an earlier cache is reused: a full build",
+                            self.builder_name(), split)
             plan = dataclasses.replace(plan_for(split, local), remote_parts=parts)
             write_split(plan, BuilderSource(self, generators()[split]), runner)
 
@@ -441,7 +446,17 @@ class DatasetBuilder:
             fingerprint_inputs=inputs, builder_name=self.builder_name(), config_name=self.config.name,
             version=str(self.version), split=split, info=self.info.to_dict(), features=self.features,
             builder_source=self.builder_source(), resumable=not has_path_videos(self.features),
-            media_root=directory.parent, made_by=self.made_by(inputs), cache_limit=cache_limit, evict=evict)
+            media_root=directory.parent, made_by=self.made_by(inputs), cache_limit=cache_limit, evict=evict,
+            part_basis=_part_basis(inputs) if evict else "")
+
+    def _part_identity(self, job: Any) -> Any | None:
+        """Hook: the input identity of one job (see ExampleSource.part_identity); None, always built, by default.
+        Generic file loaders name their files' identities, so an edit rebuilds only the parts it touched."""
+        return None
+
+    #: True for builders whose parts a later build can reuse (`_part_identity`); on object-store roots the build
+    #: is always whole, and says so
+    INCREMENTAL_PARTS: ClassVar[bool] = False
 
     def made_by(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """What `_metadata.json` records as having made this builder's caches (see builder.provenance)."""
@@ -491,6 +506,12 @@ class DatasetBuilder:
         return f"{type(self).__name__}(name={self.builder_name()!r}, config={fields})"
 
 
+def _part_basis(inputs: dict[str, Any]) -> str:
+    """What every part's rows depend on besides their own input files (write.reuse): all the fingerprint covers
+    but the input files' identity."""
+    return fingerprint({"part_basis": {k: v for k, v in inputs.items() if k != "input_files"}})
+
+
 def _valid_directory(directory: Path, expected_fingerprint: str) -> Path | None:
     """`directory` when it holds a published cache of `expected_fingerprint` (build_once's reuse check)."""
     return directory if published_matches(directory, expected_fingerprint) else None
@@ -522,6 +543,9 @@ class BuilderSource(ExampleSource):
 
     def examples(self, job: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
         return self.builder._generate_examples(**job)
+
+    def part_identity(self, job: Any) -> Any | None:
+        return self.builder._part_identity(job)
 
     def check_before_publish(self) -> None:
         self.builder.check_inputs_unchanged()

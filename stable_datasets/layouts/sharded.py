@@ -119,17 +119,20 @@ def merge_numbered_shards(staging: Path, parts: list[PartResult]) -> tuple[list[
     """Parts' shards moved into the staging root and renumbered in part order.
 
     Empty shards (a part with no rows writes one) are dropped unless no part has rows, so a
-    parallel build lists the rows of a one-process build, in order.
+    parallel build lists the rows of a one-process build, in order. The extra names the files each
+    part became ("part_files"): the write path records it, so a later build can reuse parts (write.reuse).
     """
-    chosen = [(part, shard) for part in parts for shard in part.shards if shard.num_rows]
+    chosen = [(position, shard) for position, part in enumerate(parts) for shard in part.shards if shard.num_rows]
     if not chosen:
-        chosen = [(parts[0], parts[0].shards[0])]
+        chosen = [(0, parts[0].shards[0])]
     shards = []
-    for part, shard in chosen:
+    part_files: list[list[str]] = [[] for _ in parts]
+    for position, shard in chosen:
         name = re.sub(r"\d+", f"{len(shards):05d}", shard.path, count=1)
-        os.replace(part.folder(staging) / shard.path, staging / name)
+        os.replace(parts[position].folder(staging) / shard.path, staging / name)
         shards.append(dataclasses.replace(shard, path=name))
-    return shards, {}
+        part_files[position].append(name)
+    return shards, {"part_files": part_files}
 
 
 #: rows per block when a stream reads a downloaded shard file (the write path's record batches are smaller)

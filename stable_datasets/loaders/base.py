@@ -25,6 +25,7 @@ import pyarrow as pa
 from stable_datasets.builder.builder import GeneratorBasedBuilder
 from stable_datasets.builder.config import BuilderConfig
 from stable_datasets.builder.data_files import normalize_data_files
+from stable_datasets.builder.file_groups import TARGET_BYTES, content_groups
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.paths import downloads_dir
@@ -193,7 +194,15 @@ class FileLoader(GeneratorBasedBuilder):
         return [[path, None, None]]
 
     def _plan_split(self, generator: SplitGenerator, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
+        """Groups of whole files cut where the files themselves say (builder.file_groups), so a later build
+        after an edit reuses every group it did not touch (write.reuse); pieces of equal bytes instead when
+        there are fewer such groups than `num_jobs` (a few large files)."""
         pieces: list[Piece] = generator.gen_kwargs["pieces"]
+        if len(pieces) > 1:
+            names = [os.path.realpath(p[0]) for p in pieces]
+            groups = content_groups(names, [_size(p[0]) for p in pieces], self.PART_TARGET_BYTES)
+            if len(groups) >= num_jobs:
+                return SplitJobs([{"pieces": pieces[lo:hi]} for lo, hi in groups])
         if num_jobs <= 1 or not pieces:
             return SplitJobs([{"pieces": pieces}])
         sizes = [_size(p[0]) for p in pieces]
@@ -206,6 +215,34 @@ class FileLoader(GeneratorBasedBuilder):
             divided.extend(split)
             weights.extend([size / len(split)] * len(split))
         return SplitJobs([{"pieces": group} for group in _contiguous_groups(divided, weights, num_jobs)])
+
+    #: input bytes per part, on average, in a build of many files (builder.file_groups): a part is what a later
+    #: build reuses or builds again after an edit, and at least one shard file
+    PART_TARGET_BYTES: ClassVar[int] = TARGET_BYTES
+    INCREMENTAL_PARTS: ClassVar[bool] = True
+
+    def _part_identity(self, job: Any) -> Any | None:
+        """The identity of a job's files as the fingerprint took it (path, size, mtime or content hash), with each
+        piece's range: a part of the same files under the same loader, config and features holds the same rows.
+        None (always built) for a file the fingerprint did not identify as read (a download, a decompressed copy)
+        or a piece that depends on other files (`reusable_piece`)."""
+        pieces = job.get("pieces") if isinstance(job, dict) else None
+        known = self._inputs_read
+        if not pieces or known is None:
+            return None
+        entries = {e[0]: e for group in [*known.get("data_files", {}).values(), known.get("data_dir", [])]
+                   for e in group}
+        identity = []
+        for piece in pieces:
+            entry = entries.get(os.path.realpath(piece[0]))
+            if entry is None or not self.reusable_piece(piece):
+                return None
+            identity.append([entry, piece[1:]])
+        return identity
+
+    def reusable_piece(self, piece: Piece) -> bool:
+        """Whether a piece's rows depend on its own file only (else its part is built every time)."""
+        return True
 
     def _generate_examples(self, pieces: list[Piece]) -> Iterator[Any]:  # type: ignore[override]
         """Record batches of the pieces for columnar features, else (key, example) pairs."""

@@ -46,6 +46,14 @@ from stable_datasets.write.remote_parts import (
     remove_prefix,
     shared_workdir,
 )
+from stable_datasets.write.reuse import (
+    PART_FILES_KEY,
+    PARTS_KEY,
+    part_keys,
+    parts_record,
+    reuse_previous,
+    save_part_keys,
+)
 from stable_datasets.write.sources import ExampleSource
 
 JOBS_FILE = "_jobs.json"
@@ -131,6 +139,10 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             logger.info("{} '{}': one job only (nothing to divide), so it is built in one part",
                         plan.builder_name, plan.split)
         _match_jobs(staging, jobs)
+        keys = part_keys(plan.part_basis, [source.part_identity(job) for job in jobs]) if plan.part_basis else []
+        keyed_parts = source.keyed and len(jobs) > 1  # such parts write their keys (write_part)
+        if keys and remote is None:
+            reuse_previous(plan, staging, keys, keyed_parts)
         calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)]
         desc = f"{plan.builder_name} '{plan.split}' part"
         if remote is not None:
@@ -146,6 +158,10 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             raise ExampleError(plan.builder_name, plan.split, duplicate, None, "duplicate example key within the split")
         features = _agreed_features(plan, parts)
         shards, extra = layout_module(plan.layout).merge_parts(staging, parts)
+        part_files = extra.pop(PART_FILES_KEY, None)
+        if any(keys) and part_files is not None and not any(p.media for p in parts) \
+                and (not keyed_parts or save_part_keys(staging, parts)):
+            extra[PARTS_KEY] = parts_record(keys, part_files)  # so a later build can reuse these parts
         media = {m.path: m for part in parts for m in part.media}
         nodes = {"part_nodes": [p.node for p in parts]} if remote is not None else {}  # where each part was written
         for name, content in split_jobs.files.items():  # small files a builder ships with the split

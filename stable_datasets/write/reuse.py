@@ -1,0 +1,232 @@
+"""Incremental rebuilds: the parts of a previous cache whose inputs did not change are linked, not built again.
+
+One rule: a part is reused only under the very same *part key*, a hash of everything the part's rows
+depend on: the plan's `part_basis` (the fingerprint inputs except the input files: builder code,
+config, features, layout and its options, cache format) and the part's own input identity (its
+files' paths with size and mtime, or content hash; see `ExampleSource.part_identity`). A published
+cache records the key of each part and how many of its shard files that part became
+(`extra["parts"]`); the next build of a sibling fingerprint (same builder, config and version) looks
+for its parts' keys there and hard-links the old shard files into its own part folders (a copy
+where links are impossible), with the `_part.json` that `write_part` takes as a finished part. The
+merge, the duplicate-key check, the metadata and the publish are those of any build, so the result
+holds the rows of a full rebuild, in order, under the same fingerprint.
+
+Keyed sources (image folders, tars) also keep their parts' example keys (`_part_keys.arrow`), so
+the duplicate-key check still covers the whole split. Layouts whose merge does not report which
+files each part became (Lance commits fragments into one dataset) record no parts: their caches are
+rebuilt whole. Reused files are checked by size, as every open checks them; the old cache is pinned
+while its files are linked, so `prune` cannot take them away mid-way, and a link cannot be half
+made: a build that stops leaves only its staging folder, which is not visible.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from loguru import logger
+
+from stable_datasets.cache.builds import BuildPin
+from stable_datasets.cache.fingerprint import fingerprint, to_jsonable
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo, read_published
+from stable_datasets.cache.publish import STAGING_PREFIX
+from stable_datasets.errors import CacheError
+from stable_datasets.write.parts import KEYS_FILE, KEYS_SCHEMA, PartResult, part_dir
+from stable_datasets.write.plan import WritePlan
+
+#: `_metadata.json` extra: one [part key or None, number of shard files] per part, in order
+PARTS_KEY = "parts"
+#: what a layout's merge reports in its extra: the published file names of each part (popped before publishing)
+PART_FILES_KEY = "part_files"
+#: a keyed source's example keys, per part (columns: part, digest, key), kept beside the shards
+PART_KEYS_FILE = "_part_keys.arrow"
+_PART_KEYS_SCHEMA = pa.schema([("part", pa.int32()), *KEYS_SCHEMA])
+
+
+def part_keys(basis: str, identities: list[Any]) -> list[str | None]:
+    """The key of each part: None where the part's inputs cannot be identified (it is always built)."""
+    if not basis:
+        return [None] * len(identities)
+    out: list[str | None] = []
+    for identity in identities:
+        try:
+            out.append(None if identity is None else
+                       fingerprint({"basis": basis, "inputs": to_jsonable(identity, "part identity")})[:32])
+        except TypeError:
+            out.append(None)
+    return out
+
+
+def parts_record(keys: list[str | None], part_files: list[list[str]]) -> list[list[Any]]:
+    """`extra["parts"]` of a cache: each part's key and how many of the published shard files it became."""
+    return [[key, len(files)] for key, files in zip(keys, part_files)]
+
+
+def save_part_keys(staging: Path, parts: list[PartResult]) -> bool:
+    """Keep a keyed build's part keys in `PART_KEYS_FILE` (read before the part folders are removed)."""
+    tables = []
+    for position, part in enumerate(parts):
+        if not part.has_keys:
+            return False
+        with pa.memory_map(str(part_dir(staging, part.index) / KEYS_FILE)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        tables.append(table.add_column(0, "part", pa.array([position] * table.num_rows, pa.int32())))
+    table = pa.concat_tables(tables) if tables else _PART_KEYS_SCHEMA.empty_table()
+    with pa.OSFile(str(staging / PART_KEYS_FILE), "wb") as sink, pa.ipc.new_file(sink, _PART_KEYS_SCHEMA) as out:
+        out.write_table(table.cast(_PART_KEYS_SCHEMA))
+    return True
+
+
+@dataclass
+class _OldPart:
+    position: int  # the part's place in the old cache
+    shards: list[ShardInfo]
+
+
+@dataclass
+class _Previous:
+    """A published sibling cache whose recorded parts share keys with this build."""
+
+    directory: Path  # its split folder (as published)
+    metadata: CacheMetadata
+    parts: dict[str, _OldPart]
+    matches: int
+
+
+def _recorded_parts(metadata: CacheMetadata) -> dict[str, _OldPart] | None:
+    """Key -> the old part and its shard files, from `extra["parts"]`; None when it records none (or they do not
+    add up to its shards)."""
+    record = metadata.extra.get(PARTS_KEY)
+    if not isinstance(record, list) or any(f.path.startswith("..") for f in metadata.extra_files):
+        return None  # path-stored videos live in the old fingerprint folder: such parts are built again
+    parts: dict[str, _OldPart] = {}
+    start = 0
+    try:
+        for position, (key, count) in enumerate(record):
+            files = metadata.shards[start:start + int(count)]
+            start += int(count)
+            if isinstance(key, str) and files and key not in parts:  # a part without files is cheaper to build
+                parts[key] = _OldPart(position, files)
+    except (TypeError, ValueError):
+        return None
+    return parts if start == len(metadata.shards) else None
+
+
+def _siblings(target: Path) -> list[Path]:
+    """Published split folders of the same name in the other fingerprint folders of this builder, config and
+    version (`<root>/<name>/<config>/<version>/<fingerprint>/<split>`)."""
+    here = target.parent
+    try:
+        folders = [f for f in here.parent.iterdir() if f != here and not f.name.startswith((".", STAGING_PREFIX))]
+    except OSError:
+        return []
+    return [f / target.name for f in folders if (f / target.name / METADATA_FILE).is_file()]
+
+
+def find_previous(plan: WritePlan, keys: list[str | None]) -> tuple[_Previous | None, int]:
+    """The sibling cache with the most parts this build can reuse (the newest among equals), and how many
+    sibling caches were looked at. Unreadable caches are skipped: they only cost a rebuild."""
+    wanted = {k for k in keys if k is not None}
+    best: _Previous | None = None
+    looked = 0
+    for folder in _siblings(plan.target):
+        try:
+            metadata = CacheMetadata.read(folder)
+        except (CacheError, OSError):
+            continue
+        if metadata.split != plan.split or metadata.layout != plan.layout:
+            continue
+        looked += 1
+        parts = _recorded_parts(metadata)
+        if not parts:
+            continue
+        matches = len(wanted & set(parts))
+        if matches and (best is None or (matches, metadata.created_at) > (best.matches, best.metadata.created_at)):
+            best = _Previous(folder, metadata, parts, matches)
+    return best, looked
+
+
+def reuse_previous(plan: WritePlan, staging: Path, keys: list[str | None], keyed: bool) -> int:
+    """Link the parts of the best previous cache whose keys this build's parts have into the staging folder;
+    the number of parts reused. Logs "reused N of M parts from <old cache>"."""
+    if not any(keys):
+        return 0
+    previous, looked = find_previous(plan, keys)
+    if previous is None:
+        if looked:
+            logger.info("{} '{}': no part of the {} earlier cache(s) beside {} can be reused (their layout {} keeps no "
+                        "parts, or every input changed): a full build", plan.builder_name, plan.split, looked,
+                        plan.target.parent, plan.layout)
+        return 0
+    try:
+        pin, metadata = read_published(previous.directory)
+    except (CacheError, OSError) as exc:  # pruned or damaged since it was looked at
+        logger.info("cannot reuse the parts of {} ({}): a full build", previous.directory, exc)
+        return 0
+    reused = 0
+    try:
+        if metadata.fingerprint != previous.metadata.fingerprint:  # republished meanwhile: read its parts again
+            previous = _Previous(previous.directory, metadata, _recorded_parts(metadata) or {}, 0)
+        part_keys_table = _part_keys_table(pin) if keyed else None
+        for index, key in enumerate(keys):
+            old = previous.parts.get(key) if key is not None else None
+            folder = part_dir(staging, index)
+            if old is None or PartResult.load(folder) is not None:  # a resumed build finished it already
+                continue
+            if keyed and part_keys_table is None:
+                continue
+            if _link_part(pin, metadata, old, folder, index, part_keys_table if keyed else None):
+                reused += 1
+    finally:
+        pin.release()
+    logger.info("reused {} of {} parts from {}", reused, len(keys), previous.directory)
+    return reused
+
+
+def _part_keys_table(pin: BuildPin) -> pa.Table | None:
+    path = pin.directory / PART_KEYS_FILE
+    try:
+        with pa.memory_map(str(path)) as source:
+            table = pa.ipc.open_file(source).read_all()
+    except (OSError, pa.ArrowInvalid):
+        return None
+    return table if table.schema.equals(_PART_KEYS_SCHEMA) else None
+
+
+def _link_part(pin: BuildPin, metadata: CacheMetadata, old: _OldPart, folder: Path, index: int,
+               keys: pa.Table | None) -> bool:
+    """The old part's files as a finished part in `folder` (hard links, else copies); False when a file is gone or
+    not as recorded (that part is then built)."""
+    if folder.exists():
+        shutil.rmtree(folder)
+    folder.mkdir(parents=True)
+    shards = []
+    try:
+        for number, shard in enumerate(old.shards):
+            name = re.sub(r"\d+", f"{number:05d}", shard.path, count=1)
+            source, destination = pin.directory / shard.path, folder / name
+            try:
+                os.link(source, destination)
+            except OSError:  # another filesystem, or one without links
+                shutil.copyfile(source, destination)
+            if destination.stat().st_size != shard.num_bytes:
+                raise OSError(f"{source}: {destination.stat().st_size} bytes, expected {shard.num_bytes}")
+            shards.append(dataclasses.replace(shard, path=name))
+        if keys is not None:
+            mine = keys.filter(pc.equal(keys.column("part"), old.position)).drop_columns(["part"])
+            with pa.OSFile(str(folder / KEYS_FILE), "wb") as sink, pa.ipc.new_file(sink, KEYS_SCHEMA) as out:
+                out.write_table(mine.cast(KEYS_SCHEMA))
+    except OSError as exc:
+        logger.debug("not reusing part {} of {}: {}", old.position, pin.directory, exc)
+        shutil.rmtree(folder, ignore_errors=True)
+        return False
+    PartResult(index=index, num_rows=sum(s.num_rows for s in shards), shards=shards, features=metadata.features,
+               has_keys=keys is not None).save(folder)
+    return True
