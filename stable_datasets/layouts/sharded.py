@@ -1,7 +1,8 @@
 """Writers that rotate numbered shard files: shared by the Arrow IPC and Parquet layouts.
 
 A shard ends once it passes `max_shard_size` bytes (batches are split at that point). Each
-finished shard is hashed and fsynced by a background thread while the next is written, and
+finished shard is hashed and fsynced by a background thread while the next is written (the
+writer waits for the hash only; the publish fsyncs every file again before the rename), and
 journaled, so a killed build resumes after its last finished shard (see cache.journal).
 A subclass only says how one file is opened, appended to and closed.
 """
@@ -65,7 +66,7 @@ class ShardedFileWriter(LayoutWriter):
         path = self.directory / f"shard-{len(self._shards):05d}{self.suffix}"
         self._sink = pa.OSFile(str(path), "wb")
         self._file = self._open_file(self._sink)
-        self._hasher = FileHasher(path)
+        self._hasher = FileHasher(path, background_fsync=True)  # the publish fsyncs (and waits) once for all
         self._rows = 0
         self._shards.append(ShardInfo(path=path.name, num_rows=0, num_bytes=0, sha256=""))
 
@@ -78,7 +79,7 @@ class ShardedFileWriter(LayoutWriter):
         path = self.directory / shard.path
         shard.num_rows = self._rows
         shard.num_bytes = path.stat().st_size
-        shard.sha256 = self._hasher.finish()  # also fsyncs the shard
+        shard.sha256 = self._hasher.finish()  # its fsync goes on behind (a journal line is re-hashed on recovery)
         self._file = self._sink = None
         self._rows_done += self._rows
         if self.journal is not None:

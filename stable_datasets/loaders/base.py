@@ -199,7 +199,7 @@ class FileLoader(GeneratorBasedBuilder):
         there are fewer such groups than `num_jobs` (a few large files)."""
         pieces: list[Piece] = generator.gen_kwargs["pieces"]
         if len(pieces) > 1:
-            names = [os.path.realpath(p[0]) for p in pieces]
+            names = [os.path.basename(p[0]) for p in pieces]  # the same groups wherever the folder is
             groups = content_groups(names, [_size(p[0]) for p in pieces], self.PART_TARGET_BYTES)
             if len(groups) >= num_jobs:
                 return SplitJobs([{"pieces": pieces[lo:hi]} for lo, hi in groups])

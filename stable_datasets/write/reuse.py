@@ -7,7 +7,7 @@ files' paths with size and mtime, or content hash; see `ExampleSource.part_ident
 cache records the key of each part and how many of its shard files that part became
 (`extra["parts"]`); the next build of a sibling fingerprint (same builder, config and version) looks
 for its parts' keys there and hard-links the old shard files into its own part folders (a copy
-where links are impossible), with the `_part.json` that `write_part` takes as a finished part. The
+where links are impossible) and takes them as finished parts: only the other parts are written. The
 merge, the duplicate-key check, the metadata and the publish are those of any build, so the result
 holds the rows of a full rebuild, in order, under the same fingerprint.
 
@@ -153,24 +153,25 @@ def find_previous(plan: WritePlan, keys: list[str | None]) -> tuple[_Previous | 
     return best, looked
 
 
-def reuse_previous(plan: WritePlan, staging: Path, keys: list[str | None], keyed: bool) -> int:
-    """Link the parts of the best previous cache whose keys this build's parts have into the staging folder;
-    the number of parts reused. Logs "reused N of M parts from <old cache>"."""
+def reuse_previous(plan: WritePlan, staging: Path, keys: list[str | None], keyed: bool) -> dict[int, PartResult]:
+    """Link the parts of the best previous cache whose keys this build's parts have into their part folders of
+    the staging folder; the finished parts by index (the others are built). Logs "reused N of M parts from
+    <old cache>"."""
+    reused: dict[int, PartResult] = {}
     if not any(keys):
-        return 0
+        return reused
     previous, looked = find_previous(plan, keys)
     if previous is None:
         if looked:
             logger.info("{} '{}': no part of the {} earlier cache(s) beside {} can be reused (their layout {} keeps no "
                         "parts, or every input changed): a full build", plan.builder_name, plan.split, looked,
                         plan.target.parent, plan.layout)
-        return 0
+        return reused
     try:
         pin, metadata = read_published(previous.directory)
     except (CacheError, OSError) as exc:  # pruned or damaged since it was looked at
         logger.info("cannot reuse the parts of {} ({}): a full build", previous.directory, exc)
-        return 0
-    reused = 0
+        return reused
     try:
         if metadata.fingerprint != previous.metadata.fingerprint:  # republished meanwhile: read its parts again
             previous = _Previous(previous.directory, metadata, _recorded_parts(metadata) or {}, 0)
@@ -182,11 +183,12 @@ def reuse_previous(plan: WritePlan, staging: Path, keys: list[str | None], keyed
                 continue
             if keyed and part_keys_table is None:
                 continue
-            if _link_part(pin, metadata, old, folder, index, part_keys_table if keyed else None):
-                reused += 1
+            part = _link_part(pin, metadata, old, folder, index, part_keys_table if keyed else None)
+            if part is not None:
+                reused[index] = part
     finally:
         pin.release()
-    logger.info("reused {} of {} parts from {}", reused, len(keys), previous.directory)
+    logger.info("reused {} of {} parts from {}", len(reused), len(keys), previous.directory)
     return reused
 
 
@@ -201,9 +203,9 @@ def _part_keys_table(pin: BuildPin) -> pa.Table | None:
 
 
 def _link_part(pin: BuildPin, metadata: CacheMetadata, old: _OldPart, folder: Path, index: int,
-               keys: pa.Table | None) -> bool:
-    """The old part's files as a finished part in `folder` (hard links, else copies); False when a file is gone or
-    not as recorded (that part is then built)."""
+               keys: pa.Table | None) -> PartResult | None:
+    """The old part's files as a finished part in `folder` (hard links, else copies); None when a file is gone or
+    not as recorded (that part is then built). No `_part.json` is written: a build that stops links them again."""
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
@@ -226,7 +228,6 @@ def _link_part(pin: BuildPin, metadata: CacheMetadata, old: _OldPart, folder: Pa
     except OSError as exc:
         logger.debug("not reusing part {} of {}: {}", old.position, pin.directory, exc)
         shutil.rmtree(folder, ignore_errors=True)
-        return False
-    PartResult(index=index, num_rows=sum(s.num_rows for s in shards), shards=shards, features=metadata.features,
-               has_keys=keys is not None).save(folder)
-    return True
+        return None
+    return PartResult(index=index, num_rows=sum(s.num_rows for s in shards), shards=shards,
+                      features=metadata.features, has_keys=keys is not None)

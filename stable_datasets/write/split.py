@@ -22,6 +22,7 @@ import os
 import shutil
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -141,9 +142,9 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
         _match_jobs(staging, jobs)
         keys = part_keys(plan.part_basis, [source.part_identity(job) for job in jobs]) if plan.part_basis else []
         keyed_parts = source.keyed and len(jobs) > 1  # such parts write their keys (write_part)
-        if keys and remote is None:
-            reuse_previous(plan, staging, keys, keyed_parts)
-        calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)]
+        reused = reuse_previous(plan, staging, keys, keyed_parts) if keys and remote is None else {}
+        calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)
+                 if index not in reused]
         desc = f"{plan.builder_name} '{plan.split}' part"
         if remote is not None:
             remote_prefix = remote.prefix(f"{plan.fingerprint}/{_jobs_identity(jobs)}")
@@ -152,6 +153,8 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             fetch_parts(remote, remote_prefix, staging, parts)
         else:
             parts = runner(write_part, calls, desc=desc)
+        if reused:
+            parts = sorted([*parts, *reused.values()], key=lambda p: p.index)
         _check_parts_visible(plan, staging, parts)
         duplicate = find_duplicate_key(staging, parts)
         if duplicate is not None:
@@ -168,8 +171,7 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             data = content.encode() if isinstance(content, str) else content
             (staging / name).write_bytes(data)
             media[name] = ShardInfo(path=name, num_rows=0, num_bytes=len(data), sha256=hash_text(data))
-        for leftover in [work, *(part_dir(staging, p.index) for p in parts)]:
-            shutil.rmtree(leftover, ignore_errors=True)
+        _remove_all([work, *(part_dir(staging, p.index) for p in parts)])
         for bookkeeping in (JOURNAL_FILE, OWNER_FILE, JOBS_FILE):
             (staging / bookkeeping).unlink(missing_ok=True)
         metadata = CacheMetadata(
@@ -210,6 +212,16 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
     if limit is not None and root_of(plan.target) is not None:
         evict_over_limit(root_of(plan.target), limit, plan.target.parent)
     return metadata
+
+
+def _remove_all(folders: list[Path]) -> None:
+    """The work and part folders, several at once (each removal waits on the filesystem's journal)."""
+    if len(folders) < 3:
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda folder: shutil.rmtree(folder, ignore_errors=True), folders))
 
 
 def _remove_remote(remote: RemoteParts, parts_prefix: str, shared: SharedWorkdir | None) -> None:

@@ -69,7 +69,7 @@ def log_lines() -> list[str]:
 def groups_of(data: Path) -> list[tuple[tuple[str, int, int], ...]]:
     """The loader's file groups, each as its files' (name, size, mtime): what a part's key covers."""
     files = sorted(data.glob("*.jsonl"))
-    names = [os.path.realpath(f) for f in files]
+    names = [f.name for f in files]
     stats = [f.stat() for f in files]
     return [tuple((f.name, s.st_size, s.st_mtime_ns) for f, s in zip(files[lo:hi], stats[lo:hi]))
             for lo, hi in content_groups(names, [s.st_size for s in stats], TARGET)]
