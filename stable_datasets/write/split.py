@@ -30,6 +30,7 @@ from loguru import logger
 
 from stable_datasets.cache.dedup import share_identical_files
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
+from stable_datasets.cache.index import record_publish
 from stable_datasets.cache.journal import JOURNAL_FILE
 from stable_datasets.cache.limit import configured_limit, evict_over_limit, refuse_if_cannot_fit, root_of
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
@@ -188,6 +189,8 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             share_identical_files(root_of(plan.target), staging,  # already become links to them
                                   [(s.path, s.num_bytes, s.sha256) for s in metadata.shards])
         publish(staging, plan.target)
+        if plan.evict and root_of(plan.target) is not None:
+            record_publish(root_of(plan.target), plan.target, metadata)  # the root's index (cache.index)
         if remote is not None:
             _remove_remote(remote, remote_prefix, runner.shared)
     except BaseException as exc:
