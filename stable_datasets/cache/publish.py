@@ -54,7 +54,7 @@ def _fsync_path(path: Path) -> None:
 
 #: fsyncs in flight at once: a filesystem journal commits concurrent fsyncs together (ext4: ~10x fewer commits
 #: for a folder of shards linked from an earlier cache, whose inodes each changed)
-FSYNC_THREADS = 16
+FSYNC_THREADS = 8
 
 
 def _fsync_all(paths: list[Path]) -> None:

@@ -80,6 +80,7 @@ class FileLoader(GeneratorBasedBuilder):
                              "dict of split -> paths) or data_dir= (a folder)")
         self._files: dict[str, list[str]] | None = None
         self._inferred: tuple[Any, Features] | None = None  # (_inference_key(), features)
+        self._identities: tuple[Any, dict[str, list[Any]]] | None = None  # (_inputs_read, its entries by path)
 
     # -- files -----------------------------------------------------------------------------
     def fingerprint_inputs(self, storage_format: str = "arrow",
@@ -230,11 +231,13 @@ class FileLoader(GeneratorBasedBuilder):
         known = self._inputs_read
         if not pieces or known is None:
             return None
-        entries = {e[0]: e for group in [*known.get("data_files", {}).values(), known.get("data_dir", [])]
-                   for e in group}
+        if self._identities is None or self._identities[0] is not known:
+            self._identities = (known, {e[0]: e for group in [*known.get("data_files", {}).values(),
+                                                              known.get("data_dir", [])] for e in group})
+        entries = self._identities[1]
         identity = []
-        for piece in pieces:
-            entry = entries.get(os.path.realpath(piece[0]))
+        for piece in pieces:  # the fingerprint's entries are by resolved path: a realpath only where a link is
+            entry = entries.get(os.path.abspath(piece[0])) or entries.get(os.path.realpath(piece[0]))
             if entry is None or not self.reusable_piece(piece):
                 return None
             identity.append([entry, piece[1:]])

@@ -22,6 +22,8 @@ made: a build that stops leaves only its staging folder, which is not visible.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -34,7 +36,6 @@ import pyarrow.compute as pc
 from loguru import logger
 
 from stable_datasets.cache.builds import BuildPin
-from stable_datasets.cache.fingerprint import fingerprint, to_jsonable
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo, read_published
 from stable_datasets.cache.publish import STAGING_PREFIX
 from stable_datasets.errors import CacheError
@@ -56,11 +57,12 @@ def part_keys(basis: str, identities: list[Any]) -> list[str | None]:
         return [None] * len(identities)
     out: list[str | None] = []
     for identity in identities:
-        try:
-            out.append(None if identity is None else
-                       fingerprint({"basis": basis, "inputs": to_jsonable(identity, "part identity")})[:32])
-        except TypeError:
-            out.append(None)
+        try:  # plain JSON already (paths, sizes, mtimes): hashed as it is, without the fingerprint's walk
+            text = json.dumps([basis, identity], separators=(",", ":"), ensure_ascii=False)
+        except (TypeError, ValueError):
+            text = None
+        out.append(None if identity is None or text is None else
+                   hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32])
     return out
 
 
