@@ -23,6 +23,7 @@ from loguru import logger
 
 from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.data_files import normalize_data_files
+from stable_datasets.builder.file_groups import TARGET_BYTES, content_groups
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.input_identity import changed_input, identity_of, input_entries, local_entries
 from stable_datasets.builder.local_modules import local_modules
@@ -426,7 +427,7 @@ class DatasetBuilder:
             if split not in generators():
                 raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {split!r}; "
                                  f"splits are {sorted(generators())}")
-            if self.INCREMENTAL_PARTS:
+            if self.INCREMENTAL_PARTS or self.INCREMENTAL_FILES:
                 logger.info("{} '{}': on an object-store root no part of an earlier cache is reused: a full build",
                             self.builder_name(), split)
             plan = dataclasses.replace(plan_for(split, local), remote_parts=parts)
@@ -450,9 +451,20 @@ class DatasetBuilder:
             part_basis=_part_basis(inputs) if evict else "")
 
     def _part_identity(self, job: Any) -> Any | None:
-        """Hook: the input identity of one job (see ExampleSource.part_identity); None, always built, by default.
-        Generic file loaders name their files' identities, so an edit rebuilds only the parts it touched."""
-        return None
+        """Hook: the input identity of one job (see ExampleSource.part_identity); None (always built) unless the
+        builder names `INCREMENTAL_FILES`: then those files by resolved path, size and mtime, with the job's other
+        gen_kwargs. Generic file loaders name their files as the fingerprint identified them."""
+        files = job.get(self.INCREMENTAL_FILES) if self.INCREMENTAL_FILES and isinstance(job, dict) else None
+        if not isinstance(files, list):
+            return None
+        entries = []
+        for path in files:
+            try:
+                info = os.stat(path)
+            except (OSError, TypeError, ValueError):
+                return None
+            entries.append([os.path.realpath(path), info.st_size, info.st_mtime_ns])
+        return {"files": entries, "other": {k: v for k, v in job.items() if k != self.INCREMENTAL_FILES}}
 
     #: True for builders whose parts a later build can reuse (`_part_identity`); on object-store roots the build
     #: is always whole, and says so
@@ -482,8 +494,20 @@ class DatasetBuilder:
         except Exception:  # the build reports a bad spec; the record only lacks the list
             return None
 
+    #: the name of a split's gen_kwargs list of local input files whose parts a later build may reuse (opt-in):
+    #: the split is then built in groups of those files (builder.file_groups; the other lists of the same length
+    #: cut alike), and a rebuild links the parts whose files (path, size, mtime) and other gen_kwargs did not
+    #: change from the previous cache (write.reuse). The rows of one file must depend on it alone, example keys
+    #: must be unique across files (as with num_proc), and the files come from `data_files`/`data_dir` (their
+    #: identity in `_fingerprint_extra` would make every part new).
+    INCREMENTAL_FILES: ClassVar[str | None] = None
+    #: input bytes per part, on average, when a split's files are grouped (builder.file_groups): a part is what a
+    #: later build reuses or builds again after an edit, and at least one shard file
+    PART_TARGET_BYTES: ClassVar[int] = TARGET_BYTES
+
     def _plan_split(self, generator: SplitGenerator, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
-        """Hook: a split's jobs, one per part; by default its gen_kwargs' lists divided in order.
+        """Hook: a split's jobs, one per part; by default its gen_kwargs' lists divided in order (in file groups
+        for a builder that names `INCREMENTAL_FILES`).
 
         Override it for a global step before the parts (packing needs every length): do per-job
         work in parallel with `run(fn, calls)` (files go in `workdir`, which every worker sees),
@@ -491,7 +515,15 @@ class DatasetBuilder:
         (for `_metadata.json`) and `files` (published with the split). Keep no state on `self`:
         parts may run in other processes or on other machines.
         """
-        return SplitJobs(split_gen_kwargs(generator.gen_kwargs, num_jobs))
+        gen_kwargs = generator.gen_kwargs
+        files = gen_kwargs.get(self.INCREMENTAL_FILES) if self.INCREMENTAL_FILES else None
+        if isinstance(files, list) and len(files) > 1:
+            groups = content_groups([os.path.basename(os.fspath(f)) for f in files], [_file_size(f) for f in files],
+                                    self.PART_TARGET_BYTES)
+            if len(groups) >= num_jobs:
+                lists = {k: v for k, v in gen_kwargs.items() if isinstance(v, list) and len(v) == len(files)}
+                return SplitJobs([{**gen_kwargs, **{k: v[lo:hi] for k, v in lists.items()}} for lo, hi in groups])
+        return SplitJobs(split_gen_kwargs(gen_kwargs, num_jobs))
 
     # -- reading -------------------------------------------------------------------------
     def as_dataset(self, split: str, storage_format: str = "arrow", **prepare_kwargs: Any) -> StableDataset:
@@ -504,6 +536,13 @@ class DatasetBuilder:
     def __repr__(self) -> str:
         fields = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
         return f"{type(self).__name__}(name={self.builder_name()!r}, config={fields})"
+
+
+def _file_size(path: Any) -> int:
+    try:
+        return os.path.getsize(path)
+    except (OSError, TypeError, ValueError):
+        return 0
 
 
 def _part_basis(inputs: dict[str, Any]) -> str:

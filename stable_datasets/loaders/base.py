@@ -25,7 +25,7 @@ import pyarrow as pa
 from stable_datasets.builder.builder import GeneratorBasedBuilder
 from stable_datasets.builder.config import BuilderConfig
 from stable_datasets.builder.data_files import normalize_data_files
-from stable_datasets.builder.file_groups import TARGET_BYTES, content_groups
+from stable_datasets.builder.file_groups import content_groups
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.paths import downloads_dir
@@ -217,9 +217,6 @@ class FileLoader(GeneratorBasedBuilder):
             weights.extend([size / len(split)] * len(split))
         return SplitJobs([{"pieces": group} for group in _contiguous_groups(divided, weights, num_jobs)])
 
-    #: input bytes per part, on average, in a build of many files (builder.file_groups): a part is what a later
-    #: build reuses or builds again after an edit, and at least one shard file
-    PART_TARGET_BYTES: ClassVar[int] = TARGET_BYTES
     INCREMENTAL_PARTS: ClassVar[bool] = True
 
     def _part_identity(self, job: Any) -> Any | None:

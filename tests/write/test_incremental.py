@@ -225,3 +225,51 @@ def test_any_edit_set_equals_a_fresh_build(tmp_path_factory, small_parts, sizes,
     assert again.to_arrow().equals(fresh.to_arrow())
     assert CacheMetadata.read(again_dir).fingerprint == CacheMetadata.read(fresh_dir).fingerprint
     assert CacheMetadata.read(again_dir).num_rows == len(fresh)
+
+
+LINES_BUILDER = """
+import os
+import stable_datasets as sds
+
+class Lines(sds.GeneratorBasedBuilder):
+    INCREMENTAL_FILES = "paths"
+
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({"line": sds.Value("string"), "file": sds.Value("string")}))
+
+    def _split_generators(self, dl_manager):  # data_dir: the files are in the fingerprint by identity
+        folder = self.config.data_dir
+        paths = sorted(os.path.join(folder, n) for n in os.listdir(folder))
+        return [sds.SplitGenerator("train", {"paths": paths, "tags": [os.path.basename(p) for p in paths]})]
+
+    def _generate_examples(self, paths, tags):
+        for path, tag in zip(paths, tags):
+            with open(path) as fh:
+                for number, line in enumerate(fh):
+                    yield f"{tag}:{number}", {"line": line.rstrip("\\n"), "file": tag}
+"""
+
+
+def test_a_builder_naming_its_files_is_rebuilt_by_parts(tmp_path, write_builder, monkeypatch, log_lines):
+    """`INCREMENTAL_FILES` names the gen_kwargs list of files: a builder's edit rebuilds only its groups."""
+    script = write_builder("lines", LINES_BUILDER)
+    monkeypatch.setattr(sds.DatasetBuilder, "PART_TARGET_BYTES", 30_000)  # two or three files a part
+    data = tmp_path / "lines"
+    data.mkdir()
+    for i in range(30):
+        (data / f"l{i:02d}.txt").write_text("".join(f"file {i} line {r} " * 20 + "\n" for r in range(30)))
+
+    def build(root: Path) -> tuple[Path, sds.StableDataset]:
+        directory = sds.load_builder(str(script), cache_dir=str(root), data_dir=str(data)).prepare("train")["train"]
+        return Path(directory), sds.open_cache(directory)
+
+    first_dir, _ = build(tmp_path / "root")
+    (data / "l11.txt").write_text("edited\n")
+    log_lines.clear()
+    _, again = build(tmp_path / "root")
+    _, fresh = build(tmp_path / "fresh")
+    assert again.to_arrow().equals(fresh.to_arrow()) and len(again) == 29 * 30 + 1
+    reused = [line for line in log_lines if line.startswith("reused ")]
+    assert len(reused) == 1 and reused[0].endswith(f"parts from {first_dir}")
+    done, total = map(int, reused[0].split()[1:4:2])
+    assert total > 2 and total - 2 <= done < total
