@@ -39,13 +39,15 @@ from stable_datasets.cache.builds import BuildPin
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo, read_published
 from stable_datasets.cache.publish import STAGING_PREFIX
 from stable_datasets.errors import CacheError
-from stable_datasets.write.parts import KEYS_FILE, KEYS_SCHEMA, PartResult, part_dir
+from stable_datasets.write.parts import KEYS_SCHEMA, PartResult, part_dir
 from stable_datasets.write.plan import WritePlan
 
 #: `_metadata.json` extra: one [part key or None, number of shard files] per part, in order
 PARTS_KEY = "parts"
 #: what a layout's merge reports in its extra: the published file names of each part (popped before publishing)
 PART_FILES_KEY = "part_files"
+#: the staging folder's folder of the files linked from an earlier cache
+REUSED_DIR = ".reused"
 #: a keyed source's example keys, per part (columns: part, digest, key), kept beside the shards
 PART_KEYS_FILE = "_part_keys.arrow"
 _PART_KEYS_SCHEMA = pa.schema([("part", pa.int32()), *KEYS_SCHEMA])
@@ -77,7 +79,7 @@ def save_part_keys(staging: Path, parts: list[PartResult]) -> bool:
     for position, part in enumerate(parts):
         if not part.has_keys:
             return False
-        with pa.memory_map(str(part_dir(staging, part.index) / KEYS_FILE)) as source:
+        with pa.memory_map(str(part.keys_file(staging))) as source:
             table = pa.ipc.open_file(source).read_all()
         tables.append(table.add_column(0, "part", pa.array([position] * table.num_rows, pa.int32())))
     table = pa.concat_tables(tables) if tables else _PART_KEYS_SCHEMA.empty_table()
@@ -180,12 +182,11 @@ def reuse_previous(plan: WritePlan, staging: Path, keys: list[str | None], keyed
         part_keys_table = _part_keys_table(pin) if keyed else None
         for index, key in enumerate(keys):
             old = previous.parts.get(key) if key is not None else None
-            folder = part_dir(staging, index)
-            if old is None or PartResult.load(folder) is not None:  # a resumed build finished it already
+            if old is None or PartResult.load(part_dir(staging, index)) is not None:  # a resumed build finished it
                 continue
             if keyed and part_keys_table is None:
                 continue
-            part = _link_part(pin, metadata, old, folder, index, part_keys_table if keyed else None)
+            part = _link_part(pin, metadata, old, staging, index, part_keys_table if keyed else None)
             if part is not None:
                 reused[index] = part
     finally:
@@ -204,32 +205,38 @@ def _part_keys_table(pin: BuildPin) -> pa.Table | None:
     return table if table.schema.equals(_PART_KEYS_SCHEMA) else None
 
 
-def _link_part(pin: BuildPin, metadata: CacheMetadata, old: _OldPart, folder: Path, index: int,
+def _link_part(pin: BuildPin, metadata: CacheMetadata, old: _OldPart, staging: Path, index: int,
                keys: pa.Table | None) -> PartResult | None:
-    """The old part's files as a finished part in `folder` (hard links, else copies); None when a file is gone or
-    not as recorded (that part is then built). No `_part.json` is written: a build that stops links them again."""
-    if folder.exists():
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
-    shards = []
+    """The old part's files as a finished part in the staging folder's `REUSED_DIR` (hard links, else copies; one
+    folder for every reused part, so a build of many parts makes and removes one folder, not one each); None when
+    a file is gone or not as recorded (that part is then built)."""
+    folder = staging / REUSED_DIR
+    folder.mkdir(exist_ok=True)
+    part = PartResult(index=index, num_rows=0, shards=[], features=metadata.features, has_keys=keys is not None,
+                      location=REUSED_DIR)
+    made: list[Path] = []
     try:
         for number, shard in enumerate(old.shards):
-            name = re.sub(r"\d+", f"{number:05d}", shard.path, count=1)
+            name = re.sub(r"\d+", f"{index:05d}{number:05d}", shard.path, count=1)  # the merge renumbers it
             source, destination = pin.directory / shard.path, folder / name
+            destination.unlink(missing_ok=True)
             try:
                 os.link(source, destination)
             except OSError:  # another filesystem, or one without links
                 shutil.copyfile(source, destination)
+            made.append(destination)
             if destination.stat().st_size != shard.num_bytes:
                 raise OSError(f"{source}: {destination.stat().st_size} bytes, expected {shard.num_bytes}")
-            shards.append(dataclasses.replace(shard, path=name))
+            part.shards.append(dataclasses.replace(shard, path=name))
         if keys is not None:
             mine = keys.filter(pc.equal(keys.column("part"), old.position)).drop_columns(["part"])
-            with pa.OSFile(str(folder / KEYS_FILE), "wb") as sink, pa.ipc.new_file(sink, KEYS_SCHEMA) as out:
+            made.append(part.keys_file(staging))
+            with pa.OSFile(str(made[-1]), "wb") as sink, pa.ipc.new_file(sink, KEYS_SCHEMA) as out:
                 out.write_table(mine.cast(KEYS_SCHEMA))
     except OSError as exc:
         logger.debug("not reusing part {} of {}: {}", old.position, pin.directory, exc)
-        shutil.rmtree(folder, ignore_errors=True)
+        for path in made:
+            path.unlink(missing_ok=True)
         return None
-    return PartResult(index=index, num_rows=sum(s.num_rows for s in shards), shards=shards,
-                      features=metadata.features, has_keys=keys is not None)
+    part.num_rows = sum(s.num_rows for s in part.shards)
+    return part

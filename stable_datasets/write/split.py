@@ -38,7 +38,7 @@ from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, p
 from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
 from stable_datasets.layouts import layout_module
 from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
-from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, part_dir, write_part
+from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, write_part
 from stable_datasets.write.plan import SplitJobs, WritePlan
 from stable_datasets.write.remote_parts import (
     RemoteParts,
@@ -172,7 +172,7 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             data = content.encode() if isinstance(content, str) else content
             (staging / name).write_bytes(data)
             media[name] = ShardInfo(path=name, num_rows=0, num_bytes=len(data), sha256=hash_text(data))
-        _remove_all([work, *(part_dir(staging, p.index) for p in parts)])
+        _remove_all([work, *dict.fromkeys(p.folder(staging) for p in parts)])
         for bookkeeping in (JOURNAL_FILE, OWNER_FILE, JOBS_FILE):
             (staging / bookkeeping).unlink(missing_ok=True)
         metadata = CacheMetadata(
@@ -240,7 +240,7 @@ def _check_parts_visible(plan: WritePlan, staging: Path, parts: list[PartResult]
     machine's disk when the folder is not on shared storage (parts of an object-store root come through the
     store instead). Say so, instead of failing inside a merge."""
     for part in parts:
-        folder = part_dir(staging, part.index)
+        folder = part.folder(staging)
         if not folder.is_dir():
             raise CacheError(
                 f"{plan.builder_name} '{plan.split}': part {part.index} of {len(parts)} was written where this "
