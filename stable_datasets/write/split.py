@@ -37,6 +37,7 @@ from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
 from stable_datasets.layouts import layout_module
+from stable_datasets.version import __version__
 from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
 from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, write_part
 from stable_datasets.write.plan import SplitJobs, WritePlan
@@ -119,7 +120,6 @@ def refuse_what_cannot_fit(plan: WritePlan) -> None:
 
 def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None = None) -> CacheMetadata:
     """Build `plan.target` from `source`; returns the published metadata."""
-    from stable_datasets import __version__
 
     runner = runner or JobRunner()
     runner.modules = [*runner.modules, *source.code_modules()]
