@@ -273,3 +273,47 @@ def test_a_builder_naming_its_files_is_rebuilt_by_parts(tmp_path, write_builder,
     assert len(reused) == 1 and reused[0].endswith(f"parts from {first_dir}")
     done, total = map(int, reused[0].split()[1:4:2])
     assert total > 2 and total - 2 <= done < total
+
+
+def test_a_build_stopped_midway_shows_nothing_and_the_next_run_finishes_it(tmp_path, small_parts, monkeypatch):
+    """An infrastructure failure (a lost disk, a killed worker) keeps the staging folder for the next run, which
+    links the reused parts again; nothing is visible meanwhile, and `verify` finds the result whole."""
+    from stable_datasets.layouts.open import verify_cache
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(12):
+        write_file(data, f"f{i:02d}.jsonl", 40)
+    build(data, tmp_path / "root")
+    write_file(data, "f06.jsonl", 40, tag=" edited")
+    original = JsonLoader.read_piece
+
+    def failing(self, piece, conform=True):
+        if piece[0].endswith("f06.jsonl"):
+            raise OSError("the disk went away")
+        yield from original(self, piece, conform)
+
+    monkeypatch.setattr(JsonLoader, "read_piece", failing)
+    with pytest.raises(OSError, match="the disk went away"):
+        build(data, tmp_path / "root")
+    published = [p for p in (tmp_path / "root").rglob("_metadata.json")]
+    assert len(published) == 1 and list((tmp_path / "root").rglob(".staging*"))  # kept, not visible
+    monkeypatch.setattr(JsonLoader, "read_piece", original)
+    again_dir, again = build(data, tmp_path / "root")
+    _, fresh = build(data, tmp_path / "fresh")
+    assert again.to_arrow().equals(fresh.to_arrow()) and verify_cache(again_dir) == []
+    assert not list((tmp_path / "root").rglob(".staging*"))
+
+
+def test_parallel_builds_reuse_parts_too(tmp_path, small_parts, log_lines):
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(12):
+        write_file(data, f"f{i:02d}.jsonl", 40)
+    first_dir, _ = build(data, tmp_path / "root", num_proc=2)
+    write_file(data, "f02.jsonl", 7, tag=" edited")
+    log_lines.clear()
+    _, again = build(data, tmp_path / "root", num_proc=2)
+    _, fresh = build(data, tmp_path / "fresh")
+    assert again.to_arrow().equals(fresh.to_arrow())
+    assert any(line.startswith("reused ") and line.endswith(f"parts from {first_dir}") for line in log_lines)
