@@ -3,8 +3,11 @@
 A loader is a builder like any other: its files enter the fingerprint by identity (see
 builder/input_identity.py), its features are given (`features=`) or inferred from the first
 file, and it writes through the one write path. A split's files become pieces (a whole file,
-or a range of a large one: Parquet row groups, byte ranges of line-based files), and the
-pieces are divided in order into `num_proc` jobs of about equal bytes.
+or a range of a large one: Parquet row groups, byte ranges of line-based files). A split of
+many files is written in groups of whole files cut where each file's name and size say
+(builder.file_groups), one part each, so that after an edit a rebuild reads only the groups
+of the changed files and links the others from the previous cache (write.reuse); a few large
+files are divided instead into `num_proc` jobs of about equal bytes.
 
 A loader says how to read one piece (`read_piece`): Arrow tables for the tabular formats,
 which go to the write path as record batches (`columnar`), or (key, example) pairs for

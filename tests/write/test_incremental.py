@@ -317,3 +317,20 @@ def test_parallel_builds_reuse_parts_too(tmp_path, small_parts, log_lines):
     _, fresh = build(data, tmp_path / "fresh")
     assert again.to_arrow().equals(fresh.to_arrow())
     assert any(line.startswith("reused ") and line.endswith(f"parts from {first_dir}") for line in log_lines)
+
+
+@pytest.mark.timeout(120)
+def test_object_store_roots_build_whole_and_say_so(tmp_path, small_parts, s3_env, log_lines):
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(6):
+        write_file(data, f"f{i:02d}.jsonl", 40)
+    load = lambda: sds.load_dataset("json", data_files=str(data / "*.jsonl"), split="train",  # noqa: E731
+                                    features=FEATURES)
+    assert len(load()) == 240
+    write_file(data, "f03.jsonl", 5, tag=" edited")
+    log_lines.clear()
+    again = load()
+    assert len(again) == 205 and again["text"][3 * 40] == "f03.jsonl row 0 edited"
+    assert "json 'train': on an object-store root no part of an earlier cache is reused: a full build" in log_lines
+    assert not any(line.startswith("reused ") for line in log_lines)
