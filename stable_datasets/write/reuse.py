@@ -123,15 +123,25 @@ def _recorded_parts(metadata: CacheMetadata) -> dict[str, _OldPart] | None:
     return parts if start == len(metadata.shards) else None
 
 
+#: the newest sibling caches looked at (a dataset edited a hundred times and never pruned has a hundred)
+MAX_SIBLINGS = 8
+
+
 def _siblings(target: Path) -> list[Path]:
     """Published split folders of the same name in the other fingerprint folders of this builder, config and
-    version (`<root>/<name>/<config>/<version>/<fingerprint>/<split>`)."""
+    version (`<root>/<name>/<config>/<version>/<fingerprint>/<split>`), the newest `MAX_SIBLINGS` first."""
     here = target.parent
     try:
         folders = [f for f in here.parent.iterdir() if f != here and not f.name.startswith((".", STAGING_PREFIX))]
     except OSError:
         return []
-    return [f / target.name for f in folders if (f / target.name / METADATA_FILE).is_file()]
+    found = []
+    for folder in folders:
+        try:
+            found.append(((folder / target.name / METADATA_FILE).stat().st_mtime_ns, folder / target.name))
+        except OSError:
+            continue
+    return [path for _, path in sorted(found, reverse=True)[:MAX_SIBLINGS]]
 
 
 def find_previous(plan: WritePlan, keys: list[str | None]) -> tuple[_Previous | None, int]:
