@@ -99,14 +99,18 @@ def record_removal(root: Path, directories: list[Path]) -> None:
 def rebuild(root: Path, entries: list[CacheEntry] | None = None) -> dict[str, IndexedCache]:
     """Write the index anew from `entries` (a walk of the root when None), atomically; its caches by folder."""
     entries = find_caches(root) if entries is None else entries
+    if not root.is_dir():  # no root yet (`ls` of an empty one): nothing to index
+        return {}
+    writable = os.access(root, os.W_OK)  # another user's root is listed, never written
     lines = [{"op": "header", "format": FORMAT, "rebuilt": time.time()},
              *(_line(root, e.directory, e.metadata) for e in entries)]
     text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
     try:
-        with _locked(root):
-            temporary = root / f".{INDEX_FILE}.{uuid.uuid4().hex[:8]}"
-            temporary.write_text(text, encoding="utf-8")
-            os.replace(temporary, root / INDEX_FILE)
+        if writable:
+            with _locked(root):
+                temporary = root / f".{INDEX_FILE}.{uuid.uuid4().hex[:8]}"
+                temporary.write_text(text, encoding="utf-8")
+                os.replace(temporary, root / INDEX_FILE)
     except OSError as exc:
         logger.debug("cannot write the cache index of {}: {}", root, exc)
     return {str(e.directory): _indexed(root, line) for e, line in zip(entries, lines[1:])}
