@@ -11,7 +11,7 @@ where links are impossible) and takes them as finished parts: only the other par
 merge, the duplicate-key check, the metadata and the publish are those of any build, so the result
 holds the rows of a full rebuild, in order, under the same fingerprint.
 
-Keyed sources (image folders, tars) also keep their parts' example keys (`_part_keys.arrow`), so
+Keyed sources (image folders, tars) also keep their parts' sorted key files (`_part_keys.arrow`), so
 the duplicate-key check still covers the whole split. Layouts whose merge does not report which
 files each part became (Lance commits fragments into one dataset) record no parts: their caches are
 rebuilt whole. Reused files are checked by size, as every open checks them; the old cache is pinned
@@ -31,15 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from loguru import logger
 
 from stable_datasets.cache.builds import BuildPin
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo, read_published
 from stable_datasets.cache.publish import STAGING_PREFIX
 from stable_datasets.errors import CacheError
-from stable_datasets.write.parts import KEYS_SCHEMA, PartResult, part_dir
+from stable_datasets.write.keys import KEYS_SCHEMA, sorted_key_count
+from stable_datasets.write.parts import PartResult, part_dir
 from stable_datasets.write.plan import WritePlan
 
 #: `_metadata.json` extra: one [part key or None, number of shard files] per part, in order
@@ -74,17 +75,20 @@ def parts_record(keys: list[str | None], part_files: list[list[str]]) -> list[li
 
 
 def save_part_keys(staging: Path, parts: list[PartResult]) -> bool:
-    """Keep a keyed build's part keys in `PART_KEYS_FILE` (read before the part folders are removed)."""
-    tables = []
-    for position, part in enumerate(parts):
-        if not part.has_keys:
-            return False
-        with pa.memory_map(str(part.keys_file(staging))) as source:
-            table = pa.ipc.open_file(source).read_all()
-        tables.append(table.add_column(0, "part", pa.array([position] * table.num_rows, pa.int32())))
-    table = pa.concat_tables(tables) if tables else _PART_KEYS_SCHEMA.empty_table()
+    """Keep a keyed build's part keys in `PART_KEYS_FILE`, part after part, each part's rows as its sorted key file
+    holds them (read before the part folders are removed; a record batch at a time, so memory stays bounded)."""
+    if not all(part.has_keys for part in parts):
+        return False
     with pa.OSFile(str(staging / PART_KEYS_FILE), "wb") as sink, pa.ipc.new_file(sink, _PART_KEYS_SCHEMA) as out:
-        out.write_table(table.cast(_PART_KEYS_SCHEMA))
+        for position, part in enumerate(parts):
+            path = part.keys_file(staging)
+            sorted_key_count(path)  # a file an earlier version wrote is made a sorted key file first
+            with pa.memory_map(str(path)) as source:
+                reader = pa.ipc.open_file(source)
+                for i in range(reader.num_record_batches):
+                    batch = reader.get_batch(i)
+                    out.write_batch(pa.record_batch([pa.array(np.full(batch.num_rows, position, np.int32)),
+                                                     *batch.columns], schema=_PART_KEYS_SCHEMA))
     return True
 
 
@@ -189,40 +193,83 @@ def reuse_previous(plan: WritePlan, staging: Path, keys: list[str | None], keyed
     try:
         if metadata.fingerprint != previous.metadata.fingerprint:  # republished meanwhile: read its parts again
             previous = _Previous(previous.directory, metadata, _recorded_parts(metadata) or {}, 0)
-        part_keys_table = _part_keys_table(pin) if keyed else None
+        has_keys = keyed and _readable_part_keys(pin)
+        olds: dict[int, _OldPart] = {}
         for index, key in enumerate(keys):
             old = previous.parts.get(key) if key is not None else None
             if old is None or PartResult.load(part_dir(staging, index)) is not None:  # a resumed build finished it
                 continue
-            if keyed and part_keys_table is None:
+            if keyed and not has_keys:
                 continue
-            part = _link_part(pin, metadata, old, staging, index, part_keys_table if keyed else None)
+            part = _link_part(pin, metadata, old, staging, index, has_keys)
             if part is not None:
-                reused[index] = part
+                reused[index], olds[index] = part, old
+        if has_keys and reused and not _split_part_keys(pin, staging, {i: olds[i].position for i in reused},
+                                                        reused):
+            for part in reused.values():  # keys that cannot be split out: these parts are built instead
+                for shard in part.shards:
+                    (part.folder(staging) / shard.path).unlink(missing_ok=True)
+            reused.clear()
     finally:
         pin.release()
     logger.info("reused {} of {} parts from {}", len(reused), len(keys), previous.directory)
     return reused
 
 
-def _part_keys_table(pin: BuildPin) -> pa.Table | None:
-    path = pin.directory / PART_KEYS_FILE
+def _readable_part_keys(pin: BuildPin) -> bool:
     try:
-        with pa.memory_map(str(path)) as source:
-            table = pa.ipc.open_file(source).read_all()
+        with pa.memory_map(str(pin.directory / PART_KEYS_FILE)) as source:
+            return pa.ipc.open_file(source).schema.equals(_PART_KEYS_SCHEMA)
     except (OSError, pa.ArrowInvalid):
-        return None
-    return table if table.schema.equals(_PART_KEYS_SCHEMA) else None
+        return False
+
+
+def _split_part_keys(pin: BuildPin, staging: Path, positions: dict[int, int], parts: dict[int, PartResult]) -> bool:
+    """Each reused part's keys as its own sorted key file, from the old cache's `PART_KEYS_FILE` (the old parts'
+    rows come one part after another, each sorted, so one output is open at a time); False when it cannot be
+    read."""
+    wanted = {position: parts[index] for index, position in positions.items()}
+    writer = sink = None
+    current = -1
+    try:
+        with pa.memory_map(str(pin.directory / PART_KEYS_FILE)) as source:
+            reader = pa.ipc.open_file(source)
+            for i in range(reader.num_record_batches):
+                batch = reader.get_batch(i)
+                column = batch.column(0).to_numpy()
+                starts = np.flatnonzero(np.diff(column, prepend=-1)) if len(column) else np.zeros(0, np.int64)
+                for lo, hi in zip(starts.tolist(), [*starts[1:].tolist(), len(column)]):
+                    position = int(column[lo])
+                    if position != current:
+                        if writer is not None:
+                            writer.close()
+                            sink.close()
+                            writer = sink = None
+                        current = position
+                        if position in wanted:
+                            sink = pa.OSFile(str(wanted[position].keys_file(staging)), "wb")
+                            writer = pa.ipc.new_file(sink, KEYS_SCHEMA)
+                    if writer is not None:
+                        writer.write_batch(pa.record_batch(batch.columns[1:], schema=KEYS_SCHEMA).slice(lo, hi - lo))
+    except (OSError, pa.ArrowInvalid) as exc:
+        logger.debug("cannot split the part keys of {}: {}", pin.directory, exc)
+        return False
+    finally:
+        if writer is not None:
+            writer.close()
+            sink.close()
+    return all(part.keys_file(staging).is_file() for part in wanted.values())
 
 
 def _link_part(pin: BuildPin, metadata: CacheMetadata, old: _OldPart, staging: Path, index: int,
-               keys: pa.Table | None) -> PartResult | None:
+               has_keys: bool) -> PartResult | None:
     """The old part's files as a finished part in the staging folder's `REUSED_DIR` (hard links, else copies; one
     folder for every reused part, so a build of many parts makes and removes one folder, not one each); None when
-    a file is gone or not as recorded (that part is then built)."""
+    a file is gone or not as recorded (that part is then built). Its keys (`has_keys`) come after, for every
+    reused part at once (`_split_part_keys`)."""
     folder = staging / REUSED_DIR
     folder.mkdir(exist_ok=True)
-    part = PartResult(index=index, num_rows=0, shards=[], features=metadata.features, has_keys=keys is not None,
+    part = PartResult(index=index, num_rows=0, shards=[], features=metadata.features, has_keys=has_keys,
                       location=REUSED_DIR)
     made: list[Path] = []
     try:
@@ -238,11 +285,6 @@ def _link_part(pin: BuildPin, metadata: CacheMetadata, old: _OldPart, staging: P
             if destination.stat().st_size != shard.num_bytes:
                 raise OSError(f"{source}: {destination.stat().st_size} bytes, expected {shard.num_bytes}")
             part.shards.append(dataclasses.replace(shard, path=name))
-        if keys is not None:
-            mine = keys.filter(pc.equal(keys.column("part"), old.position)).drop_columns(["part"])
-            made.append(part.keys_file(staging))
-            with pa.OSFile(str(made[-1]), "wb") as sink, pa.ipc.new_file(sink, KEYS_SCHEMA) as out:
-                out.write_table(mine.cast(KEYS_SCHEMA))
     except OSError as exc:
         logger.debug("not reusing part {} of {}: {}", old.position, pin.directory, exc)
         for path in made:
