@@ -516,9 +516,9 @@ class DatasetBuilder:
         """
         gen_kwargs = generator.gen_kwargs
         files = gen_kwargs.get(self.INCREMENTAL_FILES) if self.INCREMENTAL_FILES else None
-        if isinstance(files, list) and len(files) > 1:
-            groups = content_groups([os.path.basename(os.fspath(f)) for f in files], [_file_size(f) for f in files],
-                                    self.PART_TARGET_BYTES)
+        sizes = [_file_size(f) for f in files] if isinstance(files, list) and len(files) > 1 else []
+        if sum(sizes) >= 2 * self.PART_TARGET_BYTES:  # a few MB or less: one part, built whole every time
+            groups = content_groups([os.path.basename(os.fspath(f)) for f in files], sizes, self.PART_TARGET_BYTES)
             if len(groups) >= num_jobs:
                 lists = {k: v for k, v in gen_kwargs.items() if isinstance(v, list) and len(v) == len(files)}
                 return SplitJobs([{**gen_kwargs, **{k: v[lo:hi] for k, v in lists.items()}} for lo, hi in groups])

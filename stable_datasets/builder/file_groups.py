@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 #: bytes of input per group, on average (a group of larger files holds fewer of them)
 TARGET_BYTES = 2 << 20
-#: files per group, on average at most (small files)
-MAX_FILES = 64
+#: files per group, on average at most (files under `TARGET_BYTES / MAX_FILES`, 2 KB, are grouped by count)
+MAX_FILES = 1024
 
 
 def is_edge(name: str, size: int, target_bytes: int = TARGET_BYTES, max_files: int = MAX_FILES) -> bool:

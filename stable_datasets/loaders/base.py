@@ -203,9 +203,10 @@ class FileLoader(GeneratorBasedBuilder):
         after an edit reuses every group it did not touch (write.reuse); pieces of equal bytes instead when
         there are fewer such groups than `num_jobs` (a few large files)."""
         pieces: list[Piece] = generator.gen_kwargs["pieces"]
-        if len(pieces) > 1:
+        sizes = [_size(p[0]) for p in pieces] if len(pieces) > 1 else []
+        if sum(sizes) >= 2 * self.PART_TARGET_BYTES:  # a few MB or less: one part, built whole every time
             names = [os.path.basename(p[0]) for p in pieces]  # the same groups wherever the folder is
-            groups = content_groups(names, [_size(p[0]) for p in pieces], self.PART_TARGET_BYTES)
+            groups = content_groups(names, sizes, self.PART_TARGET_BYTES)
             if len(groups) >= num_jobs:
                 return SplitJobs([{"pieces": pieces[lo:hi]} for lo, hi in groups])
         if num_jobs <= 1 or not pieces:
