@@ -26,8 +26,9 @@ import pyarrow as pa
 
 from stable_datasets.env import max_decompressed_bytes, max_decompression_ratio
 from stable_datasets.loaders.columns import LoaderError
-from stable_datasets.loaders.folders import COMPRESSION_SUFFIXES
 
+#: endings of compressed data files
+COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
 #: file name ending -> pyarrow codec (None: Python's lzma)
 COMPRESSIONS = dict(zip(COMPRESSION_SUFFIXES, ("gzip", "bz2", None, "zstd", "lz4")))
 _NAMES = {".gz": "gzip", ".bz2": "bzip2", ".xz": "xz", ".zst": "zstd", ".lz4": "lz4"}

@@ -19,6 +19,7 @@ from typing import Any
 from loguru import logger
 
 from stable_datasets.interleaved.tar_format import TAR_SUFFIXES
+from stable_datasets.loaders.compressed import COMPRESSION_SUFFIXES
 
 SPLIT_WORDS = {
     "train": ("train", "training"),
@@ -37,8 +38,6 @@ FORMAT_OF_EXTENSION = {
 }
 METADATA_FILES = ("metadata.csv", "metadata.jsonl")
 MEDIA_EXTENSIONS = IMAGE_EXTENSIONS + VIDEO_EXTENSIONS
-#: endings of compressed data files (see loaders/compressed.py)
-COMPRESSION_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".lz4")
 
 
 def list_files(folder: str) -> list[str]:
