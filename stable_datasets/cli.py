@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.cache import index as cache_index
 from stable_datasets.cache.builds import remove_tree
 from stable_datasets.cache.dedup import unshared_files
 from stable_datasets.cache.inventory import (
@@ -213,6 +214,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         entries: list[Any] = find_remote_caches(remote)
     else:
         entries = find_caches(cache_root(args.cache_dir))
+        cache_index.rebuild(cache_root(args.cache_dir), entries)  # walked anyway: the limit's index is fresh again
     annotate(entries)
     if args.name:
         entries = _caches_named(args.name, entries)
@@ -451,6 +453,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
         doomed = done
         for _kind, path in doomed:
             emptied += remove_empty_parents(path, root)
+        removed = {str(path) for _kind, path in doomed}
+        cache_index.rebuild(root, [e for e in entries if str(e.directory) not in removed])
     for path in unshared_files(root):  # after the caches: the copies they were the last to use go too
         if not args.dry_run:
             try:
@@ -506,6 +510,7 @@ def cmd_rm(args: argparse.Namespace) -> int:
     if not args.dry_run:
         for path in doomed:
             remove_tree(path)
+        cache_index.record_removal(root, doomed)
         for path in doomed:
             remove_empty_parents(path, root)
     if args.json:

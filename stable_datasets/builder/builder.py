@@ -19,8 +19,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from loguru import logger
+
 from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.data_files import normalize_data_files
+from stable_datasets.builder.file_groups import TARGET_BYTES, content_groups
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.input_identity import changed_input, identity_of, input_entries, local_entries
 from stable_datasets.builder.local_modules import local_modules
@@ -423,6 +426,9 @@ class DatasetBuilder:
             if split not in generators():
                 raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {split!r}; "
                                  f"splits are {sorted(generators())}")
+            if self.INCREMENTAL_PARTS or self.INCREMENTAL_FILES:
+                logger.info("{} '{}': on an object-store root no part of an earlier cache is reused: a full build",
+                            self.builder_name(), split)
             plan = dataclasses.replace(plan_for(split, local), remote_parts=parts)
             write_split(plan, BuilderSource(self, generators()[split]), runner)
 
@@ -440,7 +446,28 @@ class DatasetBuilder:
             fingerprint_inputs=inputs, builder_name=self.builder_name(), config_name=self.config.name,
             version=str(self.version), split=split, info=self.info.to_dict(), features=self.features,
             builder_source=self.builder_source(), resumable=not has_path_videos(self.features),
-            media_root=directory.parent, made_by=self.made_by(inputs), cache_limit=cache_limit, evict=evict)
+            media_root=directory.parent, made_by=self.made_by(inputs), cache_limit=cache_limit, evict=evict,
+            part_basis=_part_basis(inputs) if evict else "")
+
+    def _part_identity(self, job: Any) -> Any | None:
+        """Hook: the input identity of one job (see ExampleSource.part_identity); None (always built) unless the
+        builder names `INCREMENTAL_FILES`: then those files by resolved path, size and mtime, with the job's other
+        gen_kwargs. Generic file loaders name their files as the fingerprint identified them."""
+        files = job.get(self.INCREMENTAL_FILES) if self.INCREMENTAL_FILES and isinstance(job, dict) else None
+        if not isinstance(files, list):
+            return None
+        entries = []
+        for path in files:
+            try:
+                info = os.stat(path)
+            except (OSError, TypeError, ValueError):
+                return None
+            entries.append([os.path.realpath(path), info.st_size, info.st_mtime_ns])
+        return {"files": entries, "other": {k: v for k, v in job.items() if k != self.INCREMENTAL_FILES}}
+
+    #: True for builders whose parts a later build can reuse (`_part_identity`); on object-store roots the build
+    #: is always whole, and says so
+    INCREMENTAL_PARTS: ClassVar[bool] = False
 
     def made_by(self, inputs: dict[str, Any]) -> dict[str, Any]:
         """What `_metadata.json` records as having made this builder's caches (see builder.provenance)."""
@@ -466,8 +493,20 @@ class DatasetBuilder:
         except Exception:  # the build reports a bad spec; the record only lacks the list
             return None
 
+    #: the name of a split's gen_kwargs list of local input files whose parts a later build may reuse (opt-in):
+    #: the split is then built in groups of those files (builder.file_groups; the other lists of the same length
+    #: cut alike), and a rebuild links the parts whose files (path, size, mtime) and other gen_kwargs did not
+    #: change from the previous cache (write.reuse). The rows of one file must depend on it alone, example keys
+    #: must be unique across files (as with num_proc), and the files come from `data_files`/`data_dir` (their
+    #: identity in `_fingerprint_extra` would make every part new).
+    INCREMENTAL_FILES: ClassVar[str | None] = None
+    #: input bytes per part, on average, when a split's files are grouped (builder.file_groups): a part is what a
+    #: later build reuses or builds again after an edit, and at least one shard file
+    PART_TARGET_BYTES: ClassVar[int] = TARGET_BYTES
+
     def _plan_split(self, generator: SplitGenerator, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
-        """Hook: a split's jobs, one per part; by default its gen_kwargs' lists divided in order.
+        """Hook: a split's jobs, one per part; by default its gen_kwargs' lists divided in order (in file groups
+        for a builder that names `INCREMENTAL_FILES`).
 
         Override it for a global step before the parts (packing needs every length): do per-job
         work in parallel with `run(fn, calls)` (files go in `workdir`, which every worker sees),
@@ -475,7 +514,15 @@ class DatasetBuilder:
         (for `_metadata.json`) and `files` (published with the split). Keep no state on `self`:
         parts may run in other processes or on other machines.
         """
-        return SplitJobs(split_gen_kwargs(generator.gen_kwargs, num_jobs))
+        gen_kwargs = generator.gen_kwargs
+        files = gen_kwargs.get(self.INCREMENTAL_FILES) if self.INCREMENTAL_FILES else None
+        sizes = [_file_size(f) for f in files] if isinstance(files, list) and len(files) > 1 else []
+        if sum(sizes) >= 2 * self.PART_TARGET_BYTES:  # a few MB or less: one part, built whole every time
+            groups = content_groups([os.path.basename(os.fspath(f)) for f in files], sizes, self.PART_TARGET_BYTES)
+            if len(groups) >= num_jobs:
+                lists = {k: v for k, v in gen_kwargs.items() if isinstance(v, list) and len(v) == len(files)}
+                return SplitJobs([{**gen_kwargs, **{k: v[lo:hi] for k, v in lists.items()}} for lo, hi in groups])
+        return SplitJobs(split_gen_kwargs(gen_kwargs, num_jobs))
 
     # -- reading -------------------------------------------------------------------------
     def as_dataset(self, split: str, storage_format: str = "arrow", **prepare_kwargs: Any) -> StableDataset:
@@ -487,6 +534,19 @@ class DatasetBuilder:
     def __repr__(self) -> str:
         fields = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
         return f"{type(self).__name__}(name={self.builder_name()!r}, config={fields})"
+
+
+def _file_size(path: Any) -> int:
+    try:
+        return os.path.getsize(path)
+    except (OSError, TypeError, ValueError):
+        return 0
+
+
+def _part_basis(inputs: dict[str, Any]) -> str:
+    """What every part's rows depend on besides their own input files (write.reuse): all the fingerprint covers
+    but the input files' identity."""
+    return fingerprint({"part_basis": {k: v for k, v in inputs.items() if k != "input_files"}})
 
 
 def _valid_directory(directory: Path, expected_fingerprint: str) -> Path | None:
@@ -520,6 +580,9 @@ class BuilderSource(ExampleSource):
 
     def examples(self, job: dict[str, Any]) -> Iterator[tuple[Any, Any]]:
         return self.builder._generate_examples(**job)
+
+    def part_identity(self, job: Any) -> Any | None:
+        return self.builder._part_identity(job)
 
     def check_before_publish(self) -> None:
         self.builder.check_inputs_unchanged()

@@ -13,6 +13,7 @@ waits for, then finds less left to write. Elsewhere the fsync does all the writi
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -49,8 +50,14 @@ _start_writeback = _writeback_starter()
 
 
 class FileHasher:
-    def __init__(self, path: Path):
+    """`background_fsync=True`: `finish` returns once the digest is known and the fsync goes on in the thread,
+    for writers whose files the publish fsyncs again anyway (it then waits for what is left): a build of many
+    small shards does not stop for a journal commit at each one."""
+
+    def __init__(self, path: Path, background_fsync: bool = False):
         self.path = path
+        self._background_fsync = background_fsync
+        self._hashed = threading.Event()
         self._queue: queue.SimpleQueue[int | None] = queue.SimpleQueue()
         self._digest = hashlib.sha256()
         self._error: BaseException | None = None
@@ -90,10 +97,18 @@ class FileHasher:
                     self._digest.update(data)
                     position += len(data)
                 if last:
+                    if self._background_fsync:
+                        self._hashed.set()  # finish() returns; this thread still owns the file until it closes it
+                        with contextlib.suppress(OSError):  # the publish's own fsync reports a failing disk
+                            os.fsync(fd)
+                        os.close(fd)
+                        return
                     os.fsync(fd)
                     return
         except BaseException as exc:  # surfaced by finish()
             self._error = exc
+        finally:
+            self._hashed.set()
 
     _cancelled = False
 
@@ -107,6 +122,13 @@ class FileHasher:
     def finish(self) -> str:
         """Hash to the end of the (closed) file, fsync it, and return the hex digest."""
         self._queue.put(None)
+        if self._background_fsync:
+            self._hashed.wait()
+            if self._error is not None:
+                self._thread.join()
+                os.close(self._fd)
+                raise self._error
+            return self._digest.hexdigest()
         self._thread.join()
         os.close(self._fd)
         if self._error is not None:

@@ -12,6 +12,7 @@ cache rebuilds it. Standard library only (plus loguru).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -21,8 +22,8 @@ from loguru import logger
 
 from stable_datasets.cache.builds import build_in_use, current_build, published_path, remove_tree
 from stable_datasets.cache.dedup import store_path
-from stable_datasets.cache.inventory import CacheEntry, find_caches
-from stable_datasets.cache.metadata import METADATA_FILE
+from stable_datasets.cache.index import IndexedCache, cache_files, indexed_caches, record_removal
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.env import env_setting
 from stable_datasets.errors import CacheError, ConfigurationError
 
@@ -100,49 +101,77 @@ def last_used(directory: Path) -> float:
     return max(info.st_atime, info.st_mtime)
 
 
-def _files(entry: CacheEntry) -> list[tuple[str, int]]:
-    """The files a cache holds as its metadata lists them, keyed by content (cache.dedup stores identical
-    shards once), files of its own without a checksum by path."""
-    return [(s.sha256, s.num_bytes) if s.sha256 else (f"{entry.directory}/{s.path}", s.num_bytes)
-            for s in [*entry.metadata.shards, *(f for f in entry.metadata.extra_files if not f.path.startswith(".."))]]
+def _usage(entries: list[IndexedCache]) -> tuple[int, dict[tuple[str, int], int]]:
+    """The bytes `entries` hold, a file several hold counted once, and how many hold each file."""
+    users: dict[tuple[str, int], int] = {}
+    for entry in entries:
+        for key in set(entry.files):
+            users[key] = users.get(key, 0) + 1
+    return sum(size for _, size in users), users
 
 
 def evict_over_limit(root: Path, limit: CacheLimit, keep: Path) -> list[Path]:
     """Remove least recently used caches under `root` until it is within `limit`; never the caches under
     `keep` (the folder of the build that just published) nor one a process has open. The caches removed.
-    A file several caches share counts once, and frees its bytes only with the last cache that holds it."""
-    entries = find_caches(root)
+    A file several caches share counts once, and frees its bytes only with the last cache that holds it.
+
+    Totals and candidates come from the root's index (cache.index: one file read, not one per cache); a
+    candidate's own `_metadata.json` is read before it is removed, and what it holds now is what counts."""
     allowed = limit.resolve(root)
-    users: dict[tuple[str, int], int] = {}
-    for entry in entries:
-        for key in set(_files(entry)):
-            users[key] = users.get(key, 0) + 1
-    total = sum(size for _, size in users)
+    entries = indexed_caches(root)
+    total, users = _usage(entries)
     if total <= allowed:
         return []
+    gone = [e.directory for e in entries if not os.path.lexists(e.directory)]  # removed by hand: a stat each
+    if gone:
+        vanished = set(gone)
+        entries = [e for e in entries if e.directory not in vanished]
+        total, users = _usage(entries)
     keep = published_path(keep)
     candidates = sorted((e for e in entries if keep != e.directory and keep not in e.directory.parents),
                         key=lambda e: last_used(e.directory))
-    evicted = []
+    evicted: list[Path] = []
+
+    def forget(files: set[tuple[str, int]]) -> int:
+        freed = 0
+        for key in files:
+            users[key] -= 1
+            if users[key] == 0:
+                freed += key[1]
+        return freed
+
     for entry in candidates:
         if total <= allowed:
             break
+        try:
+            metadata = CacheMetadata.read(entry.directory)  # the cache as it is, not as the index remembers it
+        except (CacheError, OSError):
+            if not os.path.lexists(entry.directory):  # removed by other means: it holds nothing any more
+                total -= forget(set(entry.files))
+                gone.append(entry.directory)
+            continue
+        files = set(cache_files(entry.directory, metadata))
+        if files != set(entry.files):  # republished since it was indexed: count what it holds now
+            total -= forget(set(entry.files))
+            for key in files:
+                users[key] = users.get(key, 0) + 1
+                total += key[1] if users[key] == 1 else 0
+            if total <= allowed:
+                break
         if build_in_use(current_build(entry.directory)):
             continue  # a process has it open
         if not remove_tree(entry.directory):  # a reader pinned it meanwhile
             continue
-        freed = 0
-        for key in set(_files(entry)):
-            users[key] -= 1
-            if users[key] == 0:
-                freed += key[1]
-                if _SHA256.fullmatch(key[0]):
-                    _drop_shared(root, key[0])
+        freed = forget(files)
+        for key in files:
+            if users[key] == 0 and _SHA256.fullmatch(key[0]):
+                _drop_shared(root, key[0])
         total -= freed
         evicted.append(entry.directory)
         logger.info("evicted {} ({} bytes freed, {} {} '{}'): the cache root is over its limit {} ({} bytes)",
-                    entry.directory, freed, entry.metadata.builder_name, entry.metadata.config_name,
-                    entry.metadata.split, limit.text, allowed)
+                    entry.directory, freed, metadata.builder_name, metadata.config_name, metadata.split, limit.text,
+                    allowed)
+    record_removal(root, evicted + gone)
     if total > allowed:
         logger.warning("the cache root {} holds {} bytes, over its limit {} ({} bytes): what is left is in use or "
                        "was just built", root, total, limit.text, allowed)
@@ -156,9 +185,9 @@ def refuse_if_cannot_fit(root: Path, limit: CacheLimit, needed: int, target: Pat
     allowed = limit.resolve(root)
     pinned: dict[tuple[str, int], None] = {}
     if needed <= allowed:
-        for entry in find_caches(root):
+        for entry in indexed_caches(root):
             if build_in_use(current_build(entry.directory)):
-                pinned.update(dict.fromkeys(_files(entry)))
+                pinned.update(dict.fromkeys(entry.files))
     in_use = sum(size for _, size in pinned)
     if needed <= allowed - in_use:
         return

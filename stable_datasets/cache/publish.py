@@ -13,6 +13,7 @@ import shutil
 import socket
 import stat
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from stable_datasets.cache.builds import new_build_dir, point_to, remove_superseded
@@ -51,6 +52,20 @@ def _fsync_path(path: Path) -> None:
         os.close(fd)
 
 
+#: fsyncs in flight at once: a filesystem journal commits concurrent fsyncs together (ext4: ~10x fewer commits
+#: for a folder of shards linked from an earlier cache, whose inodes each changed)
+FSYNC_THREADS = 8
+
+
+def _fsync_all(paths: list[Path]) -> None:
+    if len(paths) < 2:
+        for path in paths:
+            _fsync_path(path)
+        return
+    with ThreadPoolExecutor(min(FSYNC_THREADS, len(paths))) as pool:
+        list(pool.map(_fsync_path, paths))
+
+
 def share_with_group(path: Path) -> None:
     """Published files are group-readable (dirs group-searchable) whatever the umask says.
 
@@ -75,13 +90,16 @@ def publish(staging: Path, final_dir: Path) -> Path:
     `final_dir` is swapped to it with one rename (see cache.builds). Superseded builds that
     no reader pins are removed. Returns the build folder.
     """
+    files, folders = [], []
     for dirpath, _dirnames, filenames in os.walk(staging):
         for name in filenames:
             path = Path(dirpath) / name
-            _fsync_path(path)
             share_with_group(path)
+            files.append(path)
         share_with_group(Path(dirpath))
-        _fsync_path(Path(dirpath))
+        folders.append(Path(dirpath))
+    _fsync_all(files)  # files first, then the folders that name them
+    _fsync_all(folders)
     build = new_build_dir(final_dir)
     os.rename(staging, build)
     point_to(final_dir, build)

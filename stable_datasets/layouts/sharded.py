@@ -1,7 +1,8 @@
 """Writers that rotate numbered shard files: shared by the Arrow IPC and Parquet layouts.
 
 A shard ends once it passes `max_shard_size` bytes (batches are split at that point). Each
-finished shard is hashed and fsynced by a background thread while the next is written, and
+finished shard is hashed and fsynced by a background thread while the next is written (the
+writer waits for the hash only; the publish fsyncs every file again before the rename), and
 journaled, so a killed build resumes after its last finished shard (see cache.journal).
 A subclass only says how one file is opened, appended to and closed.
 """
@@ -65,7 +66,7 @@ class ShardedFileWriter(LayoutWriter):
         path = self.directory / f"shard-{len(self._shards):05d}{self.suffix}"
         self._sink = pa.OSFile(str(path), "wb")
         self._file = self._open_file(self._sink)
-        self._hasher = FileHasher(path)
+        self._hasher = FileHasher(path, background_fsync=True)  # the publish fsyncs (and waits) once for all
         self._rows = 0
         self._shards.append(ShardInfo(path=path.name, num_rows=0, num_bytes=0, sha256=""))
 
@@ -78,7 +79,7 @@ class ShardedFileWriter(LayoutWriter):
         path = self.directory / shard.path
         shard.num_rows = self._rows
         shard.num_bytes = path.stat().st_size
-        shard.sha256 = self._hasher.finish()  # also fsyncs the shard
+        shard.sha256 = self._hasher.finish()  # its fsync goes on behind (a journal line is re-hashed on recovery)
         self._file = self._sink = None
         self._rows_done += self._rows
         if self.journal is not None:
@@ -119,17 +120,20 @@ def merge_numbered_shards(staging: Path, parts: list[PartResult]) -> tuple[list[
     """Parts' shards moved into the staging root and renumbered in part order.
 
     Empty shards (a part with no rows writes one) are dropped unless no part has rows, so a
-    parallel build lists the rows of a one-process build, in order.
+    parallel build lists the rows of a one-process build, in order. The extra names the files each
+    part became ("part_files"): the write path records it, so a later build can reuse parts (write.reuse).
     """
-    chosen = [(part, shard) for part in parts for shard in part.shards if shard.num_rows]
+    chosen = [(position, shard) for position, part in enumerate(parts) for shard in part.shards if shard.num_rows]
     if not chosen:
-        chosen = [(parts[0], parts[0].shards[0])]
+        chosen = [(0, parts[0].shards[0])]
     shards = []
-    for part, shard in chosen:
+    part_files: list[list[str]] = [[] for _ in parts]
+    for position, shard in chosen:
         name = re.sub(r"\d+", f"{len(shards):05d}", shard.path, count=1)
-        os.replace(part.folder(staging) / shard.path, staging / name)
+        os.replace(parts[position].folder(staging) / shard.path, staging / name)
         shards.append(dataclasses.replace(shard, path=name))
-    return shards, {}
+        part_files[position].append(name)
+    return shards, {"part_files": part_files}
 
 
 #: rows per block when a stream reads a downloaded shard file (the write path's record batches are smaller)

@@ -3,8 +3,11 @@
 A loader is a builder like any other: its files enter the fingerprint by identity (see
 builder/input_identity.py), its features are given (`features=`) or inferred from the first
 file, and it writes through the one write path. A split's files become pieces (a whole file,
-or a range of a large one: Parquet row groups, byte ranges of line-based files), and the
-pieces are divided in order into `num_proc` jobs of about equal bytes.
+or a range of a large one: Parquet row groups, byte ranges of line-based files). A split of
+many files is written in groups of whole files cut where each file's name and size say
+(builder.file_groups), one part each, so that after an edit a rebuild reads only the groups
+of the changed files and links the others from the previous cache (write.reuse); a few large
+files are divided instead into `num_proc` jobs of about equal bytes.
 
 A loader says how to read one piece (`read_piece`): Arrow tables for the tabular formats,
 which go to the write path as record batches (`columnar`), or (key, example) pairs for
@@ -25,6 +28,7 @@ import pyarrow as pa
 from stable_datasets.builder.builder import GeneratorBasedBuilder
 from stable_datasets.builder.config import BuilderConfig
 from stable_datasets.builder.data_files import normalize_data_files
+from stable_datasets.builder.file_groups import content_groups
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.paths import downloads_dir
@@ -80,6 +84,7 @@ class FileLoader(GeneratorBasedBuilder):
                              "dict of split -> paths) or data_dir= (a folder)")
         self._files: dict[str, list[str]] | None = None
         self._inferred: tuple[Any, Features] | None = None  # (_inference_key(), features)
+        self._identities: tuple[Any, dict[str, list[Any]]] | None = None  # (_inputs_read, its entries by path)
 
     # -- files -----------------------------------------------------------------------------
     def fingerprint_inputs(self, storage_format: str = "arrow",
@@ -194,7 +199,16 @@ class FileLoader(GeneratorBasedBuilder):
         return [[path, None, None]]
 
     def _plan_split(self, generator: SplitGenerator, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
+        """Groups of whole files cut where the files themselves say (builder.file_groups), so a later build
+        after an edit reuses every group it did not touch (write.reuse); pieces of equal bytes instead when
+        there are fewer such groups than `num_jobs` (a few large files)."""
         pieces: list[Piece] = generator.gen_kwargs["pieces"]
+        sizes = [_size(p[0]) for p in pieces] if len(pieces) > 1 else []
+        if sum(sizes) >= 2 * self.PART_TARGET_BYTES:  # a few MB or less: one part, built whole every time
+            names = [os.path.basename(p[0]) for p in pieces]  # the same groups wherever the folder is
+            groups = content_groups(names, sizes, self.PART_TARGET_BYTES)
+            if len(groups) >= num_jobs:
+                return SplitJobs([{"pieces": pieces[lo:hi]} for lo, hi in groups])
         if num_jobs <= 1 or not pieces:
             return SplitJobs([{"pieces": pieces}])
         sizes = [_size(p[0]) for p in pieces]
@@ -207,6 +221,33 @@ class FileLoader(GeneratorBasedBuilder):
             divided.extend(split)
             weights.extend([size / len(split)] * len(split))
         return SplitJobs([{"pieces": group} for group in _contiguous_groups(divided, weights, num_jobs)])
+
+    INCREMENTAL_PARTS: ClassVar[bool] = True
+
+    def _part_identity(self, job: Any) -> Any | None:
+        """The identity of a job's files as the fingerprint took it (path, size, mtime or content hash), with each
+        piece's range: a part of the same files under the same loader, config and features holds the same rows.
+        None (always built) for a file the fingerprint did not identify as read (a download, a decompressed copy)
+        or a piece that depends on other files (`reusable_piece`)."""
+        pieces = job.get("pieces") if isinstance(job, dict) else None
+        known = self._inputs_read
+        if not pieces or known is None:
+            return None
+        if self._identities is None or self._identities[0] is not known:
+            self._identities = (known, {e[0]: e for group in [*known.get("data_files", {}).values(),
+                                                              known.get("data_dir", [])] for e in group})
+        entries = self._identities[1]
+        identity = []
+        for piece in pieces:  # the fingerprint's entries are by resolved path: a realpath only where a link is
+            entry = entries.get(os.path.abspath(piece[0])) or entries.get(os.path.realpath(piece[0]))
+            if entry is None or not self.reusable_piece(piece):
+                return None
+            identity.append([entry, piece[1:]])
+        return identity
+
+    def reusable_piece(self, piece: Piece) -> bool:
+        """Whether a piece's rows depend on its own file only (else its part is built every time)."""
+        return True
 
     def _generate_examples(self, pieces: list[Piece]) -> Iterator[Any]:  # type: ignore[override]
         """Record batches of the pieces for columnar features, else (key, example) pairs."""

@@ -182,6 +182,10 @@ class MediaFolderLoader(FileLoader):
         names = table.column("file_name").to_pylist()
         return [os.path.normpath(os.path.join(folder, str(n))) for n in names if n is not None]
 
+    def reusable_piece(self, piece: Piece) -> bool:
+        """A metadata file's rows also hold the media files it names, which its identity does not cover."""
+        return os.path.basename(piece[0]) not in METADATA_FILES
+
     def examples_of_piece(self, piece: Piece) -> Iterator[tuple[Any, dict[str, Any]]]:
         """Pieces are media files (a row each) or metadata files (a row per record)."""
         path = piece[0]

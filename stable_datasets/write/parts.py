@@ -51,21 +51,29 @@ class PartResult:
     features: dict[str, Any] | None = None  # what was written (a transform infers them)
     has_keys: bool = False  # a keys file lists this part's example keys (for the duplicate check)
     node: str = ""  # the Ray node that wrote it, when its parts went through the object store
+    #: a folder of the staging directory that holds its files instead of its own part folder (the parts an
+    #: incremental build links from an earlier cache share one, write.reuse); "" for its part folder
+    location: str = ""
 
     def folder(self, staging: Path) -> Path:
-        return part_dir(staging, self.index)
+        return staging / self.location if self.location else part_dir(staging, self.index)
+
+    def keys_file(self, staging: Path) -> Path:
+        """Where its example keys are (`has_keys`), one file per part also in a shared folder."""
+        return self.folder(staging) / (f"{self.index:05d}{KEYS_FILE}" if self.location else KEYS_FILE)
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "num_rows": self.num_rows, "shards": [vars(s) for s in self.shards],
                 "media": [vars(m) for m in self.media], "extra": self.extra, "features": self.features,
-                "has_keys": self.has_keys, "node": self.node}
+                "has_keys": self.has_keys, "node": self.node, "location": self.location}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PartResult:
         return cls(index=int(data["index"]), num_rows=int(data["num_rows"]),
                    shards=[ShardInfo.from_dict(s) for s in data["shards"]],
                    media=[ShardInfo.from_dict(m) for m in data.get("media", [])], extra=data.get("extra", {}),
-                   features=data.get("features"), has_keys=bool(data.get("has_keys")), node=str(data.get("node", "")))
+                   features=data.get("features"), has_keys=bool(data.get("has_keys")), node=str(data.get("node", "")),
+                   location=str(data.get("location", "")))
 
     def save(self, directory: Path) -> None:
         """Not fsynced: the record only lets a killed build skip this part, and `load` checks that
@@ -275,7 +283,7 @@ def find_duplicate_key(staging: Path, parts: list[PartResult]) -> Any | None:
         return None
     files, offset = [], 0
     for part in keyed:
-        path = part_dir(staging, part.index) / KEYS_FILE
+        path = part.keys_file(staging)
         files.append((path, offset))
         offset += sorted_key_count(path)
     found = merge_sorted(files, None, staging / KEY_RUNS_DIR)

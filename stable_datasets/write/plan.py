@@ -38,6 +38,10 @@ class WritePlan:
     evict: bool = True  # False where the target is not in a cache root (an object-store build's local copy)
     #: an object-store root's split: Ray tasks send their parts through it (nodes may share no disk)
     remote_parts: RemoteParts | None = None
+    #: what every part's rows depend on besides its own inputs (the fingerprint inputs minus the input files):
+    #: with it, parts whose source can identify their inputs are recorded and reused by later builds
+    #: (write.reuse); "" builds everything and records nothing
+    part_basis: str = ""
 
     @property
     def writer_options(self) -> dict[str, Any]:

@@ -47,6 +47,12 @@ class ExampleSource:
         """Features of an output with no rows, for plans without features."""
         raise NotImplementedError(f"{type(self).__name__} needs features in its WritePlan")
 
+    def part_identity(self, job: Any) -> Any | None:
+        """What the rows of `job` depend on besides the plan (its input files by path and identity), as plain
+        JSON; None when that is not known (the part is always built). Two jobs with the same identity under
+        the same `WritePlan.part_basis` write the same rows, so a later build reuses such a part (write.reuse)."""
+        return None
+
     def check_before_publish(self) -> None:
         """Called once every row is written, before anything is published: raise to publish nothing (a builder
         whose input files changed while they were read)."""

@@ -22,6 +22,7 @@ import os
 import shutil
 import socket
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from loguru import logger
 
 from stable_datasets.cache.dedup import share_identical_files
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
+from stable_datasets.cache.index import record_publish
 from stable_datasets.cache.journal import JOURNAL_FILE
 from stable_datasets.cache.limit import configured_limit, evict_over_limit, refuse_if_cannot_fit, root_of
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
@@ -37,7 +39,7 @@ from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError
 from stable_datasets.layouts import layout_module
 from stable_datasets.version import __version__
 from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
-from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, part_dir, write_part
+from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, write_part
 from stable_datasets.write.plan import SplitJobs, WritePlan
 from stable_datasets.write.remote_parts import (
     RemoteParts,
@@ -46,6 +48,14 @@ from stable_datasets.write.remote_parts import (
     remote_part_writer,
     remove_prefix,
     shared_workdir,
+)
+from stable_datasets.write.reuse import (
+    PART_FILES_KEY,
+    PARTS_KEY,
+    part_keys,
+    parts_record,
+    reuse_previous,
+    save_part_keys,
 )
 from stable_datasets.write.sources import ExampleSource
 
@@ -131,7 +141,11 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             logger.info("{} '{}': one job only (nothing to divide), so it is built in one part",
                         plan.builder_name, plan.split)
         _match_jobs(staging, jobs)
-        calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)]
+        keys = part_keys(plan.part_basis, [source.part_identity(job) for job in jobs]) if plan.part_basis else []
+        keyed_parts = source.keyed and len(jobs) > 1  # such parts write their keys (write_part)
+        reused = reuse_previous(plan, staging, keys, keyed_parts) if keys and remote is None else {}
+        calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)
+                 if index not in reused]
         desc = f"{plan.builder_name} '{plan.split}' part"
         if remote is not None:
             remote_prefix = remote.prefix(f"{plan.fingerprint}/{_jobs_identity(jobs)}")
@@ -140,20 +154,25 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             fetch_parts(remote, remote_prefix, staging, parts)
         else:
             parts = runner(write_part, calls, desc=desc)
+        if reused:
+            parts = sorted([*parts, *reused.values()], key=lambda p: p.index)
         _check_parts_visible(plan, staging, parts)
         duplicate = find_duplicate_key(staging, parts)
         if duplicate is not None:
             raise ExampleError(plan.builder_name, plan.split, duplicate, None, "duplicate example key within the split")
         features = _agreed_features(plan, parts)
         shards, extra = layout_module(plan.layout).merge_parts(staging, parts)
+        part_files = extra.pop(PART_FILES_KEY, None)
+        if any(keys) and part_files is not None and not any(p.media for p in parts) \
+                and (not keyed_parts or save_part_keys(staging, parts)):
+            extra[PARTS_KEY] = parts_record(keys, part_files)  # so a later build can reuse these parts
         media = {m.path: m for part in parts for m in part.media}
         nodes = {"part_nodes": [p.node for p in parts]} if remote is not None else {}  # where each part was written
         for name, content in split_jobs.files.items():  # small files a builder ships with the split
             data = content.encode() if isinstance(content, str) else content
             (staging / name).write_bytes(data)
             media[name] = ShardInfo(path=name, num_rows=0, num_bytes=len(data), sha256=hash_text(data))
-        for leftover in [work, *(part_dir(staging, p.index) for p in parts)]:
-            shutil.rmtree(leftover, ignore_errors=True)
+        _remove_all([work, *dict.fromkeys(p.folder(staging) for p in parts)])
         for bookkeeping in (JOURNAL_FILE, OWNER_FILE, JOBS_FILE):
             (staging / bookkeeping).unlink(missing_ok=True)
         metadata = CacheMetadata(
@@ -170,6 +189,8 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
             share_identical_files(root_of(plan.target), staging,  # already become links to them
                                   [(s.path, s.num_bytes, s.sha256) for s in metadata.shards])
         publish(staging, plan.target)
+        if plan.evict and root_of(plan.target) is not None:
+            record_publish(root_of(plan.target), plan.target, metadata)  # the root's index (cache.index)
         if remote is not None:
             _remove_remote(remote, remote_prefix, runner.shared)
     except BaseException as exc:
@@ -196,6 +217,16 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
     return metadata
 
 
+def _remove_all(folders: list[Path]) -> None:
+    """The work and part folders, several at once (each removal waits on the filesystem's journal)."""
+    if len(folders) < 3:
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        return
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda folder: shutil.rmtree(folder, ignore_errors=True), folders))
+
+
 def _remove_remote(remote: RemoteParts, parts_prefix: str, shared: SharedWorkdir | None) -> None:
     """The parts and the shared work folder on the store, once they are merged (or of no use)."""
     if parts_prefix:
@@ -209,7 +240,7 @@ def _check_parts_visible(plan: WritePlan, staging: Path, parts: list[PartResult]
     machine's disk when the folder is not on shared storage (parts of an object-store root come through the
     store instead). Say so, instead of failing inside a merge."""
     for part in parts:
-        folder = part_dir(staging, part.index)
+        folder = part.folder(staging)
         if not folder.is_dir():
             raise CacheError(
                 f"{plan.builder_name} '{plan.split}': part {part.index} of {len(parts)} was written where this "
