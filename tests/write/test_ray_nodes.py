@@ -1,0 +1,75 @@
+"""engine="ray" on a real multi-node cluster whose nodes share no disk (tests/ray_cluster.py), against the S3
+server on 127.0.0.1: data files on the store are read by the parts on their own nodes (the driver reads none),
+a map of a cache on the store runs on the nodes and is published there, and the publish copies the parts on
+the store rather than uploading their bytes again."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.download.inputs import inputs_root
+from tests.ray_cluster import ray_cluster
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("moto")
+pytestmark = pytest.mark.xdist_group("ray")  # one cluster at a time, in one xdist worker
+
+WORKER_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+              "AWS_EC2_METADATA_DISABLED": "true", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+              "AWS_CONFIG_FILE": "/nonexistent"}
+FEATURES = sds.Features({"i": sds.Value("int64"), "text": sds.Value("string")})
+
+
+@pytest.fixture(scope="module")
+def cluster(moto_endpoint):
+    if ray.is_initialized():
+        ray.shutdown()  # another module's local cluster
+    with ray_cluster(2, {**WORKER_ENV, "AWS_ENDPOINT_URL": moto_endpoint}) as started:
+        yield started
+
+
+def _part_nodes(ds) -> list[str]:
+    return ds.cache_metadata[0].extra["part_nodes"]
+
+
+def _copies() -> list[str]:
+    root = inputs_root()
+    return sorted(p.name for p in root.rglob("*.jsonl")) if root.is_dir() else []
+
+
+def test_jsonl_on_s3_is_read_by_the_parts_on_their_nodes_and_equals_a_one_process_build(cluster, s3_env, tmp_path):
+    for number in range(4):
+        rows = range(number * 10, number * 10 + 10 + number)
+        s3_env.write(f"jsonl/part-{number}.jsonl",
+                     "".join(json.dumps({"i": i, "text": f"row {i}"}) + "\n" for i in rows).encode())
+    pattern = f"s3://{s3_env.bucket}/jsonl/*.jsonl"
+    ds = sds.load_dataset("json", data_files=pattern, split="train", features=FEATURES, engine="ray", num_proc=4)
+    nodes = _part_nodes(ds)
+    assert len(nodes) == 4 and len(set(nodes)) == 2  # parts ran on both worker nodes
+    assert _copies() == []  # the driver planned from the files' sizes: it downloaded none of them
+    one = sds.load_dataset("json", data_files=pattern, split="train", features=FEATURES,
+                           cache_dir=str(tmp_path / "one-process"))
+    assert ds.to_arrow().equals(one.to_arrow())
+    assert ds["i"] == [i for n in range(4) for i in range(n * 10, n * 10 + 10 + n)]
+    assert not [k for k in s3_env.objects() if "/.part-" in k]  # the parts are removed once published
+
+
+def _double(batch):
+    return {"twice": [2 * i for i in batch["i"]]}
+
+
+def test_a_map_of_a_cache_on_the_store_runs_on_the_nodes_and_is_published_there(cluster, s3_env, parts_builder):
+    source = sds.load_dataset(str(parts_builder), split="train")
+    expected = source.map(_double, batched=True, batch_size=50, num_proc=1)  # one process, a local result
+    mapped = source.map(_double, batched=True, batch_size=50, num_proc=4, engine="ray")
+    assert mapped.to_arrow().equals(expected.to_arrow())
+    nodes = _part_nodes(mapped)
+    assert len(nodes) == 4 and len(set(nodes)) == 2
+    published = [k for k in s3_env.objects() if k.endswith("_metadata.json")]
+    assert len(published) == 2 and any(".map-" in k for k in published)  # the source and the map's result
+    assert not [k for k in s3_env.objects() if "/.part-" in k]
+    again = source.map(_double, batched=True, batch_size=50, num_proc=4, engine="ray")  # published: reused
+    assert again.cache_metadata[0].attempt == mapped.cache_metadata[0].attempt
