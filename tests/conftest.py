@@ -1,13 +1,15 @@
 from __future__ import annotations
 
+import json
 import os
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from .gcs_server import gcs_endpoint, gcs_env  # noqa: F401  (fixtures: a GCS server on 127.0.0.1)
-from .s3_server import moto_endpoint, s3_env  # noqa: F401  (fixtures: an S3 server on 127.0.0.1)
+import stable_datasets as sds
+from tests.gcs_server import gcs_endpoint, gcs_env  # noqa: F401  (fixtures: a GCS server on 127.0.0.1)
+from tests.s3_server import moto_endpoint, s3_env  # noqa: F401  (fixtures: an S3 server on 127.0.0.1)
 
 os.environ.setdefault("STABLE_DATASETS_DISABLE_PROGRESS", "1")
 
@@ -30,6 +32,46 @@ def _quiet_logs():
     logger.disable("stable_datasets")
     yield
     logger.enable("stable_datasets")
+
+
+# layout options that cut a small build into many files (so parts, shards and fragments are several)
+SMALL_FILES = {"arrow": {"max_shard_size": 4096, "batch_rows": 64},
+               "parquet": {"max_shard_size": 4096, "row_group_bytes": 1024, "batch_rows": 64},
+               "lance": {"max_rows_per_file": 200, "batch_rows": 64}}
+
+
+class IndexRows(sds.GeneratorBasedBuilder):
+    """`ROWS` rows whose `idx` column is each row's position: the identity that order, resume and mixing tests
+    count (every row once, none lost). Subclassed per row count by the `index_cache` fixture."""
+
+    ROWS = 0
+
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({"idx": sds.Value("int64")}))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {"rows": self.ROWS})]
+
+    def _generate_examples(self, rows):
+        for i in range(rows):
+            yield i, {"idx": i}
+
+
+@pytest.fixture(scope="session")
+def index_cache(tmp_path_factory):
+    """`index_cache(rows, **load_options)`: the train split of an `IndexRows` cache, built once per
+    (rows, options) in a test process, each in its own root."""
+    built = {}
+
+    def make(rows: int, **options):
+        key = (rows, json.dumps(options, sort_keys=True, default=str))
+        if key not in built:
+            builder = type(f"IndexRows{rows}", (IndexRows,), {"ROWS": rows})
+            root = tmp_path_factory.mktemp(f"index-rows-{rows}")
+            built[key] = sds.load_dataset(builder, split="train", cache_dir=root, **options)
+        return built[key]
+
+    return make
 
 
 @pytest.fixture

@@ -9,8 +9,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cli import main
-
-from .conftest import TOY_BUILDER
+from tests.conftest import TOY_BUILDER
 
 
 def run(capsys, *argv: str) -> tuple[int, str]:

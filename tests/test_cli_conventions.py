@@ -12,8 +12,7 @@ import sys
 import pytest
 
 from stable_datasets.cli import main
-
-from .conftest import TOY_BUILDER
+from tests.conftest import TOY_BUILDER
 
 BAD = """
 import stable_datasets as sds

@@ -11,8 +11,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.cli import main
 from stable_datasets.layouts.open import verify_cache
-
-from .test_upstream_cache import (
+from tests.upstream_caches import (
     write_tiny_video,
     write_upstream_cache,
     write_upstream_frames_cache,

@@ -7,8 +7,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets import registry
 from stable_datasets.errors import BuilderNotFoundError, StableDatasetsError
-
-from .conftest import TOY_BUILDER
+from tests.conftest import TOY_BUILDER
 
 
 def test_bundled_builders_are_listed():

@@ -12,15 +12,14 @@ import pytest
 import stable_datasets as sds
 from stable_datasets import upstream
 from stable_datasets.features import ClassLabel, Features, Image, Sequence, Value, Video
-
-from .test_upstream_cache import _digits, write_tiny_video, write_upstream_cache, write_upstream_lance_cache
+from tests.upstream_caches import digit_images, write_tiny_video, write_upstream_cache, write_upstream_lance_cache
 
 FEATURES = Features({"image": Image(), "label": ClassLabel(names=[str(i) for i in range(10)]),
                      "tokens": Sequence(Value("int64"))})
 
 
 def _examples(n):
-    for i, digit in enumerate(_digits(n)):
+    for i, digit in enumerate(digit_images(n)):
         yield f"key-{i}", {"image": digit, "label": i % 10, "tokens": [i, i + 1]}
 
 

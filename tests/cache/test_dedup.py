@@ -9,8 +9,7 @@ import os
 import stable_datasets as sds
 from stable_datasets.cache.dedup import SHARED_DIR, share_identical_files, unshared_files
 from stable_datasets.cli import main
-
-from ..conftest import TOY_BUILDER
+from tests.conftest import TOY_BUILDER
 
 
 def run(capsys, *argv: str) -> str:

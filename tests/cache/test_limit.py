@@ -16,8 +16,7 @@ import stable_datasets as sds
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.limit import configured_limit, parse_limit
 from stable_datasets.errors import ConfigurationError
-
-from ..conftest import TOY_BUILDER
+from tests.conftest import TOY_BUILDER
 
 
 def test_sizes_and_shares_parse():
@@ -200,8 +199,7 @@ def test_a_column_rewrite_is_refused_by_its_source_size(monkeypatch):
 def test_a_migration_larger_than_the_limit_is_refused_and_writes_nothing(tmp_path, cache_root, monkeypatch):
     from stable_datasets import migrate
     from stable_datasets.errors import CacheError
-
-    from ..test_upstream_cache import write_upstream_cache
+    from tests.upstream_caches import write_upstream_cache
 
     upstream = write_upstream_cache(tmp_path / "up" / "toy_default_train_0123456789abcdef", [4, 4])
     needed = sum(p.stat().st_size for p in upstream.glob("*.arrow"))  # the upstream shards' bytes
@@ -227,8 +225,7 @@ def test_a_migration_outside_the_cache_root_leaves_folders_above_it_alone(tmp_pa
     """Root-wide work (shared files, eviction) needs a cache root: a --dest elsewhere gets none of it (before, the
     folder four levels above the destination was taken as a root and got a .shared-files folder)."""
     from stable_datasets import migrate
-
-    from ..test_upstream_cache import write_upstream_cache
+    from tests.upstream_caches import write_upstream_cache
 
     upstream = write_upstream_cache(tmp_path / "up" / "toy_default_train_0123456789abcdef", [4, 4])
     dest = tmp_path / "a" / "b" / "c" / "d" / "dest"

@@ -19,8 +19,7 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.inventory import find_caches
 from stable_datasets.cli import main
 from stable_datasets.manage.inventory import annotate, parse_duration, plan_prune
-
-from ..conftest import TOY_BUILDER
+from tests.conftest import TOY_BUILDER
 
 
 def run(capsys, *argv: str) -> tuple[int, str]:

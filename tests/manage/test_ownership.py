@@ -14,8 +14,7 @@ import stable_datasets as sds
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import METADATA_FILE
 from stable_datasets.cli import main
-
-from ..conftest import TOY_BUILDER
+from tests.conftest import TOY_BUILDER
 
 SHAPES = """
 import stable_datasets as sds

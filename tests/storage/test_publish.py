@@ -7,8 +7,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.errors import CacheError
 from stable_datasets.storage.s3 import S3Store
-
-from ..rows import rows_of
+from tests.rows import rows_of
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -6,8 +6,7 @@ import pytest
 from loguru import logger
 
 import stable_datasets as sds
-
-from ..rows import remote_split_prefix, rows_of
+from tests.rows import remote_split_prefix, rows_of
 
 pytestmark = pytest.mark.timeout(120)
 

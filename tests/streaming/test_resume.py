@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import stable_datasets as sds
 from stable_datasets.streaming import StreamingDataset
 
 torch = pytest.importorskip("torch")
@@ -88,22 +87,9 @@ def test_any_sequence_of_world_sizes_serves_every_row_once(run):
 ROWS = 300
 
 
-class Rows(sds.GeneratorBasedBuilder):
-    def _info(self):
-        return sds.DatasetInfo(features=sds.Features({"idx": sds.Value("int64")}))
-
-    def _split_generators(self, dl_manager):
-        return [sds.SplitGenerator("train", {})]
-
-    def _generate_examples(self):
-        for i in range(ROWS):
-            yield i, {"idx": i}
-
-
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return sds.load_dataset(Rows, split="train", cache_dir=tmp_path_factory.mktemp("resume"),
-                            layout_options={"batch_rows": 32})
+def cache(index_cache):
+    return index_cache(ROWS, layout_options={"batch_rows": 32})
 
 
 def ids(batches):

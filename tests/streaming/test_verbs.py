@@ -8,30 +8,15 @@ import json
 import numpy as np
 import pytest
 
-import stable_datasets as sds
-
 torch = pytest.importorskip("torch")
 from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
 
 ROWS = 400
 
 
-class Rows(sds.GeneratorBasedBuilder):
-    def _info(self):
-        return sds.DatasetInfo(features=sds.Features({"idx": sds.Value("int64")}))
-
-    def _split_generators(self, dl_manager):
-        return [sds.SplitGenerator("train", {})]
-
-    def _generate_examples(self):
-        for i in range(ROWS):
-            yield i, {"idx": i}
-
-
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory):
-    return sds.load_dataset(Rows, split="train", cache_dir=tmp_path_factory.mktemp("verbs"),
-                            layout_options={"batch_rows": 32})
+def cache(index_cache):
+    return index_cache(ROWS, layout_options={"batch_rows": 32})
 
 
 def idx(rows):

@@ -5,7 +5,7 @@
 Two corruptions per file: one byte flipped in the middle, and the file truncated to half.
 The file is restored after each, so every corruption is judged alone. Runs on a cache of
 each layout (Arrow, Lance rows, Lance video frames); the suite runs it too
-(tests/test_crash_safety.py).
+(tests/behaviour/test_crash_safety.py).
 """
 
 from __future__ import annotations

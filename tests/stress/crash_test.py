@@ -7,7 +7,7 @@ time one uninterrupted build, then for each trial start a build in a fresh cache
 it with SIGKILL at a random moment spread over that time, and load the split in a new
 process (which resumes from the journal where the layout supports it). Every load must
 succeed with the right rows, and every published cache must pass verify. The suite runs a
-small version of this (tests/test_crash_safety.py).
+small version of this (tests/behaviour/test_crash_safety.py).
 """
 
 from __future__ import annotations

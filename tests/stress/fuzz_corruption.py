@@ -12,7 +12,7 @@ child opens the cache and reads every row several ways (one at a time, a batch o
 Arrow `take`, a streamed pass). The parent restores the file and classifies the child:
 ok (the damage was in bytes nobody checks, e.g. inside a PNG's pixels), an error we raise, another
 Python exception, a crash (killed by a signal) or a hang (no exit within the timeout).
-The suite runs a few hundred cases (tests/test_fuzz_corruption.py); this script does thousands.
+The suite runs a few hundred cases (tests/behaviour/test_fuzz_corruption.py); this script does thousands.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ For each layout (Arrow, Parquet, Lance, Lance video frames) one process runs
 `load_dataset(..., download_mode="force_rebuild")` over and over, each build tagging its rows
 with a new value (`BUILD_TAG`, deliberately not fingerprinted), while the readers call
 `load_dataset` and read every row. A load must return one whole build (every row there, one
-tag) or fail; the failures must be 0. tests/test_readers_during_rebuilds.py runs a short one.
+tag) or fail; the failures must be 0. tests/behaviour/test_readers_during_rebuilds.py runs a short one.
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.errors import WorkerDiedError
+from tests.conftest import SMALL_FILES
 from tests.ray_cluster import ray_cluster
-from tests.test_write_path import SMALL_FILES
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("moto")

@@ -8,8 +8,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.cache.builds import published_path
 from stable_datasets.errors import ExampleError
-
-from .conftest import TOY_BUILDER
+from tests.conftest import TOY_BUILDER
 
 BAD_BUILDER = """
 import numpy as np

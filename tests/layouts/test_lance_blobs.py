@@ -19,7 +19,7 @@ import stable_datasets as sds
 from stable_datasets.errors import CacheError
 from stable_datasets.layouts import lance_blobs
 
-FIXTURE_V1 = Path(__file__).parent / "fixtures" / "lance_rows_v1"  # written by the writer before blob columns
+FIXTURE_V1 = Path(__file__).parents[1] / "fixtures" / "lance_rows_v1"  # written by the writer before blob columns
 
 BLOBS_BUILDER = """
 import stable_datasets as sds

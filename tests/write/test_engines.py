@@ -13,8 +13,7 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.errors import ExampleError, StableDatasetsError, WorkerDiedError
-from tests.conftest import PARTS_BUILDER
-from tests.test_write_path import SMALL_FILES
+from tests.conftest import PARTS_BUILDER, SMALL_FILES
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.xdist_group("ray")  # one cluster, in one xdist worker

@@ -12,8 +12,7 @@ import pytest
 from stable_datasets import DownloadManager, RemoteFile
 from stable_datasets.download.extract import UnsafeArchiveError
 from stable_datasets.errors import ChecksumError, DownloadError
-
-from .http_server import FileServer
+from tests.http_server import FileServer
 
 PAYLOAD = os.urandom(300_000)
 SHA = hashlib.sha256(PAYLOAD).hexdigest()

@@ -12,8 +12,7 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.cache.content_hashes import MEMO_FILE
-
-from .http_server import FileServer
+from tests.http_server import FileServer
 
 JSONL_BUILDER = """
 import json

@@ -87,9 +87,9 @@ def test_files_without_usable_pack_ids_fall_back_to_row_groups(tmp_path):
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_validation_errors_are_the_row_group_paths(tmp_path, seed):
-    from tests.test_sft_validate import _random_packs
+    from tests.sft.packs import random_packs
 
-    rows = _random_packs(seed, 120)
+    rows = random_packs(seed, 120)
     path = write_packed_parquet(rows, tmp_path / "bad.idx.parquet", row_group_rows=16)
     ds = PackedSFTDataset(str(path), page_reads=True)  # pages even on 16-pack row groups
     reference = PackedSFTDataset(str(path), page_reads=False)
@@ -229,9 +229,9 @@ def test_lone_packs_of_large_row_groups_read_pages_once_datafusion_runs(tmp_path
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_read_ahead_gives_the_row_group_paths_errors(tmp_path, seed):
-    from tests.test_sft_validate import _random_packs
+    from tests.sft.packs import random_packs
 
-    rows = _random_packs(seed, 200)
+    rows = random_packs(seed, 200)
     path = write_packed_parquet(rows, tmp_path / "bad.idx.parquet", row_group_rows=50)
     ds = PackedSFTDataset(str(path), readahead=16)
     reference = PackedSFTDataset(str(path), page_reads=False)

@@ -11,31 +11,7 @@ import stable_datasets as sds
 from stable_datasets.sft import PackedSFTDataset
 from stable_datasets.sft.dataset import PackedRowError
 from stable_datasets.sft.validate import CACHE_BLOCK_ROWS, bad_packs
-
-
-def _random_packs(seed: int, n: int) -> list[dict[str, list[int]]]:
-    """Packs of which about half are broken in one of the ways the checks name."""
-    rng = np.random.default_rng(seed)
-    packs = []
-    for _ in range(n):
-        length = int(rng.integers(0, 12))
-        starts = sorted(set(rng.integers(0, max(length, 1), int(rng.integers(1, 4))).tolist()) | {0})
-        pack = {"input_ids": list(range(length)), "loss_mask": [1] * length, "seq_start_id": starts}
-        fault = int(rng.integers(0, 8))
-        if fault == 1:
-            pack["loss_mask"] = pack["loss_mask"][:-1] if length else [1]
-        elif fault == 2:
-            pack["seq_start_id"] = []
-        elif fault == 3:
-            pack["seq_start_id"] = [int(rng.integers(1, 5)), *starts[1:]]
-        elif fault == 4 and len(starts) > 1:
-            pack["seq_start_id"] = [0, starts[-1], starts[-1]]  # an empty sequence: allowed
-        elif fault == 6 and len(starts) > 1:
-            pack["seq_start_id"] = [0, starts[-1], starts[-1] - 1]  # decreasing: refused
-        elif fault == 5:
-            pack["seq_start_id"] = [*starts, length + int(rng.integers(0, 3))]
-        packs.append(pack)
-    return packs
+from tests.sft.packs import random_packs
 
 
 def _per_pack_verdicts(path, n: int) -> list[str | None]:
@@ -55,7 +31,7 @@ def _per_pack_verdicts(path, n: int) -> list[str | None]:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_block_flags_agree_with_the_per_pack_check(tmp_path, seed):
-    packs = _random_packs(seed, 400)
+    packs = random_packs(seed, 400)
     table = pa.table({c: pa.array([p[c] for p in packs], pa.list_(pa.int32())) for c in packs[0]})
     path = tmp_path / "packs.idx.parquet"
     pq.write_table(table, path, row_group_size=64)  # several blocks, bad packs in each

@@ -14,8 +14,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.cache.builds import build_base, current_build, published_path
 from stable_datasets.cli import main
-
-from .stress.readers_during_rebuilds import LAYOUTS, prepare, run_layout
+from tests.stress.readers_during_rebuilds import LAYOUTS, prepare, run_layout
 
 ROWS = 12
 

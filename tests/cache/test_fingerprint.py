@@ -6,8 +6,7 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.errors import CacheError
-
-from .conftest import TOY_BUILDER
+from tests.conftest import TOY_BUILDER
 
 
 def _load(path, **kwargs):

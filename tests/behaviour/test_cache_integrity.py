@@ -12,8 +12,7 @@ from stable_datasets.cache.paths import folder_name_to_split, split_folder_name
 from stable_datasets.cli import main
 from stable_datasets.errors import CacheError, StableDatasetsError
 from stable_datasets.layouts.open import verify_cache
-
-from .stress.readers_during_rebuilds import prepare
+from tests.stress.readers_during_rebuilds import prepare
 
 TRICKY_SPLITS = ["train", "train.", "训练", "测试", "..", "_", ".", "a/b", "a%2Fb", "x@0123456789abcdef"]
 

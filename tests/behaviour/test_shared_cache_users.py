@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from stable_datasets.cache.builds import current_build
-
-from .conftest import TOY_BUILDER
+from tests.conftest import TOY_BUILDER
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
                                 reason="creates two users: needs root")

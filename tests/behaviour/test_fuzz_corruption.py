@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-RUNNER = Path(__file__).parent / "stress" / "fuzz_corruption.py"
+RUNNER = Path(__file__).parents[1] / "stress" / "fuzz_corruption.py"
 KINDS = ["arrow", "parquet", "lance", "video frames", "tar", "tar (PAX)", "tar.gz"]
 
 

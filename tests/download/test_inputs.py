@@ -20,8 +20,7 @@ from stable_datasets.interleaved import InterleavedParquetReader, InterleavedPar
 from stable_datasets.sft import PackedSFTDataset, write_packed_parquet
 from stable_datasets.sft.dataset import PackedFilesNotFoundError
 from tests.fixtures.mint_shards import write_mint_shards
-
-from .http_server import FileServer
+from tests.http_server import FileServer
 
 pytest.importorskip("boto3")
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
 EXTRAS_LINE = re.compile(r"<!--\s*extras:\s*([\w\s,-]*?)\s*-->")
 PAGES = sorted(DOCS.glob("*.md"))

@@ -24,8 +24,7 @@ from stable_datasets.storage import shard_cache
 from stable_datasets.storage.publish import RemoteSplit, publish_attempt
 from stable_datasets.storage.resolve import forget_stores, open_store
 from stable_datasets.urls import ObjectURL
-
-from .rows import plain, remote_split_prefix, rows_of
+from tests.rows import plain, remote_split_prefix, rows_of
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -554,7 +553,7 @@ def _shard_files(ds) -> list[Path]:
 
 
 def test_the_local_cache_evicts_least_recently_used_unpinned_shards(s3_env, write_builder, tmp_path, monkeypatch):
-    from .conftest import TOY_BUILDER
+    from tests.conftest import TOY_BUILDER
 
     paths = [write_builder(f"toy{i}", TOY_BUILDER) for i in range(3)]
     opened = [sds.load_dataset(str(p), split="train") for p in paths]  # built here: shards kept locally
@@ -757,7 +756,7 @@ def test_cli_errors_on_a_remote_root_are_one_line(s3_env, capsys):
 
 
 def test_remote_root_from_the_environment_in_docs_text():
-    text = Path(__file__).parent.parent.joinpath("docs", "object-storage-and-streaming.md").read_text()
+    text = Path(__file__).parents[2].joinpath("docs", "object-storage-and-streaming.md").read_text()
     assert "## Streaming" in text and "If-None-Match" in text and "STABLE_DATASETS_LOCAL_CACHE_LIMIT" in text
 
 

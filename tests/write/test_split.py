@@ -15,11 +15,7 @@ import stable_datasets as sds
 from stable_datasets.cache.builds import published_path
 from stable_datasets.errors import ExampleError, StableDatasetsError, WorkerDiedError
 from stable_datasets.layouts.open import verify_cache
-from tests.conftest import PARTS_BUILDER
-
-SMALL_FILES = {"arrow": {"max_shard_size": 4096, "batch_rows": 64},
-               "parquet": {"max_shard_size": 4096, "row_group_bytes": 1024, "batch_rows": 64},
-               "lance": {"max_rows_per_file": 200, "batch_rows": 64}}
+from tests.conftest import PARTS_BUILDER, SMALL_FILES
 
 
 @pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])

@@ -15,8 +15,7 @@ from sklearn.datasets import load_digits
 
 import stable_datasets as sds
 from stable_datasets.errors import DownloadError
-
-from .http_server import FileServer
+from tests.http_server import FileServer
 
 
 def _real_digit_images(n: int, size: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,6 +1,6 @@
 """Caches on `gs://`, against a GCS-compatible server on 127.0.0.1 (fake-gcs-server): the fsspec
 store path (gcsfs) builds, publishes, loads, streams, verifies and refuses damaged objects the
-way the S3 path does (tests/test_object_storage.py)."""
+way the S3 path does (tests/behaviour/test_object_storage.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.cli import main as cli_main
 from stable_datasets.errors import CacheError
-
-from .rows import plain, remote_split_prefix, rows_of
+from tests.rows import plain, remote_split_prefix, rows_of
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -482,7 +482,7 @@ def test_json_field_beyond_the_inferred_features_names_the_line(tmp_path):
 
 
 def test_remote_csv_over_http_is_downloaded_and_rebuilt_when_its_etag_changes(tmp_path):
-    from .http_server import FileServer
+    from tests.http_server import FileServer
 
     with FileServer() as server:
         server.files["/d.csv"] = b"x,y\n1,a\n"
