@@ -32,6 +32,7 @@ from loguru import logger
 from stable_datasets.cache.journal import JOURNAL_FILE
 from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.errors import StableDatasetsError, StorageError
+from stable_datasets.write.engines import ray_node_id
 from stable_datasets.write.parts import PART_FILE, PartResult, part_dir
 
 ATTEMPTS = "attempts"  # the object-store protocol's attempt folder (storage.publish.ATTEMPTS)
@@ -165,14 +166,24 @@ class SharedWorkdir:
                 self.remote.store.put_file(path, f"{self.prefix}/{relative}")
 
     def around(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def mirrored(*args: Any) -> Any:
+        """`fn` with the work folder pulled before and pushed after; it takes the call's name ("<desc> 2 of 5")
+        first, for an error naming the call and its node when the store cannot be reached from there."""
+
+        def mirrored(call: str, *args: Any) -> Any:
             self.local.mkdir(parents=True, exist_ok=True)  # on another node, nothing of the staging folder exists
-            self.pull()
+            self._mirror(self.pull, call, "read")
             result = fn(*args)
-            self.push()
+            self._mirror(self.push, call, "write")
             return result
 
         return mirrored
+
+    def _mirror(self, step: Callable[[], None], call: str, doing: str) -> None:
+        try:
+            step()
+        except StorageError as exc:  # this node cannot reach the store the driver reached
+            raise StableDatasetsError(f"{call} (node {ray_node_id() or 'unknown'}): could not {doing} the split's "
+                                      f"work folder {self.remote.url(self.prefix)}/: {exc}") from None
 
 
 def shared_workdir(remote: RemoteParts, fingerprint: str, local: Path) -> SharedWorkdir:

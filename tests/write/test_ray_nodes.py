@@ -1,16 +1,19 @@
 """engine="ray" on a real multi-node cluster whose nodes share no disk (tests/ray_cluster.py), against the S3
 server on 127.0.0.1: data files on the store are read by the parts on their own nodes (the driver reads none),
-a map of a cache on the store runs on the nodes and is published there, and the publish copies the parts on
-the store rather than uploading their bytes again."""
+a map of a cache on the store runs on the nodes and is published there; a node that cannot reach the store, or
+cannot import stable-datasets, fails the build naming the part and the node, and nothing is published."""
 
 from __future__ import annotations
 
 import json
+import types
+from pathlib import Path
 
 import pytest
 
 import stable_datasets as sds
 from stable_datasets.download.inputs import inputs_root
+from stable_datasets.errors import StableDatasetsError
 from tests.ray_cluster import ray_cluster
 
 ray = pytest.importorskip("ray")
@@ -73,3 +76,48 @@ def test_a_map_of_a_cache_on_the_store_runs_on_the_nodes_and_is_published_there(
     assert not [k for k in s3_env.objects() if "/.part-" in k]
     again = source.map(_double, batched=True, batch_size=50, num_proc=4, engine="ray")  # published: reused
     assert again.cache_metadata[0].attempt == mapped.cache_metadata[0].attempt
+
+
+_NOTHING = types.FunctionType(compile("None", "<warm-up>", "eval"), {})  # sent by value: needs no module there
+
+
+@pytest.fixture
+def odd_node(cluster):
+    """Adds a third worker node unlike the others (`add(env=..., hide=...)` returns its Ray node id); it is
+    removed after the test, so the module's cluster has its two nodes again."""
+    added = []
+
+    def add(**kwargs) -> str:
+        added.append(cluster.add_worker(resources={"odd_node": 1}, **kwargs))
+        cluster.wait_for_workers(3)
+        # a worker process started there first (the other nodes have theirs from earlier builds), so that the build's
+        # first tasks, one per CPU, run on all three nodes rather than waiting for it while the others take them all
+        ray.get(ray.remote(num_cpus=1, resources={"odd_node": 1})(_NOTHING).remote(), timeout=60)
+        return next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("odd_node"))
+
+    yield add
+    for node in added:
+        cluster.remove_worker(node)
+
+
+def _nothing_published(s3_env) -> bool:
+    keys = s3_env.objects()
+    return not [k for k in keys if k.endswith("_metadata.json") or "/.part-" in k]
+
+
+def test_a_node_that_cannot_reach_the_store_fails_its_part_naming_part_and_node(cluster, s3_env, parts_builder,
+                                                                               odd_node):
+    node = odd_node(env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})  # the driver reaches the store, it does not
+    with pytest.raises(StableDatasetsError, match=rf"part \d of 5 \(node {node}\): could not .* s3://{s3_env.bucket}/"
+                                                  r".*cannot reach the endpoint http://127.0.0.1:9"):
+        sds.load_dataset(str(parts_builder), split="train", engine="ray", num_proc=5)
+    assert _nothing_published(s3_env)
+
+
+def test_a_node_without_the_package_fails_its_part_naming_part_and_node(cluster, s3_env, parts_builder, odd_node):
+    odd_node(hide=[str(Path(sds.__file__).parent)])  # stable_datasets cannot be imported there
+    with pytest.raises(StableDatasetsError, match=r"^parts 'train' part \d of 5: its Ray worker on \S+ "
+                                                  r"\(pid \d+\) cannot import stable_datasets[\w.]*: install "
+                                                  r"stable-datasets \(.*, as on the driver\) on every node"):
+        sds.load_dataset(str(parts_builder), split="train", engine="ray", num_proc=5)
+    assert _nothing_published(s3_env)
