@@ -6,6 +6,10 @@ cannot import stable-datasets, fails the build naming the part and the node, and
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
 import types
 from pathlib import Path
 
@@ -121,3 +125,22 @@ def test_a_node_without_the_package_fails_its_part_naming_part_and_node(cluster,
                                                   r"stable-datasets \(.*, as on the driver\) on every node"):
         sds.load_dataset(str(parts_builder), split="train", engine="ray", num_proc=5)
     assert _nothing_published(s3_env)
+
+
+def test_a_ray_address_nobody_answers_fails_at_once_and_leaves_nothing_on_the_store(s3_env, parts_builder):
+    """The object-store root's protocol (a lease, parts through the store) starts before Ray is reached: the
+    error names the address and the store keeps no lease, part or commit (a subprocess: this one is connected
+    to the module's cluster)."""
+    script = textwrap.dedent(f"""
+        import stable_datasets as sds
+        from stable_datasets.errors import StableDatasetsError
+        try:
+            sds.load_dataset({str(parts_builder)!r}, split="train", num_proc=2, engine="ray",
+                             ray_address="127.0.0.1:1")
+        except StableDatasetsError as exc:
+            print(exc)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert out.stdout.startswith("cannot reach the Ray cluster at 127.0.0.1:1 (ray_address): "), out.stderr[-3000:]
+    assert [k.rsplit("/", 1)[1] for k in s3_env.objects()] == [".splits.json"]  # the split names, nothing else
