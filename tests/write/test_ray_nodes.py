@@ -64,6 +64,26 @@ def test_jsonl_on_s3_is_read_by_the_parts_on_their_nodes_and_equals_a_one_proces
     assert not [k for k in s3_env.objects() if "/.part-" in k]  # the parts are removed once published
 
 
+def test_packed_sft_from_s3_tokenizes_on_the_nodes_and_equals_a_one_process_build(cluster, s3_env, tmp_path):
+    """The `sft` builder's plan step (a tokenize task per job, on the nodes) reads the remote chats there too."""
+    from stable_datasets.sft import PackingConfig
+
+    urls = []
+    for f in range(4):
+        lines = [json.dumps({"prompt": f"question {f}/{r}", "response": "word " * ((f * 37 + r * 11) % 40 + 1)})
+                 for r in range(15)]
+        s3_env.write(f"chats/chat-{f}.jsonl", ("\n".join(lines) + "\n").encode())
+        urls.append(f"s3://{s3_env.bucket}/chats/chat-{f}.jsonl")
+    packing = PackingConfig(pack_size=256, seed=3)
+    ds = sds.load_dataset("sft", split="train", data_files={"train": urls}, packing=packing,
+                          storage_format="parquet", engine="ray", num_proc=4)
+    assert len(set(_part_nodes(ds))) == 2
+    one = sds.load_dataset("sft", split="train", data_files={"train": urls}, packing=packing,
+                           storage_format="parquet", cache_dir=str(tmp_path / "one-process"))
+    assert len(ds) == len(one) > 3
+    assert ds.to_arrow().equals(one.to_arrow())
+
+
 def _double(batch):
     return {"twice": [2 * i for i in batch["i"]]}
 
