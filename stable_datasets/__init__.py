@@ -4,8 +4,6 @@
     ds = sds.load_dataset("digits", split="train")
 """
 
-__version__ = "0.1.0"
-
 from stable_datasets.builder import (
     BuilderConfig,
     DatasetBuilder,
@@ -40,6 +38,7 @@ from stable_datasets.load import load_builder, load_dataset, open_cache
 from stable_datasets.logs import standard_logging_requested, use_standard_logging
 from stable_datasets.progress import disable_progress_bars, enable_progress_bars
 from stable_datasets.registry import list_builders
+from stable_datasets.version import __version__
 
 __all__ = [
     "Array2D", "Array3D", "Array4D", "Array5D", "BuilderConfig", "ClassLabel", "DatasetBuilder", "DatasetDict",

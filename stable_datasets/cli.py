@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stable_datasets import __version__
 from stable_datasets.cache.builds import remove_tree
 from stable_datasets.cache.dedup import unshared_files
 from stable_datasets.cache.inventory import (
@@ -64,6 +63,7 @@ from stable_datasets.storage.publish import remove_attempt
 from stable_datasets.storage.root import RemoteRoot, resolve_root
 from stable_datasets.storage.shard_cache import split_url_of
 from stable_datasets.urls import is_url
+from stable_datasets.version import __version__
 
 OK, PROBLEM, USAGE = 0, 1, 2
 
@@ -535,7 +535,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 def cmd_view(args: argparse.Namespace) -> int:
     """Serve the viewer until Ctrl-C; the URL is the first line printed."""
-    from stable_datasets.viewer import serve  # its HTTP server imports ~0.2 s of the standard library
+    from stable_datasets.viewer import serve  # local: its HTTP server imports ~0.2 s of the standard library
 
     if (args.cache_dir is not None and is_url(args.cache_dir)) or _remote_root(args) is not None:
         raise UsageError("view serves a local cache root; an object-store root is not supported yet")

@@ -14,6 +14,7 @@ from stable_datasets.dataset.transforms import concatenate_datasets
 from stable_datasets.errors import BuilderNotFoundError
 from stable_datasets.hf_arguments import hub_hint, take_hub_arguments
 from stable_datasets.registry import resolve_builder
+from stable_datasets.urls import is_url
 
 __all__ = ["load_builder", "load_dataset", "open_cache"]
 
@@ -125,7 +126,6 @@ def _load_streams(path: Any, split: str | None, *, name: str | None, storage_for
     """`streaming=True` for one split or a slice of it: a remote Arrow/Parquet split is read a shard at a time
     (storage.remote_stream; a slice downloads only the shards it covers), anything else is opened and read with
     `to_iterable()`."""
-    from stable_datasets.urls import is_url
 
     builder = load_builder(path, name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
     remote_options = builder.remote.storage_options if builder.remote else None

@@ -26,9 +26,15 @@ from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.cache.paths import cache_root
 from stable_datasets.dataset.open import open_cache
 from stable_datasets.errors import CacheError
+from stable_datasets.features import Features
+from stable_datasets.layouts import frames_video_column, layout_for, layout_module
+from stable_datasets.layouts.lance_video_frames import STORED_FRAMES, stored_frames_ref
+from stable_datasets.layouts.upstream import is_upstream
+from stable_datasets.version import __version__
 from stable_datasets.write.engines import JobRunner
 from stable_datasets.write.plan import SplitJobs, WritePlan
 from stable_datasets.write.sources import ExampleSource
+from stable_datasets.write.split import refuse_what_cannot_fit, write_split
 
 _UPSTREAM_NAME = re.compile(r"(?P<builder>.+)_(?P<config>[^_]+)_(?P<split>[^_]+)_[0-9a-f]{16}")
 _ROWS_PER_JOB_BATCH = 1000
@@ -43,7 +49,6 @@ class Migration:
 def is_upstream_cache(directory: Path) -> bool:
     import json
 
-    from stable_datasets.layouts.upstream import is_upstream
 
     try:
         return is_upstream(json.loads((directory / METADATA_FILE).read_text(encoding="utf-8")))
@@ -111,7 +116,6 @@ class UpstreamVideos(ExampleSource):
     def examples(self, job: Any) -> Iterator[Any]:
         import pyarrow as pa
 
-        from stable_datasets.layouts.lance_video_frames import STORED_FRAMES, stored_frames_ref
 
         column, videos = self.extra["video_column"], self.extra["videos"]
         others = self.extra.get("others") or [{} for _ in videos]
@@ -135,10 +139,6 @@ class UpstreamVideos(ExampleSource):
 def migrate_cache(source: Path, dest: Path, *, storage_format: str = "arrow",
                   num_proc: int | None = None) -> CacheMetadata:
     """Write the upstream cache `source` as our cache at `dest` (published atomically); its metadata."""
-    from stable_datasets import __version__
-    from stable_datasets.features import Features
-    from stable_datasets.layouts import frames_video_column, layout_for, layout_module
-    from stable_datasets.write.split import refuse_what_cannot_fit, write_split
 
     source, dest = Path(source).expanduser().resolve(), Path(dest).expanduser().absolute()
     if dest == source or source in dest.parents:

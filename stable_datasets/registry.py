@@ -23,7 +23,7 @@ _loaded: dict[str, type[DatasetBuilder]] = {}  # by module name, which changes w
 def bundled_builders_dir() -> Path:
     """The installed copy (stable_datasets/bundled_builders) or, from a checkout, ./builders."""
     try:
-        import stable_datasets.bundled_builders as bundled
+        import stable_datasets.bundled_builders as bundled  # local: a checkout has none (ImportError)
 
         return Path(next(iter(bundled.__path__)))
     except ImportError:

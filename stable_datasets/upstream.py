@@ -31,11 +31,13 @@ from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.dataset.open import open_cache as _open_cache
 from stable_datasets.features import Features, Video
-from stable_datasets.layouts import layout_for, layout_for_storage_format
+from stable_datasets.layouts import layout_for, layout_for_storage_format, layout_module
 from stable_datasets.layouts.upstream import UPSTREAM_FORMATS, UPSTREAM_NAMES, is_upstream
+from stable_datasets.version import __version__
 from stable_datasets.write.engines import JobRunner
 from stable_datasets.write.plan import SplitJobs, WritePlan
 from stable_datasets.write.sources import ExampleSource
+from stable_datasets.write.split import write_split
 
 __all__ = ["DEFAULT_SHARD_SIZE_BYTES", "CacheOpenResult", "LanceCacheMeta", "ShardedCacheMeta", "cache_fingerprint",
            "detect_cache_format", "detect_cache_layout", "encode_example", "open_cache", "read_lance_cache_meta",
@@ -298,9 +300,6 @@ def _write(label: str, generator: Iterable[Any], features: Features, cache_dir: 
            options: dict[str, Any], lineage: dict | None) -> CacheMetadata:
     """Publish `generator`'s examples as our cache at `cache_dir`, replacing a cache of ours already
     there (upstream replaces it too); a reader of the old build keeps its files until it closes them."""
-    from stable_datasets import __version__
-    from stable_datasets.layouts import layout_module
-    from stable_datasets.write.split import write_split
 
     features = features if isinstance(features, Features) else Features(dict(features))
     target = Path(cache_dir).expanduser().absolute()

@@ -34,6 +34,7 @@ from stable_datasets.builder.provenance import builder_made_by
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, root_errors, split_folder_name
+from stable_datasets.dataset.open import open_cache
 from stable_datasets.download.inputs import fetch_object, is_object_url, options_for
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import InputChangedError, StableDatasetsError, UnknownSplitError
@@ -42,6 +43,8 @@ from stable_datasets.features.features import Features
 from stable_datasets.features.video import has_path_videos
 from stable_datasets.layouts import layout_for, layout_module
 from stable_datasets.layouts.base import require_positive_ints
+from stable_datasets.storage.publish import RemoteSplit
+from stable_datasets.storage.remote_cache import prepare_remote_split, valid_remote
 from stable_datasets.storage.root import RemoteRoot, resolve_root
 from stable_datasets.write import (
     ExampleSource,
@@ -351,9 +354,6 @@ class DatasetBuilder:
     def _published(self, directory: Path, expected_fingerprint: str) -> bool:
         """A valid cache of `expected_fingerprint` is published for `directory` (on the object-store root, if any)."""
         if self.remote is not None:
-            from stable_datasets.storage.publish import RemoteSplit
-            from stable_datasets.storage.remote_cache import valid_remote
-
             return valid_remote(RemoteSplit(self.remote.store, self._remote_key(directory)), expected_fingerprint)
         return published_matches(directory, expected_fingerprint)
 
@@ -443,7 +443,6 @@ class DatasetBuilder:
     def _prepare_remote(self, split: str, directory: Path, fp: str, force: bool, lock_timeout: float | None,
                         generators: Any, plan_for: Any, runner: JobRunner) -> str:
         """Publish one split to the object-store root (storage.remote_cache); its URL."""
-        from stable_datasets.storage.remote_cache import prepare_remote_split
 
         relative = directory.relative_to(self.cache_root).as_posix()
         parts = RemoteParts(self.remote.store, self.remote.key(relative))  # type: ignore[union-attr]
@@ -509,7 +508,6 @@ class DatasetBuilder:
     # -- reading -------------------------------------------------------------------------
     def as_dataset(self, split: str, storage_format: str = "arrow", **prepare_kwargs: Any) -> StableDataset:
         """Prepare one split (if needed) and open it."""
-        from stable_datasets.dataset.open import open_cache
 
         directory = self.prepare(split, storage_format, **prepare_kwargs)[split]
         return open_cache(directory, storage_options=self.remote.storage_options if self.remote else None)

@@ -8,6 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.download.inputs import expand_object_pattern, options_for
+
 
 def _has_magic(text: str) -> bool:
     return any(ch in text for ch in "*?[")
@@ -20,8 +22,6 @@ def glob_pattern(text: str, input_options: dict[str, dict[str, Any]] | None = No
     if not _has_magic(text) or ("://" not in text and os.path.lexists(text)):
         return None
     if "://" in text and not text.startswith(("file://", "http://", "https://")):
-        from stable_datasets.download.inputs import expand_object_pattern, options_for
-
         # s3://bucket/train-*.csv: the objects listed under its fixed prefix
         return expand_object_pattern(text, options_for(text, input_options))
     folder, name = os.path.split(text)

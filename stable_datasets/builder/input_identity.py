@@ -22,7 +22,12 @@ from loguru import logger
 
 from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.cache.content_hashes import ContentHashes
+from stable_datasets.cache.paths import cache_root as default_root
 from stable_datasets.cache.paths import downloads_dir
+from stable_datasets.download.http import FatalURLError, RetryableError, head
+from stable_datasets.download.inputs import object_identity, options_for
+from stable_datasets.download.manager import DownloadManager
+from stable_datasets.errors import DownloadError
 
 IDENTITY_MODES = ("stat", "sha256")
 #: Splits with at most this many files list them in the recorded inputs (`stable-datasets info`).
@@ -142,7 +147,6 @@ def files_identity(paths: list[str | os.PathLike], *, mode: str = "stat", cache_
     """
     if mode not in IDENTITY_MODES:
         raise ValueError(f"mode must be one of {IDENTITY_MODES}, got {mode!r}")
-    from stable_datasets.cache.paths import cache_root as default_root
 
     root = cache_root or default_root()
     with ContentHashes(root if mode == "sha256" else None) as hashes:
@@ -233,10 +237,6 @@ def _walk(root: str, builder: str) -> list[tuple[str, os.stat_result]]:
 def _remote_identity(url: str, cache_root: Path, input_options: dict[str, dict[str, Any]] | None = None
                      ) -> list[Any]:
     if url.startswith(("http://", "https://")):
-        from stable_datasets.download.http import FatalURLError, RetryableError, head
-        from stable_datasets.download.manager import DownloadManager
-        from stable_datasets.errors import DownloadError
-
         manager = DownloadManager(downloads_dir(cache_root))
         try:
             headers = head(url)
@@ -256,7 +256,6 @@ def _remote_identity(url: str, cache_root: Path, input_options: dict[str, dict[s
         local = Path(manager.download(url))
         with ContentHashes(cache_root) as hashes:
             return [url, local.stat().st_size, "sha256:" + hashes.sha256(str(local), local.stat())]
-    from stable_datasets.download.inputs import object_identity, options_for
 
     # through the store client of cache roots: same credentials, retries, errors
     return object_identity(url, options_for(url, input_options))

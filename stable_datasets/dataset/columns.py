@@ -21,12 +21,20 @@ import pyarrow.compute as pc
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.dataset.column_view import ColumnView
+from stable_datasets.dataset.in_memory import (
+    COLUMNAR_BATCH_ROWS,
+    encoded_table,
+    infer_column_feature,
+    reopen,
+    table_sha256,
+)
 from stable_datasets.errors import ColumnNotFoundError, EncodingError, ExampleError
 from stable_datasets.features.base import as_feature
 from stable_datasets.features.casting import value_kind
 from stable_datasets.features.columnar import RowEncodingError, as_columns, cast_requested, encode_columns
 from stable_datasets.features.features import Features
 from stable_datasets.features.value import ClassLabel, Value
+from stable_datasets.layouts import arrow_shards
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once
 
 if TYPE_CHECKING:
@@ -145,8 +153,6 @@ class ColumnsSource(ExampleSource):
         return len(self.ds)
 
     def examples(self, job: Any) -> Iterator[pa.RecordBatch]:
-        from stable_datasets.dataset.in_memory import COLUMNAR_BATCH_ROWS
-
         done = 0
         for table in self.ds.iter_arrow(COLUMNAR_BATCH_ROWS):
             columns: dict[str, Any] = {n: table.column(n) for n in table.column_names}
@@ -167,9 +173,7 @@ def rewrite(ds: StableDataset, operation: dict[str, Any], features: Features,
             change: Callable[[pa.Table], dict[str, Any]]) -> StableDataset:
     """`ds` with columns changed by `change`, written once into a cache named by the source view
     and `operation` (which must say everything `change` does), beside the source's cache."""
-    from stable_datasets.dataset.in_memory import COLUMNAR_BATCH_ROWS, reopen
-    from stable_datasets.dataset.open import open_cache
-    from stable_datasets.layouts import arrow_shards
+    from stable_datasets.dataset.open import open_cache  # local: a cycle through StableDataset
 
     inputs = {"source": ds.fingerprint, "operation": operation, "features": features.to_dict(),
               "cache_format_version": CACHE_FORMAT_VERSION}
@@ -268,11 +272,8 @@ def add_column(ds: StableDataset, name: str, column: Any, feature: Any = None) -
     if len(values) != len(ds):
         raise ValueError(f"add_column: {len(values)} values for a dataset of {len(ds)} rows")
     if feature is None:
-        from stable_datasets.dataset.in_memory import infer_column_feature
-
         feature = infer_column_feature(name, values)
     features = Features({**ds.features, name: as_feature(feature)})
-    from stable_datasets.dataset.in_memory import encoded_table, table_sha256
 
     encoded = encoded_table({name: values}, Features({name: features[name]}), "add_column", str(ds.split))
     position = [0]

@@ -7,6 +7,9 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stable_datasets.dataset.columns import class_encode_column
+from stable_datasets.dataset.saving import save_dataset_dict
+
 if TYPE_CHECKING:
     from stable_datasets.dataset.stable_dataset import StableDataset
 
@@ -20,7 +23,6 @@ class DatasetDict(dict[str, "StableDataset"]):
 
     def save_to_disk(self, path: str | os.PathLike) -> Path:
         """Every split as a saved dataset under `path` (see dataset.saving); `sds.load_from_disk` reopens it."""
-        from stable_datasets.dataset.saving import save_dataset_dict
 
         return save_dataset_dict(self, path)
 
@@ -58,7 +60,6 @@ class DatasetDict(dict[str, "StableDataset"]):
     def class_encode_column(self, column: str, include_nulls: bool = False) -> DatasetDict:
         """Every split encoded with one ClassLabel: the names are the distinct values of all splits,
         as Hugging Face does (each split's own values would give each its own ids)."""
-        from stable_datasets.dataset.columns import class_encode_column
 
         names = sorted({str(v) for ds in self.values() for v in ds.unique(column) if include_nulls or v is not None})
         return DatasetDict({name: class_encode_column(ds, column, include_nulls, names=names)

@@ -15,9 +15,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.dataset.in_memory import from_columns
 from stable_datasets.errors import missing_extra
 from stable_datasets.features.array import _ArrayND
 from stable_datasets.features.base import FeatureType
+from stable_datasets.features.columnar import table_columns
 from stable_datasets.features.features import Features
 from stable_datasets.features.hf import from_hf_features, to_hf_features
 from stable_datasets.features.image import Image
@@ -39,8 +41,6 @@ def from_hf(cls: Any, hf_dataset: Any, features: Features | dict[str, Any] | Non
             *, storage_format: str = "arrow", cache_dir: str | os.PathLike | None = None) -> StableDataset:
     """A cached `StableDataset` of a Hugging Face `datasets.Dataset` (its rows in their order,
     after any select/shuffle), with its features mapped; cached by content like `from_arrow`."""
-    from stable_datasets.dataset.in_memory import from_columns
-    from stable_datasets.features.columnar import table_columns
 
     datasets = _datasets()
     if not isinstance(hf_dataset, datasets.Dataset):

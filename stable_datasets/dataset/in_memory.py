@@ -176,7 +176,7 @@ def publish(kind: str, source: ExampleSource, identity: dict[str, Any], features
             storage_format: str, cache_dir: str | os.PathLike | None, split: str, info: dict[str, Any] | None = None,
             reuse: bool = True) -> StableDataset:
     """Write `source` once into the cache its identity names, and open it (reused when it exists)."""
-    from stable_datasets.dataset.open import open_cache
+    from stable_datasets.dataset.open import open_cache  # local: a cycle through StableDataset
 
     layout, options = _storage(features or Features(), storage_format, source.columnar)
     inputs = {"constructor": kind, **identity, "features": features.to_dict() if features is not None else None,
@@ -210,7 +210,7 @@ def in_memory_made_by(kind: str, source: ExampleSource, identity: dict[str, Any]
 
 def reopen(target: Path) -> StableDataset | None:
     """The published cache at `target`, or None when there is none or it cannot be trusted (rebuilt then)."""
-    from stable_datasets.dataset.open import open_cache
+    from stable_datasets.dataset.open import open_cache  # local: a cycle through StableDataset
 
     if not target.is_dir():
         return None

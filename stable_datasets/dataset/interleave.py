@@ -24,7 +24,7 @@ from stable_datasets.dataset.stable_dataset import StableDataset
 def _streaming() -> Any:
     """The streaming modules, imported on first use: the package imports torch when it is installed, which
     `import stable_datasets` must not."""
-    from stable_datasets.streaming import iterable, mix, sized_mix
+    from stable_datasets.streaming import iterable, mix, sized_mix  # local: the streaming package imports torch
 
     return iterable, mix, sized_mix
 

@@ -17,11 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION
 from stable_datasets.cache.paths import split_folder_name
+from stable_datasets.dataset.columns import ColumnsSource
+from stable_datasets.dataset.in_memory import COLUMNAR_BATCH_ROWS
 from stable_datasets.errors import CacheError
+from stable_datasets.layouts import arrow_shards
 from stable_datasets.write import WritePlan, write_split
 
 if TYPE_CHECKING:
-    from stable_datasets.dataset.dataset_dict import DatasetDict
+    from stable_datasets.dataset.dataset_dict import DatasetDict  # local: dataset_dict imports this module
     from stable_datasets.dataset.stable_dataset import StableDataset
 
 DATASET_FILE = "dataset.json"
@@ -48,9 +51,6 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
 
 def save_dataset(ds: StableDataset, path: str | os.PathLike) -> Path:
     """Write the rows `ds` serves, in its order, into the folder `path`; returns the folder."""
-    from stable_datasets.dataset.columns import ColumnsSource
-    from stable_datasets.dataset.in_memory import COLUMNAR_BATCH_ROWS
-    from stable_datasets.layouts import arrow_shards
 
     folder = Path(path).expanduser().absolute()
     _claim_folder(folder, DATASET_FILE)
@@ -82,8 +82,8 @@ def save_dataset_dict(datasets: DatasetDict, path: str | os.PathLike) -> Path:
 
 def load_from_disk(path: str | os.PathLike) -> StableDataset | DatasetDict:
     """A folder `save_to_disk` wrote: a `StableDataset`, or a `DatasetDict` for a saved dict."""
-    from stable_datasets.dataset.dataset_dict import DatasetDict
-    from stable_datasets.dataset.open import open_cache
+    from stable_datasets.dataset.dataset_dict import DatasetDict  # local: dataset_dict imports this module
+    from stable_datasets.dataset.open import open_cache  # local: a cycle through StableDataset
 
     folder = Path(path).expanduser().absolute()
     if (folder / DATASET_DICT_FILE).is_file():

@@ -414,7 +414,7 @@ class StableDataset:
                                 + [self._starts[-1:]]).astype(np.int64)
         if self._indices is None:
             return stored
-        from stable_datasets.streaming.order import runs_of_blocks  # the streaming package imports torch
+        from stable_datasets.streaming.order import runs_of_blocks  # local: the streaming package imports torch
 
         if not len(self._indices):
             return np.zeros(1, np.int64)
@@ -477,7 +477,7 @@ class StableDataset:
         """An iterable over these rows for training (`stable_datasets.streaming.StreamingDataset`):
         blocks read in order with bounded memory, seeded block shuffle, DDP ranks and DataLoader
         workers, `state_dict()`/`load_state_dict()`/`set_epoch()`. See docs/object-storage-and-streaming.md."""
-        from stable_datasets.streaming.iterable import StreamingDataset  # it imports torch
+        from stable_datasets.streaming.iterable import StreamingDataset  # local: it imports torch
 
         return StreamingDataset(self, **options)
 
@@ -818,7 +818,7 @@ class StableDataset:
     def to_ray(self, *, ray_address: str | None = None, override_num_blocks: int | None = None) -> Any:
         """A Ray Data `Dataset` of the stored columns, read by Ray's workers (needs the `ray` extra)."""
         import_ray()  # says how to install Ray when it is missing
-        from stable_datasets.dataset.ray_data import to_ray  # it imports Ray Data (and pandas): ~1 s
+        from stable_datasets.dataset.ray_data import to_ray  # local: it imports Ray Data (and pandas): ~1 s
 
         return to_ray(self, ray_address=ray_address, override_num_blocks=override_num_blocks)
 

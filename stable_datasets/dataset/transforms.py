@@ -17,9 +17,12 @@ from loguru import logger
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
+from stable_datasets.dataset.columns import stratified_split, stratify_labels
+from stable_datasets.dataset.dataset_dict import DatasetDict
 from stable_datasets.errors import ColumnNotFoundError, StableDatasetsError, add_note
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
+from stable_datasets.layouts import arrow_shards
 from stable_datasets.progress import progress
 from stable_datasets.storage.remote_cache import RemoteOrigin, prepare_remote_split
 from stable_datasets.storage.root import RemoteRoot
@@ -30,7 +33,7 @@ from stable_datasets.write.remote_parts import RemoteParts
 from stable_datasets.write.seeding import seed_block
 
 if TYPE_CHECKING:
-    from stable_datasets.dataset.stable_dataset import StableDataset
+    from stable_datasets.dataset.stable_dataset import StableDataset  # local: stable_dataset imports this module
 
 
 # -- batches of user input ----------------------------------------------------------------
@@ -143,8 +146,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
     rows are the same with any `num_proc`."""
     if batched and drop_last_batch and len(ds) % batch_size:
         ds = ds.select(range(len(ds) - len(ds) % batch_size))
-    from stable_datasets.dataset.open import open_cache
-    from stable_datasets.layouts import arrow_shards
+    from stable_datasets.dataset.open import open_cache  # local: a cycle through StableDataset
 
     runner = JobRunner(engine=engine, num_proc=num_proc)
     function = function or (lambda x: None)
@@ -398,7 +400,6 @@ def train_test_split(ds, *, test_size: float | int | None, train_size: float | i
     """Hugging Face's split: without shuffling, train is the first rows and test the next; with
     shuffling, test is the start of one permutation and train what follows. `stratify_by_column`
     (a ClassLabel) gives each class its share of both sides."""
-    from stable_datasets.dataset.dataset_dict import DatasetDict
 
     n = len(ds)
 
@@ -420,8 +421,6 @@ def train_test_split(ds, *, test_size: float | int | None, train_size: float | i
     if n_train <= 0 or n_test <= 0 or n_train + n_test > n:
         raise ValueError(f"train_size={n_train} and test_size={n_test} do not fit a dataset of {n} rows")
     if stratify_by_column is not None:
-        from stable_datasets.dataset.columns import stratified_split, stratify_labels
-
         if not shuffle:
             raise ValueError("train_test_split: stratify_by_column needs shuffle=True (as in Hugging Face)")
         train, test = stratified_split(stratify_labels(ds, stratify_by_column), n_train, n_test, seed)
@@ -435,6 +434,6 @@ def train_test_split(ds, *, test_size: float | int | None, train_size: float | i
 
 def concatenate_datasets(datasets: Sequence[StableDataset]) -> StableDataset:
     """Rows of each dataset in turn; all must have the same features."""
-    from stable_datasets.dataset.stable_dataset import StableDataset
+    from stable_datasets.dataset.stable_dataset import StableDataset  # local: stable_dataset imports this module
 
     return StableDataset.concatenate(datasets)

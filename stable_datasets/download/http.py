@@ -11,9 +11,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from stable_datasets import __version__
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.progress import progress
+from stable_datasets.version import __version__
 
 CHUNK = 1 << 20
 

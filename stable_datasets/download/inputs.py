@@ -240,7 +240,7 @@ def _current(destination: Path, record: Path, info: ObjectInfo) -> bool:
 
 
 def _fetch_http(url: str) -> Path:
-    from stable_datasets.download.manager import DownloadManager  # it imports this module
+    from stable_datasets.download.manager import DownloadManager  # local: it imports this module
 
     folder = inputs_root() / "http" / hashlib.sha256(url.encode()).hexdigest()[:2]
     try:

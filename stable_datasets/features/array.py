@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.arrow.cells import fixed_size_view
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.base import FeatureType, describe
 from stable_datasets.features.value import Value, check_numeric_cast, normalize_dtype
@@ -65,8 +66,6 @@ class _ArrayND(FeatureType):
         return np.asarray(raw, dtype=self._np_dtype).reshape(self.shape)
 
     def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
-        from stable_datasets.arrow.cells import fixed_size_view
-
         view = fixed_size_view(array)
         if view is not None:
             stacked = view.reshape((len(array), *self.shape))

@@ -79,7 +79,7 @@ def feature_from_dict(data: Any) -> FeatureType:
     are read too: `List`/`LargeList`, the legacy `Sequence` of a dict (a struct of lists),
     and the `id` keys of older versions.
     """
-    from stable_datasets.features.features import Features
+    from stable_datasets.features.features import Features  # local: features.features imports this module
 
     if not isinstance(data, dict):
         raise ValueError(f"a feature description must be a dict, got {type(data).__name__}: {data!r}")
@@ -95,14 +95,14 @@ def feature_from_dict(data: Any) -> FeatureType:
 
 def as_feature(obj: Any) -> FeatureType:
     """Accept a feature, or a nested dict of features (which becomes a struct)."""
-    from stable_datasets.features.features import Features
+    from stable_datasets.features.features import Features  # local: features.features imports this module
 
     if isinstance(obj, FeatureType):
         return obj
     if isinstance(obj, dict):
         return Features(obj)
     if isinstance(obj, list) and len(obj) == 1:
-        from stable_datasets.features.sequence import Sequence
+        from stable_datasets.features.sequence import Sequence  # local: sequence imports this module
 
         return Sequence(as_feature(obj[0]))
     raise TypeError(f"expected a feature type or a dict of features, got {type(obj).__name__}: {obj!r}")

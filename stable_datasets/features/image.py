@@ -27,6 +27,7 @@ import cv2
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.arrow.cells import binary_values
 from stable_datasets.env import max_image_pixels
 from stable_datasets.errors import CorruptCellError, EncodingError, missing_extra
 from stable_datasets.features.base import FeatureType, describe
@@ -356,8 +357,6 @@ class Image(FeatureType):
         return image
 
     def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
-        from stable_datasets.arrow.cells import binary_values
-
         values = binary_values(array)
         if not decode:
             return values

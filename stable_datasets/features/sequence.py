@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.arrow.cells import primitive_view
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.base import FeatureType, as_feature, describe, feature_from_dict
 from stable_datasets.features.value import Value, check_numeric_cast
@@ -14,7 +15,7 @@ from stable_datasets.features.value import Value, check_numeric_cast
 
 def feature_dict(feature: FeatureType) -> dict[str, Any]:
     """Canonical dict of a feature when nested inside another (structs carry `_type`)."""
-    from stable_datasets.features.features import Features
+    from stable_datasets.features.features import Features  # local: features.features imports this module
 
     if isinstance(feature, Features):
         return {"_type": "Struct", "fields": feature.to_dict()}
@@ -41,7 +42,7 @@ class Sequence(FeatureType):
         inner, length = data["feature"], data.get("length", -1)
         if data["_type"] == "Sequence" and isinstance(inner, dict) and "_type" not in inner:
             # Hugging Face's legacy Sequence of a dict: a struct whose fields are lists
-            from stable_datasets.features.features import Features
+            from stable_datasets.features.features import Features  # local: features.features imports this module
 
             return Features({name: cls(feature_from_dict(spec), length=length) for name, spec in inner.items()})
         return cls(feature_from_dict(inner), length=length)
@@ -77,8 +78,6 @@ class Sequence(FeatureType):
 
     def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
         if numpy and self._numeric and not array.null_count:
-            from stable_datasets.arrow.cells import primitive_view
-
             values = primitive_view(array.flatten())
             if values is not None:
                 offsets = primitive_view(array.offsets)

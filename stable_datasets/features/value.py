@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.arrow.cells import binary_values, primitive_view
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.base import FeatureType, describe
 
@@ -169,8 +170,6 @@ class Value(FeatureType):
         return raw
 
     def decode_array(self, array: pa.Array, *, numpy: bool = False, decode: bool = True) -> Any:
-        from stable_datasets.arrow.cells import binary_values, primitive_view
-
         if self._kind in ("string", "binary"):
             return binary_values(array, as_str=self._kind == "string")
         view = primitive_view(array)

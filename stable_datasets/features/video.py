@@ -32,8 +32,9 @@ from stable_datasets.cache.publish import file_sha256
 from stable_datasets.env import env_number
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.base import FeatureType, describe
-from stable_datasets.features.features import walk_features
+from stable_datasets.features.features import Features, walk_features
 from stable_datasets.features.image import READ_RGB
+from stable_datasets.features.sequence import Sequence
 
 STORAGES = ("path", "bytes", "frames")
 MEDIA_TYPES = {"mp4": "video/mp4", "avi": "video/x-msvideo", "mkv": "video/x-matroska", "webm": "video/webm",
@@ -423,8 +424,6 @@ def _building_store(field: str) -> MediaStore:
 
 def bind_videos(features: Any, decode_config: VideoDecodeConfig | None) -> Any:
     """A copy of `features` whose Video features decode as configured; the same object if none."""
-    from stable_datasets.features.features import Features
-    from stable_datasets.features.sequence import Sequence
 
     def bind(feature: Any) -> Any:
         if isinstance(feature, Video):
@@ -444,8 +443,6 @@ def has_path_videos(features: Any) -> bool:
 
 def resolve_media_row(value: Any, feature: Any, root: Path) -> Any:
     """One row's cells (Python values) with path-stored video paths made absolute under `root`."""
-    from stable_datasets.features.features import Features
-    from stable_datasets.features.sequence import Sequence
 
     if value is None or not has_path_videos(feature):
         return value
@@ -463,8 +460,6 @@ def resolve_media_paths(table: pa.Table, features: Any, root: Path) -> pa.Table:
     under `root`, the cache's media folder; Arrow compute, no per-row Python."""
     import pyarrow.compute as pc
 
-    from stable_datasets.features.features import Features
-    from stable_datasets.features.sequence import Sequence
 
     prefix = str(root).rstrip("/") + "/"
 

@@ -38,6 +38,7 @@ import pyarrow as pa
 from loguru import logger
 
 from stable_datasets.builder.data_files import glob_pattern
+from stable_datasets.download.inputs import local_inputs
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.interleaved.batch import InterleavedBatch
 from stable_datasets.interleaved.keys import split_member, unescape_key
@@ -383,7 +384,6 @@ def _at(values: Any, index: int) -> Any:
 def _expand(paths: Any, suffixes: tuple[str, ...], storage_options: dict[str, Any] | None = None) -> list[str]:
     """Files, folders and globs as file paths; URLs (a prefix or glob too) as local verified copies
     (download.inputs)."""
-    from stable_datasets.download.inputs import local_inputs
 
     items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not items:  # an empty list of inputs reads as nothing, as in NeMo Curator (a folder or glob must match)

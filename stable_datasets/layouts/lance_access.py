@@ -25,6 +25,8 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.env import child_environment, env_flag, env_json_object
+from stable_datasets.errors import CacheError, StableDatasetsError
+from stable_datasets.layouts import lance_blobs
 
 _OPTIONS_ENV = "STABLE_DATASETS_LANCE_STORAGE_OPTIONS"  # storage options handed to a LanceProxy helper
 _lance_opened = False  # this process has a Lance runtime (it opened a dataset)
@@ -111,7 +113,6 @@ def _describe_rows(rows: Any) -> str:
 def lance_read_errors(dataset_dir: Any, rows: Any = None, what: str = "reading") -> Iterator[None]:
     """Lance's Rust reader reports a damaged or vanished file as a bare OSError, ValueError,
     RuntimeError or panic; raise our CacheError naming the dataset and the rows instead."""
-    from stable_datasets.errors import CacheError, StableDatasetsError
 
     try:
         yield
@@ -216,7 +217,6 @@ def _serve(uri: str) -> None:
     """The helper: answer requests on stdin with Arrow IPC on stdout until stdin closes."""
     import lance
 
-    from stable_datasets.layouts import lance_blobs
 
     dataset = lance.dataset(uri, storage_options=env_json_object(_OPTIONS_ENV) or None)
     source, sink = sys.stdin.buffer, sys.stdout.buffer

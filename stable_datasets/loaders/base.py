@@ -39,6 +39,7 @@ from stable_datasets.download.inputs import is_object_url
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.features.base import as_feature
 from stable_datasets.features.features import Features
+from stable_datasets.features.hf import from_hf_features
 from stable_datasets.loaders.columns import conform_table, is_columnar
 from stable_datasets.loaders.compressed import COMPRESSIONS, compression_suffix, decompressed
 from stable_datasets.loaders.folders import infer_data_files
@@ -266,8 +267,6 @@ def _library_source_text(cls: type) -> str:
 def _our_features(given: Any) -> Features:
     """`features=` as ours: a Features, a dict of our features, or Hugging Face's `datasets.Features`."""
     if type(given).__module__.startswith("datasets"):
-        from stable_datasets.features.hf import from_hf_features
-
         return from_hf_features(given)
     features = as_feature(given)
     if not isinstance(features, Features):

@@ -25,6 +25,7 @@ import pyarrow.csv as pacsv
 import pyarrow.json as pajson
 from loguru import logger
 
+from stable_datasets.builder.info import SplitGenerator
 from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.features.base import FeatureType
 from stable_datasets.features.features import Features
@@ -148,8 +149,6 @@ class MediaFolderLoader(FileLoader):
 
     # -- splits: the media files, or the metadata files when there are any -----------------------
     def _split_generators(self, dl_manager: Any) -> list[Any]:
-        from stable_datasets.builder.info import SplitGenerator
-
         metadata = self.metadata_files()
         generators = []
         for split, paths in self.media_files().items():

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.builder.source_identity import remembering_sources
 from stable_datasets.cache.builds import build_in_use, current_build
 from stable_datasets.cache.fingerprint import fingerprint
 from stable_datasets.cache.inventory import CacheEntry
@@ -92,7 +93,6 @@ def in_use(entry: Any) -> bool:
 def annotate(entries: Sequence[Any], ask_builders: bool = True) -> None:
     """Set `status` on every entry (see the module docstring). `ask_builders=False` skips importing
     builders: the newest of each lineage is then "current" whatever its builder would say today."""
-    from stable_datasets.builder.source_identity import remembering_sources
 
     with remembering_sources():  # one read of each builder's code, however many configs it has here
         _annotate(entries, ask_builders)

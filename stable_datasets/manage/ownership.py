@@ -14,8 +14,11 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.builder.builder import SPLITS_FILE
+from stable_datasets.cache.fingerprint import canonical_json, to_jsonable
 from stable_datasets.cache.inventory import CacheEntry
 from stable_datasets.cache.metadata import CacheMetadata
+from stable_datasets.registry import load_script, resolve_builder_class
 
 MAP_MARKER = ".map-"  # a map's cache is the folder `<split>.map-<fingerprint>` beside its parent's
 
@@ -37,7 +40,6 @@ def builder_class(source: str, name: str) -> type | None:
 
     None when it cannot be loaded (the script was deleted or moved, the module is gone).
     """
-    from stable_datasets.registry import load_script, resolve_builder_class
 
     try:
         if not source:
@@ -75,7 +77,6 @@ def builder_fingerprint_now(meta: CacheMetadata, memo: dict[Any, Any] | None = N
     """The fingerprint the cache's builder gives today for the cache's config (its recorded absolute
     data-file paths when there are), or None when the builder cannot be loaded or asked. `memo` keeps
     builder classes and answers across calls, so a root of many caches imports each builder once."""
-    from stable_datasets.cache.fingerprint import canonical_json, to_jsonable
 
     memo = {} if memo is None else memo
     inputs = meta.fingerprint_inputs
@@ -114,7 +115,6 @@ def _only_idle_bookkeeping(folder: Path) -> list[Path] | None:
     split names), else None."""
     import filelock
 
-    from stable_datasets.builder.builder import SPLITS_FILE
 
     entries = list(folder.iterdir())
     locks = [p for p in entries if p.name.startswith(".") and p.name.endswith(".lock") and p.is_file()]

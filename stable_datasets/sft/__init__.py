@@ -41,11 +41,11 @@ def __getattr__(name: str):
     """`PackedSampler`, `row_group_starts` and `pack_stream` on first use: their modules import
     `stable_datasets.streaming`, which imports torch when installed (1.8 s), and reading packs needs neither."""
     if name in ("PackedSampler", "row_group_starts"):
-        from stable_datasets.sft import sampler
+        from stable_datasets.sft import sampler  # local: it imports torch when installed
 
         return getattr(sampler, name)
     if name == "pack_stream":
-        from stable_datasets.sft.stream_pack import pack_stream
+        from stable_datasets.sft.stream_pack import pack_stream  # local: it imports torch when installed
 
         return pack_stream
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,6 +18,10 @@ from typing import Any
 
 from loguru import logger
 
+from stable_datasets.dataset.open import open_cache
+from stable_datasets.loaders import loader_class
+from stable_datasets.sft.parquet_pages import PACK_ID
+
 ADOPT_GROUP_ROWS = 512  # row groups this large decode ~10 ms or more per random pack
 PACKED_COLUMNS = ["input_ids", "loss_mask", "seq_start_id"]
 
@@ -28,7 +32,6 @@ def wants_adoption(files: list[Path], adopt: bool | None) -> bool:
         return bool(adopt)
     import pyarrow.parquet as pq
 
-    from stable_datasets.sft.parquet_pages import PACK_ID
 
     rows = groups = 0
     for path in files:
@@ -44,8 +47,6 @@ def wants_adoption(files: list[Path], adopt: bool | None) -> bool:
 
 def adopted(files: list[Path], cache_dir: str | None = None) -> Any:
     """The cache of the packed columns of `files` (built on first use, reused after), opened."""
-    from stable_datasets.dataset.open import open_cache
-    from stable_datasets.loaders import loader_class
 
     builder = loader_class("parquet")(None, cache_dir=cache_dir, data_files={"train": [str(f) for f in files]},
                                       columns=PACKED_COLUMNS)

@@ -20,10 +20,16 @@ import numpy as np
 from loguru import logger
 
 from stable_datasets.builder.data_files import glob_pattern
+from stable_datasets.dataset.open import open_cache
+from stable_datasets.dataset.stable_dataset import StableDataset
+from stable_datasets.download.inputs import RemoteInputNotFoundError, local_inputs
 from stable_datasets.errors import StableDatasetsError
+from stable_datasets.layouts.parquet_shards import ParquetRowGroups
 from stable_datasets.sft.adopt import adopted, wants_adoption
 from stable_datasets.sft.collate import collate_packed
+from stable_datasets.sft.parquet_pages import PACK_ID, PAGE_MIN_GROUP_ROWS, PackPages, datafusion_available
 from stable_datasets.sft.validate import BlockChecks, row_fault
+from stable_datasets.streaming.order import runs_of_blocks
 
 COLUMNS = ("input_ids", "loss_mask", "seq_start_id")
 #: samples read ahead in one page query when `ds[i]` is called in a steady stride (a sequential sampler over
@@ -64,7 +70,6 @@ def _resolve_files(paths: Any, storage_options: dict[str, Any] | None = None) ->
     items = list(paths) if isinstance(paths, (list, tuple)) else [paths]
     if not items:
         raise PackedFilesNotFoundError("no packed files given (an empty list)")
-    from stable_datasets.download.inputs import RemoteInputNotFoundError, local_inputs
 
     try:
         items = local_inputs(items, (".parquet", ".pq", ".npy"), storage_options)
@@ -230,8 +235,6 @@ class PackedSFTDataset:
         if pack_metadata is not None and pack_metadata_file_path is not None:
             raise TypeError("pass pack_metadata= or pack_metadata_file_path=, not both")
         if pack_metadata_file_path is not None:
-            from stable_datasets.download.inputs import local_inputs
-
             pack_metadata = _read_metadata_file(Path(local_inputs([pack_metadata_file_path], (),
                                                                   storage_options)[0]))
             if pack_metadata is None:
@@ -243,7 +246,6 @@ class PackedSFTDataset:
         self._pages: Any = None  # page-level reads of Parquet files (parquet_pages), when they can serve
         self.readahead = max(1, int(readahead))
         self._reset_readahead()
-        from stable_datasets.dataset.stable_dataset import StableDataset
 
         found_metadata: Any = None
         if isinstance(paths, StableDataset):
@@ -254,8 +256,6 @@ class PackedSFTDataset:
             kind, files = _resolve_files(paths, storage_options)
             self.files = files
             if kind == "cache":
-                from stable_datasets.dataset.open import open_cache
-
                 self._source = _CacheRows(open_cache(files[0]))
                 found_metadata = self._source.pack_metadata
             elif kind == "npy":
@@ -263,8 +263,6 @@ class PackedSFTDataset:
             elif wants_adoption(files, adopt):  # large row groups, no pack_id: a cache made once (sft/adopt.py)
                 self._source = _CacheRows(adopted(files))
             else:
-                from stable_datasets.layouts.parquet_shards import ParquetRowGroups
-
                 try:
                     self._source = ParquetRowGroups(files, columns=COLUMNS, cache_row_groups=cache_row_groups,
                                                     max_open_files=max_open_files)
@@ -307,7 +305,6 @@ class PackedSFTDataset:
     def block_bounds(self) -> np.ndarray:
         """Positions where the stored blocks begin (Parquet row groups, a cache's blocks), then `len(self)`:
         what `PackedSampler(locality_starts=)` and the block shuffle of `stable_datasets.streaming` use."""
-        from stable_datasets.streaming.order import runs_of_blocks
 
         source = self._source
         if hasattr(source, "starts"):
@@ -441,7 +438,6 @@ def _page_reader(source: Any, page_reads: bool | None) -> Any:
     `page_reads=None` (default) uses pages where they beat row-group decodes (files of large row groups
     with `pack_id`, DataFusion installed); True uses them whatever the row-group size; False never.
     """
-    from stable_datasets.sft.parquet_pages import PACK_ID, PAGE_MIN_GROUP_ROWS, PackPages, datafusion_available
 
     files = source.paths
     where = f"{files[0]}" + (f" and {len(files) - 1} more" if len(files) > 1 else "")

@@ -23,7 +23,10 @@ from loguru import logger
 from stable_datasets.features.features import Features
 from stable_datasets.features.sequence import Sequence as SequenceFeature
 from stable_datasets.features.value import Value
+from stable_datasets.layouts import parquet_shards
 from stable_datasets.sft.packing import ALGORITHMS, pack_indices, packing_metadata
+from stable_datasets.sft.parquet_pages import PACK_ID, PAGE_BYTES
+from stable_datasets.sft.tokenize import chat_tokenizer
 
 if TYPE_CHECKING:
     from stable_datasets.sft.tokenize import ChatTokenizer
@@ -59,8 +62,6 @@ class PackingConfig:
         _check_pad_multiple(self.pad_seq_to_mult, self.pack_size)
 
     def chat_tokenizer(self) -> ChatTokenizer:
-        from stable_datasets.sft.tokenize import chat_tokenizer
-
         return chat_tokenizer(self.tokenizer, self.eos_id)
 
     def fingerprint_identity(self) -> dict[str, Any]:
@@ -216,8 +217,6 @@ def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path,
     """
     import pyarrow.parquet as pq
 
-    from stable_datasets.layouts import parquet_shards
-    from stable_datasets.sft.parquet_pages import PACK_ID, PAGE_BYTES
 
     options = dict(parquet_shards.DEFAULT_OPTIONS, compression=compression)
     if pack_ids:

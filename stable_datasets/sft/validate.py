@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.arrow.cells import primitive_view
+from stable_datasets.layouts.parquet_shards import ParquetRowGroups
 
 CACHE_BLOCK_SHIFT = 14
 CACHE_BLOCK_ROWS = 1 << CACHE_BLOCK_SHIFT  # 16,384
@@ -119,8 +120,6 @@ class BlockChecks:
     """Flags of the blocks read so far (per dataset object; a worker process fills its own)."""
 
     def __init__(self, source: Any):
-        from stable_datasets.layouts.parquet_shards import ParquetRowGroups
-
         groups = source.row_groups() if hasattr(source, "row_groups") else None
         self.source = groups if groups is not None else source
         self.row_groups = isinstance(self.source, ParquetRowGroups)

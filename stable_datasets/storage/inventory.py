@@ -36,6 +36,7 @@ from stable_datasets.storage.publish import (
     parse_remote_metadata,
     remove_attempt,
 )
+from stable_datasets.storage.remote_cache import open_remote_backend, open_remote_split
 from stable_datasets.storage.root import RemoteRoot
 from stable_datasets.storage.store import ObjectInfo
 
@@ -140,8 +141,6 @@ def verify_remote(split: RemoteSplit, storage_options: dict[str, Any] | None = N
         elif item.sha256 and sha != item.sha256:
             problems.append(f"{split.store.url(key)}: sha256 {sha}, expected {item.sha256}")
     if not problems:
-        from stable_datasets.storage.remote_cache import open_remote_backend
-
         try:
             backend, _ = open_remote_backend(split.url, storage_options)
             counted, stored = backend.stored_row_counts()
@@ -243,8 +242,6 @@ def remove_remote_cache(split: RemoteSplit) -> None:
 
 
 def remote_entry_for(url: str, storage_options: dict[str, Any] | None = None) -> RemoteEntry:
-    from stable_datasets.storage.remote_cache import open_remote_split
-
     split, metadata, _ = open_remote_split(url, storage_options)
     info = split.store.head(split.key(METADATA_FILE))
     return RemoteEntry(split.url, split, metadata, info.modified if info else time.time())

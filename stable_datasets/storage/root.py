@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.cache.paths import cache_root
 from stable_datasets.env import env_text
 from stable_datasets.errors import ConfigurationError
 from stable_datasets.storage.resolve import open_store, storage_options_from_env
@@ -78,7 +79,6 @@ class RemoteRoot:
 def resolve_root(cache_dir: str | os.PathLike | None, storage_options: dict[str, Any] | None = None,
                  *, check: bool = True) -> Path | RemoteRoot:
     """A local root (Path) or a RemoteRoot: the argument, else $STABLE_DATASETS_CACHE_DIR, else the default."""
-    from stable_datasets.cache.paths import cache_root
 
     if cache_dir is not None and not isinstance(cache_dir, (str, bytes, os.PathLike)):
         raise ConfigurationError(f"cache_dir is a {type(cache_dir).__name__} object: give a cache root as a local "

@@ -37,6 +37,7 @@ from loguru import logger
 
 from stable_datasets.cache.builds import build_in_use, lock_is_held
 from stable_datasets.cache.metadata import METADATA_FILE, ShardInfo
+from stable_datasets.cache.publish import file_sha256
 from stable_datasets.env import env_text
 from stable_datasets.errors import CacheError, ConfigurationError, MissingObjectError, StorageError
 from stable_datasets.storage.root import local_base
@@ -154,7 +155,6 @@ def check_local_copies(store: ObjectStore, attempt_key: str, files: list[ShardIn
     """Hash this node's copies of an attempt's files (`verify`): opening trusts a copy by its size, as it was
     checked when it was filled. A copy changed since is removed, so the next open downloads it again; one
     line per copy that was bad."""
-    from stable_datasets.cache.publish import file_sha256
 
     problems = []
     directory = attempt_dir(store, attempt_key)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from stable_datasets.errors import StableDatasetsError
+from stable_datasets.errors import MissingObjectError, StableDatasetsError
 from stable_datasets.urls import ObjectURL
 
 CHUNK = 8 << 20
@@ -44,7 +44,7 @@ class ObjectStore(ABC):
     def __reduce__(self) -> tuple[Any, ...]:
         """DataLoader workers started by "spawn"/"forkserver" get a stream pickled: the client is set up again
         there (once per process, bucket and options) rather than pickled."""
-        from stable_datasets.storage.resolve import open_store
+        from stable_datasets.storage.resolve import open_store  # local: resolve imports this module
 
         return open_store, (ObjectURL(self.scheme, self.bucket, ""), self.storage_options)
 
@@ -116,7 +116,6 @@ class ObjectStore(ABC):
 
         Raises MissingObjectError when the object is missing. Stores wrap this in their retries.
         """
-        from stable_datasets.errors import MissingObjectError
 
         stream = self._open_stream(key)
         if stream is None:

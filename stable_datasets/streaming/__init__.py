@@ -14,7 +14,7 @@ __all__ = ["BlockOrder", "BlockShuffleSampler", "StreamingDataLoader", "Streamin
 
 def __getattr__(name: str):  # StreamingDataLoader imports torch only when asked for
     if name == "StreamingDataLoader":
-        from stable_datasets.streaming.loader import StreamingDataLoader
+        from stable_datasets.streaming.loader import StreamingDataLoader  # local: it imports torch
 
         return StreamingDataLoader
     raise AttributeError(name)

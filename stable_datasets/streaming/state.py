@@ -18,6 +18,8 @@ import multiprocessing
 from multiprocessing import sharedctypes
 from typing import Any
 
+from stable_datasets.streaming.order import consumed_after, rows_per_rank, worker_rows
+
 STATE_FORMAT = 2
 
 LOADERS_THAT_COUNT = ("stable_datasets.streaming.StreamingDataLoader, or torchdata's StatefulDataLoader "
@@ -90,7 +92,6 @@ def merge_worker_states(loader_state: dict[str, Any]) -> dict[str, Any]:
     (`loader_batch_size=` equal to its `batch_size`), the batches the loop received are a prefix of the
     rank's rows, so their sum is the rank's position, and the global position follows (lockstep ranks).
     Otherwise the rows received are no prefix and the merge is refused, saying why."""
-    from stable_datasets.streaming.order import consumed_after, rows_per_rank, worker_rows
 
     snapshots = ((loader_state or {}).get("_snapshot") or {}).get("_worker_snapshots") or {}
     states = [snap.get("dataset_state") for snap in snapshots.values()]

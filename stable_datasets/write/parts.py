@@ -24,6 +24,7 @@ from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.errors import EncodingError, ExampleError, StableDatasetsError, add_note
 from stable_datasets.features.encoder import BatchEncoder
 from stable_datasets.features.features import Features
+from stable_datasets.layouts import layout_module
 from stable_datasets.progress import progress
 from stable_datasets.write.plan import WritePlan
 from stable_datasets.write.sources import ExampleSource
@@ -159,7 +160,6 @@ def _all_none_column(pending: list[tuple[Any, Any]]) -> bool:
 def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num_parts: int,
                staging: Path) -> PartResult:
     """Write one job's examples into its part folder (or return the part a previous run finished)."""
-    from stable_datasets.layouts import layout_module
 
     directory = part_dir(staging, index)
     finished = PartResult.load(directory)

@@ -35,6 +35,7 @@ from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
 from stable_datasets.layouts import layout_module
+from stable_datasets.version import __version__
 from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
 from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, part_dir, write_part
 from stable_datasets.write.plan import SplitJobs, WritePlan
@@ -125,7 +126,6 @@ def write_split_for_store(plan: WritePlan, source: ExampleSource,
 
 def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None,
                  keep_parts: bool) -> tuple[CacheMetadata, dict[str, str]]:
-    from stable_datasets import __version__
 
     runner = runner or JobRunner()
     runner.modules = [*runner.modules, *source.code_modules()]
