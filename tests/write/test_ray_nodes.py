@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import types
 from pathlib import Path
 
@@ -102,24 +103,34 @@ def test_a_map_of_a_cache_on_the_store_runs_on_the_nodes_and_is_published_there(
     assert again.cache_metadata[0].attempt == mapped.cache_metadata[0].attempt
 
 
-_NOTHING = types.FunctionType(compile("None", "<warm-up>", "eval"), {})  # sent by value: needs no module there
+_HOLD = types.FunctionType(compile("__import__('time').sleep(120)", "<hold>", "eval"), {})  # by value: no module
 
 
 @pytest.fixture
 def odd_node(cluster):
-    """Adds a third worker node unlike the others (`add(env=..., hide=...)` returns its Ray node id); it is
-    removed after the test, so the module's cluster has its two nodes again."""
-    added = []
+    """Adds a third worker node unlike the others (`add(env=..., hide=...)` returns its Ray node id), and holds the
+    CPU of each other node with a sleeping task, so that every task of the build runs on it; after the test the
+    holders are cancelled and the node removed, so the module's cluster has its two nodes again."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    added, holders = [], []
 
     def add(**kwargs) -> str:
+        others = {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0}
         added.append(cluster.add_worker(resources={"odd_node": 1}, **kwargs))
         cluster.wait_for_workers(3)
-        # a worker process started there first (the other nodes have theirs from earlier builds), so that the build's
-        # first tasks, one per CPU, run on all three nodes rather than waiting for it while the others take them all
-        ray.get(ray.remote(num_cpus=1, resources={"odd_node": 1})(_NOTHING).remote(), timeout=60)
+        for node in others:
+            holders.append(ray.remote(num_cpus=1, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node, soft=False))(_HOLD).remote())
+        deadline = time.monotonic() + 60
+        while ray.available_resources().get("CPU", 0) != 1:  # the holders run: only the odd node's CPU is free
+            assert time.monotonic() < deadline, ray.available_resources()
+            time.sleep(0.2)
         return next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("odd_node"))
 
     yield add
+    for holder in holders:
+        ray.cancel(holder, force=True)
     for node in added:
         cluster.remove_worker(node)
 
