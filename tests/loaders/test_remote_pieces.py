@@ -90,3 +90,19 @@ def test_a_changed_remote_file_fails_the_build_and_nothing_is_published(s3_env, 
     with pytest.raises(InputChangedError, match=r"data file s3://.*/jsonl/part-3.jsonl changed"):
         builder.prepare("train", num_proc=2)
     assert not [k for k in s3_env.objects() if k.endswith("_metadata.json")]
+
+
+def test_jsonl_on_gs_is_read_by_the_parts_as_on_s3(gcs_env, tmp_path):
+    for number in range(3):
+        gcs_env.write(f"jsonl/part-{number}.jsonl", _jsonl(range(number * 10, number * 10 + 10)))
+    pattern = f"gs://{gcs_env.bucket}/jsonl/*.jsonl"
+    builder = sds.load_builder("json", data_files=pattern, features=FEATURES, cache_dir=str(tmp_path / "cache"))
+    builder.resolve()
+    (generator,) = builder._split_generators(builder._download_manager())
+    assert [p[0] for p in generator.gen_kwargs["pieces"]] == [f"gs://{gcs_env.bucket}/jsonl/part-{n}.jsonl"
+                                                              for n in range(3)]
+    assert _copies() == []
+    ds = sds.load_dataset("json", data_files=pattern, split="train", features=FEATURES, num_proc=2,
+                          cache_dir=str(tmp_path / "cache"))
+    assert ds["i"] == list(range(30))
+    assert _copies() == [f"part-{n}.jsonl" for n in range(3)]

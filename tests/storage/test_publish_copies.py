@@ -76,3 +76,16 @@ def test_the_attempts_copied_from_are_removed_once_published(s3_env, toy_builder
     assert not [k for k in keys if "/partsid/" in k]
     assert f"cache/{SPLIT}/attempts/other/kept.bin" in keys  # another attempt is prune's to judge
     assert sds.open_cache(url).to_arrow().equals(rows)
+
+
+def test_a_gs_store_copies_with_the_filesystems_own_copy(gcs_env, toy_builder, tmp_path):
+    folder, metadata, rows = _saved(toy_builder, tmp_path)
+    root = RemoteRoot.open(gcs_env.root)
+    split = RemoteSplit(root.store, root.key("toy/train"))
+    first = metadata.shards[0]
+    gcs_env.write("elsewhere/first.bin", (folder / first.path).read_bytes())
+    (folder / first.path).unlink()
+    published, won = publish_attempt(split, folder, metadata, "c3" * 16, copies={first.path: "elsewhere/first.bin"})
+    assert won and gcs_env.read(f"cache/toy/train/{published.attempt}/{first.path}") == gcs_env.read(
+        "elsewhere/first.bin")
+    assert sds.open_cache(f"{gcs_env.root}/toy/train").to_arrow().equals(rows)
