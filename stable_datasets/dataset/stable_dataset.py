@@ -46,6 +46,8 @@ from stable_datasets.write.engines import import_ray
 if TYPE_CHECKING:
     from stable_datasets.dataset.dataset_dict import DatasetDict
 
+#: where a backend over data files read in place lists them in its metadata's extra: [[name, size, version]...]
+SOURCE_FILES_KEY = "source_files"
 ITER_BATCH_ROWS = 1000
 #: rows per batch of `to_dict` / `to_pandas` / `to_polars(batched=True)` without a batch_size (as Hugging Face)
 EXPORT_BATCH_ROWS = 1000
@@ -472,6 +474,14 @@ class StableDataset:
     def batch_from_arrow(self, table: pa.Table) -> Any:
         """Stored rows as one batch in this view's format (a dict of columns, or a table for "arrow")."""
         return self._format_table(table)
+
+    def source_files(self) -> list[tuple[str, list[Any]]] | None:
+        """(name, identity) of each data file behind rows read in place, not from a cache (a stream of data files:
+        loaders.file_stream records them in its `_metadata`'s extra); None when every row comes from caches."""
+        listed = [m.extra.get(SOURCE_FILES_KEY) for m in self.cache_metadata]
+        if all(files is None for files in listed):
+            return None
+        return [(name, [size, version]) for files in listed for name, size, version in files or []]
 
     def to_iterable(self, **options: Any) -> Any:
         """An iterable over these rows for training (`stable_datasets.streaming.StreamingDataset`):

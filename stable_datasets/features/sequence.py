@@ -82,6 +82,8 @@ class Sequence(FeatureType):
             if values is not None:
                 offsets = primitive_view(array.offsets)
                 return np.split(values, (offsets - offsets[0])[1:-1])
+        if not numpy and isinstance(self.feature, Value):  # Value.decode returns python cells as they are
+            return array.to_pylist()
         return super().decode_array(array, numpy=numpy, decode=decode)
 
 

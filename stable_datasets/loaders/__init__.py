@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from stable_datasets.loaders.columns import LoaderError
-from stable_datasets.loaders.folders import infer_folder_format, saved_by_hugging_face
 
 #: loader name -> "module:class", imported on first use
 PACKAGED_LOADERS = {
@@ -35,6 +34,10 @@ def folder_loader(path: str | os.PathLike) -> tuple[type, dict[str, Any]]:
     """(loader class, config options) for a folder of data files: the loader of its most common
     file kind, reading the folder as its data_dir; a folder written by Hugging Face's
     `save_to_disk` is read as the Arrow files its state.json files list, split as it was saved."""
+    from stable_datasets.loaders.folders import (  # local: it imports the media readers and pyarrow.parquet (~0.3 s)
+        infer_folder_format,
+        saved_by_hugging_face,
+    )
 
     saved = saved_by_hugging_face(Path(path))
     if saved is not None:

@@ -29,7 +29,6 @@ from stable_datasets.sft.adopt import adopted, wants_adoption
 from stable_datasets.sft.collate import collate_packed
 from stable_datasets.sft.parquet_pages import PACK_ID, PAGE_MIN_GROUP_ROWS, PackPages, datafusion_available
 from stable_datasets.sft.validate import BlockChecks, row_fault
-from stable_datasets.streaming.order import runs_of_blocks
 
 COLUMNS = ("input_ids", "loss_mask", "seq_start_id")
 #: samples read ahead in one page query when `ds[i]` is called in a steady stride (a sequential sampler over
@@ -315,6 +314,8 @@ class PackedSFTDataset:
             stored = np.asarray([0, self.num_packs], dtype=np.int64)
         if self.samples_mapping is None:
             return np.asarray(stored, dtype=np.int64)
+        from stable_datasets.streaming.order import runs_of_blocks  # local: the streaming package imports torch
+
         return runs_of_blocks(np.searchsorted(stored, self.samples_mapping, side="right") - 1)
 
     def _locate(self, idx: int) -> tuple[int, bool]:

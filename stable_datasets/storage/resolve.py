@@ -13,8 +13,6 @@ import threading
 from typing import Any
 
 from stable_datasets.env import env_json_object
-from stable_datasets.storage.fsspec_store import FsspecStore
-from stable_datasets.storage.s3 import S3Store
 from stable_datasets.storage.store import ObjectStore
 from stable_datasets.urls import ObjectURL
 
@@ -45,8 +43,12 @@ def open_store(url: ObjectURL, storage_options: dict[str, Any] | None = None) ->
         store = _stores.get(key)
         if store is None:
             if url.scheme in S3_SCHEMES:
+                from stable_datasets.storage.s3 import S3Store  # local: ~40 ms, only for s3:// roots
+
                 store = S3Store(url.bucket, storage_options, scheme=url.scheme)
             else:
+                from stable_datasets.storage.fsspec_store import FsspecStore  # local: ~50 ms, only for gs:// etc.
+
                 store = FsspecStore(url.scheme, url.bucket, storage_options, str(url))
             _stores[key] = store
     return store

@@ -45,8 +45,10 @@ from stable_datasets.streaming.state import (
     LOADERS_THAT_COUNT,
     STATE_FORMAT,
     WorkerFlag,
+    check_files,
     check_int,
     check_state,
+    files_state,
     merge_worker_states,
 )
 
@@ -160,13 +162,16 @@ class StreamingDataset(_IterableBase):
     def shuffle(self, seed: int = 0, window_blocks: int = 8, window_shards: int | None = None, *,
                 buffer_size: int | None = None) -> StreamingDataset:
         """The block shuffle (see streaming.order): blocks permuted, rows permuted within windows; with
-        `window_shards` k, shards permuted and blocks only within windows of k shards.
+        `window_shards` k, shards permuted and blocks only within windows of k shards (None: the stream's own,
+        e.g. the window of units a stream of data files is opened with).
 
         `buffer_size` (Hugging Face's name) bounds the shuffle window in rows instead: blocks are cut to at
         most `buffer_size` rows and a window holds as many whole blocks as fit. Unlike a shuffle buffer the
         order is a function of (seed, epoch), so a resume is exact."""
         if self._options["rows"] is not None:
             raise ValueError("call shuffle() before take()/skip(): they cut the shuffled order")
+        if window_shards is None:
+            window_shards = self._options["window_shards"]
         if buffer_size is None:
             return self._with(shuffle=True, seed=seed, window_blocks=window_blocks, window_shards=window_shards)
         if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
@@ -219,6 +224,12 @@ class StreamingDataset(_IterableBase):
         other = self._with()
         other.dataset = self.dataset.with_format(format, **kwargs)
         return other
+
+    def source_files(self) -> list[tuple[str, list[Any]]] | None:
+        """(name, identity) of the data files the dataset reads in place (a stream of files opened by
+        `load_dataset(<loader>, data_files=..., streaming=True)`), else None (a cache, a map-style dataset)."""
+        method = getattr(self.dataset, "source_files", None)
+        return None if method is None else method()
 
     @property
     def row_offset(self) -> int:
@@ -304,6 +315,9 @@ class StreamingDataset(_IterableBase):
         `batch_size` equals `loader_batch_size`). In a DataLoader worker: that worker's own state."""
         state = {"format": STATE_FORMAT, "epoch": self.epoch, **self._identity_fields(),
                  "drop_last": self.drop_last, "consumed": self.consumed}
+        files = self.source_files()
+        if files is not None:  # a stream of data files: the state names them, so a changed file is refused
+            state["files"] = files_state(files)
         if self.filtered:  # ranks read different numbers of rows per step: the position is this rank's
             state["rank"], state["world_size"] = self.rank, self.world_size
         _, _, in_worker = _worker()
@@ -327,6 +341,9 @@ class StreamingDataset(_IterableBase):
         one global position (`streaming.state.merge_worker_states`), so it also resumes elsewhere."""
         if isinstance(state, dict) and "_snapshot" in state:
             state = merge_worker_states(state)
+        files = self.source_files()
+        if files is not None and isinstance(state, dict) and "consumed" in state:
+            check_files(state.get("files"), files)
         check_state(state, self._identity_fields(), "stream")
         epoch, consumed = check_int(state, "epoch", "stream"), check_int(state, "consumed", "stream")
         if consumed > self.length:

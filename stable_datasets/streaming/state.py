@@ -14,6 +14,8 @@ answering "nothing consumed".
 
 from __future__ import annotations
 
+import hashlib
+import json
 import multiprocessing
 from multiprocessing import sharedctypes
 from typing import Any
@@ -56,6 +58,45 @@ def check_state(state: Any, current: dict[str, Any], what: str) -> None:
                                  f"identity {state[key]!r} differs from this one's {value!r}: dataset, sources, "
                                  "probabilities, seed, shuffle window or block layout changed)")
             raise ValueError(f"cannot resume: the saved {what} had {key}={state[key]!r}, this one has {value!r}")
+
+
+#: a saved state lists each source file's identity up to this many files (to name one that changed), else a digest
+LISTED_FILES = 256
+
+
+def _digest(values: Any) -> str:
+    return hashlib.sha256(json.dumps(values).encode()).hexdigest()[:16]
+
+
+def files_state(files: list[tuple[str, list[Any]]]) -> dict[str, Any]:
+    """What a state records of the data files a stream reads in place ((name, identity) each, in order): a digest
+    of the names, and each identity (a digest past LISTED_FILES files), so a resume can name a changed file."""
+    identities = [list(identity) for _, identity in files]
+    saved: dict[str, Any] = {"names": _digest([name for name, _ in files]), "count": len(files)}
+    if len(files) <= LISTED_FILES:
+        saved["identities"] = identities
+    else:
+        saved["identities_digest"] = _digest(identities)
+    return saved
+
+
+def check_files(saved: Any, files: list[tuple[str, list[Any]]]) -> None:
+    """Refuse a state saved over other data files, or over these files before one changed, naming it."""
+    if not isinstance(saved, dict):
+        raise ValueError("cannot resume: the state was not saved by a stream of data files (it has no 'files')")
+    if saved.get("names") != _digest([name for name, _ in files]):
+        raise ValueError(f"cannot resume: the saved stream read other data files ({saved.get('count')} files; this "
+                         f"stream reads {len(files)}: a file was added, removed or renamed since)")
+    if "identities_digest" in saved:
+        if saved["identities_digest"] != _digest([list(identity) for _, identity in files]):
+            raise ValueError(f"cannot resume: one of the {len(files)} data files changed since the state was saved "
+                             "(size or modification time); its rows may differ, so the position cannot be trusted")
+        return
+    for (name, identity), then in zip(files, saved.get("identities") or []):
+        if list(then) != list(identity):
+            raise ValueError(f"cannot resume: {name} changed since the state was saved (size {then[0]} -> "
+                             f"{identity[0]} bytes, modified again); its rows may differ, so the position cannot be "
+                             "trusted")
 
 
 class WorkerFlag:

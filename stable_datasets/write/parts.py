@@ -6,7 +6,6 @@ journals shards, continues an unfinished part after its last finished shard.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -15,24 +14,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 
 from stable_datasets.cache.journal import JOURNAL_FILE, ShardJournal
 from stable_datasets.cache.media import media_store
 from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.errors import EncodingError, ExampleError, StableDatasetsError, add_note
-from stable_datasets.features.encoder import BatchEncoder
+from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS, BatchEncoder
 from stable_datasets.features.features import Features
 from stable_datasets.layouts import layout_module
 from stable_datasets.progress import progress
+from stable_datasets.write.coalesce import coalesced
+from stable_datasets.write.keys import KeyLog, merge_sorted, sorted_key_count
 from stable_datasets.write.plan import WritePlan
 from stable_datasets.write.sources import ExampleSource
 
 PART_PREFIX = ".part-"
 PART_FILE = "_part.json"
 KEYS_FILE = "_keys.arrow"
-KEYS_SCHEMA = pa.schema([("digest", pa.uint64()), ("key", pa.string())])
+KEY_RUNS_DIR = ".keys"
 
 
 def part_dir(staging: Path, index: int) -> Path:
@@ -89,24 +89,7 @@ class PartResult:
         return result
 
 
-def key_marker(key: Any) -> Any:
-    """What makes two keys the same: ints and strings by value, anything else by type and value."""
-    return key if isinstance(key, (int, str)) else (type(key).__name__, key)
-
-
-def key_digest(marker: Any) -> int:
-    return int.from_bytes(hashlib.blake2b(repr(marker).encode("utf-8", "surrogatepass"), digest_size=8).digest(),
-                          "little")
-
-
-def key_text(key: Any) -> str:
-    try:
-        return json.dumps(key)
-    except (TypeError, ValueError):
-        return json.dumps(repr(key))
-
-
-def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, seen: dict[Any, Any],
+def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, keys: KeyLog,
                       desc: str) -> Iterator[tuple[Any, Any]]:
     """Examples with their keys checked: pairs, hashable, unique within the part."""
     name, split = plan.builder_name, plan.split
@@ -134,15 +117,13 @@ def _checked_examples(source: ExampleSource, job: Any, plan: WritePlan, seen: di
             raise ExampleError(name, split, None, None,
                                f"_generate_examples must yield (key, example) pairs, got {type(item).__name__}")
         key = item[0]
-        marker = key_marker(key)
         try:
-            duplicate = marker in seen
+            fresh = keys.add(key)
         except TypeError:
             raise ExampleError(name, split, key, None, f"example key must be hashable, got {type(key).__name__}") \
                 from None
-        if duplicate:
+        if not fresh:
             raise ExampleError(name, split, key, None, "duplicate example key within the split")
-        seen[marker] = key
         yield item
 
 
@@ -177,7 +158,7 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
         shutil.rmtree(directory)
     directory.mkdir(parents=True, exist_ok=True)
 
-    seen: dict[Any, Any] = {}
+    keys = KeyLog(directory / KEY_RUNS_DIR)
     skip = resume[1] if resume else 0
     features = plan.features
     encoder: BatchEncoder | None = None
@@ -213,8 +194,8 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
             if source.columnar:
                 start(features)
                 num_rows += write_record_batches(source.examples(job), writer, encoder.schema, skip, desc,
-                                                 source.expected_rows(job))
-            examples = () if source.columnar else _checked_examples(source, job, plan, seen, desc)
+                                                 source.expected_rows(job), plan.batch_rows)
+            examples = () if source.columnar else _checked_examples(source, job, plan, keys, desc)
             for position, (key, example) in enumerate(examples):
                 if position < skip:  # already in a journaled shard; the key still counts for duplicates
                     continue
@@ -237,6 +218,11 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
                 start(features)
                 for held in pending:
                     add(*held)
+            has_keys = source.keyed and num_parts > 1  # for the check across parts (find_duplicate_key)
+            duplicate = keys.finish(directory / KEYS_FILE if has_keys else None)  # within the part, past the dict
+            if duplicate is not None:
+                raise ExampleError(plan.builder_name, plan.split, duplicate, None,
+                                   "duplicate example key within the split")
             features = encoder.features
             if encoder.num_pending or num_rows == 0:
                 num_rows += encoder.num_pending
@@ -248,14 +234,6 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
         raise
     media = [ShardInfo(path=f"../{relative}", num_rows=0, num_bytes=size, sha256=Path(relative).name.split(".")[0])
              for relative, size in sorted(store.used.items())]
-    has_keys = source.keyed and num_parts > 1
-    if has_keys:
-        markers = list(seen)
-        keys = pa.table({"digest": pa.array(np.fromiter((key_digest(m) for m in markers), np.uint64,
-                                                        count=len(markers))),
-                         "key": pa.array([key_text(seen[m]) for m in markers], pa.string())}, schema=KEYS_SCHEMA)
-        with pa.OSFile(str(directory / KEYS_FILE), "wb") as sink, pa.ipc.new_file(sink, KEYS_SCHEMA) as out:
-            out.write_table(keys)
     result = PartResult(index=index, num_rows=num_rows, shards=shards, media=media, extra=writer.extra_metadata(),
                         features=features.to_dict(), has_keys=has_keys)
     result.save(directory)
@@ -263,11 +241,13 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
 
 
 def write_record_batches(batches: Iterator[pa.RecordBatch], writer: Any, schema: pa.Schema, skip: int,
-                         desc: str, total: int | None = None) -> int:
-    """Write a columnar source's batches as they come (after the first `skip` rows, which a
-    journaled shard holds already); returns the rows written."""
-    written = 0
-    with progress(None, desc=desc, unit=" rows", total=None if total is None else max(total - skip, 0)) as bar:
+                         desc: str, total: int | None = None, batch_rows: int = DEFAULT_BATCH_ROWS) -> int:
+    """Write a columnar source's batches (after the first `skip` rows, which a journaled shard holds
+    already), small ones joined up to `batch_rows` rows (write.coalesce: a loader over many small files
+    reads one batch per file); returns the rows written."""
+
+    def checked() -> Iterator[pa.RecordBatch]:
+        nonlocal skip
         for batch in batches:
             if not batch.schema.equals(schema, check_metadata=False):
                 raise StableDatasetsError(f"{desc}: a record batch has schema {batch.schema.to_string()} where the "
@@ -276,33 +256,27 @@ def write_record_batches(batches: Iterator[pa.RecordBatch], writer: Any, schema:
                 dropped = min(skip, batch.num_rows)
                 batch, skip = batch.slice(dropped), skip - dropped
             if batch.num_rows:
-                writer.write(batch.replace_schema_metadata(schema.metadata))  # from_arrays wraps each column
-                written += batch.num_rows
-                bar.update(batch.num_rows)
+                yield batch.replace_schema_metadata(schema.metadata)  # from_arrays wraps each column
+
+    written = 0
+    with progress(None, desc=desc, unit=" rows", total=None if total is None else max(total - skip, 0)) as bar:
+        for batch in coalesced(checked(), batch_rows):
+            writer.write(batch)
+            written += batch.num_rows
+            bar.update(batch.num_rows)
     return written
 
 
 def find_duplicate_key(staging: Path, parts: list[PartResult]) -> Any | None:
-    """A key that two parts both wrote (keys are unique within each part), else None."""
+    """A key that two parts both wrote (keys are unique within each part), else None: the first such in
+    build order. The parts' sorted key files are merged in bounded memory (write.keys)."""
     keyed = [p for p in parts if p.has_keys]
     if len(keyed) < 2:
         return None
-    tables = []
+    files, offset = [], 0
     for part in keyed:
-        with pa.memory_map(str(part_dir(staging, part.index) / KEYS_FILE)) as source:
-            tables.append(pa.ipc.open_file(source).read_all())
-    digests = np.concatenate([t.column("digest").to_numpy() for t in tables]) if tables else np.zeros(0, np.uint64)
-    values, counts = np.unique(digests, return_counts=True)
-    repeated = values[counts > 1]
-    if not len(repeated):
-        return None
-    # the first repeated key in build order, by its text (a digest collision alone is not a duplicate)
-    seen_text: set[str] = set()
-    for table in tables:
-        digest = table.column("digest").to_numpy()
-        for position in np.flatnonzero(np.isin(digest, repeated)).tolist():
-            text = table.column("key")[position].as_py()
-            if text in seen_text:
-                return json.loads(text)
-            seen_text.add(text)
-    return None
+        path = part_dir(staging, part.index) / KEYS_FILE
+        files.append((path, offset))
+        offset += sorted_key_count(path)
+    found = merge_sorted(files, None, staging / KEY_RUNS_DIR)
+    return None if found is None else json.loads(found.key)

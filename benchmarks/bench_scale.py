@@ -1,0 +1,309 @@
+"""What grows with rows, files and shards, measured on one machine (issue 28, parts 6 and 7).
+
+    python benchmarks/bench_scale.py                       # all three sections (a few minutes)
+    python benchmarks/bench_scale.py --only files          # many small files: batches and open cost
+    python benchmarks/bench_scale.py --only keys --rows 1000000 10000000
+    python benchmarks/bench_scale.py --only metadata --shards 1000 10000 100000 1000000 --open 1000 10000
+    python benchmarks/bench_scale.py --only manifest --shards 1000 10000 100000 1000000
+
+Every measurement runs in a fresh child process (imports untimed); memory is the child's peak RSS
+above what it held after its imports (VmHWM, reset after the imports, minus VmRSS then).
+
+files: N one-row CSV files loaded with the "csv" loader, written as before (one record batch per file:
+`batch_rows=1` makes the join pass every one-row batch through, exactly the old write path) and as now
+(batches joined up to `batch_rows`, 1,000). Record batches in the cache, build seconds, and the cost of
+opening the cache in a new process (`open_cache` + the first and last row).
+
+keys: the duplicate-key check over R synthetic keys ("file-<i>.jpg:0"): the worker side (a part's keys:
+the dict the check held before, 65 B a row, vs `KeyLog`, which spills sorted runs past 512K keys and merges
+them), and the driver side over 8 parts' key files (before: every digest concatenated and `np.unique`d;
+now: `merge_sorted`, a record batch of each file at a time).
+
+manifest: the proposed replacement of the shard list, Arrow columns (rows, bytes, sha256) mapped.
+
+metadata: `_metadata.json` of S shards (real entries: path, rows, bytes, sha256): its size, and the
+seconds and memory `CacheMetadata.read` takes to parse and check it; and, for `--open` sizes, a real Arrow
+cache of that many shards (hard links to one 1,000-row shard) opened with `open_cache` in a new process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+PRELUDE = r"""
+import json, os, resource, sys, time
+os.environ["STABLE_DATASETS_DISABLE_PROGRESS"] = "1"
+import numpy as np, pyarrow as pa, pyarrow.compute as pc
+import stable_datasets as sds
+from loguru import logger
+logger.disable("stable_datasets")
+def status(field):
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) for line in fh if line.startswith(field + ":"))
+with open("/proc/self/clear_refs", "w") as fh:  # the peak (VmHWM) starts again from here
+    fh.write("5")
+base, base_anon = status("VmRSS"), status("RssAnon")
+def done(**out):
+    out["rss_mb"] = round((status("VmHWM") - base) / 1024, 1)
+    out["anon_mb"] = round((status("RssAnon") - base_anon) / 1024, 1)  # private memory still held at the end
+    print(json.dumps(out))
+"""
+
+FILES_BUILD = PRELUDE + r"""
+data, batch_rows = sys.argv[1], int(sys.argv[2])
+start = time.perf_counter()
+ds = sds.load_dataset("csv", data_dir=data, split="train", layout_options={"batch_rows": batch_rows})
+seconds = time.perf_counter() - start
+batches = 0
+for entry in ds.cache_files:
+    with pa.memory_map(str(entry["filename"])) as source:
+        batches += pa.ipc.open_file(source).num_record_batches
+done(seconds=seconds, batches=batches, rows=len(ds), cache=str(ds.cache_dirs[0]))
+"""
+
+OPEN = PRELUDE + r"""
+start = time.perf_counter()
+ds = sds.open_cache(sys.argv[1])
+first, last = ds[0], ds[-1]
+done(seconds=time.perf_counter() - start, rows=len(ds))
+"""
+
+KEYS_WORKER = PRELUDE + r"""
+from pathlib import Path
+from stable_datasets.write.keys import KeyLog, key_digest, key_marker, key_text
+rows, before, folder = int(sys.argv[1]), sys.argv[2] == "1", Path(sys.argv[3])
+start = time.perf_counter()
+if before:  # the part's dict of every key, then its keys file's digests and texts (write/parts.py until now)
+    seen = {}
+    for i in range(rows):
+        key = f"file-{i}.jpg:0"
+        marker = key_marker(key)
+        assert marker not in seen
+        seen[marker] = key
+    markers = list(seen)
+    digests = np.fromiter((key_digest(m) for m in markers), np.uint64, count=len(markers))
+    texts = pa.array([key_text(seen[m]) for m in markers], pa.string())
+else:
+    log = KeyLog(folder / "runs")
+    for i in range(rows):
+        assert log.add(f"file-{i}.jpg:0")
+    assert log.finish(folder / "keys.arrow") is None
+done(seconds=time.perf_counter() - start)
+"""
+
+KEYS_DRIVER = PRELUDE + r"""
+from pathlib import Path
+from stable_datasets.write.keys import MergeStats, merge_sorted
+folder, parts, before = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
+files = [(folder / f"part-{p}.arrow", int(o)) for p, o in zip(range(parts), sys.argv[4:])]
+start = time.perf_counter()
+if before:  # find_duplicate_key until now: every part's keys read, all digests concatenated and np.unique'd
+    tables = []
+    for path, _ in files:
+        with pa.memory_map(str(path)) as source:
+            tables.append(pa.ipc.open_file(source).read_all())
+    digests = np.concatenate([t.column("digest").to_numpy() for t in tables])
+    values, counts = np.unique(digests, return_counts=True)
+    assert not (counts > 1).any()
+    peak = None
+else:
+    stats = MergeStats()
+    assert merge_sorted(files, None, folder / "scratch", stats) is None
+    peak = stats.peak_bytes
+done(seconds=time.perf_counter() - start, counted_mb=None if peak is None else round(peak / 2**20, 1))
+"""
+
+MANIFEST = PRELUDE + r"""
+def read(path):
+    with pa.memory_map(path) as source:
+        table = pa.ipc.open_file(source).read_all()
+        starts = np.cumsum(table.column("num_rows").to_numpy())  # what a reader needs to find a row's shard
+        total = int(table.column("num_bytes").to_numpy().sum())
+        digest = table.column("sha256")[len(table) // 2].as_py()
+    return len(table)
+read(sys.argv[2])  # warm-up on a 1-shard file: Arrow's lazy imports and one-time start are not the list
+best = float("inf")
+for _ in range(5):
+    start = time.perf_counter()
+    shards = read(sys.argv[1])
+    best = min(best, time.perf_counter() - start)
+done(seconds=best, shards=shards)
+"""
+
+METADATA = PRELUDE + r"""
+from stable_datasets.cache.metadata import CacheMetadata
+start = time.perf_counter()
+meta = CacheMetadata.read(sys.argv[1])
+done(seconds=time.perf_counter() - start, shards=len(meta.shards))
+"""
+
+
+def child(code: str, *args: object) -> dict:
+    out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
+                         cwd=HERE.parent)
+    if out.returncode:
+        return {"error": (out.stderr.strip().splitlines() or ["?"])[-1][:300]}
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def bench_files(work: Path, files: int) -> None:
+    data = work / "csv"
+    data.mkdir()
+    for i in range(files):
+        (data / f"f{i:06d}.csv").write_text(f"a,b\n{i},x{i}\n")
+    print(f"\n### {files:,} one-row CSV files\n")
+    print("| write path | record batches | build s | open + first/last row s | open peak RSS MB | private MB |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, batch_rows in (("before: one batch per file", 1), ("now: joined up to batch_rows", 1000)):
+        built = child(FILES_BUILD, data, batch_rows)
+        opens = [child(OPEN, built["cache"]) for _ in range(3)]
+        best = min(opens, key=lambda o: o["seconds"])
+        print(f"| {label} | {built['batches']:,} | {built['seconds']:.2f} | {best['seconds']:.3f} | "
+              f"{best['rss_mb']} | {best['anon_mb']} |")
+
+
+def bench_keys(work: Path, sizes: list[int]) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from stable_datasets.write.keys import write_sorted_keys
+
+    print("\n### Duplicate-key check\n")
+    print("| rows | worker before: s / peak RSS MB | worker now (KeyLog): s / peak RSS MB | driver before: s / peak "
+          "RSS MB | driver now (merge): s / peak RSS MB / counted MB |")
+    print("|---:|---|---|---|---|")
+    rng = np.random.default_rng(0)
+    for rows in sizes:
+        folder = work / f"keys-{rows}"
+        folder.mkdir()
+        worker_before = child(KEYS_WORKER, rows, 1, folder)
+        worker_now = child(KEYS_WORKER, rows, 0, folder)
+        parts, per = 8, rows // 8
+        offsets = []
+        for p in range(parts):
+            digests = np.sort(rng.integers(0, 2**64 - 1, per, dtype=np.uint64))
+            texts = pc.cast(pa.array(np.arange(p * per, (p + 1) * per)), pa.string())
+            write_sorted_keys(folder / f"part-{p}.arrow", digests, np.arange(per, dtype=np.int64), texts)
+            offsets.append(p * per)
+        driver_before = child(KEYS_DRIVER, folder, parts, 1, *offsets)
+        driver_now = child(KEYS_DRIVER, folder, parts, 0, *offsets)
+
+        def cell(r: dict) -> str:
+            return r.get("error") or f"{r['seconds']:.2f} / {r['rss_mb']}"
+
+        print(f"| {rows:,} | {cell(worker_before)} | {cell(worker_now)} | {cell(driver_before)} | "
+              f"{cell(driver_now)} / {driver_now.get('counted_mb')} |")
+
+
+def _metadata_cache(folder: Path, shards: int, shard_file: Path | None, rows_per_shard: int,
+                    template: dict) -> None:
+    """A cache folder listing `shards` shards (hard links to `shard_file` when given)."""
+    folder.mkdir(parents=True)
+    entries = []
+    size = shard_file.stat().st_size if shard_file else 1 << 30
+    sha = template["shards"][0]["sha256"] if shard_file else "ab" * 32
+    for i in range(shards):
+        name = f"shard-{i:07d}.arrow" if shards > 99_999 else f"shard-{i:05d}.arrow"
+        if shard_file:
+            if i % 50_000 == 0:  # a filesystem allows about 65,000 links to one file (ext4)
+                source = folder / f".copy-{i}"
+                shutil.copyfile(shard_file, source)
+            os.link(source, folder / name)
+        entries.append({"path": name, "num_rows": rows_per_shard, "num_bytes": size, "sha256": sha})
+    meta = dict(template, shards=entries, num_rows=rows_per_shard * shards, num_bytes=size * shards)
+    (folder / "_metadata.json").write_text(json.dumps(meta, indent=2))
+
+
+def bench_metadata(work: Path, shard_counts: list[int], open_counts: list[int]) -> None:
+    import stable_datasets as sds
+
+    one = sds.StableDataset.from_dict({"i": list(range(1000)), "s": [f"row {i}" for i in range(1000)]})
+    source = Path(one.cache_dirs[0])
+    template = json.loads((source / "_metadata.json").read_text())
+    shard_file = source / template["shards"][0]["path"]
+    print("\n### `_metadata.json` vs shards (parse and check only)\n")
+    print("| shards | `_metadata.json` bytes | bytes / shard | read s | read peak RSS MB | held (anon) MB |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for shards in shard_counts:
+        folder = work / f"meta-{shards}"
+        _metadata_cache(folder, shards, None, 10_000, template)
+        size = (folder / "_metadata.json").stat().st_size
+        runs = [child(METADATA, folder) for _ in range(2)]
+        best = min(runs, key=lambda r: r.get("seconds", 1e9))
+        print(f"| {shards:,} | {size:,} | {size / shards:.0f} | {best.get('seconds', float('nan')):.3f} | "
+              f"{best.get('rss_mb', best.get('error'))} | {best.get('anon_mb')} |")
+    print("\n### A real Arrow cache opened vs shards (1,000 rows each)\n")
+    print("| shards | rows | open + first/last row s | open RSS MB | of it private (anon) MB | private KB / shard |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for shards in open_counts:
+        folder = work / f"open-{shards}"
+        _metadata_cache(folder, shards, shard_file, 1000, template)
+        runs = [child(OPEN, folder) for _ in range(2)]
+        ok = [r for r in runs if "seconds" in r]
+        if not ok:
+            print(f"| {shards:,} | {shards * 1000:,} | fails: {runs[0]['error']} | | | |")
+            continue
+        best = min(ok, key=lambda r: r["seconds"])
+        print(f"| {shards:,} | {best['rows']:,} | {best['seconds']:.3f} | {best['rss_mb']} | {best['anon_mb']} | "
+              f"{best['anon_mb'] * 1024 / shards:.1f} |")
+
+
+def bench_manifest(work: Path, shard_counts: list[int]) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    print("\n### Proposal: the shard list as Arrow columns (rows, bytes, sha256; paths from the index)\n")
+    print("| shards | manifest bytes | bytes / shard | open + row starts ms (best of 5) | peak RSS MB |")
+    print("|---:|---:|---:|---:|---:|")
+    tiny = work / "manifest-tiny.arrow"
+    for shards in [1, *shard_counts]:
+        path = tiny if shards == 1 else work / f"manifest-{shards}.arrow"
+        table = pa.table({"num_rows": pa.array(np.full(shards, 10_000, np.int64)),
+                          "num_bytes": pa.array(np.full(shards, 1 << 30, np.int64)),
+                          "sha256": pa.array([bytes(32)] * shards, pa.binary(32))})
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+            out.write_table(table)
+        if shards == 1:
+            continue
+        best = child(MANIFEST, path, tiny)
+        size = path.stat().st_size
+        print(f"| {shards:,} | {size:,} | {size / shards:.0f} | {best['seconds'] * 1000:.2f} | {best['rss_mb']} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", choices=["files", "keys", "metadata", "manifest"])
+    parser.add_argument("--files", type=int, default=20_000)
+    parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    parser.add_argument("--shards", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
+    parser.add_argument("--open", type=int, nargs="+", default=[1_000, 10_000])
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=os.environ.get("BENCH_DIR")))
+    os.environ["STABLE_DATASETS_CACHE_DIR"] = str(work / "cache")
+    os.environ["STABLE_DATASETS_DISABLE_PROGRESS"] = "1"
+    from loguru import logger
+
+    logger.disable("stable_datasets")
+    print(f"work folder: {work}")
+    if args.only in (None, "files"):
+        bench_files(work, args.files)
+    if args.only in (None, "keys"):
+        bench_keys(work, args.rows)
+    if args.only in (None, "metadata"):
+        bench_metadata(work, args.shards, args.open)
+    if args.only in (None, "manifest"):
+        bench_manifest(work, args.shards)
+
+
+if __name__ == "__main__":
+    main()

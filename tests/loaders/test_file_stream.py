@@ -1,0 +1,478 @@
+"""`load_dataset(<loader>, data_files=..., streaming=True)` reads the files where they lie: no cache is built,
+rows equal the built cache's in order, ranks and workers share every row once, and a resume is exact, also on
+another world size; a file changed since a state was saved is refused naming it."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import os
+import tarfile
+from collections import Counter
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import stable_datasets as sds
+from stable_datasets.loaders.columns import LoaderError
+
+torch = pytest.importorskip("torch")
+from stable_datasets.loaders import file_stream  # noqa: E402
+from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
+from stable_datasets.streaming import state as stream_state  # noqa: E402
+
+FILES, PER_FILE = 5, 23  # 115 rows, files of unequal blocks across ranks
+
+
+def _records(f: int) -> list[dict]:
+    return [{"idx": f * PER_FILE + i, "text": f"row {f}-{i}", "score": float(i) / 4} for i in range(PER_FILE)]
+
+
+def write_files(folder, fmt: str) -> list[str]:
+    """FILES data files of `fmt` holding ids 0..FILES*PER_FILE-1 in order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for f in range(FILES):
+        records = _records(f)
+        table = pa.Table.from_pylist(records)
+        if fmt == "json":
+            path = folder / f"part-{f}.jsonl"
+            path.write_text("".join(json.dumps(r) + "\n" + ("\n" if i == 3 else "") for i, r in enumerate(records)))
+        elif fmt == "jsonl.gz":
+            path = folder / f"part-{f}.jsonl.gz"
+            path.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in records).encode()))
+        elif fmt == "jsonl.zst":
+            path = folder / f"part-{f}.jsonl.zst"
+            with pa.CompressedOutputStream(str(path), "zstd") as out:
+                out.write("".join(json.dumps(r) + "\n" for r in records).encode())
+        elif fmt == "csv":
+            path = folder / f"part-{f}.csv"
+            lines = ["idx,text,score"] + [f'{r["idx"]},"{r["text"]}",{r["score"]}' for r in records]
+            path.write_text("\n".join(lines) + "\n")
+        elif fmt == "parquet":
+            path = folder / f"part-{f}.parquet"
+            pq.write_table(table, path, row_group_size=7)
+        elif fmt == "arrow":
+            path = folder / f"part-{f}.arrow"
+            with pa.ipc.new_file(str(path), table.schema) as writer:
+                for batch in table.to_batches(max_chunksize=10):
+                    writer.write_batch(batch)
+        elif fmt == "text":
+            path = folder / f"part-{f}.txt"
+            path.write_text("".join(f"{r['idx']} {r['text']}\n" for r in records))
+        elif fmt == "webdataset":
+            path = folder / f"part-{f}.tar"
+            with tarfile.open(path, "w") as tar:
+                for r in records:
+                    for ext, data in (("idx.json", json.dumps(r["idx"]).encode()), ("txt", r["text"].encode())):
+                        info = tarfile.TarInfo(f"s{r['idx']:05d}.{ext}")
+                        info.size = len(data)
+                        tar.addfile(info, io.BytesIO(data))
+        else:
+            raise AssertionError(fmt)
+        paths.append(str(path))
+    return paths
+
+
+def on_rank(stream, **options):
+    """The same file stream on another rank / world size (what torch.distributed or RANK/WORLD_SIZE choose)."""
+    return stream.dataset.to_iterable(window_shards=file_stream.WINDOW_UNITS, **options)
+
+
+LOADER = {"json": "json", "jsonl.gz": "json", "jsonl.zst": "json",
+          "csv": "csv", "parquet": "parquet", "arrow": "arrow", "text": "text",
+          "webdataset": "webdataset"}
+
+
+def row_id(fmt: str, row: dict) -> int:
+    if fmt == "text":
+        return int(row["text"].split()[0])
+    if fmt == "webdataset":
+        return int(row["idx.json"])
+    return int(row["idx"])
+
+
+def nothing_under(root) -> bool:
+    return not root.exists() or not any(root.rglob("*"))
+
+
+@pytest.mark.parametrize("fmt", list(LOADER))
+def test_rows_equal_the_built_cache_and_no_cache_is_built(tmp_path, cache_root, fmt):
+    files = write_files(tmp_path / "data", fmt)
+    stream = sds.load_dataset(LOADER[fmt], data_files=files, split="train", streaming=True)
+    assert stream.source_files() is not None
+    streamed = list(stream)
+    assert not list(cache_root.rglob("_metadata.json"))  # no cache
+    if not fmt.startswith("jsonl."):  # a compressed file is decompressed once into the downloads folder
+        assert nothing_under(cache_root), sorted(cache_root.rglob("*"))
+    built = sds.load_dataset(LOADER[fmt], data_files=files, split="train")
+    assert streamed == built.to_list()
+    assert [row_id(fmt, r) for r in streamed] == list(range(FILES * PER_FILE))
+    assert stream.features == built.features and stream.column_names == built.column_names
+
+
+def test_a_split_dict_streams_each_split_and_a_slice_cuts_it(tmp_path, cache_root):
+    files = write_files(tmp_path / "data", "json")
+    streams = sds.load_dataset("json", data_files={"train": files[:3], "test": files[3:]}, streaming=True)
+    assert sorted(streams) == ["test", "train"]
+    assert [r["idx"] for r in streams["test"]] == list(range(3 * PER_FILE, FILES * PER_FILE))
+    sliced = sds.load_dataset("json", data_files=files, split="train[10:20]", streaming=True)
+    assert [r["idx"] for r in sliced] == list(range(10, 20))
+    assert nothing_under(cache_root)
+
+
+@pytest.mark.parametrize("fmt", ["json", "parquet"])
+def test_ranks_and_workers_serve_every_row_once(tmp_path, fmt):
+    files = write_files(tmp_path / "data", fmt)
+    seen: Counter = Counter()
+    for rank in range(3):
+        stream = sds.load_dataset(LOADER[fmt], data_files=files, split="train", streaming=True)
+        stream = on_rank(stream, rank=rank, world_size=3, drop_last=True).shuffle(seed=3, buffer_size=16)
+        for batch in StreamingDataLoader(stream, batch_size=4, num_workers=2):
+            seen.update(int(i) for i in batch["idx"])
+    total = FILES * PER_FILE
+    assert set(seen.values()) == {1} and len(seen) == total - total % 3  # 115 rows on 3 ranks: 1 dropped
+
+
+def test_verbs_work_on_a_file_stream(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    assert [r["idx"] for r in stream.take(3)] == [0, 1, 2]
+    assert [r["idx"] for r in stream.skip(110)] == [110, 111, 112, 113, 114]
+    assert [r["idx"] for r in stream.filter(lambda r: r["idx"] % 50 == 0)] == [0, 50, 100]
+    assert [r["idx"] for r in stream.take(2).map(lambda r: {"idx": r["idx"] * 2})] == [0, 2]
+    batches = list(stream.batch(50))
+    assert [len(b["idx"]) for b in batches] == [50, 50, 15]
+    shuffled = [r["idx"] for r in stream.shuffle(seed=1, buffer_size=10)]
+    assert sorted(shuffled) == list(range(115)) and shuffled != list(range(115))
+    assert shuffled == [r["idx"] for r in stream.shuffle(seed=1, buffer_size=10)]
+    first = next(iter(stream.with_format("numpy")))
+    assert isinstance(first["score"], np.floating | float) and first["text"] == "row 0-0"
+    stream.set_epoch(3)
+    assert stream.epoch == 3
+    mixed = sds.interleave_datasets([stream.take(3), stream.skip(112)])
+    assert [r["idx"] for r in mixed] == [0, 112, 1, 113, 2, 114]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.integers(0, 9), min_size=1, max_size=5), n=st.integers(1, 3), m=st.integers(1, 3),
+       stop=st.integers(0, 40), seed=st.integers(0, 3), shuffle=st.booleans())
+def test_resume_is_exact_on_another_world_size(tmp_path_factory, rows, n, m, stop, seed, shuffle):
+    folder = tmp_path_factory.mktemp("resume")
+    files, ident = [], 0
+    for f, count in enumerate(rows):
+        path = folder / f"f{f}.jsonl"
+        path.write_text("".join(json.dumps({"idx": ident + i}) + "\n" for i in range(count)))
+        ident += count
+        files.append(str(path))
+    total = sum(rows)
+
+    def stream(rank, world):
+        opened = sds.load_dataset("json", data_files=files, split="train", streaming=True,
+                                  features=sds.Features({"idx": sds.Value("int64")}))
+        opened = on_rank(opened, rank=rank, world_size=world, drop_last=True)
+        return opened.shuffle(seed=seed, buffer_size=4) if shuffle else opened
+
+    first = [stream(r, n) for r in range(n)]
+    served: list[int] = []
+    iterators = [iter(s) for s in first]
+    for _ in range(min(stop, first[0].rows_per_epoch())):  # ranks step in lockstep
+        served.extend(int(next(it)["idx"]) for it in iterators)
+    state = json.loads(json.dumps(first[0].state_dict()))
+    left = total - state["consumed"]
+    if 0 < left < m:
+        return  # drop_last on more ranks than rows left: refused (tested in the stream's own tests)
+    for r in range(m):
+        resumed = stream(r, m)
+        resumed.load_state_dict(state)
+        served.extend(int(row["idx"]) for row in resumed)
+    counts = Counter(served)
+    assert set(counts.values()) <= {1}, counts
+    assert total - len(counts) < max(n, m)  # only drop_last's tail is left out
+
+
+def test_a_dataloader_resume_with_workers_is_exact(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+
+    def make():
+        return sds.load_dataset("json", data_files=files, split="train", streaming=True).shuffle(seed=5, buffer_size=8)
+
+    loader = StreamingDataLoader(make(), batch_size=4, num_workers=2)
+    iterator = iter(loader)
+    head = [int(i) for _ in range(7) for i in next(iterator)["idx"]]
+    state = json.loads(json.dumps(loader.state_dict()))
+    del iterator
+    resumed = make()
+    resumed.load_state_dict(state)
+    rest = [int(i) for batch in StreamingDataLoader(resumed, batch_size=4, num_workers=2) for i in batch["idx"]]
+    assert sorted(head + rest) == list(range(FILES * PER_FILE))
+    assert head + rest == [r["idx"] for r in make()]
+    assert len(json.dumps(state)) < 2000 and state["files"]["count"] == FILES
+
+
+def test_a_file_changed_since_the_state_is_refused_naming_it(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    it = iter(stream)
+    for _ in range(30):
+        next(it)
+    state = stream.state_dict()
+    with open(files[2], "a") as fh:
+        fh.write(json.dumps({"idx": 999, "text": "x", "score": 0.0}) + "\n")
+    os.utime(files[2], ns=(1, 1))
+    again = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    with pytest.raises(ValueError, match=f"cannot resume: {files[2]} changed since the state was saved"):
+        again.load_state_dict(state)
+    fewer = sds.load_dataset("json", data_files=files[:4], split="train", streaming=True)
+    with pytest.raises(ValueError, match=r"cannot resume: the saved stream read other data files \(5 files; this "
+                                         r"stream reads 4"):
+        fewer.load_state_dict(state)
+
+
+def test_a_file_changed_while_streaming_is_refused_naming_it(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    with open(files[1], "a") as fh:
+        fh.write("\n")
+    with pytest.raises(LoaderError, match=f"^{files[1]}: the file changed while it was streamed"):
+        list(stream)
+
+
+def test_a_bad_line_names_the_file_and_line(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+    with open(files[3]) as fh:
+        lines = fh.read().splitlines(keepends=True)
+    lines[5] = '{"idx": 74, "text": "broken", \n'
+    with open(files[3], "w") as fh:
+        fh.write("".join(lines))
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    # lazily: the rows before the bad file are served, it is parsed only when the order reaches it
+    assert [r["idx"] for r in stream.take(3 * PER_FILE)] == list(range(3 * PER_FILE))
+    with pytest.raises(LoaderError, match=rf"^{files[3]}, line 6: invalid JSON \(Expecting property name enclosed "
+                                          r"in double quotes at column 30\)$"):
+        list(stream)
+
+
+def test_a_csv_value_that_does_not_cast_names_file_line_and_column(tmp_path):
+    files = write_files(tmp_path / "data", "csv")
+    with open(files[4], "a") as fh:
+        fh.write('oops,"row x",0.5\n')
+    features = sds.Features({"idx": sds.Value("int64"), "text": sds.Value("string"), "score": sds.Value("float64")})
+    with pytest.raises(LoaderError, match=rf"^{files[4]}, line 25: column 'idx': value 'oops' cannot be stored as "
+                                          "int64"):  # a CSV file with quotes is counted by parsing it, when it opens
+        sds.load_dataset("csv", data_files=files, split="train", streaming=True, features=features)
+
+
+@pytest.mark.parametrize("fmt", ["json", "parquet", "text", "csv"])
+def test_large_files_are_cut_into_units(tmp_path, monkeypatch, fmt):
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 100)
+    files = write_files(tmp_path / "data", fmt)
+    stream = sds.load_dataset(LOADER[fmt], data_files=files, split="train", streaming=True)
+    bounds = stream.dataset.block_bounds()
+    assert len(bounds) > FILES + 1 and bounds[-1] == FILES * PER_FILE
+    assert [row_id(fmt, r) for r in stream] == list(range(FILES * PER_FILE))
+    assert list(stream) == sds.load_dataset(LOADER[fmt], data_files=files, split="train").to_list()
+    assert sorted(row_id(fmt, r) for r in stream.shuffle(seed=2)) == list(range(FILES * PER_FILE))
+
+
+def test_a_registered_builder_still_streams_its_cache(tmp_path, cache_root, toy_builder):
+    stream = sds.load_dataset(str(toy_builder), split="train", streaming=True)
+    assert stream.source_files() is None and len(list(stream)) > 0
+    assert not nothing_under(cache_root)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.one_of(st.integers(0, 99).map(lambda i: json.dumps({"idx": i})),
+                                st.sampled_from(["", " ", "\t", "\r"])), min_size=0, max_size=12),
+       ending=st.sampled_from(["\n", "\r\n"]), last=st.booleans(), lead=st.sampled_from(["", " "]))
+def test_counted_json_lines_equal_the_parsed_rows(tmp_path_factory, lines, ending, last, lead):
+    """The lines counted when a stream opens are the rows the JSON loader parses (blank lines, CRLF, a last line
+    without its end, records after whitespace)."""
+    if not any(line.strip() for line in lines):
+        lines = [*lines, json.dumps({"idx": 1})]
+    path = tmp_path_factory.mktemp("count") / "a.jsonl"
+    path.write_bytes((ending.join(lead + line for line in lines) + (ending if last else "")).encode())
+    loader = sds.load_builder("json", data_files=str(path), features=sds.Features({"idx": sds.Value("int64")}))
+    parsed = sum(t.num_rows for t in loader.read_piece([str(path), None, None]))
+    assert file_stream.count_rows(loader, [str(path), None, None]) == parsed
+
+
+def test_a_shuffled_epoch_parses_each_unit_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 300)  # ~4 units per file, 20 in all
+    files = write_files(tmp_path / "data", "json")
+    parsed: Counter = Counter()
+    real = file_stream.read_unit
+
+    def counting(loader, unit, schema):
+        parsed[(unit.path, unit.start)] += 1
+        return real(loader, unit, schema)
+
+    monkeypatch.setattr(file_stream, "read_unit", counting)
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    units = len(stream.dataset.block_bounds()) - 1
+    assert stream.shuffle(seed=4, buffer_size=5).order.window_shards == file_stream.WINDOW_UNITS < units
+    order = [r["idx"] for r in stream.shuffle(seed=4, buffer_size=5)]
+    assert sorted(order) == list(range(FILES * PER_FILE)) and order != sorted(order)
+    assert len(parsed) == units and set(parsed.values()) == {1}
+
+
+def test_json_lines_on_s3_stream_like_local_ones(s3_env, tmp_path, cache_root):
+    for f in range(2):
+        s3_env.write(f"jsonl/part-{f}.jsonl", "".join(json.dumps(r) + "\n" for r in _records(f)).encode())
+    url = f"s3://{s3_env.bucket}/jsonl/part-*.jsonl"
+    stream = sds.load_dataset("json", data_files=url, split="train", streaming=True)
+    assert [r["idx"] for r in stream] == list(range(2 * PER_FILE))
+    rows = iter(stream)
+    assert [next(rows)["idx"] for _ in range(10)] == list(range(10))
+    state = json.loads(json.dumps(stream.state_dict()))
+    assert not [p for p in cache_root.rglob("_metadata.json")]  # nothing built: the objects are only downloaded
+    unchanged = sds.load_dataset("json", data_files=url, split="train", streaming=True)
+    unchanged.load_state_dict(state)  # the objects' ETags are the same (their downloaded copies are newer)
+    assert [r["idx"] for r in unchanged] == list(range(10, 2 * PER_FILE))
+    s3_env.write("jsonl/part-1.jsonl", b'{"idx": 5, "text": "new", "score": 1.0}\n')
+    again = sds.load_dataset("json", data_files=url, split="train", streaming=True)
+    with pytest.raises(ValueError, match=rf"cannot resume: s3://{s3_env.bucket}/jsonl/part-1.jsonl changed since"):
+        again.load_state_dict(state)
+
+
+def test_a_stateful_dataloader_state_resumes_on_another_cluster_size(tmp_path):
+    """torchdata's StatefulDataLoader on 2 ranks x 2 workers; its whole state loads into file streams on 3 ranks."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    files = write_files(tmp_path / "data", "parquet")
+    opened = sds.load_dataset("parquet", data_files=files, split="train", streaming=True)
+    served, states = [], []
+    for rank in range(2):
+        stream = on_rank(opened, rank=rank, world_size=2, loader_batch_size=6).shuffle(seed=8)
+        loader = StatefulDataLoader(stream, batch_size=6, num_workers=2)
+        iterator = iter(loader)
+        served += [int(i) for _ in range(3) for i in next(iterator)["idx"]]
+        states.append(json.loads(json.dumps(loader.state_dict())))
+        del iterator
+    for rank in range(3):
+        resumed = on_rank(opened, rank=rank, world_size=3).shuffle(seed=8)
+        resumed.load_state_dict(states[rank % 2])  # either rank's loader state
+        served += [int(r["idx"]) for r in resumed]
+    counts = Counter(served)
+    assert states[0]["_snapshot"] and sorted(counts) == list(range(FILES * PER_FILE))
+    # 36 rows served on 2 ranks; 79 left on 3 ranks are 27 each: the last step is padded with the order's first 2
+    assert sum(counts.values()) == 36 + 81 and max(counts.values()) == 2
+
+
+def test_a_state_over_many_files_stays_small(tmp_path, monkeypatch):
+    monkeypatch.setattr(stream_state, "LISTED_FILES", 3)
+    files = write_files(tmp_path / "data", "json")
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    state = stream.state_dict()
+    assert "identities" not in state["files"] and state["files"]["count"] == FILES
+    again = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    again.load_state_dict(state)
+    with open(files[4], "a") as fh:
+        fh.write("\n")
+    edited = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    with pytest.raises(ValueError, match="^cannot resume: one of the 5 data files changed since the state was saved"):
+        edited.load_state_dict(state)
+
+
+def test_a_later_file_that_does_not_fit_the_features_names_file_and_column(tmp_path):
+    """Features come from the first file; a later file is cast to them when the order reaches it."""
+    first, later = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text('{"idx": 1, "text": "a"}\n')
+    later.write_text('{"idx": 2, "text": "b"}\n{"idx": "three", "text": "c"}\n')
+    stream = sds.load_dataset("json", data_files=[str(first), str(later)], split="train", streaming=True)
+    assert stream.features == sds.Features({"idx": sds.Value("int64"), "text": sds.Value("string")})
+    with pytest.raises(LoaderError, match=rf"^{later} \(lines 1-2\): JSON parse error: Column\(/idx\) changed from "
+                                          "number to string in row 1"):
+        list(stream)
+
+
+def test_empty_files_and_json_documents_among_json_lines(tmp_path):
+    lines, empty, document = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.json"
+    lines.write_text('{"idx": 0}\n\n{"idx": 1}\n')
+    empty.write_text("")
+    document.write_text('[{"idx": 2}, {"idx": 3}]')
+    files = [str(lines), str(empty), str(document)]
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    assert [r["idx"] for r in stream] == [0, 1, 2, 3]
+    assert list(stream) == sds.load_dataset("json", data_files=files, split="train").to_list()
+    assert sorted(r["idx"] for r in stream.shuffle(seed=1)) == [0, 1, 2, 3]
+
+
+def test_a_folder_of_data_files_streams_its_files(tmp_path, cache_root):
+    write_files(tmp_path / "data", "parquet")
+    streams = sds.load_dataset(str(tmp_path / "data"), streaming=True)
+    assert list(streams) == ["train"] and streams["train"].source_files() is not None
+    assert [r["idx"] for r in streams["train"]] == list(range(FILES * PER_FILE))
+    assert nothing_under(cache_root)
+
+
+def test_mixed_file_streams_resume_exactly(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+
+    def mix():
+        first = sds.load_dataset("json", data_files=files[:2], split="train", streaming=True).shuffle(seed=1,
+                                                                                                     buffer_size=5)
+        second = sds.load_dataset("json", data_files=files[2:], split="train", streaming=True)
+        return sds.interleave_datasets([first, second], probabilities=[0.4, 0.6], seed=3)
+
+    whole = [r["idx"] for r in mix()]
+    stopped = mix()
+    rows = iter(stopped)
+    head = [next(rows)["idx"] for _ in range(17)]
+    state = json.loads(json.dumps(stopped.state_dict()))
+    resumed = mix()
+    resumed.load_state_dict(state)
+    assert head + [r["idx"] for r in resumed] == whole
+    assert len(set(whole)) == len(whole) and set(whole) <= set(range(FILES * PER_FILE))
+
+
+def test_text_with_crlf_and_a_last_line_without_its_end(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_bytes(b"one\r\ntwo\r\n\r\nfour")
+    stream = sds.load_dataset("text", data_files=str(path), split="train", streaming=True)
+    assert [r["text"] for r in stream] == ["one", "two", "", "four"]
+    assert list(stream) == sds.load_dataset("text", data_files=str(path), split="train").to_list()
+
+
+def test_a_pickled_stream_reads_the_same_rows(tmp_path):
+    """What a spawned DataLoader worker receives: the loader, the units and their identities, no parsed rows."""
+    import pickle
+
+    files = write_files(tmp_path / "data", "json")
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True).shuffle(seed=2, buffer_size=4)
+    assert [r["idx"] for r in pickle.loads(pickle.dumps(stream))] == [r["idx"] for r in stream]
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.lists(st.one_of(st.tuples(st.integers(0, 99), st.sampled_from(["a", "b c", "d"])), st.just(None)),
+                     max_size=10),
+       last=st.booleans(), lead=st.integers(0, 2), quoted=st.booleans())
+def test_counted_csv_lines_equal_the_parsed_rows(tmp_path_factory, rows, last, lead, quoted):
+    """Plain CSV rows are counted as non-empty lines after the header (None: an empty line); a quote in the file
+    falls back to parsing, since a quoted value may hold a line break."""
+    if all(r is None for r in rows):
+        rows = [*rows, (1, "a")]  # (a header alone is an error of the loader's: "Empty CSV file")
+    lines = ["\n" * lead + "x,y"] + ["" if r is None else f'{r[0]},{chr(34) + r[1] + chr(34) if quoted else r[1]}'
+                                      for r in rows]
+    path = tmp_path_factory.mktemp("csv") / "a.csv"
+    path.write_text("\n".join(lines) + ("\n" if last else ""))
+    loader = sds.load_builder("csv", data_files=str(path),
+                              features=sds.Features({"x": sds.Value("int64"), "y": sds.Value("string")}))
+    parsed = sum(t.num_rows for t in loader.read_piece([str(path), None, None]))
+    assert file_stream.count_rows(loader, [str(path), None, None]) == parsed
+    assert file_stream._count_lines(loader, str(path), None, None) == (None if quoted and parsed else parsed)
+
+
+def test_plain_csv_cut_into_ranges_counts_each_range(tmp_path, monkeypatch):
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 64)
+    path = tmp_path / "a.csv"
+    path.write_text("idx,text\n" + "".join(f"{i},row {i}\n" + ("\n" if i % 7 == 0 else "") for i in range(60)))
+    stream = sds.load_dataset("csv", data_files=str(path), split="train", streaming=True)
+    assert len(stream.dataset.block_bounds()) > 5
+    assert [r["idx"] for r in stream] == list(range(60))
+    assert list(stream) == sds.load_dataset("csv", data_files=str(path), split="train").to_list()
