@@ -1,7 +1,8 @@
 """Builds and reads of an object-store cache on a real multi-node Ray cluster whose nodes share no disk.
 
 One run, sides in turn, against an S3 server on 127.0.0.1 (moto) that counts the requests it
-serves (LIST, GET, PUT, HEAD, DELETE) and the bytes put:
+serves (LIST, GET, PUT, HEAD, DELETE, and COPY: a PUT naming a source object, which carries no
+bytes) and the bytes put:
 
 - build throughput of a generation-bound builder (benchmarks/bench_builders/digits_png.py)
   into an `s3://` root: one process, then Ray clusters of 1, 2 and 3 worker nodes (1 CPU each,
@@ -49,6 +50,8 @@ class Counting:
     def __call__(self, environ: dict, start_response: Any) -> Any:
         method, query = environ["REQUEST_METHOD"], environ.get("QUERY_STRING", "")
         kind = {"PUT": "PUT", "HEAD": "HEAD", "DELETE": "DELETE"}.get(method)
+        if method == "PUT" and "HTTP_X_AMZ_COPY_SOURCE" in environ:
+            kind = "COPY"  # CopyObject (a PUT naming its source): no bytes travel
         if kind is None:
             kind = "DELETE" if method == "POST" and "delete" in query else (
                 "LIST" if method == "GET" and ("list-type" in query or "prefix=" in query) else method)

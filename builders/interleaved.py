@@ -39,6 +39,7 @@ class Interleaved(sds.GeneratorBasedBuilder):
         return [sds.SplitGenerator(split, {"paths": paths}) for split, paths in splits.items()]
 
     def _generate_examples(self, paths):
+        paths = [self.local_input(p) for p in paths]  # this node's copies, of the version the fingerprint identified
         tars = [p for p in paths if p.endswith(".tar")]
         parquets = [p for p in paths if p.endswith(".parquet")]
         options = {"storage_options": options_for(paths[0], self.input_storage_options)} if paths else {}

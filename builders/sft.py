@@ -15,6 +15,7 @@ from pathlib import Path
 
 import stable_datasets as sds
 from stable_datasets.builder.data_files import normalize_data_files
+from stable_datasets.download.inputs import is_object_url
 from stable_datasets.sft import ChatSFTBuilder
 
 
@@ -28,12 +29,14 @@ class Sft(ChatSFTBuilder):
         generators = []
         for split, paths in normalize_data_files(self.config.data_files, "sft",
                                                   input_options=self.input_storage_options).items():
-            local = [p if Path(p).exists() else str(dl_manager.download(p)) for p in paths]
+            # object-store files stay URLs: each job copies the ones it reads on its own node (local_input)
+            local = [p if Path(p).exists() or is_object_url(p) else str(dl_manager.download(p)) for p in paths]
             generators.append(sds.SplitGenerator(split, {"split": split, "files": local}))
         return generators
 
     def _conversations(self, split, files):
-        for path in files:
+        for given in files:
+            path = self.local_input(given)
             name = Path(path).name
             if path.endswith(".parquet"):
                 import pyarrow.parquet as pq

@@ -21,7 +21,9 @@ process of the machine by name, other users' clusters too.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -30,7 +32,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -117,19 +119,23 @@ class RayCluster:
     folder: Path
     workers: list[WorkerNode] = field(default_factory=list)
 
-    def add_worker(self) -> WorkerNode:
+    def add_worker(self, env: dict[str, str] | None = None, hide: Sequence[str] = (),
+                   resources: dict[str, float] | None = None) -> WorkerNode:
+        """A worker node of 1 CPU; `env` overrides the cluster's environment on it, `hide` names folders it sees
+        empty (say, the installed package: a node without it), `resources` are custom resources it offers."""
         log = self.folder / f"worker-{len(self.workers)}.log"
         Path("/tmp/ray").mkdir(exist_ok=True)
-        private = [p for p in (*PRIVATE, _pytest_temp_root(), str(self.folder)) if Path(p).is_dir()]
-        mounts = " && ".join(f"mount -t tmpfs -o size=4g tmpfs {p}" for p in private)
+        private = [p for p in (*PRIVATE, _pytest_temp_root(), str(self.folder), *hide) if Path(p).is_dir()]
+        mounts = " && ".join(f"mount -t tmpfs -o size=4g tmpfs {shlex.quote(p)}" for p in private)
         node_tmp = self.folder / "node-tmp"  # inside the node's private mount of the cluster folder
+        offered = f" --resources={shlex.quote(json.dumps(resources))}" if resources else ""
         command = (f"{mounts} && mkdir -p {node_tmp} && export TMPDIR={node_tmp} && "
                    f"exec {RAY} start --address={self.address} --num-cpus=1 --node-ip-address=127.0.0.1 "
-                   "--object-store-memory=100000000 --disable-usage-stats --block")
+                   f"--object-store-memory=100000000 --disable-usage-stats --block{offered}")
         with open(log, "wb") as out:
             process = subprocess.Popen(["unshare", "-m", "-p", "-f", "--propagation", "private", "--mount-proc",
-                                        "sh", "-c", command], env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                       start_new_session=True)
+                                        "sh", "-c", command], env={**self.env, **(env or {})}, stdout=out,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
         node = WorkerNode(process, log)
         self.workers.append(node)
         return node
@@ -146,6 +152,12 @@ class RayCluster:
                 logs = "\n".join(w.log.read_text(errors="replace")[-1500:] for w in self.workers)
                 raise TimeoutError(f"{count} worker node(s) did not join in {timeout} s:\n{logs}")
             time.sleep(0.2)
+
+    def remove_worker(self, node: WorkerNode) -> None:
+        """Stop one worker node (its whole process tree) and wait until Ray counts it gone."""
+        self.workers.remove(node)
+        _kill_tree(node.process)
+        self.wait_for_workers(len(self.workers))
 
     def stop(self) -> None:
         for node in self.workers:

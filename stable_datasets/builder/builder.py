@@ -25,13 +25,20 @@ from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.builder.file_groups import TARGET_BYTES, content_groups
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
-from stable_datasets.builder.input_identity import changed_input, identity_of, input_entries, local_entries
+from stable_datasets.builder.input_identity import (
+    changed_input,
+    identity_of,
+    input_entries,
+    local_entries,
+    object_store_versions,
+)
 from stable_datasets.builder.local_modules import local_modules
 from stable_datasets.builder.provenance import builder_made_by
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, root_errors, split_folder_name
 from stable_datasets.dataset.open import open_cache
+from stable_datasets.download.inputs import fetch_object, is_object_url, options_for
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import InputChangedError, StableDatasetsError, UnknownSplitError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
@@ -42,7 +49,14 @@ from stable_datasets.layouts.base import require_positive_ints
 from stable_datasets.storage.publish import RemoteSplit
 from stable_datasets.storage.remote_cache import prepare_remote_split, valid_remote
 from stable_datasets.storage.root import RemoteRoot, resolve_root
-from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once, write_split
+from stable_datasets.write import (
+    ExampleSource,
+    JobRunner,
+    SplitJobs,
+    WritePlan,
+    build_once,
+    write_split_for_store,
+)
 from stable_datasets.write.engines import user_modules
 from stable_datasets.write.once import published_matches
 from stable_datasets.write.remote_parts import RemoteParts
@@ -103,6 +117,9 @@ class DatasetBuilder:
         #: local folder of caches; for a remote root, this node's work folder for it (staging, downloads)
         self.cache_root: Path = root.local_dir if isinstance(root, RemoteRoot) else root
         self._inputs_read: dict[str, Any] | None = None  # local input entries the last fingerprint identified
+        #: {url: [size, version]} of the object-store data files the last fingerprint identified: a part reading
+        #: one on its own node checks that it reads that version (input_identity.object_store_versions)
+        self.object_versions: dict[str, list[Any]] = {}
         #: storage options of object-store inputs (data_files, downloads) by scheme: `storage_options` serve the
         #: cache root's scheme, or every scheme when the root is local (download.inputs.options_for)
         self.input_storage_options: dict[str, dict[str, Any]] | None = None if not storage_options else \
@@ -234,6 +251,7 @@ class DatasetBuilder:
         entries = input_entries(self.config, self.cache_root, self.builder_name(), self._resolved_data_files(),
                                 self.input_storage_options)
         self._inputs_read = local_entries(entries)
+        self.object_versions = object_store_versions(entries)
         return identity_of(self.config, entries)
 
     def _resolved_data_files(self) -> dict[str, list[str]] | None:
@@ -313,6 +331,16 @@ class DatasetBuilder:
     def _remote_key(self, local: Path) -> str:
         """The object key of a path under this builder's local work folder for its remote root."""
         return self.remote.key(local.relative_to(self.cache_root).as_posix())  # type: ignore[union-attr]
+
+    def local_input(self, path: str) -> str:
+        """A data file on this node's disk: an object-store URL (`s3://`, `gs://`) is copied into this node's inputs
+        folder, and must still be the version this builder's fingerprint identified (else InputChangedError); any
+        other path is returned as it is. Builders keep such URLs in their jobs and call this where a part reads
+        the file, so parts that run on machines sharing no disk (engine="ray") each read their own copy."""
+        if not is_object_url(path):
+            return path
+        return str(fetch_object(path, options_for(path, self.input_storage_options),
+                                self.object_versions.get(path))[0])
 
     def _download_manager(self, download_mode: str = "reuse_dataset_if_exists",
                           verification_mode: str = "basic_checks") -> DownloadManager:
@@ -422,7 +450,7 @@ class DatasetBuilder:
         relative = directory.relative_to(self.cache_root).as_posix()
         parts = RemoteParts(self.remote.store, self.remote.key(relative))  # type: ignore[union-attr]
 
-        def build(local: Path) -> None:
+        def build(local: Path) -> dict[str, str]:
             if split not in generators():
                 raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {split!r}; "
                                  f"splits are {sorted(generators())}")
@@ -430,7 +458,7 @@ class DatasetBuilder:
                 logger.info("{} '{}': on an object-store root no part of an earlier cache is reused: a full build",
                             self.builder_name(), split)
             plan = dataclasses.replace(plan_for(split, local), remote_parts=parts)
-            write_split(plan, BuilderSource(self, generators()[split]), runner)
+            return write_split_for_store(plan, BuilderSource(self, generators()[split]), runner)[1]
 
         return prepare_remote_split(self.remote, relative,  # type: ignore[arg-type]
                                     fp, force=force, build=build, lock_timeout=lock_timeout)

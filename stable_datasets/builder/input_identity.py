@@ -103,6 +103,17 @@ def local_entries(entries: dict[str, Any] | None) -> dict[str, Any] | None:
     return out
 
 
+def object_store_versions(entries: dict[str, Any] | None) -> dict[str, list[Any]]:
+    """{url: [size, version]} of the object-store data files in `entries` (`s3://`, `gs://`, ...; not http): what
+    the fingerprint identified, so the part that reads one on its own node refuses another version of it."""
+    found = (entries or {}).get("data_files", {})
+    return {e[0]: list(e[1:]) for group in found.values() for e in group if _is_object_url(e[0])}
+
+
+def _is_object_url(path: str) -> bool:
+    return "://" in path and not path.startswith(("file://", "http://", "https://"))
+
+
 def changed_input(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:
     """What differs between two `input_entries(..., local_only=True)`: a line naming the first file that changed,
     appeared or went away, else None."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import uuid
@@ -23,8 +24,12 @@ from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.layouts import arrow_shards
 from stable_datasets.progress import progress
-from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once
+from stable_datasets.storage.remote_cache import RemoteOrigin, prepare_remote_split
+from stable_datasets.storage.root import RemoteRoot
+from stable_datasets.urls import ObjectURL
+from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once, write_split_for_store
 from stable_datasets.write.engines import user_modules
+from stable_datasets.write.remote_parts import RemoteParts
 from stable_datasets.write.seeding import seed_block
 
 if TYPE_CHECKING:
@@ -208,11 +213,47 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
     source = MapSource(ds, function, batched=batched, batch_size=batch_size, with_indices=with_indices,
                        input_columns=input_columns, remove=remove, given_features=given_features,
                        fn_kwargs=fn_kwargs, desc=desc or "map", seed=seed)
+    origin = _store_origin(ds)
+    if origin is not None and runner.engine == "ray":  # nodes may share no disk: published to the store
+        url = _map_to_store(origin, fp, plan, source, runner, force=not load_from_cache_file)
+        out = open_cache(url)
+        cols = [c for c in (fmt["columns"] or []) if c in out.features] or None
+        return out.with_format(fmt["type"], cols, fmt["decode"])
     reused = build_once(plan, source, runner, reuse=reuse if load_from_cache_file else None)
     return reused if reused is not None else reopen()
 
 
-def map_made_by(parent: Path, parent_fingerprint: str, function: Callable, inputs: dict[str, Any]) -> dict[str, Any]:
+def _store_origin(ds) -> RemoteOrigin | None:
+    """Where the one cache behind `ds` lives on an object store, or None (a local cache, or several)."""
+    backends = ds.backends
+    origin = backends[0].origin if len(backends) == 1 else None
+    return origin if isinstance(origin, RemoteOrigin) else None
+
+
+def _map_to_store(origin: RemoteOrigin, fp: str, plan: WritePlan, source: MapSource, runner: JobRunner,
+                  force: bool) -> str:
+    """A map of a cache on an object store with engine="ray": its parts run on the cluster's nodes, read the
+    source there (each node's own shard cache) and travel through the store, and the result is published beside
+    the source (`<split>.map-<fingerprint>`) as a build is (storage.remote_cache); its URL. A result published
+    already is reused unless `force`."""
+    store = origin.store
+    source_split = origin.split_prefix
+    folder, _, name = source_split.rpartition("/")
+    relative = f"{folder}/{name.split('.map-')[0]}.map-{fp}" if folder else f"{name.split('.map-')[0]}.map-{fp}"
+    root = RemoteRoot(ObjectURL(store.scheme, store.bucket, ""), store, dict(store.storage_options))
+    made_by = map_made_by(store.url(source_split), plan.fingerprint_inputs["source"], source.function,
+                          plan.fingerprint_inputs)
+
+    def build(local: Path) -> dict[str, str]:
+        at = dataclasses.replace(plan, target=local, remote_parts=RemoteParts(store, relative), evict=False,
+                                 made_by=made_by)
+        return write_split_for_store(at, source, runner)[1]
+
+    return prepare_remote_split(root, relative, fp, force=force, build=build)
+
+
+def map_made_by(parent: Path | str, parent_fingerprint: str, function: Callable,
+                inputs: dict[str, Any]) -> dict[str, Any]:
     """What made a map's cache: its parent cache and the function by name and place. The "spec" (parent,
     function by module, name and first line, and the map's options) is what a newer map result of the same
     call shares, so that `prune` can tell the older result is superseded."""

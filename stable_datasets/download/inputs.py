@@ -31,7 +31,7 @@ from typing import Any
 import filelock
 
 from stable_datasets.cache.publish import file_sha256
-from stable_datasets.errors import DownloadError, MissingObjectError, StorageError
+from stable_datasets.errors import DownloadError, InputChangedError, MissingObjectError, StorageError
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.root import local_base
 from stable_datasets.storage.store import ObjectInfo, ObjectStore
@@ -86,9 +86,18 @@ def object_identity(url: str, storage_options: dict[str, Any] | None = None) -> 
     return [url, info.size, _version(info)]
 
 
-def fetch_object(url: str, storage_options: dict[str, Any] | None = None) -> tuple[Path, str]:
-    """(a local verified copy of the one object `url` names, its sha256): builder downloads and data files."""
+def fetch_object(url: str, storage_options: dict[str, Any] | None = None,
+                 expected: list[Any] | None = None) -> tuple[Path, str]:
+    """(a local verified copy of the one object `url` names, its sha256): builder downloads and data files.
+
+    `expected` ([size, version] as `object_identity` gave them when the build's fingerprint was made): the object
+    must still be that version, else InputChangedError. A part fetches its inputs on its own node, after the driver
+    identified them: rows of another version would be published under the first one's fingerprint."""
     store, info = _one_object(url, storage_options)
+    if expected is not None and [info.size, _version(info)] != list(expected):
+        raise InputChangedError(f"data file {url} changed since the build identified it (size and version "
+                                f"{list(expected)} -> {[info.size, _version(info)]}); nothing was published. Run "
+                                "again once it is no longer being written")
     path = _fetch_object(store, info)
     try:
         digest = json.loads(path.with_name(f".{path.name}.version.json").read_text(encoding="utf-8"))["sha256"]

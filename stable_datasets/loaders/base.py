@@ -12,6 +12,13 @@ files are divided instead into `num_proc` jobs of about equal bytes.
 A loader says how to read one piece (`read_piece`): Arrow tables for the tabular formats,
 which go to the write path as record batches (`columnar`), or (key, example) pairs for
 images, videos and tar samples, which go through the features' encoders row by row.
+
+Files in an object store (`s3://`, `gs://`) stay URLs in the jobs: each part copies the files it
+reads into its own node's inputs folder (download.inputs) when it reads them, checking that each
+is still the version the fingerprint identified, so parts that run on machines sharing no disk
+find their inputs. The driver reads only what planning needs: sizes from the identity (no
+download), and the first file when the features are inferred. Such a file is not divided into
+ranges (that would need its bytes on the driver): the parts take whole files.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from stable_datasets.builder.file_groups import content_groups
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.paths import downloads_dir
+from stable_datasets.download.inputs import is_object_url
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.features.base import as_feature
 from stable_datasets.features.features import Features
@@ -92,6 +100,7 @@ class FileLoader(GeneratorBasedBuilder):
         """Files listed afresh, and features inferred from them, for each fingerprint; the build that
         follows reads the very list the fingerprint identified."""
         self._files = None
+        self.object_versions = {}  # inference reads the first file before this fingerprint identifies it
         if self.config.features is None and (self._inferred is None or self._inferred[0] != self._inference_key()):
             self._info_cache = None
         return super().fingerprint_inputs(storage_format, layout_options)
@@ -130,6 +139,8 @@ class FileLoader(GeneratorBasedBuilder):
         loaders)."""
         if path.startswith("file://"):
             path = path[len("file://"):]
+        elif is_object_url(path):  # this node's verified copy, of the version the fingerprint identified
+            path = self.local_input(path)
         elif "://" in path:
             path = str((dl_manager or self._download_manager()).download(path))
         if self.read_tables and compression_suffix(path):
@@ -190,9 +201,20 @@ class FileLoader(GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: DownloadManager) -> list[SplitGenerator]:
         generators = []
         for split, paths in self.data_files().items():
-            local = [self.local_file(p, dl_manager) for p in paths]
+            local = [p if is_object_url(p) else self.local_file(p, dl_manager) for p in paths]  # URLs: by the parts
             generators.append(SplitGenerator(split, {"pieces": [[p, None, None] for p in local]}))
         return generators
+
+    def piece_size(self, path: str) -> int:
+        """A piece's file size, for dividing the work: a remote file's from its identity (no download)."""
+        if is_object_url(path):
+            version = self.object_versions.get(path)
+            return int(version[0]) if version and isinstance(version[0], int) else 0
+        return _size(path)
+
+    def local_piece(self, piece: Piece) -> Piece:
+        """`piece` with its file on this node's disk (an object-store file is copied here first)."""
+        return [self.local_file(piece[0]), *piece[1:]] if is_object_url(piece[0]) else piece
 
     def piece_ranges(self, path: str, parts: int) -> list[Piece]:
         """A file divided into up to `parts` pieces, in order (by default it is not divided)."""
@@ -211,12 +233,14 @@ class FileLoader(GeneratorBasedBuilder):
                 return SplitJobs([{"pieces": pieces[lo:hi]} for lo, hi in groups])
         if num_jobs <= 1 or not pieces:
             return SplitJobs([{"pieces": pieces}])
-        sizes = [_size(p[0]) for p in pieces]
+        sizes = [self.piece_size(p[0]) for p in pieces]
         total = sum(sizes) or 1
         divided: list[Piece] = []
         weights: list[float] = []
         for piece, size in zip(pieces, sizes):
             parts = max(1, round(num_jobs * size / total)) if len(pieces) < num_jobs else 1
+            if is_object_url(piece[0]):
+                parts = 1  # its ranges would need its bytes here; the parts take whole files
             split = [[*r, *piece[3:]] for r in self.piece_ranges(piece[0], parts)] if parts > 1 else [piece]
             divided.extend(split)
             weights.extend([size / len(split)] * len(split))
@@ -252,11 +276,11 @@ class FileLoader(GeneratorBasedBuilder):
     def _generate_examples(self, pieces: list[Piece]) -> Iterator[Any]:  # type: ignore[override]
         """Record batches of the pieces for columnar features, else (key, example) pairs."""
         if self.columnar_examples():
-            for table in read_ahead(table for piece in pieces for table in self.read_piece(piece)):
+            for table in read_ahead(table for piece in pieces for table in self.read_piece(self.local_piece(piece))):
                 yield from (batch for batch in table.to_batches(BATCH_ROWS) if batch.num_rows)
             return
         for piece in pieces:
-            yield from self.examples_of_piece(piece)
+            yield from self.examples_of_piece(self.local_piece(piece))
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
         """Tables of one piece, conformed to the features unless `conform` is False (tabular loaders)."""

@@ -132,6 +132,10 @@ class FsspecStore(ObjectStore):
     def put_file(self, path: Path, key: str) -> None:
         self._call("upload", key, lambda: self.fs.put_file(str(path), self._path(key)))
 
+    def copy(self, source: str, key: str, size: int) -> None:
+        """The filesystem's own copy (server-side on gcsfs, s3fs, adlfs)."""
+        self._call("copy", key, lambda: self.fs.copy(self._path(source), self._path(key)))
+
     def put_if_absent(self, key: str, data: bytes) -> bool:
         def put() -> bool:
             if self._exclusive:

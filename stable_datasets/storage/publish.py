@@ -11,7 +11,9 @@ conditional put.** A split's prefix `<root>/<name>/<config>/<version>/<fingerpri
 
 A build runs the local write path into a local staging folder (write.split), then
 `publish_attempt` uploads every file `_metadata.json` lists under a fresh attempt prefix and
-puts `_metadata.json` with `If-None-Match: *`. Exactly one builder's put succeeds; a loser
+puts `_metadata.json` with `If-None-Match: *`. A file whose bytes are already on the store (a Ray
+build's part, uploaded by the node that wrote it) is copied there server-side instead (`copies`),
+so each byte of the cache is uploaded once. Exactly one builder's put succeeds; a loser
 deletes its attempt and uses the winner's cache. A reader resolves `_metadata.json` once and
 then reads only inside the attempt it names, so it sees no cache or a whole one, and keeps
 reading its attempt whatever is published later. Objects of an attempt no `_metadata.json`
@@ -34,11 +36,12 @@ import json
 import os
 import socket
 import time
+from collections.abc import Mapping, Set
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.errors import CacheError, StableDatasetsError
 from stable_datasets.storage.store import ObjectStore
 
@@ -97,11 +100,13 @@ def files_of(metadata: CacheMetadata) -> list:
 
 
 def publish_attempt(split: RemoteSplit, build_dir: Path, metadata: CacheMetadata, attempt_id: str, *,
-                    replace: bool = False) -> tuple[CacheMetadata, bool]:
+                    replace: bool = False, copies: Mapping[str, str] | None = None) -> tuple[CacheMetadata, bool]:
     """Upload a locally built cache under `attempts/<attempt_id>` and commit its `_metadata.json`.
 
     Returns (the published metadata, whether ours won). With `replace` (a rebuild under the
     lease) ours replaces what was published and the replaced attempt is marked superseded.
+    `copies`: {path of a file of the cache: key of an object of the same store with the same bytes}: those are
+    copied on the store, not uploaded (their size is checked before the commit).
     """
     outside = [f.path for f in files_of(metadata) if ".." in PurePosixPath(f.path).parts]
     if outside:
@@ -112,9 +117,17 @@ def publish_attempt(split: RemoteSplit, build_dir: Path, metadata: CacheMetadata
     store = split.store
     store.put_bytes(split.key(attempt, ATTEMPT_RECORD), json.dumps(
         {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}).encode())
+    copies = copies or {}
+
+    def send(item: ShardInfo) -> None:
+        if item.path in copies:
+            store.copy(copies[item.path], split.key(attempt, item.path), item.num_bytes)
+        else:
+            store.put_file(build_dir / item.path, split.key(attempt, item.path))
+
     with ThreadPoolExecutor(UPLOAD_THREADS) as pool:
-        list(pool.map(lambda f: store.put_file(build_dir / f.path, split.key(attempt, f.path)), files_of(metadata)))
-    _check_uploaded(split, attempt, metadata)
+        list(pool.map(send, files_of(metadata)))
+    _check_uploaded(split, attempt, metadata, set(copies))
     metadata.attempt = attempt
     body = json.dumps(metadata.to_dict(), indent=2, sort_keys=True).encode()
     if replace:
@@ -137,18 +150,22 @@ def publish_attempt(split: RemoteSplit, build_dir: Path, metadata: CacheMetadata
 ETAGS = "object_etags"
 
 
-def missing_objects(split: RemoteSplit, attempt: str, metadata: CacheMetadata) -> tuple[list[str], dict[str, str]]:
-    """(paths `metadata` lists that are not under the attempt, the ETags of those there): one listing."""
+def missing_objects(split: RemoteSplit, attempt: str, metadata: CacheMetadata, sized: Set[str] = frozenset()
+                    ) -> tuple[list[str], dict[str, str]]:
+    """(paths `metadata` lists that are not under the attempt, or for those in `sized`, not at their size; the
+    ETags of those there): one listing."""
     prefix = split.key(attempt) + "/"
     listed = {o.key[len(prefix):]: o for o in split.store.list(prefix)}
-    missing = [f.path for f in files_of(metadata) if f.path not in listed]
+    missing = [f.path for f in files_of(metadata)
+               if f.path not in listed or (f.path in sized and listed[f.path].size != f.num_bytes)]
     return missing, {path: o.etag for path, o in listed.items() if o.etag}
 
 
-def _check_uploaded(split: RemoteSplit, attempt: str, metadata: CacheMetadata) -> None:
+def _check_uploaded(split: RemoteSplit, attempt: str, metadata: CacheMetadata, copied: set[str] = frozenset()) -> None:
     """Every uploaded object is still there before the commit names it (a `prune` that ran while this builder's
-    lease was lost may have removed them: then nothing is published), and its ETag is noted (_record_etags)."""
-    missing, etags = missing_objects(split, attempt, metadata)
+    lease was lost may have removed them: then nothing is published), a copied one with its size, and its ETag is
+    noted (_record_etags)."""
+    missing, etags = missing_objects(split, attempt, metadata, copied)
     if missing:
         remove_attempt(split, attempt)
         raise CacheError(f"{split.store.url(split.key(attempt, missing[0]))}: uploaded object is gone before "

@@ -7,7 +7,7 @@ import json
 import os
 import posixpath
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,12 +25,14 @@ from stable_datasets.layouts.open import open_backend
 from stable_datasets.storage import shard_cache
 from stable_datasets.storage.lease import Lease
 from stable_datasets.storage.publish import (
+    ATTEMPTS,
     ETAGS,
     RemoteSplit,
     files_of,
     missing_objects,
     parse_remote_metadata,
     publish_attempt,
+    remove_attempt,
 )
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.root import RemoteRoot
@@ -66,12 +68,15 @@ def valid_remote(split: RemoteSplit, expected_fingerprint: str) -> bool:
 
 
 def prepare_remote_split(root: RemoteRoot, relative: str, fingerprint: str, *, force: bool,
-                         build: Callable[[Path], None], lock_timeout: float | None = None) -> str:
+                         build: Callable[[Path], Mapping[str, str] | None], lock_timeout: float | None = None) -> str:
     """Make sure `<root>/<relative>` holds a published cache of `fingerprint`; its URL.
 
     `build(directory)` runs the local write path into `directory` (under the root's local work
     folder); what it publishes there is uploaded, committed, then removed locally (its shards
-    are moved into the local shard cache, so a read right after needs no download).
+    are moved into the local shard cache, so a read right after needs no download). It may return
+    {path of a file it built: key of an object under this split's `attempts/` with the same bytes}
+    (parts a Ray build's nodes uploaded): those are copied on the store instead of uploaded, and
+    their attempts are removed once the split is published.
     """
     split = RemoteSplit(root.store, root.key(relative))
     if not force and valid_remote(split, fingerprint):
@@ -86,18 +91,27 @@ def prepare_remote_split(root: RemoteRoot, relative: str, fingerprint: str, *, f
         if not force and valid_remote(split, fingerprint):
             return split.url
         replace = force or split.metadata_text() is not None  # a damaged commit is replaced, under the lease
-        build(local)
+        copies = build(local) or {}
         pin, metadata = read_published(local)
         try:
-            published, won = publish_attempt(split, pin.directory, metadata, lease.attempt, replace=replace)
+            published, won = publish_attempt(split, pin.directory, metadata, lease.attempt, replace=replace,
+                                             copies=copies)
             if won:
                 _keep_as_shard_cache(root, split, pin.directory, published)
         finally:
             pin.release()
             remove_tree(local)
+        _remove_sources(split, copies.values())
         logger.info("{} {} rows to {}", "published" if won else "another builder published", published.num_rows,
                     split.url)
     return split.url
+
+
+def _remove_sources(split: RemoteSplit, keys: Iterable[str]) -> None:
+    """The attempts (`<split>/attempts/<id>/`) the copied objects came from, once they are of no further use."""
+    inside = split.key(ATTEMPTS) + "/"
+    for attempt in sorted({inside + key[len(inside):].split("/", 1)[0] for key in keys if key.startswith(inside)}):
+        remove_attempt(split, attempt[len(split.prefix) + 1:])
 
 
 def _keep_as_shard_cache(root: RemoteRoot, split: RemoteSplit, build_dir: Path, metadata: CacheMetadata) -> None:
@@ -201,6 +215,11 @@ class RemoteOrigin:
     store: ObjectStore
     attempt_key: str
     in_place: tuple[str, ...] = ()  # paths read in place on the store, never fetched
+
+    @property
+    def split_prefix(self) -> str:
+        """The key prefix of the split this attempt belongs to (`<split>/attempts/<id>` -> `<split>`)."""
+        return self.attempt_key.rsplit(f"/{ATTEMPTS}/", 1)[0]
 
     def localize(self, metadata: CacheMetadata) -> Path:
         local = shard_cache.attempt_dir(self.store, self.attempt_key)

@@ -8,6 +8,7 @@ line, a Ray worker's environment), `$STABLE_DATASETS_STORAGE_OPTIONS` may hold t
 from __future__ import annotations
 
 import json
+import os
 import threading
 from typing import Any
 
@@ -51,6 +52,18 @@ def open_store(url: ObjectURL, storage_options: dict[str, Any] | None = None) ->
                 store = FsspecStore(url.scheme, url.bucket, storage_options, str(url))
             _stores[key] = store
     return store
+
+
+def _forget_after_fork() -> None:
+    """A forked child (a part of a build with num_proc, a DataLoader worker) sets up its own clients: the parent's
+    are not fork-safe (gcsfs refuses them: "This class is not fork-safe"; a boto3 connection pool is shared)."""
+    global _lock
+    _lock = threading.Lock()  # the parent's may have been held by another thread at the fork
+    _stores.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def forget_stores() -> None:

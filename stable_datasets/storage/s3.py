@@ -30,6 +30,8 @@ PART_BYTES = 64 << 20
 PART_THREADS = 8
 #: files bigger than this are uploaded in parts of this size (multipart; one PUT takes at most 5 GB on S3)
 UPLOAD_PART_BYTES = 256 << 20
+#: objects up to this size are copied with one CopyObject (S3's limit for it), bigger ones part by part
+COPY_OBJECT_BYTES = 5 << 30
 #: seconds the first request (the bucket check) waits for a connection and for an answer: an endpoint that
 #: accepts connections but never answers fails in seconds, not after READ_TIMEOUT x attempts
 CHECK_TIMEOUT = 5.0
@@ -266,6 +268,21 @@ class S3Store(ObjectStore):
                 raise exc.__context__ if exc.__context__ is not None else exc from None
 
         self._call("upload", key, upload)
+
+    def copy(self, source: str, key: str, size: int) -> None:
+        """Server-side: one CopyObject up to 5 GB (S3's limit for it), else a multipart copy (UploadPartCopy)."""
+        def copy() -> None:
+            origin = {"Bucket": self.bucket, "Key": source}
+            if size <= COPY_OBJECT_BYTES:
+                self.client.copy_object(Bucket=self.bucket, Key=key, CopySource=origin)
+                return
+            from boto3.s3.transfer import TransferConfig
+
+            self.client.copy(origin, self.bucket, key, Config=TransferConfig(
+                multipart_threshold=UPLOAD_PART_BYTES, multipart_chunksize=UPLOAD_PART_BYTES,
+                max_concurrency=PART_THREADS))
+
+        self._call("copy", key, copy)
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         from botocore.exceptions import ClientError

@@ -12,6 +12,7 @@ import contextlib
 import errno
 import hashlib
 import os
+import tempfile
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -86,6 +87,15 @@ class ObjectStore(ABC):
             return False
         self.put_bytes(key, data)
         return True
+
+    def copy(self, source: str, key: str, size: int) -> None:
+        """Make `key` a copy of the object `source` (`size` bytes) of this bucket. Stores that copy server-side
+        (S3's CopyObject) override this, so the bytes never travel through this machine; this default downloads
+        the object and uploads it again."""
+        with tempfile.TemporaryDirectory(prefix="sds-copy-") as folder:
+            local = Path(folder) / "object"
+            self.download(source, local)
+            self.put_file(local, key)
 
     @abstractmethod
     def list(self, prefix: str) -> list[ObjectInfo]:

@@ -13,6 +13,7 @@ from stable_datasets.write.once import build_once
 from stable_datasets.write.parts import PartResult
 from stable_datasets.write.plan import SplitJobs, WritePlan
 from stable_datasets.write.sources import ExampleSource
-from stable_datasets.write.split import write_split
+from stable_datasets.write.split import write_split, write_split_for_store
 
-__all__ = ["ENGINES", "ExampleSource", "build_once", "JobRunner", "PartResult", "SplitJobs", "WritePlan", "write_split"]
+__all__ = ["ENGINES", "ExampleSource", "build_once", "JobRunner", "PartResult", "SplitJobs", "WritePlan", "write_split",
+           "write_split_for_store"]

@@ -9,9 +9,11 @@ Results come back in the order of the calls; the first failure stops the others.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import multiprocessing
 import multiprocessing.connection
 import pickle
+import re
 import signal
 import site
 import socket
@@ -79,7 +81,8 @@ class JobRunner:
         if self.engine == "ray":
             if self.shared is None:
                 return run_ray(fn, calls, self, desc)
-            results = run_ray(self.shared.around(fn), calls, self, desc)
+            named = [(f"{desc} {i} of {len(calls)}", *args) for i, args in enumerate(calls)]
+            results = run_ray(self.shared.around(fn), named, self, desc)
             self.shared.pull()
             return results
         if len(calls) == 1 or (self.num_proc or 1) <= 1:
@@ -260,6 +263,13 @@ def run_ray(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], runner: Jo
                         ray.exceptions.ObjectLostError) as exc:
                     died.append(f"{desc} {index[ref]} of {len(calls)}: its Ray worker died and the task failed "
                                 f"after {runner.ray_max_retries} retries ({type(exc).__name__})")
+                except ray.exceptions.RayTaskError as exc:
+                    missing = _missing_module(exc)
+                    if missing is None:
+                        raise
+                    raise StableDatasetsError(
+                        f"{desc} {index[ref]} of {len(calls)}: its Ray worker{_worker_of(exc)} cannot import "
+                        f"{missing}: {_install_hint(missing)}") from None
                 except ray.exceptions.UnserializableException as exc:  # its class cannot be rebuilt here
                     raise StableDatasetsError(f"{desc} {index[ref]} of {len(calls)} failed in its Ray task:\n"
                                               f"{getattr(exc, '_original_stack_trace', exc)}") from None
@@ -269,6 +279,43 @@ def run_ray(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], runner: Jo
     if died:
         raise WorkerDiedError("; ".join(died))
     return results
+
+
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def _missing_module(exc: Any) -> str | None:
+    """The module a Ray task could not import on its node (the task's function or its arguments need it, or its
+    code imports it), else None."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, ModuleNotFoundError) and cause.name:
+        return cause.name
+    # Ray's own reports: the task's function (RuntimeError "failed to import on the worker") or its arguments
+    # (RaySystemError "could not be computed") could not be unpickled there
+    if type(cause).__name__ in ("RuntimeError", "RaySystemError"):
+        found = _NO_MODULE.search(str(cause))
+        return found.group(1) if found else None
+    return None
+
+
+_WORKER = re.compile(r"\(pid=(\d+), ip=([^)\s]+)\)")
+
+
+def _worker_of(exc: BaseException) -> str:
+    """" on <ip> (pid <pid>)" of the Ray worker a task error came from (its message names them), else ""."""
+    found = _WORKER.search(str(exc))
+    return f" on {found.group(2)} (pid {found.group(1)})" if found else ""
+
+
+def _install_hint(module: str) -> str:
+    if module.split(".")[0] != "stable_datasets":
+        return f"install the package that provides {module.split('.')[0]} on every node of the cluster"
+    try:
+        version = importlib.metadata.version("stable-datasets")
+    except importlib.metadata.PackageNotFoundError:
+        version = "the driver's version"
+    return (f"install stable-datasets ({version}, as on the driver) on every node of the cluster: in the nodes' "
+            "image or environment, or with ray.init(runtime_env={'pip': [...]}); nothing was published")
 
 
 def _stop(ray: ModuleType, pending: list[Any]) -> None:

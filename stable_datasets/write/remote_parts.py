@@ -5,7 +5,9 @@ driver cannot see. So each task writes its part into its own local folder (the s
 own disk), uploads every file of it under the split's parts prefix on the store, and uploads the
 part's record (`_part.json`) last: a record on the store means the whole part is there. The
 driver reads the parts from the store (downloading only those its own disk does not hold) and
-merges them as it merges local parts; the merged cache is then published as any other.
+merges them as it merges local parts; the merged cache is then published as any other, except that
+a merged file whose bytes a part uploaded already is copied on the store (`store_copies`), not
+uploaded again: each byte of the cache is uploaded once.
 
 The parts prefix is `<split>/attempts/<id>/parts/`, where `<id>` hashes the jobs (and so the
 fingerprint): a build that failed leaves its finished parts there, and the next build of the same
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -27,7 +30,9 @@ from typing import Any
 from loguru import logger
 
 from stable_datasets.cache.journal import JOURNAL_FILE
+from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.errors import StableDatasetsError, StorageError
+from stable_datasets.write.engines import ray_node_id
 from stable_datasets.write.parts import PART_FILE, PartResult, part_dir
 
 ATTEMPTS = "attempts"  # the object-store protocol's attempt folder (storage.publish.ATTEMPTS)
@@ -161,19 +166,41 @@ class SharedWorkdir:
                 self.remote.store.put_file(path, f"{self.prefix}/{relative}")
 
     def around(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        def mirrored(*args: Any) -> Any:
+        """`fn` with the work folder pulled before and pushed after; it takes the call's name ("<desc> 2 of 5")
+        first, for an error naming the call and its node when the store cannot be reached from there."""
+
+        def mirrored(call: str, *args: Any) -> Any:
             self.local.mkdir(parents=True, exist_ok=True)  # on another node, nothing of the staging folder exists
-            self.pull()
+            self._mirror(self.pull, call, "read")
             result = fn(*args)
-            self.push()
+            self._mirror(self.push, call, "write")
             return result
 
         return mirrored
+
+    def _mirror(self, step: Callable[[], None], call: str, doing: str) -> None:
+        try:
+            step()
+        except StorageError as exc:  # this node cannot reach the store the driver reached
+            raise StableDatasetsError(f"{call} (node {ray_node_id() or 'unknown'}): could not {doing} the split's "
+                                      f"work folder {self.remote.url(self.prefix)}/: {exc}") from None
 
 
 def shared_workdir(remote: RemoteParts, fingerprint: str, local: Path) -> SharedWorkdir:
     attempt = hashlib.sha256(f"work/{fingerprint}".encode()).hexdigest()[:32]
     return SharedWorkdir(remote, f"{remote.split_prefix}/{ATTEMPTS}/{attempt}/work", local)
+
+
+def store_copies(prefix: str, parts: list[PartResult], files: list[ShardInfo]) -> dict[str, str]:
+    """{path of a merged file: key of a part's object on the store with the same bytes (same sha256 and size)}: the
+    publish copies those on the store (storage.publish) rather than uploading them a second time. Arrow and Parquet
+    shards are the parts' files renamed; Lance data files too (the merge writes only new manifests)."""
+    uploaded = {(s.sha256, s.num_bytes): part_key(prefix, part.index, s.path)
+                for part in parts for s in part.shards if _DIGEST.fullmatch(s.sha256 or "")}
+    return {f.path: uploaded[(f.sha256, f.num_bytes)] for f in files if (f.sha256, f.num_bytes) in uploaded}
+
+
+_DIGEST = re.compile(r"[0-9a-f]{64}")  # a real sha256: a record without one is never taken for another file
 
 
 def remove_prefix(remote: RemoteParts, prefix: str) -> None:

@@ -48,6 +48,7 @@ from stable_datasets.write.remote_parts import (
     remote_part_writer,
     remove_prefix,
     shared_workdir,
+    store_copies,
 )
 from stable_datasets.write.reuse import (
     PART_FILES_KEY,
@@ -120,6 +121,21 @@ def refuse_what_cannot_fit(plan: WritePlan) -> None:
 
 def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None = None) -> CacheMetadata:
     """Build `plan.target` from `source`; returns the published metadata."""
+    return _write_split(plan, source, runner, keep_parts=False)[0]
+
+
+def write_split_for_store(plan: WritePlan, source: ExampleSource,
+                          runner: JobRunner | None = None) -> tuple[CacheMetadata, dict[str, str]]:
+    """`write_split` for a cache that is then published to the object store its parts went through
+    (`plan.remote_parts`, with engine="ray"): also {path of a published file: key of the part's object on the
+    store with the same bytes}, for the publish to copy there instead of uploading again. Those parts stay on
+    the store: the caller removes them once published (storage.remote_cache does). {} for a build whose parts
+    did not go through the store."""
+    return _write_split(plan, source, runner, keep_parts=True)
+
+
+def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None,
+                 keep_parts: bool) -> tuple[CacheMetadata, dict[str, str]]:
 
     runner = runner or JobRunner()
     runner.modules = [*runner.modules, *source.code_modules()]
@@ -191,8 +207,11 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
         publish(staging, plan.target)
         if plan.evict and root_of(plan.target) is not None:
             record_publish(root_of(plan.target), plan.target, metadata)  # the root's index (cache.index)
+        copies: dict[str, str] = {}
         if remote is not None:
-            _remove_remote(remote, remote_prefix, runner.shared)
+            copies = store_copies(remote_prefix, parts, [*metadata.shards, *metadata.extra_files]) \
+                if keep_parts else {}
+            _remove_remote(remote, "" if copies else remote_prefix, runner.shared)
     except BaseException as exc:
         if not _is_infrastructure_failure(exc) and remote is not None:
             with contextlib.suppress(Exception):  # bad data: the parts on the store are of no use to a next build
@@ -214,7 +233,7 @@ def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None
     logger.info("published {} rows of {} '{}' to {}", metadata.num_rows, plan.builder_name, plan.split, plan.target)
     if limit is not None and root_of(plan.target) is not None:
         evict_over_limit(root_of(plan.target), limit, plan.target.parent)
-    return metadata
+    return metadata, copies
 
 
 def _remove_all(folders: list[Path]) -> None:

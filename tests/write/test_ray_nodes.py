@@ -1,0 +1,177 @@
+"""engine="ray" on a real multi-node cluster whose nodes share no disk (tests/ray_cluster.py), against the S3
+server on 127.0.0.1: data files on the store are read by the parts on their own nodes (the driver reads none),
+a map of a cache on the store runs on the nodes and is published there; a node that cannot reach the store, or
+cannot import stable-datasets, fails the build naming the part and the node, and nothing is published."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+import stable_datasets as sds
+from stable_datasets.download.inputs import inputs_root
+from stable_datasets.errors import StableDatasetsError
+from tests.ray_cluster import ray_cluster
+
+ray = pytest.importorskip("ray")
+pytest.importorskip("moto")
+pytestmark = pytest.mark.xdist_group("ray")  # one cluster at a time, in one xdist worker
+
+WORKER_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+              "AWS_EC2_METADATA_DISABLED": "true", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+              "AWS_CONFIG_FILE": "/nonexistent"}
+FEATURES = sds.Features({"i": sds.Value("int64"), "text": sds.Value("string")})
+
+
+@pytest.fixture(scope="module")
+def cluster(moto_endpoint):
+    if ray.is_initialized():
+        ray.shutdown()  # another module's local cluster
+    with ray_cluster(2, {**WORKER_ENV, "AWS_ENDPOINT_URL": moto_endpoint}) as started:
+        yield started
+
+
+def _part_nodes(ds) -> list[str]:
+    return ds.cache_metadata[0].extra["part_nodes"]
+
+
+def _copies() -> list[str]:
+    root = inputs_root()
+    return sorted(p.name for p in root.rglob("*.jsonl")) if root.is_dir() else []
+
+
+def test_jsonl_on_s3_is_read_by_the_parts_on_their_nodes_and_equals_a_one_process_build(cluster, s3_env, tmp_path):
+    for number in range(4):
+        rows = range(number * 10, number * 10 + 10 + number)
+        s3_env.write(f"jsonl/part-{number}.jsonl",
+                     "".join(json.dumps({"i": i, "text": f"row {i}"}) + "\n" for i in rows).encode())
+    pattern = f"s3://{s3_env.bucket}/jsonl/*.jsonl"
+    ds = sds.load_dataset("json", data_files=pattern, split="train", features=FEATURES, engine="ray", num_proc=4)
+    nodes = _part_nodes(ds)
+    assert len(nodes) == 4 and len(set(nodes)) == 2  # parts ran on both worker nodes
+    assert _copies() == []  # the driver planned from the files' sizes: it downloaded none of them
+    one = sds.load_dataset("json", data_files=pattern, split="train", features=FEATURES,
+                           cache_dir=str(tmp_path / "one-process"))
+    assert ds.to_arrow().equals(one.to_arrow())
+    assert ds["i"] == [i for n in range(4) for i in range(n * 10, n * 10 + 10 + n)]
+    assert not [k for k in s3_env.objects() if "/.part-" in k]  # the parts are removed once published
+
+
+def test_packed_sft_from_s3_tokenizes_on_the_nodes_and_equals_a_one_process_build(cluster, s3_env, tmp_path):
+    """The `sft` builder's plan step (a tokenize task per job, on the nodes) reads the remote chats there too."""
+    from stable_datasets.sft import PackingConfig
+
+    urls = []
+    for f in range(4):
+        lines = [json.dumps({"prompt": f"question {f}/{r}", "response": "word " * ((f * 37 + r * 11) % 40 + 1)})
+                 for r in range(15)]
+        s3_env.write(f"chats/chat-{f}.jsonl", ("\n".join(lines) + "\n").encode())
+        urls.append(f"s3://{s3_env.bucket}/chats/chat-{f}.jsonl")
+    packing = PackingConfig(pack_size=256, seed=3)
+    ds = sds.load_dataset("sft", split="train", data_files={"train": urls}, packing=packing,
+                          storage_format="parquet", engine="ray", num_proc=4)
+    assert len(set(_part_nodes(ds))) == 2
+    one = sds.load_dataset("sft", split="train", data_files={"train": urls}, packing=packing,
+                           storage_format="parquet", cache_dir=str(tmp_path / "one-process"))
+    assert len(ds) == len(one) > 3
+    assert ds.to_arrow().equals(one.to_arrow())
+
+
+def _double(batch):
+    return {"twice": [2 * i for i in batch["i"]]}
+
+
+def test_a_map_of_a_cache_on_the_store_runs_on_the_nodes_and_is_published_there(cluster, s3_env, parts_builder):
+    source = sds.load_dataset(str(parts_builder), split="train")
+    expected = source.map(_double, batched=True, batch_size=50, num_proc=1)  # one process, a local result
+    mapped = source.map(_double, batched=True, batch_size=50, num_proc=4, engine="ray")
+    assert mapped.to_arrow().equals(expected.to_arrow())
+    nodes = _part_nodes(mapped)
+    assert len(nodes) == 4 and len(set(nodes)) == 2
+    published = [k for k in s3_env.objects() if k.endswith("_metadata.json")]
+    assert len(published) == 2 and any(".map-" in k for k in published)  # the source and the map's result
+    assert not [k for k in s3_env.objects() if "/.part-" in k]
+    again = source.map(_double, batched=True, batch_size=50, num_proc=4, engine="ray")  # published: reused
+    assert again.cache_metadata[0].attempt == mapped.cache_metadata[0].attempt
+
+
+_HOLD = types.FunctionType(compile("__import__('time').sleep(120)", "<hold>", "eval"), {})  # by value: no module
+
+
+@pytest.fixture
+def odd_node(cluster):
+    """Adds a third worker node unlike the others (`add(env=..., hide=...)` returns its Ray node id), and holds the
+    CPU of each other node with a sleeping task, so that every task of the build runs on it; after the test the
+    holders are cancelled and the node removed, so the module's cluster has its two nodes again."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    added, holders = [], []
+
+    def add(**kwargs) -> str:
+        others = {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0}
+        added.append(cluster.add_worker(resources={"odd_node": 1}, **kwargs))
+        cluster.wait_for_workers(3)
+        for node in others:
+            holders.append(ray.remote(num_cpus=1, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node, soft=False))(_HOLD).remote())
+        deadline = time.monotonic() + 60
+        while ray.available_resources().get("CPU", 0) != 1:  # the holders run: only the odd node's CPU is free
+            assert time.monotonic() < deadline, ray.available_resources()
+            time.sleep(0.2)
+        return next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("odd_node"))
+
+    yield add
+    for holder in holders:
+        ray.cancel(holder, force=True)
+    for node in added:
+        cluster.remove_worker(node)
+
+
+def _nothing_published(s3_env) -> bool:
+    keys = s3_env.objects()
+    return not [k for k in keys if k.endswith("_metadata.json") or "/.part-" in k]
+
+
+def test_a_node_that_cannot_reach_the_store_fails_its_part_naming_part_and_node(cluster, s3_env, parts_builder,
+                                                                               odd_node):
+    node = odd_node(env={"AWS_ENDPOINT_URL": "http://127.0.0.1:9"})  # the driver reaches the store, it does not
+    with pytest.raises(StableDatasetsError, match=rf"part \d of 5 \(node {node}\): could not .* s3://{s3_env.bucket}/"
+                                                  r".*cannot reach the endpoint http://127.0.0.1:9"):
+        sds.load_dataset(str(parts_builder), split="train", engine="ray", num_proc=5)
+    assert _nothing_published(s3_env)
+
+
+def test_a_node_without_the_package_fails_its_part_naming_part_and_node(cluster, s3_env, parts_builder, odd_node):
+    odd_node(hide=[str(Path(sds.__file__).parent)])  # stable_datasets cannot be imported there
+    with pytest.raises(StableDatasetsError, match=r"^parts 'train' part \d of 5: its Ray worker on \S+ "
+                                                  r"\(pid \d+\) cannot import stable_datasets[\w.]*: install "
+                                                  r"stable-datasets \(.*, as on the driver\) on every node"):
+        sds.load_dataset(str(parts_builder), split="train", engine="ray", num_proc=5)
+    assert _nothing_published(s3_env)
+
+
+def test_a_ray_address_nobody_answers_fails_at_once_and_leaves_nothing_on_the_store(s3_env, parts_builder):
+    """The object-store root's protocol (a lease, parts through the store) starts before Ray is reached: the
+    error names the address and the store keeps no lease, part or commit (a subprocess: this one is connected
+    to the module's cluster)."""
+    script = textwrap.dedent(f"""
+        import stable_datasets as sds
+        from stable_datasets.errors import StableDatasetsError
+        try:
+            sds.load_dataset({str(parts_builder)!r}, split="train", num_proc=2, engine="ray",
+                             ray_address="127.0.0.1:1")
+        except StableDatasetsError as exc:
+            print(exc)
+    """)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    assert out.stdout.startswith("cannot reach the Ray cluster at 127.0.0.1:1 (ray_address): "), out.stderr[-3000:]
+    assert [k.rsplit("/", 1)[1] for k in s3_env.objects()] == [".splits.json"]  # the split names, nothing else
