@@ -92,9 +92,20 @@ def stored_frames_ref(dataset: str, frame_column: str, first_row: int, frames: i
                        "height": height, "width": width, "source": source})
 
 
-def _quiet_opencv_threads() -> None:
-    """In a forked worker OpenCV's own thread pool is gone; one thread per worker process."""
+def fork_frame_encoders(workers: int) -> Any:
+    """A fork pool of `workers` single-threaded OpenCV processes.
+
+    OpenCV's own thread pool does not survive a fork: a child that inherits a pool whose threads
+    are gone hangs in its first `cv2.setNumThreads` or parallel call (seen whenever the building
+    process had used OpenCV in parallel before, e.g. decoding videos). So the parent's pool is
+    stopped while the workers are forked (they inherit one thread and no pool), then restored.
+    """
+    previous = cv2.getNumThreads()
     cv2.setNumThreads(1)
+    try:
+        return multiprocessing.get_context("fork").Pool(workers)
+    finally:
+        cv2.setNumThreads(previous)
 
 
 def encode_frames(job: tuple[str | None, bytes | None, str, str, Any, list[int]]) -> dict[str, Any] | str:
@@ -166,8 +177,7 @@ class Writer(LayoutWriter):
         # Fork, not spawn: spawn and forkserver re-import the user's __main__, so a script without a
         # main guard would run again in every worker. The workers only touch OpenCV and numpy, never
         # Lance, and start before our Lance writer thread does.
-        self._pool = multiprocessing.get_context("fork").Pool(workers, initializer=_quiet_opencv_threads) \
-            if workers > 1 else None
+        self._pool = fork_frame_encoders(workers) if workers > 1 else None
         self._ahead = 2 * workers  # videos being encoded or waiting to be written
         self._frames = lance_rows.Writer(directory, FRAMES_SCHEMA, {
             "max_rows_per_file": self.options["max_rows_per_file"],

@@ -381,3 +381,29 @@ def test_a_column_view_of_a_frames_cache_serves_its_windows():
     assert len(some) == len(ds) == 12
     assert some[3] == {"video_index": 1, "start_frame": 8}
     assert some["start_frame"][:4] == [0, 8, 0, 8]
+
+
+OPENCV_THREADS_THEN_FRAMES = """
+import sys
+import cv2, numpy as np
+import stable_datasets as sds
+cv2.setNumThreads(2)
+image = np.random.default_rng(0).integers(0, 255, (2000, 2000, 3), dtype=np.uint8)
+for _ in range(3):
+    cv2.GaussianBlur(image, (31, 31), 0)  # OpenCV's own thread pool now runs in this process
+ds = sds.load_dataset("moving_digits", name="frames", split="train", train_videos=3, test_videos=1,
+                      cache_dir=sys.argv[1])
+print(len(ds), cv2.getNumThreads())
+"""
+
+
+def test_a_frames_build_after_parallel_opencv_work_does_not_hang(tmp_path):
+    """The frame encoders are forked: before, a child inherited OpenCV's thread pool without its threads and
+    hung in its first cv2.setNumThreads (the build waited forever). The parent keeps its own thread count."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", OPENCV_THREADS_THEN_FRAMES, str(tmp_path)], capture_output=True,
+                         text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["6", "2"]
