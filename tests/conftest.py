@@ -75,6 +75,19 @@ def index_cache(tmp_path_factory):
 
 
 @pytest.fixture
+def warnings_logged():
+    """The text of every warning stable-datasets logs during the test (logging is otherwise off in tests)."""
+    from loguru import logger
+
+    messages: list[str] = []
+    logger.enable("stable_datasets")
+    handle = logger.add(lambda m: messages.append(str(m)), level="WARNING")
+    yield messages
+    logger.remove(handle)
+    logger.disable("stable_datasets")
+
+
+@pytest.fixture
 def write_builder(tmp_path: Path):
     """Write a builder script `<name>.py` under tmp_path/builders and return its path."""
 

@@ -255,3 +255,26 @@ def ray_cluster(num_workers: int, env: dict[str, str]) -> Iterator[RayCluster]:
             cluster.stop()
         shutil.rmtree(folder, ignore_errors=True)
         _set_auth(saved)
+
+
+#: what a worker node needs to reach the S3 server on 127.0.0.1 with moto's credentials, and nothing of the host's
+S3_WORKER_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
+                 "AWS_EC2_METADATA_DISABLED": "true", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+                 "AWS_CONFIG_FILE": "/nonexistent"}
+
+
+@contextlib.contextmanager
+def s3_ray_cluster(moto_endpoint: str, num_workers: int = 2) -> Iterator[RayCluster]:
+    """`ray_cluster` whose worker nodes reach the moto server at `moto_endpoint`; a local cluster another test
+    module started in this process is shut down first (a driver connects to one cluster at a time)."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+    with ray_cluster(num_workers, {**S3_WORKER_ENV, "AWS_ENDPOINT_URL": moto_endpoint}) as started:
+        yield started
+
+
+def part_nodes(ds) -> list[str]:
+    """The Ray node that wrote each part of a dataset's cache (recorded in its metadata)."""
+    return ds.cache_metadata[0].extra["part_nodes"]

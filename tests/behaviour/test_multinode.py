@@ -12,27 +12,18 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.errors import WorkerDiedError
 from tests.conftest import SMALL_FILES
-from tests.ray_cluster import ray_cluster
+from tests.ray_cluster import part_nodes, s3_ray_cluster
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("moto")
 pytestmark = pytest.mark.xdist_group("ray")  # one cluster at a time, in one xdist worker
 
-WORKER_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-              "AWS_EC2_METADATA_DISABLED": "true", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-              "AWS_CONFIG_FILE": "/nonexistent"}
 
 
 @pytest.fixture(scope="module")
 def cluster(moto_endpoint):
-    if ray.is_initialized():
-        ray.shutdown()  # another module's local cluster
-    with ray_cluster(2, {**WORKER_ENV, "AWS_ENDPOINT_URL": moto_endpoint}) as started:
+    with s3_ray_cluster(moto_endpoint) as started:
         yield started
-
-
-def _part_nodes(ds) -> list[str]:
-    return ds.cache_metadata[0].extra["part_nodes"]
 
 
 @pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
@@ -44,7 +35,7 @@ def test_parts_written_on_nodes_that_share_no_disk_have_the_rows_of_one_process(
     ds = sds.load_dataset(str(parts_builder), split="train", storage_format=storage_format, layout_options=options,
                           engine="ray", num_proc=4)
     assert ds.to_arrow().equals(expected)
-    nodes = _part_nodes(ds)
+    nodes = part_nodes(ds)
     assert len(nodes) == 4 and len(set(nodes)) == 2  # parts came from both worker nodes
     assert ray.get_runtime_context().get_node_id() not in nodes  # the head has no CPUs
     keys = s3_env.objects()
@@ -129,7 +120,7 @@ def test_a_worker_node_killed_mid_build_costs_only_its_part(cluster, s3_env, wri
         assert "error" not in result, result.get("error")
         ds = result["ds"]
         assert ds["part"] == [p for p in range(4) for _ in range(200)] and ds["i"] == list(range(200)) * 4
-        assert len(set(_part_nodes(ds))) >= 1 and len(_starts(s3_env)) >= 5  # a part ran again after the loss
+        assert len(set(part_nodes(ds))) >= 1 and len(_starts(s3_env)) >= 5  # a part ran again after the loss
         assert not [k for k in s3_env.objects() if "/.part-" in k]
     finally:  # the next test has two worker nodes again
         cluster.workers.remove(victim)
@@ -183,7 +174,7 @@ def test_files_a_plan_step_writes_reach_every_node_through_the_store(cluster, s3
     ds = sds.load_dataset(str(path), split="train", engine="ray", num_proc=4)
     assert ds.to_arrow().equals(one.to_arrow())
     assert ds["total"] == [780] * 40 and ds["n"][:3] == [0, 4, 8]
-    assert len(set(_part_nodes(ds))) == 2
+    assert len(set(part_nodes(ds))) == 2
     assert not [k for k in s3_env.objects() if "/.part-" in k or "/work/" in k]
 
 
@@ -241,4 +232,4 @@ def test_video_frames_written_on_nodes_that_share_no_disk_have_the_rows_of_one_p
     assert ds.cache_metadata[0].layout == "lance_video_frames"
     assert ds.to_arrow().equals(one.to_arrow())
     assert [v["frames"] for v in ds.cache_metadata[0].extra["videos"]] == [6, 7, 8, 9]
-    assert len(set(_part_nodes(ds))) == 2
+    assert len(set(part_nodes(ds))) == 2

@@ -177,10 +177,9 @@ def test_conditional_put_is_honoured_by_the_server(s3_env):
 
 
 def test_an_s3_store_that_refuses_if_none_match_falls_back_to_check_then_write_and_says_so(
-        s3_env, toy_builder, monkeypatch):
+        s3_env, toy_builder, monkeypatch, warnings_logged):
     """Some S3-compatible servers answer a conditional put with 501 NotImplemented: builds still publish."""
     from botocore.exceptions import ClientError
-    from loguru import logger
 
     store = open_store(ObjectURL.parse(s3_env.root))
     original = store.client.put_object
@@ -193,19 +192,12 @@ def test_an_s3_store_that_refuses_if_none_match_falls_back_to_check_then_write_a
         return original(**kwargs)
 
     monkeypatch.setattr(store.client, "put_object", without_conditions)
-    messages: list[str] = []
-    logger.enable("stable_datasets")
-    sink = logger.add(lambda m: messages.append(str(m)), level="WARNING")
-    try:
-        assert store.put_if_absent("cache/x", b"first") is True
-        assert store.put_if_absent("cache/x", b"second") is False
-        assert s3_env.read("cache/x") == b"first"
-        assert sds.load_dataset(str(toy_builder), split="train")[7]["text"] == "row 7"
-    finally:
-        logger.remove(sink)
-        logger.disable("stable_datasets")
+    assert store.put_if_absent("cache/x", b"first") is True
+    assert store.put_if_absent("cache/x", b"second") is False
+    assert s3_env.read("cache/x") == b"first"
+    assert sds.load_dataset(str(toy_builder), split="train")[7]["text"] == "row 7"
     assert sum(f"s3://{s3_env.bucket} refuses conditional puts (If-None-Match: NotImplemented); publishing checks, "
-               "then writes" in m for m in messages) == 1
+               "then writes" in m for m in warnings_logged) == 1
 
 
 def test_a_file_over_the_part_size_is_uploaded_in_parts(s3_env, tmp_path, monkeypatch):

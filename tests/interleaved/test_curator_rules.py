@@ -35,18 +35,6 @@ from stable_datasets.interleaved import (
 _BASE = [pa.field("sample_id", pa.string()), pa.field("position", pa.int32()), pa.field("modality", pa.string())]
 
 
-@pytest.fixture
-def logged():
-    from loguru import logger
-
-    messages: list[str] = []
-    logger.enable("stable_datasets")
-    handle = logger.add(lambda m: messages.append(str(m)), level="WARNING")
-    yield messages
-    logger.remove(handle)
-    logger.disable("stable_datasets")
-
-
 def _tar(path, members):
     with tarfile.open(path, "w") as tar:
         for name, data in members.items():
@@ -65,7 +53,7 @@ def _count(batch, modality):
 
 
 # -- resolve_schema / reconcile_schema / align_table (test_schema_utils.py) -------------------------
-def test_resolve_schema(logged):
+def test_resolve_schema(warnings_logged):
     assert resolve_schema(None, None) is None and resolve_schema() is None
     result = resolve_schema(None, {"url": pa.string(), "text_content": pa.large_string()})
     assert all(result.get_field_index(n) >= 0 for n in RESERVED_COLUMNS)
@@ -74,7 +62,7 @@ def test_resolve_schema(logged):
     assert resolve_schema(schema_overrides={"url": pa.string()}) == resolve_schema(None, {"url": pa.string()})
     custom = pa.schema([pa.field("sample_id", pa.string())])
     assert resolve_schema(custom, {"extra": pa.float64()}) == custom
-    assert any("schema_overrides ignored" in m for m in logged)
+    assert any("schema_overrides ignored" in m for m in warnings_logged)
     with pytest.raises(SchemaError, match=r"reserved columns \['position'\] have fixed types"):
         resolve_schema(None, {"position": pa.int64()})
 
@@ -120,17 +108,17 @@ def test_fields_reserved_key_raises(tmp_path):
         InterleavedWebdatasetReader(path, fields=("sample_id",)).read()
 
 
-def test_fields_missing_key_warns_and_fills_none(tmp_path, logged):
+def test_fields_missing_key_warns_and_fills_none(tmp_path, warnings_logged):
     batch = InterleavedWebdatasetReader(_doc(tmp_path / "missing_key.tar", PAYLOAD), fields=("p_hash",)).read()
     meta = batch.table.filter(pc.equal(batch.table.column("modality"), "metadata")).to_pylist()[0]
     assert "p_hash" in batch.table.column_names and meta["p_hash"] is None
-    assert any("Requested fields not found in source sample" in m for m in logged)
+    assert any("Requested fields not found in source sample" in m for m in warnings_logged)
 
 
-def test_per_modality_fields(tmp_path, logged):
+def test_per_modality_fields(tmp_path, warnings_logged):
     missing = _doc(tmp_path / "missing-per-field.tar", {"pdf_name": "doc.pdf", "texts": ["hello"], "images": []})
     assert InterleavedWebdatasetReader(missing, per_image_fields=("image_metadata",)).read().num_rows > 0
-    assert any("per-modality field 'image_metadata' not found in source sample" in m for m in logged)
+    assert any("per-modality field 'image_metadata' not found in source sample" in m for m in warnings_logged)
     not_list = _doc(tmp_path / "non-list-field.tar", {**PAYLOAD, "image_metadata": "not-a-list"})
     with pytest.raises(TypeError, match="must be a list"):
         InterleavedWebdatasetReader(not_list, per_image_fields=("image_metadata",)).read()

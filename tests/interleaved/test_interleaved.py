@@ -425,18 +425,6 @@ def _rows(batch, modality):
     return t.filter(pc.equal(t.column("modality"), modality)).to_pylist()
 
 
-@pytest.fixture
-def warnings_logged():
-    from loguru import logger
-
-    messages: list[str] = []
-    logger.enable("stable_datasets")
-    handle = logger.add(lambda m: messages.append(str(m)), level="WARNING")
-    yield messages
-    logger.remove(handle)
-    logger.disable("stable_datasets")
-
-
 def test_curator_tiff_tokens_select_frames_one_row_each(tmp_path):
     tiff = _multi_frame_tiff(3)
     payload = {"pdf_name": "doc.pdf", "texts": ["text_0", None, None], "images": [None, "page_1_img", "page_2_img"]}

@@ -7,7 +7,6 @@ import os
 import cv2
 import numpy as np
 import pytest
-from loguru import logger
 
 import stable_datasets as sds
 from stable_datasets.loaders.folders import list_files
@@ -35,19 +34,12 @@ def test_a_class_folder_linking_to_itself_keeps_four_rows_and_their_labels(tmp_p
     assert [int(ds[i]["image"][0, 0, 0]) for i in range(4)] == [10, 11, 200, 201]
 
 
-def test_files_at_mixed_depths_say_why_they_get_no_label(tmp_path):
+def test_files_at_mixed_depths_say_why_they_get_no_label(tmp_path, warnings_logged):
     _class_folders(tmp_path / "imgs")
     os.unlink(tmp_path / "imgs" / "cat" / "loop")
     (tmp_path / "imgs" / "dog" / "old").mkdir()
     cv2.imwrite(str(tmp_path / "imgs" / "dog" / "old" / "9.png"), np.zeros((2, 2), np.uint8))
-    messages: list[str] = []
-    sink = logger.add(lambda m: messages.append(str(m)), level="WARNING")
-    logger.enable("stable_datasets")
-    try:
-        ds = sds.load_dataset("imagefolder", data_dir=str(tmp_path / "imgs"), split="train")
-    finally:
-        logger.disable("stable_datasets")
-        logger.remove(sink)
+    ds = sds.load_dataset("imagefolder", data_dir=str(tmp_path / "imgs"), split="train")
     assert "label" not in ds.features and len(ds) == 5
     assert any("the 'imagefolder' loader: files sit in 3 folders at different depths, so they get no label column; "
-               "pass drop_labels=False to label each by its folder name" in m for m in messages), messages
+               "pass drop_labels=False to label each by its folder name" in m for m in warnings_logged), warnings_logged

@@ -19,28 +19,19 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.download.inputs import inputs_root
 from stable_datasets.errors import StableDatasetsError
-from tests.ray_cluster import ray_cluster
+from tests.ray_cluster import part_nodes, s3_ray_cluster
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("moto")
 pytestmark = pytest.mark.xdist_group("ray")  # one cluster at a time, in one xdist worker
 
-WORKER_ENV = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1",
-              "AWS_EC2_METADATA_DISABLED": "true", "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-              "AWS_CONFIG_FILE": "/nonexistent"}
 FEATURES = sds.Features({"i": sds.Value("int64"), "text": sds.Value("string")})
 
 
 @pytest.fixture(scope="module")
 def cluster(moto_endpoint):
-    if ray.is_initialized():
-        ray.shutdown()  # another module's local cluster
-    with ray_cluster(2, {**WORKER_ENV, "AWS_ENDPOINT_URL": moto_endpoint}) as started:
+    with s3_ray_cluster(moto_endpoint) as started:
         yield started
-
-
-def _part_nodes(ds) -> list[str]:
-    return ds.cache_metadata[0].extra["part_nodes"]
 
 
 def _copies() -> list[str]:
@@ -55,7 +46,7 @@ def test_jsonl_on_s3_is_read_by_the_parts_on_their_nodes_and_equals_a_one_proces
                      "".join(json.dumps({"i": i, "text": f"row {i}"}) + "\n" for i in rows).encode())
     pattern = f"s3://{s3_env.bucket}/jsonl/*.jsonl"
     ds = sds.load_dataset("json", data_files=pattern, split="train", features=FEATURES, engine="ray", num_proc=4)
-    nodes = _part_nodes(ds)
+    nodes = part_nodes(ds)
     assert len(nodes) == 4 and len(set(nodes)) == 2  # parts ran on both worker nodes
     assert _copies() == []  # the driver planned from the files' sizes: it downloaded none of them
     one = sds.load_dataset("json", data_files=pattern, split="train", features=FEATURES,
@@ -78,7 +69,7 @@ def test_packed_sft_from_s3_tokenizes_on_the_nodes_and_equals_a_one_process_buil
     packing = PackingConfig(pack_size=256, seed=3)
     ds = sds.load_dataset("sft", split="train", data_files={"train": urls}, packing=packing,
                           storage_format="parquet", engine="ray", num_proc=4)
-    assert len(set(_part_nodes(ds))) == 2
+    assert len(set(part_nodes(ds))) == 2
     one = sds.load_dataset("sft", split="train", data_files={"train": urls}, packing=packing,
                            storage_format="parquet", cache_dir=str(tmp_path / "one-process"))
     assert len(ds) == len(one) > 3
@@ -94,7 +85,7 @@ def test_a_map_of_a_cache_on_the_store_runs_on_the_nodes_and_is_published_there(
     expected = source.map(_double, batched=True, batch_size=50, num_proc=1)  # one process, a local result
     mapped = source.map(_double, batched=True, batch_size=50, num_proc=4, engine="ray")
     assert mapped.to_arrow().equals(expected.to_arrow())
-    nodes = _part_nodes(mapped)
+    nodes = part_nodes(mapped)
     assert len(nodes) == 4 and len(set(nodes)) == 2
     published = [k for k in s3_env.objects() if k.endswith("_metadata.json")]
     assert len(published) == 2 and any(".map-" in k for k in published)  # the source and the map's result
