@@ -33,7 +33,7 @@ from stable_datasets.cache.journal import JOURNAL_FILE
 from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.errors import StableDatasetsError, StorageError
 from stable_datasets.write.engines import ray_node_id
-from stable_datasets.write.parts import PART_FILE, PartResult, part_dir
+from stable_datasets.write.parts import KEY_RANGES_DIR, KEYS_FILE, PART_FILE, PartResult, part_dir
 
 ATTEMPTS = "attempts"  # the object-store protocol's attempt folder (storage.publish.ATTEMPTS)
 PARTS = "parts"
@@ -124,11 +124,12 @@ def fetch_parts(remote: RemoteParts, prefix: str, staging: Path, parts: list[Par
             continue
         if directory.exists():
             shutil.rmtree(directory)
-        listed = remote.store.list(part_key(prefix, part.index) + "/")
+        base = part_key(prefix, part.index) + "/"
+        listed = [o for o in remote.store.list(base)  # key files stay there: the key check's jobs read them
+                  if not o.key[len(base):].startswith(f"{KEY_RANGES_DIR}/") and o.key[len(base):] != KEYS_FILE]
         if not any(o.key.endswith(f"/{PART_FILE}") for o in listed):
             raise StableDatasetsError(f"part {part.index} of {len(parts)} (node {part.node or 'unknown'}) is not on "
                                       f"the store: no {remote.url(part_key(prefix, part.index, PART_FILE))}")
-        base = part_key(prefix, part.index) + "/"
         for item in sorted(listed, key=lambda o: o.key.endswith(f"/{PART_FILE}")):  # the record last
             remote.store.download(item.key, directory / item.key[len(base):])
         if PartResult.load(directory) is None:

@@ -39,7 +39,8 @@ from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError
 from stable_datasets.layouts import layout_module
 from stable_datasets.version import __version__
 from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
-from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, write_part
+from stable_datasets.write.key_check import find_duplicate_key
+from stable_datasets.write.parts import PART_PREFIX, PartResult, write_part
 from stable_datasets.write.plan import SplitJobs, WritePlan
 from stable_datasets.write.remote_parts import (
     RemoteParts,
@@ -62,6 +63,15 @@ from stable_datasets.write.sources import ExampleSource
 
 JOBS_FILE = "_jobs.json"
 WORK_DIR = ".work"
+
+
+#: at most this many digest ranges (key check jobs), whatever the parallelism: each keyed part writes a file a range
+MAX_KEY_RANGES = 256
+
+
+def key_ranges(runner: JobRunner) -> int:
+    """Digest ranges of the duplicate-key check across parts: one job per worker the build has."""
+    return max(1, min(runner.parallelism, MAX_KEY_RANGES))
 
 
 def staging_dir(target: Path) -> Path:
@@ -152,6 +162,7 @@ def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | Non
             remote = dataclasses.replace(plan.remote_parts, driver_node=ray_node_id())
             runner.shared = shared_workdir(remote, plan.fingerprint, work)
         split_jobs: SplitJobs = source.plan_jobs(max(1, runner.parallelism), runner, work)
+        plan = dataclasses.replace(plan, key_ranges=key_ranges(runner))  # a key check job per worker
         jobs = split_jobs.jobs or [None]
         if runner.parallelism > 1 and len(jobs) == 1:
             logger.info("{} '{}': one job only (nothing to divide), so it is built in one part",
@@ -173,14 +184,15 @@ def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | Non
         if reused:
             parts = sorted([*parts, *reused.values()], key=lambda p: p.index)
         _check_parts_visible(plan, staging, parts)
-        duplicate = find_duplicate_key(staging, parts)
+        duplicate = find_duplicate_key(staging, parts, runner, remote, remote_prefix,  # as jobs of the runner
+                                       desc=f"{plan.builder_name} '{plan.split}' key range")
         if duplicate is not None:
             raise ExampleError(plan.builder_name, plan.split, duplicate, None, "duplicate example key within the split")
         features = _agreed_features(plan, parts)
         shards, extra = layout_module(plan.layout).merge_parts(staging, parts)
         part_files = extra.pop(PART_FILES_KEY, None)
         if any(keys) and part_files is not None and not any(p.media for p in parts) \
-                and (not keyed_parts or save_part_keys(staging, parts)):
+                and (not keyed_parts or (remote is None and save_part_keys(staging, parts))):
             extra[PARTS_KEY] = parts_record(keys, part_files)  # so a later build can reuse these parts
         media = {m.path: m for part in parts for m in part.media}
         nodes = {"part_nodes": [p.node for p in parts]} if remote is not None else {}  # where each part was written
