@@ -156,8 +156,7 @@ def test_a_ray_address_nobody_answers_fails_at_once_and_leaves_nothing_on_the_st
     to the module's cluster)."""
     script = textwrap.dedent(f"""
         import stable_datasets as sds
-        from stable_datasets.errors import ExampleError, StableDatasetsError
-from stable_datasets.storage.s3 import S3Store
+        from stable_datasets.errors import StableDatasetsError
         try:
             sds.load_dataset({str(parts_builder)!r}, split="train", num_proc=2, engine="ray",
                              ray_address="127.0.0.1:1")
