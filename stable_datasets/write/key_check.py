@@ -26,6 +26,14 @@ from stable_datasets.write.keys import Duplicate, merge_sorted, range_bounds, so
 from stable_datasets.write.parts import KEY_RANGES_DIR, KEY_RUNS_DIR, KEYS_FILE, PartResult
 from stable_datasets.write.remote_parts import RemoteParts, part_key
 
+#: at most this many digest ranges (jobs of the check), whatever the parallelism: a keyed part writes a file a range
+MAX_KEY_RANGES = 256
+
+
+def key_ranges(runner: JobRunner) -> int:
+    """How many digest ranges keyed parts cut their keys into (WritePlan.key_ranges): one check job per worker."""
+    return max(1, min(runner.parallelism, MAX_KEY_RANGES))
+
 
 @dataclass(frozen=True)
 class RangeCheck:

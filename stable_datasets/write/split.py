@@ -39,7 +39,7 @@ from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError
 from stable_datasets.layouts import layout_module
 from stable_datasets.version import __version__
 from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
-from stable_datasets.write.key_check import find_duplicate_key
+from stable_datasets.write.key_check import find_duplicate_key, key_ranges
 from stable_datasets.write.parts import PART_PREFIX, PartResult, write_part
 from stable_datasets.write.plan import SplitJobs, WritePlan
 from stable_datasets.write.remote_parts import (
@@ -63,15 +63,6 @@ from stable_datasets.write.sources import ExampleSource
 
 JOBS_FILE = "_jobs.json"
 WORK_DIR = ".work"
-
-
-#: at most this many digest ranges (key check jobs), whatever the parallelism: each keyed part writes a file a range
-MAX_KEY_RANGES = 256
-
-
-def key_ranges(runner: JobRunner) -> int:
-    """Digest ranges of the duplicate-key check across parts: one job per worker the build has."""
-    return max(1, min(runner.parallelism, MAX_KEY_RANGES))
 
 
 def staging_dir(target: Path) -> Path:
