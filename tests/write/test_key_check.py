@@ -5,6 +5,7 @@ the number of ranges, or how each part was cut."""
 from __future__ import annotations
 
 import json
+import types
 
 import numpy as np
 import pyarrow as pa
@@ -28,7 +29,7 @@ from stable_datasets.write.keys import (
     write_sorted_keys,
 )
 from stable_datasets.write.parts import KEY_RANGES_DIR, KEYS_FILE, PartResult, part_dir
-from stable_datasets.write.remote_parts import RemoteParts, fetch_parts, remote_part_writer
+from stable_datasets.write.remote_parts import RemoteParts, remote_part_writer
 
 
 def _ranged_part(staging, index, digests, texts, ranges, batch_rows=3) -> PartResult:
@@ -198,8 +199,10 @@ def test_parts_of_an_earlier_version_with_one_key_file_join_the_ranged_ones(tmp_
 
 @pytest.fixture
 def remote(s3_env):
-    return RemoteParts(open_store(ObjectURL.parse(s3_env.root)), "cache/toy/default/1.0.0/abc/train",
-                       driver_node="driver")
+    return RemoteParts(open_store(ObjectURL.parse(s3_env.root)), "cache/toy/default/1.0.0/abc/train")
+
+
+SHARDED = types.SimpleNamespace(layout="arrow_shards")  # all the stand-in writer's plan needs to say
 
 
 def _keyed_writer(keys_per_part: list[list], ranges: int):
@@ -220,16 +223,17 @@ def _keyed_writer(keys_per_part: list[list], ranges: int):
 
 
 def test_remote_parts_are_checked_from_the_store_and_the_driver_fetches_no_key_file(remote, s3_env, tmp_path):
+    """Parts written on another node: the driver's disk holds none of their files, and the range jobs read
+    their ranges' key files from the store."""
     keys = [[f"k{i}" for i in range(p * 10, p * 10 + 14)] for p in range(3)]  # each repeats 4 of the next
     prefix = remote.prefix("jobs-1")
     task = remote_part_writer(_keyed_writer(keys, 3), remote, prefix, lambda: "node-a")
-    parts = [task(None, None, None, i, 3, tmp_path / "node-a") for i in range(3)]
+    parts = [task(SHARDED, None, None, i, 3, tmp_path / "node-a") for i in range(3)]
     assert any("/_keys/" in k for k in s3_env.objects(prefix))  # uploaded with the part's other files
     driver = tmp_path / "driver"
-    fetch_parts(remote, prefix, driver, parts)
-    assert sorted(p.name for p in part_dir(driver, 0).iterdir()) == ["_part.json", "shard-00000.arrow"]
+    driver.mkdir()
     assert find_duplicate_key(driver, parts, JobRunner(), remote, prefix) == "k10" == _first_across(keys)
-    assert not (driver / ".keys").exists()
+    assert list(driver.iterdir()) == []  # nothing of the parts came here; the jobs' scratch is removed
     s3_env.delete(next(k for k in s3_env.objects(prefix) if "/.part-00001/_keys/" in k))
     with pytest.raises(StableDatasetsError, match=r"^duplicate-key check, key range \d of 3 \(node unknown\): could "
                                                   rf"not read s3://{s3_env.bucket}/cache/toy/.*/\.part-00001/_keys/"
