@@ -111,7 +111,8 @@ folder, parts, before = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
 files = [(folder / f"part-{p}.arrow", int(o)) for p, o in zip(range(parts), sys.argv[4:])]
 if (folder / "warm.arrow").is_file():  # first reads and merges untimed (lazy imports, first allocations)
     merge_sorted([(folder / "warm.arrow", 0), (folder / "warm.arrow", 10**6)], None, folder / "scratch")
-start = time.perf_counter()
+cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+start, cpu_start = time.perf_counter(), cpu()
 if before:  # find_duplicate_key until now: every part's keys read, all digests concatenated and np.unique'd
     tables = []
     for path, _ in files:
@@ -125,7 +126,8 @@ else:
     stats = MergeStats()
     assert merge_sorted(files, None, folder / "scratch", stats) is None
     peak = stats.peak_bytes
-done(seconds=time.perf_counter() - start, counted_mb=None if peak is None else round(peak / 2**20, 1))
+done(seconds=time.perf_counter() - start, cpu_seconds=round(cpu() - cpu_start, 2),
+     counted_mb=None if peak is None else round(peak / 2**20, 1))
 """
 
 KEYS_RANGES = PRELUDE + r"""
@@ -247,7 +249,7 @@ def bench_keys(work: Path, sizes: list[int], check_only: bool = False, ranges: i
             return r.get("error") or f"{r['seconds']:.2f} / {r['cpu_seconds']:.2f} / {r['rss_mb']}"
 
         longest = max(one_process.get("jobs") or [float("nan")])
-        ranged_out.append(f"| {rows:,} | {cell(driver_now)} | {check_cell(one_process)} | "
+        ranged_out.append(f"| {rows:,} | {check_cell(driver_now)} | {check_cell(one_process)} | "
                           f"{' + '.join(map(str, one_process.get('jobs', [])))} | {check_cell(jobs)} | "
                           f"{driver_now.get('seconds', float('nan')) / longest:.2f}x |")
         if not check_only:
@@ -262,9 +264,9 @@ def bench_keys(work: Path, sizes: list[int], check_only: bool = False, ranges: i
         print("|---:|---|---|---|---|")
         print("\n".join(rows_out))
     print(f"\n### Duplicate-key check across 8 parts: one merge vs {ranges} digest-range jobs\n")
-    print(f"| rows | one driver merge: s / driver peak RSS MB | {ranges} range jobs one after the other: s / CPU s / "
-          f"peak RSS MB | each job: s | {ranges} range jobs in {ranges} processes: s / CPU s (all) / driver peak RSS "
-          "MB | one merge / longest job |")
+    print(f"| rows | one driver merge: s / CPU s / driver peak RSS MB | {ranges} range jobs one after the other: s / "
+          f"CPU s / peak RSS MB | each job: s | {ranges} range jobs in {ranges} processes: s / CPU s (all) / driver "
+          "peak RSS MB | one merge / longest job |")
     print("|---:|---|---|---|---|---:|")
     print("\n".join(ranged_out))
 
