@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,29 +109,36 @@ def _files_in(staging: Path, part: PartResult, lo: int, hi: int, remote: RemoteP
     return found
 
 
+#: key files a job fetches from the store at once (one per part that has keys in its range)
+FETCH_THREADS = 8
+
+
 def check_range(check: RangeCheck, scratch: Path, remote: RemoteParts | None = None) -> Duplicate | None:
     """A job of the check (in a worker): the first duplicate of its range in build order, or None. Files on the
-    store are fetched into `scratch` first (this range's only) and removed after."""
+    store are fetched into `scratch` first (this range's only, `FETCH_THREADS` at a time) and removed after."""
     folder = scratch / f"range-{check.index:05d}"
     try:
-        files = []
+        paths = [Path(location) for location, _, _ in check.files]
         if remote is not None:
             folder.mkdir(parents=True, exist_ok=True)  # on another node, nothing of the staging folder exists
-        for number, (location, offset, legacy) in enumerate(check.files):
-            path = Path(location)
-            if remote is not None:
-                path = folder / f"{number:05d}.arrow"
-                try:
-                    remote.store.download(location, path)
-                except StorageError as exc:
-                    raise StableDatasetsError(f"duplicate-key check, {check.name} (node {ray_node_id() or 'unknown'}):"
-                                              f" could not read {remote.url(location)}: {exc}") from None
+            paths = [folder / f"{number:05d}.arrow" for number in range(len(check.files))]
+            with ThreadPoolExecutor(FETCH_THREADS) as pool:
+                list(pool.map(lambda pair: _fetch(check, remote, *pair), zip(check.files, paths)))
+        for path, (_, _, legacy) in zip(paths, check.files):
             if legacy:
                 sorted_key_count(path)
-            files.append((path, offset))
+        files = [(path, offset) for path, (_, offset, _) in zip(paths, check.files)]
         return merge_sorted(files, None, folder / "merge", digest_range=(check.lo, check.hi))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _fetch(check: RangeCheck, remote: RemoteParts, file: tuple[str, int, bool], path: Path) -> None:
+    try:
+        remote.store.download(file[0], path)
+    except StorageError as exc:
+        raise StableDatasetsError(f"duplicate-key check, {check.name} (node {ray_node_id() or 'unknown'}): could not "
+                                  f"read {remote.url(file[0])}: {exc}") from None
 
 
 def find_duplicate_key(staging: Path, parts: list[PartResult], runner: JobRunner | None = None,

@@ -18,7 +18,13 @@ from stable_datasets.errors import StableDatasetsError
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.urls import ObjectURL
 from stable_datasets.write.engines import JobRunner
-from stable_datasets.write.key_check import check_range, find_duplicate_key, plan_range_checks
+from stable_datasets.write.key_check import (
+    MAX_KEY_RANGES,
+    check_range,
+    find_duplicate_key,
+    key_ranges,
+    plan_range_checks,
+)
 from stable_datasets.write.keys import (
     DIGEST_END,
     KeyLog,
@@ -125,6 +131,12 @@ def test_a_digest_collision_with_different_texts_is_no_duplicate(tmp_path):
     parts.append(_ranged_part(tmp_path, 2, [digest] * 10, ['"p0-4"' if n == 6 else f'"p2-{n}"' for n in range(10)],
                               4))
     assert find_duplicate_key(tmp_path, parts) == "p0-4"
+
+
+def test_parts_cut_their_keys_into_a_range_per_worker_up_to_a_limit():
+    assert MAX_KEY_RANGES == 256
+    assert [key_ranges(JobRunner(num_proc=n)) for n in (1, 2, 7, 256, 1000)] == [1, 2, 7, 256, 256]
+    assert key_ranges(JobRunner()) == 1  # one process: one range, the check runs in it as before
 
 
 def test_a_range_only_one_part_reaches_is_no_job(tmp_path):
