@@ -10,8 +10,8 @@ a billion-row split would need ~65 GB in one process. Instead:
   finds any duplicate the dict could not see (`merge_sorted`);
 - a part cuts its sorted keys into P digest ranges (`range_bounds`: the same cuts in every part), one file
   per range (`RangedKeyWriter`), so the check across parts runs as P jobs (write.key_check), each merging
-  one range of every part (`first_duplicate_in_range`): a key two parts both wrote has one digest, so
-  both copies meet in the same range.
+  one range of every part (`merge_sorted` with its `digest_range`): a key two parts both wrote has one
+  digest, so both copies meet in the same range.
 
 A merge reads each sorted file a record batch at a time and holds at most ~`MERGE_ROWS` rows of
 all of them at once; more than `FAN_IN` files are merged in passes, so open files stay few too.
@@ -85,11 +85,9 @@ class _FileSink(KeySink):
         self._tmp = path.with_name(f".{path.name}.tmp")
         self._sink = pa.OSFile(str(self._tmp), "wb")
         self._writer = pa.ipc.new_file(self._sink, KEYS_SCHEMA)
-        self.rows = 0
 
     def write_batch(self, batch: pa.RecordBatch) -> None:
         self._writer.write_table(pa.Table.from_batches([batch], KEYS_SCHEMA), max_chunksize=self.batch_rows)
-        self.rows += batch.num_rows
 
     def _shut(self) -> None:
         self._writer.close()
@@ -132,7 +130,6 @@ class RangedKeyWriter(KeySink):
         self._inner = np.array(self.bounds[1:-1], np.uint64)
         self.counts = [0] * ranges
         self._current: tuple[int, _FileSink] | None = None
-        self._done: list[Path] = []
         shutil.rmtree(folder, ignore_errors=True)  # files of a killed attempt
         folder.mkdir(parents=True)
 
@@ -152,7 +149,6 @@ class RangedKeyWriter(KeySink):
             if self._current[0] > index:
                 raise ValueError("keys written to a RangedKeyWriter must be sorted by digest")
             self._current[1].close()
-            self._done.append(self._current[1].path)
             self._current = None
         if self._current is None:
             self._current = (index, _FileSink(self.folder / range_file_name(index), self.batch_rows))
