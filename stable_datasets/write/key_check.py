@@ -23,7 +23,7 @@ from loguru import logger
 
 from stable_datasets.errors import StableDatasetsError, StorageError
 from stable_datasets.write.engines import JobRunner, ray_node_id
-from stable_datasets.write.keys import Duplicate, merge_sorted, range_bounds, sorted_key_count
+from stable_datasets.write.keys import Duplicate, merge_sorted, range_bounds, range_file_name, sorted_key_count
 from stable_datasets.write.parts import KEY_RANGES_DIR, KEY_RUNS_DIR, KEYS_FILE, PartResult
 from stable_datasets.write.remote_parts import RemoteParts, part_key
 
@@ -102,7 +102,7 @@ def _files_in(staging: Path, part: PartResult, lo: int, hi: int, remote: RemoteP
     for index, count in enumerate(part.key_counts):
         if count and own[index] < hi and lo < own[index + 1]:
             if remote is not None:
-                where = part_key(prefix, part.index, f"{KEY_RANGES_DIR}/{part.key_range_file(Path(), index).name}")
+                where = part_key(prefix, part.index, f"{KEY_RANGES_DIR}/{range_file_name(index)}")
             else:
                 where = str(part.key_range_file(staging, index))
             found.append((where, False))
