@@ -24,7 +24,7 @@ from loguru import logger
 from stable_datasets.errors import StableDatasetsError, StorageError
 from stable_datasets.write.engines import JobRunner, ray_node_id
 from stable_datasets.write.keys import Duplicate, merge_sorted, range_bounds, range_file_name, sorted_key_count
-from stable_datasets.write.parts import KEY_RANGES_DIR, KEY_RUNS_DIR, KEYS_FILE, PartResult
+from stable_datasets.write.parts import KEY_RANGES_DIR, KEY_RUNS_DIR, PartResult
 from stable_datasets.write.remote_parts import RemoteParts, part_key
 
 #: at most this many digest ranges (jobs of the check), whatever the parallelism: a keyed part writes a file a range
@@ -95,7 +95,7 @@ def _files_in(staging: Path, part: PartResult, lo: int, hi: int, remote: RemoteP
     """The part's key files that hold digests in [lo, hi): (where, whether it is an earlier version's file)."""
     if not part.key_counts:
         if remote is not None:
-            return [(part_key(prefix, part.index, KEYS_FILE), True)]
+            return [(part_key(prefix, part.index, part.key_paths()[0]), True)]
         return [(str(part.keys_file(staging)), False)]  # sorted already by `_key_count`
     own = range_bounds(len(part.key_counts))
     found = []

@@ -75,6 +75,14 @@ class PartResult:
     def key_range_file(self, staging: Path, index: int) -> Path:
         return self.key_folder(staging) / range_file_name(index)
 
+    def key_paths(self) -> list[str]:
+        """Its key files' paths within its own part folder (as they are uploaded with it, write.remote_parts)."""
+        if not self.has_keys:
+            return []
+        if not self.key_counts:
+            return [KEYS_FILE]
+        return [f"{KEY_RANGES_DIR}/{range_file_name(r)}" for r, count in enumerate(self.key_counts) if count]
+
     def key_files(self, staging: Path) -> list[Path]:
         """Its key files in digest order: read one after the other, they are one sorted key file."""
         if not self.key_counts:

@@ -62,7 +62,8 @@ def part_key(prefix: str, index: int, relative: str = "") -> str:
 
 
 def finished_remote_part(remote: RemoteParts, prefix: str, index: int) -> PartResult | None:
-    """The part a previous attempt uploaded whole (its record, and each shard it lists at its size), else None."""
+    """The part a previous attempt uploaded whole (its record, each shard it lists at its size, its key files),
+    else None."""
     data = remote.store.get(part_key(prefix, index, PART_FILE))
     if data is None:
         return None
@@ -73,6 +74,8 @@ def finished_remote_part(remote: RemoteParts, prefix: str, index: int) -> PartRe
     sizes = {o.key: o.size for o in remote.store.list(part_key(prefix, index) + "/")}
     if any(sizes.get(part_key(prefix, index, s.path)) != s.num_bytes for s in result.shards):
         return None
+    if any(part_key(prefix, index, path) not in sizes for path in result.key_paths()):
+        return None  # the key check's jobs read them there
     return result
 
 

@@ -35,7 +35,7 @@ from stable_datasets.write.keys import (
     write_sorted_keys,
 )
 from stable_datasets.write.parts import KEY_RANGES_DIR, KEYS_FILE, PartResult, part_dir
-from stable_datasets.write.remote_parts import RemoteParts, remote_part_writer
+from stable_datasets.write.remote_parts import RemoteParts, finished_remote_part, remote_part_writer
 
 
 def _ranged_part(staging, index, digests, texts, ranges, batch_rows=3) -> PartResult:
@@ -246,7 +246,9 @@ def test_remote_parts_are_checked_from_the_store_and_the_driver_fetches_no_key_f
     driver.mkdir()
     assert find_duplicate_key(driver, parts, JobRunner(), remote, prefix) == "k10" == _first_across(keys)
     assert list(driver.iterdir()) == []  # nothing of the parts came here; the jobs' scratch is removed
+    assert finished_remote_part(remote, prefix, 1) == parts[1]
     s3_env.delete(next(k for k in s3_env.objects(prefix) if "/.part-00001/_keys/" in k))
+    assert finished_remote_part(remote, prefix, 1) is None  # a resumed build writes it again
     with pytest.raises(StableDatasetsError, match=r"^duplicate-key check, key range \d of 3 \(node unknown\): could "
                                                   rf"not read s3://{s3_env.bucket}/cache/toy/.*/\.part-00001/_keys/"
                                                   r"0000\d\.arrow: .*missing"):
