@@ -20,6 +20,8 @@ bytes) and the bytes put:
 
     sudo python benchmarks/bench_multinode.py --examples 3000 --to-ray-rows 30000
     sudo python benchmarks/bench_multinode.py --skip-builds --skip-to-ray --driver-sizes 2000 20000
+    sudo python benchmarks/bench_multinode.py --skip-builds --skip-to-ray --driver-sizes 2000 20000 \
+        --driver-format lance
 
 Needs root (the worker nodes' private mount namespaces) and the test extras (moto, ray).
 """
@@ -203,7 +205,7 @@ class DiskPeak:
         self.peak = max(self.peak, self._size())
 
 
-def driver_side(examples: int, counting: Counting, local: Path) -> dict:
+def driver_side(examples: int, counting: Counting, local: Path, storage_format: str = "arrow") -> dict:
     """`prepare()` on the cluster this process is connected to: the driver's requests, bytes downloaded, peak disk
     and time (a fresh build each time: `force_rebuild`)."""
     import stable_datasets as sds
@@ -214,13 +216,13 @@ def driver_side(examples: int, counting: Counting, local: Path) -> dict:
     counting.take_driver()
     with DiskPeak(local) as disk:
         started = time.perf_counter()
-        url = builder.prepare("train", engine="ray", download_mode="force_rebuild")["train"]
+        url = builder.prepare("train", storage_format, engine="ray", download_mode="force_rebuild")["train"]
         seconds = time.perf_counter() - started
     counts, got = counting.take_driver()
     meta = sds.open_cache(url).cache_metadata[0]
     size = sum(s.num_bytes for s in [*meta.shards, *meta.extra_files])
     counting.take_driver()  # the open above is a reader's, not the build's
-    return {"side": f"driver of a Ray build, {examples} examples", "cache_bytes": size,
+    return {"side": f"driver of a Ray build, {examples} examples, {storage_format}", "cache_bytes": size,
             "parts": len(meta.extra["part_nodes"]), "seconds": round(seconds, 2), "driver_requests": counts,
             "driver_downloaded_bytes": got, "downloaded_per_cache_byte": round(got / size, 4),
             "driver_disk_peak_bytes": disk.peak, "disk_peak_per_cache_byte": round(disk.peak / size, 4)}
@@ -235,6 +237,7 @@ def main() -> None:
     parser.add_argument("--skip-to-ray", action="store_true", help="no to_ray() sides")
     parser.add_argument("--driver-sizes", type=int, nargs="*", default=[],
                         help="examples of each driver-side build (2 worker nodes)")
+    parser.add_argument("--driver-format", default="arrow", choices=["arrow", "parquet", "lance"])
     args = parser.parse_args()
 
     from common import quiet
@@ -293,9 +296,10 @@ def main() -> None:
                 ray.shutdown()
         if args.driver_sizes:
             with ray_cluster(2, node_env):
-                driver_side(min(args.driver_sizes), counting, work / "local")  # warm-up: workers start cold once
+                # a warm-up build first: each node's worker process starts cold once
+                driver_side(min(args.driver_sizes), counting, work / "local", args.driver_format)
                 for examples in args.driver_sizes:
-                    results.append(driver_side(examples, counting, work / "local"))
+                    results.append(driver_side(examples, counting, work / "local", args.driver_format))
                     print(json.dumps(results[-1]), flush=True)
             if ray.is_initialized():
                 ray.shutdown()
