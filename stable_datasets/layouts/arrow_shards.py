@@ -43,6 +43,7 @@ from stable_datasets.layouts.base import LayoutBackend, StreamUnits, require_cho
 from stable_datasets.layouts.sharded import (
     ShardedFileWriter,
     merge_numbered_shards,
+    seal_sharded_part,
     shard_file_bounds,
     shard_file_units,
 )
@@ -60,8 +61,10 @@ def check_options(options: dict[str, Any]) -> None:
     require_choice(options, "compression", (None, "lz4", "zstd"))
 
 
-#: parallel parts' shards, moved into the cache and renumbered in order
+#: parallel parts' shards, moved into the cache (or copied on the store) and renumbered in order
 merge_parts = merge_numbered_shards
+#: what a merge on the store needs of a part: its record alone
+seal_part = seal_sharded_part
 
 
 class Writer(ShardedFileWriter):

@@ -6,14 +6,16 @@ conditional put.** A split's prefix `<root>/<name>/<config>/<version>/<fingerpri
     _metadata.json          the commit: lists `attempt` and every object under it (size, sha256)
     _lease.json             who builds it now (storage.lease)
     attempts/<id>/...       the data objects of one build attempt, never modified once written
-    attempts/<id>/parts/    a Ray build's parts on their way to the driver (write.remote_parts):
+    attempts/<id>/parts/    a Ray build's parts, uploaded by the nodes that wrote them (write.remote_parts):
                             deleted once published; left by a failed build for the next one
 
 A build runs the local write path into a local staging folder (write.split), then
 `publish_attempt` uploads every file `_metadata.json` lists under a fresh attempt prefix and
-puts `_metadata.json` with `If-None-Match: *`. A file whose bytes are already on the store (a Ray
-build's part, uploaded by the node that wrote it) is copied there server-side instead (`copies`),
-so each byte of the cache is uploaded once. Exactly one builder's put succeeds; a loser
+puts `_metadata.json` with `If-None-Match: *`. A file that is already on the store (a Ray build's
+part file, uploaded by the node that wrote it; the driver merged the parts there and never
+downloaded it) is copied there server-side instead (`copies`: S3 CopyObject, or UploadPartCopy
+part by part above 5 GB; gcsfs's rewrite), so each byte of the cache is uploaded once and the
+driver moves only metadata. Exactly one builder's put succeeds; a loser
 deletes its attempt and uses the winner's cache. A reader resolves `_metadata.json` once and
 then reads only inside the attempt it names, so it sees no cache or a whole one, and keeps
 reading its attempt whatever is published later. Objects of an attempt no `_metadata.json`
