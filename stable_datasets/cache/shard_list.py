@@ -274,7 +274,7 @@ class ShardList(Sequence):
         pages = self.open()
         page, at = pages[index // PAGE_SHARDS], index % PAGE_SHARDS
         return self._make(self.name(index), int(self.row_counts()[index]), int(self.byte_counts()[index]),
-                          page.column(2)[at].as_buffer().hex())
+                          page.column(2)[at].as_py().hex())
 
     def __iter__(self) -> Iterator[Any]:
         make = self._make
