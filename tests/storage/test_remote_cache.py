@@ -77,6 +77,9 @@ def test_a_cache_of_many_shards_publishes_its_shard_list_file_and_opens_on_anoth
     shutil.rmtree(tmp_path / "node-2")  # unpickled on a machine that has none of the files
     assert rows_of(pickle.loads(blob)) == expected
     assert (other.cache_dirs[0] / "_shards.arrow").is_file()
+    stream = sds.load_dataset("json", data_files=str(data), split="train", layout_options={"max_shard_size": 1},
+                              streaming=True)  # a shard file at a time, bounded by the list's row column
+    assert sorted(row["i"] for row in stream) == list(range(40))
 
     damaged = bytearray(s3_env.read(listed))
     damaged[len(damaged) // 2] ^= 0xFF
