@@ -209,3 +209,26 @@ def test_shard_names_must_stay_a_plain_file_name(tmp_path):
     with pytest.raises(CacheError, match=r"invalid cache metadata: shards.names must be \{'prefix', 'digits', "
                                          r"'suffix'\} of a plain file name, got"):
         sds.open_cache(folder)
+
+
+def test_opening_reading_and_pickling_make_no_shard_entry_per_shard(fast_folder, monkeypatch):
+    """The paths that need every shard (row starts, sums, stream bounds, the pickle) take the list's columns:
+    a ShardInfo is made only for a shard asked for by name."""
+    shards = 20_000
+    folder = write_arrow_cache(fast_folder / "c", shards=shards, rows_per_shard=2, publish_metadata=True)
+    made = []
+    init = ShardInfo.__init__
+
+    def counting(self, *args, **kwargs):
+        made.append(1)
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(ShardInfo, "__init__", counting)
+    ds = sds.open_cache(folder)
+    assert ds[0] == expected_row(0) and ds[-1] == expected_row(2 * shards - 1)
+    assert ds.__getitems__([5, 39_000, 17]) == [expected_row(i) for i in (5, 39_000, 17)]
+    assert ds.backends[0].shard_bounds()[-1] == 2 * shards and ds.cache_metadata[0].num_bytes > 0
+    again = pickle.loads(pickle.dumps(ds))
+    assert again[12_345] == expected_row(12_345)
+    assert made == []  # none: names, sizes and rows come from the columns
+
