@@ -305,6 +305,7 @@ class CacheMetadata:
         `_shards.arrow` (cache.shard_list), and `_metadata.json`, written last, names it."""
         if isinstance(self.shards, ShardList) or len(self.shards) > shard_list_file_above():
             self.shards = ShardList(write_shard_list(directory, self.shards, sync=sync), Path(directory), ShardInfo)
+            self.shards.open()  # mapped now: still read after the folder is renamed (a staging folder published)
         path = directory / METADATA_FILE
         with open(path, "w", encoding="utf-8") as fh:
             # keys in the order they were given: features keep their declared column order

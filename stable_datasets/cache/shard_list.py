@@ -107,7 +107,7 @@ class ShardListRef:
             if not (isinstance(names, dict) and isinstance(names.get("prefix"), str)
                     and isinstance(names.get("suffix"), str) and type(names.get("digits")) is int
                     and 1 <= names["digits"] <= 12 and _NAME_PART.fullmatch(names["prefix"])
-                    and _NAME_PART.fullmatch(names["suffix"]) and names["prefix"] not in ("", ".", "..")):
+                    and _NAME_PART.fullmatch(names["suffix"])):  # no "/": a file in the cache folder
                 raise ShardListProblem(f"shards.names must be {{'prefix', 'digits', 'suffix'}} of a plain file "
                                        f"name, got {names!r:.120}")
             names = ShardNames(names["prefix"], names["digits"], names["suffix"])
@@ -148,6 +148,11 @@ def _sha256(path: Path) -> str:
         while chunk := fh.read(8 << 20):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def _inside(path: str) -> bool:
+    """A shard path of the cache folder: relative, not empty, no NUL, no `..` part (as `_metadata.json`'s)."""
+    return bool(path) and path[0] != "/" and "\x00" not in path and ".." not in path.split("/")
 
 
 def _int64s(array: pa.Array) -> np.ndarray:
@@ -204,7 +209,9 @@ class ShardList(Sequence):
                 reader = pa.ipc.open_file(source)
                 pages = [reader.get_batch(i) for i in range(reader.num_record_batches)]
                 schema = reader.schema
-        except (pa.ArrowException, OSError) as exc:
+            for page in pages:  # offsets and lengths are read straight from the map: checked once, here
+                page.validate(full=True)
+        except (pa.ArrowException, OSError, ValueError) as exc:
             raise self._damaged(f"not a readable Arrow file ({exc})") from None
         expected = pa.schema(_BASE_FIELDS + ([] if self.ref.names is not None else [_PATH_FIELD]))
         if not schema.equals(expected):
@@ -215,12 +222,20 @@ class ShardList(Sequence):
             raise self._damaged(f"{sum(sizes)} shards in {len(pages)} pages, expected {self.ref.count}")
         if any(p.column(c).null_count for p in pages for c in range(p.num_columns)):
             raise self._damaged("it holds nulls")
+        if self.ref.names is None:
+            bad = next((p for page in pages for p in page.column(3).to_pylist() if not _inside(p)), None)
+            if bad is not None:
+                raise self._damaged(f"shard path {bad!r:.120} is not a relative path inside the cache folder")
         self._pages = pages
         rows, counts = self.row_counts(), self.byte_counts()
-        if (len(rows) and (rows.min() < 0 or counts.min() < 0)) or int(counts.sum()) != self.ref.shard_bytes:
+        problem = None
+        if rows.min(initial=0) < 0 or counts.min(initial=0) < 0:
+            problem = "it holds a negative count"
+        elif int(counts.sum()) != self.ref.shard_bytes:
+            problem = f"its shards hold {int(counts.sum())} bytes, _metadata.json records {self.ref.shard_bytes}"
+        if problem is not None:
             self._pages = self._rows = self._bytes = None
-            raise self._damaged(f"its shards hold {int(counts.sum())} bytes, _metadata.json records "
-                                f"{self.ref.shard_bytes}" if counts.min(initial=0) >= 0 else "a negative count")
+            raise self._damaged(problem)
         return pages
 
     def _damaged(self, what: str) -> CacheError:

@@ -232,3 +232,13 @@ def test_opening_reading_and_pickling_make_no_shard_entry_per_shard(fast_folder,
     assert again[12_345] == expected_row(12_345)
     assert made == []  # none: names, sizes and rows come from the columns
 
+
+
+def test_a_stored_path_leaving_the_cache_folder_is_refused(tmp_path):
+    shards = [ShardInfo(f"data/{i}-x.lance", 1, 10, "ab" * 32) for i in range(101)]
+    shards[57] = ShardInfo("data/../../../etc/passwd", 1, 10, "ab" * 32)
+    metadata = CacheMetadata(layout="arrow_shards", features={}, num_rows=101, shards=shards)
+    metadata.write(tmp_path, sync=False)
+    with pytest.raises(CacheError, match=r"_shards.arrow: damaged shard list: shard path 'data/../../../etc/passwd' "
+                                         r"is not a relative path inside the cache folder"):
+        CacheMetadata.read(tmp_path)
