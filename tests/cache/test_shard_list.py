@@ -20,7 +20,7 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
-from stable_datasets.cache.shard_list import PAGE_SHARDS, SHARD_LIST_FILE, ShardList, ShardNames
+from stable_datasets.cache.shard_list import PAGE_SHARDS, SHARD_LIST_FILE, ShardList, ShardNames, write_shard_list
 from stable_datasets.errors import CacheError
 from stable_datasets.layouts.open import verify_cache
 from tests.fixtures.many_shards import expected_row, write_arrow_cache
@@ -236,9 +236,11 @@ def test_opening_reading_and_pickling_make_no_shard_entry_per_shard(fast_folder,
 
 def test_a_stored_path_leaving_the_cache_folder_is_refused(tmp_path):
     shards = [ShardInfo(f"data/{i}-x.lance", 1, 10, "ab" * 32) for i in range(101)]
+    CacheMetadata(layout="arrow_shards", features={}, num_rows=101, shards=shards).write(tmp_path, sync=False)
     shards[57] = ShardInfo("data/../../../etc/passwd", 1, 10, "ab" * 32)
-    metadata = CacheMetadata(layout="arrow_shards", features={}, num_rows=101, shards=shards)
-    metadata.write(tmp_path, sync=False)
+    data = json.loads((tmp_path / "_metadata.json").read_text())
+    data["shards"] = write_shard_list(tmp_path, shards, sync=False).to_json()  # what another program could write
+    (tmp_path / "_metadata.json").write_text(json.dumps(data))
     with pytest.raises(CacheError, match=r"_shards.arrow: damaged shard list: shard path 'data/../../../etc/passwd' "
                                          r"is not a relative path inside the cache folder"):
         CacheMetadata.read(tmp_path)
