@@ -244,3 +244,14 @@ def test_a_stored_path_leaving_the_cache_folder_is_refused(tmp_path):
     with pytest.raises(CacheError, match=r"_shards.arrow: damaged shard list: shard path 'data/../../../etc/passwd' "
                                          r"is not a relative path inside the cache folder"):
         CacheMetadata.read(tmp_path)
+
+
+def test_spawned_dataloader_workers_receive_the_list_by_name(fast_folder):
+    """A spawned worker unpickles the dataset and maps `_shards.arrow` itself (nothing of the list in the pickle)."""
+    torch = pytest.importorskip("torch")
+    folder = write_arrow_cache(fast_folder / "c", shards=5000, rows_per_shard=2, publish_metadata=True)
+    ds = sds.open_cache(folder).with_format("torch")
+    picks = [0, 4_321, 9_999, 7]
+    loader = torch.utils.data.DataLoader(torch.utils.data.Subset(ds, picks), batch_size=2, num_workers=1,
+                                         multiprocessing_context="spawn")
+    assert [int(i) for batch in loader for i in batch["id"]] == picks
