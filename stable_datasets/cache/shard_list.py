@@ -274,7 +274,13 @@ class ShardList(Sequence):
         stop = self.ref.count if stop is None else stop
         if self.ref.names is not None:
             return [self.ref.names.name(i) for i in range(start, stop)]
-        return [self.name(i) for i in range(start, stop)]
+        out: list[str] = []
+        for p in range(start // PAGE_SHARDS, (stop + PAGE_SHARDS - 1) // PAGE_SHARDS):  # a page's column at a time
+            lo = p * PAGE_SHARDS
+            column = self.open()[p].column(3)
+            out.extend(column.slice(max(start - lo, 0), max(min(stop - lo, len(column)) - max(start - lo, 0), 0))
+                       .to_pylist())
+        return out
 
     def __len__(self) -> int:
         return self.ref.count

@@ -255,3 +255,15 @@ def test_spawned_dataloader_workers_receive_the_list_by_name(fast_folder):
     loader = torch.utils.data.DataLoader(torch.utils.data.Subset(ds, picks), batch_size=2, num_workers=1,
                                          multiprocessing_context="spawn")
     assert [int(i) for batch in loader for i in batch["id"]] == picks
+
+
+def test_stored_paths_read_across_pages(tmp_path, monkeypatch):
+    monkeypatch.setenv("STABLE_DATASETS_SHARD_LIST_FILE_ABOVE", "0")
+    shards = [ShardInfo(f"d/{i}x", 1, 1, "ab" * 32) for i in range(PAGE_SHARDS * 2 + 10)]
+    CacheMetadata(layout="arrow_shards", features={}, num_rows=len(shards), shards=shards).write(tmp_path, sync=False)
+    metadata = CacheMetadata.read(tmp_path)
+    assert metadata.shard_paths() == [s.path for s in shards]
+    last = len(shards)
+    for lo, hi in ((PAGE_SHARDS - 3, PAGE_SHARDS + 3), (5, 2 * PAGE_SHARDS + 1), (7, 7), (2 * PAGE_SHARDS, last)):
+        assert metadata.shards.names(lo, hi) == [s.path for s in shards[lo:hi]]
+    assert metadata.shards[PAGE_SHARDS] == shards[PAGE_SHARDS] and metadata.shard_path(last - 1) == "d/131081x"
