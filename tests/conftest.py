@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -190,3 +193,18 @@ class Parts(sds.GeneratorBasedBuilder):
 @pytest.fixture
 def parts_builder(write_builder) -> Path:
     return write_builder("parts", PARTS_BUILDER.replace("KEY", "(part, i)"))
+
+
+@pytest.fixture
+def fast_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder in memory (/dev/shm) when there is room: on this machine's ext4 (mounted with discard) creating
+    and removing a file costs ~1.4 ms, 100 s for 70,000 shards; on tmpfs 40 us."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 1 << 30):
+        yield tmp_path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="sds-many-shards-", dir=shm))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -149,12 +149,12 @@ STREAM_BLOCK_ROWS = 1024
 
 def shard_file_bounds(metadata: CacheMetadata) -> np.ndarray:
     """Row offsets where each non-empty shard file begins, then the rows: the groups of a stream's shard window."""
-    counts = [s.num_rows for s in metadata.shards if s.num_rows > 0]
-    return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+    counts = metadata.shard_rows()
+    return np.concatenate([[0], np.cumsum(counts[counts > 0], dtype=np.int64)]).astype(np.int64)
 
 
 def shard_file_units(metadata: CacheMetadata) -> StreamUnits | None:
     """A stream of a remote sharded cache downloads a shard file at a time; not one with media files beside."""
     if metadata.extra_files or not metadata.shards:
         return None
-    return StreamUnits(list(metadata.shards), [], STREAM_BLOCK_ROWS)
+    return StreamUnits(metadata.shards, [], STREAM_BLOCK_ROWS)

@@ -45,6 +45,7 @@ from pathlib import Path, PurePosixPath
 
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.errors import CacheError, StableDatasetsError
+from stable_datasets.storage import shard_cache
 from stable_datasets.storage.store import ObjectStore
 
 ATTEMPTS = "attempts"
@@ -81,11 +82,23 @@ class RemoteSplit:
         text = self.metadata_text()
         return None if text is None else parse_remote_metadata(text, self.store.url(self.key(METADATA_FILE)))
 
+    def fetch_shard_list(self, metadata: CacheMetadata) -> CacheMetadata:
+        """`metadata` with its shard list readable: a cache of many shards lists them in an object of its attempt
+        (`_shards.arrow`, cache.shard_list), fetched into this node's shard cache (checked by size and sha256)."""
+        listed = metadata.shard_list_file
+        if listed is not None:
+            attempt_key = self.key(metadata.attempt)
+            local = shard_cache.attempt_dir(self.store, attempt_key)
+            shard_cache.fetch(self.store, f"{attempt_key}/{listed.path}", local / listed.path, listed)
+            metadata.attach_shard_list(local)
+        return metadata
+
 
 def parse_remote_metadata(text: str, url: str) -> CacheMetadata:
     """Checked metadata of a remote cache; it must name the attempt its objects are under."""
     try:
-        metadata = CacheMetadata.parse(text, PurePosixPath("/remote") / METADATA_FILE)  # type: ignore[arg-type]
+        metadata = CacheMetadata.parse(text, PurePosixPath("/remote") / METADATA_FILE,  # type: ignore[arg-type]
+                                       attach=False)  # a shard-list file is fetched when needed: fetch_shard_list
     except CacheError as exc:
         raise CacheError(str(exc).replace(f"/remote/{METADATA_FILE}", url)) from None
     if not metadata.attempt:
@@ -98,7 +111,9 @@ def parse_remote_metadata(text: str, url: str) -> CacheMetadata:
 
 
 def files_of(metadata: CacheMetadata) -> list:
-    return [*metadata.shards, *metadata.extra_files]
+    """Every object of the cache's attempt: its shard list file first when it has one (cache.shard_list)."""
+    listed = metadata.shard_list_file
+    return [*([listed] if listed is not None else []), *metadata.shards, *metadata.extra_files]
 
 
 def publish_attempt(split: RemoteSplit, build_dir: Path, metadata: CacheMetadata, attempt_id: str, *,
@@ -180,7 +195,11 @@ def _check_uploaded(split: RemoteSplit, attempt: str, metadata: CacheMetadata, c
 def _record_etags(metadata: CacheMetadata, etags: dict[str, str]) -> None:
     """Note the ETag of every uploaded object (stores that give none: nothing). Lance is read in
     place, without a sha256 check, so opening it compares these: a replaced object is an error, not wrong rows."""
-    listed = {f.path: etags[f.path] for f in files_of(metadata) if f.path in etags}
+    # a cache of many shards notes only its shard list's and extra files' (a million ETags would make
+    # `_metadata.json` grow with the shards again): its in-place objects are then checked by size only
+    files = files_of(metadata) if metadata.shard_list_file is None else [metadata.shard_list_file,
+                                                                          *metadata.extra_files]
+    listed = {f.path: etags[f.path] for f in files if f.path in etags}
     if listed:
         metadata.extra[ETAGS] = listed
 

@@ -59,6 +59,11 @@ def valid_remote(split: RemoteSplit, expected_fingerprint: str) -> bool:
         return False
     if metadata is None or metadata.fingerprint != expected_fingerprint:
         return False
+    try:
+        split.fetch_shard_list(metadata)
+    except CacheError as exc:
+        logger.warning("rebuilding {}: {}", split.url, exc)
+        return False
     missing, _ = missing_objects(split, metadata.attempt, metadata)
     if missing:
         logger.warning("rebuilding {}: {} of its objects are missing from the store (first: {})", split.url,
@@ -181,7 +186,7 @@ def open_remote_split(url: str, storage_options: dict[str, Any] | None = None
         raise CacheError(f"{split.url}: not a stable-datasets cache (no {METADATA_FILE})")
     metadata = parse_remote_metadata(text, split.store.url(split.key(METADATA_FILE)))
     _refuse_copied(split, metadata)
-    return split, metadata, text
+    return split, split.fetch_shard_list(metadata), text
 
 
 def _refuse_copied(split: RemoteSplit, metadata: CacheMetadata) -> None:
@@ -248,6 +253,10 @@ class RemoteOrigin:
         local = shard_cache.attempt_dir(self.store, self.attempt_key)
         with local_writes():
             local.mkdir(parents=True, exist_ok=True)
+        listed = metadata.shard_list_file  # a cache of many shards: its list first, then the shards it names
+        if listed is not None:
+            shard_cache.fetch(self.store, f"{self.attempt_key}/{listed.path}", local / listed.path, listed)
+            metadata.attach_shard_list(local)
         for item in files_of(metadata):
             if item.path not in self.in_place:
                 shard_cache.fetch(self.store, f"{self.attempt_key}/{item.path}", local / item.path, item)
