@@ -25,6 +25,7 @@ torch = pytest.importorskip("torch")
 from stable_datasets.loaders import file_stream  # noqa: E402
 from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
 from stable_datasets.streaming import state as stream_state  # noqa: E402
+from stable_datasets.streaming.order import Lanes  # noqa: E402
 
 FILES, PER_FILE = 5, 23  # 115 rows, files of unequal blocks across ranks
 
@@ -81,7 +82,7 @@ def write_files(folder, fmt: str) -> list[str]:
 
 def on_rank(stream, **options):
     """The same file stream on another rank / world size (what torch.distributed or RANK/WORLD_SIZE choose)."""
-    return stream.dataset.to_iterable(window_shards=file_stream.WINDOW_UNITS, **options)
+    return stream.dataset.to_iterable(window_shards=file_stream.WINDOW_UNITS, lanes=True, **options)
 
 
 LOADER = {"json": "json", "jsonl.gz": "json", "jsonl.zst": "json",
@@ -211,7 +212,9 @@ def test_a_dataloader_resume_with_workers_is_exact(tmp_path):
     resumed.load_state_dict(state)
     rest = [int(i) for batch in StreamingDataLoader(resumed, batch_size=4, num_workers=2) for i in batch["idx"]]
     assert sorted(head + rest) == list(range(FILES * PER_FILE))
-    assert head + rest == [r["idx"] for r in make()]
+    # the epoch is served in the lanes of 1 rank x 2 workers dealt 4 rows at a time (each worker its own stretch)
+    assert state["lanes"] == [1, 2, 4]
+    assert head + rest == make().rank_order(lanes=Lanes(1, 2, 4)).tolist()
     assert len(json.dumps(state)) < 2000 and state["files"]["count"] == FILES
 
 
