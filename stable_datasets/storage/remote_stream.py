@@ -115,6 +115,10 @@ class RemoteShards(LayoutBackend):
 
     @property
     def schema(self) -> pa.Schema:
+        """The shards' schema (every shard of a cache has the same): from a shard open already, so a node that reads
+        only its own lane's shards downloads no other one to learn it."""
+        for backend in self._open_shards.values():
+            return backend.schema
         return self._shard(self._first_shard()).schema
 
     def stored_column_order(self) -> list[str] | None:

@@ -479,3 +479,61 @@ def test_plain_csv_cut_into_ranges_counts_each_range(tmp_path, monkeypatch):
     assert len(stream.dataset.block_bounds()) > 5
     assert [r["idx"] for r in stream] == list(range(60))
     assert list(stream) == sds.load_dataset("csv", data_files=str(path), split="train").to_list()
+
+
+def test_ranks_and_workers_each_parse_their_own_lane(tmp_path, monkeypatch):
+    """2 ranks x 2 DataLoader workers over ~20 units: with lanes each unit is parsed once, plus once more for each
+    lane that starts inside it; row stripes make every worker parse most units."""
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 300)  # ~4 units per file
+    files = write_files(tmp_path / "data", "json")
+    log = tmp_path / "parsed.log"
+    real = file_stream.read_unit
+
+    def logged(loader, unit, schema):  # forked workers inherit it and append to the same file
+        with open(log, "a") as fh:
+            fh.write(f"{unit.path}:{unit.start}\n")
+        return real(loader, unit, schema)
+
+    monkeypatch.setattr(file_stream, "read_unit", logged)
+
+    def parses(lanes: bool) -> Counter:
+        log.write_text("")
+        seen = []
+        for rank in range(2):
+            opened = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+            stream = on_rank(opened, rank=rank, world_size=2, drop_last=True)._with(lanes=lanes)
+            seen += [int(i) for batch in StreamingDataLoader(stream, batch_size=4, num_workers=2) for i in batch["idx"]]
+        assert sorted(seen) == list(range(FILES * PER_FILE - 1))  # 115 rows on 2 ranks, drop_last: the last dropped
+        return Counter(log.read_text().split())
+
+    starts = sds.load_dataset("json", data_files=files, split="train", streaming=True).dataset.block_bounds()
+    units = len(starts) - 1
+    bounds = Lanes(2, 2, 4).lane_bounds(FILES * PER_FILE, True)
+    first = np.searchsorted(starts, bounds[:-1], side="right") - 1
+    last = np.searchsorted(starts, bounds[1:] - 1, side="right") - 1
+    expected = int((last - first + 1).sum())  # the units each lane covers
+    in_lanes = parses(True)
+    assert units >= 16 and len(in_lanes) == units and sum(in_lanes.values()) == expected <= units + 3
+    assert set(in_lanes.values()) == {1, 2}
+    striped = parses(False)
+    assert len(striped) == units and sum(striped.values()) > 2 * expected
+
+
+def test_a_file_edited_under_a_mixed_streams_state_is_named(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+
+    def mix():
+        first = sds.load_dataset("json", data_files=files[:2], split="train", streaming=True)
+        second = sds.load_dataset("json", data_files=files[2:], split="train", streaming=True)
+        return sds.interleave_datasets([first, second], seed=3)
+
+    stopped = mix()
+    rows = iter(stopped)
+    [next(rows) for _ in range(9)]
+    state = json.loads(json.dumps(stopped.state_dict()))
+    assert state["files"]["count"] == FILES
+    with open(files[3], "a") as fh:
+        fh.write(json.dumps({"idx": 999, "text": "x", "score": 0.0}) + "\n")
+    os.utime(files[3], ns=(1, 1))
+    with pytest.raises(ValueError, match=f"cannot resume: {files[3]} changed since the state was saved"):
+        mix().load_state_dict(state)

@@ -74,7 +74,7 @@ def test_any_sequence_of_world_sizes_serves_every_row_once(run):
             if lanes and epoch_lanes is None:
                 epoch_lanes = Lanes(world, 1, 1)  # fixed by the run that began the epoch
         state = json.loads(json.dumps(streams[0].state_dict()))
-        if 0 < state["consumed"] and state["epoch"] == 0:
+        if state["consumed"] > 0 and state["epoch"] == 0:
             assert state.get("lanes") == (epoch_lanes.to_list() if lanes else None)
         assert all(s.state_dict() == state for s in streams)  # lockstep: one rank's state is everyone's
         if state["epoch"] == 1:
