@@ -44,6 +44,7 @@ from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.loaders.arrow_files import open_ipc
 from stable_datasets.loaders.base import FileLoader
 from stable_datasets.loaders.columns import LoaderError
+from stable_datasets.loaders.file_counts import UnitCounts, counting_key, node_counts
 from stable_datasets.urls import is_url
 
 #: threads counting the rows of the units when a stream opens (file reads and numpy scans release the GIL)
@@ -342,30 +343,47 @@ def _read_range(path: str, start: int | None, stop: int | None) -> bytes:
 
 
 def open_file_backends(loader: FileLoader, splits: list[str] | None = None) -> dict[str, FileBackend]:
-    """split -> the backend of its data files (rows counted; nothing parsed beyond what counting needs)."""
+    """split -> the backend of its data files (rows counted; nothing parsed beyond what counting needs). Counts
+    are remembered per node (loaders.file_counts): the other ranks of the node, and a restart, count nothing."""
     files = loader.data_files()
     loader.features  # noqa: B018  (inferred once here, not by the counting threads at once)
     wanted = list(files) if splits is None else splits
-    backends = {}
     for split in wanted:
         if split not in files:
             raise ValueError(f"unknown split {split!r}; the data files have splits {list(files)}")
-        identities: dict[str, list[int]] = {}
-        named: dict[str, list[Any]] = {}
-        pieces: list[tuple[str, list[Any], int | None]] = []
-        for source in files[split]:
-            if loader.is_companion(source):
-                continue
-            path = loader.local_file(source)
-            identities[path] = file_identity(path)
-            if is_url(source):
-                summary = files_identity([source], cache_root=loader.cache_root)
-                named[source] = [identities[path][0], summary["sha256"][:16]]
-            pieces.extend((source, piece, rows) for piece, rows in unit_pieces(loader, path))
-        with ThreadPoolExecutor(max_workers=min(COUNT_THREADS, max(len(pieces), 1))) as pool:
-            counts = list(pool.map(lambda item: item[2] if item[2] is not None else count_rows(loader, item[1]),
-                                   pieces))
-        units = [FileUnit(piece[0], source, piece[1], piece[2], count)
-                 for (source, piece, _), count in zip(pieces, counts)]
-        backends[split] = FileBackend(loader, split, units, identities, named)
+    config = {k: v for k, v in vars(loader.config).items() if k not in ("features", "data_files", "data_dir")}
+    backends = {}
+    with node_counts(counting_key(loader.name, config, UNIT_BYTES)) as known:
+        for split in wanted:
+            backends[split] = _open_split(loader, split, files[split], known)
     return backends
+
+
+def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitCounts) -> FileBackend:
+    identities: dict[str, list[int]] = {}
+    named: dict[str, list[Any]] = {}
+    pieces: list[tuple[str, list[Any], int | None]] = []
+    for source in sources:
+        if loader.is_companion(source):
+            continue
+        path = loader.local_file(source)
+        identities[path] = file_identity(path)
+        if is_url(source):
+            summary = files_identity([source], cache_root=loader.cache_root)
+            named[source] = [identities[path][0], summary["sha256"][:16]]
+        counted = known.get(path, [*identities[path], *named.get(source, [])])
+        if counted is not None:
+            pieces.extend((source, [path, start, stop], rows) for start, stop, rows in counted)
+        else:
+            pieces.extend((source, piece, rows) for piece, rows in unit_pieces(loader, path))
+    with ThreadPoolExecutor(max_workers=min(COUNT_THREADS, max(len(pieces), 1))) as pool:
+        counts = list(pool.map(lambda item: item[2] if item[2] is not None else count_rows(loader, item[1]), pieces))
+    units = [FileUnit(piece[0], source, piece[1], piece[2], count) for (source, piece, _), count in zip(pieces, counts)]
+    by_path: dict[str, list[tuple[Any, Any, int]]] = {}
+    sources_of: dict[str, str] = {}
+    for unit in units:
+        by_path.setdefault(unit.path, []).append((unit.start, unit.stop, unit.rows))
+        sources_of[unit.path] = unit.source
+    for path, counted in by_path.items():
+        known.put(path, [*identities[path], *named.get(sources_of[path], [])], counted)
+    return FileBackend(loader, split, units, identities, named)
