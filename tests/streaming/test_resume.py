@@ -227,3 +227,23 @@ def test_a_stateful_dataloader_state_resumes_a_stream_on_another_cluster_size(ca
     with pytest.raises(ValueError, match="not a prefix of the rank's rows dealt in units of 1; pass "
                                          "loader_batch_size="):
         cache.to_iterable().shuffle(seed=8).load_state_dict(state)
+
+
+def test_a_plain_dataloader_state_names_the_lanes_its_workers_read(cache):
+    """Workers of a plain DataLoader begin the epoch in lanes of their own count; `state_dict(consumed=)` in the
+    main process names them (the workers say how many they are), so the resume serves exactly the rest."""
+    def stream():
+        return cache.to_iterable(loader_batch_size=10, lanes=True).shuffle(seed=2)
+
+    first = stream()
+    iterator = iter(torch.utils.data.DataLoader(first, batch_size=10, num_workers=2))
+    head = ids(next(iterator) for _ in range(6))
+    del iterator
+    state = json.loads(json.dumps(first.state_dict(consumed=60)))
+    assert state["consumed"] == 60 and state["lanes"] == [1, 2, 10]
+    order = [int(i) for i in stream().rank_order(lanes=Lanes(1, 1, 1))]
+    assert head == order[0:10] + order[150:160] + order[10:20] + order[160:170] + order[20:30] + order[170:180]
+    resumed = stream()
+    resumed.load_state_dict(state)
+    rest = [int(row["idx"]) for row in resumed]
+    assert sorted(head + rest) == list(range(ROWS))
