@@ -3,7 +3,8 @@
 No cache is built. A split's files are cut into units (a line-based file into byte ranges of about
 `UNIT_BYTES` at line ends, a Parquet file into runs of row groups, any other file whole), and each
 unit's rows are counted once when the stream opens: from metadata (Parquet, Arrow), by counting
-lines (JSON Lines, text, CSV without quotes), else by parsing it. A unit is read, parsed and cast
+lines (JSON Lines, text, CSV without quotes), else by parsing it; the counts are kept per node
+(loaders.file_counts), so the other ranks of the node and a restart count nothing. A unit is read, parsed and cast
 to the features by its loader's own `read_piece` (so every parse error, and every cast error
 naming file and column, is the loader's) only when the stream's order reaches it, and a few recent
 units are held.
@@ -15,7 +16,9 @@ backend lists its files with their identity (`StableDataset.source_files`), so t
 cache stream's (epoch, rows consumed) plus the files: a file changed, added or removed since a state
 was saved is refused, naming the file. A unit whose file changed while it is being streamed is
 refused when it is read. A shuffle reads windows of WINDOW_UNITS units (the stream is opened with
-`window_shards=WINDOW_UNITS`; each unit a shard), so each unit is parsed once per epoch.
+`window_shards=WINDOW_UNITS`; each unit a shard), so each unit is parsed once per epoch by a reader;
+the stream is opened with lanes (streaming.order.Lanes), so each rank x worker reads its own stretch
+of the epoch and a unit is parsed by about one of them.
 """
 
 from __future__ import annotations

@@ -28,6 +28,9 @@ Rules:
   block shuffle reads windows of blocks from anywhere in the split unless it is given
   `window_shards=k` (streaming.order): then about k shards at a time, each downloaded once.
 - A partial split (`rows=`) reads only the shards covering its rows.
+- The stream is opened with lanes (streaming.order.Lanes): each rank x worker serves one contiguous
+  stretch of the epoch order, so a node downloads about its own share of the shards (shard affinity),
+  plus the ones where lanes meet. The schema comes from a shard already open, never from another one.
 """
 
 from __future__ import annotations

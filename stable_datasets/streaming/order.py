@@ -26,6 +26,8 @@ first row of a shuffled epoch of a billion rows costs milliseconds and a few MB 
 
 Ranks and workers (see "who serves which epoch index" below) stripe one global order, so the
 rows consumed are always a prefix of it: a state is one number that resumes on any world size.
+`Lanes` relabel that global order so each rank x worker serves one contiguous stretch of the epoch
+(for sources whose blocks cost a parse or a download to open); the state then adds the topology.
 `drop_last` drops the tail of the order, otherwise the order is padded by wrapping around to
 its start so every rank gets the same number of rows.
 """
