@@ -537,3 +537,31 @@ def test_a_file_edited_under_a_mixed_streams_state_is_named(tmp_path):
     os.utime(files[3], ns=(1, 1))
     with pytest.raises(ValueError, match=f"cannot resume: {files[3]} changed since the state was saved"):
         mix().load_state_dict(state)
+
+
+def test_a_mix_of_file_streams_is_served_in_lanes_and_resumes_on_another_world_size(tmp_path):
+    """A lane of the mix is a contiguous stretch of the mix, so of each source's order: 2 ranks stop, 3 resume."""
+    files = write_files(tmp_path / "data", "json")
+
+    def mix(rank, world):
+        first = sds.load_dataset("json", data_files=files[:2], split="train", streaming=True).shuffle(seed=1,
+                                                                                                     buffer_size=5)
+        second = sds.load_dataset("json", data_files=files[2:], split="train", streaming=True)
+        return sds.interleave_datasets([on_rank(first, rank=rank, world_size=world),
+                                        on_rank(second, rank=rank, world_size=world)], seed=3,
+                                       stopping_strategy="all_exhausted")
+
+    whole = [r["idx"] for r in mix(0, 1)]
+    assert mix(0, 2).uses_lanes and len(whole) == 2 * 3 * PER_FILE
+    streams = [mix(r, 2) for r in range(2)]
+    iterators = [iter(s) for s in streams]
+    served = [next(it)["idx"] for _ in range(20) for it in iterators]
+    state = json.loads(json.dumps(streams[0].state_dict()))
+    assert state["lanes"] == [2, 1, 1] and state["consumed"] == 40
+    assert served[::2] == whole[:20]  # rank 0's lane: the head of the mix's order
+    for rank in range(3):
+        resumed = mix(rank, 3)
+        resumed.load_state_dict(state)
+        served += [r["idx"] for r in resumed]
+    padding = Counter(served) - Counter(whole)  # 98 draws left on 3 ranks: 1 padded, from the head of the mix
+    assert Counter(served) - padding == Counter(whole) and list(padding.elements()) == whole[:1]

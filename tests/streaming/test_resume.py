@@ -155,12 +155,13 @@ def test_a_plain_dataloader_with_workers_refuses_to_guess_its_state(cache):
     assert single.state_dict()["consumed"] == 30
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_torchdata_stateful_dataloader_resumes_the_stream_exactly(cache, workers):
+@pytest.mark.parametrize("workers,lanes", [(0, False), (2, False), (2, True)])
+def test_torchdata_stateful_dataloader_resumes_the_stream_exactly(cache, workers, lanes):
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     def loader():
-        stream = cache.to_iterable(rank=1, world_size=2, loader_batch_size=8).shuffle(seed=3, window_blocks=2)
+        stream = cache.to_iterable(rank=1, world_size=2, loader_batch_size=8, lanes=lanes).shuffle(seed=3,
+                                                                                                  window_blocks=2)
         return StatefulDataLoader(stream, batch_size=8, num_workers=workers)
 
     full = ids(loader())
@@ -172,8 +173,9 @@ def test_torchdata_stateful_dataloader_resumes_the_stream_exactly(cache, workers
     second = loader()
     second.load_state_dict(state)
     assert head + ids(second) == full
-    assert sorted(full) == sorted(cache.to_iterable(rank=1, world_size=2).shuffle(seed=3, window_blocks=2)
-                                  .rank_order().tolist())
+    rank_1 = cache.to_iterable(rank=1, world_size=2).shuffle(seed=3, window_blocks=2)
+    served_in = Lanes(2, max(workers, 1), 8) if lanes else None  # (None: row stripes)
+    assert sorted(full) == sorted(rank_1.rank_order(lanes=served_in).tolist())
 
 
 def test_a_worker_state_outside_its_loader_and_foreign_states_are_refused(cache):
