@@ -10,7 +10,9 @@
    over the slower rank's wall time). Row stripes (`lanes=False`, the order before lanes) vs lanes.
    Also the time to open the stream (count the rows) the first time on a node, and again (another rank or
    a restart: the counts file), for the JSON Lines files (a numpy pass over the lines) and for the same rows
-   as quoted CSV (`id`, `label`, `text`, every value quoted: counting parses them).
+   as quoted CSV (`id`, `label`, `text`, every value quoted: counting parses them). And counting the
+   samples of 20 WebDataset tars (a PNG, a json and a txt member per sample): by decoding every member
+   (before) vs from the member headers (now), best of 3.
 2. Remote cache stream (issue 28, shard affinity): `--rows` rows of `--blob` random bytes published to a moto
    S3 server on 127.0.0.1 (its own process), streamed by 2 simulated nodes (rank 0 and 1 of 2, each its own
    empty local shard cache), shuffled with `window_shards=2`. Bytes each node downloads in one epoch (the
@@ -99,6 +101,52 @@ def open_times(listed: Path, env: dict, node: Path, rounds: int = 3) -> list[flo
                                  capture_output=True, text=True, check=True)
             times.append(float(out.stdout.split()[-1]))
     return [min(cold), min(warm)]
+
+
+def tar_count(folder: Path, files: int, per_file: int) -> tuple:
+    """Counting the samples of WebDataset tars (a PNG digit, a json and a txt member each) when the stream opens:
+    before, by decoding every member (`examples_of_piece`, what `count_rows` did); now from the member headers."""
+    import io
+    import tarfile
+
+    import numpy as np
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    import stable_datasets as sds
+    from stable_datasets.loaders import file_stream
+
+    digits = load_digits()
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for f in range(files):
+        path = folder / f"shard-{f:04d}.tar"
+        with tarfile.open(path, "w") as tar:
+            for i in range(per_file):
+                n = f * per_file + i
+                png = io.BytesIO()
+                Image.fromarray((digits.images[n % len(digits.images)] * 15).astype(np.uint8)).save(png, "PNG")
+                for name, data in ((f"{n:08d}.png", png.getvalue()), (f"{n:08d}.json", json.dumps({"id": n}).encode()),
+                                   (f"{n:08d}.txt", f"digit {digits.target[n % len(digits.target)]}".encode())):
+                    info = tarfile.TarInfo(name)
+                    info.size = len(data)
+                    tar.addfile(info, io.BytesIO(data))
+        paths.append(str(path))
+    loader = sds.load_builder("webdataset", data_files=paths)
+    loader.features  # noqa: B018  (inferred untimed)
+    best = {}
+    for name, count in (("decode", lambda p: sum(1 for _ in loader.examples_of_piece([p, None, None]))),
+                        ("headers", file_stream.count_tar_samples)):
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            assert sum(count(p) for p in paths) == files * per_file
+            times.append(time.perf_counter() - started)
+        best[name] = min(times)
+    size = sum(Path(p).stat().st_size for p in paths) / 2**20
+    return (f"count {files} WebDataset tars ({files * per_file:,} samples, {size:.0f} MiB): decode / headers",
+            f"{best['decode'] * 1000:.0f} ms", f"{best['headers'] * 1000:.0f} ms",
+            f"{best['decode'] / best['headers']:.1f}x")
 
 
 def file_split(folder: Path, files: int, per_file: int) -> list[tuple]:
@@ -207,6 +255,7 @@ def main() -> None:
 
     try:
         rows = file_split(folder / "files", args.files, args.rows_per_file)
+        rows.append(tar_count(folder / "tars", 20, 1000))
         if not args.no_remote:
             rows += remote_split(folder / "remote", args.rows, args.blob)
         print_table(["measure", "row stripes (before)", "lanes", "ratio"], rows, right=(1, 2, 3))

@@ -3,7 +3,8 @@
 No cache is built. A split's files are cut into units (a line-based file into byte ranges of about
 `UNIT_BYTES` at line ends, a Parquet file into runs of row groups, any other file whole), and each
 unit's rows are counted once when the stream opens: from metadata (Parquet, Arrow), by counting
-lines (JSON Lines, text, CSV without quotes), else by parsing it; the counts are kept per node
+lines (JSON Lines, text, CSV without quotes), from the member headers of a WebDataset tar (nothing
+decoded), else by parsing it; the counts are kept per node
 (loaders.file_counts), so the other ranks of the node and a restart count nothing. A unit is read, parsed and cast
 to the features by its loader's own `read_piece` (so every parse error, and every cast error
 naming file and column, is the loader's) only when the stream's order reaches it, and a few recent
@@ -43,6 +44,8 @@ from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset.stable_dataset import SOURCE_FILES_KEY
 from stable_datasets.features.features import Features
+from stable_datasets.interleaved.keys import split_member
+from stable_datasets.interleaved.tar_format import TarFormatError, iter_tar, map_file
 from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.loaders.arrow_files import open_ipc
 from stable_datasets.loaders.base import FileLoader
@@ -286,9 +289,32 @@ def count_rows(loader: FileLoader, piece: list[Any]) -> int:
     counted = _count_lines(loader, path, start, stop)
     if counted is not None:
         return counted
+    if name == "webdataset" and start is None:
+        return count_tar_samples(path)
     if not loader.read_tables:
         return sum(1 for _ in loader.examples_of_piece([path, start, stop]))
     return sum(t.num_rows for t in loader.read_piece([path, start, stop], conform=False))
+
+
+def count_tar_samples(path: str) -> int:
+    """Samples of a WebDataset tar from its member headers only (runs of members with one key, as the loader
+    groups them): no member is copied or decoded. A malformed tar or a bad member is the loader's error when
+    the unit is read (its count then disagrees, or the loader names the member)."""
+    mapped, view = map_file(path)
+    try:
+        samples, key = 0, None
+        try:
+            for member in iter_tar(path, view):
+                member_key = split_member(member.name)[0]
+                samples += member_key != key
+                key = member_key
+        except TarFormatError as exc:
+            raise LoaderError(str(exc)) from None
+        return samples
+    finally:
+        view.release()
+        if mapped is not None:
+            mapped.close()
 
 
 def _count_lines(loader: FileLoader, path: str, start: int | None, stop: int | None) -> int | None:

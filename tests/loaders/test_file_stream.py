@@ -565,3 +565,21 @@ def test_a_mix_of_file_streams_is_served_in_lanes_and_resumes_on_another_world_s
         served += [r["idx"] for r in resumed]
     padding = Counter(served) - Counter(whole)  # 98 draws left on 3 ranks: 1 padded, from the head of the mix
     assert Counter(served) - padding == Counter(whole) and list(padding.elements()) == whole[:1]
+
+
+def test_a_tar_is_counted_from_its_headers_and_a_bad_member_is_named_when_read(tmp_path):
+    files = write_files(tmp_path / "data", "webdataset")
+    loader = sds.load_builder("webdataset", data_files=files)
+    for path in files:
+        assert file_stream.count_tar_samples(path) == sum(1 for _ in loader.examples_of_piece([path, None, None]))
+    bad = tmp_path / "bad.tar"
+    with tarfile.open(bad, "w") as tar:
+        for key, data in (("a", b"1"), ("b", b"{not json"), ("c", b"3")):
+            for name, member in ((f"{key}.idx.json", data), (f"{key}.txt", b"text")):
+                info = tarfile.TarInfo(name)
+                info.size = len(member)
+                tar.addfile(info, io.BytesIO(member))
+    stream = sds.load_dataset("webdataset", data_files=[files[0], str(bad)], split="train", streaming=True)
+    assert len(stream) == PER_FILE + 3  # counted without decoding a member
+    with pytest.raises(LoaderError, match=r"bad.tar, member 'b.idx.json': cannot read the 'idx.json' member as json"):
+        list(stream)
