@@ -20,7 +20,7 @@ import hashlib
 import json
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -105,9 +105,20 @@ class UnitCounts:
 @contextmanager
 def node_counts(key: str) -> Iterator[UnitCounts]:
     """This node's counts for files cut and counted the `key` way, locked while the caller counts what is
-    missing (the other ranks of the node wait, then find it), saved when the caller is done."""
+    missing (the other ranks of the node wait, then find it), saved when the caller is done. A local folder
+    that cannot be written (read-only, full) costs the memory only: the rows are counted, as without it."""
     path = counts_path()
-    with exclusive_lock(path.with_name(f".{NAME}.lock")):
+    with ExitStack() as held:
+        try:
+            held.enter_context(exclusive_lock(path.with_name(f".{NAME}.lock")))
+            locked = True
+        except OSError as exc:
+            logger.warning("cannot keep row counts in {} ({}); counting the files in this process", path.parent, exc)
+            locked = False
         counts = UnitCounts(path, key)
         yield counts
-        counts.save()
+        if locked:
+            try:
+                counts.save()
+            except OSError as exc:
+                logger.warning("cannot save the row counts to {} ({}); the next open counts again", path, exc)

@@ -106,3 +106,14 @@ def test_the_ranks_of_a_node_count_once(tmp_path, counted):
     file_counts.counts_path().unlink()
     _open(files)
     assert counted() == once  # each unit counted once in all: the four ranks counted what one counts
+
+
+def test_a_local_folder_that_cannot_be_written_only_costs_the_counts(tmp_path, counted, monkeypatch, warnings_logged):
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the local cache folder should be")
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(blocked))
+    files = write_files(tmp_path / "data")
+    assert ids(files) == list(range(FILES * PER_FILE))
+    assert ids(files) == list(range(FILES * PER_FILE))
+    assert len(counted()) > 2 * FILES  # counted at each open
+    assert any("cannot keep row counts in" in message for message in warnings_logged)
