@@ -49,6 +49,11 @@ def counting_key(loader_name: str, config: dict[str, Any], unit_bytes: int) -> s
     return hashlib.sha256(described.encode()).hexdigest()[:16]
 
 
+def _offset(value: Any) -> int | None:
+    """A unit's start or stop (bytes, row groups) as JSON keeps it (numpy ints too)."""
+    return None if value is None else int(value)
+
+
 class UnitCounts:
     """The counts file, read once; `get` what is known, `put` what was counted, `save` (under the lock)."""
 
@@ -82,7 +87,8 @@ class UnitCounts:
 
     def put(self, path: str, identity: list[Any], units: Units) -> None:
         key = self._entry_key(path)
-        entry = {"identity": list(identity), "units": [[s, e, int(r)] for s, e, r in units]}
+        entry = {"identity": [v if isinstance(v, str) else int(v) for v in identity],
+                 "units": [[_offset(s), _offset(e), int(r)] for s, e, r in units]}
         if self._files.get(key) == entry:
             return  # known already: nothing to write
         self._files.pop(key, None)  # re-inserted last: the most recently counted
