@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import hashlib
+import io
 import json
 import os
 import uuid
@@ -34,7 +35,7 @@ from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import DownloadError, InputChangedError, MissingObjectError, StorageError
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.root import local_base
-from stable_datasets.storage.store import ObjectInfo, ObjectStore
+from stable_datasets.storage.store import ObjectChangedError, ObjectInfo, ObjectStore
 from stable_datasets.urls import ObjectURL, is_url
 
 HTTP_SCHEMES = ("http", "https")
@@ -105,6 +106,130 @@ def fetch_object(url: str, storage_options: dict[str, Any] | None = None,
 
         digest = file_sha256(path)
     return path, digest
+
+
+def object_range(url: str, start: int, stop: int, storage_options: dict[str, Any] | None = None,
+                 expected: list[Any] | None = None) -> bytes:
+    """Bytes [start, stop) of the object `url` names (a ranged GET): a part that reads one range of a large data
+    file fetches that range only. `expected` as in `fetch_object`: another version is InputChangedError (S3 asks
+    with If-Match on the ETag; other stores are asked for the object's version after the read)."""
+    parsed = ObjectURL.parse(url)
+    store = open_store(parsed, storage_options)
+    version = expected[1] if expected and len(expected) > 1 and isinstance(expected[1], dict) else {}
+    etag = str(version.get("etag") or "")
+    try:
+        data = store.get_range(parsed.key, start, stop, etag)
+    except ObjectChangedError:
+        raise _changed(url, expected, None) from None
+    except MissingObjectError:
+        raise RemoteInputNotFoundError(f"{url}: input vanished while it was being read") from None
+    if expected is not None and not etag:
+        info = store.head(parsed.key)
+        if info is None:
+            raise RemoteInputNotFoundError(f"{url}: input vanished while it was being read")
+        if [info.size, _version(info)] != list(expected):
+            raise _changed(url, expected, [info.size, _version(info)])
+    return data
+
+
+def _changed(url: str, expected: list[Any] | None, now: list[Any] | None) -> InputChangedError:
+    seen = f" -> {now}" if now is not None else " -> another version"
+    return InputChangedError(f"data file {url} changed since the build identified it (size and version "
+                             f"{list(expected or [])}{seen}); nothing was published. Run again once it is no "
+                             "longer being written")
+
+
+#: bytes one ranged GET of `fetch_object_range` and `count_object_lines` asks for
+RANGE_CHUNK = 16 << 20
+
+
+def fetch_object_range(url: str, start: int, stop: int, storage_options: dict[str, Any] | None = None,
+                       expected: list[Any] | None = None) -> Path:
+    """A local copy of bytes [start, stop) of the object `url` names, of the version `expected` identifies (see
+    `object_range`), in this node's inputs folder (`<key>.ranges/<start>-<stop>`): a part reads its range of a
+    large data file without the rest of it. Written beside its place and renamed; reused while its record says
+    it holds that version."""
+    parsed = ObjectURL.parse(url)
+    names = parsed.key.split("/")
+    if any(name in ("", ".", "..") for name in names):
+        raise StorageError(f"{url}: the object's key has an empty, '.' or '..' name, so it has no local copy; "
+                           "rename the object")
+    folder = inputs_root().joinpath(parsed.scheme, parsed.bucket, *names[:-1], f"{names[-1]}.ranges")
+    destination = folder / f"{start}-{stop}"
+    record = folder / f".{start}-{stop}.version.json"
+    wanted = json.dumps(expected, sort_keys=True, default=str)
+    with contextlib.suppress(OSError):
+        if expected is not None and record.read_text(encoding="utf-8") == wanted and \
+                destination.stat().st_size == stop - start:
+            return destination
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = folder / f".{start}-{stop}.{uuid.uuid4().hex[:8]}.download"
+    try:
+        with open(temporary, "wb") as fh:
+            for lo in range(start, stop, RANGE_CHUNK):
+                hi = min(lo + RANGE_CHUNK, stop)
+                data = object_range(url, lo, hi, storage_options, expected)
+                if len(data) != hi - lo:
+                    raise InputChangedError(f"data file {url}: bytes {lo}..{hi} read {len(data)} bytes (the object "
+                                            "is shorter than the build identified); nothing was published")
+                fh.write(data)
+        os.replace(temporary, destination)
+        if expected is not None:
+            record.write_text(wanted, encoding="utf-8")
+    finally:
+        temporary.unlink(missing_ok=True)
+    return destination
+
+
+def count_object_lines(url: str, stop: int, storage_options: dict[str, Any] | None = None,
+                       expected: list[Any] | None = None) -> int:
+    """Line ends in bytes [0, stop) of the object: the line number a range starting at `stop` begins at, which
+    an error in that range needs (read only then, a chunk at a time)."""
+    return sum(object_range(url, lo, min(lo + RANGE_CHUNK, stop), storage_options, expected).count(b"\n")
+               for lo in range(0, stop, RANGE_CHUNK))
+
+
+class ObjectReader(io.RawIOBase):
+    """A seekable binary file over one object, each read a ranged GET of the version `expected` identifies (see
+    `object_range`): Parquet's reader reads the footer and the row groups a part asks for, nothing else."""
+
+    def __init__(self, url: str, size: int, storage_options: dict[str, Any] | None = None,
+                 expected: list[Any] | None = None):
+        super().__init__()
+        self.url, self.size, self.options, self.expected = url, size, storage_options, expected
+        self.position = 0
+        self.bytes_read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
+        self.position = max(0, base + offset)
+        return self.position
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), max(self.size - self.position, 0))
+        if n <= 0:
+            return 0
+        data = object_range(self.url, self.position, self.position + n, self.options, self.expected)
+        buffer[:len(data)] = data
+        self.position += len(data)
+        self.bytes_read += len(data)
+        return len(data)
+
+
+def open_object(url: str, storage_options: dict[str, Any] | None = None,
+                expected: list[Any] | None = None) -> io.BufferedReader:
+    """`ObjectReader` over `url` (its size from `expected`, else asked), buffered a MiB at a time."""
+    size = int(expected[0]) if expected else _one_object(url, storage_options)[1].size
+    return io.BufferedReader(ObjectReader(url, size, storage_options, expected), buffer_size=1 << 20)
 
 
 def expand_object_pattern(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:

@@ -17,15 +17,19 @@ Files in an object store (`s3://`, `gs://`) stay URLs in the jobs: each part cop
 reads into its own node's inputs folder (download.inputs) when it reads them, checking that each
 is still the version the fingerprint identified, so parts that run on machines sharing no disk
 find their inputs. The driver reads only what planning needs: sizes from the identity (no
-download), and the first file when the features are inferred. Such a file is not divided into
-ranges (that would need its bytes on the driver): the parts take whole files.
+download), and the first file when the features are inferred. A large one is divided like a local
+one (`REMOTE_RANGES` loaders: line-based files at line ends found by small ranged reads around each
+cut, Parquet by row groups from its footer), in ranges of at least MIN_RANGE_BYTES, and each part
+fetches only its range (ranged GETs). An error in a range names the URL and the line counted from
+the start of the file (the lines before the range are counted only then).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, cast
@@ -39,12 +43,20 @@ from stable_datasets.builder.file_groups import content_groups
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.paths import downloads_dir
-from stable_datasets.download.inputs import is_object_url
+from stable_datasets.download.inputs import (
+    count_object_lines,
+    fetch_object_range,
+    is_object_url,
+    object_range,
+    open_object,
+    options_for,
+)
 from stable_datasets.download.manager import DownloadManager
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.base import as_feature
 from stable_datasets.features.features import Features
 from stable_datasets.features.hf import from_hf_features
-from stable_datasets.loaders.columns import conform_table, is_columnar
+from stable_datasets.loaders.columns import LoaderError, conform_table, is_columnar
 from stable_datasets.loaders.compressed import COMPRESSIONS, compression_suffix, decompressed
 from stable_datasets.loaders.folders import infer_data_files
 from stable_datasets.loaders.read_ahead import read_ahead
@@ -53,6 +65,9 @@ from stable_datasets.write.plan import SplitJobs
 
 #: rows per record batch handed to the write path by the tabular loaders
 BATCH_ROWS = 64 * 1024
+#: a data file in an object store is divided into ranges of at least this many bytes (as many as the parts, at
+#: most): each range costs a part its fixed work and a few requests, so a 100 MB file makes no 1,000 tiny parts
+MIN_RANGE_BYTES = 8 << 20
 
 
 @dataclass
@@ -78,6 +93,9 @@ class FileLoader(GeneratorBasedBuilder):
     read_tables: ClassVar[bool] = True
     #: True when `infer_features` reads the first data file only (see `_inference_key`)
     INFERS_FROM_FIRST_FILE: ClassVar[bool] = True
+    #: "bytes": pieces of an object-store file are byte ranges its parts fetch alone (`remote_range`, line-based
+    #: formats); "reader": the loader reads ranges through `remote_reader` (Parquet's row groups); "": whole files
+    REMOTE_RANGES: ClassVar[str] = ""
 
     def __init__(self, config_name: str | None = None, **kwargs: Any):
         super().__init__(config_name, **kwargs)
@@ -213,8 +231,65 @@ class FileLoader(GeneratorBasedBuilder):
         return _size(path)
 
     def local_piece(self, piece: Piece) -> Piece:
-        """`piece` with its file on this node's disk (an object-store file is copied here first)."""
-        return [self.local_file(piece[0]), *piece[1:]] if is_object_url(piece[0]) else piece
+        """`piece` with its file on this node's disk (an object-store file is copied here first; a byte range of
+        one, only that range: [its copy, 0, its length])."""
+        if not is_object_url(piece[0]):
+            return piece
+        if piece[1] is not None and self.REMOTE_RANGES == "bytes":
+            url, start, stop = piece[:3]
+            copy = fetch_object_range(url, start, stop, options_for(url, self.input_storage_options),
+                                      self.object_versions.get(url))
+            return [str(copy), 0, stop - start, *piece[3:]]
+        if piece[1] is not None and self.REMOTE_RANGES == "reader":
+            return piece  # the loader reads its ranges through remote_reader
+        return [self.local_file(piece[0]), *piece[1:]]
+
+    def remote_reader(self, url: str) -> Any:
+        """A seekable binary file over an object-store data file, each read a ranged GET of the version the
+        fingerprint identified (download.inputs.open_object)."""
+        return open_object(url, options_for(url, self.input_storage_options), self.object_versions.get(url))
+
+    def remote_bytes(self, url: str) -> tuple[int, Callable[[int, int], bytes]]:
+        """(size, read_at(offset, n)) of an object-store data file: what planning its ranges reads of it."""
+        options, expected = options_for(url, self.input_storage_options), self.object_versions.get(url)
+        size = self.piece_size(url)
+        return size, lambda offset, n: object_range(url, offset, min(offset + n, size), options, expected)
+
+    def remote_head(self, path: str, n: int) -> bytes:
+        """The first `n` bytes of a data file, local or in an object store (a ranged GET)."""
+        if is_object_url(path):
+            return self.remote_bytes(path)[1](0, n)
+        with open(path, "rb") as fh:
+            return fh.read(n)
+
+    def _piece_tables(self, piece: Piece) -> Iterator[pa.Table]:
+        """`read_piece` of a piece on this node, its errors naming the file as the user named it (see `_as_named`)."""
+        local = self.local_piece(piece)
+        try:
+            yield from self.read_piece(local)
+        except StableDatasetsError as exc:
+            raise self._as_named(exc, piece, local) from None
+
+    def _as_named(self, exc: StableDatasetsError, piece: Piece, local: Piece) -> StableDatasetsError:
+        """An error about a local copy of an object-store file (or of a range of it) as one about the URL, its
+        line numbers counted from the start of the file: for a range, the lines before it are counted now (a
+        ranged read of them; only an error needs it)."""
+        url, copy = piece[0], local[0]
+        text = str(exc)
+        if not is_object_url(url) or copy == url or copy not in text:
+            return exc
+        offset = 0
+        start = piece[1] if self.REMOTE_RANGES == "bytes" and piece[1] else 0
+        if start and re.search(re.escape(copy) + r"(, line | \(from line )\d+", text):
+            offset = count_object_lines(url, start, options_for(url, self.input_storage_options),
+                                        self.object_versions.get(url))
+        text = re.sub(re.escape(copy) + r"(, line | \(from line )(\d+)",
+                      lambda m: f"{url}{m.group(1)}{int(m.group(2)) + offset}", text)
+        text = text.replace(copy, url)
+        try:
+            return type(exc)(text)
+        except TypeError:
+            return LoaderError(text)
 
     def piece_ranges(self, path: str, parts: int) -> list[Piece]:
         """A file divided into up to `parts` pieces, in order (by default it is not divided)."""
@@ -239,8 +314,8 @@ class FileLoader(GeneratorBasedBuilder):
         weights: list[float] = []
         for piece, size in zip(pieces, sizes):
             parts = max(1, round(num_jobs * size / total)) if len(pieces) < num_jobs else 1
-            if is_object_url(piece[0]):
-                parts = 1  # its ranges would need its bytes here; the parts take whole files
+            if is_object_url(piece[0]):  # ranges of at least MIN_RANGE_BYTES, planned from small ranged reads
+                parts = min(parts, size // MIN_RANGE_BYTES) if self.REMOTE_RANGES else 1
             split = [[*r, *piece[3:]] for r in self.piece_ranges(piece[0], parts)] if parts > 1 else [piece]
             divided.extend(split)
             weights.extend([size / len(split)] * len(split))
@@ -276,11 +351,15 @@ class FileLoader(GeneratorBasedBuilder):
     def _generate_examples(self, pieces: list[Piece]) -> Iterator[Any]:  # type: ignore[override]
         """Record batches of the pieces for columnar features, else (key, example) pairs."""
         if self.columnar_examples():
-            for table in read_ahead(table for piece in pieces for table in self.read_piece(self.local_piece(piece))):
+            for table in read_ahead(table for piece in pieces for table in self._piece_tables(piece)):
                 yield from (batch for batch in table.to_batches(BATCH_ROWS) if batch.num_rows)
             return
         for piece in pieces:
-            yield from self.examples_of_piece(self.local_piece(piece))
+            local = self.local_piece(piece)
+            try:
+                yield from self.examples_of_piece(local)
+            except StableDatasetsError as exc:
+                raise self._as_named(exc, piece, local) from None
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
         """Tables of one piece, conformed to the features unless `conform` is False (tabular loaders)."""

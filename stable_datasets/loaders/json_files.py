@@ -16,13 +16,14 @@ import itertools
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.json as pajson
 
+from stable_datasets.download.inputs import is_object_url
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
@@ -73,8 +74,7 @@ class JsonLoader(FileLoader):
     def _is_document(self, path: str) -> bool:
         if self.config.field is not None:
             return True
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
+        head = self.remote_head(path, 4096)
         text = codecs.getincrementaldecoder(self.config.encoding)("replace").decode(head)
         return text.lstrip("\ufeff \t\r\n").startswith("[")
 
@@ -92,14 +92,16 @@ class JsonLoader(FileLoader):
                               "file's encoding") from None
 
     # -- pieces ----------------------------------------------------------------------------
+    REMOTE_RANGES = "bytes"
+
     def piece_ranges(self, path: str, parts: int) -> list[Piece]:
         if self._is_document(path) or self._transcoded():
             return [[path, None, None]]
-        return line_ranges(path, parts)
+        return line_ranges(path, parts, *self.remote_bytes(path)) if is_object_url(path) else line_ranges(path, parts)
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
-        path, start, stop = piece
-        if self._is_document(path):
+        path, start, stop = piece[:3]
+        if start is None and self._is_document(path):  # a range is of JSON Lines (piece_ranges)
             row = 0
             for table in self._document_tables(path):
                 absent = [n for n in self.features if n not in table.column_names]
@@ -187,23 +189,41 @@ def _exact_integer_schema(path: str, sample: bytes, schema: pa.Schema, encoding:
     return schema
 
 
-def line_ranges(path: str, parts: int) -> list[Piece]:
-    """Byte ranges of about equal size that start and end at line ends."""
-    size = os.path.getsize(path)
+def line_ranges(path: str, parts: int, size: int | None = None,
+                read_at: Callable[[int, int], bytes] | None = None) -> list[Piece]:
+    """Byte ranges of about equal size that start and end at line ends: each cut is the end of the line the
+    `size * i / parts` byte falls in. `read_at(offset, n)` reads the file (a remote one: `FileLoader.remote_bytes`,
+    small ranged reads around each cut); by default the local file at `path`."""
+    if read_at is None:
+        with open(path, "rb") as fh:
+            return line_ranges(path, parts, os.fstat(fh.fileno()).st_size,
+                               lambda offset, n: os.pread(fh.fileno(), n, offset))
+    size = int(size or 0)
     bounds = [0]
-    with open(path, "rb") as fh:
-        for i in range(1, parts):
-            target = max(size * i // parts, bounds[-1])
-            fh.seek(target)
-            if target:
-                fh.readline()  # to the end of the line the target falls in
-            position = fh.tell()
-            if position >= size:
-                break
-            if position > bounds[-1]:
-                bounds.append(position)
+    for i in range(1, parts):
+        target = max(size * i // parts, bounds[-1])
+        position = _line_end(read_at, target, size) if target else 0
+        if position >= size:
+            break
+        if position > bounds[-1]:
+            bounds.append(position)
     bounds.append(size)
     return [[path, lo, hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
+
+
+def _line_end(read_at: Callable[[int, int], bytes], offset: int, size: int) -> int:
+    """The offset just past the first line end at or after `offset` (`size` if none): windows of 64 KiB, growing."""
+    window = 64 << 10
+    while offset < size:
+        data = read_at(offset, window)
+        if not data:
+            break
+        found = data.find(b"\n")
+        if found >= 0:
+            return offset + found + 1
+        offset += len(data)
+        window = min(window * 4, 16 << 20)
+    return size
 
 
 def line_blocks(path: str, start: int | None, stop: int | None, block_bytes: int = BLOCK_BYTES,

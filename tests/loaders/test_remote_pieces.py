@@ -4,6 +4,7 @@ driver plans from their sizes without reading them (tests/write/test_ray_nodes.p
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.download.inputs import inputs_root
-from stable_datasets.errors import InputChangedError
+from stable_datasets.errors import InputChangedError, StableDatasetsError
+from stable_datasets.loaders import base as loaders_base
 from stable_datasets.write import JobRunner
 
 pytest.importorskip("boto3")
@@ -106,3 +108,148 @@ def test_jsonl_on_gs_is_read_by_the_parts_as_on_s3(gcs_env, tmp_path):
                           cache_dir=str(tmp_path / "cache"))
     assert ds["i"] == list(range(30))
     assert _copies() == [f"part-{n}.jsonl" for n in range(3)]
+
+
+# -- one large remote file in ranges -------------------------------------------------------------------------------
+
+def _big_jsonl(rows: int) -> bytes:
+    return "".join(json.dumps({"i": i, "text": f"row {i} " + "x" * (i % 37)}) + "\n" for i in range(rows)).encode()
+
+
+def _ranges() -> list[Path]:
+    root = inputs_root()
+    return sorted(p for p in root.rglob("*") if p.is_file() and p.parent.name.endswith(".ranges")
+                  and not p.name.startswith(".")) if root.is_dir() else []
+
+
+def _whole_copies() -> list[Path]:
+    root = inputs_root()
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.parent.name.endswith(".ranges")
+                  and not p.name.startswith(".")) if root.is_dir() else []
+
+
+@pytest.fixture
+def small_ranges(monkeypatch):
+    """Ranges of at least 64 KiB (8 MiB by default), so a test file of a few hundred KB is divided."""
+    monkeypatch.setattr(loaders_base, "MIN_RANGE_BYTES", 64 << 10)
+
+
+def test_one_large_remote_file_is_planned_in_line_aligned_ranges_without_reading_it(s3_env, tmp_path, small_ranges):
+    data = _big_jsonl(6000)  # ~300 KB
+    s3_env.write("big/one.jsonl", data)
+    url = f"s3://{s3_env.bucket}/big/one.jsonl"
+    builder = sds.load_builder("json", data_files=url, features=FEATURES, cache_dir=str(tmp_path / "cache"))
+    builder.resolve()
+    (generator,) = builder._split_generators(builder._download_manager())
+    jobs = builder._plan_split(generator, 4, JobRunner(), tmp_path / "work").jobs
+    pieces = [p for job in jobs for p in job["pieces"]]
+    assert len(jobs) == 4 and [len(job["pieces"]) for job in jobs] == [1, 1, 1, 1]
+    assert [p[0] for p in pieces] == [url] * 4
+    bounds = [pieces[0][1]] + [p[2] for p in pieces]
+    assert bounds[0] == 0 and bounds[-1] == len(data)
+    assert all(a[2] == b[1] for a, b in itertools.pairwise(pieces))  # contiguous
+    assert all(data[lo - 1:lo] == b"\n" for lo in bounds[1:-1])  # each range starts a line
+    assert all(abs((hi - lo) - len(data) / 4) < 200 for _, lo, hi in pieces)  # about equal
+    assert _copies() == [] and _ranges() == []  # planned from small ranged reads: nothing copied
+
+
+def test_parts_fetch_only_their_ranges_and_the_rows_equal_a_one_part_build(s3_env, tmp_path, small_ranges):
+    data = _big_jsonl(6000)
+    s3_env.write("big/one.jsonl", data)
+    local = tmp_path / "one.jsonl"
+    local.write_bytes(data)
+    expected = sds.load_dataset("json", data_files=str(local), split="train", features=FEATURES,
+                                cache_dir=str(tmp_path / "local-cache"))
+    ds = sds.load_dataset("json", data_files=f"s3://{s3_env.bucket}/big/one.jsonl", split="train",
+                          features=FEATURES, num_proc=3)
+    assert ds.to_arrow().equals(expected.to_arrow())
+    assert ds["i"] == list(range(6000))
+    ranges = _ranges()
+    assert len(ranges) == 3 and sum(p.stat().st_size for p in ranges) == len(data)  # each byte fetched once
+    assert b"".join(p.read_bytes() for p in sorted(ranges, key=lambda p: int(p.name.split("-")[0]))) == data
+    assert _whole_copies() == []  # no part (and not the driver) copied the whole file
+
+
+def test_a_bad_line_in_a_later_range_is_named_by_the_url_and_its_line_in_the_file(s3_env, tmp_path, small_ranges):
+    lines = _big_jsonl(6000).splitlines(keepends=True)
+    lines[5000] = b'{"i": 5000, "text": oops}\n'  # in the last of 3 ranges
+    data = b"".join(lines)
+    s3_env.write("big/bad.jsonl", data)
+    local = tmp_path / "bad.jsonl"
+    local.write_bytes(data)
+    url = f"s3://{s3_env.bucket}/big/bad.jsonl"
+    with pytest.raises(StableDatasetsError) as whole:
+        sds.load_dataset("json", data_files=str(local), split="train", features=FEATURES,
+                         cache_dir=str(tmp_path / "local-cache"))
+    with pytest.raises(StableDatasetsError) as ranged:
+        sds.load_dataset("json", data_files=url, split="train", features=FEATURES, num_proc=3)
+    assert f"{local}, line 5001" in str(whole.value)
+    assert str(ranged.value) == str(whole.value).replace(str(local), url)
+    assert not [k for k in s3_env.objects() if k.endswith("_metadata.json")]
+
+
+def test_a_file_changed_between_plan_and_range_read_fails_naming_it(s3_env, tmp_path, small_ranges, monkeypatch):
+    s3_env.write("big/one.jsonl", _big_jsonl(6000))
+    url = f"s3://{s3_env.bucket}/big/one.jsonl"
+    builder = sds.load_builder("json", data_files=url, features=FEATURES)
+    real = builder._plan_split
+
+    def plan_then_change(*args, **kwargs):
+        planned = real(*args, **kwargs)
+        s3_env.write("big/one.jsonl", _big_jsonl(6001))  # after the plan, before the parts read their ranges
+        return planned
+
+    monkeypatch.setattr(builder, "_plan_split", plan_then_change)
+    with pytest.raises(InputChangedError, match=rf"data file {url} changed since the build identified it"):
+        builder.prepare("train", num_proc=2)
+    assert not [k for k in s3_env.objects() if k.endswith("_metadata.json")]
+
+
+def test_ranges_follow_the_parallelism_with_a_floor(s3_env, tmp_path):
+    data = _big_jsonl(6000)  # ~300 KB: under the default floor of 8 MiB, one range whatever num_proc says
+    s3_env.write("big/one.jsonl", data)
+    url = f"s3://{s3_env.bucket}/big/one.jsonl"
+    builder = sds.load_builder("json", data_files=url, features=FEATURES, cache_dir=str(tmp_path / "cache"))
+    builder.resolve()
+    (generator,) = builder._split_generators(builder._download_manager())
+    assert builder._plan_split(generator, 64, JobRunner(), tmp_path / "w").jobs == [{"pieces": [[url, None, None]]}]
+    loaders_base.MIN_RANGE_BYTES, floor = 80 << 10, loaders_base.MIN_RANGE_BYTES
+    try:
+        jobs = builder._plan_split(generator, 64, JobRunner(), tmp_path / "w").jobs
+    finally:
+        loaders_base.MIN_RANGE_BYTES = floor
+    assert len(jobs) == len(data) // (80 << 10) == 3  # 64 asked, 3 ranges of >= 80 KiB
+
+
+def test_text_lines_of_a_remote_file_in_ranges_equal_a_local_build(s3_env, tmp_path, small_ranges):
+    data = "".join(f"line {i} " + "y" * (i % 50) + ("\r\n" if i % 3 else "\n") for i in range(8000)).encode()
+    s3_env.write("big/one.txt", data)
+    local = tmp_path / "one.txt"
+    local.write_bytes(data)
+    expected = sds.load_dataset("text", data_files=str(local), split="train", cache_dir=str(tmp_path / "lc"))
+    ds = sds.load_dataset("text", data_files=f"s3://{s3_env.bucket}/big/one.txt", split="train", num_proc=3,
+                          features=sds.Features({"text": sds.Value("string")}))
+    assert ds["text"] == expected["text"] and len(ds) == 8000
+    assert len(_ranges()) == 3 and _whole_copies() == []
+
+
+def test_parquet_row_groups_of_a_remote_file_are_read_by_ranged_gets(s3_env, tmp_path, small_ranges):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import numpy as np
+    import pyarrow as pa
+
+    table = pa.table({"i": np.arange(40_000, dtype=np.int64),
+                      "text": [f"row {i} " + "z" * (i % 29) for i in range(40_000)]})
+    local = tmp_path / "one.parquet"
+    pq.write_table(table, local, row_group_size=5000, compression="none")  # 8 row groups, ~1.5 MB
+    s3_env.write("big/one.parquet", local.read_bytes())
+    url = f"s3://{s3_env.bucket}/big/one.parquet"
+    features = sds.Features({"i": sds.Value("int64"), "text": sds.Value("string")})
+    builder = sds.load_builder("parquet", data_files=url, features=features, cache_dir=str(tmp_path / "cache"))
+    builder.resolve()
+    (generator,) = builder._split_generators(builder._download_manager())
+    jobs = builder._plan_split(generator, 4, JobRunner(), tmp_path / "work").jobs
+    assert [p[1:] for job in jobs for p in job["pieces"]] == [[0, 2], [2, 4], [4, 6], [6, 8]]
+    ds = sds.load_dataset("parquet", data_files=url, split="train", features=features, num_proc=4)
+    assert ds.to_arrow().equals(table)
+    assert _whole_copies() == []
