@@ -25,6 +25,8 @@ import hashlib
 import io
 import json
 import os
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,11 +34,14 @@ from typing import Any
 import filelock
 
 from stable_datasets.cache.publish import file_sha256
+from stable_datasets.download.http import validators as http_validators
 from stable_datasets.errors import DownloadError, InputChangedError, MissingObjectError, StorageError
 from stable_datasets.storage.resolve import open_store
+from stable_datasets.storage.retry import with_retries
 from stable_datasets.storage.root import local_base
 from stable_datasets.storage.store import ObjectChangedError, ObjectInfo, ObjectStore
 from stable_datasets.urls import ObjectURL, is_url
+from stable_datasets.version import __version__
 
 HTTP_SCHEMES = ("http", "https")
 
@@ -76,6 +81,11 @@ def options_for(url: str, input_options: dict[str, dict[str, Any]] | None) -> di
     return input_options.get(scheme, input_options.get("*"))
 
 
+def is_remote_input(text: Any) -> bool:
+    """A data file a part fetches on its own node: an object-store URL, or an `http(s)://` one."""
+    return is_url(text)
+
+
 def is_object_url(text: Any) -> bool:
     """An object-store URL (`s3://`, `gs://`, ...), not `http(s)://` nor a local path."""
     return is_url(text) and text.split("://", 1)[0].lower() not in HTTP_SCHEMES
@@ -112,7 +122,10 @@ def object_range(url: str, start: int, stop: int, storage_options: dict[str, Any
                  expected: list[Any] | None = None) -> bytes:
     """Bytes [start, stop) of the object `url` names (a ranged GET): a part that reads one range of a large data
     file fetches that range only. `expected` as in `fetch_object`: another version is InputChangedError (S3 asks
-    with If-Match on the ETag; other stores are asked for the object's version after the read)."""
+    with If-Match on the ETag; other stores are asked for the object's version after the read). An `http(s)://`
+    URL is asked with a Range header (see `_http_range`)."""
+    if url.split("://", 1)[0].lower() in HTTP_SCHEMES:
+        return _http_range(url, start, stop, expected)
     parsed = ObjectURL.parse(url)
     store = open_store(parsed, storage_options)
     version = expected[1] if expected and len(expected) > 1 and isinstance(expected[1], dict) else {}
@@ -149,12 +162,16 @@ def fetch_object_range(url: str, start: int, stop: int, storage_options: dict[st
     `object_range`), in this node's inputs folder (`<key>.ranges/<start>-<stop>`): a part reads its range of a
     large data file without the rest of it. Written beside its place and renamed; reused while its record says
     it holds that version."""
-    parsed = ObjectURL.parse(url)
-    names = parsed.key.split("/")
-    if any(name in ("", ".", "..") for name in names):
-        raise StorageError(f"{url}: the object's key has an empty, '.' or '..' name, so it has no local copy; "
-                           "rename the object")
-    folder = inputs_root().joinpath(parsed.scheme, parsed.bucket, *names[:-1], f"{names[-1]}.ranges")
+    if url.split("://", 1)[0].lower() in HTTP_SCHEMES:
+        name = url.split("?")[0].rstrip("/").rsplit("/", 1)[-1] or "file"
+        folder = inputs_root() / "http" / hashlib.sha256(url.encode()).hexdigest()[:16] / f"{name}.ranges"
+    else:
+        parsed = ObjectURL.parse(url)
+        names = parsed.key.split("/")
+        if any(name in ("", ".", "..") for name in names):
+            raise StorageError(f"{url}: the object's key has an empty, '.' or '..' name, so it has no local copy; "
+                               "rename the object")
+        folder = inputs_root().joinpath(parsed.scheme, parsed.bucket, *names[:-1], f"{names[-1]}.ranges")
     destination = folder / f"{start}-{stop}"
     record = folder / f".{start}-{stop}.version.json"
     wanted = json.dumps(expected, sort_keys=True, default=str)
@@ -364,13 +381,75 @@ def _current(destination: Path, record: Path, info: ObjectInfo) -> bool:
     return True
 
 
-def _fetch_http(url: str) -> Path:
+def _fetch_http(url: str, expected: list[Any] | None = None) -> Path:
+    """A local copy of `url` (the download manager's, in this node's inputs folder); with `expected` ([size,
+    validators] as the fingerprint's HEAD gave them), the copy must be of that version, else InputChangedError."""
     from stable_datasets.download.manager import DownloadManager  # local: it imports this module
 
     folder = inputs_root() / "http" / hashlib.sha256(url.encode()).hexdigest()[:2]
+    manager = DownloadManager(folder)
     try:
-        return Path(DownloadManager(folder).download(url))
+        path = Path(manager.download(url))
     except DownloadError as exc:
         if "HTTP 404" in str(exc) or "HTTP 410" in str(exc):
             raise RemoteInputNotFoundError(f"{url}: no such input ({exc})") from None
         raise
+    if expected is not None and len(expected) > 1 and isinstance(expected[1], dict):
+        record = manager.record(url) or {}
+        got = record.get("validators") or {}
+        now = [record.get("size"), got]
+        if any(got.get(k) != v for k, v in expected[1].items()) or \
+                (expected[0] is not None and record.get("size") != expected[0]):
+            raise _changed(url, expected, now)
+    return path
+
+
+def fetch_http_input(url: str, expected: list[Any] | None = None) -> Path:
+    """This node's copy of an `http(s)://` data file, of the version the fingerprint identified (see `_fetch_http`):
+    parts fetch such files on their own nodes, as they do object-store ones."""
+    return _fetch_http(url, expected)
+
+
+def _http_range(url: str, start: int, stop: int, expected: list[Any] | None) -> bytes:
+    """Bytes [start, stop) of an http(s) resource: a GET with `Range` and, with `expected`, a precondition on the
+    validators the fingerprint recorded (If-Match on the ETag, else If-Unmodified-Since), and the answer's
+    validators compared to them too (a server that ignores preconditions). 412, or other validators, is
+    InputChangedError. A server that ignores Range answers the whole body: the bytes before `start` are skipped."""
+    if stop <= start:
+        return b""
+    wanted = expected[1] if expected and len(expected) > 1 and isinstance(expected[1], dict) else {}
+    headers = {"User-Agent": f"stable-datasets/{__version__}", "Range": f"bytes={start}-{stop - 1}"}
+    if wanted.get("ETag"):
+        headers["If-Match"] = wanted["ETag"]
+    elif wanted.get("Last-Modified"):
+        headers["If-Unmodified-Since"] = wanted["Last-Modified"]
+
+    def fetch() -> bytes:
+        request = urllib.request.Request(url, headers=headers)
+        try:
+            response = urllib.request.urlopen(request, timeout=60)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 412:
+                raise _changed(url, expected, None) from None
+            if exc.code == 416:
+                return b""
+            if exc.code in (404, 410):
+                raise RemoteInputNotFoundError(f"{url}: input vanished while it was being read (HTTP {exc.code})"
+                                               ) from None
+            if exc.code == 429 or exc.code >= 500:
+                raise ConnectionError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+            raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+        with response:
+            got = http_validators(response.headers)
+            if any(got.get(k) is not None and got.get(k) != v for k, v in wanted.items()):
+                raise _changed(url, expected, [None, got])
+            skip = start if response.status != 206 else 0
+            while skip:
+                chunk = response.read(min(skip, 1 << 20))
+                if not chunk:
+                    return b""
+                skip -= len(chunk)
+            return response.read(stop - start)
+
+    return with_retries(fetch, lambda exc: isinstance(exc, (ConnectionError, TimeoutError, urllib.error.URLError))
+                        and not isinstance(exc, FileNotFoundError), f"read {url}")

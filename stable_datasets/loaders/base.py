@@ -157,7 +157,7 @@ class FileLoader(GeneratorBasedBuilder):
         loaders)."""
         if path.startswith("file://"):
             path = path[len("file://"):]
-        elif is_object_url(path):  # this node's verified copy, of the version the fingerprint identified
+        elif self.travels(path):  # this node's verified copy, of the version the fingerprint identified
             path = self.local_input(path)
         elif "://" in path:
             path = str((dl_manager or self._download_manager()).download(path))
@@ -219,13 +219,13 @@ class FileLoader(GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: DownloadManager) -> list[SplitGenerator]:
         generators = []
         for split, paths in self.data_files().items():
-            local = [p if is_object_url(p) else self.local_file(p, dl_manager) for p in paths]  # URLs: by the parts
+            local = [p if self.travels(p) else self.local_file(p, dl_manager) for p in paths]  # URLs: by the parts
             generators.append(SplitGenerator(split, {"pieces": [[p, None, None] for p in local]}))
         return generators
 
     def piece_size(self, path: str) -> int:
         """A piece's file size, for dividing the work: a remote file's from its identity (no download)."""
-        if is_object_url(path):
+        if self.travels(path):
             version = self.object_versions.get(path)
             return int(version[0]) if version and isinstance(version[0], int) else 0
         return _size(path)
@@ -233,7 +233,7 @@ class FileLoader(GeneratorBasedBuilder):
     def local_piece(self, piece: Piece) -> Piece:
         """`piece` with its file on this node's disk (an object-store file is copied here first; a byte range of
         one, only that range: [its copy, 0, its length])."""
-        if not is_object_url(piece[0]):
+        if not self.travels(piece[0]):
             return piece
         if piece[1] is not None and self.REMOTE_RANGES == "bytes":
             url, start, stop = piece[:3]
@@ -243,6 +243,11 @@ class FileLoader(GeneratorBasedBuilder):
         if piece[1] is not None and self.REMOTE_RANGES == "reader":
             return piece  # the loader reads its ranges through remote_reader
         return [self.local_file(piece[0]), *piece[1:]]
+
+    def travels(self, path: str) -> bool:
+        """Whether a data file stays a URL in the jobs, fetched by the part that reads it on its own node: an
+        object-store file, or an http(s) one the fingerprint identified by its validators (`object_versions`)."""
+        return is_object_url(path) or path in self.object_versions
 
     def remote_reader(self, url: str) -> Any:
         """A seekable binary file over an object-store data file, each read a ranged GET of the version the
@@ -257,7 +262,7 @@ class FileLoader(GeneratorBasedBuilder):
 
     def remote_head(self, path: str, n: int) -> bytes:
         """The first `n` bytes of a data file, local or in an object store (a ranged GET)."""
-        if is_object_url(path):
+        if self.travels(path):
             return self.remote_bytes(path)[1](0, n)
         with open(path, "rb") as fh:
             return fh.read(n)
@@ -276,7 +281,7 @@ class FileLoader(GeneratorBasedBuilder):
         ranged read of them; only an error needs it)."""
         url, copy = piece[0], local[0]
         text = str(exc)
-        if not is_object_url(url) or copy == url or copy not in text:
+        if not self.travels(url) or copy == url or copy not in text:
             return exc
         offset = 0
         start = piece[1] if self.REMOTE_RANGES == "bytes" and piece[1] else 0
@@ -314,7 +319,7 @@ class FileLoader(GeneratorBasedBuilder):
         weights: list[float] = []
         for piece, size in zip(pieces, sizes):
             parts = max(1, round(num_jobs * size / total)) if len(pieces) < num_jobs else 1
-            if is_object_url(piece[0]):  # ranges of at least MIN_RANGE_BYTES, planned from small ranged reads
+            if self.travels(piece[0]):  # ranges of at least MIN_RANGE_BYTES, planned from small ranged reads
                 parts = min(parts, size // MIN_RANGE_BYTES) if self.REMOTE_RANGES else 1
             split = [[*r, *piece[3:]] for r in self.piece_ranges(piece[0], parts)] if parts > 1 else [piece]
             divided.extend(split)

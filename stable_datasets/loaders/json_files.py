@@ -23,7 +23,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.json as pajson
 
-from stable_datasets.download.inputs import is_object_url
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
@@ -97,7 +96,7 @@ class JsonLoader(FileLoader):
     def piece_ranges(self, path: str, parts: int) -> list[Piece]:
         if self._is_document(path) or self._transcoded():
             return [[path, None, None]]
-        return line_ranges(path, parts, *self.remote_bytes(path)) if is_object_url(path) else line_ranges(path, parts)
+        return line_ranges(path, parts, *self.remote_bytes(path)) if self.travels(path) else line_ranges(path, parts)
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
         path, start, stop = piece[:3]

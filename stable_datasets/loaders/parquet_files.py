@@ -15,7 +15,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from stable_datasets.download.inputs import is_object_url
 from stable_datasets.features.features import Features
 from stable_datasets.loaders.base import BATCH_ROWS, FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import LoaderError, features_from_schema
@@ -43,7 +42,7 @@ class ParquetLoader(FileLoader):
 
     def _reader(self, path: str) -> pq.ParquetFile:
         """A local file, or an object-store one read by ranged GETs (its footer, then the row groups asked for)."""
-        return _open(path, self.remote_reader(path) if is_object_url(path) else None)
+        return _open(path, self.remote_reader(path) if self.travels(path) else None)
 
     def infer_features(self) -> Features:
         path = self.first_file()

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from stable_datasets.download.inputs import is_object_url
 from stable_datasets.features.features import Features
 from stable_datasets.features.value import Value
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
@@ -54,7 +53,7 @@ class TextLoader(FileLoader):
     def piece_ranges(self, path: str, parts: int) -> list[Piece]:
         if self.config.sample_by != "line":
             return [[path, None, None]]
-        return line_ranges(path, parts, *self.remote_bytes(path)) if is_object_url(path) else line_ranges(path, parts)
+        return line_ranges(path, parts, *self.remote_bytes(path)) if self.travels(path) else line_ranges(path, parts)
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
         path, start, stop = piece[:3]

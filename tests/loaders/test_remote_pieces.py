@@ -15,6 +15,7 @@ from stable_datasets.download.inputs import inputs_root
 from stable_datasets.errors import InputChangedError, StableDatasetsError
 from stable_datasets.loaders import base as loaders_base
 from stable_datasets.write import JobRunner
+from tests.http_server import FileServer
 
 pytest.importorskip("boto3")
 
@@ -253,3 +254,77 @@ def test_parquet_row_groups_of_a_remote_file_are_read_by_ranged_gets(s3_env, tmp
     ds = sds.load_dataset("parquet", data_files=url, split="train", features=features, num_proc=4)
     assert ds.to_arrow().equals(table)
     assert _whole_copies() == []
+
+
+# -- http(s) data files travel like object-store ones ---------------------------------------------------------------
+
+@pytest.fixture
+def served():
+    with FileServer() as server:
+        yield server
+
+
+def _http_files() -> list[Path]:
+    root = inputs_root() / "http"
+    return sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith(".")) if root.is_dir() else []
+
+
+def test_an_http_file_with_validators_is_planned_from_a_head_and_read_in_ranges_by_the_parts(served, tmp_path,
+                                                                                            small_ranges):
+    data = _big_jsonl(6000)
+    served.files["/big.jsonl"] = data
+    served.validators["/big.jsonl"] = {"ETag": '"v1"'}
+    url = f"{served.url}/big.jsonl"
+    local = tmp_path / "big.jsonl"
+    local.write_bytes(data)
+    expected = sds.load_dataset("json", data_files=str(local), split="train", features=FEATURES,
+                                cache_dir=str(tmp_path / "local-cache"))
+    builder = sds.load_builder("json", data_files=url, features=FEATURES)
+    resolved = builder.resolve()
+    assert resolved.inputs["input_files"]["data_files"]["train"]["bytes"] == len(data)
+    assert builder.object_versions[url] == [len(data), {"ETag": '"v1"'}]  # from the HEAD
+    (generator,) = builder._split_generators(builder._download_manager())
+    assert generator.gen_kwargs["pieces"] == [[url, None, None]]  # not downloaded by the driver
+    ds = sds.load_dataset("json", data_files=url, split="train", features=FEATURES, num_proc=3)
+    assert ds.to_arrow().equals(expected.to_arrow())
+    ranges = [r for _, r in served.requests]
+    assert None not in ranges  # no GET of the whole file: only ranges (the cuts' windows, the parts' ranges)
+    copies = _http_files()
+    assert all(p.parent.name == "big.jsonl.ranges" for p in copies) and len(copies) == 3
+    assert sum(p.stat().st_size for p in copies) == len(data)
+
+
+def test_an_http_file_changed_on_the_server_after_the_plan_fails_naming_it(served, tmp_path, small_ranges,
+                                                                           monkeypatch):
+    served.files["/big.jsonl"] = _big_jsonl(6000)
+    served.validators["/big.jsonl"] = {"ETag": '"v1"'}
+    url = f"{served.url}/big.jsonl"
+    builder = sds.load_builder("json", data_files=url, features=FEATURES)
+    real = builder._plan_split
+
+    def plan_then_change(*args, **kwargs):
+        planned = real(*args, **kwargs)
+        served.files["/big.jsonl"] = _big_jsonl(6001)
+        served.validators["/big.jsonl"] = {"ETag": '"v2"'}
+        return planned
+
+    monkeypatch.setattr(builder, "_plan_split", plan_then_change)
+    with pytest.raises(InputChangedError, match=rf"data file {url} changed since the build identified it"):
+        builder.prepare("train", num_proc=2)
+    assert not list((tmp_path / "cache").rglob("_metadata.json"))
+
+
+def test_a_small_http_file_is_fetched_whole_by_its_part_and_checked(served, tmp_path, monkeypatch):
+    served.files["/small.jsonl"] = _jsonl(range(30))
+    served.validators["/small.jsonl"] = {"Last-Modified": "Wed, 21 Oct 2026 07:28:00 GMT"}
+    url = f"{served.url}/small.jsonl"
+    builder = sds.load_builder("json", data_files=url, features=FEATURES)
+    builder.resolve()
+    assert _http_files() == []  # the driver planned from the HEAD
+    assert Path(builder.local_input(url)).read_bytes() == _jsonl(range(30))
+    served.validators["/small.jsonl"] = {"Last-Modified": "Thu, 22 Oct 2026 07:28:00 GMT"}
+    served.files["/small.jsonl"] = _jsonl(range(31))
+    with pytest.raises(InputChangedError, match=rf"data file {url} changed since the build identified it"):
+        builder.local_input(url)
+    ds = sds.load_dataset("json", data_files=url, split="train", features=FEATURES, num_proc=2)
+    assert ds["i"] == list(range(31))  # a new fingerprint identifies the new version
