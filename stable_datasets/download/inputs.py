@@ -34,8 +34,15 @@ from typing import Any
 import filelock
 
 from stable_datasets.cache.publish import file_sha256
+from stable_datasets.download.http import head as http_head
 from stable_datasets.download.http import validators as http_validators
-from stable_datasets.errors import DownloadError, InputChangedError, MissingObjectError, StorageError
+from stable_datasets.errors import (
+    DownloadError,
+    InputChangedError,
+    MissingObjectError,
+    StableDatasetsError,
+    StorageError,
+)
 from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.retry import with_retries
 from stable_datasets.storage.root import local_base
@@ -116,6 +123,16 @@ def fetch_object(url: str, storage_options: dict[str, Any] | None = None,
 
         digest = file_sha256(path)
     return path, digest
+
+
+def remote_size(url: str, storage_options: dict[str, Any] | None = None) -> int:
+    """The size of a remote data file not identified yet (inference reads before the fingerprint): a HEAD."""
+    if url.split("://", 1)[0].lower() in HTTP_SCHEMES:
+        try:
+            return int(http_head(url).get("Content-Length") or 0)
+        except StableDatasetsError as exc:
+            raise DownloadError(f"cannot read data file {url}: {exc}") from None
+    return _one_object(url, storage_options)[1].size
 
 
 def object_range(url: str, start: int, stop: int, storage_options: dict[str, Any] | None = None,

@@ -50,6 +50,7 @@ from stable_datasets.download.inputs import (
     object_range,
     open_object,
     options_for,
+    remote_size,
 )
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import StableDatasetsError
@@ -60,6 +61,7 @@ from stable_datasets.loaders.columns import LoaderError, conform_table, is_colum
 from stable_datasets.loaders.compressed import COMPRESSIONS, compression_suffix, decompressed
 from stable_datasets.loaders.folders import infer_data_files
 from stable_datasets.loaders.read_ahead import read_ahead
+from stable_datasets.urls import is_url
 from stable_datasets.write.engines import JobRunner
 from stable_datasets.write.plan import SplitJobs
 
@@ -172,7 +174,7 @@ class FileLoader(GeneratorBasedBuilder):
         for paths in self.data_files().values():
             for path in paths:
                 if not self.is_companion(path):
-                    local = self.local_file(path)
+                    local = self.sample_file(path)
                     if _size(local) > 0:
                         return local
                     first = first or local
@@ -180,6 +182,20 @@ class FileLoader(GeneratorBasedBuilder):
             return first
         where = self.config.data_files or self.config.data_dir
         raise FileNotFoundError(f"the '{self.builder_name()}' loader found no data file in {where}")
+
+    def sample_file(self, path: str) -> str:
+        """A local file to infer the features from, for the data file `path`: the file itself (a remote one
+        copied whole) unless a loader reads only the start of it (JSON Lines: a copy of its first MiB)."""
+        return self.local_file(path)
+
+    def remote_start(self, url: str, least: int) -> str:
+        """A local copy of the first `least` bytes of a remote data file and the rest of the line they end in."""
+        size, read_at = self.remote_bytes(url)
+        if not size:  # a server that gives no size (nor, then, ranges we could trust): the whole file
+            return self.local_file(url)
+        stop = line_end(read_at, least, size) if size > least else size
+        return str(fetch_object_range(url, 0, stop, options_for(url, self.input_storage_options),
+                                      self.object_versions.get(url)))
 
     def is_companion(self, path: str) -> bool:
         return os.path.basename(path) in self.companion_files()
@@ -257,12 +273,12 @@ class FileLoader(GeneratorBasedBuilder):
     def remote_bytes(self, url: str) -> tuple[int, Callable[[int, int], bytes]]:
         """(size, read_at(offset, n)) of an object-store data file: what planning its ranges reads of it."""
         options, expected = options_for(url, self.input_storage_options), self.object_versions.get(url)
-        size = self.piece_size(url)
+        size = int(expected[0]) if expected and isinstance(expected[0], int) else remote_size(url, options)
         return size, lambda offset, n: object_range(url, offset, min(offset + n, size), options, expected)
 
     def remote_head(self, path: str, n: int) -> bytes:
-        """The first `n` bytes of a data file, local or in an object store (a ranged GET)."""
-        if self.travels(path):
+        """The first `n` bytes of a data file, local or remote (a ranged GET)."""
+        if is_url(path):
             return self.remote_bytes(path)[1](0, n)
         with open(path, "rb") as fh:
             return fh.read(n)
@@ -381,6 +397,21 @@ class FileLoader(GeneratorBasedBuilder):
 
     def conform(self, table: pa.Table, where: str, first_row: int) -> pa.Table:
         return conform_table(table, self.features, where, first_row)
+
+
+def line_end(read_at: Callable[[int, int], bytes], offset: int, size: int) -> int:
+    """The offset just past the first line end at or after `offset` (`size` if none): windows of 64 KiB, growing."""
+    window = 64 << 10
+    while offset < size:
+        data = read_at(offset, window)
+        if not data:
+            break
+        found = data.find(b"\n")
+        if found >= 0:
+            return offset + found + 1
+        offset += len(data)
+        window = min(window * 4, 16 << 20)
+    return size
 
 
 @functools.cache

@@ -25,7 +25,7 @@ import pyarrow.json as pajson
 
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features
-from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
+from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece, line_end
 from stable_datasets.loaders.columns import (
     LONG_INTEGER,
     LoaderError,
@@ -34,6 +34,7 @@ from stable_datasets.loaders.columns import (
     is_columnar,
 )
 from stable_datasets.loaders.json_depth import check_depth
+from stable_datasets.urls import is_url
 
 BLOCK_BYTES = 16 << 20
 #: pyarrow parses blocks of this size on its threads (one block would use one core)
@@ -69,6 +70,12 @@ class JsonLoader(FileLoader):
             return features_from_schema(_exact_integer_schema(path, sample, table.schema, self.config.encoding),
                                          path)
         return features_from_schema(table.schema, path)
+
+    def sample_file(self, path: str) -> str:
+        """JSON Lines in a remote file: a copy of its first SAMPLE_BYTES (to a line end), all inference reads."""
+        if is_url(path) and not self._transcoded() and not self._is_document(path):
+            return self.remote_start(path, SAMPLE_BYTES)
+        return self.local_file(path)
 
     def _is_document(self, path: str) -> bool:
         if self.config.field is not None:
@@ -201,28 +208,13 @@ def line_ranges(path: str, parts: int, size: int | None = None,
     bounds = [0]
     for i in range(1, parts):
         target = max(size * i // parts, bounds[-1])
-        position = _line_end(read_at, target, size) if target else 0
+        position = line_end(read_at, target, size) if target else 0
         if position >= size:
             break
         if position > bounds[-1]:
             bounds.append(position)
     bounds.append(size)
     return [[path, lo, hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
-
-
-def _line_end(read_at: Callable[[int, int], bytes], offset: int, size: int) -> int:
-    """The offset just past the first line end at or after `offset` (`size` if none): windows of 64 KiB, growing."""
-    window = 64 << 10
-    while offset < size:
-        data = read_at(offset, window)
-        if not data:
-            break
-        found = data.find(b"\n")
-        if found >= 0:
-            return offset + found + 1
-        offset += len(data)
-        window = min(window * 4, 16 << 20)
-    return size
 
 
 def line_blocks(path: str, start: int | None, stop: int | None, block_bytes: int = BLOCK_BYTES,

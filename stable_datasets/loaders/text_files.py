@@ -37,6 +37,7 @@ class TextLoader(FileLoader):
     name = "text"
     BUILDER_CONFIG_CLASS = TextConfig
     EXTENSIONS = (".txt", ".text", ".md")
+    INFERS_FROM_FIRST_FILE = False  # the features are always one text column: no file is read for them
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -14,6 +14,7 @@ import stable_datasets as sds
 from stable_datasets.download.inputs import inputs_root
 from stable_datasets.errors import InputChangedError, StableDatasetsError
 from stable_datasets.loaders import base as loaders_base
+from stable_datasets.loaders import json_files
 from stable_datasets.write import JobRunner
 from tests.http_server import FileServer
 
@@ -328,3 +329,18 @@ def test_a_small_http_file_is_fetched_whole_by_its_part_and_checked(served, tmp_
         builder.local_input(url)
     ds = sds.load_dataset("json", data_files=url, split="train", features=FEATURES, num_proc=2)
     assert ds["i"] == list(range(31))  # a new fingerprint identifies the new version
+
+
+def test_features_of_a_remote_jsonl_are_inferred_from_a_copy_of_its_start(s3_env, tmp_path, small_ranges,
+                                                                          monkeypatch):
+    monkeypatch.setattr(json_files, "SAMPLE_BYTES", 4096)
+    data = _big_jsonl(6000)
+    s3_env.write("big/one.jsonl", data)
+    url = f"s3://{s3_env.bucket}/big/one.jsonl"
+    builder = sds.load_builder("json", data_files=url, cache_dir=str(tmp_path / "cache"))
+    assert builder.info.features == FEATURES
+    (sample,) = _ranges()  # the driver copied the first 4 KiB and the rest of that line, nothing else
+    end = data.index(b"\n", 4096) + 1
+    assert sample.name == f"0-{end}" and sample.read_bytes() == data[:end]
+    ds = sds.load_dataset("json", data_files=url, split="train", num_proc=3)
+    assert ds["i"] == list(range(6000)) and ds.features == FEATURES
