@@ -13,7 +13,13 @@ bytes) and the bytes put:
   tasks Ray plans and the time to the first batch, with the row-range datasource's size estimate
   and without it (as before).
 
+- one large JSON Lines file on the store (`--jsonl-mb`): built in one part (the file read whole by one
+  part on one node, as before) and in ranges (each part fetches its byte range on its own node), with
+  the bytes each node and the driver GET (each worker node's S3 clients name it in their User-Agent,
+  AWS_SDK_UA_APP_ID, which the counter keys its GET bytes by).
+
     sudo python benchmarks/bench_multinode.py --examples 3000 --to-ray-rows 30000
+    sudo python benchmarks/bench_multinode.py --only-jsonl --jsonl-mb 200
 
 Needs root (the worker nodes' private mount namespaces) and the test extras (moto, ray).
 """
@@ -46,6 +52,7 @@ class Counting:
 
     def __init__(self, app: Any):
         self.app, self.counts, self.put_bytes, self.lock = app, Counter(), 0, threading.Lock()
+        self.get_bytes: Counter[str] = Counter()  # bytes of GET answers, by the node that asked
 
     def __call__(self, environ: dict, start_response: Any) -> Any:
         method, query = environ["REQUEST_METHOD"], environ.get("QUERY_STRING", "")
@@ -59,7 +66,18 @@ class Counting:
             self.counts[kind] += 1
             if method == "PUT":
                 self.put_bytes += int(environ.get("CONTENT_LENGTH") or 0)
-        return self.app(environ, start_response)
+        if kind != "GET":
+            return self.app(environ, start_response)
+        agent = environ.get("HTTP_USER_AGENT", "")  # a worker node's clients name it (AWS_SDK_UA_APP_ID)
+        host = next((word[4:] for word in agent.split() if word.startswith("app/")), "driver")
+
+        def counted(status: str, headers: list, *rest: Any) -> Any:
+            length = next((int(v) for k, v in headers if k.lower() == "content-length" and v.isdigit()), 0)
+            with self.lock:
+                self.get_bytes[host] += length
+            return start_response(status, headers, *rest)
+
+        return self.app(environ, counted)
 
     def take(self) -> tuple[dict[str, int], int]:
         with self.lock:
@@ -144,12 +162,63 @@ def to_ray_side(rows: int, estimate: bool, work: Path) -> dict:
             "first_batch_s": round(first_batch, 2)}
 
 
+FEATURES_JSON = {"i": "int64", "text": "string"}
+
+
+def large_jsonl_sides(megabytes: int, endpoint: str, counting: Counting, work: Path) -> list[dict]:
+    """A JSONL file of `megabytes` on the store built by 2 worker nodes in one part, then in ranges."""
+    import boto3
+    import ray
+
+    import stable_datasets as sds
+    from stable_datasets.loaders import base as loaders_base
+    from tests.ray_cluster import ray_cluster
+
+    rows = megabytes * (1 << 20) // 100
+    line = '{{"i": {i}, "text": "row {i} {pad}"}}\n'
+    data = "".join(line.format(i=i, pad="x" * (60 + i % 17)) for i in range(rows)).encode()
+    boto3.client("s3", region_name="us-east-1").put_object(Bucket="bench", Key="big/one.jsonl", Body=data)
+    url = "s3://bench/big/one.jsonl"
+    features = sds.Features({name: sds.Value(kind) for name, kind in FEATURES_JSON.items()})
+    out = []
+    if ray.is_initialized():
+        ray.shutdown()
+    with ray_cluster(0, {**AWS, "AWS_ENDPOINT_URL": endpoint}) as cluster:
+        cluster.add_worker({"AWS_SDK_UA_APP_ID": "node-A"})
+        cluster.add_worker({"AWS_SDK_UA_APP_ID": "node-B"})
+        cluster.wait_for_workers(2)
+        floor = loaders_base.MIN_RANGE_BYTES
+        for side, least in (("one part (the file whole)", 1 << 62), ("ranges (one per part)", floor)):
+            loaders_base.MIN_RANGE_BYTES = least
+            counting.take()
+            counting.get_bytes.clear()
+            started = time.perf_counter()
+            try:
+                ds = sds.load_dataset("json", data_files=url, split="train", features=features, engine="ray",
+                                      download_mode="force_rebuild")
+            finally:
+                loaders_base.MIN_RANGE_BYTES = floor
+            seconds = time.perf_counter() - started
+            assert len(ds) == rows
+            nodes = ds.cache_metadata[0].extra["part_nodes"]
+            read = {h: round(b / 2**20, 1) for h, b in sorted(counting.get_bytes.items())}
+            out.append({"side": f"{megabytes} MB JSONL, Ray 2 worker nodes, {side}", "seconds": round(seconds, 2),
+                        "parts": len(nodes), "part_nodes": len(set(nodes)), "get_mb_by_host": read,
+                        "file_mb": round(len(data) / 2**20, 1)})
+            print(json.dumps(out[-1]), flush=True)
+            del ds
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--examples", type=int, default=3000)
     parser.add_argument("--nodes", type=int, nargs="*", default=[1, 2, 3])
     parser.add_argument("--to-ray-rows", type=int, default=30000)
     parser.add_argument("--skip-builds", action="store_true", help="only the to_ray() sides")
+    parser.add_argument("--jsonl-mb", type=int, default=0, help="also: one JSONL file this large, in one part "
+                        "and in ranges")
+    parser.add_argument("--only-jsonl", action="store_true", help="only the large JSONL sides")
     args = parser.parse_args()
 
     from common import quiet
@@ -167,6 +236,10 @@ def main() -> None:
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="bench")
     results: list[dict] = []
     try:
+        if args.jsonl_mb:
+            results.extend(large_jsonl_sides(args.jsonl_mb, endpoint, counting, work))
+        if args.only_jsonl:
+            return
         counting.take()
         if args.skip_builds:
             args.nodes = []
