@@ -260,10 +260,11 @@ class ObjectReader(io.RawIOBase):
 
 
 def open_object(url: str, storage_options: dict[str, Any] | None = None,
-                expected: list[Any] | None = None) -> io.BufferedReader:
-    """`ObjectReader` over `url` (its size from `expected`, else asked), buffered a MiB at a time."""
-    size = int(expected[0]) if expected else _one_object(url, storage_options)[1].size
-    return io.BufferedReader(ObjectReader(url, size, storage_options, expected), buffer_size=1 << 20)
+                expected: list[Any] | None = None) -> ObjectReader:
+    """`ObjectReader` over `url` (its size from `expected`, else asked). Unbuffered: Parquet's reader asks for
+    exactly the column chunks it needs (a buffer would read past them)."""
+    size = int(expected[0]) if expected else remote_size(url, storage_options)
+    return ObjectReader(url, size, storage_options, expected)
 
 
 def expand_object_pattern(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:

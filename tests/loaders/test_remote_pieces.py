@@ -344,3 +344,46 @@ def test_features_of_a_remote_jsonl_are_inferred_from_a_copy_of_its_start(s3_env
     assert sample.name == f"0-{end}" and sample.read_bytes() == data[:end]
     ds = sds.load_dataset("json", data_files=url, split="train", num_proc=3)
     assert ds["i"] == list(range(6000)) and ds.features == FEATURES
+
+
+def test_a_part_of_a_remote_parquet_file_reads_its_row_groups_not_the_file(s3_env, tmp_path, small_ranges,
+                                                                          monkeypatch):
+    pq = pytest.importorskip("pyarrow.parquet")
+    import numpy as np
+    import pyarrow as pa
+
+    from stable_datasets.download import inputs
+
+    table = pa.table({"i": np.arange(40_000, dtype=np.int64), "f": np.arange(40_000, dtype=np.float64)})
+    local = tmp_path / "one.parquet"
+    pq.write_table(table, local, row_group_size=5000, compression="none")  # 8 row groups of 80 KB
+    s3_env.write("big/one.parquet", local.read_bytes())
+    url = f"s3://{s3_env.bucket}/big/one.parquet"
+    features = sds.Features({"i": sds.Value("int64"), "f": sds.Value("float64")})
+    builder = sds.load_builder("parquet", data_files=url, features=features, cache_dir=str(tmp_path / "cache"))
+    builder.resolve()
+    (generator,) = builder._split_generators(builder._download_manager())
+    jobs = builder._plan_split(generator, 4, JobRunner(), tmp_path / "work").jobs
+    asked: list[int] = []
+    real = inputs.object_range
+
+    def counted(url, start, stop, *args, **kwargs):
+        data = real(url, start, stop, *args, **kwargs)
+        asked.append(len(data))
+        return data
+
+    monkeypatch.setattr(inputs, "object_range", counted)
+    batches = list(builder._generate_examples(**jobs[2]))  # row groups 4 and 5, in this process
+    assert pa.Table.from_batches(batches).column("i").to_pylist() == list(range(20_000, 30_000))
+    size = local.stat().st_size
+    assert size / 4 <= sum(asked) < size / 2  # its two row groups (and the footer), not the file
+
+
+def test_one_large_jsonl_on_gs_is_read_in_ranges_as_on_s3(gcs_env, tmp_path, small_ranges):
+    data = _big_jsonl(6000)
+    gcs_env.write("big/one.jsonl", data)
+    ds = sds.load_dataset("json", data_files=f"gs://{gcs_env.bucket}/big/one.jsonl", split="train",
+                          features=FEATURES, num_proc=3, cache_dir=str(tmp_path / "cache"))
+    assert ds["i"] == list(range(6000))
+    ranges = _ranges()
+    assert len(ranges) == 3 and sum(p.stat().st_size for p in ranges) == len(data) and _whole_copies() == []
