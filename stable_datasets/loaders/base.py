@@ -377,8 +377,15 @@ class FileLoader(GeneratorBasedBuilder):
             return
         for piece in pieces:
             local = self.local_piece(piece)
+            copy = f"{local[0]}:"
+            named = f"{piece[0]}@{piece[1]}:" if piece[1] is not None else f"{piece[0]}:"
             try:
-                yield from self.examples_of_piece(local)
+                for key, example in self.examples_of_piece(local):
+                    # keys name the file as the user named it (not this node's copy) and, for a range, where it
+                    # starts: rows are counted from the start of the piece, so two ranges of one file never share
+                    # a key (they did: "a.jsonl:0" twice was a duplicate-key error)
+                    yield (named + key[len(copy):] if isinstance(key, str) and key.startswith(copy) else key), \
+                        example
             except StableDatasetsError as exc:
                 raise self._as_named(exc, piece, local) from None
 

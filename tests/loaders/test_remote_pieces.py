@@ -387,3 +387,31 @@ def test_one_large_jsonl_on_gs_is_read_in_ranges_as_on_s3(gcs_env, tmp_path, sma
     assert ds["i"] == list(range(6000))
     ranges = _ranges()
     assert len(ranges) == 3 and sum(p.stat().st_size for p in ranges) == len(data) and _whole_copies() == []
+
+
+LABELS = sds.Features({"i": sds.Value("int64"), "labels": sds.Sequence(sds.ClassLabel(names=["a", "b"]))})
+
+
+def _labelled(rows: int) -> bytes:
+    return "".join(json.dumps({"i": i, "labels": ["a", "b"][:i % 3]}) + "\n" for i in range(rows)).encode()
+
+
+def test_keyed_rows_of_ranges_have_distinct_keys_and_equal_a_one_part_build(s3_env, tmp_path, small_ranges):
+    """Features that are not Arrow casts alone (a list of class labels) go through keyed examples: the keys were
+    `<file>:<row in the piece>`, so two ranges of one local file both had `a.jsonl:0` (a duplicate-key error)."""
+    data = _labelled(20_000)
+    local = tmp_path / "a.jsonl"
+    local.write_bytes(data)
+    one = sds.load_dataset("json", data_files=str(local), split="train", features=LABELS,
+                           cache_dir=str(tmp_path / "one"))
+    split_locally = sds.load_dataset("json", data_files=str(local), split="train", features=LABELS, num_proc=3,
+                                     cache_dir=str(tmp_path / "three"))
+    s3_env.write("big/a.jsonl", data)
+    remote = sds.load_dataset("json", data_files=f"s3://{s3_env.bucket}/big/a.jsonl", split="train",
+                              features=LABELS, num_proc=3)
+    assert split_locally.to_arrow().equals(one.to_arrow()) and remote.to_arrow().equals(one.to_arrow())
+    assert remote[4] == {"i": 4, "labels": [0]} and len(_ranges()) == 3
+    builder = sds.load_builder("json", data_files=str(local), features=LABELS, cache_dir=str(tmp_path / "k"))
+    pieces = builder.piece_ranges(str(local), 2)
+    keys = [[key for key, _ in builder._generate_examples([piece])][:2] for piece in pieces]
+    assert keys == [[f"{local}@0:0", f"{local}@0:1"], [f"{local}@{pieces[1][1]}:0", f"{local}@{pieces[1][1]}:1"]]
