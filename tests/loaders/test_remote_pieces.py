@@ -415,3 +415,15 @@ def test_keyed_rows_of_ranges_have_distinct_keys_and_equal_a_one_part_build(s3_e
     pieces = builder.piece_ranges(str(local), 2)
     keys = [[key for key, _ in builder._generate_examples([piece])][:2] for piece in pieces]
     assert keys == [[f"{local}@0:0", f"{local}@0:1"], [f"{local}@{pieces[1][1]}:0", f"{local}@{pieces[1][1]}:1"]]
+
+
+def test_a_local_file_is_cut_with_the_same_floor(tmp_path, monkeypatch):
+    local = tmp_path / "one.jsonl"
+    local.write_bytes(_big_jsonl(6000))  # ~300 KB
+    builder = sds.load_builder("json", data_files=str(local), features=FEATURES, cache_dir=str(tmp_path / "c"))
+    builder.resolve()
+    (generator,) = builder._split_generators(builder._download_manager())
+    assert len(builder._plan_split(generator, 64, JobRunner(), tmp_path / "w").jobs) == 1  # not 64 parts of 5 KB
+    monkeypatch.setattr(loaders_base, "MIN_RANGE_BYTES", 80 << 10)
+    jobs = builder._plan_split(generator, 64, JobRunner(), tmp_path / "w").jobs
+    assert [len(job["pieces"]) for job in jobs] == [1, 1, 1]
