@@ -52,7 +52,6 @@ class Counting:
 
     def __init__(self, app: Any):
         self.app, self.counts, self.put_bytes, self.lock = app, Counter(), 0, threading.Lock()
-        self.get_bytes: Counter[str] = Counter()  # bytes of GET answers, by the node that asked
 
     def __call__(self, environ: dict, start_response: Any) -> Any:
         method, query = environ["REQUEST_METHOD"], environ.get("QUERY_STRING", "")
@@ -66,18 +65,7 @@ class Counting:
             self.counts[kind] += 1
             if method == "PUT":
                 self.put_bytes += int(environ.get("CONTENT_LENGTH") or 0)
-        if kind != "GET":
-            return self.app(environ, start_response)
-        agent = environ.get("HTTP_USER_AGENT", "")  # a worker node's clients name it (AWS_SDK_UA_APP_ID)
-        host = next((word[4:] for word in agent.split() if word.startswith("app/")), "driver")
-
-        def counted(status: str, headers: list, *rest: Any) -> Any:
-            length = next((int(v) for k, v in headers if k.lower() == "content-length" and v.isdigit()), 0)
-            with self.lock:
-                self.get_bytes[host] += length
-            return start_response(status, headers, *rest)
-
-        return self.app(environ, counted)
+        return self.app(environ, start_response)
 
     def take(self) -> tuple[dict[str, int], int]:
         with self.lock:
@@ -165,6 +153,28 @@ def to_ray_side(rows: int, estimate: bool, work: Path) -> dict:
 FEATURES_JSON = {"i": "int64", "text": "string"}
 
 
+class GetBytesByNode:
+    """WSGI middleware: the bytes of GET answers, by the app id in the asker's User-Agent (a worker node's S3
+    clients carry $AWS_SDK_UA_APP_ID; anything else counts as the driver)."""
+
+    def __init__(self, app: Any):
+        self.app, self.lock, self.got = app, threading.Lock(), Counter()
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        if environ["REQUEST_METHOD"] != "GET":
+            return self.app(environ, start_response)
+        agent = environ.get("HTTP_USER_AGENT", "")
+        node = next((word[4:] for word in agent.split() if word.startswith("app/node-")), "driver")
+
+        def counted(status: str, headers: list, *rest: Any) -> Any:
+            length = next((int(v) for k, v in headers if k.lower() == "content-length" and v.isdigit()), 0)
+            with self.lock:
+                self.got[node] += length
+            return start_response(status, headers, *rest)
+
+        return self.app(environ, counted)
+
+
 def large_jsonl_sides(megabytes: int, endpoint: str, counting: Counting, work: Path) -> list[dict]:
     """A JSONL file of `megabytes` on the store built by 2 worker nodes in one part, then in ranges."""
     import boto3
@@ -180,6 +190,7 @@ def large_jsonl_sides(megabytes: int, endpoint: str, counting: Counting, work: P
     boto3.client("s3", region_name="us-east-1").put_object(Bucket="bench", Key="big/one.jsonl", Body=data)
     url = "s3://bench/big/one.jsonl"
     features = sds.Features({name: sds.Value(kind) for name, kind in FEATURES_JSON.items()})
+    per_node = counting.app = GetBytesByNode(counting.app)
     out = []
     if ray.is_initialized():
         ray.shutdown()
@@ -190,8 +201,7 @@ def large_jsonl_sides(megabytes: int, endpoint: str, counting: Counting, work: P
         floor = loaders_base.MIN_RANGE_BYTES
         for side, least in (("one part (the file whole)", 1 << 62), ("ranges (one per part)", floor)):
             loaders_base.MIN_RANGE_BYTES = least
-            counting.take()
-            counting.get_bytes.clear()
+            per_node.got.clear()
             started = time.perf_counter()
             try:
                 ds = sds.load_dataset("json", data_files=url, split="train", features=features, engine="ray",
@@ -201,7 +211,7 @@ def large_jsonl_sides(megabytes: int, endpoint: str, counting: Counting, work: P
             seconds = time.perf_counter() - started
             assert len(ds) == rows
             nodes = ds.cache_metadata[0].extra["part_nodes"]
-            read = {h: round(b / 2**20, 1) for h, b in sorted(counting.get_bytes.items())}
+            read = {h: round(b / 2**20, 1) for h, b in sorted(per_node.got.items())}
             out.append({"side": f"{megabytes} MB JSONL, Ray 2 worker nodes, {side}", "seconds": round(seconds, 2),
                         "parts": len(nodes), "part_nodes": len(set(nodes)), "get_mb_by_host": read,
                         "file_mb": round(len(data) / 2**20, 1)})
