@@ -153,7 +153,7 @@ def object_range(url: str, start: int, stop: int, storage_options: dict[str, Any
         raise _changed(url, expected, None) from None
     except MissingObjectError:
         raise RemoteInputNotFoundError(f"{url}: input vanished while it was being read") from None
-    if expected is not None and not etag:
+    if expected is not None and not (etag and store.conditional_reads):  # asked after the read, then
         info = store.head(parsed.key)
         if info is None:
             raise RemoteInputNotFoundError(f"{url}: input vanished while it was being read")

@@ -336,8 +336,8 @@ class FileLoader(GeneratorBasedBuilder):
         for piece, size in zip(pieces, sizes):
             parts = max(1, round(num_jobs * size / total)) if len(pieces) < num_jobs else 1
             parts = min(parts, max(1, size // MIN_RANGE_BYTES))  # no part of a few bytes: its fixed costs dominate
-            if self.travels(piece[0]) and not self.REMOTE_RANGES:
-                parts = 1
+            if self.travels(piece[0]) and (not self.REMOTE_RANGES or compression_suffix(piece[0])):
+                parts = 1  # a compressed file is read whole (its decompressed copy is what ranges would cut)
             split = [[*r, *piece[3:]] for r in self.piece_ranges(piece[0], parts)] if parts > 1 else [piece]
             divided.extend(split)
             weights.extend([size / len(split)] * len(split))

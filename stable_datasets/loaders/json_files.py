@@ -33,6 +33,7 @@ from stable_datasets.loaders.columns import (
     features_from_schema,
     is_columnar,
 )
+from stable_datasets.loaders.compressed import compression_suffix
 from stable_datasets.loaders.json_depth import check_depth
 from stable_datasets.urls import is_url
 
@@ -73,7 +74,7 @@ class JsonLoader(FileLoader):
 
     def sample_file(self, path: str) -> str:
         """JSON Lines in a remote file: a copy of its first SAMPLE_BYTES (to a line end), all inference reads."""
-        if is_url(path) and not self._transcoded() and not self._is_document(path):
+        if is_url(path) and not compression_suffix(path) and not self._transcoded() and not self._is_document(path):
             return self.remote_start(path, SAMPLE_BYTES)
         return self.local_file(path)
 

@@ -187,6 +187,8 @@ class S3Store(ObjectStore):
     def download(self, key: str, destination: Path) -> tuple[int, str]:
         return self._call("download", key, lambda: self._download(key, destination))
 
+    conditional_reads = True
+
     def get_range(self, key: str, start: int, stop: int, etag: str = "") -> bytes:
         """One ranged GET (`Range: bytes=start-(stop-1)`), with If-Match on `etag` when given: another version of
         the object is ObjectChangedError (412), never bytes of two versions."""

@@ -40,6 +40,8 @@ class ObjectStore(ABC):
     scheme: str
     bucket: str
     storage_options: dict[str, Any]  # as given when it was set up: a pickled store is set up again from them
+    #: True when `get_range(..., etag)` refuses another version itself (S3's If-Match); else callers check `head`
+    conditional_reads: bool = False
 
     def __reduce__(self) -> tuple[Any, ...]:
         """DataLoader workers started by "spawn"/"forkserver" get a stream pickled: the client is set up again

@@ -427,3 +427,18 @@ def test_a_local_file_is_cut_with_the_same_floor(tmp_path, monkeypatch):
     monkeypatch.setattr(loaders_base, "MIN_RANGE_BYTES", 80 << 10)
     jobs = builder._plan_split(generator, 64, JobRunner(), tmp_path / "w").jobs
     assert [len(job["pieces"]) for job in jobs] == [1, 1, 1]
+
+
+def test_a_compressed_remote_file_is_read_whole_not_cut(s3_env, tmp_path, small_ranges):
+    import gzip
+
+    data = _big_jsonl(6000)
+    s3_env.write("big/one.jsonl.gz", gzip.compress(data))
+    s3_env.write("big/two.jsonl.gz", gzip.compress(data))  # a second one: the first is sampled for features
+    url = f"s3://{s3_env.bucket}/big/one.jsonl.gz"
+    builder = sds.load_builder("json", data_files=url, features=FEATURES, cache_dir=str(tmp_path / "cache"))
+    builder.resolve()
+    (generator,) = builder._split_generators(builder._download_manager())
+    assert builder._plan_split(generator, 4, JobRunner(), tmp_path / "w").jobs == [{"pieces": [[url, None, None]]}]
+    ds = sds.load_dataset("json", data_files=f"s3://{s3_env.bucket}/big/*.jsonl.gz", split="train", num_proc=2)
+    assert ds["i"] == list(range(6000)) * 2 and ds.features == FEATURES  # inferred from the decompressed file
