@@ -11,6 +11,10 @@ files, so a remote input is first copied to `<local base>/inputs/` and read from
   never gets bytes mixed from two versions. One process per node downloads a file (a lock).
 - A copy is reused while the object still has the size and ETag recorded with it; an object
   that changed since is copied again, one that vanished is an error naming its URL.
+- A part that reads one range of a large data file fetches that range only (`object_range`: a ranged
+  GET with If-Match on the ETag on S3, a `Range` request with If-Match / If-Unmodified-Since over
+  http(s); `fetch_object_range` keeps it as `<key>.ranges/<start>-<stop>`), and refuses another
+  version of the file than the one the fingerprint identified (InputChangedError naming it).
 - A URL may end in a glob (`s3://b/packs/*.parquet`, matched as `glob.glob(recursive=True)` matches
   local paths: `*` within one folder, `**/` across folders) or name a prefix (`s3://b/packs/`): the
   objects directly under it (as a local folder's files, not its subfolders') whose names end in one

@@ -13,10 +13,11 @@ A loader says how to read one piece (`read_piece`): Arrow tables for the tabular
 which go to the write path as record batches (`columnar`), or (key, example) pairs for
 images, videos and tar samples, which go through the features' encoders row by row.
 
-Files in an object store (`s3://`, `gs://`) stay URLs in the jobs: each part copies the files it
-reads into its own node's inputs folder (download.inputs) when it reads them, checking that each
-is still the version the fingerprint identified, so parts that run on machines sharing no disk
-find their inputs. The driver reads only what planning needs: sizes from the identity (no
+Files in an object store (`s3://`, `gs://`), and `http(s)://` files whose server gives validators
+(ETag, Last-Modified: the fingerprint's HEAD records them), stay URLs in the jobs: each part copies
+the files it reads into its own node's inputs folder (download.inputs) when it reads them, checking
+that each is still the version the fingerprint identified, so parts that run on machines sharing no
+disk find their inputs. The driver reads only what planning needs: sizes from the identity (no
 download), and the first file when the features are inferred. A large one is divided like a local
 one (`REMOTE_RANGES` loaders: line-based files at line ends found by small ranged reads around each
 cut, Parquet by row groups from its footer), in ranges of at least MIN_RANGE_BYTES, and each part
