@@ -68,8 +68,8 @@ from stable_datasets.write.plan import SplitJobs
 
 #: rows per record batch handed to the write path by the tabular loaders
 BATCH_ROWS = 64 * 1024
-#: a data file in an object store is divided into ranges of at least this many bytes (as many as the parts, at
-#: most): each range costs a part its fixed work and a few requests, so a 100 MB file makes no 1,000 tiny parts
+#: a large data file (local or remote) is divided into ranges of at least this many bytes (as many as the parts,
+#: at most): each range costs a part its fixed work (and, remote, a few requests), so no 1,000 tiny parts
 MIN_RANGE_BYTES = 8 << 20
 
 
@@ -96,8 +96,8 @@ class FileLoader(GeneratorBasedBuilder):
     read_tables: ClassVar[bool] = True
     #: True when `infer_features` reads the first data file only (see `_inference_key`)
     INFERS_FROM_FIRST_FILE: ClassVar[bool] = True
-    #: "bytes": pieces of an object-store file are byte ranges its parts fetch alone (`remote_range`, line-based
-    #: formats); "reader": the loader reads ranges through `remote_reader` (Parquet's row groups); "": whole files
+    #: "bytes": pieces of a remote file are byte ranges its parts fetch alone (`local_piece`, line-based formats);
+    #: "reader": the loader reads its ranges through `remote_reader` (Parquet's row groups); "": whole files
     REMOTE_RANGES: ClassVar[str] = ""
 
     def __init__(self, config_name: str | None = None, **kwargs: Any):
@@ -267,12 +267,13 @@ class FileLoader(GeneratorBasedBuilder):
         return is_object_url(path) or path in self.object_versions
 
     def remote_reader(self, url: str) -> Any:
-        """A seekable binary file over an object-store data file, each read a ranged GET of the version the
+        """A seekable binary file over a remote data file, each read a ranged GET of the version the
         fingerprint identified (download.inputs.open_object)."""
         return open_object(url, options_for(url, self.input_storage_options), self.object_versions.get(url))
 
     def remote_bytes(self, url: str) -> tuple[int, Callable[[int, int], bytes]]:
-        """(size, read_at(offset, n)) of an object-store data file: what planning its ranges reads of it."""
+        """(size, read_at(offset, n)) of a remote data file: what planning its ranges reads of it (its size from the
+        fingerprint's identity, else a HEAD)."""
         options, expected = options_for(url, self.input_storage_options), self.object_versions.get(url)
         size = int(expected[0]) if expected and isinstance(expected[0], int) else remote_size(url, options)
         return size, lambda offset, n: object_range(url, offset, min(offset + n, size), options, expected)
