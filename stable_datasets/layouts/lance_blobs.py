@@ -153,16 +153,27 @@ def _checked_bounds(descriptions: pa.Array, file_size: int, where: str, first_ro
 
 
 def blob_descriptions(dataset: Any, blobs: list[str]) -> tuple[list[tuple[str, int]], pa.Table]:
-    """([(data file name, rows) per fragment], the blob columns' descriptions of every row, in order)."""
-    layout, tables = [], []
-    for fragment in dataset.get_fragments():
+    """([(data file name, rows) per fragment], the blob columns' descriptions of every row, in order).
+
+    The layout comes from the manifest, the descriptions from one ordered scan (~0.3 ms a fragment; a read
+    per fragment took ~1-3 ms, minutes at 65,000 fragments); a fragment without its row count in the manifest
+    is read alone."""
+    layout, counted = [], True
+    fragments = dataset.get_fragments()
+    for fragment in fragments:
         files = fragment.data_files()
         if len(files) != 1 or fragment.metadata.deletion_file is not None:
             raise ValueError(f"fragment {fragment.fragment_id} has {len(files)} data files or deleted rows; a cache "
                              "written by stable-datasets has one data file per fragment")
-        table = fragment.to_table(columns=blobs)
-        layout.append((files[0].path, table.num_rows))
-        tables.append(table)
+        rows = getattr(fragment.metadata, "physical_rows", None)
+        counted = counted and isinstance(rows, int)
+        layout.append((files[0].path, rows if isinstance(rows, int) else 0))
+    if counted:
+        table = dataset.to_table(columns=blobs, scan_in_order=True)
+        if table.num_rows == sum(rows for _, rows in layout):
+            return layout, table
+    tables = [fragment.to_table(columns=blobs) for fragment in fragments]
+    layout = [(name, table.num_rows) for (name, _), table in zip(layout, tables)]
     return layout, pa.concat_tables(tables) if tables else pa.table({})
 
 
