@@ -300,3 +300,11 @@ def test_a_cache_of_many_fragments_maps_its_data_files_lazily_and_at_most_the_se
         [bytes([i % 256]) * (i % 7 * 10) for i in rows]
     assert [r["i"] for r in ds] == list(range(1200))  # every fragment in turn
     assert blobs.open_files()[0] == 16 and _mapped_data_files(data) <= 16
+    victim = Path(blobs._paths[1100])  # closed by now: mapped again at its next read, and checked then
+    size = victim.stat().st_size
+    with open(victim, "r+b") as fh:
+        fh.truncate(size - 10)
+    for _ in range(2):
+        with pytest.raises(CacheError, match=rf"{victim}: {size - 10} bytes, but _metadata.json records {size}"):
+            ds[1100]
+    assert ds[1099] == {"i": 1099, "blob": bytes([1099 % 256]) * (1099 % 7 * 10)}
