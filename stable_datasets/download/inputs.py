@@ -92,11 +92,6 @@ def options_for(url: str, input_options: dict[str, dict[str, Any]] | None) -> di
     return input_options.get(scheme, input_options.get("*"))
 
 
-def is_remote_input(text: Any) -> bool:
-    """A data file a part fetches on its own node: an object-store URL, or an `http(s)://` one."""
-    return is_url(text)
-
-
 def is_object_url(text: Any) -> bool:
     """An object-store URL (`s3://`, `gs://`, ...), not `http(s)://` nor a local path."""
     return is_url(text) and text.split("://", 1)[0].lower() not in HTTP_SCHEMES
@@ -473,5 +468,9 @@ def _http_range(url: str, start: int, stop: int, expected: list[Any] | None) -> 
                 skip -= len(chunk)
             return response.read(stop - start)
 
-    return with_retries(fetch, lambda exc: isinstance(exc, (ConnectionError, TimeoutError, urllib.error.URLError))
-                        and not isinstance(exc, FileNotFoundError), f"read {url}")
+    try:
+        return with_retries(fetch, lambda exc: isinstance(exc, (ConnectionError, TimeoutError,
+                                                                urllib.error.URLError)), f"read {url}")
+    except (ConnectionError, TimeoutError, urllib.error.URLError) as exc:
+        raise DownloadError(f"cannot read bytes {start}..{stop} of data file {url} ({getattr(exc, 'reason', exc)})"
+                            ) from None
