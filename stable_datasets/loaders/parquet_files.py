@@ -18,6 +18,8 @@ import pyarrow.parquet as pq
 from stable_datasets.features.features import Features
 from stable_datasets.loaders.base import BATCH_ROWS, FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import LoaderError, features_from_schema
+from stable_datasets.loaders.compressed import compression_suffix
+from stable_datasets.urls import is_url
 
 
 def _open(path: str, source: Any = None) -> pq.ParquetFile:
@@ -41,12 +43,19 @@ class ParquetLoader(FileLoader):
     REMOTE_RANGES = "reader"
 
     def _reader(self, path: str) -> pq.ParquetFile:
-        """A local file, or an object-store one read by ranged GETs (its footer, then the row groups asked for)."""
-        return _open(path, self.remote_reader(path) if self.travels(path) else None)
+        """A local file, or a remote one read by ranged GETs (its footer, then the row groups asked for)."""
+        return _open(path, self.remote_reader(path) if is_url(path) else None)
+
+    def sample_file(self, path: str) -> str:
+        """A remote file's schema is in its footer: the URL itself, read by ranged GETs (nothing copied); a
+        compressed one, or one whose server gives no size, is copied whole."""
+        if is_url(path) and not compression_suffix(path) and self.remote_bytes(path)[0] > 0:
+            return path
+        return self.local_file(path)
 
     def infer_features(self) -> Features:
         path = self.first_file()
-        schema = _open(path).schema_arrow
+        schema = self._reader(path).schema_arrow
         features = features_from_schema(schema, path)
         wanted = self.config.columns
         if wanted is None:

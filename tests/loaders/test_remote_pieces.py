@@ -254,6 +254,8 @@ def test_parquet_row_groups_of_a_remote_file_are_read_by_ranged_gets(s3_env, tmp
     assert [p[1:] for job in jobs for p in job["pieces"]] == [[0, 2], [2, 4], [4, 6], [6, 8]]
     ds = sds.load_dataset("parquet", data_files=url, split="train", features=features, num_proc=4)
     assert ds.to_arrow().equals(table)
+    inferred = sds.load_dataset("parquet", data_files=url, split="train", num_proc=4)  # the schema from the footer
+    assert inferred.features == features and inferred.to_arrow().equals(table)
     assert _whole_copies() == []
 
 
