@@ -11,7 +11,12 @@ bytes) and the bytes put:
 - requests of one open of the published cache (a cold local shard cache, then a warm one);
 - `to_ray()` of a local cache with hundreds of shards, on a local 2-CPU Ray cluster: the read
   tasks Ray plans and the time to the first batch, with the row-range datasource's size estimate
-  and without it (as before).
+  and without it (as before);
+- the driver's side of a Ray build (`--driver-sizes`): `prepare()` of the split (no open after,
+  which reads shards as any reader does) on 2 worker nodes, at each size: the requests the driver
+  process made (told apart from the nodes' by the app id in its User-Agent, $AWS_SDK_UA_APP_ID),
+  the bytes it downloaded per byte of cache, the peak bytes on its local disk (staging folder and
+  local shard cache, sampled every 20 ms) per byte of cache, and the time.
 
 - one large JSON Lines file on the store (`--jsonl-mb`): built in one part (the file read whole by one
   part on one node, as before) and in ranges (each part fetches its byte range on its own node), with
@@ -19,6 +24,9 @@ bytes) and the bytes put:
   AWS_SDK_UA_APP_ID, which the counter keys its GET bytes by).
 
     sudo python benchmarks/bench_multinode.py --examples 3000 --to-ray-rows 30000
+    sudo python benchmarks/bench_multinode.py --skip-builds --skip-to-ray --driver-sizes 2000 20000
+    sudo python benchmarks/bench_multinode.py --skip-builds --skip-to-ray --driver-sizes 2000 20000 \
+        --driver-format lance
     sudo python benchmarks/bench_multinode.py --only-jsonl --jsonl-mb 200
 
 Needs root (the worker nodes' private mount namespaces) and the test extras (moto, ray).
@@ -47,11 +55,16 @@ AWS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_
        "AWS_CONFIG_FILE": "/nonexistent"}
 
 
+DRIVER_APP = "bench-driver"  # the driver's S3 clients put "app/bench-driver" in their User-Agent; the nodes' do not
+
+
 class Counting:
-    """WSGI middleware in front of the S3 server: requests by kind, and the bytes of PUT bodies."""
+    """WSGI middleware in front of the S3 server: requests by kind, and the bytes of PUT bodies; apart, the
+    requests of the driver process and the bytes of its GET answers."""
 
     def __init__(self, app: Any):
-        self.app, self.counts, self.put_bytes, self.lock = app, Counter(), 0, threading.Lock()
+        self.app, self.lock = app, threading.Lock()
+        self.counts, self.put_bytes, self.driver, self.driver_got = Counter(), 0, Counter(), 0
 
     def __call__(self, environ: dict, start_response: Any) -> Any:
         method, query = environ["REQUEST_METHOD"], environ.get("QUERY_STRING", "")
@@ -61,17 +74,35 @@ class Counting:
         if kind is None:
             kind = "DELETE" if method == "POST" and "delete" in query else (
                 "LIST" if method == "GET" and ("list-type" in query or "prefix=" in query) else method)
+        driver = f"app/{DRIVER_APP}" in environ.get("HTTP_USER_AGENT", "")
         with self.lock:
             self.counts[kind] += 1
             if method == "PUT":
                 self.put_bytes += int(environ.get("CONTENT_LENGTH") or 0)
-        return self.app(environ, start_response)
+            if driver:
+                self.driver[kind] += 1
+
+        def started(status: str, headers: list, *args: Any) -> Any:
+            if driver and kind == "GET":
+                size = int(dict((k.lower(), v) for k, v in headers).get("content-length") or 0)
+                with self.lock:
+                    self.driver_got += size
+            return start_response(status, headers, *args)
+
+        return self.app(environ, started)
 
     def take(self) -> tuple[dict[str, int], int]:
         with self.lock:
             counts, put = dict(self.counts), self.put_bytes
             self.counts, self.put_bytes = Counter(), 0
         return counts, put
+
+    def take_driver(self) -> tuple[dict[str, int], int]:
+        """(the driver's requests by kind, the bytes it downloaded) since the last call."""
+        with self.lock:
+            counts, got = dict(self.driver), self.driver_got
+            self.driver, self.driver_got = Counter(), 0
+        return counts, got
 
 
 def s3_server() -> tuple[str, Counting]:
@@ -220,6 +251,59 @@ def large_jsonl_sides(megabytes: int, endpoint: str, counting: Counting, work: P
     return out
 
 
+class DiskPeak:
+    """The most bytes a folder held, sampled every 20 ms while it runs (the driver's local disk)."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.peak, self._stop = folder, 0, threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _size(self) -> int:
+        total = 0
+        for root, _dirs, files in os.walk(self.folder):
+            for name in files:
+                with contextlib.suppress(OSError):
+                    total += os.lstat(os.path.join(root, name)).st_size
+        return total
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._size())
+            time.sleep(0.02)
+
+    def __enter__(self) -> DiskPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._size())
+
+
+def driver_side(examples: int, counting: Counting, local: Path, storage_format: str = "arrow") -> dict:
+    """`prepare()` on the cluster this process is connected to: the driver's requests, bytes downloaded, peak disk
+    and time (a fresh build each time: `force_rebuild`)."""
+    import stable_datasets as sds
+
+    builder = sds.load_builder(str(BUILDER), examples=examples)
+    shutil.rmtree(local, ignore_errors=True)  # the shard cache an earlier open filled
+    local.mkdir(parents=True)
+    counting.take_driver()
+    with DiskPeak(local) as disk:
+        started = time.perf_counter()
+        url = builder.prepare("train", storage_format, engine="ray", download_mode="force_rebuild")["train"]
+        seconds = time.perf_counter() - started
+    counts, got = counting.take_driver()
+    meta = sds.open_cache(url).cache_metadata[0]
+    size = sum(s.num_bytes for s in [*meta.shards, *meta.extra_files])
+    counting.take_driver()  # the open above is a reader's, not the build's
+    return {"side": f"driver of a Ray build, {examples} examples, {storage_format}", "cache_bytes": size,
+            "parts": len(meta.extra["part_nodes"]), "seconds": round(seconds, 2), "driver_requests": counts,
+            "driver_downloaded_bytes": got, "downloaded_per_cache_byte": round(got / size, 4),
+            "driver_disk_peak_bytes": disk.peak, "disk_peak_per_cache_byte": round(disk.peak / size, 4)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--examples", type=int, default=3000)
@@ -229,6 +313,10 @@ def main() -> None:
     parser.add_argument("--jsonl-mb", type=int, default=0, help="also: one JSONL file this large, in one part "
                         "and in ranges")
     parser.add_argument("--only-jsonl", action="store_true", help="only the large JSONL sides")
+    parser.add_argument("--skip-to-ray", action="store_true", help="no to_ray() sides")
+    parser.add_argument("--driver-sizes", type=int, nargs="*", default=[],
+                        help="examples of each driver-side build (2 worker nodes)")
+    parser.add_argument("--driver-format", default="arrow", choices=["arrow", "parquet", "lance"])
     args = parser.parse_args()
 
     from common import quiet
@@ -240,9 +328,13 @@ def main() -> None:
     from tests.ray_cluster import ray_cluster
 
     endpoint, counting = s3_server()
-    work = Path(tempfile.mkdtemp(prefix="bench-multinode-"))
+    # under ~/.cache, which every worker node sees as its own empty tmpfs (tests/ray_cluster.py): as on separate
+    # machines, the driver's disk holds only what the driver writes
+    (Path.home() / ".cache").mkdir(exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="bench-multinode-", dir=Path.home() / ".cache"))
     os.environ.update({**AWS, "AWS_ENDPOINT_URL": endpoint, "STABLE_DATASETS_CACHE_DIR": "s3://bench/cache",
-                       "STABLE_DATASETS_LOCAL_CACHE_DIR": str(work / "local")})
+                       "STABLE_DATASETS_LOCAL_CACHE_DIR": str(work / "local"), "AWS_SDK_UA_APP_ID": DRIVER_APP})
+    node_env = {**AWS, "AWS_ENDPOINT_URL": endpoint, "AWS_SDK_UA_APP_ID": "bench-node"}
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="bench")
     results: list[dict] = []
     try:
@@ -274,7 +366,7 @@ def main() -> None:
                             "requests": counts})
             print(json.dumps(results[-1]), flush=True)
         for nodes in args.nodes:
-            with ray_cluster(nodes, {**AWS, "AWS_ENDPOINT_URL": endpoint}):
+            with ray_cluster(nodes, node_env):
                 counting.take()
                 seconds, ds = build(args.examples, "ray", None)
                 counts, put = counting.take()
@@ -285,6 +377,17 @@ def main() -> None:
                 print(json.dumps(results[-1]), flush=True)
             if ray.is_initialized():
                 ray.shutdown()
+        if args.driver_sizes:
+            with ray_cluster(2, node_env):
+                # a warm-up build first: each node's worker process starts cold once
+                driver_side(min(args.driver_sizes), counting, work / "local", args.driver_format)
+                for examples in args.driver_sizes:
+                    results.append(driver_side(examples, counting, work / "local", args.driver_format))
+                    print(json.dumps(results[-1]), flush=True)
+            if ray.is_initialized():
+                ray.shutdown()
+        if args.skip_to_ray:
+            return
         # to_ray of a local cache, on a local cluster as in the issue (a remote cache's row ranges are measured
         # by the builds above: each node fetches the files into its own shard cache)
         ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)

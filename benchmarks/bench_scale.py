@@ -4,7 +4,7 @@
     python benchmarks/bench_scale.py --only files          # many small files: batches and open cost
     python benchmarks/bench_scale.py --only keys --rows 1000000 10000000
     python benchmarks/bench_scale.py --only metadata --shards 1000 10000 100000 1000000 --open 1000 10000
-    python benchmarks/bench_scale.py --only manifest --shards 1000 10000 100000 1000000
+    python benchmarks/bench_scale.py --only manifest --shards 10000 100000 1000000 --open 10000 100000
     python benchmarks/bench_scale.py --only lance --fragments 1000 4000
 
 Every measurement runs in a fresh child process (imports untimed); memory is the child's peak RSS
@@ -26,7 +26,11 @@ data files mapped at the end (from /proc/self/maps), before (every data file map
 and the files mapped at open raised past F) and now (mapped on first read, at most
 STABLE_DATASETS_MAX_OPEN_SHARDS, here 512 so the bound shows below 8,192 fragments).
 
-manifest: the proposed replacement of the shard list, Arrow columns (rows, bytes, sha256) mapped.
+manifest: the shard list as JSON entries in `_metadata.json` (below STABLE_DATASETS_SHARD_LIST_FILE_ABOVE shards,
+and every version before this one) against `_shards.arrow` (cache.shard_list): metadata bytes, read + check + row
+starts, memory held; and for `--open` sizes a real Arrow cache (hard links to one 1,000-row shard) opened, its
+first and last row, the pickle of the opened dataset, what 8 forked readers copy of the parent's memory (each runs
+a collection and reads 100 rows), and a spawned reader's unpickle + 100 rows.
 
 metadata: `_metadata.json` of S shards (real entries: path, rows, bytes, sha256): its size, and the
 seconds and memory `CacheMetadata.read` takes to parse and check it; and, for `--open` sizes, a real Arrow
@@ -129,21 +133,64 @@ else:
 done(seconds=time.perf_counter() - start, counted_mb=None if peak is None else round(peak / 2**20, 1))
 """
 
-MANIFEST = PRELUDE + r"""
-def read(path):
-    with pa.memory_map(path) as source:
-        table = pa.ipc.open_file(source).read_all()
-        starts = np.cumsum(table.column("num_rows").to_numpy())  # what a reader needs to find a row's shard
-        total = int(table.column("num_bytes").to_numpy().sum())
-        digest = table.column("sha256")[len(table) // 2].as_py()
-    return len(table)
-read(sys.argv[2])  # warm-up on a 1-shard file: Arrow's lazy imports and one-time start are not the list
-best = float("inf")
-for _ in range(5):
-    start = time.perf_counter()
-    shards = read(sys.argv[1])
-    best = min(best, time.perf_counter() - start)
-done(seconds=best, shards=shards)
+LIST_READ = PRELUDE + r"""
+from stable_datasets.cache.metadata import CacheMetadata
+start = time.perf_counter()
+meta = CacheMetadata.read(sys.argv[1])
+starts = np.cumsum(meta.shard_rows())  # what a reader needs of every shard: where its rows start
+total = meta.num_bytes
+done(seconds=time.perf_counter() - start, shards=len(meta.shards))
+"""
+
+LIST_OPEN = PRELUDE + r"""
+import gc, pickle
+path = sys.argv[1]
+start = time.perf_counter()
+ds = sds.open_cache(path)
+first, last = ds[0], ds[-1]
+seconds = time.perf_counter() - start
+blob = pickle.dumps(ds)
+rng = np.random.default_rng(0)
+
+def private_kb():
+    with open("/proc/self/smaps_rollup") as fh:
+        return sum(int(line.split()[1]) for line in fh if line.startswith(("Private_Dirty", "Private_Clean")))
+
+# 8 forked readers: what each copies of the parent's memory (a collection touches every object it tracks)
+children = []
+for _ in range(8):
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        before = private_kb()
+        gc.collect()
+        ds.__getitems__(rng.integers(0, len(ds), 100).tolist())
+        os.write(write, str(private_kb() - before).encode())
+        os._exit(0)
+    os.close(write)
+    children.append((pid, read))
+forked = []
+for pid, read in children:
+    forked.append(int(os.read(read, 64) or b"0"))
+    os.waitpid(pid, 0)
+done(seconds=seconds, pickle_bytes=len(blob), forked_private_mb=round(sum(forked) / 1024, 1))
+"""
+
+LIST_SPAWNED = PRELUDE + r"""
+import pickle
+blob = open(sys.argv[1], "rb").read()
+start = time.perf_counter()
+ds = pickle.loads(blob)
+rows = ds.__getitems__(np.random.default_rng(0).integers(0, len(ds), 100).tolist())
+done(seconds=time.perf_counter() - start)
+"""
+
+PICKLE = PRELUDE + r"""
+import pickle
+ds = sds.open_cache(sys.argv[1])
+open(sys.argv[2], "wb").write(pickle.dumps(ds))
+done()
 """
 
 METADATA = PRELUDE + r"""
@@ -300,26 +347,61 @@ def bench_metadata(work: Path, shard_counts: list[int], open_counts: list[int]) 
               f"{best['anon_mb'] * 1024 / shards:.1f} |")
 
 
-def bench_manifest(work: Path, shard_counts: list[int]) -> None:
-    import numpy as np
-    import pyarrow as pa
+def _as_shard_list(folder: Path) -> None:
+    """Rewrite the JSON-listed cache in `folder` as a build of this version writes it past the threshold."""
+    from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 
-    print("\n### Proposal: the shard list as Arrow columns (rows, bytes, sha256; paths from the index)\n")
-    print("| shards | manifest bytes | bytes / shard | open + row starts ms (best of 5) | peak RSS MB |")
-    print("|---:|---:|---:|---:|---:|")
-    tiny = work / "manifest-tiny.arrow"
-    for shards in [1, *shard_counts]:
-        path = tiny if shards == 1 else work / f"manifest-{shards}.arrow"
-        table = pa.table({"num_rows": pa.array(np.full(shards, 10_000, np.int64)),
-                          "num_bytes": pa.array(np.full(shards, 1 << 30, np.int64)),
-                          "sha256": pa.array([bytes(32)] * shards, pa.binary(32))})
-        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
-            out.write_table(table)
-        if shards == 1:
-            continue
-        best = child(MANIFEST, path, tiny)
-        size = path.stat().st_size
-        print(f"| {shards:,} | {size:,} | {size / shards:.0f} | {best['seconds'] * 1000:.2f} | {best['rss_mb']} |")
+    data = json.loads((folder / METADATA_FILE).read_text())
+    os.environ["STABLE_DATASETS_SHARD_LIST_FILE_ABOVE"] = "0"  # read by the write below only
+    CacheMetadata.from_dict(data).write(folder, sync=False)
+
+
+def bench_manifest(work: Path, shard_counts: list[int], open_counts: list[int]) -> None:
+    """The shard list in `_metadata.json` (JSON, every version before this one) against `_shards.arrow`."""
+    import stable_datasets as sds
+
+    one = sds.StableDataset.from_dict({"i": list(range(1000)), "s": [f"row {i}" for i in range(1000)]})
+    source = Path(one.cache_dirs[0])
+    template = json.loads((source / "_metadata.json").read_text())
+    shard_file = source / template["shards"][0]["path"]
+    print("\n### Shard list: JSON entries vs `_shards.arrow` (read, check and row starts, in a new process)\n")
+    print("| shards | list in | metadata bytes | bytes / shard | read + row starts s | peak RSS MB | held (anon) MB |")
+    print("|---:|---|---:|---:|---:|---:|---:|")
+    for shards in shard_counts:
+        folder = work / f"list-{shards}"
+        _metadata_cache(folder, shards, None, 10_000, template)
+        for label in ("JSON", "_shards.arrow"):
+            if label != "JSON":
+                _as_shard_list(folder)
+            size = sum(f.stat().st_size for f in folder.iterdir() if f.name in ("_metadata.json", "_shards.arrow"))
+            runs = [child(LIST_READ, folder) for _ in range(2)]
+            best = min(runs, key=lambda r: r.get("seconds", 1e9))
+            print(f"| {shards:,} | {label} | {size:,} | {size / shards:.0f} | {best.get('seconds', float('nan')):.4f} "
+                  f"| {best.get('rss_mb', best.get('error'))} | {best.get('anon_mb')} |", flush=True)
+        shutil.rmtree(folder)
+    print("\n### A real Arrow cache opened, pickled, read by 8 forked and one spawned reader\n")
+    print("| shards | list in | open + first/last row s | private (anon) MB | pickle bytes | 8 forked readers: "
+          "private MB copied | spawned reader: unpickle + 100 rows s / private MB |")
+    print("|---:|---|---:|---:|---:|---:|---|")
+    for shards in open_counts:
+        folder = work / f"open-list-{shards}"
+        _metadata_cache(folder, shards, shard_file, 1000, template)
+        for label in ("JSON", "_shards.arrow"):
+            if label != "JSON":
+                _as_shard_list(folder)
+            runs = [child(LIST_OPEN, folder) for _ in range(2)]
+            ok = [r for r in runs if "seconds" in r]
+            if not ok:
+                print(f"| {shards:,} | {label} | fails: {runs[0]['error']} | | | | |")
+                continue
+            best = min(ok, key=lambda r: r["seconds"])
+            blob = work / "dataset.pickle"
+            child(PICKLE, folder, blob)
+            spawned = child(LIST_SPAWNED, blob)
+            print(f"| {shards:,} | {label} | {best['seconds']:.3f} | {best['anon_mb']} | {best['pickle_bytes']:,} | "
+                  f"{best['forked_private_mb']} | {spawned.get('seconds', float('nan')):.3f} / "
+                  f"{spawned.get('anon_mb', spawned.get('error'))} |", flush=True)
+        shutil.rmtree(folder)
 
 
 def bench_lance(work: Path, fragment_counts: list[int]) -> None:
@@ -368,7 +450,7 @@ def main() -> None:
     if args.only in (None, "metadata"):
         bench_metadata(work, args.shards, args.open)
     if args.only in (None, "manifest"):
-        bench_manifest(work, args.shards)
+        bench_manifest(work, args.shards, args.open)
     if args.only in (None, "lance"):
         bench_lance(work, args.fragments)
 

@@ -49,6 +49,8 @@ VARIABLES: dict[str, str] = {
     "STABLE_DATASETS_MAX_OPEN_SHARDS": "Arrow shard (or Lance fragment) files one opened cache keeps memory-mapped, "
                                        "least recently used closed first (default 8192; the kernel allows a "
                                        "process 65,530 maps)",
+    "STABLE_DATASETS_SHARD_LIST_FILE_ABOVE": "a cache of more shards than this lists them in `_shards.arrow`, "
+                                             "memory-mapped, instead of in `_metadata.json` (default 10000)",
     "RANK": "this process's rank under torchrun, until torch.distributed is initialized",
     "WORLD_SIZE": "the number of ranks under torchrun, until torch.distributed is initialized",
     "RAY_ADDRESS": "the Ray cluster engine='ray' and to_ray() join when no ray_address is given",
@@ -145,6 +147,9 @@ MAX_IMAGE_PIXELS = 178_956_970
 #: kernel's vm.max_map_count (65,530 by default) memory maps, which malloc and the loaders need too. Past it, random
 #: reads map a file again (~100 us), so it is as high as leaves room for several such caches in one process.
 MAX_OPEN_SHARDS = 8192
+#: past this many shards a cache's shard list is an Arrow file beside `_metadata.json` (cache.shard_list): 48 bytes
+#: a shard, mapped and shared by a node's processes, instead of ~190 bytes of JSON parsed into each process
+SHARD_LIST_FILE_ABOVE = 10_000
 
 
 def max_json_depth() -> int:
@@ -170,3 +175,8 @@ def max_decompression_ratio() -> int:
 def max_open_shards() -> int:
     return env_number("STABLE_DATASETS_MAX_OPEN_SHARDS", MAX_OPEN_SHARDS, int, lambda n: 1 <= n <= 1_000_000,
                       "must be a whole number of shard files from 1 to 1000000")
+
+
+def shard_list_file_above() -> int:
+    return env_number("STABLE_DATASETS_SHARD_LIST_FILE_ABOVE", SHARD_LIST_FILE_ABOVE, int, lambda n: n >= 0,
+                      "must be a whole number of shards >= 0")

@@ -2,14 +2,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import stable_datasets as sds
 from tests.gcs_server import gcs_endpoint, gcs_env  # noqa: F401  (fixtures: a GCS server on 127.0.0.1)
-from tests.s3_server import moto_endpoint, s3_env  # noqa: F401  (fixtures: an S3 server on 127.0.0.1)
+from tests.s3_server import moto_endpoint, s3_env, s3_requests  # noqa: F401  (fixtures: an S3 server on 127.0.0.1)
 
 os.environ.setdefault("STABLE_DATASETS_DISABLE_PROGRESS", "1")
 
@@ -190,3 +193,18 @@ class Parts(sds.GeneratorBasedBuilder):
 @pytest.fixture
 def parts_builder(write_builder) -> Path:
     return write_builder("parts", PARTS_BUILDER.replace("KEY", "(part, i)"))
+
+
+@pytest.fixture
+def fast_folder(tmp_path: Path) -> Iterator[Path]:
+    """A folder in memory (/dev/shm) when there is room: on this machine's ext4 (mounted with discard) creating
+    and removing a file costs ~1.4 ms, 100 s for 70,000 shards; on tmpfs 40 us."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 1 << 30):
+        yield tmp_path
+        return
+    folder = Path(tempfile.mkdtemp(prefix="sds-many-shards-", dir=shm))
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

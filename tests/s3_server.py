@@ -2,18 +2,80 @@
 
 `moto_endpoint` starts one server per test process; `s3_env` points the AWS variables and
 the cache at a fresh bucket on it, with a local shard cache under the test's tmp_path.
-tests/conftest.py imports both fixtures, so every test module can ask for them.
+`s3_requests` is the server's log of the requests it served (`RequestLog`): which process asked
+what, told apart by the app id each client puts in its User-Agent ($AWS_SDK_UA_APP_ID;
+`tag_this_process` sets it for the test process, not for Ray's worker nodes).
+tests/conftest.py imports the fixtures, so every test module can ask for them.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import threading
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
 
 import pytest
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request the S3 server served."""
+
+    kind: str  # LIST, GET, HEAD, PUT, COPY, PART (an uploaded part), PART_COPY (UploadPartCopy), DELETE, POST
+    key: str  # bucket-relative ("" for a request on the bucket)
+    app: str  # the client's app id ($AWS_SDK_UA_APP_ID), "" when it sent none
+    sent: int  # bytes of the response body (what a GET downloaded)
+    copy_range: str = ""  # UploadPartCopy's x-amz-copy-source-range ("bytes=0-5242879")
+
+
+_APP = re.compile(r"\bapp/(\S+)")
+
+
+class RequestLog:
+    """WSGI middleware in front of the server: every request it served, in order."""
+
+    def __init__(self, app: Any):
+        self.app, self.requests, self.lock = app, [], threading.Lock()
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        method, query = environ["REQUEST_METHOD"], environ.get("QUERY_STRING", "")
+        key = unquote(environ.get("PATH_INFO", "")).lstrip("/").partition("/")[2]
+        copying, part = "HTTP_X_AMZ_COPY_SOURCE" in environ, "partNumber=" in query
+        kind = {"PUT": "PART_COPY" if copying and part else "COPY" if copying else "PART" if part else "PUT",
+                "HEAD": "HEAD", "DELETE": "DELETE"}.get(method) or (
+            "DELETE" if method == "POST" and "delete" in query else
+            "LIST" if method == "GET" and (not key or "list-type" in query or "prefix=" in query) else method)
+        found = _APP.search(environ.get("HTTP_USER_AGENT", ""))
+        sent = []
+
+        def started(status: str, headers: list, *args: Any) -> Any:
+            sent.append(int(dict((k.lower(), v) for k, v in headers).get("content-length") or 0))
+            return start_response(status, headers, *args)
+
+        response = self.app(environ, started)
+        with self.lock:
+            self.requests.append(Request(kind, key, found.group(1) if found else "", sent[0] if sent else 0,
+                                         environ.get("HTTP_X_AMZ_COPY_SOURCE_RANGE", "")))
+        return response
+
+    def mark(self) -> int:
+        """A point in the log, for `since`."""
+        with self.lock:
+            return len(self.requests)
+
+    def since(self, mark: int, app: str | None = None) -> list[Request]:
+        """The requests after `mark` (of clients with app id `app`, when given)."""
+        with self.lock:
+            return [r for r in self.requests[mark:] if app is None or r.app == app]
+
+
+_LOGS: dict[str, RequestLog] = {}
 
 
 @pytest.fixture(scope="session")
@@ -23,8 +85,24 @@ def moto_endpoint() -> Iterator[str]:
     server = server_module.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
+    endpoint = f"http://{host}:{port}"
+    _LOGS[endpoint] = server._server.app = RequestLog(server._server.app)  # werkzeug serves `.app` per request
+    yield endpoint
     server.stop()
+    _LOGS.pop(endpoint, None)
+
+
+@pytest.fixture
+def s3_requests(moto_endpoint: str) -> RequestLog:
+    return _LOGS[moto_endpoint]
+
+
+def tag_this_process(monkeypatch: pytest.MonkeyPatch, app: str) -> None:
+    """Make this process's S3 clients send app id `app` (clients made before are dropped)."""
+    from stable_datasets.storage.resolve import forget_stores
+
+    monkeypatch.setenv("AWS_SDK_UA_APP_ID", app)
+    forget_stores()
 
 
 @dataclass

@@ -54,7 +54,8 @@ def cache_files(directory: Path, metadata: CacheMetadata) -> list[tuple[str, int
     """The files a cache holds as its metadata lists them, by content (cache.dedup stores identical shards once);
     files without a checksum by path. Media in the shared store (`../`) are the fingerprint folder's, not its."""
     return [(s.sha256, s.num_bytes) if s.sha256 else (f"{directory}/{s.path}", s.num_bytes)
-            for s in [*metadata.shards, *(f for f in metadata.extra_files if not f.path.startswith(".."))]]
+            for files in ([metadata.shard_list_file] if metadata.shard_list_file else [], metadata.shards,
+                          [f for f in metadata.extra_files if not f.path.startswith("..")]) for s in files]
 
 
 def _line(root: Path, directory: Path, metadata: CacheMetadata) -> dict[str, Any]:

@@ -37,7 +37,7 @@ class CacheEntry:
 
     @property
     def size(self) -> int:
-        return sum(s.num_bytes for s in self.metadata.shards)
+        return self.metadata.num_bytes
 
     @property
     def age_seconds(self) -> float:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import gc
 import json
@@ -12,21 +13,35 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from stable_datasets.cache.builds import BuildPin, pin_current
 from stable_datasets.cache.publish import file_sha256
+from stable_datasets.cache.shard_list import (
+    SHARD_LIST_FORMAT,
+    ShardList,
+    ShardListProblem,
+    ShardListRef,
+    write_shard_list,
+)
+from stable_datasets.env import shard_list_file_above
 from stable_datasets.errors import CacheError, StableDatasetsError
 
 METADATA_FILE = "_metadata.json"
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _ATTEMPT = re.compile(r"attempts/[0-9a-f]{8,64}")
 # field -> JSON type every _metadata.json must (required) or may hold
-_REQUIRED = {"layout": str, "features": dict, "num_rows": int, "shards": list}
+_REQUIRED = {"layout": str, "features": dict, "num_rows": int, "shards": (list, dict)}
 _OPTIONAL = {"fingerprint": str, "fingerprint_inputs": dict, "builder_name": str, "builder_source": str,
              "config_name": str, "version": str,
              "split": str, "layout_options": dict, "info": dict, "extra": dict, "extra_files": list,
              "cache_format_version": int, "library_version": str, "created_at": str, "attempt": str,
              "made_by": dict}
-_JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list"}
+_JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a list",
+               (list, dict): "a list or an object naming its shard-list file"}
+#: the newest cache format this version reads: 3 lists the shards of a cache of many shards in `_shards.arrow`
+#: (cache.shard_list); caches of fewer shards are still written as format 2, byte for byte as before
+READABLE_FORMAT = SHARD_LIST_FORMAT
 
 # How a `_metadata.json` is checked against its layout and features, and how the metadata of a cache written by
 # another program is read: installed by `stable_datasets.layouts` when it is imported (the package imports it
@@ -125,7 +140,9 @@ class CacheMetadata:
     layout: str
     features: dict[str, Any]
     num_rows: int
-    shards: list[ShardInfo]
+    #: a list, or past STABLE_DATASETS_SHARD_LIST_FILE_ABOVE shards a ShardList over the mapped `_shards.arrow`
+    #: (cache.shard_list): read it whole through `shard_rows()`/`shard_bytes()`, not a ShardInfo per shard
+    shards: list[ShardInfo] | ShardList
     fingerprint: str = ""
     fingerprint_inputs: dict[str, Any] = field(default_factory=dict)
     builder_name: str = ""
@@ -154,23 +171,77 @@ class CacheMetadata:
 
     @property
     def num_bytes(self) -> int:
+        if isinstance(self.shards, ShardList):
+            return self.shards.ref.shard_bytes
         return sum(s.num_bytes for s in self.shards)
 
+    def shard_rows(self) -> np.ndarray:
+        """The rows of every shard in order, as int64: what a reader needs of all of them, without a ShardInfo
+        each (mapped from `_shards.arrow` in a cache of many shards)."""
+        if isinstance(self.shards, ShardList):
+            return self.shards.row_counts()
+        return np.fromiter((s.num_rows for s in self.shards), np.int64, len(self.shards))
+
+    def shard_bytes(self) -> np.ndarray:
+        """The byte size of every shard file in order, as int64."""
+        if isinstance(self.shards, ShardList):
+            return self.shards.byte_counts()
+        return np.fromiter((s.num_bytes for s in self.shards), np.int64, len(self.shards))
+
+    def shard_path(self, index: int) -> str:
+        """The path of shard `index`, relative to the cache folder (no ShardInfo made from `_shards.arrow`)."""
+        if isinstance(self.shards, ShardList):
+            return self.shards.name(index)
+        return self.shards[index].path
+
+    def shard_paths(self) -> list[str]:
+        """The path of every shard, relative to the cache folder."""
+        if isinstance(self.shards, ShardList):
+            return self.shards.names()
+        return [s.path for s in self.shards]
+
+    @property
+    def shard_list_file(self) -> ShardInfo | None:
+        """The `_shards.arrow` this cache's shards are listed in (a file of the cache like its shards), or None."""
+        if not isinstance(self.shards, ShardList):
+            return None
+        ref = self.shards.ref
+        return ShardInfo(ref.file, 0, ref.file_bytes, ref.sha256)
+
+    def attach_shard_list(self, directory: Path) -> None:
+        """Read the shard list from `directory/_shards.arrow` (fetched there for a remote cache), checked now."""
+        if isinstance(self.shards, ShardList):
+            self.shards.attach(directory)
+            self.shards.open()
+            try:
+                self._check_layout()  # e.g. the rows it lists against num_rows: a damaged count is found here
+            except MetadataProblem as exc:
+                raise CacheError(f"{self.shards.path}: damaged shard list: {exc}; the cache cannot be trusted "
+                                 "(rebuild it with download_mode='force_rebuild')") from None
+
     def to_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
+        """The `_metadata.json` object (a deep copy); a cache of many shards names its shard-list file."""
+        data = {f.name: None if f.name in ("shards", "extra_files") else copy.deepcopy(getattr(self, f.name))
+                for f in dataclasses.fields(self)}
+        data["extra_files"] = [dataclasses.asdict(s) for s in self.extra_files]
+        self._put_shards(data)
+        return data
+
+    def _put_shards(self, data: dict[str, Any]) -> None:
+        if isinstance(self.shards, ShardList):
+            data["shards"] = self.shards.ref.to_json()
+            data["cache_format_version"] = max(SHARD_LIST_FORMAT, self.cache_format_version)
+        else:
+            data["shards"] = [dataclasses.asdict(s) for s in self.shards]
         data["num_bytes"] = self.num_bytes
         if not self.attempt:
             del data["attempt"]
-        return data
 
     def _fields_for_json(self) -> dict[str, Any]:
         """`to_dict` without its deep copy (2 ms for 67 columns' features), for serializing at once."""
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        data["shards"] = [dataclasses.asdict(s) for s in self.shards]
         data["extra_files"] = [dataclasses.asdict(s) for s in self.extra_files]
-        data["num_bytes"] = self.num_bytes
-        if not self.attempt:
-            del data["attempt"]
+        self._put_shards(data)
         return data
 
     @classmethod
@@ -190,13 +261,24 @@ class CacheMetadata:
             if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
                 raise MetadataProblem(f"{key} must be {_JSON_NAMES[kind]}, got {type(value).__name__} {value!r:.80}")
         _require_count(data["num_rows"], "num_rows")
+        if data.get("cache_format_version", 1) > READABLE_FORMAT:
+            raise MetadataProblem(f"cache format {data['cache_format_version']} is newer than this version of "
+                                  f"stable-datasets reads (up to {READABLE_FORMAT}): upgrade stable-datasets")
         if "attempt" in data and not _ATTEMPT.fullmatch(data["attempt"]):
             raise MetadataProblem(f"attempt must be 'attempts/<hex id>', got {data['attempt']!r:.80}")
-        shards = ShardInfo.checked_list(data["shards"], "shards", inside=True)
+        if isinstance(data["shards"], dict):
+            try:
+                shards: list[ShardInfo] | ShardList = ShardList(ShardListRef.from_json(data["shards"]), None,
+                                                                ShardInfo)
+            except ShardListProblem as exc:
+                raise MetadataProblem(str(exc)) from None
+        else:
+            shards = ShardInfo.checked_list(data["shards"], "shards", inside=True)
         extra_files = ShardInfo.checked_list(data.get("extra_files", []), "extra_files", inside=False)
         metadata = cls.from_dict({**data, "shards": [], "extra_files": []})
         metadata.shards, metadata.extra_files = shards, extra_files
-        metadata._check_layout()
+        if not isinstance(shards, ShardList):  # else checked once its file is read (attach_shard_list)
+            metadata._check_layout()
         return metadata
 
     def _check_layout(self) -> None:
@@ -210,12 +292,20 @@ class CacheMetadata:
     def from_dict(cls, data: dict[str, Any]) -> CacheMetadata:
         names = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in names}
-        kwargs["shards"] = [ShardInfo.from_dict(s) for s in data.get("shards", [])]
+        shards = data.get("shards", [])
+        kwargs["shards"] = ShardList(ShardListRef.from_json(shards), None, ShardInfo) if isinstance(shards, dict) \
+            else [ShardInfo.from_dict(s) for s in shards]
         kwargs["extra_files"] = [ShardInfo.from_dict(s) for s in data.get("extra_files", [])]
         return cls(**kwargs)
 
     def write(self, directory: Path, sync: bool = True) -> Path:
-        """`sync=False` for a staging directory that `publish` fsyncs file by file anyway."""
+        """`sync=False` for a staging directory that `publish` fsyncs file by file anyway.
+
+        Past `STABLE_DATASETS_SHARD_LIST_FILE_ABOVE` shards the shard list is written first, to
+        `_shards.arrow` (cache.shard_list), and `_metadata.json`, written last, names it."""
+        if isinstance(self.shards, ShardList) or len(self.shards) > shard_list_file_above():
+            self.shards = ShardList(write_shard_list(directory, self.shards, sync=sync), Path(directory), ShardInfo)
+            self.shards.open()  # mapped now: still read after the folder is renamed (a staging folder published)
         path = directory / METADATA_FILE
         with open(path, "w", encoding="utf-8") as fh:
             # keys in the order they were given: features keep their declared column order
@@ -240,17 +330,23 @@ class CacheMetadata:
         return cls.parse(text, path)
 
     @classmethod
-    def parse(cls, text: str, path: Path) -> CacheMetadata:
+    def parse(cls, text: str, path: Path, *, attach: bool = True) -> CacheMetadata:
         """Validate the text of `path` (see `checked`). Python's cyclic garbage collector is paused meanwhile:
         the objects made (a dict and a ShardInfo per shard) hold no cycles, and a million shards' worth of them
-        set off its full collections over and over (3.7 s instead of 10 s at 1 M shards)."""
+        set off its full collections over and over (3.7 s instead of 10 s at 1 M shards).
+
+        A shard list in `_shards.arrow` is read from beside `path` and checked, unless `attach` is False (the
+        metadata of an object-store cache, whose file is fetched first: `attach_shard_list`)."""
         collecting = gc.isenabled()
         gc.disable()
         try:
-            return cls._parse(text, path)
+            metadata = cls._parse(text, path)
         finally:
             if collecting:
                 gc.enable()
+        if attach:
+            metadata.attach_shard_list(Path(path).parent)
+        return metadata
 
     @classmethod
     def _parse(cls, text: str, path: Path) -> CacheMetadata:
@@ -268,17 +364,31 @@ class CacheMetadata:
                              "rebuilds it)") from None
 
     def check_shard_sizes(self, directory: Path) -> None:
-        """Cheap integrity check on open: every shard and extra file exists with its recorded size."""
-        for shard in [*self.shards, *self.extra_files]:
-            path = directory / shard.path
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                raise CacheError(f"{path}: shard listed in {METADATA_FILE} is missing") from None
-            if size != shard.num_bytes:
-                raise CacheError(f"{path}: shard is {size} bytes but {METADATA_FILE} records "
-                                 f"{shard.num_bytes}; the cache is truncated or corrupt (rebuild it with "
-                                 "download_mode='force_rebuild')")
+        """Cheap integrity check on open: every shard and extra file exists with its recorded size.
+
+        A cache of many shards (a ShardList) checks here its first and last shard and its extra files: a stat
+        per shard would make every open grow with the shards again (5 s at 1 M shards); the layouts check a
+        shard's size and rows when they first read it (see `shard_bytes`), and `verify` checks them all."""
+        if isinstance(self.shards, ShardList):
+            ends = sorted({0, len(self.shards) - 1}) if len(self.shards) else []
+            sizes = self.shards.byte_counts()
+            for i in ends:
+                _check_size(directory / self.shards.name(i), int(sizes[i]))
+        else:
+            for shard in self.shards:
+                _check_size(directory / shard.path, shard.num_bytes)
+        for shard in self.extra_files:
+            _check_size(directory / shard.path, shard.num_bytes)
+
+
+def _check_size(path: Path, recorded: int) -> None:
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        raise CacheError(f"{path}: shard listed in {METADATA_FILE} is missing") from None
+    if size != recorded:
+        raise CacheError(f"{path}: shard is {size} bytes but {METADATA_FILE} records {recorded}; the cache is "
+                         "truncated or corrupt (rebuild it with download_mode='force_rebuild')")
 
 
 def _read_untouched(path: Path) -> bytes:

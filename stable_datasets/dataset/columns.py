@@ -194,7 +194,7 @@ def rewrite(ds: StableDataset, operation: dict[str, Any], features: Features,
                      split=f"{ds.split}.map" if ds.split else "map", info=ds.info.to_dict(), features=features,
                      made_by={"kind": "column_op", "parent": str(first), "parent_fingerprint": ds.fingerprint,
                               "operation": operation["op"]},
-                     expected_bytes=sum(s.num_bytes for m in ds.cache_metadata for s in m.shards))  # an estimate
+                     expected_bytes=sum(m.num_bytes for m in ds.cache_metadata))  # an estimate
     existing = build_once(plan, ColumnsSource(ds, change, features, operation["op"]),
                           reuse=functools.partial(reopen, target))
     return formatted(existing or open_cache(target))

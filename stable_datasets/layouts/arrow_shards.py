@@ -19,7 +19,7 @@ import itertools
 import os
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from stable_datasets.arrow.cells import (
     primitive_view,
 )
 from stable_datasets.arrow.tables import index_array, ordered_gather
-from stable_datasets.cache.metadata import CacheMetadata
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.env import max_open_shards
 from stable_datasets.errors import CacheError, ResourceLimitError
 from stable_datasets.layouts.base import LayoutBackend, StreamUnits, require_choice, require_positive_ints
@@ -43,6 +43,7 @@ from stable_datasets.layouts.mapped_files import MappedFiles
 from stable_datasets.layouts.sharded import (
     ShardedFileWriter,
     merge_numbered_shards,
+    seal_sharded_part,
     shard_file_bounds,
     shard_file_units,
 )
@@ -60,8 +61,10 @@ def check_options(options: dict[str, Any]) -> None:
     require_choice(options, "compression", (None, "lz4", "zstd"))
 
 
-#: parallel parts' shards, moved into the cache and renumbered in order
+#: parallel parts' shards, moved into the cache (or copied on the store) and renumbered in order
 merge_parts = merge_numbered_shards
+#: what a merge on the store needs of a part: its record alone
+seal_part = seal_sharded_part
 
 
 class Writer(ShardedFileWriter):
@@ -368,6 +371,8 @@ class _OpenShards(MappedFiles[_Shard]):
 
 #: shard files mapped (and validated) when a cache is opened; the others when a read first needs them
 MAP_AT_OPEN = 1024
+#: up to this many shards, a row's shard is found in Python lists of the shard starts, else in numpy arrays
+LIST_SHARDS = 65_536
 #: validate every record batch on first open (see map_shard); off only to measure what it costs.
 VALIDATE_ON_OPEN = True
 
@@ -383,18 +388,22 @@ class Backend(LayoutBackend):
 
     def _open(self) -> None:
         self._pool = _OpenShards()
-        folder = str(self.directory)
-        self._paths = [f"{folder}/{s.path}" for s in self.metadata.shards]  # str: a Path per shard costs 70,000 of them
-        self._rows = np.asarray([s.num_rows for s in self.metadata.shards], dtype=np.int64)
+        self._folder = str(self.directory)  # str: a Path per shard costs 70,000 of them
+        # whole columns, not a ShardInfo per shard: a cache of many shards maps them from `_shards.arrow`
+        self._rows = self.metadata.shard_rows()
+        self._sizes = self.metadata.shard_bytes()
         self._filled = np.flatnonzero(self._rows)  # the shards holding rows, in order: the ones reads visit
-        self._filled_list: list[int] = self._filled.tolist()
         self._shard_starts = np.concatenate([[0], np.cumsum(self._rows[self._filled])]).astype(np.int64)
-        self._shard_starts_list: list[int] = self._shard_starts.tolist()
+        # Python lists look up a row's shard fastest (bisect); past LIST_SHARDS they would cost 36 bytes a shard
+        # in every process, and the arrays serve (bisect reads them too)
+        few = len(self._filled) <= LIST_SHARDS
+        self._filled_list: Sequence[int] = self._filled.tolist() if few else self._filled
+        self._shard_starts_list: Sequence[int] = self._shard_starts.tolist() if few else self._shard_starts
         self._last: tuple[int, _Shard | None] = (-1, None)
         self._blocks: np.ndarray | None = None
         self._schema = None
         # a damaged shard among the first ones is reported at open, as when every shard was mapped at open
-        for s in range(min(len(self._paths), self._pool.capacity, MAP_AT_OPEN)):
+        for s in range(min(len(self._rows), self._pool.capacity, MAP_AT_OPEN)):
             self._shard(s)
         self._names = self._schema.names if self._schema is not None else []
         self._build_row = compile_row_builder(self._names)
@@ -402,15 +411,20 @@ class Backend(LayoutBackend):
 
     def _shard(self, s: int) -> _Shard:
         """Shard file `s` (in `_metadata.json` order), mapped now if it is not; checked the first time."""
-        shard, fresh = self._pool.get(s, self._paths[s])
+        path = f"{self._folder}/{self.metadata.shard_path(s)}"
+        shard, fresh = self._pool.get(s, path)
         if fresh:
             try:
                 if self._schema is None:
                     self._schema = shard.schema
                 elif not shard.schema.equals(self._schema):
-                    raise CacheError(f"{self._paths[s]}: corrupt Arrow shard (its schema differs from the first "
+                    raise CacheError(f"{path}: corrupt Arrow shard (its schema differs from the first "
                                      "shard's)")
-                self.check_rows(self._paths[s], shard.num_rows, int(self._rows[s]))
+                self.check_rows(path, shard.num_rows, int(self._rows[s]))
+                if shard.whole.size != self._sizes[s]:  # a cache of many shards checks sizes here, not at open
+                    raise CacheError(f"{path}: shard is {shard.whole.size} bytes but {METADATA_FILE} records "
+                                     f"{self._sizes[s]}; the cache is truncated or corrupt (rebuild it with "
+                                     "download_mode='force_rebuild')")
             except CacheError:
                 self._pool.close(s)  # asked again, it is checked again
                 raise
@@ -420,7 +434,7 @@ class Backend(LayoutBackend):
         """The k-th shard holding rows; the last one asked for is kept at hand (row after row of one shard)."""
         last, shard = self._last
         if last != k or shard is None or not shard.pooled:
-            shard = self._shard(self._filled_list[k])
+            shard = self._shard(int(self._filled_list[k]))
             self._last = (k, shard)
         return shard
 
@@ -433,7 +447,7 @@ class Backend(LayoutBackend):
     def row(self, index: int) -> dict[str, Any]:
         self.ensure_open()
         k = bisect.bisect_right(self._shard_starts_list, index) - 1
-        return self._filled_shard(k).row(index - self._shard_starts_list[k], self._build_row)
+        return self._filled_shard(k).row(index - int(self._shard_starts_list[k]), self._build_row)
 
     def rows(self, indices: list[int]) -> list[dict[str, Any]]:
         """Many rows: a shard at a time, a column at a time (see _Shard.columns), else row by row."""
@@ -472,7 +486,7 @@ class Backend(LayoutBackend):
     def stored_row_counts(self) -> tuple[int, int]:
         """Every shard is mapped in turn (at most `max_open_shards()` at once) and its rows counted."""
         self.ensure_open()
-        return sum(self._shard(s).num_rows for s in range(len(self._paths))), self.metadata.num_rows
+        return sum(self._shard(s).num_rows for s in range(len(self._rows))), self.metadata.num_rows
 
     def shard_bounds(self) -> np.ndarray | None:
         return shard_file_bounds(self.metadata)
@@ -494,7 +508,7 @@ class Backend(LayoutBackend):
         self.ensure_open()
         k = max(bisect.bisect_right(self._shard_starts_list, start) - 1, 0)
         while start < stop and k < len(self._filled):
-            shard, offset = self._filled_shard(k), self._shard_starts_list[k]
+            shard, offset = self._filled_shard(k), int(self._shard_starts_list[k])
             b = max(bisect.bisect_right(shard.starts_list, start - offset) - 1, 0)
             while start < stop and b < len(shard.batches):
                 lo = start - offset - shard.starts_list[b]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,7 +76,7 @@ class StreamUnits:
     """How a stream of a remote cache downloads it: `units` one at a time in row order, each with the
     `shared` files beside it, cut into blocks of `block_rows` rows (see storage.remote_stream)."""
 
-    units: list[ShardInfo]
+    units: Sequence[ShardInfo]  # a cache's ShardList itself when every shard is a unit
     shared: list[ShardInfo]
     block_rows: int
 
@@ -129,7 +129,7 @@ class LayoutBackend(ABC):
 
         By default `num_rows` must equal the rows the shard entries record.
         """
-        recorded = sum(s.num_rows for s in metadata.shards)
+        recorded = int(metadata.shard_rows().sum())
         if recorded != metadata.num_rows:
             return f"num_rows is {metadata.num_rows} but the shards record {recorded} rows"
         return None
@@ -141,6 +141,7 @@ class LayoutBackend(ABC):
                              "corrupt (rebuild it with download_mode='force_rebuild')")
 
     def __getstate__(self) -> dict[str, Any]:
+        # a cache of many shards pickles the name of its `_shards.arrow`, not the list (cache.shard_list)
         return {"directory": str(self.directory), "metadata": self.metadata.to_dict(), "options": self.options,
                 "origin": self.origin}
 
@@ -150,6 +151,8 @@ class LayoutBackend(ABC):
         if origin is not None and not (Path(directory) / METADATA_FILE).is_file():
             # unpickled on another machine (a Ray task, a remote worker): its own shard cache, filled from the store
             directory = str(origin.localize(metadata))
+        else:
+            metadata.attach_shard_list(Path(directory))
         self.__init__(directory, metadata, **state.get("options", {}))  # type: ignore[misc]
         self.origin = origin
 

@@ -21,6 +21,7 @@ from stable_datasets.features.features import Features
 
 if TYPE_CHECKING:
     from stable_datasets.layouts.base import LayoutWriter, StreamUnits
+    from stable_datasets.layouts.part_files import PartFiles
     from stable_datasets.write.parts import PartResult
 
 
@@ -79,5 +80,12 @@ class LayoutModule(Protocol):
     def check_options(self, options: dict[str, Any]) -> None:
         """Refuse bad write options before anything is built."""
 
-    def merge_parts(self, staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo], dict[str, Any]]:
-        """Join the parts of a parallel build into one cache in `staging`: (its files, extra metadata)."""
+    def merge_parts(self, staging: Path, parts: list[PartResult],
+                    files: PartFiles = ...) -> tuple[list[ShardInfo], dict[str, Any]]:
+        """Join the parts of a parallel build into one cache in `staging`: (its files, extra metadata). `files`
+        says where the parts' files are (layouts.part_files: on this disk by default; on an object store, where
+        the merge reads only part records and a few small files, and leaves the data where it is)."""
+
+    def seal_part(self, folder: Path, part: PartResult) -> PartResult:
+        """The part (written in `folder`) with what a merge that cannot read its data files needs, computed on
+        the node that wrote it before it goes to the store (a Ray build on an object-store root)."""

@@ -14,11 +14,13 @@ and reopened in every new process (see LayoutBackend.ensure_open).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import json
 import os
 import queue
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -48,6 +50,7 @@ from stable_datasets.layouts.lance_access import (
     open_lance,
 )
 from stable_datasets.layouts.lance_storage import DATASET_DIR, LanceStorage
+from stable_datasets.layouts.part_files import ON_DISK, PartFiles
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -96,7 +99,8 @@ def os_error_of(error: BaseException | str) -> OSError | None:
 def describe_files(directory: Path, dataset_dir: str = DATASET_DIR,
                    known: dict[str, ShardInfo] | None = None) -> list[ShardInfo]:
     """Every file of a Lance dataset with size and checksum; data files carry their row counts.
-    Files in `known` (data files a part already hashed) are not read again."""
+    Files in `known` (data files a part already hashed) are not read again, and are listed also when they
+    are not on this disk (a merge on the store leaves them there: the manifest names them all the same)."""
     rows_by_file: dict[str, int] = {}
     dataset = open_lance(str(directory / dataset_dir))
     for fragment in dataset.get_fragments():
@@ -112,6 +116,9 @@ def describe_files(directory: Path, dataset_dir: str = DATASET_DIR,
             seen = known.get(rel)
             sha256 = seen.sha256 if seen is not None and seen.num_bytes == size else file_sha256(path)
             shards.append(ShardInfo(path=rel, num_rows=rows_by_file.get(rel, 0), num_bytes=size, sha256=sha256))
+    on_disk = {s.path for s in shards}
+    shards.extend(ShardInfo(path=rel, num_rows=rows_by_file.get(rel, 0), num_bytes=seen.num_bytes, sha256=seen.sha256)
+                  for rel, seen in known.items() if rel not in on_disk)  # placed on the store (layouts.part_files)
     return sorted(shards, key=lambda s: s.path)
 
 
@@ -299,18 +306,20 @@ def _write_from_stdin(uri: str, per_file: int, per_group: int, file_version: str
         sys.stdout.flush()
 
 
-def commit_parts(staging: Path, parts: list[PartResult], schema: pa.Schema) -> list[ShardInfo]:
-    """Move every part's data files into `staging/data.lance` and commit their fragments once, in order."""
+def commit_parts(staging: Path, parts: list[PartResult], schema: pa.Schema,
+                 files: PartFiles = ON_DISK) -> list[ShardInfo]:
+    """Place every part's data files in `staging/data.lance` (moved, or left on the store: `files`) and commit
+    their fragments once, in order. Lance's commit writes only the manifest from the fragments' metadata: it
+    needs no data file on this disk."""
     lance = lance_module()
     data_dir = staging / DATASET_DIR / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     fragments = []
     known: dict[str, ShardInfo] = {}
     for part in parts:
-        folder = part.folder(staging)
         for shard in part.shards:
             if shard.path.startswith(f"{DATASET_DIR}/data/"):
-                os.replace(folder / shard.path, staging / shard.path)  # data file names are unique (Lance uuids)
+                files.place(staging, part, shard.path, shard.path)  # data file names are unique (Lance uuids)
                 known[shard.path] = shard
         fragments.extend(lance.fragment.FragmentMetadata.from_json(json.dumps(f))
                          for f in part.extra.get("fragments", []))
@@ -318,18 +327,58 @@ def commit_parts(staging: Path, parts: list[PartResult], schema: pa.Schema) -> l
     return describe_files(staging, known=known)
 
 
-def merge_parts(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo], dict[str, Any]]:
+def merge_parts(staging: Path, parts: list[PartResult],
+                files: PartFiles = ON_DISK) -> tuple[list[ShardInfo], dict[str, Any]]:
     schema = Features.from_dict(next(p.features for p in parts if p.features is not None)).arrow_schema
     blobs = lance_blobs.blob_column_names(schema)
     stored = lance_blobs.stored_schema(schema, blobs) if blobs else schema
-    shards = commit_parts(staging, parts, stored)
+    shards = commit_parts(staging, parts, stored, files)
     extra: dict[str, Any] = {VERSION_KEY: lance_blobs.BLOB_LAYOUT_VERSION, "blob_columns": blobs}
     fragments = [f for p in parts for f in p.extra.get("fragments", [])]
     if fragments and all(len(f["files"]) == 1 for f in fragments):
         extra[FRAGMENT_FILES_KEY] = [f["files"][0]["path"] for f in fragments]
     if blobs:
-        extra["blob_digests"] = lance_blobs.dataset_digests(open_lance(str(staging / DATASET_DIR)), blobs)
+        extra[BLOB_DIGESTS] = _merged_digests(staging, parts, blobs, files)
     return shards, extra
+
+
+#: the blob columns' `dataset_digests` of a part's fragments (`seal_part`), and of a cache's (its extra)
+BLOB_DIGESTS = "blob_digests"
+
+
+def _merged_digests(staging: Path, parts: list[PartResult], blobs: list[str], files: PartFiles) -> dict[str, str]:
+    """The digests every part carries (computed where it was written), else read from the merged dataset here."""
+    carried = [p.extra.get(BLOB_DIGESTS) for p in parts]
+    if all(isinstance(d, dict) for d in carried):
+        return {name: digest for d in carried for name, digest in d.items()}  # type: ignore[union-attr]
+    if not files.on_disk:
+        lacking = next(p.index for p, d in zip(parts, carried) if not isinstance(d, dict))
+        raise StableDatasetsError(f"part {lacking} of {len(parts)} records no blob digests and its data files are "
+                                  "not on this disk; build again with download_mode='force_rebuild'")
+    return lance_blobs.dataset_digests(open_lance(str(staging / DATASET_DIR)), blobs)
+
+
+def seal_part(folder: Path, part: PartResult) -> PartResult:
+    """The part with its blob digests (`BLOB_DIGESTS`), for a merge that reads only part records (a Ray build on
+    an object store): the digests read the blob descriptions in the data files, so they are computed here, on
+    the node that wrote them. Its fragments are committed in its own folder for that, and the commit removed."""
+    if part.features is None or not part.extra.get("fragments"):
+        return part
+    schema = Features.from_dict(part.features).arrow_schema
+    blobs = lance_blobs.blob_column_names(schema)
+    if not blobs:
+        return part
+    lance = lance_module()
+    dataset = folder / DATASET_DIR
+    fragments = [lance.fragment.FragmentMetadata.from_json(json.dumps(f)) for f in part.extra["fragments"]]
+    try:
+        lance.LanceDataset.commit(str(dataset), lance.LanceOperation.Overwrite(
+            lance_blobs.stored_schema(schema, blobs), fragments))
+        digests = lance_blobs.dataset_digests(open_lance(str(dataset)), blobs)
+    finally:
+        for bookkeeping in ("_versions", "_transactions"):
+            shutil.rmtree(dataset / bookkeeping, ignore_errors=True)
+    return dataclasses.replace(part, extra={**part.extra, BLOB_DIGESTS: digests})
 
 
 class Backend(LanceStorage, TableBackend):

@@ -43,6 +43,7 @@ from stable_datasets.layouts.arrow_shards import map_shard
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
 from stable_datasets.layouts.lance_access import RowTaker, lance_read_errors, open_lance
 from stable_datasets.layouts.lance_storage import LanceStorage
+from stable_datasets.layouts.part_files import ON_DISK, PartFiles
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -263,20 +264,22 @@ class Writer(LayoutWriter):
                 "skipped_videos": self._skipped, "videos": self._videos, **self._frames.extra_metadata()}
 
 
-def merge_parts(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo], dict[str, Any]]:
-    """Frames of every part committed once; video records joined in order, their first rows shifted
-    past the frames of the parts before."""
+def merge_parts(staging: Path, parts: list[PartResult],
+                files: PartFiles = ON_DISK) -> tuple[list[ShardInfo], dict[str, Any]]:
+    """Frames of every part committed once (their data files moved, or copied on the store: `files`); video
+    records joined in order, their first rows shifted past the frames of the parts before. Each part's small
+    videos table is read (downloaded, on the store); the frames are not."""
     tables, videos = [], []
     offset = 0
     for part in parts:
-        with pa.memory_map(str(part.folder(staging) / VIDEOS_FILE)) as source:
+        with pa.memory_map(str(files.local(staging, part, VIDEOS_FILE))) as source:
             table = pa.ipc.open_file(source).read_all()
         records = [{**v, "first_row": v["first_row"] + offset} for v in part.extra["videos"]]
         column = table.schema.get_field_index("_frame_record")
         tables.append(table.set_column(column, "_frame_record", pa.array(records, pa.struct(RECORD_FIELDS))))
         videos.extend(records)
         offset += sum(v["frames"] for v in part.extra["videos"])
-    shards = lance_rows.commit_parts(staging, parts, FRAMES_SCHEMA)
+    shards = lance_rows.commit_parts(staging, parts, FRAMES_SCHEMA, files)
     table = pa.concat_tables(tables).combine_chunks()
     path = staging / VIDEOS_FILE
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
@@ -287,6 +290,12 @@ def merge_parts(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo]
     return shards, {"video_column": first["video_column"], "frame_format": first["frame_format"],
                     "num_videos": len(videos), "skipped_videos": sum(p.extra["skipped_videos"] for p in parts),
                     "videos": videos}
+
+
+def seal_part(folder: Path, part: PartResult) -> PartResult:
+    """A merge on the store needs nothing more than the part's record and its videos table (the frames are
+    stored without blob columns, so there are no blob digests to carry)."""
+    return part
 
 
 class Backend(LanceStorage, TableBackend):

@@ -34,6 +34,7 @@ from stable_datasets.layouts.base import LayoutBackend, StreamUnits, require_cho
 from stable_datasets.layouts.sharded import (
     ShardedFileWriter,
     merge_numbered_shards,
+    seal_sharded_part,
     shard_file_bounds,
     shard_file_units,
 )
@@ -99,8 +100,10 @@ def _integer_leaves(schema: pa.Schema) -> list[str]:
     return paths
 
 
-#: parallel parts' shards, moved into the cache and renumbered in order
+#: parallel parts' shards, moved into the cache (or copied on the store) and renumbered in order
 merge_parts = merge_numbered_shards
+#: what a merge on the store needs of a part: its record alone
+seal_part = seal_sharded_part
 
 
 class Writer(ShardedFileWriter):

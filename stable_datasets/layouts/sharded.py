@@ -10,7 +10,6 @@ A subclass only says how one file is opened, appended to and closed.
 from __future__ import annotations
 
 import dataclasses
-import os
 import re
 from abc import abstractmethod
 from pathlib import Path
@@ -23,6 +22,7 @@ from stable_datasets.cache.hashing import FileHasher
 from stable_datasets.cache.journal import ShardJournal
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.layouts.base import LayoutWriter, StreamUnits
+from stable_datasets.layouts.part_files import ON_DISK, PartFiles
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -116,8 +116,10 @@ class ShardedFileWriter(LayoutWriter):
         return self._shards
 
 
-def merge_numbered_shards(staging: Path, parts: list[PartResult]) -> tuple[list[ShardInfo], dict[str, Any]]:
-    """Parts' shards moved into the staging root and renumbered in part order.
+def merge_numbered_shards(staging: Path, parts: list[PartResult],
+                          files: PartFiles = ON_DISK) -> tuple[list[ShardInfo], dict[str, Any]]:
+    """Parts' shards placed in the staging root (moved there, or on the store: `files`) and renumbered in
+    part order; their sizes and checksums are the parts' records, nothing is read.
 
     Empty shards (a part with no rows writes one) are dropped unless no part has rows, so a
     parallel build lists the rows of a one-process build, in order. The extra names the files each
@@ -130,10 +132,15 @@ def merge_numbered_shards(staging: Path, parts: list[PartResult]) -> tuple[list[
     part_files: list[list[str]] = [[] for _ in parts]
     for position, shard in chosen:
         name = re.sub(r"\d+", f"{len(shards):05d}", shard.path, count=1)
-        os.replace(parts[position].folder(staging) / shard.path, staging / name)
+        files.place(staging, parts[position], shard.path, name)
         shards.append(dataclasses.replace(shard, path=name))
         part_files[position].append(name)
     return shards, {"part_files": part_files}
+
+
+def seal_sharded_part(folder: Path, part: PartResult) -> PartResult:
+    """A sharded part needs nothing more for a merge that reads only its record (see `merge_numbered_shards`)."""
+    return part
 
 
 #: rows per block when a stream reads a downloaded shard file (the write path's record batches are smaller)
@@ -142,12 +149,12 @@ STREAM_BLOCK_ROWS = 1024
 
 def shard_file_bounds(metadata: CacheMetadata) -> np.ndarray:
     """Row offsets where each non-empty shard file begins, then the rows: the groups of a stream's shard window."""
-    counts = [s.num_rows for s in metadata.shards if s.num_rows > 0]
-    return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
+    counts = metadata.shard_rows()
+    return np.concatenate([[0], np.cumsum(counts[counts > 0], dtype=np.int64)]).astype(np.int64)
 
 
 def shard_file_units(metadata: CacheMetadata) -> StreamUnits | None:
     """A stream of a remote sharded cache downloads a shard file at a time; not one with media files beside."""
     if metadata.extra_files or not metadata.shards:
         return None
-    return StreamUnits(list(metadata.shards), [], STREAM_BLOCK_ROWS)
+    return StreamUnits(metadata.shards, [], STREAM_BLOCK_ROWS)

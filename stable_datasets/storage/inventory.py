@@ -59,7 +59,7 @@ class RemoteEntry:
 
     @property
     def size(self) -> int:
-        return sum(s.num_bytes for s in self.metadata.shards)
+        return self.metadata.num_bytes
 
     @property
     def age_seconds(self) -> float:
@@ -127,6 +127,10 @@ def verify_remote(split: RemoteSplit, storage_options: dict[str, Any] | None = N
         return [str(exc)]
     if metadata is None:
         return [f"{split.url}: not a stable-datasets cache (no {METADATA_FILE})"]
+    try:
+        split.fetch_shard_list(metadata)
+    except CacheError as exc:
+        return [str(exc)]
     problems = shard_cache.check_local_copies(split.store, split.key(metadata.attempt), files_of(metadata))
     for item in files_of(metadata):
         key = split.key(metadata.attempt, item.path)

@@ -6,14 +6,16 @@ conditional put.** A split's prefix `<root>/<name>/<config>/<version>/<fingerpri
     _metadata.json          the commit: lists `attempt` and every object under it (size, sha256)
     _lease.json             who builds it now (storage.lease)
     attempts/<id>/...       the data objects of one build attempt, never modified once written
-    attempts/<id>/parts/    a Ray build's parts on their way to the driver (write.remote_parts):
+    attempts/<id>/parts/    a Ray build's parts, uploaded by the nodes that wrote them (write.remote_parts):
                             deleted once published; left by a failed build for the next one
 
 A build runs the local write path into a local staging folder (write.split), then
 `publish_attempt` uploads every file `_metadata.json` lists under a fresh attempt prefix and
-puts `_metadata.json` with `If-None-Match: *`. A file whose bytes are already on the store (a Ray
-build's part, uploaded by the node that wrote it) is copied there server-side instead (`copies`),
-so each byte of the cache is uploaded once. Exactly one builder's put succeeds; a loser
+puts `_metadata.json` with `If-None-Match: *`. A file that is already on the store (a Ray build's
+part file, uploaded by the node that wrote it; the driver merged the parts there and never
+downloaded it) is copied there server-side instead (`copies`: S3 CopyObject, or UploadPartCopy
+part by part above 5 GB; gcsfs's rewrite), so each byte of the cache is uploaded once and the
+driver moves only metadata. Exactly one builder's put succeeds; a loser
 deletes its attempt and uses the winner's cache. A reader resolves `_metadata.json` once and
 then reads only inside the attempt it names, so it sees no cache or a whole one, and keeps
 reading its attempt whatever is published later. Objects of an attempt no `_metadata.json`
@@ -43,6 +45,7 @@ from pathlib import Path, PurePosixPath
 
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.errors import CacheError, StableDatasetsError
+from stable_datasets.storage import shard_cache
 from stable_datasets.storage.store import ObjectStore
 
 ATTEMPTS = "attempts"
@@ -79,11 +82,23 @@ class RemoteSplit:
         text = self.metadata_text()
         return None if text is None else parse_remote_metadata(text, self.store.url(self.key(METADATA_FILE)))
 
+    def fetch_shard_list(self, metadata: CacheMetadata) -> CacheMetadata:
+        """`metadata` with its shard list readable: a cache of many shards lists them in an object of its attempt
+        (`_shards.arrow`, cache.shard_list), fetched into this node's shard cache (checked by size and sha256)."""
+        listed = metadata.shard_list_file
+        if listed is not None:
+            attempt_key = self.key(metadata.attempt)
+            local = shard_cache.attempt_dir(self.store, attempt_key)
+            shard_cache.fetch(self.store, f"{attempt_key}/{listed.path}", local / listed.path, listed)
+            metadata.attach_shard_list(local)
+        return metadata
+
 
 def parse_remote_metadata(text: str, url: str) -> CacheMetadata:
     """Checked metadata of a remote cache; it must name the attempt its objects are under."""
     try:
-        metadata = CacheMetadata.parse(text, PurePosixPath("/remote") / METADATA_FILE)  # type: ignore[arg-type]
+        metadata = CacheMetadata.parse(text, PurePosixPath("/remote") / METADATA_FILE,  # type: ignore[arg-type]
+                                       attach=False)  # a shard-list file is fetched when needed: fetch_shard_list
     except CacheError as exc:
         raise CacheError(str(exc).replace(f"/remote/{METADATA_FILE}", url)) from None
     if not metadata.attempt:
@@ -96,7 +111,9 @@ def parse_remote_metadata(text: str, url: str) -> CacheMetadata:
 
 
 def files_of(metadata: CacheMetadata) -> list:
-    return [*metadata.shards, *metadata.extra_files]
+    """Every object of the cache's attempt: its shard list file first when it has one (cache.shard_list)."""
+    listed = metadata.shard_list_file
+    return [*([listed] if listed is not None else []), *metadata.shards, *metadata.extra_files]
 
 
 def publish_attempt(split: RemoteSplit, build_dir: Path, metadata: CacheMetadata, attempt_id: str, *,
@@ -178,7 +195,11 @@ def _check_uploaded(split: RemoteSplit, attempt: str, metadata: CacheMetadata, c
 def _record_etags(metadata: CacheMetadata, etags: dict[str, str]) -> None:
     """Note the ETag of every uploaded object (stores that give none: nothing). Lance is read in
     place, without a sha256 check, so opening it compares these: a replaced object is an error, not wrong rows."""
-    listed = {f.path: etags[f.path] for f in files_of(metadata) if f.path in etags}
+    # a cache of many shards notes only its shard list's and extra files' (a million ETags would make
+    # `_metadata.json` grow with the shards again): its in-place objects are then checked by size only
+    files = files_of(metadata) if metadata.shard_list_file is None else [metadata.shard_list_file,
+                                                                          *metadata.extra_files]
+    listed = {f.path: etags[f.path] for f in files if f.path in etags}
     if listed:
         metadata.extra[ETAGS] = listed
 

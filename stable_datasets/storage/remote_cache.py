@@ -7,14 +7,14 @@ import json
 import os
 import posixpath
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from loguru import logger
 
-from stable_datasets.cache.builds import BuildPin, remove_tree
+from stable_datasets.cache.builds import BuildPin, pin_current, remove_tree
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, read_published
 from stable_datasets.env import env_choice
@@ -59,6 +59,11 @@ def valid_remote(split: RemoteSplit, expected_fingerprint: str) -> bool:
         return False
     if metadata is None or metadata.fingerprint != expected_fingerprint:
         return False
+    try:
+        split.fetch_shard_list(metadata)
+    except CacheError as exc:
+        logger.warning("rebuilding {}: {}", split.url, exc)
+        return False
     missing, _ = missing_objects(split, metadata.attempt, metadata)
     if missing:
         logger.warning("rebuilding {}: {} of its objects are missing from the store (first: {})", split.url,
@@ -74,8 +79,9 @@ def prepare_remote_split(root: RemoteRoot, relative: str, fingerprint: str, *, f
     `build(directory)` runs the local write path into `directory` (under the root's local work
     folder); what it publishes there is uploaded, committed, then removed locally (its shards
     are moved into the local shard cache, so a read right after needs no download). It may return
-    {path of a file it built: key of an object under this split's `attempts/` with the same bytes}
-    (parts a Ray build's nodes uploaded): those are copied on the store instead of uploaded, and
+    {path of a file of the cache: key of an object under this split's `attempts/` that is that file}
+    (a Ray build's parts, which its nodes uploaded): those files are not in the folder (the driver never
+    downloaded them); they are copied on the store, their sizes checked there before the commit, and
     their attempts are removed once the split is published.
     """
     split = RemoteSplit(root.store, root.key(relative))
@@ -92,12 +98,12 @@ def prepare_remote_split(root: RemoteRoot, relative: str, fingerprint: str, *, f
             return split.url
         replace = force or split.metadata_text() is not None  # a damaged commit is replaced, under the lease
         copies = build(local) or {}
-        pin, metadata = read_published(local)
+        pin, metadata = _read_built(local, set(copies))
         try:
             published, won = publish_attempt(split, pin.directory, metadata, lease.attempt, replace=replace,
                                              copies=copies)
             if won:
-                _keep_as_shard_cache(root, split, pin.directory, published)
+                _keep_as_shard_cache(root, split, pin.directory, published, set(copies))
         finally:
             pin.release()
             remove_tree(local)
@@ -107,6 +113,26 @@ def prepare_remote_split(root: RemoteRoot, relative: str, fingerprint: str, *, f
     return split.url
 
 
+def _read_built(local: Path, on_store: Set[str]) -> tuple[BuildPin, CacheMetadata]:
+    """The pinned build in `local` and its checked metadata: every file it lists is there at its size, except
+    those `on_store` (copied there by the publish, which checks their sizes on the store)."""
+    if not on_store:
+        return read_published(local)
+    pin = pin_current(local)
+    try:
+        metadata = CacheMetadata.parse(pin.read_text(), pin.directory / METADATA_FILE)
+        for item in files_of(metadata):
+            path = pin.directory / item.path
+            size = path.stat().st_size if path.is_file() else None
+            if item.path not in on_store and size != item.num_bytes:
+                raise CacheError(f"{path}: built file is {'missing' if size is None else f'{size} bytes'} but "
+                                 f"{METADATA_FILE} records {item.num_bytes} bytes; nothing was published")
+    except BaseException:
+        pin.release()
+        raise
+    return pin, metadata
+
+
 def _remove_sources(split: RemoteSplit, keys: Iterable[str]) -> None:
     """The attempts (`<split>/attempts/<id>/`) the copied objects came from, once they are of no further use."""
     inside = split.key(ATTEMPTS) + "/"
@@ -114,16 +140,18 @@ def _remove_sources(split: RemoteSplit, keys: Iterable[str]) -> None:
         remove_attempt(split, attempt[len(split.prefix) + 1:])
 
 
-def _keep_as_shard_cache(root: RemoteRoot, split: RemoteSplit, build_dir: Path, metadata: CacheMetadata) -> None:
-    """The files just uploaded become the local shard cache's copies (same bytes, already verified)."""
+def _keep_as_shard_cache(root: RemoteRoot, split: RemoteSplit, build_dir: Path, metadata: CacheMetadata,
+                         on_store: Set[str] = frozenset()) -> None:
+    """The files just uploaded become the local shard cache's copies (same bytes, already verified); those
+    copied on the store (`on_store`) were never here: a reader downloads them when it needs them."""
     target = shard_cache.attempt_dir(root.store, split.key(metadata.attempt))
     in_place = {f.path for f in layout_module(metadata.layout).Backend.in_place_files(metadata)} \
         if root.store.lance_location("") is not None else set()
     try:
         target.mkdir(parents=True, exist_ok=True)
         for item in files_of(metadata):
-            if item.path in in_place:
-                continue  # read in place from the store
+            if item.path in in_place or item.path in on_store:
+                continue  # read in place from the store, or not on this disk
             (target / item.path).parent.mkdir(parents=True, exist_ok=True)
             os.replace(build_dir / item.path, target / item.path)
         write_local_metadata(target, metadata)
@@ -158,7 +186,7 @@ def open_remote_split(url: str, storage_options: dict[str, Any] | None = None
         raise CacheError(f"{split.url}: not a stable-datasets cache (no {METADATA_FILE})")
     metadata = parse_remote_metadata(text, split.store.url(split.key(METADATA_FILE)))
     _refuse_copied(split, metadata)
-    return split, metadata, text
+    return split, split.fetch_shard_list(metadata), text
 
 
 def _refuse_copied(split: RemoteSplit, metadata: CacheMetadata) -> None:
@@ -225,6 +253,10 @@ class RemoteOrigin:
         local = shard_cache.attempt_dir(self.store, self.attempt_key)
         with local_writes():
             local.mkdir(parents=True, exist_ok=True)
+        listed = metadata.shard_list_file  # a cache of many shards: its list first, then the shards it names
+        if listed is not None:
+            shard_cache.fetch(self.store, f"{self.attempt_key}/{listed.path}", local / listed.path, listed)
+            metadata.attach_shard_list(local)
         for item in files_of(metadata):
             if item.path not in self.in_place:
                 shard_cache.fetch(self.store, f"{self.attempt_key}/{item.path}", local / item.path, item)

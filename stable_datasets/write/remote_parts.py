@@ -2,12 +2,18 @@
 
 With `engine="ray"` and an object-store cache root, a part may run on a machine whose disk the
 driver cannot see. So each task writes its part into its own local folder (the same path on its
-own disk), uploads every file of it under the split's parts prefix on the store, and uploads the
-part's record (`_part.json`) last: a record on the store means the whole part is there. The
-driver reads the parts from the store (downloading only those its own disk does not hold) and
-merges them as it merges local parts; the merged cache is then published as any other, except that
-a merged file whose bytes a part uploaded already is copied on the store (`store_copies`), not
-uploaded again: each byte of the cache is uploaded once.
+own disk), adds what a merge that cannot read the part's data needs (the layout's `seal_part`:
+Lance blob digests), uploads every file of it under the split's parts prefix on the store, and
+uploads the part's record (`_part.json`) last: a record on the store means the whole part is there.
+
+The driver never brings the parts' data through itself. It lists the parts prefix once, checks
+that each part's files are there at the sizes its record gives (`StoreParts`), and runs the
+layout's merge against the store (layouts.part_files): a cache file that is a part's file under
+another name (a renumbered shard, a Lance data file) is only noted, and the publish copies that
+object on the store, server-side, to its final name; the merge reads the few small files it needs
+(a part's video records table) and the duplicate-key check the parts' key files. The cache's
+`_metadata.json` is built from the part records (paths, rows, sizes, checksums). A driver's disk
+and network carry records and manifests, not the cache.
 
 The parts prefix is `<split>/attempts/<id>/parts/`, where `<id>` hashes the jobs (and so the
 fingerprint): a build that failed leaves its finished parts there, and the next build of the same
@@ -20,18 +26,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from loguru import logger
-
 from stable_datasets.cache.journal import JOURNAL_FILE
-from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.errors import StableDatasetsError, StorageError
+from stable_datasets.layouts import layout_module
 from stable_datasets.write.engines import ray_node_id
 from stable_datasets.write.parts import PART_FILE, PartResult, part_dir
 
@@ -46,7 +49,6 @@ class RemoteParts:
 
     store: Any
     split_prefix: str
-    driver_node: str = ""  # the Ray node of the driver: a part written there stays on its disk too
 
     def prefix(self, jobs_identity: str) -> str:
         attempt = hashlib.sha256(jobs_identity.encode()).hexdigest()[:32]
@@ -102,39 +104,51 @@ def remote_part_writer(write: Callable[..., PartResult], remote: RemoteParts, pr
         if finished is not None:
             return finished
         result = write(plan, source, job, index, num_parts, staging)
-        result = replace(result, node=node)
         directory = part_dir(staging, index)
+        result = layout_module(plan.layout).seal_part(directory, replace(result, node=node))
         result.save(directory)  # with the node that wrote it
         try:
             upload_part(remote, prefix, directory, result)
         except StorageError as exc:
             raise unreachable(exc, "upload it to") from exc
-        if node != remote.driver_node:  # this machine's copy is of no use to the driver
-            shutil.rmtree(directory, ignore_errors=True)
+        shutil.rmtree(directory, ignore_errors=True)  # the driver merges from the store, on any node
         return result
 
     return write_and_upload
 
 
-def fetch_parts(remote: RemoteParts, prefix: str, staging: Path, parts: list[PartResult]) -> None:
-    """Bring into `staging` every part this disk does not hold whole (it was written on another node)."""
-    for part in parts:
-        directory = part_dir(staging, part.index)
-        if PartResult.load(directory) is not None:
-            continue
-        if directory.exists():
-            shutil.rmtree(directory)
-        listed = remote.store.list(part_key(prefix, part.index) + "/")
-        if not any(o.key.endswith(f"/{PART_FILE}") for o in listed):
-            raise StableDatasetsError(f"part {part.index} of {len(parts)} (node {part.node or 'unknown'}) is not on "
-                                      f"the store: no {remote.url(part_key(prefix, part.index, PART_FILE))}")
-        base = part_key(prefix, part.index) + "/"
-        for item in sorted(listed, key=lambda o: o.key.endswith(f"/{PART_FILE}")):  # the record last
-            remote.store.download(item.key, directory / item.key[len(base):])
-        if PartResult.load(directory) is None:
-            raise StableDatasetsError(f"part {part.index} of {len(parts)} (node {part.node or 'unknown'}): its "
-                                      f"files on {remote.url(base)} do not match its record")
-    logger.debug("parts of {} are in {}", remote.url(prefix), staging)
+class StoreParts:
+    """The parts of a build on the store, as a merge sees them (layouts.part_files.PartFiles): made with one
+    listing of the parts prefix, which must hold every part's record and each file it lists at its size.
+    `place` notes {cache file: the part's object} in `copies`, for the publish to copy on the store;
+    `local` downloads one small file into the part's folder of the staging directory (`downloaded` bytes)."""
+
+    on_disk = False
+
+    def __init__(self, remote: RemoteParts, prefix: str, parts: list[PartResult]):
+        self.remote, self.prefix = remote, prefix
+        self.copies: dict[str, str] = {}
+        self.downloaded = 0
+        sizes = {o.key: o.size for o in remote.store.list(prefix + "/")}
+        for part in parts:
+            record = part_key(prefix, part.index, PART_FILE)
+            if record not in sizes:
+                raise StableDatasetsError(f"part {part.index} of {len(parts)} (node {part.node or 'unknown'}) is not "
+                                          f"on the store: no {remote.url(record)}")
+            if any(sizes.get(part_key(prefix, part.index, s.path)) != s.num_bytes for s in part.shards):
+                raise StableDatasetsError(f"part {part.index} of {len(parts)} (node {part.node or 'unknown'}): its "
+                                          f"files on {remote.url(part_key(prefix, part.index))}/ do not match its "
+                                          "record")
+
+    def place(self, staging: Path, part: PartResult, relative: str, name: str) -> None:
+        self.copies[name] = part_key(self.prefix, part.index, relative)
+
+    def local(self, staging: Path, part: PartResult, relative: str) -> Path:
+        path = part.folder(staging) / relative
+        if not path.is_file():
+            size, _ = self.remote.store.download(part_key(self.prefix, part.index, relative), path)
+            self.downloaded += size
+        return path
 
 
 @dataclass(frozen=True)
@@ -189,18 +203,6 @@ class SharedWorkdir:
 def shared_workdir(remote: RemoteParts, fingerprint: str, local: Path) -> SharedWorkdir:
     attempt = hashlib.sha256(f"work/{fingerprint}".encode()).hexdigest()[:32]
     return SharedWorkdir(remote, f"{remote.split_prefix}/{ATTEMPTS}/{attempt}/work", local)
-
-
-def store_copies(prefix: str, parts: list[PartResult], files: list[ShardInfo]) -> dict[str, str]:
-    """{path of a merged file: key of a part's object on the store with the same bytes (same sha256 and size)}: the
-    publish copies those on the store (storage.publish) rather than uploading them a second time. Arrow and Parquet
-    shards are the parts' files renamed; Lance data files too (the merge writes only new manifests)."""
-    uploaded = {(s.sha256, s.num_bytes): part_key(prefix, part.index, s.path)
-                for part in parts for s in part.shards if _DIGEST.fullmatch(s.sha256 or "")}
-    return {f.path: uploaded[(f.sha256, f.num_bytes)] for f in files if (f.sha256, f.num_bytes) in uploaded}
-
-
-_DIGEST = re.compile(r"[0-9a-f]{64}")  # a real sha256: a record without one is never taken for another file
 
 
 def remove_prefix(remote: RemoteParts, prefix: str) -> None:

@@ -6,15 +6,16 @@ are kept when the jobs are the same, an unfinished part continues from its shard
 where the layout keeps one. Bad data discards the staging directory; nothing is published
 until `_metadata.json` is written and the directory renamed.
 
-With `engine="ray"` and an object-store root (`plan.remote_parts`), the parts and the work folder
-travel through the store (write.remote_parts), so the nodes need not share a disk; the merge and
-the publish are the same.
+With `engine="ray"` and an object-store root (`plan.remote_parts`, `write_split_for_store`), the parts
+and the work folder travel through the store (write.remote_parts), so the nodes need not share a disk:
+the layout merges the parts where they are, on the store (layouts.part_files), and the staging folder
+receives only what the merge writes (`_metadata.json`, Lance manifests, small tables); the cache's data
+files stay on the store, named in the returned copies, for the publish to copy there.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import datetime as dt
 import errno
 import json
@@ -37,6 +38,7 @@ from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
 from stable_datasets.layouts import layout_module
+from stable_datasets.layouts.part_files import ON_DISK, PartFiles
 from stable_datasets.version import __version__
 from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
 from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, write_part
@@ -44,11 +46,10 @@ from stable_datasets.write.plan import SplitJobs, WritePlan
 from stable_datasets.write.remote_parts import (
     RemoteParts,
     SharedWorkdir,
-    fetch_parts,
+    StoreParts,
     remote_part_writer,
     remove_prefix,
     shared_workdir,
-    store_copies,
 )
 from stable_datasets.write.reuse import (
     PART_FILES_KEY,
@@ -120,22 +121,27 @@ def refuse_what_cannot_fit(plan: WritePlan) -> None:
 
 
 def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None = None) -> CacheMetadata:
-    """Build `plan.target` from `source`; returns the published metadata."""
-    return _write_split(plan, source, runner, keep_parts=False)[0]
+    """Build `plan.target` from `source`; returns the published metadata. Every file of the cache is on this
+    disk: a plan whose parts go through an object store (`plan.remote_parts`) is `write_split_for_store`'s."""
+    if plan.remote_parts is not None:
+        raise ValueError(f"{plan.builder_name} '{plan.split}': a plan with remote_parts is built with "
+                         "write_split_for_store (its data files stay on the store)")
+    return _write_split(plan, source, runner)[0]
 
 
 def write_split_for_store(plan: WritePlan, source: ExampleSource,
                           runner: JobRunner | None = None) -> tuple[CacheMetadata, dict[str, str]]:
     """`write_split` for a cache that is then published to the object store its parts went through
-    (`plan.remote_parts`, with engine="ray"): also {path of a published file: key of the part's object on the
-    store with the same bytes}, for the publish to copy there instead of uploading again. Those parts stay on
-    the store: the caller removes them once published (storage.remote_cache does). {} for a build whose parts
-    did not go through the store."""
-    return _write_split(plan, source, runner, keep_parts=True)
+    (`plan.remote_parts`, with engine="ray"): also {path of a file of the cache: key of the part's object on the
+    store that is that file}. Those files are NOT in the published folder (the driver never downloads them):
+    the publish copies them on the store (storage.publish), and the caller removes the parts once published
+    (storage.remote_cache does). {} for a build whose parts did not go through the store (then every file is
+    in the folder)."""
+    return _write_split(plan, source, runner)
 
 
-def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None,
-                 keep_parts: bool) -> tuple[CacheMetadata, dict[str, str]]:
+def _write_split(plan: WritePlan, source: ExampleSource,
+                 runner: JobRunner | None) -> tuple[CacheMetadata, dict[str, str]]:
 
     runner = runner or JobRunner()
     runner.modules = [*runner.modules, *source.code_modules()]
@@ -149,7 +155,7 @@ def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | Non
         work.mkdir()
         if plan.remote_parts is not None and runner.engine == "ray":  # nodes may share no disk: parts go by the store
             ensure_ray(runner.ray_address)  # connected, so the driver's node is known
-            remote = dataclasses.replace(plan.remote_parts, driver_node=ray_node_id())
+            remote = plan.remote_parts
             runner.shared = shared_workdir(remote, plan.fingerprint, work)
         split_jobs: SplitJobs = source.plan_jobs(max(1, runner.parallelism), runner, work)
         jobs = split_jobs.jobs or [None]
@@ -163,21 +169,23 @@ def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | Non
         calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)
                  if index not in reused]
         desc = f"{plan.builder_name} '{plan.split}' part"
+        files: PartFiles = ON_DISK
         if remote is not None:
             remote_prefix = remote.prefix(f"{plan.fingerprint}/{_jobs_identity(jobs)}")
             parts: list[PartResult] = runner(remote_part_writer(write_part, remote, remote_prefix, ray_node_id), calls,
                                              desc=desc)
-            fetch_parts(remote, remote_prefix, staging, parts)
+            files = StoreParts(remote, remote_prefix, parts)  # one listing: every part whole on the store
+            _fetch_key_files(files, staging, parts)
         else:
             parts = runner(write_part, calls, desc=desc)
-        if reused:
-            parts = sorted([*parts, *reused.values()], key=lambda p: p.index)
-        _check_parts_visible(plan, staging, parts)
+            if reused:
+                parts = sorted([*parts, *reused.values()], key=lambda p: p.index)
+            _check_parts_visible(plan, staging, parts)
         duplicate = find_duplicate_key(staging, parts)
         if duplicate is not None:
             raise ExampleError(plan.builder_name, plan.split, duplicate, None, "duplicate example key within the split")
         features = _agreed_features(plan, parts)
-        shards, extra = layout_module(plan.layout).merge_parts(staging, parts)
+        shards, extra = layout_module(plan.layout).merge_parts(staging, parts, files)
         part_files = extra.pop(PART_FILES_KEY, None)
         if any(keys) and part_files is not None and not any(p.media for p in parts) \
                 and (not keyed_parts or save_part_keys(staging, parts)):
@@ -208,9 +216,10 @@ def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | Non
         if plan.evict and root_of(plan.target) is not None:
             record_publish(root_of(plan.target), plan.target, metadata)  # the root's index (cache.index)
         copies: dict[str, str] = {}
-        if remote is not None:
-            copies = store_copies(remote_prefix, parts, [*metadata.shards, *metadata.extra_files]) \
-                if keep_parts else {}
+        if isinstance(files, StoreParts):
+            copies = files.copies
+            logger.info("merged {} part(s) of {} '{}' on the store: {} file(s) to copy there, {} bytes of small files "
+                        "downloaded", len(parts), plan.builder_name, plan.split, len(copies), files.downloaded)
             _remove_remote(remote, "" if copies else remote_prefix, runner.shared)
     except BaseException as exc:
         if not _is_infrastructure_failure(exc) and remote is not None:
@@ -244,6 +253,14 @@ def _remove_all(folders: list[Path]) -> None:
         return
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda folder: shutil.rmtree(folder, ignore_errors=True), folders))
+
+
+def _fetch_key_files(files: PartFiles, staging: Path, parts: list[PartResult]) -> None:
+    """The duplicate-key check (find_duplicate_key) reads the keyed parts' key files: on the store, they are
+    downloaded into the parts' folders of the staging directory (the only per-row files the driver reads)."""
+    for part in parts:
+        if part.has_keys:
+            files.local(staging, part, part.keys_file(staging).relative_to(part.folder(staging)).as_posix())
 
 
 def _remove_remote(remote: RemoteParts, parts_prefix: str, shared: SharedWorkdir | None) -> None:

@@ -1,9 +1,11 @@
 """engine="ray" on a real multi-node cluster whose nodes share no disk (tests/ray_cluster.py), against
-the S3 server on 127.0.0.1: parts are written on the worker nodes and reach the driver through the
-store; a node lost mid-build costs only its part; datasets are read from the store on every node."""
+the S3 server on 127.0.0.1: parts are written on the worker nodes and merged where they are, on the
+store (the driver reads their records, never their data: the server's request log says which process
+asked for what); a node lost mid-build costs only its part; datasets are read from the store on every node."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -13,6 +15,7 @@ import stable_datasets as sds
 from stable_datasets.errors import WorkerDiedError
 from tests.conftest import SMALL_FILES
 from tests.ray_cluster import part_nodes, s3_ray_cluster
+from tests.s3_server import tag_this_process
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("moto")
@@ -26,14 +29,38 @@ def cluster(moto_endpoint):
         yield started
 
 
+#: a data file of a cache, as named in a part or in the cache (the driver must never download one)
+DATA_FILE = re.compile(r"(^|/)(shard-\d+[^/]*\.(arrow|parquet)|data\.lance/data/[^/]+)$")
+
+
+def _built_on_the_cluster(builder, monkeypatch, s3_requests, s3_env, **prepare):
+    """Prepare the train split of `builder` with engine="ray" on the cluster (no open afterwards, which would read
+    the shards); check that the driver downloaded no data file (its GETs, by the server's log), had every data
+    file of the cache copied on the store instead, and kept none on its disk. The opened dataset."""
+    tag_this_process(monkeypatch, "sds-driver")  # the worker nodes' clients send no app id
+    mark = s3_requests.mark()
+    url = sds.load_builder(str(builder)).prepare("train", engine="ray", num_proc=4, **prepare)["train"]
+    driver = s3_requests.since(mark, app="sds-driver")
+    assert driver and len(s3_requests.since(mark)) > len(driver)  # the nodes asked too, without the tag
+    downloaded = [r.key for r in driver if r.kind == "GET" and DATA_FILE.search(r.key)]
+    assert downloaded == []
+    assert not [p for p in s3_env.local.rglob("*") if DATA_FILE.search(p.as_posix())]  # nor on its disk
+    ds = sds.open_cache(url)
+    meta = ds.cache_metadata[0]
+    copied = sorted(r.key.split(f"{meta.attempt}/", 1)[1] for r in driver if r.kind == "COPY")
+    assert copied == sorted(s.path for s in meta.shards if DATA_FILE.search(s.path)) != []
+    return ds
+
+
 @pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
-def test_parts_written_on_nodes_that_share_no_disk_have_the_rows_of_one_process(cluster, s3_env, parts_builder,
-                                                                               tmp_path, storage_format):
+def test_parts_written_on_nodes_that_share_no_disk_have_the_rows_of_one_process(cluster, s3_env, s3_requests,
+                                                                               parts_builder, tmp_path,
+                                                                               monkeypatch, storage_format):
     options = SMALL_FILES[storage_format]
     expected = sds.load_dataset(str(parts_builder), split="train", storage_format=storage_format,
                                 layout_options=options, cache_dir=str(tmp_path / "one-process")).to_arrow()
-    ds = sds.load_dataset(str(parts_builder), split="train", storage_format=storage_format, layout_options=options,
-                          engine="ray", num_proc=4)
+    ds = _built_on_the_cluster(parts_builder, monkeypatch, s3_requests, s3_env, storage_format=storage_format,
+                               layout_options=options)
     assert ds.to_arrow().equals(expected)
     nodes = part_nodes(ds)
     assert len(nodes) == 4 and len(set(nodes)) == 2  # parts came from both worker nodes
@@ -41,6 +68,9 @@ def test_parts_written_on_nodes_that_share_no_disk_have_the_rows_of_one_process(
     keys = s3_env.objects()
     assert not [k for k in keys if "/.part-" in k]  # the parts are gone from the store once published
     assert len([k for k in keys if k.endswith("_metadata.json")]) == 1
+    if storage_format == "lance":  # blob digests made on the nodes: the blob column reads (and checks) them
+        assert set(ds.cache_metadata[0].extra["blob_digests"]) == set(ds.cache_metadata[0].extra["fragment_files"])
+        assert ds["blob"] == [bytes([p]) * (i % 5) for p in range(5) for i in range(300)]
 
 
 def _store_builder(write_builder, bucket: str, name: str):
@@ -197,8 +227,9 @@ def test_a_stream_of_a_remote_cache_is_read_from_the_store_on_each_node(cluster,
         assert rows == list(zip(ds["part"], ds["i"]))
 
 
-def test_video_frames_written_on_nodes_that_share_no_disk_have_the_rows_of_one_process(cluster, s3_env,
-                                                                                       write_builder, tmp_path):
+def test_video_frames_written_on_nodes_that_share_no_disk_have_the_rows_of_one_process(cluster, s3_env, s3_requests,
+                                                                                       write_builder, tmp_path,
+                                                                                       monkeypatch):
     """The Lance frame layout (`Video(storage="frames")`): each part encodes its videos' frames on its node (the
     videos are made there, as inputs every node reaches), the driver commits every part's fragments once."""
     path = write_builder("clips", """
@@ -228,7 +259,7 @@ def test_video_frames_written_on_nodes_that_share_no_disk_have_the_rows_of_one_p
                     yield clip, {"video": path, "clip": clip}
     """)
     one = sds.load_dataset(str(path), split="train", cache_dir=str(tmp_path / "one-process"))
-    ds = sds.load_dataset(str(path), split="train", engine="ray", num_proc=4)
+    ds = _built_on_the_cluster(path, monkeypatch, s3_requests, s3_env)
     assert ds.cache_metadata[0].layout == "lance_video_frames"
     assert ds.to_arrow().equals(one.to_arrow())
     assert [v["frames"] for v in ds.cache_metadata[0].extra["videos"]] == [6, 7, 8, 9]

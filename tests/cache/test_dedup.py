@@ -83,3 +83,27 @@ def test_a_stored_copy_damaged_in_place_is_not_linked_into_new_caches(tmp_path):
     assert share_identical_files(root, tmp_path / "second", [("shard.arrow", 3, digest)]) == 0
     assert (tmp_path / "second" / "shard.arrow").read_bytes() == b"abc"
     assert stored.read_bytes() == b"abc" and os.path.samefile(stored, tmp_path / "second" / "shard.arrow")
+
+
+def test_caches_of_many_shards_share_identical_shards_and_are_listed_and_verified(capsys, tmp_path, monkeypatch,
+                                                                                 cache_root):
+    """A shard list in `_shards.arrow` (past STABLE_DATASETS_SHARD_LIST_FILE_ABOVE shards) changes nothing of
+    the links, `ls`, `verify` and `rm`: the list file is each cache's own, its shards are shared."""
+    monkeypatch.setenv("STABLE_DATASETS_SHARD_LIST_FILE_ABOVE", "5")
+    rows = "".join(json.dumps({"i": i}) + "\n" for i in range(30))
+    (tmp_path / "a.jsonl").write_text(rows)
+    (tmp_path / "b.jsonl").write_text(rows)
+    first, second = (sds.load_dataset("json", data_files=str(tmp_path / name), split="train",
+                                      layout_options={"max_shard_size": 1}) for name in ("a.jsonl", "b.jsonl"))
+    assert first.cache_dirs[0] != second.cache_dirs[0]
+    assert all((ds.cache_dirs[0] / "_shards.arrow").is_file() for ds in (first, second))
+    pairs = list(zip(_shards(first), _shards(second)))
+    assert len(pairs) == 30 and all(os.path.samefile(a, b) for a, b in pairs)
+    summary = json.loads(run(capsys, "--json", "ls", "--summary"))
+    assert summary["total"]["caches"] == 2 and summary["total"]["bytes"] == first.cache_metadata[0].num_bytes
+    verified = json.loads(run(capsys, "--json", "verify", str(cache_root)))  # a folder of caches: both
+    assert len(verified) == 2 and [v["problems"] for v in verified] == [[], []]
+    run(capsys, "rm", str(first.cache_dirs[0].parent / "train"))
+    del first
+    gc.collect()
+    assert second["i"] == list(range(30))

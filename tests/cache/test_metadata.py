@@ -55,3 +55,50 @@ def test_the_collector_runs_again_after_a_read_that_fails(tmp_path):
     with pytest.raises(CacheError, match=r"shards\[0\]\.num_rows must be a non-negative integer, got -1"):
         CacheMetadata.read(tmp_path)
     assert gc.isenabled()
+
+
+def _metadata(shards: int) -> CacheMetadata:
+    return CacheMetadata(layout="arrow_shards", features={"x": {"_type": "Value", "dtype": "int64"}},
+                         num_rows=3 * shards, fingerprint="f" * 16, split="train", cache_format_version=2,
+                         shards=[ShardInfo(f"shard-{i:05d}.arrow", 3, 100 + i, f"{i:064x}") for i in range(shards)])
+
+
+def test_a_cache_up_to_the_threshold_writes_its_shards_in_json_as_before(tmp_path, monkeypatch):
+    """Every cache of up to STABLE_DATASETS_SHARD_LIST_FILE_ABOVE shards (10,000) is byte for byte what it was."""
+    monkeypatch.setenv("STABLE_DATASETS_SHARD_LIST_FILE_ABOVE", "3")
+    _metadata(3).write(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_metadata.json"]
+    entries = [{"path": f"shard-{i:05d}.arrow", "num_rows": 3, "num_bytes": 100 + i, "sha256": f"{i:064x}"}
+               for i in range(3)]
+    assert (tmp_path / "_metadata.json").read_text() == json.dumps({
+        "layout": "arrow_shards", "features": {"x": {"_type": "Value", "dtype": "int64"}}, "num_rows": 9,
+        "shards": entries, "fingerprint": "f" * 16, "fingerprint_inputs": {}, "builder_name": "",
+        "builder_source": "", "config_name": "", "version": "", "split": "train", "layout_options": {}, "info": {},
+        "extra": {}, "extra_files": [], "cache_format_version": 2, "library_version": "", "created_at": "",
+        "made_by": {}, "num_bytes": 303}, indent=2)
+    monkeypatch.delenv("STABLE_DATASETS_SHARD_LIST_FILE_ABOVE")
+    (tmp_path / "ten-thousand").mkdir()
+    _metadata(10_000).write(tmp_path / "ten-thousand")
+    assert json.loads((tmp_path / "ten-thousand" / "_metadata.json").read_text())["shards"][-1]["path"] \
+        == "shard-09999.arrow"
+
+
+def test_past_the_threshold_the_shard_list_is_a_file_and_the_cache_format_3(tmp_path, monkeypatch):
+    monkeypatch.setenv("STABLE_DATASETS_SHARD_LIST_FILE_ABOVE", "3")
+    metadata = _metadata(4)
+    metadata.write(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_metadata.json", "_shards.arrow"]
+    data = json.loads((tmp_path / "_metadata.json").read_text())
+    assert data["cache_format_version"] == 3  # stable-datasets before it: "shards must be a list, got dict"
+    assert data["shards"]["count"] == 4 and data["num_bytes"] == 100 + 101 + 102 + 103
+    read = CacheMetadata.read(tmp_path)
+    assert list(read.shards) == _metadata(4).shards and read.to_dict() == metadata.to_dict()
+    assert read.num_bytes == 406 and read.shard_bytes().tolist() == [100, 101, 102, 103]
+
+
+def test_a_cache_format_newer_than_this_version_reads_is_refused_saying_so(tmp_path):
+    data = _metadata(1).to_dict() | {"cache_format_version": 4}
+    (tmp_path / "_metadata.json").write_text(json.dumps(data))
+    with pytest.raises(CacheError, match=r"_metadata.json: invalid cache metadata: cache format 4 is newer than this "
+                                         r"version of stable-datasets reads \(up to 3\): upgrade stable-datasets"):
+        CacheMetadata.read(tmp_path)

@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import textwrap
 from pathlib import Path
 
@@ -195,21 +193,6 @@ def map_count() -> int:
 
 def expected_rows(indices) -> list[dict]:
     return [expected_row(int(i)) for i in indices]
-
-
-@pytest.fixture
-def fast_folder(tmp_path):
-    """A folder in memory (/dev/shm) when there is room: on this machine's ext4 (mounted with discard) creating
-    and removing a file costs ~1.4 ms, 100 s for 70,000 shards; on tmpfs 40 us."""
-    shm = Path("/dev/shm")
-    if not (shm.is_dir() and os.access(shm, os.W_OK) and shutil.disk_usage(shm).free > 1 << 30):
-        yield tmp_path
-        return
-    folder = Path(tempfile.mkdtemp(prefix="sds-many-shards-", dir=shm))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_a_cache_of_70000_shards_opens_reads_iterates_and_verifies(fast_folder, tmp_path):

@@ -13,7 +13,7 @@ from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.layouts.contract import Backend, LayoutModule
 from stable_datasets.storage.remote_stream import RemoteShards
 
-MODULE_MEMBERS = [name for name in LayoutModule.__annotations__] + ["check_options", "merge_parts"]
+MODULE_MEMBERS = [name for name in LayoutModule.__annotations__] + ["check_options", "merge_parts", "seal_part"]
 
 
 @pytest.mark.parametrize("name", sorted(LAYOUTS))

@@ -89,3 +89,45 @@ def test_a_gs_store_copies_with_the_filesystems_own_copy(gcs_env, toy_builder, t
     assert won and gcs_env.read(f"cache/toy/train/{published.attempt}/{first.path}") == gcs_env.read(
         "elsewhere/first.bin")
     assert sds.open_cache(f"{gcs_env.root}/toy/train").to_arrow().equals(rows)
+
+
+def test_a_build_whose_copied_files_were_never_on_this_disk_is_published_from_the_store(s3_env, toy_builder,
+                                                                                        tmp_path):
+    """A Ray build merged on the store hands back a folder without its data files: those named in the copies are
+    copied on the store and never looked for on disk (nor kept in the local shard cache); the rows are whole."""
+    saved, metadata, rows = _saved(toy_builder, tmp_path)
+    root = RemoteRoot.open(s3_env.root)
+    sources = {}
+    for number, shard in enumerate(metadata.shards):
+        sources[shard.path] = f"{root.key(SPLIT)}/attempts/partsid/parts/.part-{number:05d}/shard-00000.arrow"
+        s3_env.write(sources[shard.path], (saved / shard.path).read_bytes())
+
+    def build(local):
+        shutil.copytree(saved, local)
+        for shard in metadata.shards:
+            (local / shard.path).unlink()  # the driver never downloaded them
+        return sources
+
+    url = prepare_remote_split(root, SPLIT, metadata.fingerprint, force=False, build=build)
+    assert not [k for k in s3_env.objects(f"cache/{SPLIT}/") if "/partsid/" in k]
+    assert not [p for p in s3_env.local.rglob("shard-*")]  # nothing of the data came to this disk
+    assert sds.open_cache(url).to_arrow().equals(rows)
+
+
+def test_a_built_file_missing_that_is_not_copied_fails_the_publish_naming_it(s3_env, toy_builder, tmp_path):
+    saved, metadata, _ = _saved(toy_builder, tmp_path)
+    root = RemoteRoot.open(s3_env.root)
+    first, second = metadata.shards[0], metadata.shards[1]
+    source = f"{root.key(SPLIT)}/attempts/partsid/parts/.part-00000/shard-00000.arrow"
+    s3_env.write(source, (saved / first.path).read_bytes())
+
+    def build(local):
+        shutil.copytree(saved, local)
+        (local / first.path).unlink()
+        (local / second.path).unlink()  # lost, and not on the store either
+        return {first.path: source}
+
+    with pytest.raises(CacheError, match=rf"/{second.path}: built file is missing but _metadata.json records "
+                                         rf"{second.num_bytes} bytes; nothing was published$"):
+        prepare_remote_split(root, SPLIT, metadata.fingerprint, force=False, build=build)
+    assert not [k for k in s3_env.objects(f"cache/{SPLIT}/") if k.endswith("_metadata.json")]

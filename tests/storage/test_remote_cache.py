@@ -41,3 +41,49 @@ def test_a_metadata_file_copied_from_another_cache_is_named_as_such(s3_env, toy_
                                          r"copy the whole cache$"):
         sds.open_cache(url)
     assert len(sds.open_cache(f"s3://{s3_env.bucket}/{prefix}")) == 50
+
+
+def test_a_cache_of_many_shards_publishes_its_shard_list_file_and_opens_on_another_node(s3_env, tmp_path,
+                                                                                         monkeypatch):
+    """Past STABLE_DATASETS_SHARD_LIST_FILE_ABOVE shards the list is `_shards.arrow`: uploaded inside the attempt
+    before `_metadata.json`, fetched (and checked) by a reader before the shards it names, and a dataset pickled
+    to a machine without the folder fetches it there too."""
+    import json
+    import pickle
+    import shutil
+
+    from stable_datasets.errors import CacheError
+
+    monkeypatch.setenv("STABLE_DATASETS_SHARD_LIST_FILE_ABOVE", "5")
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps({"i": i, "text": f"row {i}"}) + "\n" for i in range(40)))
+    ds = sds.load_dataset("json", data_files=str(data), split="train", layout_options={"max_shard_size": 1})
+    metadata = ds.cache_metadata[0]
+    assert len(metadata.shards) == 40
+    prefix = remote_split_prefix(s3_env, ds, "s3")
+    published = json.loads(s3_env.read(f"{prefix}/_metadata.json"))
+    assert published["cache_format_version"] == 3 and published["shards"]["count"] == 40
+    listed = f"{prefix}/{metadata.attempt}/_shards.arrow"
+    assert listed in s3_env.objects(f"{prefix}/{metadata.attempt}/")
+    assert len(s3_env.read(listed)) == published["shards"]["file_bytes"]
+    expected = [{"i": i, "text": f"row {i}"} for i in range(40)]
+    url = f"s3://{s3_env.bucket}/{prefix}"
+
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "node-2"))
+    other = sds.open_cache(url)
+    assert rows_of(other) == expected
+    blob = pickle.dumps(other)
+    assert b"shard-00001" not in blob and len(blob) < 4000  # the list's name and checksum, not its 40 entries
+    shutil.rmtree(tmp_path / "node-2")  # unpickled on a machine that has none of the files
+    assert rows_of(pickle.loads(blob)) == expected
+    assert (other.cache_dirs[0] / "_shards.arrow").is_file()
+    stream = sds.load_dataset("json", data_files=str(data), split="train", layout_options={"max_shard_size": 1},
+                              streaming=True)  # a shard file at a time, bounded by the list's row column
+    assert sorted(row["i"] for row in stream) == list(range(40))
+
+    damaged = bytearray(s3_env.read(listed))
+    damaged[len(damaged) // 2] ^= 0xFF
+    s3_env.write(listed, bytes(damaged))
+    monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "node-3"))
+    with pytest.raises(CacheError, match=rf"^s3://{s3_env.bucket}/{listed}: shard changed since it was published"):
+        sds.open_cache(url)
