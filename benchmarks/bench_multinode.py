@@ -234,20 +234,20 @@ def large_jsonl_sides(megabytes: int, endpoint: str, counting: Counting, work: P
             loaders_base.MIN_RANGE_BYTES = least
             per_node.got.clear()
             started = time.perf_counter()
-            try:
-                ds = sds.load_dataset("json", data_files=url, split="train", features=features, engine="ray",
-                                      download_mode="force_rebuild")
+            try:  # prepare(): the build alone (an open after it would read the shards, as any reader does)
+                built = sds.load_builder("json", data_files=url, features=features).prepare(
+                    "train", engine="ray", download_mode="force_rebuild")["train"]
             finally:
                 loaders_base.MIN_RANGE_BYTES = floor
             seconds = time.perf_counter() - started
-            assert len(ds) == rows
-            nodes = ds.cache_metadata[0].extra["part_nodes"]
             read = {h: round(b / 2**20, 1) for h, b in sorted(per_node.got.items())}
+            meta = sds.open_cache(built).cache_metadata[0]
+            assert meta.num_rows == rows
+            nodes = meta.extra["part_nodes"]
             out.append({"side": f"{megabytes} MB JSONL, Ray 2 worker nodes, {side}", "seconds": round(seconds, 2),
                         "parts": len(nodes), "part_nodes": len(set(nodes)), "get_mb_by_host": read,
                         "file_mb": round(len(data) / 2**20, 1)})
             print(json.dumps(out[-1]), flush=True)
-            del ds
     return out
 
 
