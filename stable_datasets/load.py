@@ -174,7 +174,7 @@ def _file_streams(loader: Any, split: str | None) -> Any:
         dataset = dataset_of(backend, backend.metadata)
         if part is not None and not part.is_whole:
             dataset = dataset.select(range(*part.bounds(len(dataset)))).with_split_name(split)
-        return dataset.to_iterable(window_shards=WINDOW_UNITS)
+        return dataset.to_iterable(window_shards=WINDOW_UNITS, lanes=True)  # each unit parsed by about one consumer
 
     if part is None:
         return {name: stream(backend) for name, backend in backends.items()}

@@ -106,4 +106,6 @@ def _interleave_streams(streams: list[Any], probabilities: Any, seed: int | None
             raise ValueError(f"stream {i} filters rows; a mix draws its sources' rows by position, so filter the "
                              "mixed stream instead")
     plan = _plan([s.length for s in streams], probabilities, seed, stopping_strategy, sizes)
-    return StreamingDataset(MixedSource(streams, plan), rank=rank, world_size=world_size, drop_last=drop_last)
+    lanes = any(s.uses_lanes for s in streams)  # a lane of the mix is a contiguous stretch of each source's order
+    return StreamingDataset(MixedSource(streams, plan), rank=rank, world_size=world_size, drop_last=drop_last,
+                            lanes=lanes)

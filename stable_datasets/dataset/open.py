@@ -57,4 +57,5 @@ def open_remote_stream(url: str, storage_options: dict[str, Any] | None = None,
     if opened is None:
         return None
     backend, metadata = opened
-    return dataset_of(backend, metadata).to_iterable()  # a StreamingDataset (imported there: it imports torch)
+    # a StreamingDataset (imported there: it imports torch); lanes: each node downloads about its own shards
+    return dataset_of(backend, metadata).to_iterable(lanes=True)

@@ -3,7 +3,9 @@
 No cache is built. A split's files are cut into units (a line-based file into byte ranges of about
 `UNIT_BYTES` at line ends, a Parquet file into runs of row groups, any other file whole), and each
 unit's rows are counted once when the stream opens: from metadata (Parquet, Arrow), by counting
-lines (JSON Lines, text, CSV without quotes), else by parsing it. A unit is read, parsed and cast
+lines (JSON Lines, text, CSV without quotes), from the member headers of a WebDataset tar (nothing
+decoded), else by parsing it; the counts are kept per node
+(loaders.file_counts), so the other ranks of the node and a restart count nothing. A unit is read, parsed and cast
 to the features by its loader's own `read_piece` (so every parse error, and every cast error
 naming file and column, is the loader's) only when the stream's order reaches it, and a few recent
 units are held.
@@ -15,7 +17,9 @@ backend lists its files with their identity (`StableDataset.source_files`), so t
 cache stream's (epoch, rows consumed) plus the files: a file changed, added or removed since a state
 was saved is refused, naming the file. A unit whose file changed while it is being streamed is
 refused when it is read. A shuffle reads windows of WINDOW_UNITS units (the stream is opened with
-`window_shards=WINDOW_UNITS`; each unit a shard), so each unit is parsed once per epoch.
+`window_shards=WINDOW_UNITS`; each unit a shard), so each unit is parsed once per epoch by a reader;
+the stream is opened with lanes (streaming.order.Lanes), so each rank x worker reads its own stretch
+of the epoch and a unit is parsed by about one of them.
 """
 
 from __future__ import annotations
@@ -40,10 +44,13 @@ from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset.stable_dataset import SOURCE_FILES_KEY
 from stable_datasets.features.features import Features
+from stable_datasets.interleaved.keys import split_member
+from stable_datasets.interleaved.tar_format import TarFormatError, iter_tar, map_file
 from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.loaders.arrow_files import open_ipc
 from stable_datasets.loaders.base import FileLoader
 from stable_datasets.loaders.columns import LoaderError
+from stable_datasets.loaders.file_counts import UnitCounts, counting_key, node_counts
 from stable_datasets.urls import is_url
 
 #: threads counting the rows of the units when a stream opens (file reads and numpy scans release the GIL)
@@ -282,9 +289,32 @@ def count_rows(loader: FileLoader, piece: list[Any]) -> int:
     counted = _count_lines(loader, path, start, stop)
     if counted is not None:
         return counted
+    if name == "webdataset" and start is None:
+        return count_tar_samples(path)
     if not loader.read_tables:
         return sum(1 for _ in loader.examples_of_piece([path, start, stop]))
     return sum(t.num_rows for t in loader.read_piece([path, start, stop], conform=False))
+
+
+def count_tar_samples(path: str) -> int:
+    """Samples of a WebDataset tar from its member headers only (runs of members with one key, as the loader
+    groups them): no member is copied or decoded. A malformed tar or a bad member is the loader's error when
+    the unit is read (its count then disagrees, or the loader names the member)."""
+    mapped, view = map_file(path)
+    try:
+        samples, key = 0, None
+        try:
+            for member in iter_tar(path, view):
+                member_key = split_member(member.name)[0]
+                samples += member_key != key
+                key = member_key
+        except TarFormatError as exc:
+            raise LoaderError(str(exc)) from None
+        return samples
+    finally:
+        view.release()
+        if mapped is not None:
+            mapped.close()
 
 
 def _count_lines(loader: FileLoader, path: str, start: int | None, stop: int | None) -> int | None:
@@ -342,30 +372,47 @@ def _read_range(path: str, start: int | None, stop: int | None) -> bytes:
 
 
 def open_file_backends(loader: FileLoader, splits: list[str] | None = None) -> dict[str, FileBackend]:
-    """split -> the backend of its data files (rows counted; nothing parsed beyond what counting needs)."""
+    """split -> the backend of its data files (rows counted; nothing parsed beyond what counting needs). Counts
+    are remembered per node (loaders.file_counts): the other ranks of the node, and a restart, count nothing."""
     files = loader.data_files()
     loader.features  # noqa: B018  (inferred once here, not by the counting threads at once)
     wanted = list(files) if splits is None else splits
-    backends = {}
     for split in wanted:
         if split not in files:
             raise ValueError(f"unknown split {split!r}; the data files have splits {list(files)}")
-        identities: dict[str, list[int]] = {}
-        named: dict[str, list[Any]] = {}
-        pieces: list[tuple[str, list[Any], int | None]] = []
-        for source in files[split]:
-            if loader.is_companion(source):
-                continue
-            path = loader.local_file(source)
-            identities[path] = file_identity(path)
-            if is_url(source):
-                summary = files_identity([source], cache_root=loader.cache_root)
-                named[source] = [identities[path][0], summary["sha256"][:16]]
-            pieces.extend((source, piece, rows) for piece, rows in unit_pieces(loader, path))
-        with ThreadPoolExecutor(max_workers=min(COUNT_THREADS, max(len(pieces), 1))) as pool:
-            counts = list(pool.map(lambda item: item[2] if item[2] is not None else count_rows(loader, item[1]),
-                                   pieces))
-        units = [FileUnit(piece[0], source, piece[1], piece[2], count)
-                 for (source, piece, _), count in zip(pieces, counts)]
-        backends[split] = FileBackend(loader, split, units, identities, named)
+    config = {k: v for k, v in vars(loader.config).items() if k not in ("features", "data_files", "data_dir")}
+    backends = {}
+    with node_counts(counting_key(loader.name, config, UNIT_BYTES)) as known:
+        for split in wanted:
+            backends[split] = _open_split(loader, split, files[split], known)
     return backends
+
+
+def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitCounts) -> FileBackend:
+    identities: dict[str, list[int]] = {}
+    named: dict[str, list[Any]] = {}
+    pieces: list[tuple[str, list[Any], int | None]] = []
+    for source in sources:
+        if loader.is_companion(source):
+            continue
+        path = loader.local_file(source)
+        identities[path] = file_identity(path)
+        if is_url(source):
+            summary = files_identity([source], cache_root=loader.cache_root)
+            named[source] = [identities[path][0], summary["sha256"][:16]]
+        counted = known.get(path, [*identities[path], *named.get(source, [])])
+        if counted is not None:
+            pieces.extend((source, [path, start, stop], rows) for start, stop, rows in counted)
+        else:
+            pieces.extend((source, piece, rows) for piece, rows in unit_pieces(loader, path))
+    with ThreadPoolExecutor(max_workers=min(COUNT_THREADS, max(len(pieces), 1))) as pool:
+        counts = list(pool.map(lambda item: item[2] if item[2] is not None else count_rows(loader, item[1]), pieces))
+    units = [FileUnit(piece[0], source, piece[1], piece[2], count) for (source, piece, _), count in zip(pieces, counts)]
+    by_path: dict[str, list[tuple[Any, Any, int]]] = {}
+    sources_of: dict[str, str] = {}
+    for unit in units:
+        by_path.setdefault(unit.path, []).append((unit.start, unit.stop, unit.rows))
+        sources_of[unit.path] = unit.source
+    for path, counted in by_path.items():
+        known.put(path, [*identities[path], *named.get(sources_of[path], [])], counted)
+    return FileBackend(loader, split, units, identities, named)

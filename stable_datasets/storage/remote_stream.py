@@ -28,6 +28,9 @@ Rules:
   block shuffle reads windows of blocks from anywhere in the split unless it is given
   `window_shards=k` (streaming.order): then about k shards at a time, each downloaded once.
 - A partial split (`rows=`) reads only the shards covering its rows.
+- The stream is opened with lanes (streaming.order.Lanes): each rank x worker serves one contiguous
+  stretch of the epoch order, so a node downloads about its own share of the shards (shard affinity),
+  plus the ones where lanes meet. The schema comes from a shard already open, never from another one.
 """
 
 from __future__ import annotations
@@ -117,6 +120,10 @@ class RemoteShards(LayoutBackend):
 
     @property
     def schema(self) -> pa.Schema:
+        """The shards' schema (every shard of a cache has the same): from a shard open already, so a node that reads
+        only its own lane's shards downloads no other one to learn it."""
+        for backend in self._open_shards.values():
+            return backend.schema
         return self._shard(self._first_shard()).schema
 
     def stored_column_order(self) -> list[str] | None:

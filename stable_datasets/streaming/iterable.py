@@ -15,6 +15,14 @@ counts the batches the loop received; torchdata's `StatefulDataLoader` asks each
 (a per-worker state, which resumes exactly with the same workers). A plain DataLoader with
 workers cannot know what the loop received: `state_dict()` then raises instead of guessing.
 A pass that runs to the end moves on to the next epoch; `set_epoch(e)` jumps to epoch e.
+
+Lanes (`lanes=True`, what streams of data files and of remote caches open with): the global order is
+relabeled (`streaming.order.Lanes`) so that each rank x worker serves one contiguous stretch of the
+epoch's block order, so a unit is parsed, a shard downloaded, by about one consumer an epoch. The
+lanes depend on the topology (ranks, workers, unit) the epoch began on, so the state adds `lanes`
+(that topology); a resume on another topology serves the rest of that epoch in row stripes over the
+saved lanes (every consumer reads across them: only that remainder pays), and the next epoch gets
+lanes of the new topology.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ from loguru import logger
 from stable_datasets.streaming.mix import MixedSource
 from stable_datasets.streaming.order import (
     BlockOrder,
+    Lanes,
     bounds_from_starts,
     consumed_after,
     rank_indices,
@@ -85,19 +94,21 @@ class StreamingDataset(_IterableBase):
     remote stream; None: blocks from the whole split); `rank`/`world_size`
     default to torch.distributed (or torchrun's RANK/WORLD_SIZE); ranks stripe one global order;
     `drop_last=False` pads the last step by wrapping around to the start of the order. `rows=(lo, hi)`
-    serves only that stretch of each epoch's order (what `take`/`skip` set).
+    serves only that stretch of each epoch's order (what `take`/`skip` set). `lanes=True` gives each
+    rank x worker one contiguous stretch of each epoch's order (module docstring): for sources whose
+    blocks cost a parse or a download to open; mapped caches read any row in place and keep row stripes.
     """
 
     def __init__(self, dataset: Any, *, shuffle: bool = False, seed: int = 0, window_blocks: int = 8,
                  window_shards: int | None = None, max_block_rows: int | None = MAX_BLOCK_ROWS,
                  rank: int | None = None, world_size: int | None = None, drop_last: bool = False,
-                 loader_batch_size: int | None = None, rows: tuple[int, int] | None = None):
+                 loader_batch_size: int | None = None, rows: tuple[int, int] | None = None, lanes: bool = False):
         self.dataset = dataset
         self.num_rows = len(dataset)
         self._options = {"shuffle": shuffle, "seed": seed, "window_blocks": window_blocks,
                          "window_shards": window_shards, "max_block_rows": max_block_rows, "rank": rank,
                          "world_size": world_size, "drop_last": drop_last, "loader_batch_size": loader_batch_size,
-                         "rows": rows}
+                         "rows": rows, "lanes": bool(lanes)}
         #: the stretch [lo, hi) of each epoch's order this stream serves (take/skip), and its length
         self._range = (0, self.num_rows) if rows is None else (int(rows[0]), int(rows[1]))
         self.length = self._range[1] - self._range[0]
@@ -119,6 +130,9 @@ class StreamingDataset(_IterableBase):
         self.consumed = 0
         #: True when a loader counts the batches its loop receives (StreamingDataLoader sets it)
         self.counted_by_loader = False
+        #: the lanes the current epoch is served in (None: row stripes); fixed when an epoch's pass begins at its
+        #: start, or loaded from a state (then kept to the epoch's end, whatever the topology now)
+        self._lanes: Lanes | None = None
         self._flag = WorkerFlag()
         self._worker_pass: dict[str, Any] | None = None  # in a DataLoader worker: where it is in its pass
         self._worker_resume: dict[str, Any] | None = None  # a worker's saved state, checked when it starts
@@ -280,6 +294,25 @@ class StreamingDataset(_IterableBase):
             self.epoch, self.consumed = int(epoch), 0
             self._worker_resume = None
 
+    @property
+    def uses_lanes(self) -> bool:
+        """Whether epochs begun by this stream are served in lanes (see the module docstring)."""
+        return self._options["lanes"]
+
+    def _fresh_lanes(self, num_workers: int, unit: int) -> Lanes | None:
+        """The lanes of an epoch begun now on this topology (None: row stripes)."""
+        if not self._options["lanes"]:
+            return None
+        return Lanes(self.world_size, max(1, num_workers), unit)
+
+    def pass_lanes(self, num_workers: int) -> Lanes | None:
+        """The lanes a pass begun now reads with `num_workers` DataLoader workers: the current topology's at the
+        start of an epoch, else the ones the epoch began with. StreamingDataLoader fixes them before its workers
+        start, so the main process's state names them."""
+        if self.consumed == 0:
+            self._lanes = self._fresh_lanes(num_workers, self._unit(num_workers, warn=False))
+        return self._lanes
+
     def open_before_fork(self) -> None:
         """Open, in this process, what forked DataLoader workers can share (the maps and held columns of a
         v2 Lance cache on local disk), so each worker does not open it again; StreamingDataLoader calls it."""
@@ -315,6 +348,9 @@ class StreamingDataset(_IterableBase):
         `batch_size` equals `loader_batch_size`). In a DataLoader worker: that worker's own state."""
         state = {"format": STATE_FORMAT, "epoch": self.epoch, **self._identity_fields(),
                  "drop_last": self.drop_last, "consumed": self.consumed}
+        lanes = self._lanes
+        if self.consumed == 0 and consumed:  # a pass begun by DataLoader workers of which this process saw none
+            lanes = self._fresh_lanes(self._flag.workers() or 1, self._unit(self._flag.workers() or 1, warn=False))
         files = self.source_files()
         if files is not None:  # a stream of data files: the state names them, so a changed file is refused
             state["files"] = files_state(files)
@@ -332,6 +368,8 @@ class StreamingDataset(_IterableBase):
                 "cannot save this stream's state: DataLoader workers read it, so this process does not know "
                 "which rows the training loop received (a plain torch DataLoader with num_workers > 0). Read it "
                 f"with {LOADERS_THAT_COUNT}, or pass state_dict(consumed=rows received by this rank)")
+        if lanes is not None and (state["consumed"] or state.get("worker")):  # (at an epoch's start any lanes do)
+            state["lanes"] = lanes.to_list()
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -365,22 +403,27 @@ class StreamingDataset(_IterableBase):
             raise ValueError(f"cannot resume exactly: {left} rows of epoch {epoch} are left and drop_last=True on "
                              f"{self.world_size} ranks would drop them all; resume on at most {left} ranks, or "
                              "with drop_last=False")
-        self.epoch, self.consumed = epoch, consumed
+        lanes = Lanes.from_state(state.get("lanes"))
+        self.epoch, self.consumed, self._lanes = epoch, consumed, lanes
         self._worker_resume = dict(worker) if worker is not None else None
 
     # -- iteration ---------------------------------------------------------------------------
-    def rank_order(self, epoch: int | None = None, start: int = 0) -> np.ndarray:
+    def rank_order(self, epoch: int | None = None, start: int = 0, lanes: Lanes | None = None) -> np.ndarray:
         """This rank's positions for a pass over `epoch` (default: the current one) from global position `start`
-        (materialized: for small datasets and tests)."""
+        in `lanes` (default: this process's lanes of an epoch begun now; materialized: for small datasets and
+        tests)."""
         order = self.order.epoch(self.epoch if epoch is None else epoch)
         count = rows_per_rank(self.length, self.world_size, self.drop_last, start)
         indices = rank_indices(np.arange(count), start, self.rank, self.world_size, self.length)
+        lanes = self._fresh_lanes(1, self._unit(1)) if lanes is None else lanes
+        if lanes is not None:
+            indices = lanes.to_order(indices, self.length, self.drop_last)
         return order.positions_at(self._range[0] + indices)
 
-    def _unit(self, num_workers: int) -> int:
+    def _unit(self, num_workers: int, warn: bool = True) -> int:
         unit = self.batch_size or self.loader_batch_size
         if unit is None:
-            if num_workers > 1 and not self.counted_by_loader:
+            if warn and num_workers > 1 and not self.counted_by_loader:
                 logger.warning("a StreamingDataset read by {} DataLoader workers without loader_batch_size: rows "
                                "are dealt one at a time, so batches do not come back in stream order; use "
                                "StreamingDataLoader, or pass loader_batch_size=", num_workers)
@@ -392,8 +435,8 @@ class StreamingDataset(_IterableBase):
         if not in_worker and self._given_rank == (None, None):
             self.rank, self.world_size = resolve_rank(None, None)  # torch.distributed may be up by now
         if in_worker:
-            self._flag.set()  # the main process cannot count what this worker serves
-        epoch, start, n, lo_row = self.epoch, self.consumed, self.length, self._range[0]
+            self._flag.set(num_workers)  # the main process cannot count what this worker serves
+        epoch, start, n, lo_row, drop_last = self.epoch, self.consumed, self.length, self._range[0], self.drop_last
         rank, world = self.rank, self.world_size
         count = rows_per_rank(n, world, self.drop_last, start)
         unit = self._unit(num_workers)
@@ -409,6 +452,7 @@ class StreamingDataset(_IterableBase):
                                  f"this worker's {where}; restore with the same num_workers, batch size and ranks")
             skip = check_int(saved, "rows", "stream worker")
         self._worker_pass = {**where, "rows": skip} if in_worker else None
+        lanes = self.pass_lanes(num_workers)  # (checked against the worker's saved state above: same topology)
         if isinstance(self.dataset, MixedSource):
             self.dataset.set_epoch(epoch)  # the sources' own orders follow the mix's epoch
         order = self.order.epoch(epoch)
@@ -416,7 +460,8 @@ class StreamingDataset(_IterableBase):
 
         def positions(lo: int, hi: int) -> np.ndarray:
             sequence = worker_indices(np.arange(lo, hi, dtype=np.int64), unit, worker, num_workers)
-            return order.positions_at(lo_row + rank_indices(sequence, start, rank, world, n))
+            g = rank_indices(sequence, start, rank, world, n)
+            return order.positions_at(lo_row + (g if lanes is None else lanes.to_order(g, n, drop_last)))
 
         def counted(rows: int) -> None:  # rows of this worker's (or this process's) sequence served
             if in_worker:

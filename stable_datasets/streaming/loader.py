@@ -65,8 +65,10 @@ class StreamingDataLoader(DataLoader):
 
     def __iter__(self) -> Iterator[Any]:
         holder = self._holder
-        if isinstance(holder, StreamingDataset) and self.num_workers > 0 and _forks(self.multiprocessing_context):
-            holder.open_before_fork()
+        if isinstance(holder, StreamingDataset):
+            holder.pass_lanes(self.num_workers)  # fixed here, so the workers read them and state_dict() names them
+            if self.num_workers > 0 and _forks(self.multiprocessing_context):
+                holder.open_before_fork()
         epoch, start, count = holder.epoch, holder.consumed, 0
         total = holder.rows_left()
         counts_itself = isinstance(holder, StreamingDataset) and holder.filtered  # (no workers: see __init__)

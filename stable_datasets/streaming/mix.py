@@ -198,6 +198,14 @@ class MixedSource:
     def __getstate__(self) -> dict[str, Any]:  # each process opens its own readers
         return {**self.__dict__, "_readers": {}}
 
+    def source_files(self) -> list[tuple[str, list[Any]]] | None:
+        """(name, identity) of the data files the sources read in place, in source order (None: no source reads
+        data files), so a mixed stream's saved state names a file edited since, as a single stream's does."""
+        listed = [stream.source_files() for stream in self.streams]
+        if all(files is None for files in listed):
+            return None
+        return [item for files in listed for item in files or []]
+
     def open_before_fork(self) -> None:
         """Work every DataLoader worker would repeat, done once before they fork: each source's block bounds
         and order options (`StreamingDataset.order`), and what its dataset opens before a fork."""

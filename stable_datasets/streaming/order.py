@@ -26,6 +26,8 @@ first row of a shuffled epoch of a billion rows costs milliseconds and a few MB 
 
 Ranks and workers (see "who serves which epoch index" below) stripe one global order, so the
 rows consumed are always a prefix of it: a state is one number that resumes on any world size.
+`Lanes` relabel that global order so each rank x worker serves one contiguous stretch of the epoch
+(for sources whose blocks cost a parse or a download to open); the state then adds the topology.
 `drop_last` drops the tail of the order, otherwise the order is padded by wrapping around to
 its start so every rank gets the same number of rows.
 """
@@ -329,3 +331,86 @@ def _distributed_rank() -> tuple[int, int]:
     if rank >= 0 and world_size:  # torchrun, before init_process_group
         return rank, world_size
     return 0, 1
+
+
+# -- lanes: each rank x worker reads one contiguous stretch of the epoch order ----------------------
+# Striping rows (above) makes every rank and worker touch every block the order reaches: a stream whose
+# blocks are costly to open (a data file's unit parsed, a remote shard downloaded) opens each block in every
+# consumer. `Lanes` relabels the global positions so that the same striping serves each consumer one
+# contiguous stretch ("lane") of the epoch order S: consumer c = (rank r, worker w) is lane r * V + w, its
+# lane as long as the rows it serves in a whole pass, lanes laid end to end. Global position g is served by
+# rank g % N as its rank-sequence entry i = g // N, which is worker (i // u) % V's k-th row; the lane order
+# maps g to S index lane_start(c) + k. A permutation of [0, n) computed by arithmetic (nothing per row or per
+# consumer is stored), so the state is still one prefix of it plus the topology (N, V, u) it was cut for.
+
+
+def _lane_rows(rank_rows: np.ndarray, unit: int, workers: int, before: np.ndarray) -> np.ndarray:
+    """Rows the workers `< before` of a rank serve out of `rank_rows` dealt by units (worker_rows summed)."""
+    units = -(-rank_rows // unit)
+    rounds, extra = units // workers, units % workers
+    rows = (before * rounds + np.minimum(before, extra)) * unit
+    short = rank_rows % unit
+    last = np.where(units > 0, (units - 1) % workers, -1)  # the worker holding the rank's last unit
+    return rows - np.where((short > 0) & (last < before), unit - short, 0)
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """The lane order of one topology: `world_size` ranks, `workers` DataLoader workers each, dealt `unit` rows
+    at a time (see the comment above). `to_order(g, n, drop_last)` is the epoch-order index of global position g.
+    """
+
+    world_size: int
+    workers: int
+    unit: int
+
+    def __post_init__(self) -> None:
+        for name in ("world_size", "workers", "unit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"lanes: {name} must be a positive int, got {value!r}")
+        if self.workers > 1 << 16 or self.world_size > 1 << 24:
+            raise ValueError(f"lanes: {self.world_size} ranks x {self.workers} workers is past the limits "
+                             f"({1 << 24} ranks, {1 << 16} workers)")
+
+    def to_list(self) -> list[int]:
+        return [int(self.world_size), int(self.workers), int(self.unit)]
+
+    @classmethod
+    def from_state(cls, value: Any) -> Lanes | None:
+        """The lanes a saved state names (None: row stripes), or a clear error."""
+        if value is None:
+            return None
+        if not isinstance(value, (list, tuple)) or len(value) != 3:
+            raise ValueError(f"cannot resume: the saved stream's lanes must be [world_size, workers, unit], got "
+                             f"{value!r}")
+        try:
+            return cls(*value)
+        except ValueError as exc:
+            raise ValueError(f"cannot resume: {exc}") from None
+
+    def to_order(self, g: Any, num_rows: int, drop_last: bool) -> np.ndarray:
+        """Epoch-order indices (in [0, num_rows)) of global positions `g` (in [0, num_rows))."""
+        g = np.asarray(g, dtype=np.int64)
+        n, world, workers, unit = int(num_rows), int(self.world_size), int(self.workers), int(self.unit)
+        served = n if not drop_last else world * (n // world)  # rows striped over the ranks (drop_last: the rest
+        if world == 1 and workers == 1:  # is dropped and keeps its place)
+            return g.copy()
+        rank, i = g % world, g // world
+        worker = (i // unit) % workers
+        k = (i // (unit * workers)) * unit + i % unit
+        q, m = divmod(served, world)
+        rank_rows = q + (rank < m)  # rows of each rank that are real (not padding): a prefix of its sequence
+        lane_start = rank * q + np.minimum(rank, m) + _lane_rows(rank_rows, unit, workers, worker)
+        return np.where(g < served, lane_start + k, g)
+
+    def lane_bounds(self, num_rows: int, drop_last: bool) -> np.ndarray:
+        """Where each consumer's lane starts in the epoch order, in consumer order (rank-major), then its end:
+        world_size x workers + 1 integers (for tests and docs; the order itself never builds it)."""
+        world, workers = int(self.world_size), int(self.workers)
+        served = num_rows if not drop_last else world * (num_rows // world)
+        q, m = divmod(served, world)
+        rank = np.repeat(np.arange(world, dtype=np.int64), workers)
+        worker = np.tile(np.arange(workers, dtype=np.int64), world)
+        starts = rank * q + np.minimum(rank, m) + _lane_rows(q + (rank < m), int(self.unit), workers, worker)
+        return np.concatenate([starts, [served]]).astype(np.int64)

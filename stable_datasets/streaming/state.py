@@ -6,10 +6,10 @@ row before it was received by some rank's training loop), num_rows, seed, drop_l
 size as a constraint, a row list or a pickle. A DataLoader worker's own state (what torchdata's
 StatefulDataLoader collects) adds `worker`: which worker of how many, and rows it served.
 
-`WorkerFlag` is how the main process learns that DataLoader workers read its stream: a byte in
-shared memory that survives fork and spawn; a worker sets it when it starts reading, so a
-`state_dict()` in the main process that cannot know what the loop received raises instead of
-answering "nothing consumed".
+`WorkerFlag` is how the main process learns that DataLoader workers read its stream: an int in
+shared memory that survives fork and spawn; a worker sets it to the number of workers when it starts
+reading, so a `state_dict()` in the main process that cannot know what the loop received raises
+instead of answering "nothing consumed" (and, given `consumed=`, knows the lanes the workers read).
 """
 
 from __future__ import annotations
@@ -100,14 +100,19 @@ def check_files(saved: Any, files: list[tuple[str, list[Any]]]) -> None:
 
 
 class WorkerFlag:
-    """A shared byte: set in a DataLoader worker, read in the main process (see the module docstring)."""
+    """A shared int: set in a DataLoader worker to the number of workers, read in the main process (see the module
+    docstring)."""
 
     def __init__(self) -> None:
-        self._value: Any = sharedctypes.RawValue("b", 0)
+        self._value: Any = sharedctypes.RawValue("i", 0)
 
-    def set(self) -> None:
+    def set(self, workers: int = 1) -> None:
         if self._value is not None:
-            self._value.value = 1
+            self._value.value = max(1, int(workers))
+
+    def workers(self) -> int:
+        """The number of DataLoader workers that read the stream (0: none did)."""
+        return 0 if self._value is None else int(self._value.value)
 
     def clear(self) -> None:
         if self._value is not None:

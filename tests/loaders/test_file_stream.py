@@ -25,6 +25,7 @@ torch = pytest.importorskip("torch")
 from stable_datasets.loaders import file_stream  # noqa: E402
 from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
 from stable_datasets.streaming import state as stream_state  # noqa: E402
+from stable_datasets.streaming.order import Lanes  # noqa: E402
 
 FILES, PER_FILE = 5, 23  # 115 rows, files of unequal blocks across ranks
 
@@ -81,7 +82,7 @@ def write_files(folder, fmt: str) -> list[str]:
 
 def on_rank(stream, **options):
     """The same file stream on another rank / world size (what torch.distributed or RANK/WORLD_SIZE choose)."""
-    return stream.dataset.to_iterable(window_shards=file_stream.WINDOW_UNITS, **options)
+    return stream.dataset.to_iterable(window_shards=file_stream.WINDOW_UNITS, lanes=True, **options)
 
 
 LOADER = {"json": "json", "jsonl.gz": "json", "jsonl.zst": "json",
@@ -211,7 +212,9 @@ def test_a_dataloader_resume_with_workers_is_exact(tmp_path):
     resumed.load_state_dict(state)
     rest = [int(i) for batch in StreamingDataLoader(resumed, batch_size=4, num_workers=2) for i in batch["idx"]]
     assert sorted(head + rest) == list(range(FILES * PER_FILE))
-    assert head + rest == [r["idx"] for r in make()]
+    # the epoch is served in the lanes of 1 rank x 2 workers dealt 4 rows at a time (each worker its own stretch)
+    assert state["lanes"] == [1, 2, 4]
+    assert head + rest == make().rank_order(lanes=Lanes(1, 2, 4)).tolist()
     assert len(json.dumps(state)) < 2000 and state["files"]["count"] == FILES
 
 
@@ -476,3 +479,107 @@ def test_plain_csv_cut_into_ranges_counts_each_range(tmp_path, monkeypatch):
     assert len(stream.dataset.block_bounds()) > 5
     assert [r["idx"] for r in stream] == list(range(60))
     assert list(stream) == sds.load_dataset("csv", data_files=str(path), split="train").to_list()
+
+
+def test_ranks_and_workers_each_parse_their_own_lane(tmp_path, monkeypatch):
+    """2 ranks x 2 DataLoader workers over ~20 units: with lanes each unit is parsed once, plus once more for each
+    lane that starts inside it; row stripes make every worker parse most units."""
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 300)  # ~4 units per file
+    files = write_files(tmp_path / "data", "json")
+    log = tmp_path / "parsed.log"
+    real = file_stream.read_unit
+
+    def logged(loader, unit, schema):  # forked workers inherit it and append to the same file
+        with open(log, "a") as fh:
+            fh.write(f"{unit.path}:{unit.start}\n")
+        return real(loader, unit, schema)
+
+    monkeypatch.setattr(file_stream, "read_unit", logged)
+
+    def parses(lanes: bool) -> Counter:
+        log.write_text("")
+        seen = []
+        for rank in range(2):
+            opened = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+            stream = on_rank(opened, rank=rank, world_size=2, drop_last=True)._with(lanes=lanes)
+            seen += [int(i) for batch in StreamingDataLoader(stream, batch_size=4, num_workers=2) for i in batch["idx"]]
+        assert sorted(seen) == list(range(FILES * PER_FILE - 1))  # 115 rows on 2 ranks, drop_last: the last dropped
+        return Counter(log.read_text().split())
+
+    starts = sds.load_dataset("json", data_files=files, split="train", streaming=True).dataset.block_bounds()
+    units = len(starts) - 1
+    bounds = Lanes(2, 2, 4).lane_bounds(FILES * PER_FILE, True)
+    first = np.searchsorted(starts, bounds[:-1], side="right") - 1
+    last = np.searchsorted(starts, bounds[1:] - 1, side="right") - 1
+    expected = int((last - first + 1).sum())  # the units each lane covers
+    in_lanes = parses(True)
+    assert units >= 16 and len(in_lanes) == units and sum(in_lanes.values()) == expected <= units + 3
+    assert set(in_lanes.values()) == {1, 2}
+    striped = parses(False)
+    assert len(striped) == units and sum(striped.values()) > 2 * expected
+
+
+def test_a_file_edited_under_a_mixed_streams_state_is_named(tmp_path):
+    files = write_files(tmp_path / "data", "json")
+
+    def mix():
+        first = sds.load_dataset("json", data_files=files[:2], split="train", streaming=True)
+        second = sds.load_dataset("json", data_files=files[2:], split="train", streaming=True)
+        return sds.interleave_datasets([first, second], seed=3)
+
+    stopped = mix()
+    rows = iter(stopped)
+    [next(rows) for _ in range(9)]
+    state = json.loads(json.dumps(stopped.state_dict()))
+    assert state["files"]["count"] == FILES
+    with open(files[3], "a") as fh:
+        fh.write(json.dumps({"idx": 999, "text": "x", "score": 0.0}) + "\n")
+    os.utime(files[3], ns=(1, 1))
+    with pytest.raises(ValueError, match=f"cannot resume: {files[3]} changed since the state was saved"):
+        mix().load_state_dict(state)
+
+
+def test_a_mix_of_file_streams_is_served_in_lanes_and_resumes_on_another_world_size(tmp_path):
+    """A lane of the mix is a contiguous stretch of the mix, so of each source's order: 2 ranks stop, 3 resume."""
+    files = write_files(tmp_path / "data", "json")
+
+    def mix(rank, world):
+        first = sds.load_dataset("json", data_files=files[:2], split="train", streaming=True).shuffle(seed=1,
+                                                                                                     buffer_size=5)
+        second = sds.load_dataset("json", data_files=files[2:], split="train", streaming=True)
+        return sds.interleave_datasets([on_rank(first, rank=rank, world_size=world),
+                                        on_rank(second, rank=rank, world_size=world)], seed=3,
+                                       stopping_strategy="all_exhausted")
+
+    whole = [r["idx"] for r in mix(0, 1)]
+    assert mix(0, 2).uses_lanes and len(whole) == 2 * 3 * PER_FILE
+    streams = [mix(r, 2) for r in range(2)]
+    iterators = [iter(s) for s in streams]
+    served = [next(it)["idx"] for _ in range(20) for it in iterators]
+    state = json.loads(json.dumps(streams[0].state_dict()))
+    assert state["lanes"] == [2, 1, 1] and state["consumed"] == 40
+    assert served[::2] == whole[:20]  # rank 0's lane: the head of the mix's order
+    for rank in range(3):
+        resumed = mix(rank, 3)
+        resumed.load_state_dict(state)
+        served += [r["idx"] for r in resumed]
+    padding = Counter(served) - Counter(whole)  # 98 draws left on 3 ranks: 1 padded, from the head of the mix
+    assert Counter(served) - padding == Counter(whole) and list(padding.elements()) == whole[:1]
+
+
+def test_a_tar_is_counted_from_its_headers_and_a_bad_member_is_named_when_read(tmp_path):
+    files = write_files(tmp_path / "data", "webdataset")
+    loader = sds.load_builder("webdataset", data_files=files)
+    for path in files:
+        assert file_stream.count_tar_samples(path) == sum(1 for _ in loader.examples_of_piece([path, None, None]))
+    bad = tmp_path / "bad.tar"
+    with tarfile.open(bad, "w") as tar:
+        for key, data in (("a", b"1"), ("b", b"{not json"), ("c", b"3")):
+            for name, member in ((f"{key}.idx.json", data), (f"{key}.txt", b"text")):
+                info = tarfile.TarInfo(name)
+                info.size = len(member)
+                tar.addfile(info, io.BytesIO(member))
+    stream = sds.load_dataset("webdataset", data_files=[files[0], str(bad)], split="train", streaming=True)
+    assert len(stream) == PER_FILE + 3  # counted without decoding a member
+    with pytest.raises(LoaderError, match=r"bad.tar, member 'b.idx.json': cannot read the 'idx.json' member as json"):
+        list(stream)

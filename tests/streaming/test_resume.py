@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stable_datasets.streaming import StreamingDataset
+from stable_datasets.streaming.order import Lanes
 
 torch = pytest.importorskip("torch")
 from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
@@ -39,20 +40,22 @@ def runs(draw):
     bounds = np.concatenate([[0], np.cumsum(sizes)])
     phases = draw(st.lists(st.integers(1, 6), min_size=1, max_size=4))  # world size of each run
     stops = draw(st.lists(st.floats(0, 1), min_size=len(phases), max_size=len(phases)))
-    return bounds, phases, stops, draw(st.booleans()), draw(st.integers(0, 99)), draw(st.integers(1, 4))
+    return bounds, phases, stops, draw(st.booleans()), draw(st.integers(0, 99)), draw(st.integers(1, 4)), \
+        draw(st.booleans())
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=80, deadline=None)
 @given(run=runs())
 def test_any_sequence_of_world_sizes_serves_every_row_once(run):
     """Runs on N1, N2, ... ranks in lockstep, each stopped at a random step; each run loads rank 0's state
     (JSON) of the run before. Over the epoch: every row exactly once, plus only the padding of the last step
-    (drop_last=False) or minus only the tail it drops (drop_last=True)."""
-    bounds, phases, stops, drop_last, seed, window = run
+    (drop_last=False) or minus only the tail it drops (drop_last=True). With lanes, the epoch keeps the lanes
+    of the run that began it (its state says which), whatever the later world sizes."""
+    bounds, phases, stops, drop_last, seed, window, lanes = run
     n = int(bounds[-1])
-    state, served, padded_by = None, Counter(), phases[-1]
+    state, served, padded_by, epoch_lanes = None, Counter(), phases[-1], None
     for k, world in enumerate(phases):
-        streams = [StreamingDataset(Ids(bounds), rank=r, world_size=world, drop_last=drop_last)
+        streams = [StreamingDataset(Ids(bounds), rank=r, world_size=world, drop_last=drop_last, lanes=lanes)
                    .shuffle(seed=seed, window_blocks=window) for r in range(world)]
         if state is not None:
             if drop_last and 0 < n - state["consumed"] < world:
@@ -68,20 +71,28 @@ def test_any_sequence_of_world_sizes_serves_every_row_once(run):
             served.update(next(iterator) for _ in range(steps))
         if steps:
             padded_by = world  # the run that served the epoch's last step pads it, on fewer than its ranks
+            if lanes and epoch_lanes is None:
+                epoch_lanes = Lanes(world, 1, 1)  # fixed by the run that began the epoch
         state = json.loads(json.dumps(streams[0].state_dict()))
+        if state["consumed"] > 0 and state["epoch"] == 0:
+            assert state.get("lanes") == (epoch_lanes.to_list() if lanes else None)
         assert all(s.state_dict() == state for s in streams)  # lockstep: one rank's state is everyone's
         if state["epoch"] == 1:
             break
     order = StreamingDataset(Ids(bounds)).shuffle(seed=seed, window_blocks=window).order.epoch(0)
     once = Counter(range(n))
+
+    def rows_at(g):
+        return order.positions_at(g if epoch_lanes is None else epoch_lanes.to_order(g, n, drop_last)).tolist()
+
     if drop_last:
-        dropped = set(order.positions_at(np.arange(n))[sum(served.values()):].tolist())
+        dropped = set(rows_at(np.arange(sum(served.values()), n)))
         assert served == Counter(i for i in range(n) if i not in dropped)
     else:
         extra = served - once
         assert served - extra == once and sum(extra.values()) < padded_by  # the padding, from the order's start
         padded = np.arange(n, n + sum(extra.values())) % n  # epoch indices past the end wrap to its start
-        assert sorted(extra.elements()) == sorted(order.positions_at(padded).tolist())
+        assert sorted(extra.elements()) == sorted(rows_at(padded))
 
 
 ROWS = 300
@@ -96,10 +107,12 @@ def ids(batches):
     return [int(v) for batch in batches for v in batch["idx"]]
 
 
-def test_a_loader_state_resumes_on_other_ranks_workers_and_batch_sizes(cache):
-    """(2 ranks, 2 workers, batch 4) -> (3 ranks, 1 worker, batch 5) -> (1 rank, 2 workers, batch 3)."""
+@pytest.mark.parametrize("lanes", [False, True])
+def test_a_loader_state_resumes_on_other_ranks_workers_and_batch_sizes(cache, lanes):
+    """(2 ranks, 2 workers, batch 4) -> (3 ranks, 1 worker, batch 5) -> (1 rank, 2 workers, batch 3); with lanes
+    the epoch keeps the lanes of 2 ranks x 2 workers x 4 rows it began with."""
     def stream(rank, world):
-        return cache.to_iterable(rank=rank, world_size=world).shuffle(seed=7, window_blocks=2)
+        return cache.to_iterable(rank=rank, world_size=world, lanes=lanes).shuffle(seed=7, window_blocks=2)
 
     served, state = [], None
     for world, workers, batch, steps in [(2, 2, 4, 9), (3, 0, 5, 7), (1, 2, 3, None)]:
@@ -116,8 +129,14 @@ def test_a_loader_state_resumes_on_other_ranks_workers_and_batch_sizes(cache):
             del iterator
         assert all(s == states[0] for s in states)
         state = states[0]
+        assert state.get("lanes") == ([2, 2, 4] if lanes and state["epoch"] == 0 else None)
     assert state["epoch"] == 1 and sorted(served) == list(range(ROWS))  # every row once, none lost
-    assert served[:8] == [int(i) for i in stream(0, 1).rank_order()[0:16:2]]  # rank 0: every other row of the order
+    order = [int(i) for i in stream(0, 1).rank_order(lanes=Lanes(1, 1, 1))]  # the epoch's order
+    if lanes:  # rank 0's first batches: the heads of its two workers' lanes (76 and 74 rows: 150 in units of 4)
+        assert Lanes(2, 2, 4).lane_bounds(ROWS, False).tolist() == [0, 76, 150, 226, 300]
+        assert served[:8] == order[0:4] + order[76:80]
+    else:  # rank 0: every other row of the order
+        assert served[:8] == order[0:16:2]
 
 
 def test_a_plain_dataloader_with_workers_refuses_to_guess_its_state(cache):
@@ -136,12 +155,13 @@ def test_a_plain_dataloader_with_workers_refuses_to_guess_its_state(cache):
     assert single.state_dict()["consumed"] == 30
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_torchdata_stateful_dataloader_resumes_the_stream_exactly(cache, workers):
+@pytest.mark.parametrize("workers,lanes", [(0, False), (2, False), (2, True)])
+def test_torchdata_stateful_dataloader_resumes_the_stream_exactly(cache, workers, lanes):
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     def loader():
-        stream = cache.to_iterable(rank=1, world_size=2, loader_batch_size=8).shuffle(seed=3, window_blocks=2)
+        stream = cache.to_iterable(rank=1, world_size=2, loader_batch_size=8, lanes=lanes).shuffle(seed=3,
+                                                                                                  window_blocks=2)
         return StatefulDataLoader(stream, batch_size=8, num_workers=workers)
 
     full = ids(loader())
@@ -153,8 +173,9 @@ def test_torchdata_stateful_dataloader_resumes_the_stream_exactly(cache, workers
     second = loader()
     second.load_state_dict(state)
     assert head + ids(second) == full
-    assert sorted(full) == sorted(cache.to_iterable(rank=1, world_size=2).shuffle(seed=3, window_blocks=2)
-                                  .rank_order().tolist())
+    rank_1 = cache.to_iterable(rank=1, world_size=2).shuffle(seed=3, window_blocks=2)
+    served_in = Lanes(2, max(workers, 1), 8) if lanes else None  # (None: row stripes)
+    assert sorted(full) == sorted(rank_1.rank_order(lanes=served_in).tolist())
 
 
 def test_a_worker_state_outside_its_loader_and_foreign_states_are_refused(cache):
@@ -180,21 +201,23 @@ def test_a_worker_state_outside_its_loader_and_foreign_states_are_refused(cache)
         cache.to_iterable(rank=0, world_size=3, drop_last=True).shuffle(seed=1).load_state_dict(late)
 
 
-def test_a_stateful_dataloader_state_resumes_a_stream_on_another_cluster_size(cache):
+@pytest.mark.parametrize("lanes", [False, True])
+def test_a_stateful_dataloader_state_resumes_a_stream_on_another_cluster_size(cache, lanes):
     """StatefulDataLoader on 2 ranks x 2 workers, batch 6; its whole state loads into streams on 3 ranks."""
     from torchdata.stateful_dataloader import StatefulDataLoader
 
     served, states = [], []
     for rank in range(2):
-        stream = cache.to_iterable(rank=rank, world_size=2, loader_batch_size=6).shuffle(seed=8)
+        stream = cache.to_iterable(rank=rank, world_size=2, loader_batch_size=6, lanes=lanes).shuffle(seed=8)
         loader = StatefulDataLoader(stream, batch_size=6, num_workers=2)
         iterator = iter(loader)
         served += [int(i) for _ in range(5) for i in next(iterator)["idx"]]
         states.append(json.loads(json.dumps(loader.state_dict())))
         del iterator
     for rank in range(3):
-        resumed = cache.to_iterable(rank=rank, world_size=3).shuffle(seed=8)
+        resumed = cache.to_iterable(rank=rank, world_size=3, lanes=lanes).shuffle(seed=8)
         resumed.load_state_dict(states[rank % 2])  # either rank's loader state
+        assert resumed.state_dict().get("lanes") == ([2, 2, 6] if lanes else None)
         served += [int(r["idx"]) for r in resumed]
     assert sorted(served) == list(range(ROWS))
     rows_dealt_one_by_one = cache.to_iterable().shuffle(seed=8)
@@ -206,3 +229,23 @@ def test_a_stateful_dataloader_state_resumes_a_stream_on_another_cluster_size(ca
     with pytest.raises(ValueError, match="not a prefix of the rank's rows dealt in units of 1; pass "
                                          "loader_batch_size="):
         cache.to_iterable().shuffle(seed=8).load_state_dict(state)
+
+
+def test_a_plain_dataloader_state_names_the_lanes_its_workers_read(cache):
+    """Workers of a plain DataLoader begin the epoch in lanes of their own count; `state_dict(consumed=)` in the
+    main process names them (the workers say how many they are), so the resume serves exactly the rest."""
+    def stream():
+        return cache.to_iterable(loader_batch_size=10, lanes=True).shuffle(seed=2)
+
+    first = stream()
+    iterator = iter(torch.utils.data.DataLoader(first, batch_size=10, num_workers=2))
+    head = ids(next(iterator) for _ in range(6))
+    del iterator
+    state = json.loads(json.dumps(first.state_dict(consumed=60)))
+    assert state["consumed"] == 60 and state["lanes"] == [1, 2, 10]
+    order = [int(i) for i in stream().rank_order(lanes=Lanes(1, 1, 1))]
+    assert head == order[0:10] + order[150:160] + order[10:20] + order[160:170] + order[20:30] + order[170:180]
+    resumed = stream()
+    resumed.load_state_dict(state)
+    rest = [int(row["idx"]) for row in resumed]
+    assert sorted(head + rest) == list(range(ROWS))
