@@ -19,6 +19,8 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.download.inputs import inputs_root
 from stable_datasets.errors import StableDatasetsError
+from stable_datasets.loaders import base as loaders_base
+from tests.http_server import FileServer
 from tests.ray_cluster import part_nodes, s3_ray_cluster
 
 ray = pytest.importorskip("ray")
@@ -166,3 +168,46 @@ def test_a_ray_address_nobody_answers_fails_at_once_and_leaves_nothing_on_the_st
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
     assert out.stdout.startswith("cannot reach the Ray cluster at 127.0.0.1:1 (ray_address): "), out.stderr[-3000:]
     assert [k.rsplit("/", 1)[1] for k in s3_env.objects()] == [".splits.json"]  # the split names, nothing else
+
+
+def _big_jsonl(rows: int) -> bytes:
+    return "".join(json.dumps({"i": i, "text": f"row {i} " + "x" * (i % 37)}) + "\n" for i in rows).encode()
+
+
+def _driver_inputs() -> list[Path]:
+    root = inputs_root()
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+
+
+def test_one_large_jsonl_on_s3_is_split_in_ranges_read_on_both_nodes(cluster, s3_env, tmp_path, monkeypatch):
+    monkeypatch.setattr(loaders_base, "MIN_RANGE_BYTES", 64 << 10)  # the driver plans: ranges of >= 64 KiB here
+    data = _big_jsonl(range(8000))  # ~400 KB
+    s3_env.write("big/one.jsonl", data)
+    url = f"s3://{s3_env.bucket}/big/one.jsonl"
+    ds = sds.load_dataset("json", data_files=url, split="train", features=FEATURES, engine="ray", num_proc=4)
+    nodes = part_nodes(ds)
+    assert len(nodes) == 4 and len(set(nodes)) == 2  # four ranges, on both worker nodes
+    assert _driver_inputs() == []  # the driver read the cuts' small windows, and copied nothing
+    one = sds.load_dataset("json", data_files=url, split="train", features=FEATURES,
+                           cache_dir=str(tmp_path / "one-process"))
+    assert ds.to_arrow().equals(one.to_arrow()) and ds["i"] == list(range(8000))
+
+
+def test_an_http_data_file_is_fetched_by_the_parts_on_their_nodes_not_by_the_driver(cluster, s3_env, tmp_path,
+                                                                                     monkeypatch):
+    monkeypatch.setattr(loaders_base, "MIN_RANGE_BYTES", 64 << 10)
+    data = _big_jsonl(range(8000))
+    with FileServer() as served:
+        served.files["/one.jsonl"] = data
+        served.validators["/one.jsonl"] = {"ETag": '"v1"'}
+        url = f"{served.url}/one.jsonl"
+        ds = sds.load_dataset("json", data_files=url, split="train", features=FEATURES, engine="ray", num_proc=4)
+        assert None not in [r for _, r in served.requests]  # ranges only, never the whole file
+    nodes = part_nodes(ds)
+    assert len(nodes) == 4 and len(set(nodes)) == 2
+    assert _driver_inputs() == []  # the driver planned from a HEAD and the cuts' windows
+    local = tmp_path / "one.jsonl"
+    local.write_bytes(data)
+    one = sds.load_dataset("json", data_files=str(local), split="train", features=FEATURES,
+                           cache_dir=str(tmp_path / "one-process"))
+    assert ds.to_arrow().equals(one.to_arrow())
