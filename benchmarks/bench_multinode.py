@@ -18,10 +18,16 @@ bytes) and the bytes put:
   the bytes it downloaded per byte of cache, the peak bytes on its local disk (staging folder and
   local shard cache, sampled every 20 ms) per byte of cache, and the time.
 
+- one large JSON Lines file on the store (`--jsonl-mb`): built in one part (the file read whole by one
+  part on one node, as before) and in ranges (each part fetches its byte range on its own node), with
+  the bytes each node and the driver GET (each worker node's S3 clients name it in their User-Agent,
+  AWS_SDK_UA_APP_ID, which the counter keys its GET bytes by).
+
     sudo python benchmarks/bench_multinode.py --examples 3000 --to-ray-rows 30000
     sudo python benchmarks/bench_multinode.py --skip-builds --skip-to-ray --driver-sizes 2000 20000
     sudo python benchmarks/bench_multinode.py --skip-builds --skip-to-ray --driver-sizes 2000 20000 \
         --driver-format lance
+    sudo python benchmarks/bench_multinode.py --only-jsonl --jsonl-mb 200
 
 Needs root (the worker nodes' private mount namespaces) and the test extras (moto, ray).
 """
@@ -175,6 +181,76 @@ def to_ray_side(rows: int, estimate: bool, work: Path) -> dict:
             "first_batch_s": round(first_batch, 2)}
 
 
+FEATURES_JSON = {"i": "int64", "text": "string"}
+
+
+class GetBytesByNode:
+    """WSGI middleware: the bytes of GET answers, by the app id in the asker's User-Agent (a worker node's S3
+    clients carry $AWS_SDK_UA_APP_ID; anything else counts as the driver)."""
+
+    def __init__(self, app: Any):
+        self.app, self.lock, self.got = app, threading.Lock(), Counter()
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        if environ["REQUEST_METHOD"] != "GET":
+            return self.app(environ, start_response)
+        agent = environ.get("HTTP_USER_AGENT", "")
+        node = next((word[4:] for word in agent.split() if word.startswith("app/node-")), "driver")
+
+        def counted(status: str, headers: list, *rest: Any) -> Any:
+            length = next((int(v) for k, v in headers if k.lower() == "content-length" and v.isdigit()), 0)
+            with self.lock:
+                self.got[node] += length
+            return start_response(status, headers, *rest)
+
+        return self.app(environ, counted)
+
+
+def large_jsonl_sides(megabytes: int, endpoint: str, counting: Counting, work: Path) -> list[dict]:
+    """A JSONL file of `megabytes` on the store built by 2 worker nodes in one part, then in ranges."""
+    import boto3
+    import ray
+
+    import stable_datasets as sds
+    from stable_datasets.loaders import base as loaders_base
+    from tests.ray_cluster import ray_cluster
+
+    rows = megabytes * (1 << 20) // 100
+    line = '{{"i": {i}, "text": "row {i} {pad}"}}\n'
+    data = "".join(line.format(i=i, pad="x" * (60 + i % 17)) for i in range(rows)).encode()
+    boto3.client("s3", region_name="us-east-1").put_object(Bucket="bench", Key="big/one.jsonl", Body=data)
+    url = "s3://bench/big/one.jsonl"
+    features = sds.Features({name: sds.Value(kind) for name, kind in FEATURES_JSON.items()})
+    per_node = counting.app = GetBytesByNode(counting.app)
+    out = []
+    if ray.is_initialized():
+        ray.shutdown()
+    with ray_cluster(0, {**AWS, "AWS_ENDPOINT_URL": endpoint}) as cluster:
+        cluster.add_worker({"AWS_SDK_UA_APP_ID": "node-A"})
+        cluster.add_worker({"AWS_SDK_UA_APP_ID": "node-B"})
+        cluster.wait_for_workers(2)
+        floor = loaders_base.MIN_RANGE_BYTES
+        for side, least in (("one part (the file whole)", 1 << 62), ("ranges (one per part)", floor)):
+            loaders_base.MIN_RANGE_BYTES = least
+            per_node.got.clear()
+            started = time.perf_counter()
+            try:  # prepare(): the build alone (an open after it would read the shards, as any reader does)
+                built = sds.load_builder("json", data_files=url, features=features).prepare(
+                    "train", engine="ray", download_mode="force_rebuild")["train"]
+            finally:
+                loaders_base.MIN_RANGE_BYTES = floor
+            seconds = time.perf_counter() - started
+            read = {h: round(b / 2**20, 1) for h, b in sorted(per_node.got.items())}
+            meta = sds.open_cache(built).cache_metadata[0]
+            assert meta.num_rows == rows
+            nodes = meta.extra["part_nodes"]
+            out.append({"side": f"{megabytes} MB JSONL, Ray 2 worker nodes, {side}", "seconds": round(seconds, 2),
+                        "parts": len(nodes), "part_nodes": len(set(nodes)), "get_mb_by_host": read,
+                        "file_mb": round(len(data) / 2**20, 1)})
+            print(json.dumps(out[-1]), flush=True)
+    return out
+
+
 class DiskPeak:
     """The most bytes a folder held, sampled every 20 ms while it runs (the driver's local disk)."""
 
@@ -234,6 +310,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, nargs="*", default=[1, 2, 3])
     parser.add_argument("--to-ray-rows", type=int, default=30000)
     parser.add_argument("--skip-builds", action="store_true", help="only the to_ray() sides")
+    parser.add_argument("--jsonl-mb", type=int, default=0, help="also: one JSONL file this large, in one part "
+                        "and in ranges")
+    parser.add_argument("--only-jsonl", action="store_true", help="only the large JSONL sides")
     parser.add_argument("--skip-to-ray", action="store_true", help="no to_ray() sides")
     parser.add_argument("--driver-sizes", type=int, nargs="*", default=[],
                         help="examples of each driver-side build (2 worker nodes)")
@@ -259,6 +338,10 @@ def main() -> None:
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="bench")
     results: list[dict] = []
     try:
+        if args.jsonl_mb:
+            results.extend(large_jsonl_sides(args.jsonl_mb, endpoint, counting, work))
+        if args.only_jsonl:
+            return
         counting.take()
         if args.skip_builds:
             args.nodes = []

@@ -6,6 +6,7 @@
     python benchmarks/bench_scale.py --only keys --check-only --key-ranges 2 --rows 10000000 100000000
     python benchmarks/bench_scale.py --only metadata --shards 1000 10000 100000 1000000 --open 1000 10000
     python benchmarks/bench_scale.py --only manifest --shards 10000 100000 1000000 --open 10000 100000
+    python benchmarks/bench_scale.py --only lance --fragments 1000 4000
 
 Every measurement runs in a fresh child process (imports untimed); memory is the child's peak RSS
 above what it held after its imports (VmHWM, reset after the imports, minus VmRSS then).
@@ -22,6 +23,12 @@ now: `merge_sorted`, a record batch of each file at a time); and the check split
 keys cut into P range files per part, as parts write them): one driver merge vs the P range jobs run one after
 the other in the driver vs in P forked processes (`find_duplicate_key` with `JobRunner(num_proc=P)`); the
 driver's peak RSS is its own (the jobs' processes hold one merge's memory each).
+
+lance: a Lance cache with a blob column of F fragments (one data file each, built with max_rows_per_file=1),
+opened in a new process and read (first and last row, then 2,000 random rows): seconds, peak memory, and the
+data files mapped at the end (from /proc/self/maps), before (every data file mapped at open: the pool's bound
+and the files mapped at open raised past F) and now (mapped on first read, at most
+STABLE_DATASETS_MAX_OPEN_SHARDS, here 512 so the bound shows below 8,192 fragments).
 
 manifest: the shard list as JSON entries in `_metadata.json` (below STABLE_DATASETS_SHARD_LIST_FILE_ABOVE shards,
 and every version before this one) against `_shards.arrow` (cache.shard_list): metadata bytes, read + check + row
@@ -227,9 +234,44 @@ done(seconds=time.perf_counter() - start, shards=len(meta.shards))
 """
 
 
-def child(code: str, *args: object) -> dict:
+LANCE_OPEN = PRELUDE + r"""
+from stable_datasets.layouts import lance_blobs
+folder, before = sys.argv[1], sys.argv[2] == "1"
+if before:  # every data file mapped at open, as until now
+    os.environ["STABLE_DATASETS_MAX_OPEN_SHARDS"] = "1000000"
+    lance_blobs.MAP_AT_OPEN = 10**9
+start = time.perf_counter()
+ds = sds.open_cache(folder)
+first, last = ds[0], ds[-1]
+opened = time.perf_counter() - start
+rows = np.random.default_rng(0).integers(0, len(ds), 2000).tolist()
+start = time.perf_counter()
+got = ds.__getitems__(rows)
+random_s = time.perf_counter() - start
+with open("/proc/self/maps") as fh:
+    mapped = len({line.split()[-1] for line in fh if folder in line and line.rstrip().endswith(".lance")})
+done(seconds=opened, random_s=random_s, mapped=mapped, rows=len(ds))
+"""
+
+LANCE_BUILDER = """
+import stable_datasets as sds
+
+class ManyFragments(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({"i": sds.Value("int64"), "blob": sds.Value("binary")}))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {"rows": ROWS})]
+
+    def _generate_examples(self, rows):
+        for i in range(rows):
+            yield i, {"i": i, "blob": bytes([i % 256]) * (i % 7 * 10)}
+"""
+
+
+def child(code: str, *args: object, env: dict[str, str] | None = None) -> dict:
     out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True,
-                         cwd=HERE.parent)
+                         cwd=HERE.parent, env={**os.environ, **(env or {})})
     if out.returncode:
         return {"error": (out.stderr.strip().splitlines() or ["?"])[-1][:300]}
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -428,9 +470,32 @@ def bench_manifest(work: Path, shard_counts: list[int], open_counts: list[int]) 
         shutil.rmtree(folder)
 
 
+def bench_lance(work: Path, fragment_counts: list[int]) -> None:
+    import stable_datasets as sds
+
+    print("\n### Lance caches with a blob column: data files mapped lazily (STABLE_DATASETS_MAX_OPEN_SHARDS=512)\n")
+    print("| fragments | side | open + first/last row s | 2,000 random rows s | peak RSS MB | data files mapped |")
+    print("|---:|---|---:|---:|---:|---:|")
+    for fragments in fragment_counts:
+        script = work / f"many_{fragments}.py"
+        script.write_text(LANCE_BUILDER.replace("ROWS", str(fragments)))
+        ds = sds.load_dataset(str(script), split="train", storage_format="lance",
+                              layout_options={"max_rows_per_file": 1})
+        folder = str(ds.cache_dirs[0])
+        for label, before in (("before: all mapped at open", "1"), ("now: lazy, bounded", "0")):
+            runs = [child(LANCE_OPEN, folder, before, env={"STABLE_DATASETS_MAX_OPEN_SHARDS": "512"})
+                    for _ in range(2)]
+            if "error" in runs[0]:
+                print(f"| {fragments:,} | {label} | {runs[0]['error']} | | | |")
+                continue
+            best = min(runs, key=lambda o: o["seconds"])
+            print(f"| {fragments:,} | {label} | {best['seconds']:.2f} | {best['random_s']:.3f} | {best['rss_mb']} | "
+                  f"{best['mapped']:,} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--only", choices=["files", "keys", "metadata", "manifest"])
+    parser.add_argument("--only", choices=["files", "keys", "metadata", "manifest", "lance"])
     parser.add_argument("--files", type=int, default=20_000)
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--shards", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
@@ -438,6 +503,7 @@ def main() -> None:
     parser.add_argument("--check-only", action="store_true",
                         help="keys: only the check across parts (one merge vs range jobs), not the worker side")
     parser.add_argument("--key-ranges", type=int, default=2, help="keys: digest ranges (jobs, processes) of the check")
+    parser.add_argument("--fragments", type=int, nargs="+", default=[1_000, 4_000])
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=os.environ.get("BENCH_DIR")))
     os.environ["STABLE_DATASETS_CACHE_DIR"] = str(work / "cache")
@@ -454,6 +520,8 @@ def main() -> None:
         bench_metadata(work, args.shards, args.open)
     if args.only in (None, "manifest"):
         bench_manifest(work, args.shards, args.open)
+    if args.only in (None, "lance"):
+        bench_lance(work, args.fragments)
 
 
 if __name__ == "__main__":

@@ -46,8 +46,9 @@ VARIABLES: dict[str, str] = {
     "STABLE_DATASETS_MAX_DECOMPRESSION_RATIO": "largest expansion of a compressed input, checked past 64 MiB "
                                                "(default 1000)",
     "STABLE_DATASETS_MAX_IMAGE_PIXELS": "most pixels of one image decoded (default 178,956,970, as PIL)",
-    "STABLE_DATASETS_MAX_OPEN_SHARDS": "Arrow shard files one opened cache keeps memory-mapped, least recently "
-                                       "used closed first (default 8192; the kernel allows a process 65,530 maps)",
+    "STABLE_DATASETS_MAX_OPEN_SHARDS": "Arrow shard (or Lance fragment) files one opened cache keeps memory-mapped, "
+                                       "least recently used closed first (default 8192; the kernel allows a "
+                                       "process 65,530 maps)",
     "STABLE_DATASETS_SHARD_LIST_FILE_ABOVE": "a cache of more shards than this lists them in `_shards.arrow`, "
                                              "memory-mapped, instead of in `_metadata.json` (default 10000)",
     "RANK": "this process's rank under torchrun, until torch.distributed is initialized",
@@ -142,9 +143,9 @@ MAX_DECOMPRESSED_BYTES = 64 << 30
 MAX_DECOMPRESSION_RATIO = 1000
 #: most pixels of one image cell decoded (width x height): a PNG header may claim 20000 x 20000; PIL refuses the same
 MAX_IMAGE_PIXELS = 178_956_970
-#: Arrow shard files one opened cache keeps mapped (layouts.arrow_shards): each costs one of the kernel's
-#: vm.max_map_count (65,530 by default) memory maps, which malloc and the loaders need too. Past it, random reads
-#: map a file again (~100 us), so it is as high as leaves room for several such caches in one process.
+#: Arrow shard or Lance fragment files one opened cache keeps mapped (layouts.mapped_files): each costs one of the
+#: kernel's vm.max_map_count (65,530 by default) memory maps, which malloc and the loaders need too. Past it, random
+#: reads map a file again (~100 us), so it is as high as leaves room for several such caches in one process.
 MAX_OPEN_SHARDS = 8192
 #: past this many shards a cache's shard list is an Arrow file beside `_metadata.json` (cache.shard_list): 48 bytes
 #: a shard, mapped and shared by a node's processes, instead of ~190 bytes of JSON parsed into each process

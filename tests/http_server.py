@@ -48,18 +48,20 @@ class FileServer:
                 if data is None:
                     self.send_error(404, "not found")
                     return
-                start = 0
+                start, end = 0, len(data)
                 rng = self.headers.get("Range")
                 if rng and rng.startswith("bytes="):
-                    start = int(rng[6:].split("-")[0])
+                    first, _, last = rng[6:].partition("-")
+                    start = int(first)
+                    end = min(int(last) + 1, len(data)) if last else len(data)
                     if start >= len(data):
                         self.send_error(416, "range not satisfiable")
                         return
                     self.send_response(206)
-                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+                    self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(data)}")
                 else:
                     self.send_response(200)
-                body = data[start:]
+                body = data[start:end]
                 self.send_header("Content-Length", str(len(body)))
                 for name, value in server.validators.get(path, {}).items():
                     self.send_header(name, value)

@@ -38,7 +38,7 @@ from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, root_errors, split_folder_name
 from stable_datasets.dataset.open import open_cache
-from stable_datasets.download.inputs import fetch_object, is_object_url, options_for
+from stable_datasets.download.inputs import fetch_http_input, fetch_object, is_object_url, options_for
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import InputChangedError, StableDatasetsError, UnknownSplitError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
@@ -333,14 +333,17 @@ class DatasetBuilder:
         return self.remote.key(local.relative_to(self.cache_root).as_posix())  # type: ignore[union-attr]
 
     def local_input(self, path: str) -> str:
-        """A data file on this node's disk: an object-store URL (`s3://`, `gs://`) is copied into this node's inputs
-        folder, and must still be the version this builder's fingerprint identified (else InputChangedError); any
-        other path is returned as it is. Builders keep such URLs in their jobs and call this where a part reads
-        the file, so parts that run on machines sharing no disk (engine="ray") each read their own copy."""
-        if not is_object_url(path):
-            return path
-        return str(fetch_object(path, options_for(path, self.input_storage_options),
-                                self.object_versions.get(path))[0])
+        """A data file on this node's disk: an object-store URL (`s3://`, `gs://`), or an `http(s)://` one the
+        fingerprint identified by its validators, is copied into this node's inputs folder, and must still be the
+        version this builder's fingerprint identified (else InputChangedError); any other path is returned as it
+        is. Builders keep such URLs in their jobs and call this where a part reads the file, so parts that run on
+        machines sharing no disk (engine="ray") each read their own copy."""
+        if is_object_url(path):
+            return str(fetch_object(path, options_for(path, self.input_storage_options),
+                                    self.object_versions.get(path))[0])
+        if path in self.object_versions:  # http(s), with validators
+            return str(fetch_http_input(path, self.object_versions[path]))
+        return path
 
     def _download_manager(self, download_mode: str = "reuse_dataset_if_exists",
                           verification_mode: str = "basic_checks") -> DownloadManager:

@@ -104,10 +104,13 @@ def local_entries(entries: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def object_store_versions(entries: dict[str, Any] | None) -> dict[str, list[Any]]:
-    """{url: [size, version]} of the object-store data files in `entries` (`s3://`, `gs://`, ...; not http): what
-    the fingerprint identified, so the part that reads one on its own node refuses another version of it."""
+    """{url: [size, version]} of the remote data files in `entries` that parts fetch on their own nodes: object-store
+    URLs (`s3://`, `gs://`, ...) and `http(s)://` ones whose HEAD gave validators (ETag, Last-Modified): what the
+    fingerprint identified, so the part that reads one on its own node refuses another version of it. (An http
+    file without validators was identified by its download, on the driver: it is read from there.)"""
     found = (entries or {}).get("data_files", {})
-    return {e[0]: list(e[1:]) for group in found.values() for e in group if _is_object_url(e[0])}
+    return {e[0]: list(e[1:]) for group in found.values() for e in group
+            if _is_object_url(e[0]) or (e[0].startswith(("http://", "https://")) and isinstance(e[2], dict))}
 
 
 def _is_object_url(path: str) -> bool:

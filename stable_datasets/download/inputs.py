@@ -11,6 +11,10 @@ files, so a remote input is first copied to `<local base>/inputs/` and read from
   never gets bytes mixed from two versions. One process per node downloads a file (a lock).
 - A copy is reused while the object still has the size and ETag recorded with it; an object
   that changed since is copied again, one that vanished is an error naming its URL.
+- A part that reads one range of a large data file fetches that range only (`object_range`: a ranged
+  GET with If-Match on the ETag on S3, a `Range` request with If-Match / If-Unmodified-Since over
+  http(s); `fetch_object_range` keeps it as `<key>.ranges/<start>-<stop>`), and refuses another
+  version of the file than the one the fingerprint identified (InputChangedError naming it).
 - A URL may end in a glob (`s3://b/packs/*.parquet`, matched as `glob.glob(recursive=True)` matches
   local paths: `*` within one folder, `**/` across folders) or name a prefix (`s3://b/packs/`): the
   objects directly under it (as a local folder's files, not its subfolders') whose names end in one
@@ -22,8 +26,11 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import hashlib
+import io
 import json
 import os
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -31,11 +38,21 @@ from typing import Any
 import filelock
 
 from stable_datasets.cache.publish import file_sha256
-from stable_datasets.errors import DownloadError, InputChangedError, MissingObjectError, StorageError
+from stable_datasets.download.http import head as http_head
+from stable_datasets.download.http import validators as http_validators
+from stable_datasets.errors import (
+    DownloadError,
+    InputChangedError,
+    MissingObjectError,
+    StableDatasetsError,
+    StorageError,
+)
 from stable_datasets.storage.resolve import open_store
+from stable_datasets.storage.retry import with_retries
 from stable_datasets.storage.root import local_base
-from stable_datasets.storage.store import ObjectInfo, ObjectStore
+from stable_datasets.storage.store import ObjectChangedError, ObjectInfo, ObjectStore
 from stable_datasets.urls import ObjectURL, is_url
+from stable_datasets.version import __version__
 
 HTTP_SCHEMES = ("http", "https")
 
@@ -105,6 +122,148 @@ def fetch_object(url: str, storage_options: dict[str, Any] | None = None,
 
         digest = file_sha256(path)
     return path, digest
+
+
+def remote_size(url: str, storage_options: dict[str, Any] | None = None) -> int:
+    """The size of a remote data file not identified yet (inference reads before the fingerprint): a HEAD."""
+    if url.split("://", 1)[0].lower() in HTTP_SCHEMES:
+        try:
+            return int(http_head(url).get("Content-Length") or 0)
+        except StableDatasetsError as exc:
+            raise DownloadError(f"cannot read data file {url}: {exc}") from None
+    return _one_object(url, storage_options)[1].size
+
+
+def object_range(url: str, start: int, stop: int, storage_options: dict[str, Any] | None = None,
+                 expected: list[Any] | None = None) -> bytes:
+    """Bytes [start, stop) of the object `url` names (a ranged GET): a part that reads one range of a large data
+    file fetches that range only. `expected` as in `fetch_object`: another version is InputChangedError (S3 asks
+    with If-Match on the ETag; other stores are asked for the object's version after the read). An `http(s)://`
+    URL is asked with a Range header (see `_http_range`)."""
+    if url.split("://", 1)[0].lower() in HTTP_SCHEMES:
+        return _http_range(url, start, stop, expected)
+    parsed = ObjectURL.parse(url)
+    store = open_store(parsed, storage_options)
+    version = expected[1] if expected and len(expected) > 1 and isinstance(expected[1], dict) else {}
+    etag = str(version.get("etag") or "")
+    try:
+        data = store.get_range(parsed.key, start, stop, etag)
+    except ObjectChangedError:
+        raise _changed(url, expected, None) from None
+    except MissingObjectError:
+        raise RemoteInputNotFoundError(f"{url}: input vanished while it was being read") from None
+    if expected is not None and not (etag and store.conditional_reads):  # asked after the read, then
+        info = store.head(parsed.key)
+        if info is None:
+            raise RemoteInputNotFoundError(f"{url}: input vanished while it was being read")
+        if [info.size, _version(info)] != list(expected):
+            raise _changed(url, expected, [info.size, _version(info)])
+    return data
+
+
+def _changed(url: str, expected: list[Any] | None, now: list[Any] | None) -> InputChangedError:
+    seen = f" -> {now}" if now is not None else " -> another version"
+    return InputChangedError(f"data file {url} changed since the build identified it (size and version "
+                             f"{list(expected or [])}{seen}); nothing was published. Run again once it is no "
+                             "longer being written")
+
+
+#: bytes one ranged GET of `fetch_object_range` and `count_object_lines` asks for
+RANGE_CHUNK = 16 << 20
+
+
+def fetch_object_range(url: str, start: int, stop: int, storage_options: dict[str, Any] | None = None,
+                       expected: list[Any] | None = None) -> Path:
+    """A local copy of bytes [start, stop) of the object `url` names, of the version `expected` identifies (see
+    `object_range`), in this node's inputs folder (`<key>.ranges/<start>-<stop>`): a part reads its range of a
+    large data file without the rest of it. Written beside its place and renamed; reused while its record says
+    it holds that version."""
+    if url.split("://", 1)[0].lower() in HTTP_SCHEMES:
+        name = url.split("?")[0].rstrip("/").rsplit("/", 1)[-1] or "file"
+        folder = inputs_root() / "http" / hashlib.sha256(url.encode()).hexdigest()[:16] / f"{name}.ranges"
+    else:
+        parsed = ObjectURL.parse(url)
+        names = parsed.key.split("/")
+        if any(name in ("", ".", "..") for name in names):
+            raise StorageError(f"{url}: the object's key has an empty, '.' or '..' name, so it has no local copy; "
+                               "rename the object")
+        folder = inputs_root().joinpath(parsed.scheme, parsed.bucket, *names[:-1], f"{names[-1]}.ranges")
+    destination = folder / f"{start}-{stop}"
+    record = folder / f".{start}-{stop}.version.json"
+    wanted = json.dumps(expected, sort_keys=True, default=str)
+    with contextlib.suppress(OSError):
+        if expected is not None and record.read_text(encoding="utf-8") == wanted and \
+                destination.stat().st_size == stop - start:
+            return destination
+    folder.mkdir(parents=True, exist_ok=True)
+    temporary = folder / f".{start}-{stop}.{uuid.uuid4().hex[:8]}.download"
+    try:
+        with open(temporary, "wb") as fh:
+            for lo in range(start, stop, RANGE_CHUNK):
+                hi = min(lo + RANGE_CHUNK, stop)
+                data = object_range(url, lo, hi, storage_options, expected)
+                if len(data) != hi - lo:
+                    raise InputChangedError(f"data file {url}: bytes {lo}..{hi} read {len(data)} bytes (the object "
+                                            "is shorter than the build identified); nothing was published")
+                fh.write(data)
+        os.replace(temporary, destination)
+        if expected is not None:
+            record.write_text(wanted, encoding="utf-8")
+    finally:
+        temporary.unlink(missing_ok=True)
+    return destination
+
+
+def count_object_lines(url: str, stop: int, storage_options: dict[str, Any] | None = None,
+                       expected: list[Any] | None = None) -> int:
+    """Line ends in bytes [0, stop) of the object: the line number a range starting at `stop` begins at, which
+    an error in that range needs (read only then, a chunk at a time)."""
+    return sum(object_range(url, lo, min(lo + RANGE_CHUNK, stop), storage_options, expected).count(b"\n")
+               for lo in range(0, stop, RANGE_CHUNK))
+
+
+class ObjectReader(io.RawIOBase):
+    """A seekable binary file over one object, each read a ranged GET of the version `expected` identifies (see
+    `object_range`): Parquet's reader reads the footer and the row groups a part asks for, nothing else."""
+
+    def __init__(self, url: str, size: int, storage_options: dict[str, Any] | None = None,
+                 expected: list[Any] | None = None):
+        super().__init__()
+        self.url, self.size, self.options, self.expected = url, size, storage_options, expected
+        self.position = 0
+        self.bytes_read = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self.position, io.SEEK_END: self.size}[whence]
+        self.position = max(0, base + offset)
+        return self.position
+
+    def readinto(self, buffer: Any) -> int:
+        n = min(len(buffer), max(self.size - self.position, 0))
+        if n <= 0:
+            return 0
+        data = object_range(self.url, self.position, self.position + n, self.options, self.expected)
+        buffer[:len(data)] = data
+        self.position += len(data)
+        self.bytes_read += len(data)
+        return len(data)
+
+
+def open_object(url: str, storage_options: dict[str, Any] | None = None,
+                expected: list[Any] | None = None) -> ObjectReader:
+    """`ObjectReader` over `url` (its size from `expected`, else asked). Unbuffered: Parquet's reader asks for
+    exactly the column chunks it needs (a buffer would read past them)."""
+    size = int(expected[0]) if expected else remote_size(url, storage_options)
+    return ObjectReader(url, size, storage_options, expected)
 
 
 def expand_object_pattern(url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
@@ -239,13 +398,79 @@ def _current(destination: Path, record: Path, info: ObjectInfo) -> bool:
     return True
 
 
-def _fetch_http(url: str) -> Path:
+def _fetch_http(url: str, expected: list[Any] | None = None) -> Path:
+    """A local copy of `url` (the download manager's, in this node's inputs folder); with `expected` ([size,
+    validators] as the fingerprint's HEAD gave them), the copy must be of that version, else InputChangedError."""
     from stable_datasets.download.manager import DownloadManager  # local: it imports this module
 
     folder = inputs_root() / "http" / hashlib.sha256(url.encode()).hexdigest()[:2]
+    manager = DownloadManager(folder)
     try:
-        return Path(DownloadManager(folder).download(url))
+        path = Path(manager.download(url))
     except DownloadError as exc:
         if "HTTP 404" in str(exc) or "HTTP 410" in str(exc):
             raise RemoteInputNotFoundError(f"{url}: no such input ({exc})") from None
         raise
+    if expected is not None and len(expected) > 1 and isinstance(expected[1], dict):
+        record = manager.record(url) or {}
+        got = record.get("validators") or {}
+        now = [record.get("size"), got]
+        if any(got.get(k) != v for k, v in expected[1].items()) or \
+                (expected[0] is not None and record.get("size") != expected[0]):
+            raise _changed(url, expected, now)
+    return path
+
+
+def fetch_http_input(url: str, expected: list[Any] | None = None) -> Path:
+    """This node's copy of an `http(s)://` data file, of the version the fingerprint identified (see `_fetch_http`):
+    parts fetch such files on their own nodes, as they do object-store ones."""
+    return _fetch_http(url, expected)
+
+
+def _http_range(url: str, start: int, stop: int, expected: list[Any] | None) -> bytes:
+    """Bytes [start, stop) of an http(s) resource: a GET with `Range` and, with `expected`, a precondition on the
+    validators the fingerprint recorded (If-Match on the ETag, else If-Unmodified-Since), and the answer's
+    validators compared to them too (a server that ignores preconditions). 412, or other validators, is
+    InputChangedError. A server that ignores Range answers the whole body: the bytes before `start` are skipped."""
+    if stop <= start:
+        return b""
+    wanted = expected[1] if expected and len(expected) > 1 and isinstance(expected[1], dict) else {}
+    headers = {"User-Agent": f"stable-datasets/{__version__}", "Range": f"bytes={start}-{stop - 1}"}
+    if wanted.get("ETag"):
+        headers["If-Match"] = wanted["ETag"]
+    elif wanted.get("Last-Modified"):
+        headers["If-Unmodified-Since"] = wanted["Last-Modified"]
+
+    def fetch() -> bytes:
+        request = urllib.request.Request(url, headers=headers)
+        try:
+            response = urllib.request.urlopen(request, timeout=60)
+        except urllib.error.HTTPError as exc:
+            if exc.code == 412:
+                raise _changed(url, expected, None) from None
+            if exc.code == 416:
+                return b""
+            if exc.code in (404, 410):
+                raise RemoteInputNotFoundError(f"{url}: input vanished while it was being read (HTTP {exc.code})"
+                                               ) from None
+            if exc.code == 429 or exc.code >= 500:
+                raise ConnectionError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+            raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from None
+        with response:
+            got = http_validators(response.headers)
+            if any(got.get(k) is not None and got.get(k) != v for k, v in wanted.items()):
+                raise _changed(url, expected, [None, got])
+            skip = start if response.status != 206 else 0
+            while skip:
+                chunk = response.read(min(skip, 1 << 20))
+                if not chunk:
+                    return b""
+                skip -= len(chunk)
+            return response.read(stop - start)
+
+    try:
+        return with_retries(fetch, lambda exc: isinstance(exc, (ConnectionError, TimeoutError,
+                                                                urllib.error.URLError)), f"read {url}")
+    except (ConnectionError, TimeoutError, urllib.error.URLError) as exc:
+        raise DownloadError(f"cannot read bytes {start}..{stop} of data file {url} ({getattr(exc, 'reason', exc)})"
+                            ) from None

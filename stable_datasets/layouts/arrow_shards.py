@@ -17,7 +17,6 @@ import bisect
 import errno
 import itertools
 import os
-import threading
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
@@ -40,6 +39,7 @@ from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.env import max_open_shards
 from stable_datasets.errors import CacheError, ResourceLimitError
 from stable_datasets.layouts.base import LayoutBackend, StreamUnits, require_choice, require_positive_ints
+from stable_datasets.layouts.mapped_files import MappedFiles
 from stable_datasets.layouts.sharded import (
     ShardedFileWriter,
     merge_numbered_shards,
@@ -147,9 +147,9 @@ def map_limit_error(path: str | Path) -> ResourceLimitError:
         f"{path}: the system refused to map this file (out of memory maps or address space: this process has "
         f"{maps if maps is not None else 'an unknown number of'} memory maps, the kernel allows "
         f"{limit if limit is not None else 'an unknown number'} (vm.max_map_count), and `ulimit -v` bounds the "
-        f"address space). The cache is not damaged. Each opened Arrow cache keeps at most "
-        f"STABLE_DATASETS_MAX_OPEN_SHARDS={max_open_shards()} shard files mapped: lower it, open fewer caches "
-        "at once, or raise vm.max_map_count (sysctl -w vm.max_map_count=262144)")
+        f"address space). The cache is not damaged. Each opened cache keeps at most "
+        f"STABLE_DATASETS_MAX_OPEN_SHARDS={max_open_shards()} shard or fragment files mapped: lower it, open "
+        "fewer caches at once, or raise vm.max_map_count (sysctl -w vm.max_map_count=262144)")
 
 
 class _Shard:
@@ -319,64 +319,36 @@ class _Shard:
         return pa.Table.from_arrays(arrays, schema=self.schema)
 
 
-class _OpenShards:
-    """The shard files of one opened cache that are mapped in this process, and the budget of their gather copies.
+class _OpenShards(MappedFiles[_Shard]):
+    """The shard files of one opened cache that are mapped in this process (at most `env.max_open_shards()`, see
+    layouts.mapped_files), and the budget of their gather copies.
 
-    At most `env.max_open_shards()` files stay mapped, about the least recently used closed first (see `_evict`):
-    each map is one of the kernel's `vm.max_map_count` (65,530 by default) for the whole process, which a cache of
-    70,000 shards mapped at once would exhaust. A file is validated the first time this cache maps it, not again
-    when it comes back. The gather copies of all open shards together hold at most GATHER_MEMORY bytes (`held`);
-    to make room for a new one, the copies made longest ago are dropped.
+    A file is validated the first time this cache maps it, not again when it comes back. The gather copies of all
+    open shards together hold at most GATHER_MEMORY bytes (`held`); to make room for a new one, the copies made
+    longest ago are dropped.
     """
 
     def __init__(self) -> None:
-        self.capacity = max_open_shards()
-        self.lock = threading.RLock()
-        self.open: OrderedDict[int, _Shard] = OrderedDict()
+        super().__init__()
         self.holders: OrderedDict[int, _Shard] = OrderedDict()  # the open shards holding copies, least recent first
         self.validated: set[int] = set()
         self.held = 0
-        self.maps_opened = 0  # shard files mapped so far, reopened ones included
 
     def get(self, index: int, path: str) -> tuple[_Shard, bool]:
         """Shard `index` (at `path`), mapped now if it is not open; (the shard, True when just mapped)."""
-        shard = self.open.get(index)  # a hit takes no lock and moves nothing: it marks the shard used (see evict)
-        if shard is not None:
-            shard.used = True
-            return shard, False
-        with self.lock:
-            shard = self.open.get(index)
-            if shard is not None:
-                return shard, False
-            while len(self.open) >= self.capacity:
-                self._evict()
-            validate = VALIDATE_ON_OPEN and index not in self.validated
-            whole, schema, batches = map_shard(path, validate)
-            if validate:
-                self.validated.add(index)
-            self.maps_opened += 1
-            shard = self.open[index] = _Shard(index, path, whole, schema, batches, self)
-            return shard, True
+        return self.acquire(index, lambda: self._map(index, path))
 
-    def _evict(self) -> None:
-        """Close the oldest shard not used since it was last passed over (CLOCK, an approximation of least recently
-        used that costs a hit one attribute store instead of a reordering)."""
-        victim = next(iter(self.open))
-        for index, shard in self.open.items():
-            if not shard.used:
-                victim = index
-                break
-            shard.used = False
-        self.close(victim)  # the ones passed over go next, unless read again before
+    def _map(self, index: int, path: str) -> _Shard:
+        validate = VALIDATE_ON_OPEN and index not in self.validated
+        whole, schema, batches = map_shard(path, validate)
+        if validate:
+            self.validated.add(index)
+        return _Shard(index, path, whole, schema, batches, self)
 
-    def close(self, index: int) -> None:
-        """Unmap shard `index` (once nothing else holds its buffers) and free its copies."""
-        with self.lock:
-            shard = self.open.pop(index, None)
-            if shard is not None:
-                shard.pooled = False
-                self.holders.pop(index, None)
-                self.held -= shard.drop_plans()
+    def closed(self, shard: _Shard) -> None:
+        """Free the copies of a shard leaving the pool."""
+        self.holders.pop(shard.index, None)
+        self.held -= shard.drop_plans()
 
     def reserve(self, shard: _Shard, nbytes: int) -> bool:
         """Charge a gather copy of `shard` to the budget, dropping other shards' copies to make room; False: no room."""

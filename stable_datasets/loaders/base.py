@@ -13,19 +13,24 @@ A loader says how to read one piece (`read_piece`): Arrow tables for the tabular
 which go to the write path as record batches (`columnar`), or (key, example) pairs for
 images, videos and tar samples, which go through the features' encoders row by row.
 
-Files in an object store (`s3://`, `gs://`) stay URLs in the jobs: each part copies the files it
-reads into its own node's inputs folder (download.inputs) when it reads them, checking that each
-is still the version the fingerprint identified, so parts that run on machines sharing no disk
-find their inputs. The driver reads only what planning needs: sizes from the identity (no
-download), and the first file when the features are inferred. Such a file is not divided into
-ranges (that would need its bytes on the driver): the parts take whole files.
+Files in an object store (`s3://`, `gs://`), and `http(s)://` files whose server gives validators
+(ETag, Last-Modified: the fingerprint's HEAD records them), stay URLs in the jobs: each part copies
+the files it reads into its own node's inputs folder (download.inputs) when it reads them, checking
+that each is still the version the fingerprint identified, so parts that run on machines sharing no
+disk find their inputs. The driver reads only what planning needs: sizes from the identity (no
+download), and the first file when the features are inferred. A large one is divided like a local
+one (`REMOTE_RANGES` loaders: line-based files at line ends found by small ranged reads around each
+cut, Parquet by row groups from its footer), in ranges of at least MIN_RANGE_BYTES, and each part
+fetches only its range (ranged GETs). An error in a range names the URL and the line counted from
+the start of the file (the lines before the range are counted only then).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, cast
@@ -39,20 +44,33 @@ from stable_datasets.builder.file_groups import content_groups
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.paths import downloads_dir
-from stable_datasets.download.inputs import is_object_url
+from stable_datasets.download.inputs import (
+    count_object_lines,
+    fetch_object_range,
+    is_object_url,
+    object_range,
+    open_object,
+    options_for,
+    remote_size,
+)
 from stable_datasets.download.manager import DownloadManager
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.base import as_feature
 from stable_datasets.features.features import Features
 from stable_datasets.features.hf import from_hf_features
-from stable_datasets.loaders.columns import conform_table, is_columnar
+from stable_datasets.loaders.columns import LoaderError, conform_table, is_columnar
 from stable_datasets.loaders.compressed import COMPRESSIONS, compression_suffix, decompressed
 from stable_datasets.loaders.folders import infer_data_files
 from stable_datasets.loaders.read_ahead import read_ahead
+from stable_datasets.urls import is_url
 from stable_datasets.write.engines import JobRunner
 from stable_datasets.write.plan import SplitJobs
 
 #: rows per record batch handed to the write path by the tabular loaders
 BATCH_ROWS = 64 * 1024
+#: a large data file (local or remote) is divided into ranges of at least this many bytes (as many as the parts,
+#: at most): each range costs a part its fixed work (and, remote, a few requests), so no 1,000 tiny parts
+MIN_RANGE_BYTES = 8 << 20
 
 
 @dataclass
@@ -78,6 +96,9 @@ class FileLoader(GeneratorBasedBuilder):
     read_tables: ClassVar[bool] = True
     #: True when `infer_features` reads the first data file only (see `_inference_key`)
     INFERS_FROM_FIRST_FILE: ClassVar[bool] = True
+    #: "bytes": pieces of a remote file are byte ranges its parts fetch alone (`local_piece`, line-based formats);
+    #: "reader": the loader reads its ranges through `remote_reader` (Parquet's row groups); "": whole files
+    REMOTE_RANGES: ClassVar[str] = ""
 
     def __init__(self, config_name: str | None = None, **kwargs: Any):
         super().__init__(config_name, **kwargs)
@@ -139,7 +160,7 @@ class FileLoader(GeneratorBasedBuilder):
         loaders)."""
         if path.startswith("file://"):
             path = path[len("file://"):]
-        elif is_object_url(path):  # this node's verified copy, of the version the fingerprint identified
+        elif self.travels(path):  # this node's verified copy, of the version the fingerprint identified
             path = self.local_input(path)
         elif "://" in path:
             path = str((dl_manager or self._download_manager()).download(path))
@@ -154,7 +175,7 @@ class FileLoader(GeneratorBasedBuilder):
         for paths in self.data_files().values():
             for path in paths:
                 if not self.is_companion(path):
-                    local = self.local_file(path)
+                    local = self.sample_file(path)
                     if _size(local) > 0:
                         return local
                     first = first or local
@@ -162,6 +183,20 @@ class FileLoader(GeneratorBasedBuilder):
             return first
         where = self.config.data_files or self.config.data_dir
         raise FileNotFoundError(f"the '{self.builder_name()}' loader found no data file in {where}")
+
+    def sample_file(self, path: str) -> str:
+        """A local file to infer the features from, for the data file `path`: the file itself (a remote one
+        copied whole) unless a loader reads only the start of it (JSON Lines: a copy of its first MiB)."""
+        return self.local_file(path)
+
+    def remote_start(self, url: str, least: int) -> str:
+        """A local copy of the first `least` bytes of a remote data file and the rest of the line they end in."""
+        size, read_at = self.remote_bytes(url)
+        if not size:  # a server that gives no size (nor, then, ranges we could trust): the whole file
+            return self.local_file(url)
+        stop = line_end(read_at, least, size) if size > least else size
+        return str(fetch_object_range(url, 0, stop, options_for(url, self.input_storage_options),
+                                      self.object_versions.get(url)))
 
     def is_companion(self, path: str) -> bool:
         return os.path.basename(path) in self.companion_files()
@@ -201,20 +236,83 @@ class FileLoader(GeneratorBasedBuilder):
     def _split_generators(self, dl_manager: DownloadManager) -> list[SplitGenerator]:
         generators = []
         for split, paths in self.data_files().items():
-            local = [p if is_object_url(p) else self.local_file(p, dl_manager) for p in paths]  # URLs: by the parts
+            local = [p if self.travels(p) else self.local_file(p, dl_manager) for p in paths]  # URLs: by the parts
             generators.append(SplitGenerator(split, {"pieces": [[p, None, None] for p in local]}))
         return generators
 
     def piece_size(self, path: str) -> int:
         """A piece's file size, for dividing the work: a remote file's from its identity (no download)."""
-        if is_object_url(path):
+        if self.travels(path):
             version = self.object_versions.get(path)
             return int(version[0]) if version and isinstance(version[0], int) else 0
         return _size(path)
 
     def local_piece(self, piece: Piece) -> Piece:
-        """`piece` with its file on this node's disk (an object-store file is copied here first)."""
-        return [self.local_file(piece[0]), *piece[1:]] if is_object_url(piece[0]) else piece
+        """`piece` with its file on this node's disk (an object-store file is copied here first; a byte range of
+        one, only that range: [its copy, 0, its length])."""
+        if not self.travels(piece[0]):
+            return piece
+        if piece[1] is not None and self.REMOTE_RANGES == "bytes":
+            url, start, stop = piece[:3]
+            copy = fetch_object_range(url, start, stop, options_for(url, self.input_storage_options),
+                                      self.object_versions.get(url))
+            return [str(copy), 0, stop - start, *piece[3:]]
+        if piece[1] is not None and self.REMOTE_RANGES == "reader":
+            return piece  # the loader reads its ranges through remote_reader
+        return [self.local_file(piece[0]), *piece[1:]]
+
+    def travels(self, path: str) -> bool:
+        """Whether a data file stays a URL in the jobs, fetched by the part that reads it on its own node: an
+        object-store file, or an http(s) one the fingerprint identified by its validators (`object_versions`)."""
+        return is_object_url(path) or path in self.object_versions
+
+    def remote_reader(self, url: str) -> Any:
+        """A seekable binary file over a remote data file, each read a ranged GET of the version the
+        fingerprint identified (download.inputs.open_object)."""
+        return open_object(url, options_for(url, self.input_storage_options), self.object_versions.get(url))
+
+    def remote_bytes(self, url: str) -> tuple[int, Callable[[int, int], bytes]]:
+        """(size, read_at(offset, n)) of a remote data file: what planning its ranges reads of it (its size from the
+        fingerprint's identity, else a HEAD)."""
+        options, expected = options_for(url, self.input_storage_options), self.object_versions.get(url)
+        size = int(expected[0]) if expected and isinstance(expected[0], int) else remote_size(url, options)
+        return size, lambda offset, n: object_range(url, offset, min(offset + n, size), options, expected)
+
+    def remote_head(self, path: str, n: int) -> bytes:
+        """The first `n` bytes of a data file, local or remote (a ranged GET)."""
+        if is_url(path):
+            return self.remote_bytes(path)[1](0, n)
+        with open(path, "rb") as fh:
+            return fh.read(n)
+
+    def _piece_tables(self, piece: Piece) -> Iterator[pa.Table]:
+        """`read_piece` of a piece on this node, its errors naming the file as the user named it (see `_as_named`)."""
+        local = self.local_piece(piece)
+        try:
+            yield from self.read_piece(local)
+        except StableDatasetsError as exc:
+            raise self._as_named(exc, piece, local) from None
+
+    def _as_named(self, exc: StableDatasetsError, piece: Piece, local: Piece) -> StableDatasetsError:
+        """An error about a local copy of an object-store file (or of a range of it) as one about the URL, its
+        line numbers counted from the start of the file: for a range, the lines before it are counted now (a
+        ranged read of them; only an error needs it)."""
+        url, copy = piece[0], local[0]
+        text = str(exc)
+        if not self.travels(url) or copy == url or copy not in text:
+            return exc
+        offset = 0
+        start = piece[1] if self.REMOTE_RANGES == "bytes" and piece[1] else 0
+        if start and re.search(re.escape(copy) + r"(, line | \(from line )\d+", text):
+            offset = count_object_lines(url, start, options_for(url, self.input_storage_options),
+                                        self.object_versions.get(url))
+        text = re.sub(re.escape(copy) + r"(, line | \(from line )(\d+)",
+                      lambda m: f"{url}{m.group(1)}{int(m.group(2)) + offset}", text)
+        text = text.replace(copy, url)
+        try:
+            return type(exc)(text)
+        except TypeError:
+            return LoaderError(text)
 
     def piece_ranges(self, path: str, parts: int) -> list[Piece]:
         """A file divided into up to `parts` pieces, in order (by default it is not divided)."""
@@ -239,8 +337,9 @@ class FileLoader(GeneratorBasedBuilder):
         weights: list[float] = []
         for piece, size in zip(pieces, sizes):
             parts = max(1, round(num_jobs * size / total)) if len(pieces) < num_jobs else 1
-            if is_object_url(piece[0]):
-                parts = 1  # its ranges would need its bytes here; the parts take whole files
+            parts = min(parts, max(1, size // MIN_RANGE_BYTES))  # no part of a few bytes: its fixed costs dominate
+            if self.travels(piece[0]) and (not self.REMOTE_RANGES or compression_suffix(piece[0])):
+                parts = 1  # a compressed file is read whole (its decompressed copy is what ranges would cut)
             split = [[*r, *piece[3:]] for r in self.piece_ranges(piece[0], parts)] if parts > 1 else [piece]
             divided.extend(split)
             weights.extend([size / len(split)] * len(split))
@@ -276,11 +375,22 @@ class FileLoader(GeneratorBasedBuilder):
     def _generate_examples(self, pieces: list[Piece]) -> Iterator[Any]:  # type: ignore[override]
         """Record batches of the pieces for columnar features, else (key, example) pairs."""
         if self.columnar_examples():
-            for table in read_ahead(table for piece in pieces for table in self.read_piece(self.local_piece(piece))):
+            for table in read_ahead(table for piece in pieces for table in self._piece_tables(piece)):
                 yield from (batch for batch in table.to_batches(BATCH_ROWS) if batch.num_rows)
             return
         for piece in pieces:
-            yield from self.examples_of_piece(self.local_piece(piece))
+            local = self.local_piece(piece)
+            copy = f"{local[0]}:"
+            named = f"{piece[0]}@{piece[1]}:" if piece[1] is not None else f"{piece[0]}:"
+            try:
+                for key, example in self.examples_of_piece(local):
+                    # keys name the file as the user named it (not this node's copy) and, for a range, where it
+                    # starts: rows are counted from the start of the piece, so two ranges of one file never share
+                    # a key (they did: "a.jsonl:0" twice was a duplicate-key error)
+                    yield (named + key[len(copy):] if isinstance(key, str) and key.startswith(copy) else key), \
+                        example
+            except StableDatasetsError as exc:
+                raise self._as_named(exc, piece, local) from None
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
         """Tables of one piece, conformed to the features unless `conform` is False (tabular loaders)."""
@@ -297,6 +407,21 @@ class FileLoader(GeneratorBasedBuilder):
 
     def conform(self, table: pa.Table, where: str, first_row: int) -> pa.Table:
         return conform_table(table, self.features, where, first_row)
+
+
+def line_end(read_at: Callable[[int, int], bytes], offset: int, size: int) -> int:
+    """The offset just past the first line end at or after `offset` (`size` if none): windows of 64 KiB, growing."""
+    window = 64 << 10
+    while offset < size:
+        data = read_at(offset, window)
+        if not data:
+            break
+        found = data.find(b"\n")
+        if found >= 0:
+            return offset + found + 1
+        offset += len(data)
+        window = min(window * 4, 16 << 20)
+    return size
 
 
 @functools.cache

@@ -16,7 +16,7 @@ import itertools
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +25,7 @@ import pyarrow.json as pajson
 
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features
-from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
+from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece, line_end
 from stable_datasets.loaders.columns import (
     LONG_INTEGER,
     LoaderError,
@@ -33,7 +33,9 @@ from stable_datasets.loaders.columns import (
     features_from_schema,
     is_columnar,
 )
+from stable_datasets.loaders.compressed import compression_suffix
 from stable_datasets.loaders.json_depth import check_depth
+from stable_datasets.urls import is_url
 
 BLOCK_BYTES = 16 << 20
 #: pyarrow parses blocks of this size on its threads (one block would use one core)
@@ -70,11 +72,16 @@ class JsonLoader(FileLoader):
                                          path)
         return features_from_schema(table.schema, path)
 
+    def sample_file(self, path: str) -> str:
+        """JSON Lines in a remote file: a copy of its first SAMPLE_BYTES (to a line end), all inference reads."""
+        if is_url(path) and not compression_suffix(path) and not self._transcoded() and not self._is_document(path):
+            return self.remote_start(path, SAMPLE_BYTES)
+        return self.local_file(path)
+
     def _is_document(self, path: str) -> bool:
         if self.config.field is not None:
             return True
-        with open(path, "rb") as fh:
-            head = fh.read(4096)
+        head = self.remote_head(path, 4096)
         text = codecs.getincrementaldecoder(self.config.encoding)("replace").decode(head)
         return text.lstrip("\ufeff \t\r\n").startswith("[")
 
@@ -92,14 +99,16 @@ class JsonLoader(FileLoader):
                               "file's encoding") from None
 
     # -- pieces ----------------------------------------------------------------------------
+    REMOTE_RANGES = "bytes"
+
     def piece_ranges(self, path: str, parts: int) -> list[Piece]:
         if self._is_document(path) or self._transcoded():
             return [[path, None, None]]
-        return line_ranges(path, parts)
+        return line_ranges(path, parts, *self.remote_bytes(path)) if self.travels(path) else line_ranges(path, parts)
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
-        path, start, stop = piece
-        if self._is_document(path):
+        path, start, stop = piece[:3]
+        if start is None and self._is_document(path):  # a range is of JSON Lines (piece_ranges)
             row = 0
             for table in self._document_tables(path):
                 absent = [n for n in self.features if n not in table.column_names]
@@ -187,21 +196,24 @@ def _exact_integer_schema(path: str, sample: bytes, schema: pa.Schema, encoding:
     return schema
 
 
-def line_ranges(path: str, parts: int) -> list[Piece]:
-    """Byte ranges of about equal size that start and end at line ends."""
-    size = os.path.getsize(path)
+def line_ranges(path: str, parts: int, size: int | None = None,
+                read_at: Callable[[int, int], bytes] | None = None) -> list[Piece]:
+    """Byte ranges of about equal size that start and end at line ends: each cut is the end of the line the
+    `size * i / parts` byte falls in. `read_at(offset, n)` reads the file (a remote one: `FileLoader.remote_bytes`,
+    small ranged reads around each cut); by default the local file at `path`."""
+    if read_at is None:
+        with open(path, "rb") as fh:
+            return line_ranges(path, parts, os.fstat(fh.fileno()).st_size,
+                               lambda offset, n: os.pread(fh.fileno(), n, offset))
+    size = int(size or 0)
     bounds = [0]
-    with open(path, "rb") as fh:
-        for i in range(1, parts):
-            target = max(size * i // parts, bounds[-1])
-            fh.seek(target)
-            if target:
-                fh.readline()  # to the end of the line the target falls in
-            position = fh.tell()
-            if position >= size:
-                break
-            if position > bounds[-1]:
-                bounds.append(position)
+    for i in range(1, parts):
+        target = max(size * i // parts, bounds[-1])
+        position = line_end(read_at, target, size) if target else 0
+        if position >= size:
+            break
+        if position > bounds[-1]:
+            bounds.append(position)
     bounds.append(size)
     return [[path, lo, hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
 

@@ -37,6 +37,7 @@ class TextLoader(FileLoader):
     name = "text"
     BUILDER_CONFIG_CLASS = TextConfig
     EXTENSIONS = (".txt", ".text", ".md")
+    INFERS_FROM_FIRST_FILE = False  # the features are always one text column: no file is read for them
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -46,11 +47,17 @@ class TextLoader(FileLoader):
     def infer_features(self) -> Features:
         return Features({"text": Value("string")})
 
+    @property
+    def REMOTE_RANGES(self) -> str:  # type: ignore[override]  # lines only: paragraphs may span a cut
+        return "bytes" if self.config.sample_by == "line" else ""
+
     def piece_ranges(self, path: str, parts: int) -> list[Piece]:
-        return line_ranges(path, parts) if self.config.sample_by == "line" else [[path, None, None]]
+        if self.config.sample_by != "line":
+            return [[path, None, None]]
+        return line_ranges(path, parts, *self.remote_bytes(path)) if self.travels(path) else line_ranges(path, parts)
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
-        path, start, stop = piece
+        path, start, stop = piece[:3]
         schema = pa.schema([pa.field("text", pa.string())])
         if self.config.sample_by == "line":
             for block, line in line_blocks(path, start, stop):

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, TypeVar
 
 from loguru import logger
 
-from stable_datasets.errors import ConfigurationError, StorageError
+from stable_datasets.errors import ConfigurationError, MissingObjectError, StorageError
 from stable_datasets.storage.retry import with_retries
 from stable_datasets.storage.store import LocalWriteError, ObjectInfo, ObjectStore
 
@@ -125,6 +125,17 @@ class FsspecStore(ObjectStore):
 
     def download(self, key: str, destination: Path) -> tuple[int, str]:
         return self._call("download", key, lambda: ObjectStore.download(self, key, destination))
+
+    def get_range(self, key: str, start: int, stop: int, etag: str = "") -> bytes:
+        """`cat_file(start, end)`: the filesystem's ranged read (no conditional read: the caller checks `head`)."""
+
+        def fetch() -> bytes:
+            try:
+                return self.fs.cat_file(self._path(key), start=start, end=stop)
+            except FileNotFoundError:
+                raise MissingObjectError(f"{self.url(key)}: object is missing") from None
+
+        return self._call("read", key, fetch)
 
     def put_bytes(self, key: str, data: bytes) -> None:
         self._call("write", key, lambda: self.fs.pipe_file(self._path(key), data))

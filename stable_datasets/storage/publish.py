@@ -52,6 +52,10 @@ ATTEMPTS = "attempts"
 ATTEMPT_RECORD = "_attempt.json"  # {"host", "pid", "started"}: uploaded first, names the attempt's builder
 SUPERSEDED = "_superseded.json"  # {"at"}: written when a rebuild replaced this attempt's _metadata.json
 UPLOAD_THREADS = 8
+#: server-side copies in flight at once: a copy moves no bytes through this process, only waits on the store, so a
+#: publish of many copied shards (a Ray build merged on the store) keeps as many going as the S3 client's
+#: connection pool allows (storage.s3: 32)
+COPY_THREADS = 32
 
 
 @dataclass(frozen=True)
@@ -142,8 +146,11 @@ def publish_attempt(split: RemoteSplit, build_dir: Path, metadata: CacheMetadata
         else:
             store.put_file(build_dir / item.path, split.key(attempt, item.path))
 
-    with ThreadPoolExecutor(UPLOAD_THREADS) as pool:
-        list(pool.map(send, files_of(metadata)))
+    files = list(files_of(metadata))
+    with ThreadPoolExecutor(COPY_THREADS) as copying, ThreadPoolExecutor(UPLOAD_THREADS) as uploading:
+        done = [copying.submit(send, f) if f.path in copies else uploading.submit(send, f) for f in files]
+        for future in done:
+            future.result()
     _check_uploaded(split, attempt, metadata, set(copies))
     metadata.attempt = attempt
     body = json.dumps(metadata.to_dict(), indent=2, sort_keys=True).encode()

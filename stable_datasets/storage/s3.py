@@ -22,7 +22,15 @@ from loguru import logger
 
 from stable_datasets.errors import ConfigurationError, MissingObjectError, StorageError
 from stable_datasets.storage.retry import max_attempts, with_retries
-from stable_datasets.storage.store import CHUNK, LocalWriteError, ObjectInfo, ObjectStore, local_writes, save_stream
+from stable_datasets.storage.store import (
+    CHUNK,
+    LocalWriteError,
+    ObjectChangedError,
+    ObjectInfo,
+    ObjectStore,
+    local_writes,
+    save_stream,
+)
 
 T = TypeVar("T")
 #: objects bigger than this are downloaded in ranges of this size, PART_THREADS at a time (else one GET)
@@ -178,6 +186,35 @@ class S3Store(ObjectStore):
 
     def download(self, key: str, destination: Path) -> tuple[int, str]:
         return self._call("download", key, lambda: self._download(key, destination))
+
+    conditional_reads = True
+
+    def get_range(self, key: str, start: int, stop: int, etag: str = "") -> bytes:
+        """One ranged GET (`Range: bytes=start-(stop-1)`), with If-Match on `etag` when given: another version of
+        the object is ObjectChangedError (412), never bytes of two versions."""
+        from botocore.exceptions import ClientError
+
+        if stop <= start:
+            return b""
+
+        def fetch() -> bytes:
+            extra = {"IfMatch": etag} if etag else {}
+            try:
+                answer = self.client.get_object(Bucket=self.bucket, Key=key, Range=f"bytes={start}-{stop - 1}",
+                                                **extra)
+            except ClientError as exc:
+                code, status = _code(exc)
+                if code in _MISSING_CODES:
+                    raise MissingObjectError(f"{self.url(key)}: object is missing") from None
+                if code == "PreconditionFailed" or status == 412:
+                    raise ObjectChangedError(f"{self.url(key)}: the object is no longer the version {etag}") from None
+                if code == "InvalidRange":  # starts past the end
+                    return b""
+                raise
+            with answer["Body"] as body:
+                return body.read()
+
+        return self._call("read", key, fetch)
 
     def _download(self, key: str, destination: Path) -> tuple[int, str]:
         """One GET for an object up to PART_BYTES. A bigger one (a Lance data file can be GBs) in ranges of

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from stable_datasets.errors import MissingObjectError, StableDatasetsError
+from stable_datasets.errors import MissingObjectError, StableDatasetsError, StorageError
 from stable_datasets.urls import ObjectURL
 
 CHUNK = 8 << 20
@@ -40,6 +40,8 @@ class ObjectStore(ABC):
     scheme: str
     bucket: str
     storage_options: dict[str, Any]  # as given when it was set up: a pickled store is set up again from them
+    #: True when `get_range(..., etag)` refuses another version itself (S3's If-Match); else callers check `head`
+    conditional_reads: bool = False
 
     def __reduce__(self) -> tuple[Any, ...]:
         """DataLoader workers started by "spawn"/"forkserver" get a stream pickled: the client is set up again
@@ -122,8 +124,34 @@ class ObjectStore(ABC):
             raise MissingObjectError(f"{self.url(key)}: object is missing")
         return save_stream(stream, destination)
 
+    def get_range(self, key: str, start: int, stop: int, etag: str = "") -> bytes:
+        """Bytes [start, stop) of the object (fewer past its end): a part reads only its range of a large input.
+        `etag` (the version the caller identified): stores with conditional reads (S3's If-Match) refuse another
+        version with ObjectChangedError; elsewhere the caller compares `head` after reading. MissingObjectError
+        when the object is missing. This default streams the object up to `stop`; stores override it with a ranged
+        read."""
+
+        def read() -> bytes:
+            stream = self._open_stream(key)
+            if stream is None:
+                raise MissingObjectError(f"{self.url(key)}: object is missing")
+            with stream:
+                skipped = 0
+                while skipped < start:
+                    chunk = stream.read(min(CHUNK, start - skipped))
+                    if not chunk:
+                        return b""
+                    skipped += len(chunk)
+                return stream.read(max(stop - start, 0))
+
+        return read()
+
     def describe(self) -> dict[str, Any]:
         return {"scheme": self.scheme, "bucket": self.bucket}
+
+
+class ObjectChangedError(StorageError):
+    """A conditional read found another version of the object than the one asked for."""
 
 
 #: errors of the local disk (full, over quota, a file size limit, read-only, refused), not of the store

@@ -251,3 +251,60 @@ def test_a_remote_cache_reads_blob_bytes_through_lance(s3_env, blobs_builder):
     assert ds[131] == expected(131) and backend._blobs is None
     assert ds.__getitems__([299, 5, 130, 0]) == [expected(i) for i in (299, 5, 130, 0)]
     assert list(ds) == [expected(i) for i in range(300)]
+
+
+MANY_FRAGMENTS = """
+import stable_datasets as sds
+
+class Many(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({"i": sds.Value("int64"), "blob": sds.Value("binary")}))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {"rows": 1200})]
+
+    def _generate_examples(self, rows):
+        for i in range(rows):
+            yield i, {"i": i, "blob": bytes([i % 256]) * (i % 7 * 10)}
+"""
+
+
+def _mapped_data_files(folder: Path) -> int:
+    """Files under `folder` this process maps now (from /proc/self/maps)."""
+    with open("/proc/self/maps") as fh:
+        return len({line.split()[-1] for line in fh if str(folder) in line})
+
+
+def test_a_cache_of_many_fragments_maps_its_data_files_lazily_and_at_most_the_setting(write_builder, monkeypatch):
+    """Blob data files were all mapped at open: 65,000 fragments ran out of vm.max_map_count (the clear
+    ResourceLimitError, not a lazy open). Now a file is mapped when a read needs it, at most
+    STABLE_DATASETS_MAX_OPEN_SHARDS at once (the pool Arrow shards use), least recently used closed."""
+    builder = write_builder("many", MANY_FRAGMENTS)
+    built = sds.load_dataset(str(builder), split="train", storage_format="lance",
+                             layout_options={"max_rows_per_file": 1})  # 1,200 fragments, one data file each
+    directory = built.cache_dirs[0]
+    data = directory / "data.lance" / "data"
+    assert len(list(data.glob("*.lance"))) == 1200
+    del built
+    monkeypatch.setenv("STABLE_DATASETS_MAX_OPEN_SHARDS", "16")
+    ds = sds.open_cache(directory)
+    assert ds[0] == {"i": 0, "blob": b""}
+    blobs = ds.backends[0]._blobs
+    assert blobs.open_files() == (16, 16)  # the first ones, mapped (and checked) at open
+    assert _mapped_data_files(data) <= 16
+    rows = np.random.default_rng(5).permutation(1200)[:400]
+    assert ds.__getitems__(rows.tolist()) == [{"i": i, "blob": bytes([i % 256]) * (i % 7 * 10)} for i in rows]
+    assert blobs.open_files()[0] == 16 and blobs.open_files()[1] > 300  # one map per fragment touched
+    assert [ds[int(i)]["blob"] for i in rows[:50]] == [bytes([i % 256]) * (i % 7 * 10) for i in rows[:50]]
+    assert ds.with_format("arrow")[rows.tolist()].column("blob").to_pylist() == \
+        [bytes([i % 256]) * (i % 7 * 10) for i in rows]
+    assert [r["i"] for r in ds] == list(range(1200))  # every fragment in turn
+    assert blobs.open_files()[0] == 16 and _mapped_data_files(data) <= 16
+    victim = Path(blobs._paths[1100])  # closed by now: mapped again at its next read, and checked then
+    size = victim.stat().st_size
+    with open(victim, "r+b") as fh:
+        fh.truncate(size - 10)
+    for _ in range(2):
+        with pytest.raises(CacheError, match=rf"{victim}: {size - 10} bytes, but _metadata.json records {size}"):
+            ds[1100]
+    assert ds[1099] == {"i": 1099, "blob": bytes([1099 % 256]) * (1099 % 7 * 10)}

@@ -19,7 +19,9 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.download.inputs import inputs_root
 from stable_datasets.errors import ExampleError, StableDatasetsError
+from stable_datasets.loaders import base as loaders_base
 from stable_datasets.storage.s3 import S3Store
+from tests.http_server import FileServer
 from tests.ray_cluster import part_nodes, s3_ray_cluster
 
 ray = pytest.importorskip("ray")
@@ -221,3 +223,46 @@ def test_a_duplicate_across_parts_on_two_nodes_is_named_by_range_jobs_the_driver
     assert not [k for k in driver_reads if "/_keys/" in k or k.endswith("_keys.arrow")]
     left = [k for k in s3_env.objects() if "/twice/" in k]
     assert not [k for k in left if k.endswith("_metadata.json") or "/.part-" in k], left  # nothing published
+
+
+def _big_jsonl(rows: int) -> bytes:
+    return "".join(json.dumps({"i": i, "text": f"row {i} " + "x" * (i % 37)}) + "\n" for i in rows).encode()
+
+
+def _driver_inputs() -> list[Path]:
+    root = inputs_root()
+    return sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else []
+
+
+def test_one_large_jsonl_on_s3_is_split_in_ranges_read_on_both_nodes(cluster, s3_env, tmp_path, monkeypatch):
+    monkeypatch.setattr(loaders_base, "MIN_RANGE_BYTES", 64 << 10)  # the driver plans: ranges of >= 64 KiB here
+    data = _big_jsonl(range(8000))  # ~400 KB
+    s3_env.write("big/one.jsonl", data)
+    url = f"s3://{s3_env.bucket}/big/one.jsonl"
+    ds = sds.load_dataset("json", data_files=url, split="train", features=FEATURES, engine="ray", num_proc=4)
+    nodes = part_nodes(ds)
+    assert len(nodes) == 4 and len(set(nodes)) == 2  # four ranges, on both worker nodes
+    assert _driver_inputs() == []  # the driver read the cuts' small windows, and copied nothing
+    one = sds.load_dataset("json", data_files=url, split="train", features=FEATURES,
+                           cache_dir=str(tmp_path / "one-process"))
+    assert ds.to_arrow().equals(one.to_arrow()) and ds["i"] == list(range(8000))
+
+
+def test_an_http_data_file_is_fetched_by_the_parts_on_their_nodes_not_by_the_driver(cluster, s3_env, tmp_path,
+                                                                                     monkeypatch):
+    monkeypatch.setattr(loaders_base, "MIN_RANGE_BYTES", 64 << 10)
+    data = _big_jsonl(range(8000))
+    with FileServer() as served:
+        served.files["/one.jsonl"] = data
+        served.validators["/one.jsonl"] = {"ETag": '"v1"'}
+        url = f"{served.url}/one.jsonl"
+        ds = sds.load_dataset("json", data_files=url, split="train", features=FEATURES, engine="ray", num_proc=4)
+        assert None not in [r for _, r in served.requests]  # ranges only, never the whole file
+    nodes = part_nodes(ds)
+    assert len(nodes) == 4 and len(set(nodes)) == 2
+    assert _driver_inputs() == []  # the driver planned from a HEAD and the cuts' windows
+    local = tmp_path / "one.jsonl"
+    local.write_bytes(data)
+    one = sds.load_dataset("json", data_files=str(local), split="train", features=FEATURES,
+                           cache_dir=str(tmp_path / "one-process"))
+    assert ds.to_arrow().equals(one.to_arrow())
