@@ -3,6 +3,7 @@
     python benchmarks/bench_scale.py                       # all three sections (a few minutes)
     python benchmarks/bench_scale.py --only files          # many small files: batches and open cost
     python benchmarks/bench_scale.py --only keys --rows 1000000 10000000
+    python benchmarks/bench_scale.py --only keys --check-only --key-ranges 2 --rows 10000000 100000000
     python benchmarks/bench_scale.py --only metadata --shards 1000 10000 100000 1000000 --open 1000 10000
     python benchmarks/bench_scale.py --only manifest --shards 10000 100000 1000000 --open 10000 100000
     python benchmarks/bench_scale.py --only lance --fragments 1000 4000
@@ -18,7 +19,10 @@ opening the cache in a new process (`open_cache` + the first and last row).
 keys: the duplicate-key check over R synthetic keys ("file-<i>.jpg:0"): the worker side (a part's keys:
 the dict the check held before, 65 B a row, vs `KeyLog`, which spills sorted runs past 512K keys and merges
 them), and the driver side over 8 parts' key files (before: every digest concatenated and `np.unique`d;
-now: `merge_sorted`, a record batch of each file at a time).
+now: `merge_sorted`, a record batch of each file at a time); and the check split by digest range (the same
+keys cut into P range files per part, as parts write them): one driver merge vs the P range jobs run one after
+the other in the driver vs in P forked processes (`find_duplicate_key` with `JobRunner(num_proc=P)`); the
+driver's peak RSS is its own (the jobs' processes hold one merge's memory each).
 
 lance: a Lance cache with a blob column of F fragments (one data file each, built with max_rows_per_file=1),
 opened in a new process and read (first and last row, then 2,000 random rows): seconds, peak memory, and the
@@ -116,7 +120,10 @@ from pathlib import Path
 from stable_datasets.write.keys import MergeStats, merge_sorted
 folder, parts, before = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3] == "1"
 files = [(folder / f"part-{p}.arrow", int(o)) for p, o in zip(range(parts), sys.argv[4:])]
-start = time.perf_counter()
+if (folder / "warm.arrow").is_file():  # first reads and merges untimed (lazy imports, first allocations)
+    merge_sorted([(folder / "warm.arrow", 0), (folder / "warm.arrow", 10**6)], None, folder / "scratch")
+cpu = lambda: sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+start, cpu_start = time.perf_counter(), cpu()
 if before:  # find_duplicate_key until now: every part's keys read, all digests concatenated and np.unique'd
     tables = []
     for path, _ in files:
@@ -130,7 +137,33 @@ else:
     stats = MergeStats()
     assert merge_sorted(files, None, folder / "scratch", stats) is None
     peak = stats.peak_bytes
-done(seconds=time.perf_counter() - start, counted_mb=None if peak is None else round(peak / 2**20, 1))
+done(seconds=time.perf_counter() - start, cpu_seconds=round(cpu() - cpu_start, 2),
+     counted_mb=None if peak is None else round(peak / 2**20, 1))
+"""
+
+KEYS_RANGES = PRELUDE + r"""
+from pathlib import Path
+from stable_datasets.write.engines import JobRunner
+from stable_datasets.write.key_check import check_range, find_duplicate_key, plan_range_checks
+from stable_datasets.write.parts import PartResult, part_dir
+staging, parts, num_proc = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+results = [PartResult.load(part_dir(staging, p)) for p in range(parts)]
+from stable_datasets.write.keys import merge_sorted
+warm = staging.parent / "warm.arrow"  # first reads and merges untimed (lazy imports, first allocations)
+merge_sorted([(warm, 0), (warm, 10**6)], None, staging / "scratch")
+cpu = lambda: sum(resource.getrusage(w).ru_utime + resource.getrusage(w).ru_stime
+                  for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+start, cpu_start = time.perf_counter(), cpu()
+if num_proc > 1:  # the build's way: the range jobs through a JobRunner of num_proc forked processes
+    assert find_duplicate_key(staging, results, JobRunner(num_proc=num_proc)) is None
+    jobs = []
+else:  # the same jobs one after the other in this process, each timed: the longest is the parallel floor
+    jobs = []
+    for check in plan_range_checks(staging, results):
+        began = time.perf_counter()
+        assert check_range(check, staging / ".keys") is None
+        jobs.append(round(time.perf_counter() - began, 2))
+done(seconds=time.perf_counter() - start, cpu_seconds=round(cpu() - cpu_start, 2), jobs=jobs)
 """
 
 LIST_READ = PRELUDE + r"""
@@ -260,38 +293,71 @@ def bench_files(work: Path, files: int) -> None:
               f"{best['rss_mb']} | {best['anon_mb']} |")
 
 
-def bench_keys(work: Path, sizes: list[int]) -> None:
+def bench_keys(work: Path, sizes: list[int], check_only: bool = False, ranges: int = 2) -> None:
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from stable_datasets.write.keys import write_sorted_keys
+    from stable_datasets.write.keys import RangedKeyWriter, write_sorted_keys
+    from stable_datasets.write.parts import KEY_RANGES_DIR, PartResult, part_dir
 
-    print("\n### Duplicate-key check\n")
-    print("| rows | worker before: s / peak RSS MB | worker now (KeyLog): s / peak RSS MB | driver before: s / peak "
-          "RSS MB | driver now (merge): s / peak RSS MB / counted MB |")
-    print("|---:|---|---|---|---|")
+    rows_out: list[str] = []
+    ranged_out: list[str] = []
     rng = np.random.default_rng(0)
     for rows in sizes:
         folder = work / f"keys-{rows}"
         folder.mkdir()
-        worker_before = child(KEYS_WORKER, rows, 1, folder)
-        worker_now = child(KEYS_WORKER, rows, 0, folder)
+        if not check_only:
+            worker_before = child(KEYS_WORKER, rows, 1, folder)
+            worker_now = child(KEYS_WORKER, rows, 0, folder)
         parts, per = 8, rows // 8
         offsets = []
+        staging = folder / "staging"
+        warm = np.sort(rng.integers(0, 2**64 - 1, 10_000, dtype=np.uint64))
+        write_sorted_keys(folder / "warm.arrow", warm, np.arange(10_000, dtype=np.int64),
+                          pc.cast(pa.array(np.arange(10_000)), pa.string()))
         for p in range(parts):
             digests = np.sort(rng.integers(0, 2**64 - 1, per, dtype=np.uint64))
             texts = pc.cast(pa.array(np.arange(p * per, (p + 1) * per)), pa.string())
             write_sorted_keys(folder / f"part-{p}.arrow", digests, np.arange(per, dtype=np.int64), texts)
+            writer = RangedKeyWriter(part_dir(staging, p) / KEY_RANGES_DIR, ranges)  # the same keys, as parts cut them
+            write_sorted_keys(writer, digests, np.arange(per, dtype=np.int64), texts)
+            PartResult(index=p, num_rows=per, shards=[], has_keys=True, key_counts=writer.counts).save(
+                part_dir(staging, p))
             offsets.append(p * per)
-        driver_before = child(KEYS_DRIVER, folder, parts, 1, *offsets)
-        driver_now = child(KEYS_DRIVER, folder, parts, 0, *offsets)
+        del digests, texts
 
         def cell(r: dict) -> str:
             return r.get("error") or f"{r['seconds']:.2f} / {r['rss_mb']}"
 
-        print(f"| {rows:,} | {cell(worker_before)} | {cell(worker_now)} | {cell(driver_before)} | "
-              f"{cell(driver_now)} / {driver_now.get('counted_mb')} |")
+        driver_now = child(KEYS_DRIVER, folder, parts, 0, *offsets)
+        one_process = child(KEYS_RANGES, staging, parts, 1)
+        jobs = child(KEYS_RANGES, staging, parts, ranges)
+
+        def check_cell(r: dict) -> str:
+            return r.get("error") or f"{r['seconds']:.2f} / {r['cpu_seconds']:.2f} / {r['rss_mb']}"
+
+        longest = max(one_process.get("jobs") or [float("nan")])
+        ranged_out.append(f"| {rows:,} | {check_cell(driver_now)} | {check_cell(one_process)} | "
+                          f"{' + '.join(map(str, one_process.get('jobs', [])))} | {check_cell(jobs)} | "
+                          f"{driver_now.get('seconds', float('nan')) / longest:.2f}x |")
+        if not check_only:
+            driver_before = child(KEYS_DRIVER, folder, parts, 1, *offsets)
+            rows_out.append(f"| {rows:,} | {cell(worker_before)} | {cell(worker_now)} | {cell(driver_before)} | "
+                            f"{cell(driver_now)} / {driver_now.get('counted_mb')} |")
+        shutil.rmtree(folder)
+    if rows_out:
+        print("\n### Duplicate-key check\n")
+        print("| rows | worker before: s / peak RSS MB | worker now (KeyLog): s / peak RSS MB | driver before: s / "
+              "peak RSS MB | driver now (merge): s / peak RSS MB / counted MB |")
+        print("|---:|---|---|---|---|")
+        print("\n".join(rows_out))
+    print(f"\n### Duplicate-key check across 8 parts: one merge vs {ranges} digest-range jobs\n")
+    print(f"| rows | one driver merge: s / CPU s / driver peak RSS MB | {ranges} range jobs one after the other: s / "
+          f"CPU s / peak RSS MB | each job: s | {ranges} range jobs in {ranges} processes: s / CPU s (all) / driver "
+          "peak RSS MB | one merge / longest job |")
+    print("|---:|---|---|---|---|---:|")
+    print("\n".join(ranged_out))
 
 
 def _metadata_cache(folder: Path, shards: int, shard_file: Path | None, rows_per_shard: int,
@@ -434,6 +500,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     parser.add_argument("--shards", type=int, nargs="+", default=[1_000, 10_000, 100_000, 1_000_000])
     parser.add_argument("--open", type=int, nargs="+", default=[1_000, 10_000])
+    parser.add_argument("--check-only", action="store_true",
+                        help="keys: only the check across parts (one merge vs range jobs), not the worker side")
+    parser.add_argument("--key-ranges", type=int, default=2, help="keys: digest ranges (jobs, processes) of the check")
     parser.add_argument("--fragments", type=int, nargs="+", default=[1_000, 4_000])
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=os.environ.get("BENCH_DIR")))
@@ -446,7 +515,7 @@ def main() -> None:
     if args.only in (None, "files"):
         bench_files(work, args.files)
     if args.only in (None, "keys"):
-        bench_keys(work, args.rows)
+        bench_keys(work, args.rows, args.check_only, args.key_ranges)
     if args.only in (None, "metadata"):
         bench_metadata(work, args.shards, args.open)
     if args.only in (None, "manifest"):

@@ -3,7 +3,8 @@
 Builders (`DatasetBuilder.prepare`) and dataset transforms (`map`) both hand this package a
 `WritePlan` (what to write and where, resolved once) and an `ExampleSource` (where examples
 come from, split into jobs). Each job is written as a part in the split's staging directory,
-in this process, in forked processes, or as Ray tasks (`engines`); the layout merges the
+in this process, in forked processes, or as Ray tasks (`engines`); keys two parts both wrote
+are found by jobs of the same runner, one per digest range (`key_check`); the layout merges the
 parts in order; the metadata is written last and the staging directory is published.
 `build_once` (write.once) wraps it in the split's lock, so concurrent callers write it once.
 """

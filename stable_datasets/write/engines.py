@@ -75,11 +75,14 @@ class JobRunner:
             return self.num_proc
         return ray_cpus(self.ray_address) if self.engine == "ray" else 1
 
-    def __call__(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], desc: str = "jobs") -> list[Any]:
+    def __call__(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], desc: str = "jobs",
+                 mirrored: bool = True) -> list[Any]:
+        """`fn(*call)` for every call, results in the order of the calls. `mirrored=False`: Ray tasks do not
+        pull and push the shared work folder (jobs that neither read nor write it, such as the key check's)."""
         if not calls:
             return []
         if self.engine == "ray":
-            if self.shared is None:
+            if self.shared is None or not mirrored:
                 return run_ray(fn, calls, self, desc)
             named = [(f"{desc} {i} of {len(calls)}", *args) for i, args in enumerate(calls)]
             results = run_ray(self.shared.around(fn), named, self, desc)

@@ -8,7 +8,10 @@ a billion-row split would need ~65 GB in one process. Instead:
   spilled to a run file every `memory_keys` keys (`KeyLog`);
 - at the part's end its runs are merged into one file sorted by (digest, position): the merge
   finds any duplicate the dict could not see (`merge_sorted`);
-- the driver merges the parts' sorted files the same way to find a key two parts both wrote.
+- a part cuts its sorted keys into P digest ranges (`range_bounds`: the same cuts in every part), one file
+  per range (`RangedKeyWriter`), so the check across parts runs as P jobs (write.key_check), each merging
+  one range of every part (`merge_sorted` with its `digest_range`): a key two parts both wrote has one
+  digest, so both copies meet in the same range.
 
 A merge reads each sorted file a record batch at a time and holds at most ~`MERGE_ROWS` rows of
 all of them at once; more than `FAN_IN` files are merged in passes, so open files stay few too.
@@ -18,6 +21,7 @@ duplicate named is the first in build order: the earliest row whose key an earli
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import shutil
@@ -59,16 +63,128 @@ def key_text(key: Any) -> str:
         return json.dumps(repr(key))
 
 
-def write_sorted_keys(path: Path, digests: np.ndarray, orders: np.ndarray, texts: pa.Array,
+class KeySink:
+    """Where sorted key batches go, in order: `write_batch` each, then `close` (the file appears whole) or
+    `abort`."""
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def abort(self) -> None:
+        raise NotImplementedError
+
+
+class _FileSink(KeySink):
+    """One sorted key file, written under a temporary name and renamed when closed."""
+
+    def __init__(self, path: Path, batch_rows: int | None = None):
+        self.path, self.batch_rows = path, batch_rows or FILE_BATCH_ROWS
+        self._tmp = path.with_name(f".{path.name}.tmp")
+        self._sink = pa.OSFile(str(self._tmp), "wb")
+        self._writer = pa.ipc.new_file(self._sink, KEYS_SCHEMA)
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        self._writer.write_table(pa.Table.from_batches([batch], KEYS_SCHEMA), max_chunksize=self.batch_rows)
+
+    def _shut(self) -> None:
+        self._writer.close()
+        self._sink.close()
+
+    def close(self) -> None:
+        self._shut()
+        self._tmp.replace(self.path)
+
+    def abort(self) -> None:
+        with contextlib.suppress(Exception):
+            self._shut()
+        self._tmp.unlink(missing_ok=True)
+
+
+#: digests are uint64: range bounds go up to this (exclusive)
+DIGEST_END = 1 << 64
+
+
+def range_bounds(ranges: int) -> list[int]:
+    """The P + 1 bounds of P digest ranges (range r holds digests in [bounds[r], bounds[r + 1])): the top bits
+    of the digest when P is a power of two; the same for every part that cuts into P ranges."""
+    if ranges < 1:
+        raise ValueError(f"key ranges must be at least 1, got {ranges}")
+    return [(r << 64) // ranges for r in range(ranges + 1)]
+
+
+def range_file_name(index: int) -> str:
+    return f"{index:05d}.arrow"
+
+
+class RangedKeyWriter(KeySink):
+    """Sorted keys cut into `ranges` digest ranges, one sorted key file per range in `folder`
+    (`range_file_name`); a range without keys has no file. `counts` gives the keys of each range once closed.
+    Reading a range reads its file only."""
+
+    def __init__(self, folder: Path, ranges: int, batch_rows: int | None = None):
+        self.folder, self.batch_rows = folder, batch_rows
+        self.bounds = range_bounds(ranges)
+        self._inner = np.array(self.bounds[1:-1], np.uint64)
+        self.counts = [0] * ranges
+        self._current: tuple[int, _FileSink] | None = None
+        shutil.rmtree(folder, ignore_errors=True)  # files of a killed attempt
+        folder.mkdir(parents=True)
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        if not batch.num_rows:
+            return
+        digest = batch.column(0).to_numpy()
+        cuts = [0, *np.searchsorted(digest, self._inner, side="left").tolist(), len(digest)]
+        for index in range(len(self.counts)):
+            lo, hi = cuts[index], cuts[index + 1]
+            if hi > lo:
+                self._sink(index).write_batch(batch.slice(lo, hi - lo))
+                self.counts[index] += hi - lo
+
+    def _sink(self, index: int) -> _FileSink:
+        if self._current is not None and self._current[0] != index:
+            if self._current[0] > index:
+                raise ValueError("keys written to a RangedKeyWriter must be sorted by digest")
+            self._current[1].close()
+            self._current = None
+        if self._current is None:
+            self._current = (index, _FileSink(self.folder / range_file_name(index), self.batch_rows))
+        return self._current[1]
+
+    def close(self) -> None:
+        if self._current is not None:
+            self._current[1].close()
+            self._current = None
+
+    def abort(self) -> None:
+        if self._current is not None:
+            self._current[1].abort()
+            self._current = None
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _sink_for(out: Path | KeySink, batch_rows: int | None) -> KeySink:
+    return out if isinstance(out, KeySink) else _FileSink(out, batch_rows)
+
+
+def write_sorted_keys(out: Path | KeySink, digests: np.ndarray, orders: np.ndarray, texts: pa.Array,
                       batch_rows: int | None = None) -> None:
-    """Keys sorted by (digest, order) into a key file at `path`, in record batches of `batch_rows`."""
+    """Keys sorted by (digest, order) into a key file at `out` (or into a KeySink such as a RangedKeyWriter,
+    which is closed), in record batches of `batch_rows`."""
     index = np.lexsort((orders, digests))
     table = pa.table({"digest": pa.array(digests[index], pa.uint64()), "order": pa.array(orders[index], pa.int64()),
                       "key": texts.take(pa.array(index))}, schema=KEYS_SCHEMA)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, KEYS_SCHEMA) as out:
-        out.write_table(table, max_chunksize=batch_rows or FILE_BATCH_ROWS)
-    tmp.replace(path)
+    sink = _sink_for(out, batch_rows)
+    try:
+        for batch in table.to_batches(max_chunksize=batch_rows or FILE_BATCH_ROWS):
+            sink.write_batch(batch)
+    except BaseException:
+        sink.abort()
+        raise
+    sink.close()
 
 
 class KeyLog:
@@ -119,9 +235,10 @@ class KeyLog:
         self.runs.append(path)
         self._digests, self._texts = [], []
 
-    def finish(self, out: Path | None) -> Any | None:
+    def finish(self, out: Path | KeySink | None) -> Any | None:
         """The first key of this part that repeats an earlier one, if the memory held could not tell;
-        else None, after writing every key, sorted, to `out` (when given). Run files are removed."""
+        else None, after writing every key, sorted, to `out` (a file, or a KeySink such as a RangedKeyWriter;
+        when given). Run files are removed."""
         try:
             if self.seen is not None:  # never spilled: all keys were checked as they came
                 if out is not None:
@@ -157,15 +274,19 @@ class MergeStats:
 
 
 class _Source:
-    """One sorted key file, read a record batch at a time; `offset` is added to its orders. The file is read,
-    not memory-mapped: the pages of a mapped file stay in the process's RSS (and a container's memory
-    limit counts them) until the kernel needs them back."""
+    """One sorted key file, read a record batch at a time; `offset` is added to its orders; only digests in
+    `digest_range` [lo, hi) are kept (None: all). The file is read, not memory-mapped: the pages of a mapped
+    file stay in the process's RSS (and a container's memory limit counts them) until the kernel needs them
+    back."""
 
-    def __init__(self, path: Path, offset: int):
+    def __init__(self, path: Path, offset: int, digest_range: tuple[int, int] | None = None):
         self._map = pa.OSFile(str(path))  # read, not mapped: the pages read are not kept (a mapped file's are)
         self._reader = pa.ipc.open_file(self._map)
         self._next = 0
         self.offset = offset
+        lo, hi = digest_range or (0, DIGEST_END)
+        self._lo = np.uint64(lo) if lo > 0 else None
+        self._hi = np.uint64(hi) if hi < DIGEST_END else None
         self.digest = np.zeros(0, np.uint64)
         self.order = np.zeros(0, np.int64)
         self.keys: pa.Array = pa.array([], pa.string())
@@ -175,11 +296,20 @@ class _Source:
         return not len(self.digest) and self._next >= self._reader.num_record_batches
 
     def fill(self, rows: int) -> None:
-        """Buffer at least `rows` rows (or the rest of the file)."""
+        """Buffer at least `rows` rows (or the rest of the file, or of its digest range)."""
         while len(self.digest) < rows and self._next < self._reader.num_record_batches:
             batch = self._reader.get_batch(self._next)
             self._next += 1
             digest = batch.column(0).to_numpy()
+            if self._lo is not None or self._hi is not None:
+                start = int(np.searchsorted(digest, self._lo)) if self._lo is not None else 0
+                stop = int(np.searchsorted(digest, self._hi)) if self._hi is not None else len(digest)
+                if stop < len(digest):  # past the range: the rest of the file is not read
+                    self._next = self._reader.num_record_batches
+                if (start, stop) != (0, len(digest)):
+                    batch, digest = batch.slice(start, stop - start), digest[start:stop]
+                if not len(digest):
+                    continue
             order = batch.column(1).to_numpy() + self.offset
             if len(self.digest):
                 self.digest = np.concatenate([self.digest, digest])
@@ -199,13 +329,16 @@ class _Source:
         self._map.close()
 
 
-def merge_sorted(files: list[tuple[Path, int]], out: Path | None, scratch: Path, stats: MergeStats | None = None,
-                 *, fan_in: int | None = None, merge_rows: int | None = None) -> Duplicate | None:
+def merge_sorted(files: list[tuple[Path, int]], out: Path | KeySink | None, scratch: Path,
+                 stats: MergeStats | None = None, *, fan_in: int | None = None, merge_rows: int | None = None,
+                 digest_range: tuple[int, int] | None = None) -> Duplicate | None:
     """Merge sorted key files ((path, order offset) each): the first duplicate in build order, or None
-    after writing the merged keys to `out` (when given). More than `fan_in` files go in passes through
-    `scratch`, which is removed. `stats` (when given) learns what the merge held at most."""
+    after writing the merged keys to `out` (a file or a KeySink, which is closed; when given). More than
+    `fan_in` files go in passes through `scratch`, which is removed. `stats` (when given) learns what the
+    merge held at most. With `digest_range` (lo, hi), only digests in [lo, hi) of each file take part."""
     stats = stats if stats is not None else MergeStats()
     fan_in, merge_rows = max(2, fan_in or FAN_IN), merge_rows or MERGE_ROWS
+    sink = None if out is None else _sink_for(out, None)
     try:
         files = list(files)
         level = 0
@@ -214,31 +347,40 @@ def merge_sorted(files: list[tuple[Path, int]], out: Path | None, scratch: Path,
             scratch.mkdir(parents=True, exist_ok=True)
             merged = scratch / f"pass-{level:06d}.arrow"
             level += 1
-            found = _merge_pass(files[:fan_in], merged, stats, merge_rows)
+            pass_sink = _FileSink(merged)
+            try:
+                found = _merge_pass(files[:fan_in], pass_sink, stats, merge_rows, digest_range)
+            except BaseException:
+                pass_sink.abort()
+                raise
+            pass_sink.close()  # whole even when a duplicate was found: the next pass reads it
             if found is not None:  # a duplicate found in an earlier pass is not always the first: go on
                 best = found if best is None or found.order < best.order else best
             files = [(merged, 0), *files[fan_in:]]
-        last = _merge_pass(files, out if best is None else None, stats, merge_rows)
+        last = _merge_pass(files, sink if best is None else None, stats, merge_rows, digest_range)
         if last is not None and (best is None or last.order < best.order):
             best = last
+        if sink is not None:
+            if best is None:
+                sink.close()
+            else:
+                sink.abort()
+            sink = None
         return best
     finally:
+        if sink is not None:
+            sink.abort()
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _merge_pass(files: list[tuple[Path, int]], out: Path | None, stats: MergeStats,
-                merge_rows: int) -> Duplicate | None:
+def _merge_pass(files: list[tuple[Path, int]], writer: KeySink | None, stats: MergeStats, merge_rows: int,
+                digest_range: tuple[int, int] | None) -> Duplicate | None:
+    """One merge of `files` into `writer` (when given; the caller closes it): the first duplicate it saw."""
     stats.passes += 1
-    sources = [_Source(path, offset) for path, offset in files]
+    sources = [_Source(path, offset, digest_range) for path, offset in files]
     per_source = max(1, merge_rows // max(1, len(sources)))
     best: Duplicate | None = None
     carry = _empty_carry()
-    writer = sink = None
-    tmp = None
-    if out is not None:
-        tmp = out.with_name(f".{out.name}.tmp")
-        sink = pa.OSFile(str(tmp), "wb")
-        writer = pa.ipc.new_file(sink, KEYS_SCHEMA)
     try:
         while True:
             for source in sources:
@@ -271,11 +413,6 @@ def _merge_pass(files: list[tuple[Path, int]], out: Path | None, stats: MergeSta
     finally:
         for source in sources:
             source.close()
-        if writer is not None:
-            writer.close()
-            sink.close()
-    if out is not None and tmp is not None:
-        tmp.replace(out)  # whole even when a duplicate was found: a later pass reads it
     return best
 
 

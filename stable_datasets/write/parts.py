@@ -25,13 +25,14 @@ from stable_datasets.features.features import Features
 from stable_datasets.layouts import layout_module
 from stable_datasets.progress import progress
 from stable_datasets.write.coalesce import coalesced
-from stable_datasets.write.keys import KeyLog, merge_sorted, sorted_key_count
+from stable_datasets.write.keys import KeyLog, RangedKeyWriter, range_file_name
 from stable_datasets.write.plan import WritePlan
 from stable_datasets.write.sources import ExampleSource
 
 PART_PREFIX = ".part-"
 PART_FILE = "_part.json"
-KEYS_FILE = "_keys.arrow"
+KEYS_FILE = "_keys.arrow"  # a part's keys in one sorted file (parts an earlier version wrote)
+KEY_RANGES_DIR = "_keys"  # a part's keys, one sorted file per digest range (write.keys.RangedKeyWriter)
 KEY_RUNS_DIR = ".keys"
 
 
@@ -49,7 +50,10 @@ class PartResult:
     media: list[ShardInfo] = field(default_factory=list)  # relative to the split folder ("../videos/...")
     extra: dict[str, Any] = field(default_factory=dict)  # the layout writer's extra metadata
     features: dict[str, Any] | None = None  # what was written (a transform infers them)
-    has_keys: bool = False  # a keys file lists this part's example keys (for the duplicate check)
+    has_keys: bool = False  # key files list this part's example keys (for the duplicate check)
+    #: the keys in each digest range (the duplicate check's jobs), one file per range that has any
+    #: (`key_range_file`); [] with `has_keys`: one sorted key file (`keys_file`), as an earlier version wrote
+    key_counts: list[int] = field(default_factory=list)
     node: str = ""  # the Ray node that wrote it, when its parts went through the object store
     #: a folder of the staging directory that holds its files instead of its own part folder (the parts an
     #: incremental build links from an earlier cache share one, write.reuse); "" for its part folder
@@ -59,20 +63,45 @@ class PartResult:
         return staging / self.location if self.location else part_dir(staging, self.index)
 
     def keys_file(self, staging: Path) -> Path:
-        """Where its example keys are (`has_keys`), one file per part also in a shared folder."""
+        """Where its example keys are in one file (`has_keys` without `key_counts`), one file per part also in a
+        shared folder."""
         return self.folder(staging) / (f"{self.index:05d}{KEYS_FILE}" if self.location else KEYS_FILE)
+
+    def key_folder(self, staging: Path) -> Path:
+        """Where its example keys are, a file per digest range (`key_counts`), one folder per part also in a
+        shared folder."""
+        return self.folder(staging) / (f"{self.index:05d}{KEY_RANGES_DIR}" if self.location else KEY_RANGES_DIR)
+
+    def key_range_file(self, staging: Path, index: int) -> Path:
+        return self.key_folder(staging) / range_file_name(index)
+
+    def key_paths(self) -> list[str]:
+        """Its key files' paths within its own part folder (as they are uploaded with it, write.remote_parts)."""
+        if not self.has_keys:
+            return []
+        if not self.key_counts:
+            return [KEYS_FILE]
+        return [f"{KEY_RANGES_DIR}/{range_file_name(r)}" for r, count in enumerate(self.key_counts) if count]
+
+    def key_files(self, staging: Path) -> list[Path]:
+        """Its key files in digest order: read one after the other, they are one sorted key file."""
+        if not self.key_counts:
+            return [self.keys_file(staging)]
+        return [self.key_range_file(staging, r) for r, count in enumerate(self.key_counts) if count]
 
     def to_dict(self) -> dict[str, Any]:
         return {"index": self.index, "num_rows": self.num_rows, "shards": [vars(s) for s in self.shards],
                 "media": [vars(m) for m in self.media], "extra": self.extra, "features": self.features,
-                "has_keys": self.has_keys, "node": self.node, "location": self.location}
+                "has_keys": self.has_keys, "key_counts": self.key_counts, "node": self.node,
+                "location": self.location}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PartResult:
         return cls(index=int(data["index"]), num_rows=int(data["num_rows"]),
                    shards=[ShardInfo.from_dict(s) for s in data["shards"]],
                    media=[ShardInfo.from_dict(m) for m in data.get("media", [])], extra=data.get("extra", {}),
-                   features=data.get("features"), has_keys=bool(data.get("has_keys")), node=str(data.get("node", "")),
+                   features=data.get("features"), has_keys=bool(data.get("has_keys")),
+                   key_counts=[int(c) for c in data.get("key_counts", [])], node=str(data.get("node", "")),
                    location=str(data.get("location", "")))
 
     def save(self, directory: Path) -> None:
@@ -226,8 +255,9 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
                 start(features)
                 for held in pending:
                     add(*held)
-            has_keys = source.keyed and num_parts > 1  # for the check across parts (find_duplicate_key)
-            duplicate = keys.finish(directory / KEYS_FILE if has_keys else None)  # within the part, past the dict
+            has_keys = source.keyed and num_parts > 1  # for the check across parts (write.key_check)
+            ranged = RangedKeyWriter(directory / KEY_RANGES_DIR, plan.key_ranges) if has_keys else None
+            duplicate = keys.finish(ranged)  # within the part, past the dict
             if duplicate is not None:
                 raise ExampleError(plan.builder_name, plan.split, duplicate, None,
                                    "duplicate example key within the split")
@@ -243,7 +273,8 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
     media = [ShardInfo(path=f"../{relative}", num_rows=0, num_bytes=size, sha256=Path(relative).name.split(".")[0])
              for relative, size in sorted(store.used.items())]
     result = PartResult(index=index, num_rows=num_rows, shards=shards, media=media, extra=writer.extra_metadata(),
-                        features=features.to_dict(), has_keys=has_keys)
+                        features=features.to_dict(), has_keys=has_keys,
+                        key_counts=ranged.counts if ranged is not None else [])
     result.save(directory)
     return result
 
@@ -273,18 +304,3 @@ def write_record_batches(batches: Iterator[pa.RecordBatch], writer: Any, schema:
             written += batch.num_rows
             bar.update(batch.num_rows)
     return written
-
-
-def find_duplicate_key(staging: Path, parts: list[PartResult]) -> Any | None:
-    """A key that two parts both wrote (keys are unique within each part), else None: the first such in
-    build order. The parts' sorted key files are merged in bounded memory (write.keys)."""
-    keyed = [p for p in parts if p.has_keys]
-    if len(keyed) < 2:
-        return None
-    files, offset = [], 0
-    for part in keyed:
-        path = part.keys_file(staging)
-        files.append((path, offset))
-        offset += sorted_key_count(path)
-    found = merge_sorted(files, None, staging / KEY_RUNS_DIR)
-    return None if found is None else json.loads(found.key)

@@ -42,6 +42,9 @@ class WritePlan:
     #: with it, parts whose source can identify their inputs are recorded and reused by later builds
     #: (write.reuse); "" builds everything and records nothing
     part_basis: str = ""
+    #: how many digest ranges a keyed part cuts its sorted keys into: the jobs of the duplicate-key check
+    #: across parts (write.key_check); write_split sets it from the runner's parallelism
+    key_ranges: int = 1
 
     @property
     def writer_options(self) -> dict[str, Any]:

@@ -11,9 +11,9 @@ that each part's files are there at the sizes its record gives (`StoreParts`), a
 layout's merge against the store (layouts.part_files): a cache file that is a part's file under
 another name (a renumbered shard, a Lance data file) is only noted, and the publish copies that
 object on the store, server-side, to its final name; the merge reads the few small files it needs
-(a part's video records table) and the duplicate-key check the parts' key files. The cache's
-`_metadata.json` is built from the part records (paths, rows, sizes, checksums). A driver's disk
-and network carry records and manifests, not the cache.
+(a part's video records table), and the duplicate-key check's jobs, on the nodes, read the parts' key
+files there (write.key_check). The cache's `_metadata.json` is built from the part records (paths,
+rows, sizes, checksums). A driver's disk and network carry records and manifests, not the cache.
 
 The parts prefix is `<split>/attempts/<id>/parts/`, where `<id>` hashes the jobs (and so the
 fingerprint): a build that failed leaves its finished parts there, and the next build of the same
@@ -64,7 +64,8 @@ def part_key(prefix: str, index: int, relative: str = "") -> str:
 
 
 def finished_remote_part(remote: RemoteParts, prefix: str, index: int) -> PartResult | None:
-    """The part a previous attempt uploaded whole (its record, and each shard it lists at its size), else None."""
+    """The part a previous attempt uploaded whole (its record, each shard it lists at its size, its key files),
+    else None."""
     data = remote.store.get(part_key(prefix, index, PART_FILE))
     if data is None:
         return None
@@ -75,6 +76,8 @@ def finished_remote_part(remote: RemoteParts, prefix: str, index: int) -> PartRe
     sizes = {o.key: o.size for o in remote.store.list(part_key(prefix, index) + "/")}
     if any(sizes.get(part_key(prefix, index, s.path)) != s.num_bytes for s in result.shards):
         return None
+    if any(part_key(prefix, index, path) not in sizes for path in result.key_paths()):
+        return None  # the key check's jobs read them there
     return result
 
 

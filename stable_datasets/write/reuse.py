@@ -39,7 +39,7 @@ from stable_datasets.cache.builds import BuildPin
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo, read_published
 from stable_datasets.cache.publish import STAGING_PREFIX
 from stable_datasets.errors import CacheError
-from stable_datasets.write.keys import KEYS_SCHEMA, sorted_key_count
+from stable_datasets.write.keys import KEYS_SCHEMA, RangedKeyWriter, sorted_key_count
 from stable_datasets.write.parts import PartResult, part_dir
 from stable_datasets.write.plan import WritePlan
 
@@ -81,14 +81,15 @@ def save_part_keys(staging: Path, parts: list[PartResult]) -> bool:
         return False
     with pa.OSFile(str(staging / PART_KEYS_FILE), "wb") as sink, pa.ipc.new_file(sink, _PART_KEYS_SCHEMA) as out:
         for position, part in enumerate(parts):
-            path = part.keys_file(staging)
-            sorted_key_count(path)  # a file an earlier version wrote is made a sorted key file first
-            with pa.memory_map(str(path)) as source:
-                reader = pa.ipc.open_file(source)
-                for i in range(reader.num_record_batches):
-                    batch = reader.get_batch(i)
-                    out.write_batch(pa.record_batch([pa.array(np.full(batch.num_rows, position, np.int32)),
-                                                     *batch.columns], schema=_PART_KEYS_SCHEMA))
+            if not part.key_counts:
+                sorted_key_count(part.keys_file(staging))  # a file an earlier version wrote is sorted first
+            for path in part.key_files(staging):  # its digest ranges in order: one sorted run
+                with pa.memory_map(str(path)) as source:
+                    reader = pa.ipc.open_file(source)
+                    for i in range(reader.num_record_batches):
+                        batch = reader.get_batch(i)
+                        out.write_batch(pa.record_batch([pa.array(np.full(batch.num_rows, position, np.int32)),
+                                                         *batch.columns], schema=_PART_KEYS_SCHEMA))
     return True
 
 
@@ -205,7 +206,7 @@ def reuse_previous(plan: WritePlan, staging: Path, keys: list[str | None], keyed
             if part is not None:
                 reused[index], olds[index] = part, old
         if has_keys and reused and not _split_part_keys(pin, staging, {i: olds[i].position for i in reused},
-                                                        reused):
+                                                        reused, plan.key_ranges):
             for part in reused.values():  # keys that cannot be split out: these parts are built instead
                 for shard in part.shards:
                     (part.folder(staging) / shard.path).unlink(missing_ok=True)
@@ -224,13 +225,15 @@ def _readable_part_keys(pin: BuildPin) -> bool:
         return False
 
 
-def _split_part_keys(pin: BuildPin, staging: Path, positions: dict[int, int], parts: dict[int, PartResult]) -> bool:
-    """Each reused part's keys as its own sorted key file, from the old cache's `PART_KEYS_FILE` (the old parts'
-    rows come one part after another, each sorted, so one output is open at a time); False when it cannot be
-    read."""
+def _split_part_keys(pin: BuildPin, staging: Path, positions: dict[int, int], parts: dict[int, PartResult],
+                     ranges: int) -> bool:
+    """Each reused part's keys cut into `ranges` digest ranges as a part writes them (write.keys.RangedKeyWriter),
+    from the old cache's `PART_KEYS_FILE` (the old parts' rows come one part after another, each sorted, so one
+    output is open at a time); False when it cannot be read."""
     wanted = {position: parts[index] for index, position in positions.items()}
-    writer = sink = None
+    writer: RangedKeyWriter | None = None
     current = -1
+    written: set[int] = set()
     try:
         with pa.memory_map(str(pin.directory / PART_KEYS_FILE)) as source:
             reader = pa.ipc.open_file(source)
@@ -243,22 +246,26 @@ def _split_part_keys(pin: BuildPin, staging: Path, positions: dict[int, int], pa
                     if position != current:
                         if writer is not None:
                             writer.close()
-                            sink.close()
-                            writer = sink = None
+                            wanted[current].key_counts = writer.counts
+                            written.add(current)
+                            writer = None
                         current = position
                         if position in wanted:
-                            sink = pa.OSFile(str(wanted[position].keys_file(staging)), "wb")
-                            writer = pa.ipc.new_file(sink, KEYS_SCHEMA)
+                            writer = RangedKeyWriter(wanted[position].key_folder(staging), ranges)
                     if writer is not None:
                         writer.write_batch(pa.record_batch(batch.columns[1:], schema=KEYS_SCHEMA).slice(lo, hi - lo))
-    except (OSError, pa.ArrowInvalid) as exc:
+        if writer is not None:
+            writer.close()
+            wanted[current].key_counts = writer.counts
+            written.add(current)
+            writer = None
+    except (OSError, pa.ArrowInvalid, ValueError) as exc:
         logger.debug("cannot split the part keys of {}: {}", pin.directory, exc)
         return False
     finally:
         if writer is not None:
-            writer.close()
-            sink.close()
-    return all(part.keys_file(staging).is_file() for part in wanted.values())
+            writer.abort()
+    return written == set(wanted)
 
 
 def _link_part(pin: BuildPin, metadata: CacheMetadata, old: _OldPart, staging: Path, index: int,

@@ -16,6 +16,7 @@ files stay on the store, named in the returned copies, for the publish to copy t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import errno
 import json
@@ -41,7 +42,8 @@ from stable_datasets.layouts import layout_module
 from stable_datasets.layouts.part_files import ON_DISK, PartFiles
 from stable_datasets.version import __version__
 from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
-from stable_datasets.write.parts import PART_PREFIX, PartResult, find_duplicate_key, write_part
+from stable_datasets.write.key_check import find_duplicate_key, key_ranges
+from stable_datasets.write.parts import PART_PREFIX, PartResult, write_part
 from stable_datasets.write.plan import SplitJobs, WritePlan
 from stable_datasets.write.remote_parts import (
     RemoteParts,
@@ -158,6 +160,7 @@ def _write_split(plan: WritePlan, source: ExampleSource,
             remote = plan.remote_parts
             runner.shared = shared_workdir(remote, plan.fingerprint, work)
         split_jobs: SplitJobs = source.plan_jobs(max(1, runner.parallelism), runner, work)
+        plan = dataclasses.replace(plan, key_ranges=key_ranges(runner))  # a key check job per worker
         jobs = split_jobs.jobs or [None]
         if runner.parallelism > 1 and len(jobs) == 1:
             logger.info("{} '{}': one job only (nothing to divide), so it is built in one part",
@@ -175,20 +178,20 @@ def _write_split(plan: WritePlan, source: ExampleSource,
             parts: list[PartResult] = runner(remote_part_writer(write_part, remote, remote_prefix, ray_node_id), calls,
                                              desc=desc)
             files = StoreParts(remote, remote_prefix, parts)  # one listing: every part whole on the store
-            _fetch_key_files(files, staging, parts)
         else:
             parts = runner(write_part, calls, desc=desc)
             if reused:
                 parts = sorted([*parts, *reused.values()], key=lambda p: p.index)
             _check_parts_visible(plan, staging, parts)
-        duplicate = find_duplicate_key(staging, parts)
+        duplicate = find_duplicate_key(staging, parts, runner, remote, remote_prefix,  # as jobs of the runner
+                                       desc=f"{plan.builder_name} '{plan.split}' key range")
         if duplicate is not None:
             raise ExampleError(plan.builder_name, plan.split, duplicate, None, "duplicate example key within the split")
         features = _agreed_features(plan, parts)
         shards, extra = layout_module(plan.layout).merge_parts(staging, parts, files)
         part_files = extra.pop(PART_FILES_KEY, None)
         if any(keys) and part_files is not None and not any(p.media for p in parts) \
-                and (not keyed_parts or save_part_keys(staging, parts)):
+                and (not keyed_parts or (remote is None and save_part_keys(staging, parts))):
             extra[PARTS_KEY] = parts_record(keys, part_files)  # so a later build can reuse these parts
         media = {m.path: m for part in parts for m in part.media}
         nodes = {"part_nodes": [p.node for p in parts]} if remote is not None else {}  # where each part was written
@@ -253,14 +256,6 @@ def _remove_all(folders: list[Path]) -> None:
         return
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda folder: shutil.rmtree(folder, ignore_errors=True), folders))
-
-
-def _fetch_key_files(files: PartFiles, staging: Path, parts: list[PartResult]) -> None:
-    """The duplicate-key check (find_duplicate_key) reads the keyed parts' key files: on the store, they are
-    downloaded into the parts' folders of the staging directory (the only per-row files the driver reads)."""
-    for part in parts:
-        if part.has_keys:
-            files.local(staging, part, part.keys_file(staging).relative_to(part.folder(staging)).as_posix())
 
 
 def _remove_remote(remote: RemoteParts, parts_prefix: str, shared: SharedWorkdir | None) -> None:

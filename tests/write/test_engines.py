@@ -82,6 +82,16 @@ def _double(row):
     return {"double": row["i"] * 2}
 
 
+def test_a_duplicate_key_across_ray_parts_is_named_by_range_jobs_on_ray(write_builder, cache_root):
+    """The check across parts runs as Ray tasks too (one per digest range); the key named is the first repeat in
+    build order: parts 0-2 go to the first task, 3-4 to the second, and (part % 3, i) repeats only across them."""
+    path = write_builder("parts", PARTS_BUILDER.replace("KEY", "(part % 3, i)"))
+    with pytest.raises(ExampleError, match=r"^builder 'parts', split 'train', example key \[0, 0\]: duplicate example "
+                                           r"key within the split$"):
+        sds.load_dataset(str(path), split="train", num_proc=2, engine="ray")
+    assert not list(cache_root.rglob("_metadata.json")) and not list(cache_root.rglob(".staging*"))
+
+
 def test_map_and_filter_on_ray(parts_builder):
     ds = sds.load_dataset(str(parts_builder), split="train")
     expected = ds.map(_double).to_arrow()

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 import stable_datasets as sds
 from stable_datasets.errors import ExampleError
 from stable_datasets.write import keys as keys_module
+from stable_datasets.write.key_check import find_duplicate_key
 from stable_datasets.write.keys import (
     KeyLog,
     MergeStats,
@@ -25,7 +26,7 @@ from stable_datasets.write.keys import (
     merge_sorted,
     write_sorted_keys,
 )
-from stable_datasets.write.parts import KEYS_FILE, PartResult, find_duplicate_key, part_dir
+from stable_datasets.write.parts import KEYS_FILE, PartResult, part_dir
 
 
 def _first_repeat(keys: list) -> object | None:

@@ -18,8 +18,9 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.download.inputs import inputs_root
-from stable_datasets.errors import StableDatasetsError
+from stable_datasets.errors import ExampleError, StableDatasetsError
 from stable_datasets.loaders import base as loaders_base
+from stable_datasets.storage.s3 import S3Store
 from tests.http_server import FileServer
 from tests.ray_cluster import part_nodes, s3_ray_cluster
 
@@ -168,6 +169,60 @@ def test_a_ray_address_nobody_answers_fails_at_once_and_leaves_nothing_on_the_st
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
     assert out.stdout.startswith("cannot reach the Ray cluster at 127.0.0.1:1 (ray_address): "), out.stderr[-3000:]
     assert [k.rsplit("/", 1)[1] for k in s3_env.objects()] == [".splits.json"]  # the split names, nothing else
+
+
+KEYED_BUILDER = """
+import stable_datasets as sds
+
+class Keyed(sds.GeneratorBasedBuilder):
+    def _info(self):
+        return sds.DatasetInfo(features=sds.Features({"part": sds.Value("int32"), "i": sds.Value("int64")}))
+
+    def _split_generators(self, dl_manager):
+        return [sds.SplitGenerator("train", {"parts": list(range(4))})]
+
+    def _generate_examples(self, parts):
+        for part in parts:
+            for i in range(200):
+                yield KEY, {"part": part, "i": i}
+"""
+
+
+@pytest.fixture
+def driver_reads(monkeypatch) -> list[str]:
+    """The keys of every object this process (the driver) reads from the store: a counting S3 store (the real one,
+    on the S3 server, with each read recorded; the Ray workers on the nodes are other processes)."""
+    keys: list[str] = []
+
+    def counting(read):
+        def counted(self, key, *args, **kwargs):
+            keys.append(key)
+            return read(self, key, *args, **kwargs)
+
+        return counted
+
+    for name in ("get", "get_tagged", "download"):
+        monkeypatch.setattr(S3Store, name, counting(getattr(S3Store, name)))
+    return keys
+
+
+def test_a_duplicate_across_parts_on_two_nodes_is_named_by_range_jobs_the_driver_reads_no_key_file(
+        cluster, s3_env, write_builder, driver_reads):
+    """The duplicate-key check runs as range jobs on the nodes, each fetching its range's key files from the store:
+    the key is named as one merge names it (the first repeat in build order), nothing is published, and the
+    driver read no key file (it read the parts' other files)."""
+    fine = sds.load_dataset(str(write_builder("keyed", KEYED_BUILDER.replace("KEY", 'f"{part}-{i}"'))),
+                            split="train", engine="ray", num_proc=4)
+    assert len(fine) == 800 and len(set(part_nodes(fine))) == 2
+    assert driver_reads and not [k for k in driver_reads if "/_keys/" in k or k.endswith("_keys.arrow")]
+    driver_reads.clear()
+    twice = write_builder("twice", KEYED_BUILDER.replace("KEY", '"same" if i == 150 and part else f"{part}-{i}"'))
+    with pytest.raises(ExampleError, match=r"^builder 'twice', split 'train', example key 'same': duplicate example "
+                                           r"key within the split$"):
+        sds.load_dataset(str(twice), split="train", engine="ray", num_proc=4)
+    assert not [k for k in driver_reads if "/_keys/" in k or k.endswith("_keys.arrow")]
+    left = [k for k in s3_env.objects() if "/twice/" in k]
+    assert not [k for k in left if k.endswith("_metadata.json") or "/.part-" in k], left  # nothing published
 
 
 def _big_jsonl(rows: int) -> bytes:

@@ -105,6 +105,8 @@ def test_killed_part_fails_cleanly_and_the_next_build_resumes(parts_builder, cac
     staging = next(cache_root.rglob(".staging-train"))
     finished = json.loads((staging / ".part-00000" / "_part.json").read_text())
     assert finished["num_rows"] == 600  # parts 0 and 1; the second job had parts 2, 3 and 4
+    assert len(finished["key_counts"]) == 2 and sum(finished["key_counts"]) == 600  # its keys in 2 digest ranges
+    assert sorted(p.name for p in (staging / ".part-00000" / "_keys").iterdir()) == ["00000.arrow", "00001.arrow"]
     inode = (staging / ".part-00000" / finished["shards"][0]["path"]).stat().st_ino
     assert sorted(counter.read_text().split()) == ["0", "1", "2", "3"]  # the worker died on part 4
 

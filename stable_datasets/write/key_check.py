@@ -1,0 +1,162 @@
+"""The duplicate-key check across parts, run range by range as jobs of the build's JobRunner.
+
+Keys are unique within a part (the part checks them, write.keys.KeyLog); a key two parts both wrote is
+found here. Every part cut its sorted keys into the same P digest ranges (write.keys.RangedKeyWriter), and a
+key's copies share one digest, so they meet in one range: job r merges range r of every part (a record
+batch of each file at a time) and returns its first duplicate in build order, or None. The driver takes
+the one with the smallest build order, which is the key one merge of every part would name; it merges no
+key itself. The jobs run where the parts ran (forked processes, or Ray tasks on the nodes): on a shared disk
+they read the range files in place; parts that travelled through the object store (write.remote_parts)
+are read there, each job fetching only its range's files, so the driver downloads no key file.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from loguru import logger
+
+from stable_datasets.errors import StableDatasetsError, StorageError
+from stable_datasets.write.engines import JobRunner, ray_node_id
+from stable_datasets.write.keys import Duplicate, merge_sorted, range_bounds, range_file_name, sorted_key_count
+from stable_datasets.write.parts import KEY_RANGES_DIR, KEY_RUNS_DIR, PartResult
+from stable_datasets.write.remote_parts import RemoteParts, part_key
+
+#: at most this many digest ranges (jobs of the check), whatever the parallelism: a keyed part writes a file a range
+MAX_KEY_RANGES = 256
+
+
+def key_ranges(runner: JobRunner) -> int:
+    """How many digest ranges keyed parts cut their keys into (WritePlan.key_ranges): one check job per worker."""
+    return max(1, min(runner.parallelism, MAX_KEY_RANGES))
+
+
+@dataclass(frozen=True)
+class RangeCheck:
+    """One job of the check: the digests [lo, hi) of every part that has keys there. `files` are (a local path,
+    or a key on the store; the order offset of its part; whether it is one whole-part file of an earlier
+    version, which is sorted before it is read)."""
+
+    index: int
+    ranges: int
+    lo: int
+    hi: int
+    files: tuple[tuple[str, int, bool], ...]
+
+    @property
+    def name(self) -> str:
+        return f"key range {self.index + 1} of {self.ranges}"
+
+
+def plan_range_checks(staging: Path, parts: list[PartResult], remote: RemoteParts | None = None,
+                      prefix: str = "") -> list[RangeCheck]:
+    """The jobs of the check: one per digest range where two parts or more have keys (keys are unique within a
+    part, so a range only one part reaches holds no duplicate). Parts cut into the same ranges normally; a part
+    cut otherwise (finished by an earlier attempt of another parallelism) gives each job the files that overlap
+    its range, of which the job keeps the range's digests."""
+    keyed = [p for p in parts if p.has_keys]
+    if len(keyed) < 2:
+        return []
+    ranges = max(len(p.key_counts) for p in keyed) or 1
+    bounds = range_bounds(ranges)
+    offsets, offset = [], 0
+    for part in keyed:
+        offsets.append(offset)
+        offset += _key_count(staging, part, remote)
+    checks = []
+    for index in range(ranges):
+        lo, hi = bounds[index], bounds[index + 1]
+        files: list[tuple[str, int, bool]] = []
+        reached = 0
+        for part, start in zip(keyed, offsets):
+            found = _files_in(staging, part, lo, hi, remote, prefix)
+            files.extend((location, start, legacy) for location, legacy in found)
+            reached += bool(found)
+        if reached > 1:
+            checks.append(RangeCheck(index, ranges, lo, hi, tuple(files)))
+    return checks
+
+
+def _key_count(staging: Path, part: PartResult, remote: RemoteParts | None) -> int:
+    if part.key_counts:
+        return sum(part.key_counts)
+    if remote is not None:  # a keyed part writes one key per row; its file is on the store, not here
+        return part.num_rows
+    return sorted_key_count(part.keys_file(staging))  # an earlier version's file is sorted first
+
+
+def _files_in(staging: Path, part: PartResult, lo: int, hi: int, remote: RemoteParts | None,
+              prefix: str) -> list[tuple[str, bool]]:
+    """The part's key files that hold digests in [lo, hi): (where, whether it is an earlier version's file)."""
+    if not part.key_counts:
+        if remote is not None:
+            return [(part_key(prefix, part.index, part.key_paths()[0]), True)]
+        return [(str(part.keys_file(staging)), False)]  # sorted already by `_key_count`
+    own = range_bounds(len(part.key_counts))
+    found = []
+    for index, count in enumerate(part.key_counts):
+        if count and own[index] < hi and lo < own[index + 1]:
+            if remote is not None:
+                where = part_key(prefix, part.index, f"{KEY_RANGES_DIR}/{range_file_name(index)}")
+            else:
+                where = str(part.key_range_file(staging, index))
+            found.append((where, False))
+    return found
+
+
+#: key files a job fetches from the store at once (one per part that has keys in its range)
+FETCH_THREADS = 8
+
+
+def check_range(check: RangeCheck, scratch: Path, remote: RemoteParts | None = None) -> Duplicate | None:
+    """A job of the check (in a worker): the first duplicate of its range in build order, or None. Files on the
+    store are fetched into `scratch` first (this range's only, `FETCH_THREADS` at a time) and removed after."""
+    folder = scratch / f"range-{check.index:05d}"
+    try:
+        paths = [Path(location) for location, _, _ in check.files]
+        if remote is not None:
+            folder.mkdir(parents=True, exist_ok=True)  # on another node, nothing of the staging folder exists
+            paths = [folder / f"{number:05d}.arrow" for number in range(len(check.files))]
+            with ThreadPoolExecutor(FETCH_THREADS) as pool:
+                list(pool.map(lambda pair: _fetch(check, remote, *pair), zip(check.files, paths)))
+        for path, (_, _, legacy) in zip(paths, check.files):
+            if legacy:
+                sorted_key_count(path)
+        files = [(path, offset) for path, (_, offset, _) in zip(paths, check.files)]
+        return merge_sorted(files, None, folder / "merge", digest_range=(check.lo, check.hi))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _fetch(check: RangeCheck, remote: RemoteParts, file: tuple[str, int, bool], path: Path) -> None:
+    try:
+        remote.store.download(file[0], path)
+    except StorageError as exc:
+        raise StableDatasetsError(f"duplicate-key check, {check.name} (node {ray_node_id() or 'unknown'}): could not "
+                                  f"read {remote.url(file[0])}: {exc}") from None
+
+
+def find_duplicate_key(staging: Path, parts: list[PartResult], runner: JobRunner | None = None,
+                       remote: RemoteParts | None = None, prefix: str = "", desc: str = "key range") -> Any | None:
+    """A key that two parts both wrote, else None: the first such in build order. The ranges are checked as
+    jobs of `runner` (in this process without one); with `remote`, the parts' key files are read from the store
+    under `prefix` (the parts prefix, write.remote_parts) by the jobs, not by this process."""
+    checks = plan_range_checks(staging, parts, remote, prefix)
+    if not checks:
+        return None
+    runner = runner or JobRunner()
+    scratch = staging / KEY_RUNS_DIR
+    logger.debug("duplicate-key check: {} range job(s) over {} part(s)", len(checks), len(parts))
+    try:
+        found = runner(check_range, [(check, scratch, remote) for check in checks], desc=desc, mirrored=False)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    duplicates = [d for d in found if d is not None]
+    if not duplicates:
+        return None
+    return json.loads(min(duplicates, key=lambda d: d.order).key)
