@@ -19,12 +19,13 @@ Standard library only.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
 import uuid
 from pathlib import Path
 
 from loguru import logger
+
+from stable_datasets.cache.publish import file_sha256
 
 SHARED_DIR = ".shared-files"
 
@@ -44,7 +45,7 @@ def share_identical_files(root: Path, staging: Path, shards: list[tuple[str, int
         shared = store_path(root, digest)
         try:
             if shared.is_file() and shared.stat().st_size == size and not os.path.samefile(shared, path) \
-                    and _sha256(shared) != digest:  # the stored copy was damaged in place: replaced by ours
+                    and file_sha256(shared) != digest:  # the stored copy was damaged in place: replaced by ours
                 shared.unlink()
             if shared.is_file() and shared.stat().st_size == size:
                 if os.path.samefile(shared, path):
@@ -61,14 +62,6 @@ def share_identical_files(root: Path, staging: Path, shards: list[tuple[str, int
             logger.debug("cannot share {} with {}: {}", path, shared, exc)
     return saved
 
-
-def _sha256(path: Path) -> str:
-    """Read back before sharing (only when a match is found): a damaged copy must not spread to new caches."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def unshared_files(root: Path) -> list[Path]:

@@ -20,7 +20,6 @@ bytes against `shard_bytes`: a damaged count is found before a row is read); `ve
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -31,6 +30,7 @@ from typing import Any, overload
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import CacheError, StableDatasetsError
 
 SHARD_LIST_FILE = "_shards.arrow"
@@ -139,15 +139,8 @@ def write_shard_list(directory: Path, shards: Sequence[Any], *, sync: bool = Tru
             os.fsync(fd)
         finally:
             os.close(fd)
-    return ShardListRef(count, path.stat().st_size, _sha256(path), int(sizes.sum()), names)
+    return ShardListRef(count, path.stat().st_size, file_sha256(path), int(sizes.sum()), names)
 
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(8 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _inside(path: str) -> bool:
