@@ -14,6 +14,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets import StableDataset
 from stable_datasets.dataset.splits import parse_split
+from tests.fixtures.tars import write_tar
 
 datasets = pytest.importorskip("datasets", minversion="5")  # the behaviour these tests pin is datasets 5's
 
@@ -1030,15 +1031,7 @@ def test_constructor_deliberate_differences():
 
 # -- webdataset, parquet, arrow ----------------------------------------------------------------------
 def _tar(path, members):
-    import io
-    import tarfile
-
-    with tarfile.open(path, "w") as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return str(path)
+    return str(write_tar(path, members))
 
 
 def _jpeg():

@@ -8,7 +8,6 @@ its WebDataset writer (member keys are `quote(sample_id, safe="")`).
 
 from __future__ import annotations
 
-import io
 import json
 import tarfile
 from urllib.parse import quote
@@ -31,21 +30,15 @@ from stable_datasets.interleaved import (
     reconcile_schema,
     resolve_schema,
 )
+from tests.fixtures.tars import write_tar
 
 _BASE = [pa.field("sample_id", pa.string()), pa.field("position", pa.int32()), pa.field("modality", pa.string())]
 
 
-def _tar(path, members):
-    with tarfile.open(path, "w") as tar:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
 
 
 def _doc(path, payload, name="sample.json"):
-    return _tar(path, {name: json.dumps(payload).encode()})
+    return write_tar(path, {name: json.dumps(payload).encode()})
 
 
 def _count(batch, modality):
@@ -134,7 +127,7 @@ def test_non_list_texts_or_images_give_no_rows(tmp_path, payload, modality):
 
 def test_max_batch_bytes_splits_and_empty_inputs(tmp_path):
     for sample_id in ("doc1", "doc2"):
-        _tar(tmp_path / f"{sample_id}.tar", {f"{sample_id}.json": json.dumps(
+        write_tar(tmp_path / f"{sample_id}.tar", {f"{sample_id}.json": json.dumps(
             {"pdf_name": f"{sample_id}.pdf", "texts": ["text"], "images": []}).encode()})
     batches = list(InterleavedWebdatasetReader([tmp_path / "doc1.tar", tmp_path / "doc2.tar"], max_batch_bytes=1))
     assert len(batches) == 2

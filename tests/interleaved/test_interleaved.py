@@ -34,6 +34,7 @@ from stable_datasets.interleaved import (
     unescape_key,
 )
 from tests.fixtures.mint_shards import write_mint_shards
+from tests.fixtures.tars import write_tar
 
 
 @pytest.fixture
@@ -41,13 +42,6 @@ def shards(tmp_path):
     return write_mint_shards(tmp_path / "tars", num_samples=24, samples_per_shard=10, tiff_every=10)
 
 
-def _tar(path, members):
-    with tarfile.open(path, "w") as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
 
 
 def _images(batch):
@@ -173,7 +167,7 @@ def test_mint_pdf_documents_take_one_tiff_frame_per_token(shards):
 
 def test_tokens_resolve_to_members_or_the_default(tmp_path):
     png = b"\x89PNG\r\n\x1a\nfake"
-    path = _tar(tmp_path / "t.tar", [
+    path = write_tar(tmp_path / "t.tar", [
         ("s1.json", json.dumps({"texts": ["a", None, None], "images": [None, "s1.1.png", "pic.png"],
                                 "alt": ["first", "second"], "sid": "custom"}).encode()),
         ("s1.1.png", png), ("s1.pic.png", png + b"2"),
@@ -210,13 +204,13 @@ def test_max_batch_bytes_never_splits_a_sample(shards):
 
 
 def test_unsafe_oversized_and_truncated_tars(tmp_path):
-    evil = _tar(tmp_path / "evil.tar", [("../escape.json", b"{}"), ("/abs.json", b"{}"),
+    evil = write_tar(tmp_path / "evil.tar", [("../escape.json", b"{}"), ("/abs.json", b"{}"),
                                         ("ok.json", json.dumps({"texts": ["x"]}).encode())])
     reader = InterleavedWebdatasetReader(evil)
     assert reader.read().num_items == 1
     assert sorted(m.split(":", 1)[1] for m in reader.unsafe_members) == ["../escape.json", "/abs.json"]
     assert not (tmp_path.parent / "escape.json").exists()
-    big = _tar(tmp_path / "big.tar", [("b.json", b"{}"), ("b.png", b"x" * 5000)])
+    big = write_tar(tmp_path / "big.tar", [("b.json", b"{}"), ("b.png", b"x" * 5000)])
     with pytest.raises(InterleavedReadError, match=r"member 'b.png' is 5000 bytes, over the 1000-byte limit"):
         InterleavedWebdatasetReader(big, max_member_bytes=1000).read()
     data = (tmp_path / "big.tar").read_bytes()
@@ -226,7 +220,7 @@ def test_unsafe_oversized_and_truncated_tars(tmp_path):
     (tmp_path / "cut2.tar").write_bytes(data[:3000])  # inside b.png's data
     with pytest.raises(InterleavedReadError, match=r"cut2.tar: truncated tar, member 'b.png' at byte 1536"):
         InterleavedWebdatasetReader(tmp_path / "cut2.tar").read()
-    no_id = _tar(tmp_path / "noid.tar", [("q.json", b"{}")])
+    no_id = write_tar(tmp_path / "noid.tar", [("q.json", b"{}")])
     with pytest.raises(InterleavedReadError, match="noid.tar:q.json: no 'sid' field"):
         InterleavedWebdatasetReader(no_id, sample_id_field="sid").read()
 
@@ -291,7 +285,7 @@ def test_writer_modes_and_unknown_modalities(shards, tmp_path):
 @pytest.mark.parametrize(("policy", "kept_images", "kept_samples"), [("warn", 3, 2), ("drop_row", 2, 2),
                                                                      ("drop_sample", 1, 1)])
 def test_materialize_error_policies(tmp_path, policy, kept_images, kept_samples):
-    good = _tar(tmp_path / "g.tar", [("x.json", b"{}"), ("x.png", b"PNGDATA")])
+    good = write_tar(tmp_path / "g.tar", [("x.json", b"{}"), ("x.png", b"PNGDATA")])
     ref = build_source_ref(str(good), "x.png", 512 + 512 + 512, 7)  # json header+data, png header
     missing = build_source_ref(str(tmp_path / "gone.tar"), "x.png", 0, 7)
     table = align_table(pa.table({
@@ -349,7 +343,7 @@ def test_interleaved_builder_serves_documents(shards, tmp_path, storage_format):
 
 def test_materialize_mixes_local_and_fsspec_paths(tmp_path):
     fsspec = pytest.importorskip("fsspec")
-    local = _tar(tmp_path / "local.tar", [("a.json", b"{}"), ("a.png", b"LOCALPNG")])
+    local = write_tar(tmp_path / "local.tar", [("a.json", b"{}"), ("a.png", b"LOCALPNG")])
     with fsspec.open("memory://bucket/remote.bin", "wb") as fh:
         fh.write(b"xxxxREMOTEPNGyyyy")
     table = align_table(pa.table({
@@ -417,7 +411,7 @@ def _frames(data):
 
 
 def _doc_tar(path, payload, json_name="sample.json", **members):
-    return _tar(path, [(json_name, json.dumps(payload).encode()), *members.items()])
+    return write_tar(path, [(json_name, json.dumps(payload).encode()), *members.items()])
 
 
 def _rows(batch, modality):
@@ -428,7 +422,8 @@ def _rows(batch, modality):
 def test_curator_tiff_tokens_select_frames_one_row_each(tmp_path):
     tiff = _multi_frame_tiff(3)
     payload = {"pdf_name": "doc.pdf", "texts": ["text_0", None, None], "images": [None, "page_1_img", "page_2_img"]}
-    path = _tar(tmp_path / "tiff-frames.tar", [("sample.json", json.dumps(payload).encode()), ("doc.pdf.tiff", tiff)])
+    path = write_tar(tmp_path / "tiff-frames.tar",
+                     [("sample.json", json.dumps(payload).encode()), ("doc.pdf.tiff", tiff)])
     reader = InterleavedWebdatasetReader(path, sample_id_field="pdf_name", image_extensions=(".tiff",),
                                          materialize_on_read=True)
     images = _rows(reader.read(), "image")
@@ -448,7 +443,8 @@ def test_curator_tiff_tokens_select_frames_one_row_each(tmp_path):
 def test_curator_tiff_frame_index_with_fake_bytes_and_out_of_range(tmp_path):
     payload = {"pdf_name": "doc.pdf", "texts": ["text1", "text2", "text3"],
                "images": [None, "page_0_image_15", "page_1_image_22"]}
-    path = _tar(tmp_path / "sub.tar", [("sample.json", json.dumps(payload).encode()), ("doc.pdf.tiff", b"TIFF_DATA")])
+    path = write_tar(tmp_path / "sub.tar",
+                     [("sample.json", json.dumps(payload).encode()), ("doc.pdf.tiff", b"TIFF_DATA")])
     batch = InterleavedWebdatasetReader(path, sample_id_field="pdf_name", image_extensions=(".tiff",)).read()
     refs = [parse_source_ref(r["source_ref"]) for r in _rows(batch, "image")]
     assert [(r["member"], r["frame_index"]) for r in refs] == [("doc.pdf.tiff", 0), ("doc.pdf.tiff", 1)]
@@ -456,7 +452,7 @@ def test_curator_tiff_frame_index_with_fake_bytes_and_out_of_range(tmp_path):
     assert [r["position"] for r in _rows(batch, "text")] == [0, 1, 2]
     one = _multi_frame_tiff(1)
     payload = {"pdf_name": "doc.pdf", "texts": [None, None], "images": ["frame_0", "frame_1_oob"]}
-    path = _tar(tmp_path / "oob.tar", [("sample.json", json.dumps(payload).encode()), ("doc.pdf.tiff", one)])
+    path = write_tar(tmp_path / "oob.tar", [("sample.json", json.dumps(payload).encode()), ("doc.pdf.tiff", one)])
     good, bad = _rows(InterleavedWebdatasetReader(path, sample_id_field="pdf_name", image_extensions=(".tiff",),
                                                   materialize_on_read=True).read(), "image")
     assert good["materialize_error"] is None and len(_frames(good["binary_content"])) == 1
@@ -467,7 +463,7 @@ def test_curator_tiff_frame_index_with_fake_bytes_and_out_of_range(tmp_path):
 def test_curator_tokens_name_any_member_and_dotted_json_extensions(tmp_path):
     payload = {"doc_id": "doc-custom", "source_doc": "custom.pdf", "captions": ["a", "b"],
                "frames": ["custom-image.jpg"], "primary_image": "custom-image.jpg", "p_hash": "abc123"}
-    path = _tar(tmp_path / "alt-shard-00000.tar", [("sample-xyz.meta.json", json.dumps(payload).encode()),
+    path = write_tar(tmp_path / "alt-shard-00000.tar", [("sample-xyz.meta.json", json.dumps(payload).encode()),
                                                    ("custom-image.jpg", b"custom-image-bytes")])
     for extensions in [(".meta.json",), (".json",), ("json",)]:
         batch = InterleavedWebdatasetReader(path, sample_id_field="doc_id", texts_field="captions",
@@ -484,14 +480,14 @@ def test_curator_tokens_name_any_member_and_dotted_json_extensions(tmp_path):
     a, b = _multi_frame_tiff(2, width=30, height=20), _multi_frame_tiff(3, width=50, height=40)
     payload = {"pdf_name": "doc.pdf", "texts": [None, None, None, None],
                "images": ["a.tiff", "a.tiff", "b.tiff", "b.tiff"]}
-    path = _tar(tmp_path / "multi-tiff.tar", [("sample.json", json.dumps(payload).encode()), ("a.tiff", a),
+    path = write_tar(tmp_path / "multi-tiff.tar", [("sample.json", json.dumps(payload).encode()), ("a.tiff", a),
                                               ("b.tiff", b)])
     batch = InterleavedWebdatasetReader(path, sample_id_field="pdf_name", image_extensions=(".tiff",)).read()
     refs = [parse_source_ref(r["source_ref"]) for r in _rows(batch, "image")]
     assert [(r["member"], r["frame_index"]) for r in refs] == [("a.tiff", 0), ("a.tiff", 1), ("b.tiff", 0),
                                                                 ("b.tiff", 1)]
     payload = {"doc_id": "doc-ct", "captions": ["hello"], "frames": ["token.png"], "primary_image": "fallback.jpg"}
-    path = _tar(tmp_path / "ct.tar", [("sample.meta.json", json.dumps(payload).encode()), ("token.png", b"png"),
+    path = write_tar(tmp_path / "ct.tar", [("sample.meta.json", json.dumps(payload).encode()), ("token.png", b"png"),
                                       ("fallback.jpg", b"jpg")])
     batch = InterleavedWebdatasetReader(path, sample_id_field="doc_id", texts_field="captions", images_field="frames",
                                         image_member_field="primary_image", json_extensions=(".meta.json",)).read()
@@ -499,7 +495,7 @@ def test_curator_tokens_name_any_member_and_dotted_json_extensions(tmp_path):
 
 
 def test_no_documents_in_a_tar_is_said(tmp_path, warnings_logged):
-    path = _tar(tmp_path / "t.tar", [("a.meta", b"{}"), ("a.jpg", b"x")])
+    path = write_tar(tmp_path / "t.tar", [("a.meta", b"{}"), ("a.jpg", b"x")])
     assert InterleavedWebdatasetReader(path).read().num_rows == 0
     assert any("no document" in m and "a.meta" not in m and ".json" in m for m in warnings_logged)
 
@@ -628,7 +624,7 @@ def test_curator_keys_with_dots_are_separate_documents(tmp_path):
         key = quote(sample_id, safe="")  # how Curator's writer names members
         payload = {"sample_id": sample_id, "texts": [sample_id, None], "images": [None, f"{key}.1.jpg"]}
         members += [(f"{key}.json", json.dumps(payload).encode()), (f"{key}.1.jpg", sample_id.encode())]
-    path = _tar(tmp_path / "curator.tar", members)
+    path = write_tar(tmp_path / "curator.tar", members)
     for sample_id_field in (None, "sample_id"):
         batch = InterleavedWebdatasetReader(path, sample_id_field=sample_id_field, materialize_on_read=True).read()
         assert [(r["sample_id"], r["binary_content"]) for r in _rows(batch, "image")] == [
@@ -688,7 +684,7 @@ def test_requested_fields_absent_everywhere_are_null(shards, tmp_path, warnings_
     batch = InterleavedWebdatasetReader(_doc_tar(tmp_path / "m.tar", payload), fields=("p_hash",)).read()
     assert batch.table.column("p_hash").to_pylist() == [None, None]
     assert any("Requested fields not found in source sample: 'p_hash'" in m for m in warnings_logged)
-    empty = _tar(tmp_path / "empty.tar", [("image.jpg", b"abc")])
+    empty = write_tar(tmp_path / "empty.tar", [("image.jpg", b"abc")])
     assert "p_hash" in InterleavedWebdatasetReader(empty, fields=("p_hash",)).read().table.column_names
     assert reconcile_schema(pa.schema([("score", pa.int32())])) == reconcile_schema([pa.schema([("score",
                                                                                                  pa.int32())])])
@@ -701,7 +697,7 @@ def test_frame_refs_on_other_images_and_damaged_tiffs(tmp_path):
     from stable_datasets.interleaved.materialize import tiff_frame
 
     png = cv2.imencode(".png", np.zeros((4, 4, 3), np.uint8))[1].tobytes()
-    path = _tar(tmp_path / "p.tar", [("s.json", b"{}"), ("s.tif", png)])
+    path = write_tar(tmp_path / "p.tar", [("s.json", b"{}"), ("s.tif", png)])
     refs = [build_source_ref(str(path), "s.tif", 1536, len(png), k) for k in (0, 1)]
     table = align_table(pa.table({"sample_id": ["s", "s"], "position": pa.array([0, 1], pa.int32()),
                                   "modality": ["image", "image"], "source_ref": refs}), INTERLEAVED_SCHEMA)
