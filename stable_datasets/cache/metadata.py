@@ -22,6 +22,8 @@ from stable_datasets.cache.shard_list import (
     ShardList,
     ShardListProblem,
     ShardListRef,
+    shard_bytes,
+    shard_rows,
     write_shard_list,
 )
 from stable_datasets.env import shard_list_file_above
@@ -178,15 +180,11 @@ class CacheMetadata:
     def shard_rows(self) -> np.ndarray:
         """The rows of every shard in order, as int64: what a reader needs of all of them, without a ShardInfo
         each (mapped from `_shards.arrow` in a cache of many shards)."""
-        if isinstance(self.shards, ShardList):
-            return self.shards.row_counts()
-        return np.fromiter((s.num_rows for s in self.shards), np.int64, len(self.shards))
+        return shard_rows(self.shards)
 
     def shard_bytes(self) -> np.ndarray:
         """The byte size of every shard file in order, as int64."""
-        if isinstance(self.shards, ShardList):
-            return self.shards.byte_counts()
-        return np.fromiter((s.num_bytes for s in self.shards), np.int64, len(self.shards))
+        return shard_bytes(self.shards)
 
     def shard_path(self, index: int) -> str:
         """The path of shard `index`, relative to the cache folder (no ShardInfo made from `_shards.arrow`)."""

@@ -317,3 +317,17 @@ class ShardList(Sequence):
 
     def __repr__(self) -> str:
         return f"ShardList({self.ref.count} shards in {self.path or self.ref.file})"
+
+
+def shard_rows(shards: Sequence[Any]) -> np.ndarray:
+    """The rows of every shard in `shards` in order (int64): a ShardList's mapped column, else one per ShardInfo."""
+    if isinstance(shards, ShardList):
+        return shards.row_counts()
+    return np.fromiter((s.num_rows for s in shards), np.int64, len(shards))
+
+
+def shard_bytes(shards: Sequence[Any]) -> np.ndarray:
+    """The byte size of every shard file in `shards` in order (int64), the same way."""
+    if isinstance(shards, ShardList):
+        return shards.byte_counts()
+    return np.fromiter((s.num_bytes for s in shards), np.int64, len(shards))

@@ -122,8 +122,7 @@ class FileBackend(LayoutBackend):
 
     def identity(self) -> str:
         """A hash of what decides the rows: the loader, its config, the features, every file and its identity."""
-        config = {k: v for k, v in vars(self.loader.config).items() if k not in ("features", "data_files", "data_dir")}
-        described = [self.loader.builder_name(), json.dumps(config, sort_keys=True, default=str),
+        described = [self.loader.builder_name(), json.dumps(parse_options(self.loader), sort_keys=True, default=str),
                      self.features.to_dict(), [[u.source, u.start, u.stop, u.rows] for u in self.units],
                      self.sources()]  # a remote file by its ETag: its downloaded copy's mtime says nothing
         return hashlib.sha256(json.dumps(described, default=str).encode()).hexdigest()[:16]
@@ -371,6 +370,12 @@ def _read_range(path: str, start: int | None, stop: int | None) -> bytes:
         return fh.read() if stop is None else fh.read(stop - (start or 0))
 
 
+def parse_options(loader: FileLoader) -> dict[str, Any]:
+    """The loader's config fields that decide how its files are cut and parsed (not which files, nor the features):
+    both the stream's identity and the node's remembered row counts are keyed by them, so they change together."""
+    return {k: v for k, v in vars(loader.config).items() if k not in ("features", "data_files", "data_dir")}
+
+
 def open_file_backends(loader: FileLoader, splits: list[str] | None = None) -> dict[str, FileBackend]:
     """split -> the backend of its data files (rows counted; nothing parsed beyond what counting needs). Counts
     are remembered per node (loaders.file_counts): the other ranks of the node, and a restart, count nothing."""
@@ -380,9 +385,8 @@ def open_file_backends(loader: FileLoader, splits: list[str] | None = None) -> d
     for split in wanted:
         if split not in files:
             raise ValueError(f"unknown split {split!r}; the data files have splits {list(files)}")
-    config = {k: v for k, v in vars(loader.config).items() if k not in ("features", "data_files", "data_dir")}
     backends = {}
-    with node_counts(counting_key(loader.name, config, UNIT_BYTES)) as known:
+    with node_counts(counting_key(loader.name, parse_options(loader), UNIT_BYTES)) as known:
         for split in wanted:
             backends[split] = _open_split(loader, split, files[split], known)
     return backends
@@ -392,6 +396,7 @@ def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitC
     identities: dict[str, list[int]] = {}
     named: dict[str, list[Any]] = {}
     pieces: list[tuple[str, list[Any], int | None]] = []
+    counted_as: dict[str, list[Any]] = {}
     for source in sources:
         if loader.is_companion(source):
             continue
@@ -400,7 +405,8 @@ def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitC
         if is_url(source):
             summary = files_identity([source], cache_root=loader.cache_root)
             named[source] = [identities[path][0], summary["sha256"][:16]]
-        counted = known.get(path, [*identities[path], *named.get(source, [])])
+        counted_as[path] = [*identities[path], *named.get(source, [])]  # its identity in the counts file
+        counted = known.get(path, counted_as[path])
         if counted is not None:
             pieces.extend((source, [path, start, stop], rows) for start, stop, rows in counted)
         else:
@@ -409,10 +415,8 @@ def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitC
         counts = list(pool.map(lambda item: item[2] if item[2] is not None else count_rows(loader, item[1]), pieces))
     units = [FileUnit(piece[0], source, piece[1], piece[2], count) for (source, piece, _), count in zip(pieces, counts)]
     by_path: dict[str, list[tuple[Any, Any, int]]] = {}
-    sources_of: dict[str, str] = {}
     for unit in units:
         by_path.setdefault(unit.path, []).append((unit.start, unit.stop, unit.rows))
-        sources_of[unit.path] = unit.source
     for path, counted in by_path.items():
-        known.put(path, [*identities[path], *named.get(sources_of[path], [])], counted)
+        known.put(path, counted_as[path], counted)
     return FileBackend(loader, split, units, identities, named)

@@ -46,7 +46,7 @@ import pyarrow as pa
 from stable_datasets.arrow.cells import table_rows
 from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.cache.metadata import CacheMetadata
-from stable_datasets.cache.shard_list import ShardList
+from stable_datasets.cache.shard_list import shard_rows
 from stable_datasets.errors import CacheError
 from stable_datasets.layouts import layout_module
 from stable_datasets.layouts.base import LayoutBackend, StreamUnits
@@ -76,8 +76,7 @@ class RemoteShards(LayoutBackend):
         self.options = dict(read_options or {})
         self.directory = shard_cache.attempt_dir(split.store, split.key(metadata.attempt))
         self.block_rows = units.block_rows
-        # the whole list's rows as a column when the units are a cache's `_shards.arrow` (no ShardInfo each)
-        counts = units.units.row_counts() if isinstance(units.units, ShardList) else [s.num_rows for s in units.units]
+        counts = shard_rows(units.units)  # a cache's `_shards.arrow` as one column (no ShardInfo each)
         self._shard_starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         total = int(self._shard_starts[-1])
         start, stop = (0, total) if rows is None else (int(rows[0]), int(rows[1]))

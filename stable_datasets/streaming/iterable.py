@@ -299,18 +299,18 @@ class StreamingDataset(_IterableBase):
         """Whether epochs begun by this stream are served in lanes (see the module docstring)."""
         return self._options["lanes"]
 
-    def _fresh_lanes(self, num_workers: int, unit: int) -> Lanes | None:
+    def _fresh_lanes(self, num_workers: int) -> Lanes | None:
         """The lanes of an epoch begun now on this topology (None: row stripes)."""
         if not self._options["lanes"]:
             return None
-        return Lanes(self.world_size, max(1, num_workers), unit)
+        return Lanes(self.world_size, max(1, num_workers), self._unit(num_workers, warn=False))
 
     def pass_lanes(self, num_workers: int) -> Lanes | None:
         """The lanes a pass begun now reads with `num_workers` DataLoader workers: the current topology's at the
         start of an epoch, else the ones the epoch began with. StreamingDataLoader fixes them before its workers
         start, so the main process's state names them."""
         if self.consumed == 0:
-            self._lanes = self._fresh_lanes(num_workers, self._unit(num_workers, warn=False))
+            self._lanes = self._fresh_lanes(num_workers)
         return self._lanes
 
     def open_before_fork(self) -> None:
@@ -350,7 +350,7 @@ class StreamingDataset(_IterableBase):
                  "drop_last": self.drop_last, "consumed": self.consumed}
         lanes = self._lanes
         if self.consumed == 0 and consumed:  # a pass begun by DataLoader workers of which this process saw none
-            lanes = self._fresh_lanes(self._flag.workers() or 1, self._unit(self._flag.workers() or 1, warn=False))
+            lanes = self._fresh_lanes(self._flag.workers() or 1)
         files = self.source_files()
         if files is not None:  # a stream of data files: the state names them, so a changed file is refused
             state["files"] = files_state(files)
@@ -415,7 +415,7 @@ class StreamingDataset(_IterableBase):
         order = self.order.epoch(self.epoch if epoch is None else epoch)
         count = rows_per_rank(self.length, self.world_size, self.drop_last, start)
         indices = rank_indices(np.arange(count), start, self.rank, self.world_size, self.length)
-        lanes = self._fresh_lanes(1, self._unit(1)) if lanes is None else lanes
+        lanes = self._fresh_lanes(1) if lanes is None else lanes
         if lanes is not None:
             indices = lanes.to_order(indices, self.length, self.drop_last)
         return order.positions_at(self._range[0] + indices)

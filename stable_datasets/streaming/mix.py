@@ -126,7 +126,7 @@ class MixPlan:
         else:
             source, draw = np.empty_like(t), np.empty_like(t)
             block = t // DRAWS_PER_CALL
-            for b in (distinct(block) if t.size else []):
+            for b in distinct(block):
                 draws, rank = self._block_draws(b)
                 mine = block == b
                 local = t[mine] - b * DRAWS_PER_CALL
@@ -232,7 +232,7 @@ class MixedSource:
         source, passes, row = self.plan.at_with_pass(np.asarray(positions, dtype=np.int64))
         out: list[Any] = [None] * len(source)
         groups = source * (int(passes.max()) + 1 if len(passes) else 1) + passes  # (source, pass) as one key
-        for key in (distinct(groups) if len(groups) else []):
+        for key in distinct(groups):
             where = np.flatnonzero(groups == key)
             s, pass_ = int(source[where[0]]), int(passes[where[0]])
             order, reader = self._reader(s, pass_)

@@ -50,8 +50,10 @@ WINDOWS_KEPT = 4
 
 
 def distinct(values: np.ndarray) -> list[int]:
-    """The distinct values of a non-empty int array that spans a short range (the windows, blocks or sources
-    one read touches), ascending: a bincount, cheaper than np.unique on these sizes."""
+    """The distinct values of an int array that spans a short range (the windows, blocks or sources one read
+    touches), ascending: a bincount, cheaper than np.unique on these sizes. [] for an empty array."""
+    if not len(values):
+        return []
     low, high = int(values.min()), int(values.max())
     if low == high:
         return [low]

@@ -192,7 +192,7 @@ class SizedMixPlan:
         sources = len(self.counts)
         source, draw = np.empty_like(t), np.empty_like(t)
         block = t // BLOCK
-        for b in (distinct(block) if t.size else []):
+        for b in distinct(block):
             before, inside = self.block_counts(b)
             labels = np.repeat(np.arange(sources), inside)
             labels = np.random.default_rng([self.seed, 2, b]).permutation(labels)
