@@ -44,7 +44,8 @@ def file_sha256(path: Path, chunk_size: int = 8 << 20) -> str:
     return digest.hexdigest()
 
 
-def _fsync_path(path: Path) -> None:
+def fsync_path(path: Path) -> None:
+    """Flush a written file's data to the disk (before a rename or a record that names it makes it count)."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -60,10 +61,10 @@ FSYNC_THREADS = 8
 def _fsync_all(paths: list[Path]) -> None:
     if len(paths) < 2:
         for path in paths:
-            _fsync_path(path)
+            fsync_path(path)
         return
     with ThreadPoolExecutor(min(FSYNC_THREADS, len(paths))) as pool:
-        list(pool.map(_fsync_path, paths))
+        list(pool.map(fsync_path, paths))
 
 
 def share_with_group(path: Path) -> None:
@@ -103,7 +104,7 @@ def publish(staging: Path, final_dir: Path) -> Path:
     build = new_build_dir(final_dir)
     os.rename(staging, build)
     point_to(final_dir, build)
-    _fsync_path(final_dir.parent)
+    fsync_path(final_dir.parent)
     remove_superseded(final_dir)
     return build
 

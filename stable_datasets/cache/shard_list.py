@@ -20,7 +20,6 @@ bytes against `shard_bytes`: a damaged count is found before a row is read); `ve
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from typing import Any, overload
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.cache.publish import file_sha256
+from stable_datasets.cache.publish import file_sha256, fsync_path
 from stable_datasets.errors import CacheError, StableDatasetsError
 
 SHARD_LIST_FILE = "_shards.arrow"
@@ -134,13 +133,8 @@ def write_shard_list(directory: Path, shards: Sequence[Any], *, sync: bool = Tru
                 columns.append(pa.array(paths[lo:hi], pa.string()))
             writer.write_batch(pa.record_batch(columns, schema=schema))
     if sync:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_path(path)
     return ShardListRef(count, path.stat().st_size, file_sha256(path), int(sizes.sum()), names)
-
 
 
 def _inside(path: str) -> bool:

@@ -36,10 +36,9 @@ from stable_datasets.arrow.cells import (
 )
 from stable_datasets.arrow.tables import index_array, ordered_gather
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
-from stable_datasets.env import max_open_shards
-from stable_datasets.errors import CacheError, ResourceLimitError
+from stable_datasets.errors import CacheError
 from stable_datasets.layouts.base import LayoutBackend, StreamUnits, require_choice, require_positive_ints
-from stable_datasets.layouts.mapped_files import MappedFiles
+from stable_datasets.layouts.mapped_files import MappedFiles, map_limit_error, map_refused
 from stable_datasets.layouts.sharded import (
     ShardedFileWriter,
     merge_numbered_shards,
@@ -120,36 +119,6 @@ def _unreadable(path: str | Path, exc: BaseException) -> CacheError:
                           "can make it group-readable (see docs/shared-cache-on-a-cluster.md)")
     return CacheError(f"{path}: corrupt Arrow shard ({type(exc).__name__}: {exc}); `stable-datasets verify` "
                       "checks every shard, download_mode='force_rebuild' builds the cache again")
-
-
-def map_refused(exc: OSError) -> bool:
-    """mmap failed with ENOMEM (Arrow reports it in the message, without an errno)."""
-    return exc.errno == errno.ENOMEM or os.strerror(errno.ENOMEM) in str(exc)
-
-
-def _first_int(path: str) -> int | None:
-    try:
-        with open(path, "rb") as fh:
-            return int(fh.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def map_limit_error(path: str | Path) -> ResourceLimitError:
-    """Why mapping `path` failed, with the numbers: this process's maps against `vm.max_map_count`."""
-    try:
-        with open("/proc/self/maps", "rb") as fh:
-            maps: int | None = sum(1 for _ in fh)
-    except OSError:
-        maps = None
-    limit = _first_int("/proc/sys/vm/max_map_count")
-    return ResourceLimitError(
-        f"{path}: the system refused to map this file (out of memory maps or address space: this process has "
-        f"{maps if maps is not None else 'an unknown number of'} memory maps, the kernel allows "
-        f"{limit if limit is not None else 'an unknown number'} (vm.max_map_count), and `ulimit -v` bounds the "
-        f"address space). The cache is not damaged. Each opened cache keeps at most "
-        f"STABLE_DATASETS_MAX_OPEN_SHARDS={max_open_shards()} shard or fragment files mapped: lower it, open "
-        "fewer caches at once, or raise vm.max_map_count (sysctl -w vm.max_map_count=262144)")
 
 
 class _Shard:

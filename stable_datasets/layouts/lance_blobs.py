@@ -27,8 +27,7 @@ import pyarrow as pa
 
 from stable_datasets.arrow.tables import index_array, ordered_gather
 from stable_datasets.errors import CacheError
-from stable_datasets.layouts.arrow_shards import map_limit_error, map_refused
-from stable_datasets.layouts.mapped_files import MappedFiles
+from stable_datasets.layouts.mapped_files import MappedFiles, map_limit_error, map_refused
 
 #: the `extra.lance_rows_version` of caches whose binary columns are blobs; older caches have none (1)
 BLOB_LAYOUT_VERSION = 2

@@ -12,12 +12,16 @@ closes has `pooled` set to False, so a reader holding it knows to ask again.
 
 from __future__ import annotations
 
+import errno
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from stable_datasets.env import max_open_shards
+from stable_datasets.errors import ResourceLimitError
 
 
 class Mapped(Protocol):
@@ -77,3 +81,33 @@ class MappedFiles(Generic[T]):
 
     def closed(self, item: Any) -> None:
         """Called under the lock for each item leaving the pool."""
+
+
+def map_refused(exc: OSError) -> bool:
+    """mmap failed with ENOMEM (Arrow reports it in the message, without an errno)."""
+    return exc.errno == errno.ENOMEM or os.strerror(errno.ENOMEM) in str(exc)
+
+
+def _first_int(path: str) -> int | None:
+    try:
+        with open(path, "rb") as fh:
+            return int(fh.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def map_limit_error(path: str | Path) -> ResourceLimitError:
+    """Why mapping `path` failed, with the numbers: this process's maps against `vm.max_map_count`."""
+    try:
+        with open("/proc/self/maps", "rb") as fh:
+            maps: int | None = sum(1 for _ in fh)
+    except OSError:
+        maps = None
+    limit = _first_int("/proc/sys/vm/max_map_count")
+    return ResourceLimitError(
+        f"{path}: the system refused to map this file (out of memory maps or address space: this process has "
+        f"{maps if maps is not None else 'an unknown number of'} memory maps, the kernel allows "
+        f"{limit if limit is not None else 'an unknown number'} (vm.max_map_count), and `ulimit -v` bounds the "
+        f"address space). The cache is not damaged. Each opened cache keeps at most "
+        f"STABLE_DATASETS_MAX_OPEN_SHARDS={max_open_shards()} shard or fragment files mapped: lower it, open "
+        "fewer caches at once, or raise vm.max_map_count (sysctl -w vm.max_map_count=262144)")

@@ -43,7 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.errors import CacheError, StableDatasetsError
 from stable_datasets.storage import shard_cache
 from stable_datasets.storage.store import ObjectStore
@@ -139,16 +139,10 @@ def publish_attempt(split: RemoteSplit, build_dir: Path, metadata: CacheMetadata
     store.put_bytes(split.key(attempt, ATTEMPT_RECORD), json.dumps(
         {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}).encode())
     copies = copies or {}
-
-    def send(item: ShardInfo) -> None:
-        if item.path in copies:
-            store.copy(copies[item.path], split.key(attempt, item.path), item.num_bytes)
-        else:
-            store.put_file(build_dir / item.path, split.key(attempt, item.path))
-
-    files = list(files_of(metadata))
     with ThreadPoolExecutor(COPY_THREADS) as copying, ThreadPoolExecutor(UPLOAD_THREADS) as uploading:
-        done = [copying.submit(send, f) if f.path in copies else uploading.submit(send, f) for f in files]
+        done = [copying.submit(store.copy, copies[f.path], split.key(attempt, f.path), f.num_bytes) if f.path in copies
+                else uploading.submit(store.put_file, build_dir / f.path, split.key(attempt, f.path))
+                for f in files_of(metadata)]
         for future in done:
             future.result()
     _check_uploaded(split, attempt, metadata, set(copies))

@@ -253,10 +253,7 @@ class RemoteOrigin:
         local = shard_cache.attempt_dir(self.store, self.attempt_key)
         with local_writes():
             local.mkdir(parents=True, exist_ok=True)
-        listed = metadata.shard_list_file  # a cache of many shards: its list first, then the shards it names
-        if listed is not None:
-            shard_cache.fetch(self.store, f"{self.attempt_key}/{listed.path}", local / listed.path, listed)
-            metadata.attach_shard_list(local)
+        RemoteSplit(self.store, self.split_prefix).fetch_shard_list(metadata)  # its list first, then the shards
         for item in files_of(metadata):
             if item.path not in self.in_place:
                 shard_cache.fetch(self.store, f"{self.attempt_key}/{item.path}", local / item.path, item)

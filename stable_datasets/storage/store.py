@@ -12,7 +12,6 @@ import contextlib
 import errno
 import hashlib
 import os
-import tempfile
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -90,14 +89,10 @@ class ObjectStore(ABC):
         self.put_bytes(key, data)
         return True
 
+    @abstractmethod
     def copy(self, source: str, key: str, size: int) -> None:
-        """Make `key` a copy of the object `source` (`size` bytes) of this bucket. Stores that copy server-side
-        (S3's CopyObject) override this, so the bytes never travel through this machine; this default downloads
-        the object and uploads it again."""
-        with tempfile.TemporaryDirectory(prefix="sds-copy-") as folder:
-            local = Path(folder) / "object"
-            self.download(source, local)
-            self.put_file(local, key)
+        """Make `key` a copy of the object `source` (`size` bytes) of this bucket, on the store where it can
+        (S3's CopyObject), so the bytes never travel through this machine."""
 
     @abstractmethod
     def list(self, prefix: str) -> list[ObjectInfo]:
@@ -124,27 +119,12 @@ class ObjectStore(ABC):
             raise MissingObjectError(f"{self.url(key)}: object is missing")
         return save_stream(stream, destination)
 
+    @abstractmethod
     def get_range(self, key: str, start: int, stop: int, etag: str = "") -> bytes:
         """Bytes [start, stop) of the object (fewer past its end): a part reads only its range of a large input.
         `etag` (the version the caller identified): stores with conditional reads (S3's If-Match) refuse another
         version with ObjectChangedError; elsewhere the caller compares `head` after reading. MissingObjectError
-        when the object is missing. This default streams the object up to `stop`; stores override it with a ranged
-        read."""
-
-        def read() -> bytes:
-            stream = self._open_stream(key)
-            if stream is None:
-                raise MissingObjectError(f"{self.url(key)}: object is missing")
-            with stream:
-                skipped = 0
-                while skipped < start:
-                    chunk = stream.read(min(CHUNK, start - skipped))
-                    if not chunk:
-                        return b""
-                    skipped += len(chunk)
-                return stream.read(max(stop - start, 0))
-
-        return read()
+        when the object is missing."""
 
     def describe(self) -> dict[str, Any]:
         return {"scheme": self.scheme, "bucket": self.bucket}
