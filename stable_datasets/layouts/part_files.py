@@ -19,6 +19,10 @@ from typing import TYPE_CHECKING, Protocol
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
 
+#: the key of a merge's extra that lists the cache files each part became: the write path records it, so a later
+#: build can reuse those parts (write.reuse)
+PART_FILES_KEY = "part_files"
+
 
 class PartFiles(Protocol):
     """The files of the parts a merge joins (paths of a part's files are relative to its folder)."""

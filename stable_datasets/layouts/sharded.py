@@ -22,7 +22,7 @@ from stable_datasets.cache.hashing import FileHasher
 from stable_datasets.cache.journal import ShardJournal
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.layouts.base import LayoutWriter, StreamUnits
-from stable_datasets.layouts.part_files import ON_DISK, PartFiles
+from stable_datasets.layouts.part_files import ON_DISK, PART_FILES_KEY, PartFiles
 
 if TYPE_CHECKING:
     from stable_datasets.write.parts import PartResult
@@ -135,7 +135,7 @@ def merge_numbered_shards(staging: Path, parts: list[PartResult],
         files.place(staging, parts[position], shard.path, name)
         shards.append(dataclasses.replace(shard, path=name))
         part_files[position].append(name)
-    return shards, {"part_files": part_files}
+    return shards, {PART_FILES_KEY: part_files}
 
 
 def seal_sharded_part(folder: Path, part: PartResult) -> PartResult:

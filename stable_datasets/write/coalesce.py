@@ -14,8 +14,10 @@ from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 
-#: a joined batch ends once it holds this many bytes, whatever its rows (the encoder's bound, too)
-MAX_BATCH_BYTES = 64 << 20
+from stable_datasets.features.encoder import DEFAULT_BATCH_BYTES
+
+#: a joined batch ends once it holds this many bytes, whatever its rows: the encoder's bound
+MAX_BATCH_BYTES = DEFAULT_BATCH_BYTES
 
 
 def coalesced(batches: Iterable[pa.RecordBatch], max_rows: int,

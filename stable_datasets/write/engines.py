@@ -9,7 +9,6 @@ Results come back in the order of the calls; the first failure stops the others.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import multiprocessing
 import multiprocessing.connection
 import pickle
@@ -31,6 +30,7 @@ from loguru import logger
 
 from stable_datasets.env import env_text
 from stable_datasets.errors import StableDatasetsError, WorkerDiedError
+from stable_datasets.version import __version__
 from stable_datasets.write.seeding import reseed_after_fork
 
 ENGINES = ("process", "ray")
@@ -313,11 +313,7 @@ def _worker_of(exc: BaseException) -> str:
 def _install_hint(module: str) -> str:
     if module.split(".")[0] != "stable_datasets":
         return f"install the package that provides {module.split('.')[0]} on every node of the cluster"
-    try:
-        version = importlib.metadata.version("stable-datasets")
-    except importlib.metadata.PackageNotFoundError:
-        version = "the driver's version"
-    return (f"install stable-datasets ({version}, as on the driver) on every node of the cluster: in the nodes' "
+    return (f"install stable-datasets ({__version__}, as on the driver) on every node of the cluster: in the nodes' "
             "image or environment, or with ray.init(runtime_env={'pip': [...]}); nothing was published")
 
 

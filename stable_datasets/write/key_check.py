@@ -12,6 +12,7 @@ are read there, each job fetching only its range's files, so the driver download
 
 from __future__ import annotations
 
+import bisect
 import json
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -68,13 +69,14 @@ def plan_range_checks(staging: Path, parts: list[PartResult], remote: RemotePart
     for part in keyed:
         offsets.append(offset)
         offset += _key_count(staging, part, remote)
+    cuts = [range_bounds(len(p.key_counts)) if p.key_counts else [] for p in keyed]  # each part's, once
     checks = []
     for index in range(ranges):
         lo, hi = bounds[index], bounds[index + 1]
         files: list[tuple[str, int, bool]] = []
         reached = 0
-        for part, start in zip(keyed, offsets):
-            found = _files_in(staging, part, lo, hi, remote, prefix)
+        for part, start, own in zip(keyed, offsets, cuts):
+            found = _files_in(staging, part, own, lo, hi, remote, prefix)
             files.extend((location, start, legacy) for location, legacy in found)
             reached += bool(found)
         if reached > 1:
@@ -90,17 +92,20 @@ def _key_count(staging: Path, part: PartResult, remote: RemoteParts | None) -> i
     return sorted_key_count(part.keys_file(staging))  # an earlier version's file is sorted first
 
 
-def _files_in(staging: Path, part: PartResult, lo: int, hi: int, remote: RemoteParts | None,
+def _files_in(staging: Path, part: PartResult, own: list[int], lo: int, hi: int, remote: RemoteParts | None,
               prefix: str) -> list[tuple[str, bool]]:
-    """The part's key files that hold digests in [lo, hi): (where, whether it is an earlier version's file)."""
+    """The part's key files that hold digests in [lo, hi) (`own`: the part's range bounds): (where, whether it is an
+    earlier version's file). Only the part's ranges from the one holding `lo` are looked at, so planning P ranges
+    over N parts costs about P x N steps, not P x P x N."""
     if not part.key_counts:
         if remote is not None:
             return [(part_key(prefix, part.index, part.key_paths()[0]), True)]
         return [(str(part.keys_file(staging)), False)]  # sorted already by `_key_count`
-    own = range_bounds(len(part.key_counts))
     found = []
-    for index, count in enumerate(part.key_counts):
-        if count and own[index] < hi and lo < own[index + 1]:
+    for index in range(max(0, bisect.bisect_right(own, lo) - 1), len(part.key_counts)):
+        if own[index] >= hi:
+            break
+        if part.key_counts[index] and lo < own[index + 1]:
             if remote is not None:
                 where = part_key(prefix, part.index, f"{KEY_RANGES_DIR}/{range_file_name(index)}")
             else:

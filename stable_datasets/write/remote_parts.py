@@ -63,6 +63,11 @@ def part_key(prefix: str, index: int, relative: str = "") -> str:
     return f"{prefix}/{name}/{relative}" if relative else f"{prefix}/{name}"
 
 
+def shards_listed(sizes: dict[str, int], prefix: str, part: PartResult) -> bool:
+    """Whether a listing ({key: size}) of the parts prefix holds each shard the part's record lists, at its size."""
+    return all(sizes.get(part_key(prefix, part.index, s.path)) == s.num_bytes for s in part.shards)
+
+
 def finished_remote_part(remote: RemoteParts, prefix: str, index: int) -> PartResult | None:
     """The part a previous attempt uploaded whole (its record, each shard it lists at its size, its key files),
     else None."""
@@ -74,7 +79,7 @@ def finished_remote_part(remote: RemoteParts, prefix: str, index: int) -> PartRe
     except (ValueError, KeyError, TypeError):
         return None
     sizes = {o.key: o.size for o in remote.store.list(part_key(prefix, index) + "/")}
-    if any(sizes.get(part_key(prefix, index, s.path)) != s.num_bytes for s in result.shards):
+    if not shards_listed(sizes, prefix, result):
         return None
     if any(part_key(prefix, index, path) not in sizes for path in result.key_paths()):
         return None  # the key check's jobs read them there
@@ -138,7 +143,7 @@ class StoreParts:
             if record not in sizes:
                 raise StableDatasetsError(f"part {part.index} of {len(parts)} (node {part.node or 'unknown'}) is not "
                                           f"on the store: no {remote.url(record)}")
-            if any(sizes.get(part_key(prefix, part.index, s.path)) != s.num_bytes for s in part.shards):
+            if not shards_listed(sizes, prefix, part):
                 raise StableDatasetsError(f"part {part.index} of {len(parts)} (node {part.node or 'unknown'}): its "
                                           f"files on {remote.url(part_key(prefix, part.index))}/ do not match its "
                                           "record")

@@ -45,8 +45,6 @@ from stable_datasets.write.plan import WritePlan
 
 #: `_metadata.json` extra: one [part key or None, number of shard files] per part, in order
 PARTS_KEY = "parts"
-#: what a layout's merge reports in its extra: the published file names of each part (popped before publishing)
-PART_FILES_KEY = "part_files"
 #: the staging folder's folder of the files linked from an earlier cache
 REUSED_DIR = ".reused"
 #: a keyed source's example keys, per part (columns: part, digest, key), kept beside the shards
@@ -84,7 +82,7 @@ def save_part_keys(staging: Path, parts: list[PartResult]) -> bool:
             if not part.key_counts:
                 sorted_key_count(part.keys_file(staging))  # a file an earlier version wrote is sorted first
             for path in part.key_files(staging):  # its digest ranges in order: one sorted run
-                with pa.memory_map(str(path)) as source:
+                with pa.OSFile(str(path)) as source:  # read, not mapped: as write.keys reads key files
                     reader = pa.ipc.open_file(source)
                     for i in range(reader.num_record_batches):
                         batch = reader.get_batch(i)
@@ -235,7 +233,7 @@ def _split_part_keys(pin: BuildPin, staging: Path, positions: dict[int, int], pa
     current = -1
     written: set[int] = set()
     try:
-        with pa.memory_map(str(pin.directory / PART_KEYS_FILE)) as source:
+        with pa.OSFile(str(pin.directory / PART_KEYS_FILE)) as source:  # read a batch at a time, not mapped
             reader = pa.ipc.open_file(source)
             for i in range(reader.num_record_batches):
                 batch = reader.get_batch(i)

@@ -39,7 +39,7 @@ from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
 from stable_datasets.layouts import layout_module
-from stable_datasets.layouts.part_files import ON_DISK, PartFiles
+from stable_datasets.layouts.part_files import ON_DISK, PART_FILES_KEY, PartFiles
 from stable_datasets.version import __version__
 from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
 from stable_datasets.write.key_check import find_duplicate_key, key_ranges
@@ -54,7 +54,6 @@ from stable_datasets.write.remote_parts import (
     shared_workdir,
 )
 from stable_datasets.write.reuse import (
-    PART_FILES_KEY,
     PARTS_KEY,
     part_keys,
     parts_record,
