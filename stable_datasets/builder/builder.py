@@ -23,7 +23,7 @@ from loguru import logger
 
 from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.data_files import normalize_data_files
-from stable_datasets.builder.file_groups import TARGET_BYTES, content_groups
+from stable_datasets.builder.file_groups import TARGET_BYTES, incremental_groups
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.input_identity import (
     changed_input,
@@ -547,12 +547,10 @@ class DatasetBuilder:
         """
         gen_kwargs = generator.gen_kwargs
         files = gen_kwargs.get(self.INCREMENTAL_FILES) if self.INCREMENTAL_FILES else None
-        sizes = [_file_size(f) for f in files] if isinstance(files, list) and len(files) > 1 else []
-        if sum(sizes) >= 2 * self.PART_TARGET_BYTES:  # a few MB or less: one part, built whole every time
-            groups = content_groups([os.path.basename(os.fspath(f)) for f in files], sizes, self.PART_TARGET_BYTES)
-            if len(groups) >= num_jobs:
-                lists = {k: v for k, v in gen_kwargs.items() if isinstance(v, list) and len(v) == len(files)}
-                return SplitJobs([{**gen_kwargs, **{k: v[lo:hi] for k, v in lists.items()}} for lo, hi in groups])
+        groups = incremental_groups(files, num_jobs, self.PART_TARGET_BYTES) if isinstance(files, list) else None
+        if groups:
+            lists = {k: v for k, v in gen_kwargs.items() if isinstance(v, list) and len(v) == len(files)}
+            return SplitJobs([{**gen_kwargs, **{k: v[lo:hi] for k, v in lists.items()}} for lo, hi in groups])
         return SplitJobs(split_gen_kwargs(gen_kwargs, num_jobs))
 
     # -- reading -------------------------------------------------------------------------
@@ -565,13 +563,6 @@ class DatasetBuilder:
     def __repr__(self) -> str:
         fields = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
         return f"{type(self).__name__}(name={self.builder_name()!r}, config={fields})"
-
-
-def _file_size(path: Any) -> int:
-    try:
-        return os.path.getsize(path)
-    except (OSError, TypeError, ValueError):
-        return 0
 
 
 def _part_basis(inputs: dict[str, Any]) -> str:

@@ -16,7 +16,9 @@ Standard library only.
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Sequence
+from typing import Any
 
 #: bytes of input per group, on average (a group of larger files holds fewer of them)
 TARGET_BYTES = 2 << 20
@@ -44,3 +46,25 @@ def content_groups(names: Sequence[str], sizes: Sequence[int], target_bytes: int
             groups.append((start, index + 1))
             start = index + 1
     return groups
+
+
+def incremental_groups(paths: Sequence[Any], num_jobs: int,
+                       target_bytes: int = TARGET_BYTES) -> list[tuple[int, int]] | None:
+    """`content_groups` of files by base name (the same groups wherever their folder is), when they hold two
+    groups' worth of bytes and make at least `num_jobs` groups; None otherwise: a few MB are one part built
+    whole every time, and too few groups leave the dividing to the caller."""
+    if len(paths) < 2:
+        return None
+    sizes = [file_size(p) for p in paths]
+    if sum(sizes) < 2 * target_bytes:
+        return None
+    groups = content_groups([os.path.basename(os.fspath(p)) for p in paths], sizes, target_bytes)
+    return groups if len(groups) >= num_jobs else None
+
+
+def file_size(path: Any) -> int:
+    """A local file's size; 0 for anything that is not one (a URL, a missing file)."""
+    try:
+        return os.path.getsize(path)
+    except (OSError, TypeError, ValueError):
+        return 0

@@ -40,7 +40,7 @@ import pyarrow as pa
 from stable_datasets.builder.builder import GeneratorBasedBuilder
 from stable_datasets.builder.config import BuilderConfig
 from stable_datasets.builder.data_files import normalize_data_files
-from stable_datasets.builder.file_groups import content_groups
+from stable_datasets.builder.file_groups import file_size, incremental_groups
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.paths import downloads_dir
@@ -176,7 +176,7 @@ class FileLoader(GeneratorBasedBuilder):
             for path in paths:
                 if not self.is_companion(path):
                     local = self.sample_file(path)
-                    if _size(local) > 0:
+                    if file_size(local) > 0:
                         return local
                     first = first or local
         if first is not None:
@@ -245,7 +245,7 @@ class FileLoader(GeneratorBasedBuilder):
         if self.travels(path):
             version = self.object_versions.get(path)
             return int(version[0]) if version and isinstance(version[0], int) else 0
-        return _size(path)
+        return file_size(path)
 
     def local_piece(self, piece: Piece) -> Piece:
         """`piece` with its file on this node's disk (an object-store file is copied here first; a byte range of
@@ -323,12 +323,9 @@ class FileLoader(GeneratorBasedBuilder):
         after an edit reuses every group it did not touch (write.reuse); pieces of equal bytes instead when
         there are fewer such groups than `num_jobs` (a few large files)."""
         pieces: list[Piece] = generator.gen_kwargs["pieces"]
-        sizes = [_size(p[0]) for p in pieces] if len(pieces) > 1 else []
-        if sum(sizes) >= 2 * self.PART_TARGET_BYTES:  # a few MB or less: one part, built whole every time
-            names = [os.path.basename(p[0]) for p in pieces]  # the same groups wherever the folder is
-            groups = content_groups(names, sizes, self.PART_TARGET_BYTES)
-            if len(groups) >= num_jobs:
-                return SplitJobs([{"pieces": pieces[lo:hi]} for lo, hi in groups])
+        groups = incremental_groups([p[0] for p in pieces], num_jobs, self.PART_TARGET_BYTES)
+        if groups:
+            return SplitJobs([{"pieces": pieces[lo:hi]} for lo, hi in groups])
         if num_jobs <= 1 or not pieces:
             return SplitJobs([{"pieces": pieces}])
         sizes = [self.piece_size(p[0]) for p in pieces]
@@ -450,13 +447,6 @@ def _under(folder: str, data_files: Any) -> Any:
     if isinstance(data_files, (str, os.PathLike)):
         return join(data_files)
     return [join(f) for f in data_files]
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except OSError:
-        return 0
 
 
 def _contiguous_groups(items: list[Any], weights: list[float], groups: int) -> list[list[Any]]:
