@@ -25,7 +25,7 @@ from stable_datasets.cache.content_hashes import ContentHashes
 from stable_datasets.cache.paths import cache_root as default_root
 from stable_datasets.cache.paths import downloads_dir
 from stable_datasets.download.http import FatalURLError, RetryableError, head
-from stable_datasets.download.inputs import object_identity, options_for
+from stable_datasets.download.inputs import is_object_url, object_identity, options_for
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import DownloadError
 
@@ -110,11 +110,7 @@ def object_store_versions(entries: dict[str, Any] | None) -> dict[str, list[Any]
     file without validators was identified by its download, on the driver: it is read from there.)"""
     found = (entries or {}).get("data_files", {})
     return {e[0]: list(e[1:]) for group in found.values() for e in group
-            if _is_object_url(e[0]) or (e[0].startswith(("http://", "https://")) and isinstance(e[2], dict))}
-
-
-def _is_object_url(path: str) -> bool:
-    return "://" in path and not path.startswith(("file://", "http://", "https://"))
+            if is_object_url(e[0]) or (e[0].startswith(("http://", "https://")) and isinstance(e[2], dict))}
 
 
 def changed_input(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str | None:

@@ -179,7 +179,7 @@ def rewrite(ds: StableDataset, operation: dict[str, Any], features: Features,
               "cache_format_version": CACHE_FORMAT_VERSION}
     fp = fingerprint(inputs)
     first = published_path(ds.cache_dirs[0])
-    target = first.parent / f"{first.name.split('.map-')[0]}.map-{fp}"
+    target = first.parent / map_folder_name(first.name, fp)
     fmt = ds.format
 
     def formatted(out: StableDataset) -> StableDataset:
@@ -326,3 +326,9 @@ def stratify_labels(ds: StableDataset, column: str) -> np.ndarray:
         raise ValueError(f"train_test_split: stratify_by_column={column!r} must be a ClassLabel column, got "
                          f"{ds.features[column]!r} (class_encode_column turns a column into one)")
     return arrow_column(ds, column).to_numpy()
+
+
+def map_folder_name(name: str, fp: str) -> str:
+    """`<split>.map-<fingerprint>`: where a map of the split folder `name` (itself a split or a map of one) is
+    published, beside its source split (maps of maps do not nest their names)."""
+    return f"{name.split('.map-')[0]}.map-{fp}"

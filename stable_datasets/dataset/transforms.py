@@ -17,7 +17,7 @@ from loguru import logger
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
-from stable_datasets.dataset.columns import stratified_split, stratify_labels
+from stable_datasets.dataset.columns import map_folder_name, stratified_split, stratify_labels
 from stable_datasets.dataset.dataset_dict import DatasetDict
 from stable_datasets.errors import ColumnNotFoundError, StableDatasetsError, add_note
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
@@ -187,7 +187,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
         inputs["seed"] = int(seed)
     fp = fingerprint(inputs)
     first = published_path(ds.cache_dirs[0])  # the split's link, not one build of it
-    target = first.parent / f"{first.name.split('.map-')[0]}.map-{fp}"
+    target = first.parent / map_folder_name(first.name, fp)
 
     def reopen():
         out = open_cache(target)
@@ -239,7 +239,7 @@ def _map_to_store(origin: RemoteOrigin, fp: str, plan: WritePlan, source: MapSou
     store = origin.store
     source_split = origin.split_prefix
     folder, _, name = source_split.rpartition("/")
-    relative = f"{folder}/{name.split('.map-')[0]}.map-{fp}" if folder else f"{name.split('.map-')[0]}.map-{fp}"
+    relative = f"{folder}/{map_folder_name(name, fp)}" if folder else map_folder_name(name, fp)
     root = RemoteRoot(ObjectURL(store.scheme, store.bucket, ""), store, dict(store.storage_options))
     made_by = map_made_by(store.url(source_split), plan.fingerprint_inputs["source"], source.function,
                           plan.fingerprint_inputs)

@@ -112,9 +112,7 @@ def fetch_object(url: str, storage_options: dict[str, Any] | None = None,
     identified them: rows of another version would be published under the first one's fingerprint."""
     store, info = _one_object(url, storage_options)
     if expected is not None and [info.size, _version(info)] != list(expected):
-        raise InputChangedError(f"data file {url} changed since the build identified it (size and version "
-                                f"{list(expected)} -> {[info.size, _version(info)]}); nothing was published. Run "
-                                "again once it is no longer being written")
+        raise _changed(url, expected, [info.size, _version(info)])
     path = _fetch_object(store, info)
     try:
         digest = json.loads(path.with_name(f".{path.name}.version.json").read_text(encoding="utf-8"))["sha256"]
@@ -183,11 +181,8 @@ def fetch_object_range(url: str, start: int, stop: int, storage_options: dict[st
         folder = inputs_root() / "http" / hashlib.sha256(url.encode()).hexdigest()[:16] / f"{name}.ranges"
     else:
         parsed = ObjectURL.parse(url)
-        names = parsed.key.split("/")
-        if any(name in ("", ".", "..") for name in names):
-            raise StorageError(f"{url}: the object's key has an empty, '.' or '..' name, so it has no local copy; "
-                               "rename the object")
-        folder = inputs_root().joinpath(parsed.scheme, parsed.bucket, *names[:-1], f"{names[-1]}.ranges")
+        copy = _object_copy(parsed.scheme, parsed.bucket, parsed.key, url)
+        folder = copy.with_name(f"{copy.name}.ranges")
     destination = folder / f"{start}-{stop}"
     record = folder / f".{start}-{stop}.version.json"
     wanted = json.dumps(expected, sort_keys=True, default=str)
@@ -292,7 +287,7 @@ def fetch_inputs(url: str, suffixes: tuple[str, ...] = (),
     """Local verified copies of the object(s) `url` names (see the module docstring)."""
     scheme = url.split("://", 1)[0].lower()
     if scheme in HTTP_SCHEMES:
-        return [_fetch_http(url)]
+        return [fetch_http_input(url)]
 
     parsed = ObjectURL.parse(url)
     store = open_store(parsed, storage_options)
@@ -344,12 +339,17 @@ def _version(info: ObjectInfo) -> dict[str, Any]:
     return {"size": info.size, "etag": info.etag} if info.etag else {"size": info.size, "modified": info.modified}
 
 
-def _fetch_object(store: ObjectStore, info: ObjectInfo) -> Path:
-    names = info.key.split("/")
+def _object_copy(scheme: str, bucket: str, key: str, url: str) -> Path:
+    """Where this node keeps its copy of the object `key` (the inputs folder mirrors the store's keys)."""
+    names = key.split("/")
     if any(name in ("", ".", "..") for name in names):  # keys are any text: such a one would leave the folder
-        raise StorageError(f"{store.url(info.key)}: the object's key has an empty, '.' or '..' name, so it has no "
-                           "local copy; rename the object")
-    destination = inputs_root().joinpath(store.scheme, store.bucket, *names)
+        raise StorageError(f"{url}: the object's key has an empty, '.' or '..' name, so it has no local copy; "
+                           "rename the object")
+    return inputs_root().joinpath(scheme, bucket, *names)
+
+
+def _fetch_object(store: ObjectStore, info: ObjectInfo) -> Path:
+    destination = _object_copy(store.scheme, store.bucket, info.key, store.url(info.key))
     record = destination.with_name(f".{destination.name}.version.json")
     if _current(destination, record, info):
         return destination
@@ -398,9 +398,10 @@ def _current(destination: Path, record: Path, info: ObjectInfo) -> bool:
     return True
 
 
-def _fetch_http(url: str, expected: list[Any] | None = None) -> Path:
-    """A local copy of `url` (the download manager's, in this node's inputs folder); with `expected` ([size,
-    validators] as the fingerprint's HEAD gave them), the copy must be of that version, else InputChangedError."""
+def fetch_http_input(url: str, expected: list[Any] | None = None) -> Path:
+    """This node's copy of an `http(s)://` data file (the download manager's, in its inputs folder): parts fetch
+    such files on their own nodes, as they do object-store ones. With `expected` ([size, validators] as the
+    fingerprint's HEAD gave them), the copy must be of that version, else InputChangedError."""
     from stable_datasets.download.manager import DownloadManager  # local: it imports this module
 
     folder = inputs_root() / "http" / hashlib.sha256(url.encode()).hexdigest()[:2]
@@ -419,12 +420,6 @@ def _fetch_http(url: str, expected: list[Any] | None = None) -> Path:
                 (expected[0] is not None and record.get("size") != expected[0]):
             raise _changed(url, expected, now)
     return path
-
-
-def fetch_http_input(url: str, expected: list[Any] | None = None) -> Path:
-    """This node's copy of an `http(s)://` data file, of the version the fingerprint identified (see `_fetch_http`):
-    parts fetch such files on their own nodes, as they do object-store ones."""
-    return _fetch_http(url, expected)
 
 
 def _http_range(url: str, start: int, stop: int, expected: list[Any] | None) -> bytes:

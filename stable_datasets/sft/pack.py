@@ -123,6 +123,15 @@ def plan_packs(token_counts: np.ndarray, pack_size: int, algorithm: str = "first
                     skipped=skipped, truncated=truncated)
 
 
+def shifted_mask(mask: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The packed format's labels rule for sequences laid end to end (none empty, each ending at `ends`): each
+    sequence's loss mask moved one token left, with a 0 at its last token (int8)."""
+    shifted = np.empty(len(mask), dtype=np.int8)
+    shifted[:-1] = mask[1:]
+    shifted[ends - 1] = 0
+    return shifted
+
+
 def pack_row(sequences: Sequence[tuple[np.ndarray, np.ndarray]], limit: int, *, pad_seq_to_mult: int = 1,
              pad_id: int | None = None) -> dict[str, np.ndarray]:
     """One pack from its (input_ids, loss_mask) sequences, each cut to `limit` tokens and, with
@@ -140,10 +149,7 @@ def pack_row(sequences: Sequence[tuple[np.ndarray, np.ndarray]], limit: int, *, 
         return {"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32),
                 "loss_mask": np.concatenate(shifted), "seq_start_id": starts}
     # one concatenation per column, then the label shift of every sequence at once: mask[1:] and a 0 at its end
-    mask = np.concatenate([mask for _, mask in parts])
-    shifted = np.empty(len(mask), dtype=np.int8)
-    shifted[:-1] = mask[1:]
-    shifted[ends - 1] = 0
+    shifted = shifted_mask(np.concatenate([mask for _, mask in parts]), ends)
     return {"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32, copy=False),
             "loss_mask": shifted, "seq_start_id": starts}
 

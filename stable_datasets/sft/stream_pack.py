@@ -23,7 +23,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stable_datasets.sft.pack import pack_row, plan_packs
+from stable_datasets.sft.pack import pack_row, plan_packs, shifted_mask
+from stable_datasets.sft.validate import _offsets_and_values
 from stable_datasets.streaming.iterable import StreamingDataset
 
 LENGTH_CHUNK = 65536  # rows whose token counts are read together
@@ -50,9 +51,8 @@ def _flat_lists(column: pa.ChunkedArray, dtype: Any) -> tuple[np.ndarray, np.nda
     lists = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if lists.null_count:
         lists = pc.if_else(pc.is_null(lists), pa.scalar([], lists.type), lists)
-    offsets = lists.offsets.to_numpy().astype(np.int64)
-    values = lists.flatten().to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-    return values, offsets - offsets[0]
+    offsets, values, _ = _offsets_and_values(lists)  # numpy views of the buffers (to_numpy would import pandas)
+    return values.astype(dtype, copy=False), offsets
 
 
 def _arrow_tokens(dataset: Any, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -89,9 +89,7 @@ def _lay_out_packs(ids: np.ndarray, mask: np.ndarray, starts: np.ndarray, length
     spans = list(zip(starts.tolist(), (starts + lengths).tolist()))  # concatenating views beats an index gather
     all_ids = np.concatenate([ids[a:b] for a, b in spans]).astype(np.int32, copy=False)
     all_mask = np.concatenate([mask[a:b] for a, b in spans])
-    shifted = np.empty(len(all_mask), dtype=np.int8)
-    shifted[:-1] = all_mask[1:]
-    shifted[seq_end - 1] = 0
+    shifted = shifted_mask(all_mask, seq_end)
     pack_seq = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     token_at = np.concatenate([[0], seq_end])[pack_seq]
     out = []
