@@ -21,7 +21,11 @@ _loaded: dict[str, type[DatasetBuilder]] = {}  # by module name, which changes w
 
 
 def bundled_builders_dir() -> Path:
-    """The installed copy (stable_datasets/bundled_builders) or, from a checkout, ./builders."""
+    """From a checkout, its ./builders (beside pyproject.toml: a work tree's own, even when another checkout is
+    installed in editable mode); else the installed copy (stable_datasets/bundled_builders)."""
+    checkout = Path(__file__).resolve().parent.parent
+    if (checkout / "pyproject.toml").is_file() and (checkout / "builders" / "__init__.py").is_file():
+        return checkout / "builders"
     try:
         import stable_datasets.bundled_builders as bundled  # local: a checkout has none (ImportError)
 
