@@ -13,6 +13,7 @@ from stable_datasets.builder import (
     SplitGenerator,
     Version,
 )
+from stable_datasets.catalog import BaseDatasetBuilder, DatasetSource, DownloadInfo
 from stable_datasets.dataset.dataset_dict import DatasetDict
 from stable_datasets.dataset.interleave import interleave_datasets
 from stable_datasets.dataset.saving import load_from_disk
@@ -41,10 +42,10 @@ from stable_datasets.registry import list_builders
 from stable_datasets.version import __version__
 
 __all__ = [
-    "Array2D", "Array3D", "Array4D", "Array5D", "BuilderConfig", "ClassLabel", "DatasetBuilder", "DatasetDict",
-    "DatasetInfo", "DownloadManager", "Features", "GeneratorBasedBuilder", "Image", "List", "RemoteFile",
-    "Sequence", "Split", "SplitGenerator", "StableDataset", "Value", "Version", "Video", "VideoDecodeConfig",
-    "VideoRef", "__version__",
+    "Array2D", "Array3D", "Array4D", "Array5D", "BaseDatasetBuilder", "BuilderConfig", "ClassLabel",
+    "DatasetBuilder", "DatasetDict", "DatasetInfo", "DatasetSource", "DownloadInfo", "DownloadManager", "Features",
+    "GeneratorBasedBuilder", "Image", "List", "RemoteFile", "Sequence", "Split", "SplitGenerator", "StableDataset",
+    "Value", "Version", "Video", "VideoDecodeConfig", "VideoRef", "__version__",
     "concatenate_datasets", "disable_progress_bars", "enable_progress_bars", "interleave_datasets", "list_builders",
     "load_builder", "load_dataset", "load_from_disk", "open_cache", "use_standard_logging",
 ]

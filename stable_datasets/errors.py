@@ -38,6 +38,14 @@ class UnknownSplitError(StableDatasetsError, ValueError):
     """A split the builder does not make; the message lists the ones it makes."""
 
 
+class SplitRowsError(StableDatasetsError, ValueError):
+    """A build yielded another number of rows than the builder's info promises for that split."""
+
+
+class ManualDownloadError(StableDatasetsError, FileNotFoundError):
+    """Data behind a login: the message says what to download, where to put it, and which argument names it."""
+
+
 class ColumnNotFoundError(StableDatasetsError, KeyError, ValueError):
     """A column name the dataset does not have; the message lists the columns it has. A KeyError as
     Python's mappings raise, and a ValueError as Hugging Face `datasets` raises, so either catch works."""

@@ -39,7 +39,7 @@ def load_builder(path: str | os.PathLike | type[DatasetBuilder], name: str | Non
         config_kwargs = {k: v for k, v in config_kwargs.items() if k != "data_dir"}
     if storage_options is not None:
         options = {**options, "storage_options": storage_options}
-    return cls(name, cache_dir=cache_dir, **{**options, **config_kwargs})
+    return cls.create(name, cache_dir=cache_dir, **{**options, **config_kwargs})
 
 
 @overload

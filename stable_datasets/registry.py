@@ -4,6 +4,7 @@ the bundled `builders/` folder, then the `stable_datasets.builders` entry-point 
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
 from importlib import metadata
 from pathlib import Path
@@ -17,6 +18,8 @@ from stable_datasets.errors import BuilderNotFoundError, StableDatasetsError
 from stable_datasets.loaders import PACKAGED_LOADERS, folder_loader, loader_class
 
 ENTRY_POINT_GROUP = "stable_datasets.builders"
+#: the catalog's packages (stable_datasets.catalog): each module is one dataset, named as `load_dataset` finds it
+CATALOG_PACKAGES = ("images", "video", "timeseries")
 _loaded: dict[str, type[DatasetBuilder]] = {}  # by module name, which changes with the code
 
 
@@ -63,9 +66,32 @@ def list_builders() -> list[str]:
                 names.add(entry.stem)
             elif entry.is_dir() and not entry.name.startswith(("_", ".")) and _script_in_folder(entry):
                 names.add(entry.name)
+    names.update(catalog_names())
     names.update(_entry_points())
     names.update(PACKAGED_LOADERS)
     return sorted(names)
+
+
+def catalog_names() -> dict[str, str]:
+    """The catalog's datasets: name -> module (`cifar100` -> `stable_datasets.images.cifar100`), read from the
+    packages' folders without importing them."""
+    here = Path(__file__).resolve().parent
+    return {path.stem: f"stable_datasets.{package}.{path.stem}" for package in CATALOG_PACKAGES
+            for path in sorted((here / package).glob("*.py")) if not path.name.startswith("_")}
+
+
+def catalog_class(name: str) -> type[DatasetBuilder] | None:
+    """The catalog builder called `name`, or None. Imported by name (the catalog sits on the front door's floor and
+    imports `load`, so the registry names its modules instead of importing them)."""
+    module_name = catalog_names().get(name)
+    if module_name is None:
+        return None
+    module = importlib.import_module(module_name)
+    found = [obj for obj in vars(module).values() if isinstance(obj, type) and issubclass(obj, DatasetBuilder)
+             and obj.__module__ == module.__name__ and obj.builder_name() == name]
+    if len(found) != 1:
+        raise StableDatasetsError(f"catalog module {module_name} defines {len(found)} builders named {name!r}")
+    return found[0]
 
 
 def load_script(path: str | os.PathLike) -> type[DatasetBuilder]:
@@ -150,6 +176,8 @@ def resolve_builder_class(path_or_name: str | os.PathLike) -> type[DatasetBuilde
             return load_script(script)
         if (folder / text).is_dir() and (script := _script_in_folder(folder / text)):
             return load_script(script)
+    if (catalog := catalog_class(text)) is not None:
+        return catalog
     entry_points = _entry_points()
     if text in entry_points:
         loaded = entry_points[text].load()

@@ -40,7 +40,7 @@ from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, root_err
 from stable_datasets.dataset.open import open_cache
 from stable_datasets.download.inputs import fetch_http_input, fetch_object, is_object_url, options_for
 from stable_datasets.download.manager import DownloadManager
-from stable_datasets.errors import InputChangedError, StableDatasetsError, UnknownSplitError
+from stable_datasets.errors import InputChangedError, SplitRowsError, StableDatasetsError, UnknownSplitError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features
 from stable_datasets.features.video import has_path_videos
@@ -109,8 +109,10 @@ class DatasetBuilder:
 
     def __init__(self, config_name: str | None = None, *, config: BuilderConfig | None = None,
                  cache_dir: str | os.PathLike | None = None, storage_options: dict[str, Any] | None = None,
-                 **config_kwargs: Any):
+                 download_dir: str | os.PathLike | None = None, **config_kwargs: Any):
         self.config = self._resolve_config(config_name, config, config_kwargs)
+        #: where downloaded source files go (default: the cache root's downloads folder); not in the fingerprint
+        self.download_dir: Path | None = None if download_dir is None else Path(download_dir).expanduser()
         root = resolve_root(cache_dir, storage_options)
         #: the object-store root caches are published to (storage.remote_cache), or None for a local root
         self.remote: RemoteRoot | None = root if isinstance(root, RemoteRoot) else None
@@ -125,6 +127,14 @@ class DatasetBuilder:
         self.input_storage_options: dict[str, dict[str, Any]] | None = None if not storage_options else \
             {(self.remote.url.scheme if self.remote else "*"): dict(storage_options)}
         self._info_cache: DatasetInfo | None = None
+        #: check each split's rows against info.num_examples (prepare sets it from verification_mode)
+        self.verify_rows = True
+
+    @classmethod
+    def create(cls, *args: Any, **kwargs: Any) -> DatasetBuilder:
+        """The builder instance, as `cls(...)` gives for most builders; the front door calls this because a
+        catalog class (stable_datasets.catalog) called directly loads its data instead, as upstream's do."""
+        return type.__call__(cls, *args, **kwargs)
 
     # -- identity ------------------------------------------------------------------------
     @classmethod
@@ -258,6 +268,15 @@ class DatasetBuilder:
         """Hook: the resolved `data_files` when the builder has them already (else they are resolved)."""
         return None
 
+    def check_split_rows(self, split: str, num_rows: int) -> None:
+        """A split whose row count differs from `info.num_examples` is an error naming both (HF's basic check),
+        before anything is published; verification_mode="no_checks" skips it (a small stand-in file)."""
+        expected = (self.info.num_examples or {}).get(split)
+        if expected is not None and num_rows != expected and self.verify_rows:
+            raise SplitRowsError(f"builder '{self.builder_name()}' (config {self.config.name!r}) split {split!r}: "
+                                 f"expected {expected} rows, got {num_rows}; nothing was published (the source "
+                                 "files differ from the official ones? verification_mode='no_checks' accepts them)")
+
     def check_inputs_unchanged(self) -> None:
         """Raise when a local input file changed since the fingerprint identified it (written to while the build
         read it): the rows would be a mix of versions, published under the fingerprint of the first."""
@@ -347,7 +366,7 @@ class DatasetBuilder:
 
     def _download_manager(self, download_mode: str = "reuse_dataset_if_exists",
                           verification_mode: str = "basic_checks") -> DownloadManager:
-        return DownloadManager(downloads_dir(self.cache_root),
+        return DownloadManager(self.download_dir or downloads_dir(self.cache_root),
                                force_download=download_mode == "force_redownload",
                                verify_checksums=verification_mode != "no_checks",
                                input_options=self.input_storage_options)
@@ -397,6 +416,7 @@ class DatasetBuilder:
             raise ValueError(f"download_mode must be one of {DOWNLOAD_MODES}, got {download_mode!r}")
         if verification_mode not in VERIFICATION_MODES:
             raise ValueError(f"verification_mode must be one of {VERIFICATION_MODES}, got {verification_mode!r}")
+        self.verify_rows = verification_mode != "no_checks"
         runner = JobRunner(engine=engine, num_proc=num_proc, ray_address=ray_address)
         resolved = self.resolve(storage_format, layout_options)  # once: it stats every input file
         options, fp, base = resolved.options, resolved.fingerprint, resolved.directory
@@ -606,8 +626,9 @@ class BuilderSource(ExampleSource):
     def part_identity(self, job: Any) -> Any | None:
         return self.builder._part_identity(job)
 
-    def check_before_publish(self) -> None:
+    def check_before_publish(self, num_rows: int) -> None:
         self.builder.check_inputs_unchanged()
+        self.builder.check_split_rows(self.generator.name, num_rows)
 
     def describe(self) -> str:
         return f"{self.builder.builder_name()} {self.generator.name}"

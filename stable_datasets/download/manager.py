@@ -13,6 +13,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -27,15 +28,19 @@ from stable_datasets.download.inputs import fetch_object, is_object_url, options
 from stable_datasets.env import env_json_object
 from stable_datasets.errors import ChecksumError, DownloadError
 
+#: how many files one `download()` call fetches at once
+PARALLEL_DOWNLOADS = 4
+
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """A file to download: its URL, expected sha256, and mirrors to try after it."""
+    """A file to download: its URL, expected sha256 and size in bytes, and mirrors to try after it."""
 
     url: str
     sha256: str | None = None
     mirrors: tuple[str, ...] = field(default_factory=tuple)
     filename: str | None = None
+    size: int | None = None
 
 
 def url_rewrites_from_env() -> dict[str, str]:
@@ -76,8 +81,20 @@ class DownloadManager:
         return fn(obj)
 
     def download(self, url_or_urls: Any) -> Any:
-        """Download a URL, RemoteFile, or a dict/list of them; returns local paths in the same shape."""
-        return self._map(self._download_one, url_or_urls)
+        """Download a URL, RemoteFile, or a dict/list of them; returns local paths in the same shape.
+
+        Several files are fetched PARALLEL_DOWNLOADS at a time (each under its own lock, so two specs of one URL
+        and other processes still fetch it once); the first failure is raised once the others have ended."""
+        leaves: list[Any] = []
+        self._map(leaves.append, url_or_urls)
+        unique = list(dict.fromkeys(leaves))
+        if len(unique) <= 1:
+            return self._map(self._download_one, url_or_urls)
+        with ThreadPoolExecutor(max_workers=min(PARALLEL_DOWNLOADS, len(unique))) as pool:
+            futures = {spec: pool.submit(self._download_one, spec) for spec in unique}
+            wait(futures.values())
+        paths = {spec: future.result() for spec, future in futures.items()}
+        return self._map(paths.__getitem__, url_or_urls)
 
     def extract(self, path_or_paths: Any) -> Any:
         return self._map(self._extract_one, path_or_paths)
@@ -177,6 +194,12 @@ class DownloadManager:
             found = self._fetch_with_retries(url, partial, failures)
             if found is None:
                 continue
+            if remote.size is not None and self.verify_checksums and partial.stat().st_size != remote.size:
+                got = partial.stat().st_size
+                partial.unlink()
+                checksum_failures.append(f"{url}: expected {remote.size} bytes, got {got}")
+                logger.warning("size mismatch for {}: expected {} bytes, got {}", url, remote.size, got)
+                continue
             digest = file_sha256(partial)
             if remote.sha256 and self.verify_checksums and digest != remote.sha256.lower():
                 partial.unlink()
@@ -188,7 +211,7 @@ class DownloadManager:
                 json.dumps({"url": url, "sha256": digest, "size": dest.stat().st_size, "validators": found}))
             return
         if checksum_failures and not failures:
-            raise ChecksumError("downloaded file has the wrong checksum:\n  " + "\n  ".join(checksum_failures))
+            raise ChecksumError("downloaded file has the wrong checksum or size:\n  " + "\n  ".join(checksum_failures))
         raise DownloadError(f"could not download {remote.url}:\n  " + "\n  ".join(failures + checksum_failures))
 
     def _fetch_with_retries(self, url: str, partial: Path, failures: list[str]) -> dict[str, str] | None:

@@ -53,9 +53,10 @@ class ExampleSource:
         the same `WritePlan.part_basis` write the same rows, so a later build reuses such a part (write.reuse)."""
         return None
 
-    def check_before_publish(self) -> None:
-        """Called once every row is written, before anything is published: raise to publish nothing (a builder
-        whose input files changed while they were read)."""
+    def check_before_publish(self, num_rows: int) -> None:
+        """Called once every row is written (`num_rows` of them), before anything is published: raise to publish
+        nothing (a builder whose input files changed while they were read, or that yielded another row count
+        than its info promises)."""
 
     def describe(self) -> str:
         """A short label for progress bars and logs."""

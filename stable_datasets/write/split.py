@@ -209,7 +209,7 @@ def _write_split(plan: WritePlan, source: ExampleSource,
             extra_files=sorted(media.values(), key=lambda m: m.path), cache_format_version=CACHE_FORMAT_VERSION,
             library_version=__version__, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
             builder_source=plan.builder_source, made_by=plan.made_by)
-        source.check_before_publish()
+        source.check_before_publish(metadata.num_rows)
         metadata.write(staging, sync=False)  # publish fsyncs every file of the staging directory
         if plan.evict and root_of(plan.target) is not None:  # in a cache root: shards identical to ones stored
             share_identical_files(root_of(plan.target), staging,  # already become links to them
