@@ -13,7 +13,7 @@ URL = "https://example.org/data/numbers-{}.txt"
 
 
 class Numbers(sds.BaseDatasetBuilder):
-    """A user's own builder in upstream's spelling: SOURCE assets named by split, _generate_examples(data_path, split)."""
+    """A user's own builder in upstream's spelling: SOURCE assets by split, _generate_examples(data_path, split)."""
 
     VERSION = sds.Version("1.0.0")
     SOURCE = sds.DatasetSource(
@@ -95,7 +95,8 @@ class OldStyle(sds.BaseDatasetBuilder):
     """Upstream's `_split_generators(self)`, with no download manager argument."""
 
     VERSION = sds.Version("1.0.0")
-    SOURCE = sds.DatasetSource(homepage="https://example.org/", citation="@misc{old}", assets={"train": URL.format("train")})
+    SOURCE = sds.DatasetSource(homepage="https://example.org/", citation="@misc{old}",
+                               assets={"train": URL.format("train")})
 
     def _info(self):
         return sds.DatasetInfo(features=sds.Features({"n": sds.Value("int64")}))
