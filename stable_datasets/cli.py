@@ -29,6 +29,7 @@ from stable_datasets.cache.inventory import (
 )
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.cache.paths import cache_root, downloads_dir, safe_name
+from stable_datasets.catalog.card import catalog_entries, catalog_markdown, catalog_text
 from stable_datasets.dataset.splits import parse_split
 from stable_datasets.errors import BuilderNotFoundError, StableDatasetsError, UnknownSplitError
 from stable_datasets.layouts import STORAGE_FORMATS
@@ -538,6 +539,17 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return OK
 
 
+def cmd_catalog(args: argparse.Namespace) -> int:
+    """The catalog's datasets (docs/catalog.md), as a table, Markdown or JSON lines."""
+    entries = catalog_entries()
+    if args.json:
+        for entry in entries:
+            print(json.dumps(entry.to_dict()))
+    else:
+        print(catalog_markdown(entries) if args.markdown else catalog_text(entries), end="")
+    return OK
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     """Serve the viewer until Ctrl-C; the URL is the first line printed."""
     from stable_datasets.viewer import serve  # local: its HTTP server imports ~0.2 s of the standard library
@@ -652,6 +664,11 @@ def build_parser() -> argparse.ArgumentParser:
     migrate.add_argument("--storage-format", default="arrow", choices=sorted(STORAGE_FORMATS))
     migrate.add_argument("--num-proc", type=_positive_int, metavar="N", help="convert in this many parts, in parallel")
     migrate.set_defaults(func=cmd_migrate)
+
+    catalog = sub.add_parser("catalog", parents=common, help="the datasets of the catalog: task, splits and rows, "
+                                                             "download size, extra, automatic or manual download")
+    catalog.add_argument("--markdown", action="store_true", help="as the table of docs/catalog.md")
+    catalog.set_defaults(func=cmd_catalog)
 
     view = sub.add_parser("view", parents=common, help="a read-only viewer of the caches in a browser (127.0.0.1)")
     view.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
