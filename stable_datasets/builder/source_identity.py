@@ -70,6 +70,8 @@ def _source_text(cls: type) -> str:
     if not files and cls.__module__.startswith("stable_datasets."):  # one of our own builder classes
         module = sys.modules.get(cls.__module__)
         files = [module.__file__] if module is not None and module.__file__ else []
+        if files and os.path.isfile(files[0]) and getattr(cls, "FINGERPRINT_OWN_MODULE_ONLY", False):
+            return Path(files[0]).read_text()
     if files and all(os.path.isfile(f) for f in files):
         return "".join(local_sources_text(Path(f)) for f in files)
     try:

@@ -77,6 +77,9 @@ class CatalogBuilder(GeneratorBasedBuilder, metaclass=LoadsWhenCalled):
     EXTRA: ClassVar[str | None] = None
     #: what the dataset is for, as the catalog page lists it ("image classification", ...)
     TASK: ClassVar[str] = ""
+    #: the fingerprint's code is the dataset's own module: its package's `__init__` and sibling datasets are not its
+    #: code (adding a dataset to the catalog rebuilds no other); the library it imports is versioned with VERSION
+    FINGERPRINT_OWN_MODULE_ONLY: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -114,3 +114,13 @@ class OldStyle(sds.BaseDatasetBuilder):
 def test_upstream_split_generators_without_arguments(monkeypatch):
     with serve_urls(monkeypatch, FILES):
         assert OldStyle(split="train")["n"] == [1, 2, 3]
+
+
+def test_a_catalog_dataset_fingerprints_its_own_module_only():
+    """Adding a dataset to the catalog (its package's __init__, a sibling module) rebuilds no other dataset."""
+    from pathlib import Path
+
+    import stable_datasets.images.cifar100 as module
+    from stable_datasets.images import CIFAR100
+
+    assert CIFAR100.create().source_text() == Path(module.__file__).read_text()
