@@ -62,7 +62,14 @@ class Listed:
                 "split": m.split, "layout": m.layout, "rows": m.num_rows, "bytes": self.entry.size,
                 "status": self.entry.status, "age_seconds": round(self.entry.age_seconds),
                 "created_at": m.created_at, "fingerprint": m.fingerprint, "inputs": _inputs(self.entry),
-                "features": m.features}
+                "features": m.features, "card": _card(m.info)}
+
+
+def _card(info: dict[str, Any] | None) -> dict[str, Any]:
+    """The dataset's card: what its builder says of it (description, homepage, license, citation, the rows each
+    split must have), as recorded in the cache; empty fields left out."""
+    fields = ("description", "homepage", "license", "citation", "num_examples")
+    return {k: (info or {}).get(k) for k in fields if (info or {}).get(k)}
 
 
 class Catalog:

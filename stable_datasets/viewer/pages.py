@@ -105,8 +105,17 @@ function renderStats(s){const box=document.getElementById('stats');box.replaceCh
     else if(c.counts){d=el('span',{},c.counts.slice(0,10).map(([k,n])=>k+': '+n).join(', '));}
     t.append(el('tr',{},el('td',{},name),el('td',{},c.kind),el('td',{},c.nulls),el('td',{},d)));}
   box.append(t);}
+function renderCard(card){const box=document.getElementById('card');
+  if(card.description)box.append(el('p',{},card.description));
+  const facts=el('p',{class:'muted'});
+  if(card.homepage)facts.append(el('a',{href:card.homepage,rel:'noreferrer'},card.homepage),' ');
+  if(card.license)facts.append('license: '+card.license+' ');
+  if(card.num_examples)facts.append('rows per split: '+Object.entries(card.num_examples)
+    .map(([k,n])=>k+' '+n.toLocaleString()).join(', '));
+  box.append(facts);if(card.citation)box.append(el('pre',{class:'muted'},card.citation));}
 getJSON('/api/caches/'+ID).then(c=>{document.getElementById('title').textContent=
-  c.name+' / '+c.config+' / '+c.split+' ('+c.layout+', '+c.rows.toLocaleString()+' rows, '+size(c.bytes)+')';});
+  c.name+' / '+c.config+' / '+c.split+' ('+c.layout+', '+c.rows.toLocaleString()+' rows, '+size(c.bytes)+')';
+  renderCard(c.card||{});});
 load();
 getJSON('/api/caches/'+ID+'/stats').then(renderStats).catch(e=>{
   document.getElementById('stats').textContent=e.message;});
@@ -127,7 +136,7 @@ def list_page(root: str) -> str:
 
 
 def cache_page(cache_id: str) -> str:
-    body = ("<p><a href='/'>all caches</a></p><h1 id='title'>cache</h1>"
+    body = ("<p><a href='/'>all caches</a></p><h1 id='title'>cache</h1><div id='card'></div>"
             "<p><button id='prev'>previous</button> <button id='next'>next</button> "
             "<form id='jump' style='display:inline'>row <input id='to' size='8'> <button>go</button></form> "
             "<span id='status'></span></p><table id='rows'></table><h2>columns</h2><div id='stats'>computing...</div>")

@@ -93,6 +93,8 @@ def test_image_rows_show_their_thumbnails(viewer, browser, tmp_path):
     _rows_loaded(browser, 0)
     widths = _images_loaded(browser, "img.thumb")
     assert widths == [8] * 20  # twenty 8x8 digits, every one loaded
+    card = browser.find_element(By.ID, "card").text  # the dataset's card, from its builder's info
+    assert made["digits"].info.description.split("\n")[0] in card
     WebDriverWait(browser, 30).until(lambda d: "statistics of all" in d.find_element(By.ID, "stats").text)
     shot = _screenshot(browser, tmp_path / "digits.png")
     first = browser.find_elements(By.CSS_SELECTOR, "img.thumb")[0]

@@ -50,6 +50,10 @@ def test_caches_lists_every_cache_with_its_facts(viewer):
     assert len(digits["id"]) == 12 and digits["fingerprint"] == meta.fingerprint
     assert caches[("sft", "default")]["layout"] == "parquet_shards"
     assert get_json(f"{url}/api/caches/{digits['id']}")["rows"] == len(made["digits"])
+    info = made["digits"].info  # the dataset's card: what its builder says of it, empty fields left out
+    assert digits["card"] == {k: v for k, v in (("description", info.description), ("homepage", info.homepage),
+                                                ("license", info.license), ("citation", info.citation)) if v}
+    assert digits["card"]["description"]
 
 
 def test_rows_page_an_offset_slice_with_image_urls(viewer):
