@@ -80,6 +80,26 @@ def test_wrong_checksum_raises_and_keeps_nothing(server, dl):
     assert not [p for p in dl.download_dir.iterdir() if p.name.endswith(("data.bin", ".incomplete"))]
 
 
+def test_wrong_size_raises_naming_url_expected_and_got(server, dl):
+    with pytest.raises(ChecksumError, match=f"/data.bin: expected 12 bytes, got {len(PAYLOAD)}"):
+        dl.download(RemoteFile(server.url + "/data.bin", sha256=SHA, size=12))
+    assert dl.download(RemoteFile(server.url + "/data.bin", sha256=SHA, size=len(PAYLOAD))).read_bytes() == PAYLOAD
+
+
+def test_several_files_download_together_each_once(server, dl):
+    """A structure of several files is fetched a few at a time; two specs of one URL fetch it once."""
+    for i in range(6):
+        server.files[f"/f{i}.bin"] = f"file {i}".encode()
+    urls = [server.url + f"/f{i}.bin" for i in range(6)]
+    out = dl.download({"all": urls, "again": urls[0], "first": RemoteFile(urls[0])})
+    assert [p.read_bytes() for p in out["all"]] == [f"file {i}".encode() for i in range(6)]
+    assert out["again"] == out["first"] == out["all"][0] and server.hits("/f0.bin") == 1
+    server.fail["/f3.bin"] = 99  # one failing file is raised after the others have ended
+    with pytest.raises(DownloadError, match="f3.bin"):
+        DownloadManager(dl.download_dir, backoff=0.0, max_retries=1, url_rewrites={}, force_download=True).download(
+            urls)
+
+
 def test_checksums_can_be_skipped(server, tmp_path):
     dl = DownloadManager(tmp_path / "d", verify_checksums=False, url_rewrites={})
     assert dl.download(RemoteFile(server.url + "/data.bin", sha256="0" * 64)).read_bytes() == PAYLOAD
