@@ -1,0 +1,277 @@
+"""Megatron-Core's indexed dataset format, both directions: `prefix.bin` holds the token ids of every sequence
+back to back; `prefix.idx` says where each sequence starts and how long it is, and where each document ends.
+
+The `.idx` file, little-endian, as Megatron-Core's `_IndexWriter` writes it:
+
+    b"MMIDIDX\\x00\\x00"   9 bytes    header
+    version               uint64     1
+    dtype code            uint8      1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16
+    sequence count        uint64     S
+    document count        uint64     D + 1 (the document index starts with 0)
+    sequence lengths      int32[S]   tokens in each sequence
+    sequence pointers     int64[S]   byte offset of each sequence in `.bin`
+    document indices      int64[D+1] the sequences of document d are [indices[d], indices[d+1])
+    sequence modes        int8[S]    only in multimodal files
+
+Reading checks everything the writer promises (header, sizes, pointers inside `.bin`, indices in order) before a
+token is served: a damaged or truncated file is an IndexedFormatError naming the file and the offset, never wrong
+tokens. Writing is atomic: both files are written beside their final names and renamed, `.idx` last.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stable_datasets.cache.publish import fsync_path
+from stable_datasets.errors import StableDatasetsError
+
+INDEX_HEADER = b"MMIDIDX\x00\x00"
+INDEX_VERSION = 1
+#: Megatron-Core's DType codes
+DTYPE_CODES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6: np.float64, 7: np.float32,
+               8: np.uint16}
+CODES = {np.dtype(v): k for k, v in DTYPE_CODES.items()}
+#: Megatron-Core's rule: token ids of a vocabulary below this fit uint16, else int32
+UINT16_VOCAB_LIMIT = 65_500
+_FIXED = len(INDEX_HEADER) + 8 + 1 + 8 + 8
+
+
+class IndexedFormatError(StableDatasetsError, ValueError):
+    """A `.bin`/`.idx` pair that is not what Megatron-Core's writer makes: names the file and the offset."""
+
+
+def optimal_dtype(vocab_size: int | None) -> type[np.number]:
+    """uint16 for a vocabulary below 65,500 ids, else int32 (Megatron-Core's DType.optimal_dtype)."""
+    return np.uint16 if vocab_size is not None and vocab_size < UINT16_VOCAB_LIMIT else np.int32
+
+
+def index_bytes(lengths: np.ndarray, document_indices: np.ndarray, dtype: Any,
+                modes: np.ndarray | None = None) -> bytes:
+    """The `.idx` file of sequences of `lengths` tokens (written back to back) and the given documents."""
+    dtype = np.dtype(dtype)
+    lengths = np.asarray(lengths, dtype=np.int32)
+    pointers = np.zeros(len(lengths), dtype=np.int64)
+    if len(lengths) > 1:
+        np.cumsum(lengths[:-1].astype(np.int64) * dtype.itemsize, out=pointers[1:])
+    parts = [INDEX_HEADER, struct.pack("<Q", INDEX_VERSION), struct.pack("<B", CODES[dtype]),
+             struct.pack("<Q", len(lengths)), struct.pack("<Q", len(document_indices)), lengths.tobytes(),
+             pointers.tobytes(), np.asarray(document_indices, dtype=np.int64).tobytes()]
+    if modes is not None:
+        parts.append(np.asarray(modes, dtype=np.int8).tobytes())
+    return b"".join(parts)
+
+
+class IndexedDataset:
+    """A Megatron-Core indexed dataset (`prefix.bin` + `prefix.idx`), memory-mapped, with Megatron-Core's reading
+    API: `len`, `ds[i]` (a numpy array of the sequence's tokens), `ds[a:b]` (a list of them), `get(i, offset,
+    length)`, `sequence_lengths`, `sequence_pointers`, `document_indices`, `sequence_modes`."""
+
+    def __init__(self, path_prefix: str | os.PathLike, multimodal: bool = False):
+        self.path_prefix = os.fspath(path_prefix)
+        self.idx_path, self.bin_path = Path(self.path_prefix + ".idx"), Path(self.path_prefix + ".bin")
+        self._idx_map = _map(self.idx_path)
+        self._bin_map = _map(self.bin_path)
+        self._read_index(multimodal)
+
+    def _read_index(self, multimodal: bool) -> None:
+        data, where = self._idx_map, self.idx_path
+        if len(data) < _FIXED or data[:len(INDEX_HEADER)] != INDEX_HEADER:
+            raise IndexedFormatError(f"{where}: not a Megatron indexed dataset index (header at offset 0 is "
+                                     f"{bytes(data[:len(INDEX_HEADER)])!r}, expected {INDEX_HEADER!r})")
+        version, code, sequences, documents = struct.unpack_from("<QBQQ", data, len(INDEX_HEADER))
+        if version != INDEX_VERSION:
+            raise IndexedFormatError(f"{where}: index version {version} at offset {len(INDEX_HEADER)}, expected 1")
+        if code not in DTYPE_CODES:
+            raise IndexedFormatError(f"{where}: unknown dtype code {code} at offset {len(INDEX_HEADER) + 8}")
+        self.dtype = np.dtype(DTYPE_CODES[code])
+        expected = _FIXED + sequences * (4 + 8 + (1 if multimodal else 0)) + documents * 8
+        if len(data) != expected:
+            raise IndexedFormatError(f"{where}: {len(data)} bytes, but its header ({sequences} sequences, {documents} "
+                                     f"document indices{', multimodal' if multimodal else ''}) needs {expected}")
+        offset = _FIXED
+        self.sequence_lengths = np.frombuffer(data, np.int32, sequences, offset)
+        offset += 4 * sequences
+        self.sequence_pointers = np.frombuffer(data, np.int64, sequences, offset)
+        offset += 8 * sequences
+        self.document_indices = np.frombuffer(data, np.int64, documents, offset)
+        offset += 8 * documents
+        self.sequence_modes = np.frombuffer(data, np.int8, sequences, offset) if multimodal else None
+        self._check(sequences)
+
+    def _check(self, sequences: int) -> None:
+        """Every pointer and length inside `.bin`, sequences back to back, document indices in order: vectorized,
+        once, so no later read can serve bytes past the file or of another sequence."""
+        lengths, pointers, where = self.sequence_lengths, self.sequence_pointers, self.idx_path
+        if sequences and (lengths < 0).any():
+            bad = int(np.argmax(lengths < 0))
+            raise IndexedFormatError(f"{where}: sequence {bad} has length {lengths[bad]} (offset {_FIXED + 4 * bad})")
+        ends = pointers + lengths.astype(np.int64) * self.dtype.itemsize
+        if sequences and (pointers[0] != 0 or (pointers[1:] != ends[:-1]).any()):
+            bad = 0 if pointers[0] != 0 else int(np.argmax(pointers[1:] != ends[:-1])) + 1
+            raise IndexedFormatError(f"{where}: sequence {bad}'s pointer {pointers[bad]} (offset "
+                                     f"{_FIXED + 4 * sequences + 8 * bad}) does not follow the sequence before it")
+        size = int(ends[-1]) if sequences else 0
+        if len(self._bin_map) != size:
+            raise IndexedFormatError(f"{self.bin_path}: {len(self._bin_map)} bytes, but {where} places its "
+                                     f"{sequences} sequences in {size} (truncated or from another index?)")
+        docs = self.document_indices
+        if len(docs) == 0 or docs[0] != 0 or docs[-1] != sequences or (len(docs) > 1 and (np.diff(docs) < 0).any()):
+            raise IndexedFormatError(f"{where}: document indices must rise from 0 to {sequences} (offset "
+                                     f"{_FIXED + 12 * sequences})")
+
+    def __len__(self) -> int:
+        return len(self.sequence_lengths)
+
+    def __getitem__(self, index: int | np.integer | slice) -> Any:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                raise ValueError(f"slices must be contiguous (step 1), got step {step}")
+            return [self.get(i) for i in range(start, stop)]
+        return self.get(int(index))
+
+    def get(self, idx: int, offset: int = 0, length: int | None = None) -> np.ndarray:
+        """Tokens [offset, offset + length) of sequence `idx` (the rest of it when `length` is None)."""
+        count = len(self)
+        if not -count <= idx < count:
+            raise IndexError(f"sequence {idx} out of range for {count} sequences ({self.path_prefix})")
+        idx %= count
+        size = int(self.sequence_lengths[idx])
+        if length is None:
+            length = size - offset
+        if offset < 0 or length < 0 or offset + length > size:
+            raise IndexError(f"tokens [{offset}, {offset + length}) out of range for sequence {idx} of {size}")
+        start = int(self.sequence_pointers[idx]) + offset * self.dtype.itemsize
+        return np.frombuffer(self._bin_map, self.dtype, length, start)
+
+    @property
+    def document_count(self) -> int:
+        return len(self.document_indices) - 1
+
+    def documents(self) -> Iterator[np.ndarray]:
+        """Each document's tokens (its sequences joined), in order."""
+        for d in range(self.document_count):
+            first, last = int(self.document_indices[d]), int(self.document_indices[d + 1])
+            yield np.concatenate([self.get(i) for i in range(first, last)]) if last - first != 1 else self.get(first)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled as its paths: each process maps the files itself (fork-started DataLoader workers included)."""
+        return {"path_prefix": self.path_prefix, "multimodal": self.sequence_modes is not None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["path_prefix"], state["multimodal"])  # type: ignore[misc]
+
+
+def _map(path: Path) -> Any:
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except FileNotFoundError:
+        raise IndexedFormatError(f"{path} does not exist (an indexed dataset is a prefix with .bin and .idx)") \
+            from None
+
+
+class IndexedWriter:
+    """Writes one `.bin`/`.idx` pair: `add(tokens)` appends one document of one sequence; `commit()` makes both files
+    visible, `.idx` last, after fsync; nothing is visible before. Tokens that do not fit `dtype` are refused."""
+
+    def __init__(self, output_prefix: str | os.PathLike, dtype: Any = None):
+        """`dtype=None` writes int32 and narrows to uint16 at commit when every id is below 65,500 (Megatron-Core's
+        choice for such a vocabulary)."""
+        self.prefix = os.fspath(output_prefix)
+        self.narrow = dtype is None
+        self.dtype = np.dtype(np.int32 if dtype is None else dtype)
+        self.max_id = -1
+        if self.dtype not in CODES:
+            raise ValueError(f"dtype {self.dtype} is not one of Megatron-Core's: {sorted(str(d) for d in CODES)}")
+        Path(self.prefix).parent.mkdir(parents=True, exist_ok=True)
+        self._tmp_bin = Path(f"{self.prefix}.bin.tmp-{os.getpid()}")
+        self._fh = open(self._tmp_bin, "wb")  # noqa: SIM115 (closed by commit or discard)
+        self._lengths: list[np.ndarray] = []
+        self._pending: list[int] = []
+        self._info = np.iinfo(self.dtype) if self.dtype.kind in "iu" else None
+
+    def add(self, tokens: Any, where: str = "") -> None:
+        array = np.asarray(tokens)
+        if array.size == 0:
+            array = array.astype(self.dtype).reshape(0)  # [] reads as float64 and would be refused below
+        if array.ndim != 1:
+            raise ValueError(f"{where or 'a document'}: tokens must be a flat list of ids, got shape {array.shape}")
+        if self._info is not None and array.size and array.dtype.kind in "iu" and \
+                (array.min() < self._info.min or array.max() > self._info.max):
+            raise ValueError(f"{where or 'a document'}: token ids [{array.min()}, {array.max()}] do not fit "
+                             f"{self.dtype} (pass dtype=np.int32 or np.int64)")
+        if array.dtype.kind == "f" and self.dtype.kind in "iu":
+            raise ValueError(f"{where or 'a document'}: token ids must be integers, got {array.dtype}")
+        if array.size and self.narrow:
+            self.max_id = max(self.max_id, int(array.max()))
+        self._fh.write(array.astype(self.dtype, copy=False).tobytes())
+        self._pending.append(array.size)
+        if len(self._pending) >= 65536:
+            self._flush_pending()
+
+    def add_block(self, values: np.ndarray, lengths: np.ndarray) -> None:
+        """Many documents at once: their ids back to back (`values`) and how many each has (`lengths`)."""
+        if len(values) and self._info is not None and (values.min() < self._info.min or values.max() > self._info.max):
+            raise ValueError(f"token ids [{values.min()}, {values.max()}] do not fit {self.dtype} (pass a wider dtype)")
+        if len(values) and self.narrow:
+            self.max_id = max(self.max_id, int(values.max()))
+        self._fh.write(np.ascontiguousarray(values).astype(self.dtype, copy=False).tobytes())
+        self._flush_pending()
+        self._lengths.append(np.asarray(lengths, dtype=np.int64))
+
+    def _flush_pending(self) -> None:
+        if self._pending:
+            self._lengths.append(np.asarray(self._pending, dtype=np.int64))
+            self._pending = []
+
+    def commit(self, modes: np.ndarray | None = None) -> None:
+        lengths = np.concatenate([*self._lengths, np.asarray(self._pending, dtype=np.int64)])
+        if (lengths > np.iinfo(np.int32).max).any():
+            raise ValueError("a document longer than 2**31 - 1 tokens does not fit Megatron-Core's int32 lengths")
+        self._fh.close()
+        if self.narrow and self.max_id + 1 < UINT16_VOCAB_LIMIT:
+            self._narrow_to_uint16()
+        tmp_idx = Path(f"{self.prefix}.idx.tmp-{os.getpid()}")
+        tmp_idx.write_bytes(index_bytes(lengths, np.arange(len(lengths) + 1, dtype=np.int64), self.dtype, modes))
+        for path in (self._tmp_bin, tmp_idx):
+            fsync_path(path)
+        Path(self.prefix + ".idx").unlink(missing_ok=True)  # a reader never pairs the new .bin with an old .idx
+        os.replace(self._tmp_bin, self.prefix + ".bin")
+        os.replace(tmp_idx, self.prefix + ".idx")
+
+    def _narrow_to_uint16(self) -> None:
+        """Rewrite the int32 ids as uint16, a bounded block at a time."""
+        narrow = self._tmp_bin.with_name(self._tmp_bin.name + ".u16")
+        with open(self._tmp_bin, "rb") as src, open(narrow, "wb") as dst:
+            while block := src.read(4 << 20):
+                dst.write(np.frombuffer(block, np.int32).astype(np.uint16).tobytes())
+        os.replace(narrow, self._tmp_bin)
+        self.dtype = np.dtype(np.uint16)
+
+    def discard(self) -> None:
+        self._fh.close()
+        self._tmp_bin.unlink(missing_ok=True)
+
+
+def write_tokens(documents: Iterable[Any], output_prefix: str | os.PathLike, dtype: Any = None) -> int:
+    """Write each item of `documents` (token ids) as one document; the number written."""
+    writer = IndexedWriter(output_prefix, dtype)
+    count = 0
+    try:
+        for count, tokens in enumerate(documents, 1):
+            writer.add(tokens, where=f"document {count - 1}")
+        writer.commit()
+    except BaseException:
+        writer.discard()
+        raise
+    return count
