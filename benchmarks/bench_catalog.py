@@ -118,6 +118,10 @@ def prepare_files(dataset: str, scale: float, work: Path) -> None:
 
 # -- one side in its own process --------------------------------------------------------------------------------
 def peak_rss_mib() -> float:
+    """This process's own peak RSS (VmHWM): getrusage's ru_maxrss would start from the parent's peak at fork."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
