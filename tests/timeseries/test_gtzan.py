@@ -14,7 +14,8 @@ URL = "http://opihi.cs.uvic.ca/sound/genres.tar.gz"
 
 
 def test_gtzan_rows_and_features(monkeypatch, tmp_path):
-    clips = {"genres/rock/rock.00007.wav": tone(100, seed=1)[:, 0], "genres/blues/blues.00000.wav": tone(60, seed=2)[:, 0],
+    clips = {"genres/rock/rock.00007.wav": tone(100, seed=1)[:, 0],
+             "genres/blues/blues.00000.wav": tone(60, seed=2)[:, 0],
              "genres/jazz/jazz.00042.wav": tone(80, seed=3)[:, 0]}
     members = {name: wav_bytes(s, 22050) for name, s in clips.items()}
     members["genres/bextract_single.mf"] = b"not audio"
