@@ -13,9 +13,9 @@ URL = "https://zenodo.org/record/1442513/files/VocalSet11.zip?download=1"
 
 
 def test_vocalset_vowel_files_with_singer_and_gender(monkeypatch, tmp_path):
-    stereo24 = tone(30, 2, seed=5).astype(np.int32) * 256  # a 24-bit stereo file, left-justified as scipy reads it
+    stereo24 = tone(30, 2, seed=5).astype(np.int32) * 65536  # 24-bit stereo, left-justified in int32 as scipy reads it
     clips = {"FULL/male11/straight/m11_straight_o.wav": wav_bytes(tone(40, seed=1)[:, 0], 44100),
-             "FULL/female2/vibrato/f2_vibrato_a.wav": audio_bytes(stereo24 // 256, 44100, subtype="PCM_24"),
+             "FULL/female2/vibrato/f2_vibrato_a.wav": audio_bytes(stereo24, 44100, subtype="PCM_24"),
              "FULL/female2/arpeggios/f2_arpeggios_c_fast.wav": wav_bytes(tone(20, seed=2)[:, 0]),
              "FULL/excerpts/f1_excerpt_a.wav": wav_bytes(tone(20, seed=3)[:, 0]),
              "__MACOSX/FULL/male11/._m11_straight_o.wav": b"fork"}
