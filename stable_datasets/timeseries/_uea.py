@@ -32,8 +32,8 @@ def find_member(archive: zipfile.ZipFile, suffix: str) -> str:
     raise StableDatasetsError(f"{archive.filename} has no member ending with {suffix}")
 
 
-class UEAArffBuilder(CatalogBuilder):
-    """A UEA/UCR archive dataset read from its ARFF files; a subclass names the dataset (`UEA_NAME`)."""
+class UEAArchiveBuilder(CatalogBuilder):
+    """A UEA/UCR archive dataset (`UEA_NAME`), read from its ARFF files unless a subclass reads another format."""
 
     UEA_NAME: ClassVar[str]
     TASK = "time series classification"

@@ -7,13 +7,13 @@ from stable_datasets.builder import DatasetInfo, Version
 from stable_datasets.catalog import DatasetSource, DownloadInfo
 from stable_datasets.features import ClassLabel, Features
 from stable_datasets.timeseries._shared import series_feature
-from stable_datasets.timeseries._uea import UEA_CITATION, UEAArffBuilder, uea_url
+from stable_datasets.timeseries._uea import UEA_CITATION, UEAArchiveBuilder, uea_url
 
 # no public record of this zip's sha256 or size, nor of the split sizes, was found
 _ZIP = DownloadInfo(uea_url("MosquitoSound"))
 
 
-class MosquitoSound(UEAArffBuilder):
+class MosquitoSound(UEAArchiveBuilder):
     """MosquitoSound; `series` is float32 `[length, 1]`."""
 
     VERSION = Version("1.0.0")
