@@ -7,6 +7,9 @@ Two scales, because the catalog's datasets were defined with two decoders:
   int32, 0..255 for 8-bit, floats as they are. This is what scipy.io.wavfile gives, and upstream stable-datasets
   decodes its WAV datasets that way.
 - "unit": floats in [-1, 1], soundfile's own scale (upstream's decoder of FLAC and OGG files).
+
+Containers libsndfile cannot read (M4A/AAC) go through FFmpeg's libraries with PyAV (`read_audio_ffmpeg`, also the
+`audio` extra), converted to 16-bit samples as pydub's FFmpeg call (`-acodec pcm_s16le`) converts them.
 """
 
 from __future__ import annotations
@@ -62,4 +65,32 @@ def read_series(source: str | os.PathLike | bytes | IO[bytes], *, scale: Scale =
     return read_audio(source, scale=scale, name=name)[0]
 
 
-__all__ = ["Scale", "read_audio", "read_series"]
+def read_audio_ffmpeg(source: str | os.PathLike | bytes | IO[bytes], *,
+                      name: str | None = None) -> tuple[np.ndarray, int]:
+    """(16-bit samples as float32 `[T, C]`, sample rate) of the first audio stream of any file FFmpeg reads (M4A,
+    AAC, MP3, ...): decoded, then converted to interleaved int16 by FFmpeg's resampler, the samples pydub gives."""
+    try:
+        import av
+    except ImportError:
+        raise missing_extra("decoding M4A/AAC audio", "av", "audio") from None
+    label = name or (os.fspath(source) if isinstance(source, (str, os.PathLike)) else "audio data")
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        source = io.BytesIO(source)
+    chunks: list[np.ndarray] = []
+    try:
+        with av.open(source) as container:
+            if not container.streams.audio:
+                raise StableDatasetsError(f"{label}: no audio stream")
+            stream = container.streams.audio[0]
+            channels, rate = stream.codec_context.channels, stream.codec_context.sample_rate
+            resampler = av.AudioResampler(format="s16", layout=stream.codec_context.layout, rate=rate)
+            for frame in container.decode(stream):
+                chunks += [out.to_ndarray() for out in resampler.resample(frame)]
+            chunks += [out.to_ndarray() for out in resampler.resample(None)]
+    except av.error.FFmpegError as exc:
+        raise StableDatasetsError(f"{label}: cannot decode audio ({exc})") from None
+    samples = np.concatenate([c.reshape(-1) for c in chunks]) if chunks else np.empty(0, np.int16)
+    return samples.reshape(-1, channels).astype(np.float32), int(rate)
+
+
+__all__ = ["Scale", "read_audio", "read_audio_ffmpeg", "read_series"]

@@ -70,3 +70,24 @@ def test_undecodable_file_names_itself():
         read_series(b"not audio at all", name="x.zip:a.wav")
     with pytest.raises(ValueError, match="scale"):
         read_series(b"", scale="volts")
+
+
+def test_ffmpeg_reader_names_the_extra_when_pyav_is_missing(monkeypatch):
+    from stable_datasets.catalog.formats.audio import read_audio_ffmpeg
+    from stable_datasets.errors import MissingExtraError
+
+    monkeypatch.setitem(__import__("sys").modules, "av", None)  # `import av` raises ImportError
+    with pytest.raises(MissingExtraError, match=r"needs av: pip install 'stable-datasets\[audio\]'"):
+        read_audio_ffmpeg(b"")
+
+
+def test_ffmpeg_reader_decodes_wav_to_the_same_16_bit_samples():
+    pytest.importorskip("av")
+    from stable_datasets.catalog.formats.audio import read_audio_ffmpeg
+
+    samples = tone(700, 2, seed=6)
+    series, rate = read_audio_ffmpeg(wav_bytes(samples), name="t.wav")
+    assert rate == 8000
+    np.testing.assert_array_equal(series, samples.astype(np.float32))
+    with pytest.raises(StableDatasetsError, match=r"^bad\.m4a: cannot decode audio"):
+        read_audio_ffmpeg(b"\x00" * 64, name="bad.m4a")
