@@ -1,0 +1,33 @@
+"""CatsDogs from a miniature CatsDogs.zip holding its ARFF files, at the official URL."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import stable_datasets as sds
+from stable_datasets.timeseries import CatsDogs
+from tests.fixtures.arff import uea_zip_files
+from tests.fixtures.catalog import serve_urls
+
+CLASSES = ["cat", "dog"]
+
+
+def test_cats_dogs_rows_are_the_arff_rows(monkeypatch, tmp_path):
+    rng = np.random.default_rng(7)
+    train, test = rng.normal(size=(4, 9)), rng.normal(size=(2, 9))
+    train_labels = [CLASSES[1], CLASSES[0], CLASSES[-1], CLASSES[1]]
+    test_labels = [CLASSES[-1], CLASSES[0]]
+    with serve_urls(monkeypatch, uea_zip_files("CatsDogs", (train, train_labels), (test, test_labels), CLASSES)):
+        data = CatsDogs(verification_mode="no_checks", processed_cache_dir=str(tmp_path))
+        same = sds.load_dataset("cats_dogs", split="test", verification_mode="no_checks", cache_dir=str(tmp_path))
+    assert sorted(data) == ["test", "train"]
+    assert data["train"]["label"] == [1, 0, len(CLASSES) - 1, 1]
+    assert data["test"]["label"] == [len(CLASSES) - 1, 0]
+    for split, values in (("train", train), ("test", test)):
+        for i, row in enumerate(values):
+            series = np.asarray(data[split][i]["series"], dtype=np.float32)
+            assert series.shape == (9, 1)
+            np.testing.assert_array_equal(series[:, 0], row.astype(np.float32))
+    features = data["train"].features
+    assert set(features) == {"series", "label"} and features["label"].names == ["cat", "dog"]
+    assert same.to_dict() == data["test"].to_dict()

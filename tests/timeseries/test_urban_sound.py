@@ -1,0 +1,33 @@
+"""UrbanSound from a miniature UrbanSound.zip holding its ARFF files, at the official URL."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import stable_datasets as sds
+from stable_datasets.timeseries import UrbanSound
+from tests.fixtures.arff import uea_zip_files
+from tests.fixtures.catalog import serve_urls
+
+CLASSES = ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9"]
+
+
+def test_urban_sound_rows_are_the_arff_rows(monkeypatch, tmp_path):
+    rng = np.random.default_rng(7)
+    train, test = rng.normal(size=(4, 9)), rng.normal(size=(2, 9))
+    train_labels = [CLASSES[1], CLASSES[0], CLASSES[-1], CLASSES[1]]
+    test_labels = [CLASSES[-1], CLASSES[0]]
+    with serve_urls(monkeypatch, uea_zip_files("UrbanSound", (train, train_labels), (test, test_labels), CLASSES)):
+        data = UrbanSound(verification_mode="no_checks", processed_cache_dir=str(tmp_path))
+        same = sds.load_dataset("urban_sound", split="test", verification_mode="no_checks", cache_dir=str(tmp_path))
+    assert sorted(data) == ["test", "train"]
+    assert data["train"]["label"] == [1, 0, len(CLASSES) - 1, 1]
+    assert data["test"]["label"] == [len(CLASSES) - 1, 0]
+    for split, values in (("train", train), ("test", test)):
+        for i, row in enumerate(values):
+            series = np.asarray(data[split][i]["series"], dtype=np.float32)
+            assert series.shape == (9, 1)
+            np.testing.assert_array_equal(series[:, 0], row.astype(np.float32))
+    features = data["train"].features
+    assert set(features) == {"series", "label"} and features["label"].num_classes == 10
+    assert same.to_dict() == data["test"].to_dict()
