@@ -28,7 +28,9 @@ class FacePointing(CatalogBuilder):
     TASK = "head pose estimation"
     SOURCE = DatasetSource(
         homepage="http://crowley-coutaz.fr/HeadPoseDataSet/",
-        assets={"train": DownloadInfo("http://crowley-coutaz.fr/HeadPoseDataSet/HeadPoseImageDatabase.tar.gz")},
+        assets={"train": DownloadInfo(
+            "http://crowley-coutaz.fr/HeadPoseDataSet/HeadPoseImageDatabase.tar.gz",
+            ["http://www-prima.inrialpes.fr/perso/Gourier/Faces/HeadPoseImageDatabase.tar.gz"])},  # its first home
         citation="""@inproceedings{gourier2004estimating,
   title={Estimating face orientation from robust detection of salient facial features},
   author={Gourier, Nicolas and Hall, Daniela and Crowley, James L},

@@ -16,10 +16,11 @@ from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features import ClassLabel, Features, Image
 from stable_datasets.features.image import decode_image_bytes
 
-#: TFDS's record of the official archive (url_checksums/fgvc.txt)
+#: the archive Oxford serves now, as pinned by several public download scripts of 2026; TFDS's older record
+#: (url_checksums/fgvc.txt: 2,770,575,360 bytes, sha256 d5f68b1b...) is of an earlier upload of the same name
 _ARCHIVE = DownloadInfo("https://www.robots.ox.ac.uk/~vgg/data/fgvc-aircraft/archives/fgvc-aircraft-2013b.tar.gz",
-                        checksum="sha256:d5f68b1b81d6d7831eb9d5c5517074176b5dfbce6bcb43dc14ed1c66a87b8d75",
-                        size=2770575360)
+                        checksum="sha256:e4e323d410e29f0370c81eabdcbb0e2b813acea1de22891b70b58ff41bfc9834",
+                        size=2753340328)
 _DATA = "fgvc-aircraft-2013b/data/"
 #: rows of pixels of the copyright banner at the bottom of every photo
 BANNER_HEIGHT = 20
