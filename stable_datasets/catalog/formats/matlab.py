@@ -4,7 +4,7 @@ read whole by scipy (the format has no streaming reader); v7.3 variables are rea
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import IO, Any
 
 from stable_datasets.errors import missing_extra
 
@@ -18,13 +18,15 @@ def is_hdf5(path: str | os.PathLike) -> bool:
     return head.startswith(HDF5_SIGNATURE) or head[512:520] == HDF5_SIGNATURE
 
 
-def load_mat(path: str | os.PathLike, variables: list[str] | None = None, **options: Any) -> dict[str, Any]:
-    """The variables of a v4-v7 `.mat` file (scipy.io.loadmat; `options` go to it)."""
+def load_mat(path: str | os.PathLike | IO[bytes], variables: list[str] | None = None, **options: Any) -> dict[str, Any]:
+    """The variables of a v4-v7 `.mat` file, or of an open one (an archive member): scipy.io.loadmat, `options`
+    going to it."""
+    source = path if hasattr(path, "read") else os.fspath(path)  # type: ignore[arg-type]
     try:
         import scipy.io
     except ImportError:
-        raise missing_extra(f"reading {os.fspath(path)} (a MATLAB file)", "scipy", "formats") from None
-    return scipy.io.loadmat(os.fspath(path), variable_names=variables, **options)
+        raise missing_extra(f"reading {getattr(path, 'name', source)} (a MATLAB file)", "scipy", "formats") from None
+    return scipy.io.loadmat(source, variable_names=variables, **options)
 
 
 def open_hdf5(path: str | os.PathLike) -> Any:
