@@ -1,6 +1,7 @@
-"""What CIFAR-10-C and CIFAR-100-C share (Hendrycks & Dietterich, 2019): one uncompressed tar holding `labels.npy`
-and one `<corruption>.npy` per corruption, each (5 x N, 32, 32, 3) uint8 with the five severities one after the
-other. Arrays are read from the tar in place, a block of rows at a time (catalog.formats.npy), never unpickled.
+"""What CIFAR-10-C and CIFAR-100-C share (Hendrycks & Dietterich, 2019), and the configs TinyImageNet-C shares
+with them. The CIFAR ones are an uncompressed tar holding `labels.npy` and one `<corruption>.npy` per corruption,
+each (5 x N, 32, 32, 3) uint8 with the five severities one after the other. Arrays are read from the tar in place,
+a block of rows at a time (catalog.formats.npy), never unpickled.
 
 Configs: "all" (upstream's rows: every corruption in upstream's order, severities 1 to 5 within each), one per
 corruption ("fog": its five severities) and one per corruption and severity ("fog_3", TFDS's naming)."""
@@ -29,33 +30,33 @@ IMAGES_PER_LEVEL = 10_000
 
 @dataclass
 class CorruptionConfig(BuilderConfig):
-    """`corruption` "" means every corruption; `level` 0 means every severity."""
+    """`corruption` "" means every corruption of the dataset; `level` 0 means every severity."""
 
     corruption: str = ""
     level: int = 0
 
-    def selection(self) -> list[tuple[str, tuple[int, ...]]]:
-        """(corruption, severities) in the order the rows come."""
+    def selection(self, corruptions: list[str]) -> list[tuple[str, tuple[int, ...]]]:
+        """(corruption, severities) in the order the rows come, `corruptions` being the dataset's, in order."""
         levels = LEVELS if self.level == 0 else (self.level,)
-        return [(c, levels) for c in ([self.corruption] if self.corruption else CORRUPTIONS)]
+        return [(c, levels) for c in ([self.corruption] if self.corruption else corruptions)]
 
-    def num_rows(self) -> int:
-        return sum(len(levels) for _, levels in self.selection()) * IMAGES_PER_LEVEL
+    def num_rows(self, corruptions: list[str], images_per_level: int) -> int:
+        return sum(len(levels) for _, levels in self.selection(corruptions)) * images_per_level
 
 
-def corruption_configs() -> list[CorruptionConfig]:
+def corruption_configs(corruptions: list[str]) -> list[CorruptionConfig]:
     """"all", then one config per corruption, then one per corruption and severity."""
     configs = [CorruptionConfig(name="all", description="every corruption at every severity (upstream's rows)")]
-    configs += [CorruptionConfig(name=c, corruption=c, description=f"{c} at severities 1-5") for c in CORRUPTIONS]
+    configs += [CorruptionConfig(name=c, corruption=c, description=f"{c} at severities 1-5") for c in corruptions]
     configs += [CorruptionConfig(name=f"{c}_{level}", corruption=c, level=level,
-                                 description=f"{c} at severity {level}") for c in CORRUPTIONS for level in LEVELS]
+                                 description=f"{c} at severity {level}") for c in corruptions for level in LEVELS]
     return configs
 
 
 def corrupted_rows(archive: str, config: CorruptionConfig) -> Iterator[tuple[int, dict[str, Any]]]:
     """(key, row) for the config's corruptions and severities; `label` is the row's entry of labels.npy (which
     repeats the test labels once per severity; a single copy of them is read the same way)."""
-    selection = config.selection()
+    selection = config.selection(CORRUPTIONS)
     names = ["labels.npy"] + [f"{corruption}.npy" for corruption, _ in selection]
     members = members_in_order(archive, names)
     _, labels_fh = next(members)

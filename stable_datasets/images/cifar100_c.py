@@ -7,7 +7,13 @@ from __future__ import annotations
 from stable_datasets.builder import DatasetInfo, Version
 from stable_datasets.catalog import CatalogBuilder, DatasetSource, DownloadInfo
 from stable_datasets.features import ClassLabel, Features, Image, Value
-from stable_datasets.images._cifar_corrupted import CORRUPTIONS, CorruptionConfig, corrupted_rows, corruption_configs
+from stable_datasets.images._cifar_corrupted import (
+    CORRUPTIONS,
+    IMAGES_PER_LEVEL,
+    CorruptionConfig,
+    corrupted_rows,
+    corruption_configs,
+)
 from stable_datasets.images.cifar10_c import _CITATION
 from stable_datasets.images.cifar100 import FINE_LABELS
 
@@ -25,7 +31,7 @@ class CIFAR100C(CatalogBuilder):
     VERSION = Version("1.0.0")
     TASK = "image classification (robustness)"
     BUILDER_CONFIG_CLASS = CorruptionConfig
-    BUILDER_CONFIGS = corruption_configs()
+    BUILDER_CONFIGS = corruption_configs(CORRUPTIONS)
     DEFAULT_CONFIG_NAME = "all"
     SOURCE = DatasetSource(homepage="https://zenodo.org/records/3555552", assets={"test": _ARCHIVE},
                            citation=_CITATION, license="CC BY 4.0")
@@ -46,7 +52,7 @@ class CIFAR100C(CatalogBuilder):
             features=Features({"image": Image(), "label": ClassLabel(names=FINE_LABELS),
                                "corruption_name": Value("string"), "corruption_level": Value("int32")}),
             supervised_keys=("image", "label"),
-            num_examples={"test": self.config.num_rows()},
+            num_examples={"test": self.config.num_rows(CORRUPTIONS, IMAGES_PER_LEVEL)},
         )
 
     def _generate_examples(self, data_path, split):
