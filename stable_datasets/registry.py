@@ -87,8 +87,10 @@ def catalog_class(name: str) -> type[DatasetBuilder] | None:
     if module_name is None:
         return None
     module = importlib.import_module(module_name)
-    found = [obj for obj in vars(module).values() if isinstance(obj, type) and issubclass(obj, DatasetBuilder)
-             and obj.__module__ == module.__name__ and obj.builder_name() == name]
+    # one class under two names (upstream's aliases, such as SSv2) is one builder
+    found = list(dict.fromkeys(obj for obj in vars(module).values() if isinstance(obj, type)
+                               and issubclass(obj, DatasetBuilder) and obj.__module__ == module.__name__
+                               and obj.builder_name() == name))
     if len(found) != 1:
         raise StableDatasetsError(f"catalog module {module_name} defines {len(found)} builders named {name!r}")
     return found[0]

@@ -1,0 +1,72 @@
+"""A file published in parts (`name-00`, `name-01`, ...: the pieces of one archive cut for download) read as the
+one file they make, with seeking, so that zipfile or tarfile reads its members in place without a concatenated
+copy on disk."""
+
+from __future__ import annotations
+
+import bisect
+import io
+import os
+from collections.abc import Sequence
+
+
+class ConcatenatedFile(io.RawIOBase):
+    """The bytes of `paths`, one after the other, as a readable, seekable binary file."""
+
+    def __init__(self, paths: Sequence[str | os.PathLike]):
+        super().__init__()
+        self._paths = [os.fspath(p) for p in paths]
+        self._starts = [0]
+        for path in self._paths:
+            self._starts.append(self._starts[-1] + os.path.getsize(path))
+        self._position = 0
+        self._open: tuple[int, io.BufferedReader] | None = None
+
+    @property
+    def size(self) -> int:
+        return self._starts[-1]
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._position, io.SEEK_END: self.size}[whence]
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._position = base + offset
+        return self._position
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        if self._position >= self.size:
+            return 0
+        part = bisect.bisect_right(self._starts, self._position) - 1
+        if self._open is None or self._open[0] != part:
+            self._close_part()
+            self._open = (part, open(self._paths[part], "rb"))  # noqa: SIM115 (kept open across reads)
+        fh = self._open[1]
+        fh.seek(self._position - self._starts[part])
+        count = min(len(buffer), self._starts[part + 1] - self._position)
+        data = fh.read(count)
+        buffer[:len(data)] = data
+        self._position += len(data)
+        return len(data)
+
+    def close(self) -> None:
+        self._close_part()
+        super().close()
+
+    def _close_part(self) -> None:
+        if self._open is not None:
+            self._open[1].close()
+            self._open = None
+
+
+def open_parts(paths: Sequence[str | os.PathLike]) -> io.BufferedReader:
+    """`ConcatenatedFile(paths)`, buffered."""
+    return io.BufferedReader(ConcatenatedFile(paths), buffer_size=1 << 20)
