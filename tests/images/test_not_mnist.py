@@ -36,5 +36,6 @@ def test_not_mnist_rows_and_letters(monkeypatch):
 
 def test_not_mnist_row_counts_are_checked_without_no_checks(monkeypatch):
     images, labels = digit_images(9, 28)
-    with serve_urls(monkeypatch, _files(images, labels, 6)), pytest.raises(SplitRowsError, match="expected 60000 rows, got 6"):
-        NotMNIST(split="train")
+    with serve_urls(monkeypatch, _files(images, labels, 6)):
+        with pytest.raises(SplitRowsError, match="expected 60000 rows, got 6"):
+            NotMNIST(split="train")
