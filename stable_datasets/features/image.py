@@ -32,7 +32,9 @@ from stable_datasets.env import max_image_pixels
 from stable_datasets.errors import CorruptCellError, EncodingError, missing_extra
 from stable_datasets.features.base import FeatureType, describe
 
-_FORMATS = {"png": ".png", "jpeg": ".jpg", "jpg": ".jpg", "webp": ".webp"}
+#: "bmp" is lossless and uncompressed: for small images it encodes ~10x and decodes ~4x faster than PNG (CIFAR-size
+#: 32x32 RGB: 3 KB a cell either way); PNG stays the default, smaller for anything larger or flatter
+_FORMATS = {"png": ".png", "jpeg": ".jpg", "jpg": ".jpg", "webp": ".webp", "bmp": ".bmp"}
 
 
 # OpenCV >= 4.10 decodes straight to RGB, saving a colour conversion and a copy per image.

@@ -37,7 +37,7 @@ class CIFAR10(CatalogBuilder):
     def _info(self) -> DatasetInfo:
         return DatasetInfo(
             description="CIFAR-10: 60,000 32x32 colour images in 10 classes, 6,000 per class.",
-            features=Features({"image": Image(), "label": ClassLabel(names=NAMES)}),
+            features=Features({"image": Image(format="bmp"), "label": ClassLabel(names=NAMES)}),
             supervised_keys=("image", "label"),
             num_examples={"train": 50_000, "test": 10_000},
         )

@@ -55,7 +55,7 @@ class CIFAR100(CatalogBuilder):
         return DatasetInfo(
             description="CIFAR-100: 60,000 32x32 colour images in 100 classes grouped into 20 superclasses; each "
                         "image has a fine label (its class) and a coarse label (its superclass).",
-            features=Features({"image": Image(), "label": ClassLabel(names=FINE_LABELS),
+            features=Features({"image": Image(format="bmp"), "label": ClassLabel(names=FINE_LABELS),
                                "superclass": ClassLabel(names=COARSE_LABELS)}),
             supervised_keys=("image", "label"),
             num_examples={"train": 50_000, "test": 10_000},

@@ -70,3 +70,15 @@ def test_a_stored_image_over_the_limit_is_refused_when_read(monkeypatch):
 def test_image_size_reads_the_header_of_each_format(ext):
     data = cv2.imencode(ext, np.zeros((37, 53, 3), np.uint8))[1].tobytes()
     assert image_size(data) == (53, 37)
+
+
+@pytest.mark.parametrize("shape", [(5, 7, 3), (5, 7), (5, 7, 4)])
+def test_bmp_cells_are_lossless_in_every_layout(shape):
+    """BMP: the small-image format that encodes and decodes fastest; the pixels come back exactly."""
+    pixels = np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
+    stored = sds.Image(format="bmp").encode(pixels, "image")
+    assert stored[:2] == b"BM" and image_size(stored) == (7, 5)
+    mode = {2: "L", 3: "RGB", 4: "RGBA"}[shape[2] if len(shape) == 3 else 2]
+    np.testing.assert_array_equal(sds.Image(mode=mode).decode(stored), pixels)
+    with pytest.raises(ValueError, match="16-bit images can be stored as png only, not bmp"):
+        sds.Image(format="bmp").encode(pixels.astype(np.uint16), "image")
