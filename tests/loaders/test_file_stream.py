@@ -583,3 +583,15 @@ def test_a_tar_is_counted_from_its_headers_and_a_bad_member_is_named_when_read(t
     assert len(stream) == PER_FILE + 3  # counted without decoding a member
     with pytest.raises(LoaderError, match=r"bad.tar, member 'b.idx.json': cannot read the 'idx.json' member as json"):
         list(stream)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_a_quoted_crlf_cut_by_a_parse_block_streams_as_built(tmp_path, encoding):
+    from stable_datasets.loaders.csv_files import PARSE_BLOCK_BYTES
+    from tests.loaders.test_loaders import write_csv_with_quoted_crlf_at
+
+    path = tmp_path / "crlf.csv"
+    values = write_csv_with_quoted_crlf_at(path, [PARSE_BLOCK_BYTES - 1, 3 * PARSE_BLOCK_BYTES - 1], encoding)
+    streamed = [r["text"] for r in sds.load_dataset("csv", data_files=str(path), split="train", streaming=True,
+                                                     encoding=encoding)]
+    assert streamed == values and sum(v.endswith("\r\ny") for v in streamed) == 2

@@ -749,3 +749,37 @@ def test_pretty_printed_json_records_are_named_by_the_line_they_start_on(tmp_pat
     (tmp_path / "b.json").write_text('{\n  "n": 2\n}\n{\n  "n": 3,\n  "n2": \n}\n')
     with pytest.raises(LoaderError, match=rf"{tmp_path / 'b.json'}, line \d: invalid JSON"):
         sds.load_dataset("json", data_files=[str(tmp_path / "a.json"), str(tmp_path / "b.json")], split="train")
+
+
+def write_csv_with_quoted_crlf_at(path: Path, offsets: list[int], encoding: str = "utf-8") -> list[str]:
+    """A CSV (id,text) whose rows include `"x\\r\\ny"` values with their "\\r" at each byte offset of `offsets` (of
+    the text as UTF-8) between rows of filler; returns the `text` column it holds."""
+    lines, values, size = ["id,text\n"], [], 8
+
+    def add(value: str) -> None:
+        nonlocal size
+        lines.append(f'{len(values)},"{value}"\n')
+        values.append(value)
+        size += len(lines[-1].encode())
+
+    for offset in offsets:
+        while size < offset - 200:
+            add("f" * 60)
+        add("x" * (offset - size - len(f'{len(values)},"')) + "\r\ny")
+    add("last")
+    path.write_bytes("".join(lines).encode(encoding))
+    return values
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_a_quoted_crlf_cut_by_a_parse_block_keeps_its_line_feed(tmp_path, encoding):
+    from stable_datasets.loaders.csv_files import PARSE_BLOCK_BYTES
+
+    block = PARSE_BLOCK_BYTES  # the "\r" the last byte of the first and the third block, the "\n" a block's first
+    path = tmp_path / "crlf.csv"
+    values = write_csv_with_quoted_crlf_at(path, [block - 1, 3 * block - 1], encoding)
+    text = path.read_bytes().decode(encoding).encode()
+    assert text[block - 1:block + 1] == text[3 * block - 1:3 * block + 1] == b"\r\n"
+    built = sds.load_dataset("csv", data_files=str(path), split="train", encoding=encoding)
+    assert built["text"] == values
+    assert sum(v.endswith("\r\ny") for v in built["text"]) == 2
