@@ -34,7 +34,7 @@ from stable_datasets.loaders.columns import (
     is_columnar,
 )
 from stable_datasets.loaders.csv_input import CsvInput, csv_input, is_utf8
-from stable_datasets.loaders.json_files import line_ranges
+from stable_datasets.loaders.lines import line_ranges
 
 BLOCK_BYTES = 16 << 20
 #: pyarrow parses a range or a whole file in blocks of this size on its threads

@@ -3,6 +3,8 @@ and "\\n" (pyarrow drops a "\\n" that starts a block after a block ending in "\\
 
 from __future__ import annotations
 
+import itertools
+
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
@@ -27,7 +29,7 @@ def test_reads_give_the_text_as_utf8_and_never_end_inside_a_crlf(text, sizes, en
         assert len(piece) <= size
         pieces.append(piece)
     assert b"".join(pieces) == text.encode("utf-8")
-    for before, after in zip(pieces, pieces[1:]):
+    for before, after in itertools.pairwise(pieces):
         assert not (before.endswith(b"\r") and after.startswith(b"\n")) or len(before) == 1
 
 

@@ -595,3 +595,22 @@ def test_a_quoted_crlf_cut_by_a_parse_block_streams_as_built(tmp_path, encoding)
     streamed = [r["text"] for r in sds.load_dataset("csv", data_files=str(path), split="train", streaming=True,
                                                      encoding=encoding)]
     assert streamed == values and sum(v.endswith("\r\ny") for v in streamed) == 2
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_utf16_and_utf32_files_cut_into_units_give_every_line_back(tmp_path, monkeypatch, fmt, encoding):
+    from tests.loaders.test_loaders import write_text_lines
+
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 999)  # an odd size: cuts fall anywhere
+    path = tmp_path / "wide.txt"
+    lines = write_text_lines(path, encoding, 40_000)
+    if fmt == "json":
+        path = tmp_path / "wide.jsonl"
+        path.write_bytes("".join(json.dumps({"t": line}, ensure_ascii=False) + "\n" for line in lines).encode(encoding))
+    stream = sds.load_dataset(fmt, data_files=str(path), split="train", streaming=True, encoding=encoding)
+    assert len(stream.dataset.block_bounds()) > 20  # many units
+    column = "text" if fmt == "text" else "t"
+    assert [r[column] for r in stream] == lines
+    built = sds.load_dataset(fmt, data_files=str(path), split="train", encoding=encoding)
+    assert built[column] == lines

@@ -783,3 +783,28 @@ def test_a_quoted_crlf_cut_by_a_parse_block_keeps_its_line_feed(tmp_path, encodi
     built = sds.load_dataset("csv", data_files=str(path), split="train", encoding=encoding)
     assert built["text"] == values
     assert sum(v.endswith("\r\ny") for v in built["text"]) == 2
+
+
+def write_text_lines(path: Path, encoding: str, least_bytes: int) -> list[str]:
+    """Lines of CJK text (上 is 0A 4E in UTF-16-LE: a 0x0A byte that is no line feed) and emoji (surrogate pairs) in
+    `encoding`, at least `least_bytes` of them; returns the lines."""
+    lines, size, mark = [], 0, len("".encode(encoding))
+    while size < least_bytes:
+        lines.append(f"{len(lines)} 上海 Ċ 😀 " + "上" * (len(lines) % 300))
+        size += len(f"{lines[-1]}\n".encode(encoding)) - mark
+    path.write_bytes(("\n".join(lines) + "\n").encode(encoding))
+    return lines
+
+
+def test_utf16_text_past_a_read_block_gives_every_line_back(tmp_path):
+    from stable_datasets.loaders.lines import BLOCK_BYTES
+
+    encoding = "utf-16"  # UTF-32 and the other byte order: test_file_stream, with small units
+
+    path = tmp_path / "wide.txt"
+    lines = write_text_lines(path, encoding, BLOCK_BYTES + (1 << 20))  # more than one block of whole lines
+    assert path.stat().st_size > BLOCK_BYTES
+    for errors in ("strict", "replace"):  # replace never garbles a valid line
+        built = sds.load_dataset("text", data_files=str(path), split="train", encoding=encoding,
+                                 encoding_errors=errors)
+        assert built["text"] == lines
