@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import os
+import pickle
 import tarfile
 from collections import Counter
 
@@ -614,3 +615,24 @@ def test_utf16_and_utf32_files_cut_into_units_give_every_line_back(tmp_path, mon
     assert [r[column] for r in stream] == lines
     built = sds.load_dataset(fmt, data_files=str(path), split="train", encoding=encoding)
     assert built[column] == lines
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "parquet", "webdataset"])
+def test_a_change_of_working_folder_after_open_changes_nothing_read(tmp_path, monkeypatch, fmt):
+    """Hydra-style launchers chdir after the data is opened: relative data files are where they were at open."""
+    here, elsewhere = write_files(tmp_path / "here", fmt), write_files(tmp_path / "elsewhere", fmt)
+    for mine, other in zip(here, elsewhere):  # the same names, sizes and times, other rows
+        if fmt in ("json", "csv"):
+            with open(other, "r+b") as fh:
+                fh.seek(os.path.getsize(other) - 3)
+                fh.write(b"9}\n" if fmt == "json" else b"99\n")
+        os.utime(other, ns=(os.stat(mine).st_atime_ns, os.stat(mine).st_mtime_ns))
+    monkeypatch.chdir(tmp_path / "here")
+    relative = [os.path.basename(p) for p in here]
+    stream = sds.load_dataset(LOADER[fmt], data_files=relative, split="train", streaming=True)
+    built = sds.load_dataset(LOADER[fmt], data_files=relative, split="train").to_list()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert list(stream) == built
+    assert [name for name, _ in stream.source_files()] == here  # a state names the files opened
+    loaded = pickle.loads(pickle.dumps(stream))  # as a DataLoader worker started later has it
+    assert list(loaded) == built
