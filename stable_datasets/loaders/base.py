@@ -61,6 +61,7 @@ from stable_datasets.features.hf import from_hf_features
 from stable_datasets.loaders.columns import LoaderError, conform_table, is_columnar
 from stable_datasets.loaders.compressed import COMPRESSIONS, compression_suffix, decompressed
 from stable_datasets.loaders.folders import infer_data_files
+from stable_datasets.loaders.lines import line_end
 from stable_datasets.loaders.read_ahead import read_ahead
 from stable_datasets.urls import is_url
 from stable_datasets.write.engines import JobRunner
@@ -404,21 +405,6 @@ class FileLoader(GeneratorBasedBuilder):
 
     def conform(self, table: pa.Table, where: str, first_row: int) -> pa.Table:
         return conform_table(table, self.features, where, first_row)
-
-
-def line_end(read_at: Callable[[int, int], bytes], offset: int, size: int) -> int:
-    """The offset just past the first line end at or after `offset` (`size` if none): windows of 64 KiB, growing."""
-    window = 64 << 10
-    while offset < size:
-        data = read_at(offset, window)
-        if not data:
-            break
-        found = data.find(b"\n")
-        if found >= 0:
-            return offset + found + 1
-        offset += len(data)
-        window = min(window * 4, 16 << 20)
-    return size
 
 
 @functools.cache

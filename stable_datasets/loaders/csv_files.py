@@ -33,9 +33,12 @@ from stable_datasets.loaders.columns import (
     features_from_schema,
     is_columnar,
 )
-from stable_datasets.loaders.json_files import line_ranges
+from stable_datasets.loaders.csv_input import CsvInput, csv_input, is_utf8
+from stable_datasets.loaders.lines import line_ranges
 
 BLOCK_BYTES = 16 << 20
+#: pyarrow parses a range or a whole file in blocks of this size on its threads
+PARSE_BLOCK_BYTES = 1 << 20
 #: files up to this size whose records may span lines are parsed in one multi-threaded read
 WHOLE_FILE_BYTES = 256 << 20
 #: a file of single-line records is parsed this many bytes at a time (each on every core)
@@ -82,10 +85,10 @@ class CsvLoader(FileLoader):
         if config.header not in ("infer", 0, None):
             raise ValueError(f"the 'csv' loader takes header='infer', 0 or None, got {config.header!r}")
         skip_after = 1 if names and config.header == 0 else 0  # a header row replaced by column_names
-        encoding = "utf8" if config.encoding.lower().replace("-", "").replace("_", "") == "utf8" else config.encoding
-        return pacsv.ReadOptions(use_threads=True, skip_rows=config.skiprows, skip_rows_after_names=skip_after,
-                                 column_names=names, autogenerate_column_names=config.header is None and not names,
-                                 encoding=encoding)  # "utf8" exactly: any other spelling transcodes (slower)
+        return pacsv.ReadOptions(use_threads=True, block_size=PARSE_BLOCK_BYTES, skip_rows=config.skiprows,
+                                 skip_rows_after_names=skip_after, column_names=names,
+                                 autogenerate_column_names=config.header is None and not names,
+                                 encoding="utf8")  # other encodings are transcoded by csv_input
 
     def _parse_options(self, newlines_in_values: bool = True) -> pacsv.ParseOptions:
         # A malformed row stops the read and is then located by a re-read with Python's csv module
@@ -124,10 +127,11 @@ class CsvLoader(FileLoader):
         options = self._read_options()
         options.block_size = SAMPLE_BYTES
         try:
-            reader = _growing(lambda read: pacsv.open_csv(path, read_options=read, parse_options=self._parse_options(),
+            reader = _growing(lambda read: pacsv.open_csv(self._input(path), read_options=read,
+                                                          parse_options=self._parse_options(),
                                                           convert_options=self._convert_options(None)), options)
             schema = reader.schema
-        except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+        except (pa.ArrowInvalid, UnicodeError) as exc:
             raise self._error(path, exc) from None
         names = self._column_names(schema.names)
         _check_header(path, names)
@@ -151,8 +155,9 @@ class CsvLoader(FileLoader):
         options.block_size = SAMPLE_BYTES
         convert = self._convert_options(None)
         convert.column_types = {schema.names[i]: pa.string() for i in doubles}
-        sample = _growing(lambda read: pacsv.open_csv(path, read_options=read, parse_options=self._parse_options(),
-                                                      convert_options=convert), options).read_next_batch()
+        sample = _growing(lambda read: pacsv.open_csv(self._input(path), read_options=read,
+                                                      parse_options=self._parse_options(), convert_options=convert),
+                          options).read_next_batch()
         types = {}
         for i in doubles:
             text = sample.column(i)
@@ -186,7 +191,7 @@ class CsvLoader(FileLoader):
             elif start is None and size > WHOLE_FILE_BYTES:
                 read = self._read_options()
                 read.block_size = BLOCK_BYTES
-                reader = pacsv.open_csv(path, read, self._parse_options(), convert)
+                reader = pacsv.open_csv(self._input(path), read, self._parse_options(), convert)
                 tables = (pa.Table.from_batches([batch]) for batch in reader)
             else:
                 tables = iter([self._read_bytes(path, start, stop, convert)])
@@ -198,12 +203,16 @@ class CsvLoader(FileLoader):
                     _check_header(path, table.column_names)
                 yield self.conform(table, where, row) if conform else table
                 row += table.num_rows
-        except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
+        except (pa.ArrowInvalid, UnicodeError) as exc:
             raise self._error(path, exc) from None
+
+    def _input(self, source: str | bytes | pa.Buffer) -> CsvInput:
+        """What pyarrow reads of a file or of its bytes: UTF-8, no block ending inside a "\\r\\n" (csv_input)."""
+        return csv_input(source, self.config.encoding)
 
     def _cuttable(self) -> bool:
         """Every line break outside quotes ends a record: no escape character, UTF-8 text."""
-        return self.config.escapechar is None and self._read_options().encoding == "utf8"
+        return self.config.escapechar is None and is_utf8(self.config.encoding)
 
     def _read_ranges(self, path: str, cuts: list[int], convert: pacsv.ConvertOptions) -> Iterator[pa.Table]:
         """The tables of the ranges between `cuts` (line ends), a range read and checked just before
@@ -214,7 +223,7 @@ class CsvLoader(FileLoader):
         with open(path, "rb") as fh:
             for lo, data in _whole_record_ranges(fh, cuts, self.config.quotechar, WHOLE_FILE_BYTES):
                 read = self._read_options() if lo == cuts[0] else pacsv.ReadOptions(
-                    use_threads=True, column_names=names, encoding="utf8")
+                    use_threads=True, block_size=PARSE_BLOCK_BYTES, column_names=names)
                 if data is None:
                     yield from self._stream(path, lo, read, convert)
                     return
@@ -225,10 +234,8 @@ class CsvLoader(FileLoader):
     def _stream(self, path: str, start: int, read: pacsv.ReadOptions,
                 convert: pacsv.ConvertOptions) -> Iterator[pa.Table]:
         """The file from byte `start` on, streamed in BLOCK_BYTES blocks whose cuts follow quotes."""
-        source = pa.memory_map(path)
-        source.seek(start)
         read.block_size = BLOCK_BYTES
-        reader = pacsv.open_csv(pa.BufferReader(source.read_buffer()), read, self._parse_options(True), convert)
+        reader = pacsv.open_csv(csv_input(path, "utf8", start), read, self._parse_options(True), convert)
         yield from (pa.Table.from_batches([batch]) for batch in reader)
 
     def _parse(self, data: bytes | pa.Buffer, read: pacsv.ReadOptions, convert: pacsv.ConvertOptions,
@@ -240,10 +247,10 @@ class CsvLoader(FileLoader):
         A real error fails both ways. `careful` skips the fast try (a previous range needed care)."""
         if not careful:
             try:
-                return pacsv.read_csv(pa.BufferReader(data), read, self._parse_options(False), convert), False
+                return pacsv.read_csv(self._input(data), read, self._parse_options(False), convert), False
             except pa.ArrowInvalid:
                 pass
-        return _growing(lambda grown: pacsv.read_csv(pa.BufferReader(data), grown, self._parse_options(True), convert),
+        return _growing(lambda grown: pacsv.read_csv(self._input(data), grown, self._parse_options(True), convert),
                         read), True
 
     def _read_bytes(self, path: str, start: int | None, stop: int | None,
@@ -256,15 +263,16 @@ class CsvLoader(FileLoader):
             data = source.read_buffer((stop or source.size()) - start)
         read = self._read_options()
         if start:  # a range after the header: the header's names, nothing to skip, records are lines
-            read = pacsv.ReadOptions(use_threads=True, column_names=self._header_names(path), encoding=read.encoding)
+            read = pacsv.ReadOptions(use_threads=True, block_size=PARSE_BLOCK_BYTES,
+                                     column_names=self._header_names(path))
         return self._parse(data, read, convert, careful=self.config.escapechar is not None)[0]
 
     def _header_names(self, path: str) -> list[str]:
         """The column names as the start of the file gives them (before pandas-style numbering)."""
         options = self._read_options()
         options.block_size = 1 << 16
-        return _growing(lambda read: pacsv.open_csv(path, read, self._parse_options(), self._convert_options(None)),
-                        options).schema.names
+        return _growing(lambda read: pacsv.open_csv(self._input(path), read, self._parse_options(),
+                                                    self._convert_options(None)), options).schema.names
 
     def _line_cuts(self, path: str, parts: int) -> list[int]:
         """Byte offsets of about `parts` equal ranges, at line ends after the header (quotes unchecked)."""
@@ -290,7 +298,7 @@ class CsvLoader(FileLoader):
             for line, fields in records:
                 if column < len(fields) and fields[column] == value:
                     return line
-        except (csv.Error, UnicodeDecodeError):
+        except (csv.Error, UnicodeError):
             pass
         return None
 
@@ -310,8 +318,8 @@ class CsvLoader(FileLoader):
                                       self.config.encoding, self.config.skiprows)
         if found is not None:
             return LoaderError(f"{path}, {found}")
-        if isinstance(exc, UnicodeDecodeError):
-            return LoaderError(f"{path}: not valid {self.config.encoding} text ({exc.reason})")
+        if isinstance(exc, UnicodeError):
+            return LoaderError(f"{path}: not valid {self.config.encoding} text ({getattr(exc, 'reason', exc)})")
         return LoaderError(f"{path}: {message}")
 
 
@@ -433,8 +441,8 @@ def _first_malformed_line(path: str, delimiter: str, quotechar: str | None, esca
                     return f"line {reader.line_num}: expected {expected} fields, got {len(fields)}"
         except csv.Error as exc:
             return f"line {reader.line_num}: {exc}"
-        except UnicodeDecodeError as exc:
-            return f"not valid {encoding} text ({exc.reason}, in line {reader.line_num + 1})"
+        except UnicodeError as exc:
+            return f"not valid {encoding} text ({getattr(exc, 'reason', exc)}, in line {reader.line_num + 1})"
     return None
 
 

@@ -74,11 +74,12 @@ _WHITESPACE[list(b" \t\r\n\f\v")] = True
 class FileUnit:
     """Rows `rows` of one data file: the whole file (start, stop None) or a range (bytes, row groups)."""
 
-    path: str  # the local path read
-    source: str  # the file as the user named it
+    path: str  # the local path read (absolute: a later os.chdir changes nothing)
+    source: str  # the file as the user named it (a webdataset's __url__, as a built cache has it)
     start: int | None
     stop: int | None
     rows: int
+    name: str  # the file as states and messages name it: its absolute path when the stream opened, or its URL
 
     def piece(self) -> list[Any]:
         return [self.path, self.start, self.stop, self.source]
@@ -123,7 +124,7 @@ class FileBackend(LayoutBackend):
     def identity(self) -> str:
         """A hash of what decides the rows: the loader, its config, the features, every file and its identity."""
         described = [self.loader.builder_name(), json.dumps(parse_options(self.loader), sort_keys=True, default=str),
-                     self.features.to_dict(), [[u.source, u.start, u.stop, u.rows] for u in self.units],
+                     self.features.to_dict(), [[u.name, u.start, u.stop, u.rows] for u in self.units],
                      self.sources()]  # a remote file by its ETag: its downloaded copy's mtime says nothing
         return hashlib.sha256(json.dumps(described, default=str).encode()).hexdigest()[:16]
 
@@ -131,7 +132,7 @@ class FileBackend(LayoutBackend):
         """(file as named, its identity) of every file, in order."""
         seen: dict[str, list[Any]] = {}
         for unit in self.units:
-            seen.setdefault(unit.source, self.named.get(unit.source) or self.identities[unit.path])
+            seen.setdefault(unit.name, self.named.get(unit.source) or self.identities[unit.path])
         return list(seen.items())
 
     # -- the backend contract -----------------------------------------------------------------
@@ -216,11 +217,11 @@ class FileBackend(LayoutBackend):
             return table
         unit = self.units[index]
         if file_identity(unit.path) != self.identities[unit.path]:
-            raise LoaderError(f"{unit.source}: the file changed while it was streamed (size or modification time "
+            raise LoaderError(f"{unit.name}: the file changed while it was streamed (size or modification time "
                               "differ from when the stream was opened); open the stream again")
         table = read_unit(self.loader, unit, self._schema)
         if table.num_rows != unit.rows:
-            raise LoaderError(f"{unit.source}: {_range_text(unit)}holds {table.num_rows} rows, {unit.rows} when the "
+            raise LoaderError(f"{unit.name}: {_range_text(unit)}holds {table.num_rows} rows, {unit.rows} when the "
                               "stream was opened; the file changed while it was streamed (open the stream again)")
         self._held[index] = table
         while len(self._held) > HELD_UNITS or (len(self._held) > 1 and
@@ -396,11 +397,12 @@ def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitC
     identities: dict[str, list[int]] = {}
     named: dict[str, list[Any]] = {}
     pieces: list[tuple[str, list[Any], int | None]] = []
+    names = {source: source if is_url(source) else os.path.abspath(source) for source in sources}
     counted_as: dict[str, list[Any]] = {}
     for source in sources:
         if loader.is_companion(source):
             continue
-        path = loader.local_file(source)
+        path = os.path.abspath(loader.local_file(source))  # read from here whatever the working folder becomes
         identities[path] = file_identity(path)
         if is_url(source):
             summary = files_identity([source], cache_root=loader.cache_root)
@@ -413,7 +415,8 @@ def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitC
             pieces.extend((source, piece, rows) for piece, rows in unit_pieces(loader, path))
     with ThreadPoolExecutor(max_workers=min(COUNT_THREADS, max(len(pieces), 1))) as pool:
         counts = list(pool.map(lambda item: item[2] if item[2] is not None else count_rows(loader, item[1]), pieces))
-    units = [FileUnit(piece[0], source, piece[1], piece[2], count) for (source, piece, _), count in zip(pieces, counts)]
+    units = [FileUnit(piece[0], source, piece[1], piece[2], count, names[source])
+             for (source, piece, _), count in zip(pieces, counts)]
     by_path: dict[str, list[tuple[Any, Any, int]]] = {}
     for unit in units:
         by_path.setdefault(unit.path, []).append((unit.start, unit.stop, unit.rows))

@@ -12,11 +12,9 @@ from __future__ import annotations
 
 import codecs
 import io
-import itertools
 import json
-import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,7 +23,7 @@ import pyarrow.json as pajson
 
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features
-from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece, line_end
+from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import (
     LONG_INTEGER,
     LoaderError,
@@ -35,9 +33,16 @@ from stable_datasets.loaders.columns import (
 )
 from stable_datasets.loaders.compressed import compression_suffix
 from stable_datasets.loaders.json_depth import check_depth
+from stable_datasets.loaders.lines import (
+    LineBytes,
+    file_line_bytes,
+    line_blocks,
+    line_bytes,
+    line_ranges,
+    marks_byte_order,
+)
 from stable_datasets.urls import is_url
 
-BLOCK_BYTES = 16 << 20
 #: pyarrow parses blocks of this size on its threads (one block would use one core)
 PARSE_BLOCK_BYTES = 1 << 20
 #: bytes of the first file read to infer the features of JSON Lines
@@ -61,8 +66,9 @@ class JsonLoader(FileLoader):
         if self._is_document(path):
             table = next(iter(self._document_tables(path)))
         elif self._transcoded():
-            sample, _ = next(line_blocks(path, None, None, SAMPLE_BYTES, data=self._utf8(path)), (b"", 0))
-            table = self._parse_block(path, sample, 0, None)
+            lines = file_line_bytes(path, self.config.encoding)
+            sample, _ = next(line_blocks(path, None, None, SAMPLE_BYTES, lines=lines), (b"", 0))
+            table = self._parse_block(path, self._utf8(path, sample, 0, lines), 0, None)
         else:
             with open(path, "rb") as fh:
                 sample = fh.read(SAMPLE_BYTES)
@@ -87,24 +93,31 @@ class JsonLoader(FileLoader):
 
     def _transcoded(self) -> bool:
         """True for an encoding pyarrow cannot parse as it is (UTF-16, UTF-32, Latin-1...): such a file
-        is decoded whole and parsed as UTF-8."""
+        is decoded a block of whole lines at a time (loaders.lines) and parsed as UTF-8."""
         return codecs.lookup(self.config.encoding).name not in ("utf-8", "utf-8-sig", "ascii")
 
-    def _utf8(self, path: str) -> bytes:
+    def _utf8(self, path: str, block: bytes, first_line: int, lines: LineBytes) -> bytes:
+        """A block of whole lines of a file in another encoding, as UTF-8; an undecodable one names its line."""
         try:
-            with open(path, encoding=self.config.encoding, newline="") as fh:
-                return fh.read().encode("utf-8")
-        except UnicodeError as exc:
-            raise LoaderError(f"{path}: not valid {self.config.encoding} text ({exc}); pass encoding= naming the "
-                              "file's encoding") from None
+            return block.decode(lines.codec).encode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = first_line + lines.count(block[:exc.start - exc.start % lines.width]) + 1
+            raise LoaderError(f"{path}, line {line}: not valid {self.config.encoding} text ({exc.reason}); pass "
+                              "encoding= naming the file's encoding") from None
 
     # -- pieces ----------------------------------------------------------------------------
     REMOTE_RANGES = "bytes"
 
     def piece_ranges(self, path: str, parts: int) -> list[Piece]:
-        if self._is_document(path) or self._transcoded():
+        """Ranges of JSON Lines at line ends, whole code units in UTF-16/32 (a remote file whose first bytes name
+        its byte order stays whole: a range's copy would not hold them)."""
+        if self._is_document(path):
             return [[path, None, None]]
-        return line_ranges(path, parts, *self.remote_bytes(path)) if self.travels(path) else line_ranges(path, parts)
+        if self.travels(path):
+            if marks_byte_order(self.config.encoding):
+                return [[path, None, None]]
+            return line_ranges(path, parts, *self.remote_bytes(path), lines=line_bytes(self.config.encoding))
+        return line_ranges(path, parts, lines=file_line_bytes(path, self.config.encoding))
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
         path, start, stop = piece[:3]
@@ -119,8 +132,10 @@ class JsonLoader(FileLoader):
             return
         schema = self._explicit_schema()
         row = 0
-        data = self._utf8(path) if self._transcoded() else None
-        for block, line in line_blocks(path, start, stop, data=data):
+        lines = file_line_bytes(path, self.config.encoding)
+        for block, line in line_blocks(path, start, stop, lines=lines):
+            if self._transcoded():
+                block = self._utf8(path, block, line, lines)
             table = self._parse_block(path, block, line, schema)
             yield self.conform(table, f"{path} (from line {line + 1})", 0) if conform else table
             row += table.num_rows
@@ -194,57 +209,6 @@ def _exact_integer_schema(path: str, sample: bytes, schema: pa.Schema, encoding:
         if exact is not None:
             schema = schema.set(schema.get_field_index(name), pa.field(name, exact))
     return schema
-
-
-def line_ranges(path: str, parts: int, size: int | None = None,
-                read_at: Callable[[int, int], bytes] | None = None) -> list[Piece]:
-    """Byte ranges of about equal size that start and end at line ends: each cut is the end of the line the
-    `size * i / parts` byte falls in. `read_at(offset, n)` reads the file (a remote one: `FileLoader.remote_bytes`,
-    small ranged reads around each cut); by default the local file at `path`."""
-    if read_at is None:
-        with open(path, "rb") as fh:
-            return line_ranges(path, parts, os.fstat(fh.fileno()).st_size,
-                               lambda offset, n: os.pread(fh.fileno(), n, offset))
-    size = int(size or 0)
-    bounds = [0]
-    for i in range(1, parts):
-        target = max(size * i // parts, bounds[-1])
-        position = line_end(read_at, target, size) if target else 0
-        if position >= size:
-            break
-        if position > bounds[-1]:
-            bounds.append(position)
-    bounds.append(size)
-    return [[path, lo, hi] for lo, hi in itertools.pairwise(bounds) if hi > lo]
-
-
-def line_blocks(path: str, start: int | None, stop: int | None, block_bytes: int = BLOCK_BYTES,
-                data: bytes | None = None) -> Iterator[tuple[bytes, int]]:
-    """Blocks of whole lines of the byte range, each with the number (0-based) of its first line
-    counted from the start of the file (or of `data`, the file's bytes already read)."""
-    with (io.BytesIO(data) if data is not None else open(path, "rb")) as fh:
-        line = 0
-        if start:
-            remaining = start
-            while remaining:  # count the lines before the range, for messages
-                chunk = fh.read(min(remaining, block_bytes))
-                if not chunk:
-                    break
-                line += chunk.count(b"\n")
-                remaining -= len(chunk)
-        position = start or 0
-        end = (len(data) if data is not None else os.path.getsize(path)) if stop is None else stop
-        while position < end:
-            block = fh.read(min(block_bytes, end - position))
-            if not block:
-                break
-            position += len(block)
-            if position < end and not block.endswith(b"\n"):
-                rest = fh.readline()
-                block += rest
-                position += len(rest)
-            yield block, line
-            line += block.count(b"\n")
 
 
 def _read_json(block: bytes, options: pajson.ParseOptions) -> pa.Table:

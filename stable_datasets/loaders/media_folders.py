@@ -34,6 +34,7 @@ from stable_datasets.features.value import ClassLabel, Value
 from stable_datasets.features.video import Video
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import LoaderError, features_from_schema
+from stable_datasets.loaders.csv_input import csv_input
 from stable_datasets.loaders.folders import IMAGE_EXTENSIONS, METADATA_FILES, VIDEO_EXTENSIONS
 from stable_datasets.loaders.json_depth import check_depth
 from stable_datasets.loaders.json_files import line_error
@@ -220,7 +221,8 @@ class MediaFolderLoader(FileLoader):
             except pa.ArrowInvalid as exc:
                 raise line_error(path, data, 0, "utf-8", exc) from None
         try:
-            return pacsv.read_csv(io.BytesIO(data), convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
+            return pacsv.read_csv(csv_input(data), parse_options=pacsv.ParseOptions(newlines_in_values=True),
+                                  convert_options=pacsv.ConvertOptions(strings_can_be_null=True))
         except pa.ArrowInvalid as exc:
             raise LoaderError(f"{path}: not a readable CSV file ({str(exc).splitlines()[0]})") from None
 

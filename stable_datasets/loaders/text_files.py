@@ -19,7 +19,14 @@ from stable_datasets.features.features import Features
 from stable_datasets.features.value import Value
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import LoaderError
-from stable_datasets.loaders.json_files import line_blocks, line_ranges
+from stable_datasets.loaders.lines import (
+    LineBytes,
+    file_line_bytes,
+    line_blocks,
+    line_bytes,
+    line_ranges,
+    marks_byte_order,
+)
 
 SAMPLE_BY = ("line", "paragraph", "document")
 
@@ -48,22 +55,26 @@ class TextLoader(FileLoader):
         return Features({"text": Value("string")})
 
     @property
-    def REMOTE_RANGES(self) -> str:  # type: ignore[override]  # lines only: paragraphs may span a cut
-        return "bytes" if self.config.sample_by == "line" else ""
+    def REMOTE_RANGES(self) -> str:  # type: ignore[override]
+        """Ranges of lines only (paragraphs may span a cut), and not in an encoding whose byte order a file's first
+        bytes name ("utf-16", "utf-32"): a range's copy would not hold them."""
+        return "bytes" if self.config.sample_by == "line" and not marks_byte_order(self.config.encoding) else ""
 
     def piece_ranges(self, path: str, parts: int) -> list[Piece]:
         if self.config.sample_by != "line":
             return [[path, None, None]]
-        return line_ranges(path, parts, *self.remote_bytes(path)) if self.travels(path) else line_ranges(path, parts)
+        if self.travels(path):
+            return line_ranges(path, parts, *self.remote_bytes(path)) if self.REMOTE_RANGES else [[path, None, None]]
+        return line_ranges(path, parts, lines=file_line_bytes(path, self.config.encoding))
 
     def read_piece(self, piece: Piece, conform: bool = True) -> Iterator[pa.Table]:
         path, start, stop = piece[:3]
         schema = pa.schema([pa.field("text", pa.string())])
         if self.config.sample_by == "line":
-            for block, line in line_blocks(path, start, stop):
-                text = self._decode(path, block, line)
-                lines = split_lines(text, self.config.keep_linebreaks)
-                yield self._table(lines, schema, conform, path, line)
+            ends = file_line_bytes(path, self.config.encoding)
+            for block, line in line_blocks(path, start, stop, lines=ends):
+                text = self._decode(path, block, line, ends)
+                yield self._table(split_lines(text, self.config.keep_linebreaks), schema, conform, path, line)
             return
         text = self._decode(path, _read(path), 0)
         if self.config.sample_by == "document":
@@ -76,12 +87,14 @@ class TextLoader(FileLoader):
         table = pa.Table.from_arrays([pa.array(rows, pa.string())], schema=schema)
         return self.conform(table, f"{path} (from line {line + 1})", 0) if conform else table
 
-    def _decode(self, path: str, block: bytes, first_line: int) -> str:
-        """Universal newlines, as `open(path)` reads them; a decoding error names the line."""
+    def _decode(self, path: str, block: bytes, first_line: int, lines: LineBytes | None = None) -> str:
+        """Universal newlines, as `open(path)` reads them; a decoding error names the line. A block of whole lines
+        (`lines` given) is decoded in the byte order the file's mark named; a whole file by the encoding itself."""
         try:
-            text = block.decode(self.config.encoding, self.config.encoding_errors)
+            text = block.decode(lines.codec if lines else self.config.encoding, self.config.encoding_errors)
         except UnicodeDecodeError as exc:
-            line = first_line + block[:exc.start].count(b"\n") + 1
+            counted = lines or line_bytes(self.config.encoding, block[:4])
+            line = first_line + counted.count(block[:exc.start - exc.start % counted.width]) + 1
             raise LoaderError(f"{path}, line {line}: not valid {self.config.encoding} text ({exc.reason}); pass "
                               "encoding= or encoding_errors='replace'") from None
         return text.replace("\r\n", "\n").replace("\r", "\n") if "\r" in text else text

@@ -8,6 +8,7 @@ import gzip
 import io
 import json
 import os
+import pickle
 import tarfile
 from collections import Counter
 
@@ -583,3 +584,55 @@ def test_a_tar_is_counted_from_its_headers_and_a_bad_member_is_named_when_read(t
     assert len(stream) == PER_FILE + 3  # counted without decoding a member
     with pytest.raises(LoaderError, match=r"bad.tar, member 'b.idx.json': cannot read the 'idx.json' member as json"):
         list(stream)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_a_quoted_crlf_cut_by_a_parse_block_streams_as_built(tmp_path, encoding):
+    from stable_datasets.loaders.csv_files import PARSE_BLOCK_BYTES
+    from tests.loaders.test_loaders import write_csv_with_quoted_crlf_at
+
+    path = tmp_path / "crlf.csv"
+    values = write_csv_with_quoted_crlf_at(path, [PARSE_BLOCK_BYTES - 1, 3 * PARSE_BLOCK_BYTES - 1], encoding)
+    streamed = [r["text"] for r in sds.load_dataset("csv", data_files=str(path), split="train", streaming=True,
+                                                     encoding=encoding)]
+    assert streamed == values and sum(v.endswith("\r\ny") for v in streamed) == 2
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be", "utf-32"])
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_utf16_and_utf32_files_cut_into_units_give_every_line_back(tmp_path, monkeypatch, fmt, encoding):
+    from tests.loaders.test_loaders import write_text_lines
+
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 999)  # an odd size: cuts fall anywhere
+    path = tmp_path / "wide.txt"
+    lines = write_text_lines(path, encoding, 40_000)
+    if fmt == "json":
+        path = tmp_path / "wide.jsonl"
+        path.write_bytes("".join(json.dumps({"t": line}, ensure_ascii=False) + "\n" for line in lines).encode(encoding))
+    stream = sds.load_dataset(fmt, data_files=str(path), split="train", streaming=True, encoding=encoding)
+    assert len(stream.dataset.block_bounds()) > 20  # many units
+    column = "text" if fmt == "text" else "t"
+    assert [r[column] for r in stream] == lines
+    built = sds.load_dataset(fmt, data_files=str(path), split="train", encoding=encoding)
+    assert built[column] == lines
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "parquet", "webdataset"])
+def test_a_change_of_working_folder_after_open_changes_nothing_read(tmp_path, monkeypatch, fmt):
+    """Hydra-style launchers chdir after the data is opened: relative data files are where they were at open."""
+    here, elsewhere = write_files(tmp_path / "here", fmt), write_files(tmp_path / "elsewhere", fmt)
+    for mine, other in zip(here, elsewhere):  # the same names, sizes and times, other rows
+        if fmt in ("json", "csv"):
+            with open(other, "r+b") as fh:
+                fh.seek(os.path.getsize(other) - 3)
+                fh.write(b"9}\n" if fmt == "json" else b"99\n")
+        os.utime(other, ns=(os.stat(mine).st_atime_ns, os.stat(mine).st_mtime_ns))
+    monkeypatch.chdir(tmp_path / "here")
+    relative = [os.path.basename(p) for p in here]
+    stream = sds.load_dataset(LOADER[fmt], data_files=relative, split="train", streaming=True)
+    built = sds.load_dataset(LOADER[fmt], data_files=relative, split="train").to_list()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    assert list(stream) == built
+    assert [name for name, _ in stream.source_files()] == here  # a state names the files opened
+    loaded = pickle.loads(pickle.dumps(stream))  # as a DataLoader worker started later has it
+    assert list(loaded) == built

@@ -749,3 +749,62 @@ def test_pretty_printed_json_records_are_named_by_the_line_they_start_on(tmp_pat
     (tmp_path / "b.json").write_text('{\n  "n": 2\n}\n{\n  "n": 3,\n  "n2": \n}\n')
     with pytest.raises(LoaderError, match=rf"{tmp_path / 'b.json'}, line \d: invalid JSON"):
         sds.load_dataset("json", data_files=[str(tmp_path / "a.json"), str(tmp_path / "b.json")], split="train")
+
+
+def write_csv_with_quoted_crlf_at(path: Path, offsets: list[int], encoding: str = "utf-8") -> list[str]:
+    """A CSV (id,text) whose rows include `"x\\r\\ny"` values with their "\\r" at each byte offset of `offsets` (of
+    the text as UTF-8) between rows of filler; returns the `text` column it holds."""
+    lines, values, size = ["id,text\n"], [], 8
+
+    def add(value: str) -> None:
+        nonlocal size
+        lines.append(f'{len(values)},"{value}"\n')
+        values.append(value)
+        size += len(lines[-1].encode())
+
+    for offset in offsets:
+        while size < offset - 200:
+            add("f" * 60)
+        add("x" * (offset - size - len(f'{len(values)},"')) + "\r\ny")
+    add("last")
+    path.write_bytes("".join(lines).encode(encoding))
+    return values
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
+def test_a_quoted_crlf_cut_by_a_parse_block_keeps_its_line_feed(tmp_path, encoding):
+    from stable_datasets.loaders.csv_files import PARSE_BLOCK_BYTES
+
+    block = PARSE_BLOCK_BYTES  # the "\r" the last byte of the first and the third block, the "\n" a block's first
+    path = tmp_path / "crlf.csv"
+    values = write_csv_with_quoted_crlf_at(path, [block - 1, 3 * block - 1], encoding)
+    text = path.read_bytes().decode(encoding).encode()
+    assert text[block - 1:block + 1] == text[3 * block - 1:3 * block + 1] == b"\r\n"
+    built = sds.load_dataset("csv", data_files=str(path), split="train", encoding=encoding)
+    assert built["text"] == values
+    assert sum(v.endswith("\r\ny") for v in built["text"]) == 2
+
+
+def write_text_lines(path: Path, encoding: str, least_bytes: int) -> list[str]:
+    """Lines of CJK text (上 is 0A 4E in UTF-16-LE: a 0x0A byte that is no line feed) and emoji (surrogate pairs) in
+    `encoding`, at least `least_bytes` of them; returns the lines."""
+    lines, size, mark = [], 0, len("".encode(encoding))
+    while size < least_bytes:
+        lines.append(f"{len(lines)} 上海 Ċ 😀 " + "上" * (len(lines) % 300))
+        size += len(f"{lines[-1]}\n".encode(encoding)) - mark
+    path.write_bytes(("\n".join(lines) + "\n").encode(encoding))
+    return lines
+
+
+def test_utf16_text_past_a_read_block_gives_every_line_back(tmp_path):
+    from stable_datasets.loaders.lines import BLOCK_BYTES
+
+    encoding = "utf-16"  # UTF-32 and the other byte order: test_file_stream, with small units
+
+    path = tmp_path / "wide.txt"
+    lines = write_text_lines(path, encoding, BLOCK_BYTES + (1 << 20))  # more than one block of whole lines
+    assert path.stat().st_size > BLOCK_BYTES
+    for errors in ("strict", "replace"):  # replace never garbles a valid line
+        built = sds.load_dataset("text", data_files=str(path), split="train", encoding=encoding,
+                                 encoding_errors=errors)
+        assert built["text"] == lines

@@ -111,6 +111,19 @@ def test_imagefolder_metadata_beside_images(tmp_path, kind):
     assert sds.load_dataset("imagefolder", data_dir=str(folder), split="train")["caption"][0].startswith("number")
 
 
+def test_a_metadata_csv_caption_may_hold_quoted_line_breaks_across_parse_blocks(tmp_path):
+    folder = tmp_path / "captioned"
+    folder.mkdir()
+    images, _ = _digits(2)
+    for i, image in enumerate(images):
+        (folder / f"{i}.png").write_bytes(_png(image))
+    head = b'file_name,caption\r\n0.png,"'
+    long = "x" * ((1 << 20) - 1 - len(head)) + "\r\ny"  # its "\r" the last byte of pyarrow's first 1 MiB block
+    (folder / "metadata.csv").write_bytes(head + long.encode() + b'"\r\n1.png,"a\nb"\r\n')
+    ds = sds.load_dataset("imagefolder", data_dir=str(folder), split="train")
+    assert ds["caption"] == [long, "a\nb"]  # as pandas (so Hugging Face) reads them
+
+
 def test_an_image_a_metadata_file_names_is_part_of_the_fingerprint(tmp_path):
     # data_files naming only the metadata file (HF reads the images it lists): before, an image
     # edited in place was not in the fingerprint and the old pixels were served
