@@ -450,6 +450,8 @@ class DatasetBuilder:
                                  f"splits are {sorted(all_generators())}")
             plan = self._write_plan(split, directory, storage_format, options, fp, resolved.inputs,
                                     cache_limit=cache_limit, layout=resolved.layout)
+            if force:  # a forced rebuild trusts nothing an earlier build made, its parts included
+                plan = dataclasses.replace(plan, reuse_parts=False)
             build_once(plan, BuilderSource(self, all_generators()[split]), runner, checked=True,
                        reuse=None if force else functools.partial(_valid_directory, directory, fp),
                        lock_timeout=lock_timeout, soft_lock=soft_lock)
