@@ -33,7 +33,7 @@ from stable_datasets.builder.input_identity import (
     object_store_versions,
 )
 from stable_datasets.builder.local_modules import local_modules
-from stable_datasets.builder.provenance import builder_made_by
+from stable_datasets.builder.provenance import absolute_paths, builder_made_by
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, root_errors, split_folder_name
@@ -244,7 +244,7 @@ class DatasetBuilder:
             "builder": self.builder_name(),
             "source_sha256": hash_text(self.source_text()),
             "config_name": self.config.name,
-            "config": to_jsonable(self.config, "config"),
+            "config": self._config_identity(),
             "version": str(self.version),
             "features": self.features.to_dict(),
             "storage_format": storage_format,
@@ -254,6 +254,16 @@ class DatasetBuilder:
             "extra": to_jsonable(self._fingerprint_extra(), "fingerprint extra"),
             "input_files": self.input_files_identity(),
         }
+
+    def _config_identity(self) -> dict[str, Any]:
+        """The config as the fingerprint hashes it: `data_files`/`data_dir` made absolute, so the same files named
+        from another folder (or absolutely, as `ls` and `prune` name them when they ask the builder again) give
+        the same fingerprint; their content enters through `input_files`."""
+        config = to_jsonable(self.config, "config")
+        for key in ("data_files", "data_dir"):
+            if isinstance(config, dict) and config.get(key):
+                config[key] = absolute_paths(config[key])
+        return config
 
     def input_files_identity(self) -> dict[str, Any] | None:
         """The identity of the files `data_files`/`data_dir` name (see builder/input_identity.py). The local
@@ -460,6 +470,8 @@ class DatasetBuilder:
                                  f"splits are {sorted(all_generators())}")
             plan = self._write_plan(split, directory, storage_format, options, fp, resolved.inputs,
                                     cache_limit=cache_limit, layout=resolved.layout)
+            if force:  # a forced rebuild trusts nothing an earlier build made, its parts included
+                plan = dataclasses.replace(plan, reuse_parts=False)
             build_once(plan, BuilderSource(self, all_generators()[split]), runner, checked=True,
                        reuse=None if force else functools.partial(_valid_directory, directory, fp),
                        lock_timeout=lock_timeout, soft_lock=soft_lock)

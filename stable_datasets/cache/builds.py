@@ -9,7 +9,9 @@ the new one, whole, and so do its DataLoader workers when they reopen files by p
 A reader pins its build: it holds a shared `flock` on the build's `_metadata.json` for as
 long as the dataset lives. A superseded build is removed only by whoever takes the
 exclusive lock on that file without waiting (after a publish, by `prune`, by `rm`); a build
-in use is left for a later prune. Standard library only.
+in use is left for a later prune. A build this process just published, or found published by
+a reuse check, stays pinned until this process opens it (`hold_until_opened`, `opened`), so
+another process's eviction cannot take it in between. Standard library only.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import fcntl
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -32,6 +35,7 @@ BUILD_MARK = "@"  # never produced by paths.split_folder_name, so `<split>@<id>`
 _BUILD_NAME = re.compile(r"^(?P<base>.+)@(?P<id>[0-9a-f]{16})$")
 TRASH_PREFIX = ".trash-"  # what is being deleted
 _RESOLVE_ATTEMPTS = 50
+_MAX_AWAITING_OPEN = 256  # pins of builds published or found but not opened yet (one file descriptor each)
 
 
 def new_build_dir(final_dir: Path) -> Path:
@@ -128,6 +132,45 @@ class BuildPin:
         self.release()
 
 
+_awaiting_open: dict[tuple[int, int], BuildPin] = {}  # by the pinned metadata file's (device, inode)
+_awaiting_lock = threading.Lock()
+
+
+def _identity(pin: BuildPin) -> tuple[int, int] | None:
+    try:
+        info = os.fstat(pin.fd)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
+def hold_until_opened(pin: BuildPin) -> None:
+    """Keep `pin` until this process opens its build (`opened`): between a publish (or a reuse check that
+    found the cache) and the open that pins it as a reader, another process's eviction under a cache limit
+    would otherwise see a cache nobody uses. A build that is never opened keeps its pin until the process
+    ends, or until `_MAX_AWAITING_OPEN` newer ones push it out."""
+    key = _identity(pin)
+    if key is None:
+        pin.release()
+        return
+    with _awaiting_lock:
+        previous = _awaiting_open.pop(key, None)
+        _awaiting_open[key] = pin
+        extra = max(0, len(_awaiting_open) - _MAX_AWAITING_OPEN)
+        oldest = [_awaiting_open.pop(k) for k in list(_awaiting_open)[:extra]]
+    for stale in ([previous] if previous is not None else []) + oldest:
+        stale.release()
+
+
+def opened(pin: BuildPin) -> None:
+    """The build `pin` holds is open now (its backend pins it): drop the pin `hold_until_opened` kept."""
+    key = _identity(pin)
+    with _awaiting_lock:
+        held = _awaiting_open.pop(key, None) if key is not None else None
+    if held is not None:
+        held.release()
+
+
 def _mark_used(path: Path, mtime_ns: int) -> None:
     """Record that a reader opened this build: the access time of its `_metadata.json` (its modification
     time stays). It is what "last use" and the least-recently-used eviction go by; inventories read the
@@ -216,6 +259,49 @@ def superseded_builds(final_dir: Path) -> list[Path]:
 def remove_superseded(final_dir: Path) -> list[Path]:
     """Remove the superseded builds of `final_dir` that no reader pins; return those left in use."""
     return [b for b in superseded_builds(final_dir) if not remove_build_if_unused(b)]
+
+
+def remove_cache_if_unused(final_dir: Path) -> bool:
+    """Remove a published cache (its link, then its builds) only if no reader pins the build it points to
+    (True); else leave all of it (False). Decided under the build's exclusive lock, taken before the link
+    goes: a reader that pinned the build in the meantime keeps a cache it can still open by its path, and
+    one that pins after sees it gone. A link re-pointed meanwhile (a new publish) is put back, untouched."""
+    if not final_dir.is_symlink():
+        return remove_tree(final_dir)
+    build = current_build(final_dir)
+    fd = None
+    try:
+        fd = _open_for_exclusive_lock(build / METADATA_FILE)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except FileNotFoundError:
+        pass  # a link to nothing: nobody can have pinned it
+    except OSError:
+        if fd is not None:
+            os.close(fd)
+        return False
+    try:
+        moved = final_dir.parent / f"{TRASH_PREFIX}{final_dir.name}.link-{uuid.uuid4().hex[:8]}"
+        try:
+            os.rename(final_dir, moved)
+        except FileNotFoundError:
+            return False  # removed by someone else
+        if os.readlink(moved) != build.name:  # republished since we looked: that build is not ours to judge
+            if not os.path.lexists(final_dir):
+                os.rename(moved, final_dir)
+            else:
+                moved.unlink()
+            return False
+        moved.unlink()
+        if build.is_dir():
+            trash = build.parent / f"{TRASH_PREFIX}{build.name}-{uuid.uuid4().hex[:8]}"
+            os.rename(build, trash)
+            shutil.rmtree(trash, ignore_errors=True)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    for older in superseded_builds(final_dir):
+        remove_build_if_unused(older)
+    return True
 
 
 def remove_tree(path: Path) -> bool:

@@ -4,7 +4,8 @@ no process has open are evicted, one log line each.
 The limit is `STABLE_DATASETS_CACHE_LIMIT` (or `cache_limit=`): bytes such as `200GB`, `1.5TiB`,
 `500000000`, or a share of the disk holding the root such as `20%`. "Used" is when a reader last
 opened the cache (cache.builds marks it on the metadata's access time); a cache in use is pinned and
-never removed; the caches of the build that just published are never evicted by it. An open dataset
+never removed; the caches of the build that just published are never evicted by it, nor by another
+process before it opens them (cache.builds.hold_until_opened). An open dataset
 keeps serving what it opened (its build stays until it is released), and a later load of an evicted
 cache rebuilds it. Standard library only (plus loguru).
 """
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from loguru import logger
 
-from stable_datasets.cache.builds import build_in_use, current_build, published_path, remove_tree
+from stable_datasets.cache.builds import build_in_use, current_build, published_path, remove_cache_if_unused
 from stable_datasets.cache.dedup import store_path
 from stable_datasets.cache.index import IndexedCache, cache_files, indexed_caches, record_removal
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
@@ -160,7 +161,7 @@ def evict_over_limit(root: Path, limit: CacheLimit, keep: Path) -> list[Path]:
                 break
         if build_in_use(current_build(entry.directory)):
             continue  # a process has it open
-        if not remove_tree(entry.directory):  # a reader pinned it meanwhile
+        if not remove_cache_if_unused(entry.directory):  # a reader pinned it meanwhile: all of it stays
             continue
         freed = forget(files)
         for key in files:

@@ -16,7 +16,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from stable_datasets.cache.builds import new_build_dir, point_to, remove_superseded
+from stable_datasets.cache.builds import BuildPin, hold_until_opened, new_build_dir, point_to, remove_superseded
 
 STAGING_PREFIX = ".staging-"
 OWNER_FILE = "_owner"  # {"host", "pid", "started"} of the process writing a staging directory
@@ -90,6 +90,9 @@ def publish(staging: Path, final_dir: Path) -> Path:
     `staging` becomes a new, never modified build folder `<final_dir>@<id>`; the link
     `final_dir` is swapped to it with one rename (see cache.builds). Superseded builds that
     no reader pins are removed. Returns the build folder.
+
+    The build is pinned before its link exists and stays pinned until this process opens it
+    (cache.builds.hold_until_opened): another process's eviction never takes a cache just published.
     """
     files, folders = [], []
     for dirpath, _dirnames, filenames in os.walk(staging):
@@ -102,7 +105,16 @@ def publish(staging: Path, final_dir: Path) -> Path:
     _fsync_all(files)  # files first, then the folders that name them
     _fsync_all(folders)
     build = new_build_dir(final_dir)
-    os.rename(staging, build)
+    pin = BuildPin.hold(staging)  # the same file once renamed: the lock follows it
+    try:
+        os.rename(staging, build)
+    except BaseException:
+        if pin is not None:
+            pin.release()
+        raise
+    if pin is not None:
+        pin.directory = build
+        hold_until_opened(pin)
     point_to(final_dir, build)
     fsync_path(final_dir.parent)
     remove_superseded(final_dir)

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from stable_datasets.cache.builds import opened
 from stable_datasets.cache.metadata import CacheMetadata, read_published
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.features.info import DatasetInfo
@@ -36,7 +37,9 @@ def open_cache(cache_dir: str | os.PathLike, *, storage_options: dict[str, Any] 
     # the build the cache's link points to now, pinned; absolute, so a later os.chdir does not lose it
     pin, metadata = read_published(Path(cache_dir).expanduser().absolute())
     try:
-        return dataset_of(open_backend(pin.directory, metadata, read_options), metadata)
+        dataset = dataset_of(open_backend(pin.directory, metadata, read_options), metadata)
+        opened(pin)  # the pin kept since its publish (or its reuse check) is no longer needed
+        return dataset
     finally:
         pin.release()  # the backend holds its own pin on the same build
 

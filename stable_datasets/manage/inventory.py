@@ -1,13 +1,16 @@
 """What the caches under a root are, which of them are superseded, and what `prune` may remove.
 
-One rule: a cache is *superseded* when a newer cache was built for the same thing, that is the
-same `made_by["spec"]` (builder by source, config with absolute data-file paths, storage format
-and layout options; for a `map`, the same parent, function and options) and the same split.
-The newest of each such lineage is *current*, unless its builder, asked today, would build
-another fingerprint (*stale*: a script, helper or input file was edited and nothing was rebuilt
-yet). A map (or column operation) result follows its parent: superseded when the parent is,
-*orphaned* when the parent is gone. Caches written before `made_by` was recorded are judged by
-asking their builder, as before, and say *unknown* when it cannot be asked.
+One rule: the caches built for the same thing, that is the same `made_by["spec"]` (builder by
+source, config with absolute data-file paths, storage format and layout options; for a `map`, the
+same parent, function and options) and the same split, are versions of one lineage, and one of
+them is *current*, the others *superseded*. Which one is decided against the inputs as they are on
+disk now: the builder (or loader), asked today, names a fingerprint, and the cache of that
+fingerprint is current even when a newer one was built from an edit since reverted. When none
+matches, the newest is *stale* (a script, helper or input file was edited and nothing was rebuilt
+yet); when the builder cannot be asked, the newest is current. A map (or column operation) result
+follows its parent: superseded when the parent is, *orphaned* when the parent is gone. Caches
+written before `made_by` was recorded are judged by asking their builder, as before, and say
+*unknown* when it cannot be asked.
 
 `verify` lives with the layouts (layouts.open.verify_cache), since it opens a cache.
 
@@ -112,14 +115,16 @@ def _annotate(entries: Sequence[Any], ask_builders: bool) -> None:
             entry.status = CURRENT  # in-memory data: nothing newer can replace it
     for members in groups.values():
         members.sort(key=created, reverse=True)
-        newest, *older = members
-        newest.status = CURRENT
-        if ask_builders and kind_of(newest.metadata) in ("builder", "loader"):
-            now = builder_fingerprint_now(newest.metadata, memo)
-            if now is not None and now != newest.metadata.fingerprint:
-                newest.status = STALE
-        for entry in older:
-            entry.status = SUPERSEDED
+        now = None
+        if ask_builders and kind_of(members[0].metadata) in ("builder", "loader"):
+            now = builder_fingerprint_now(members[0].metadata, memo)  # one spec: one answer for the lineage
+        matching = [e for e in members if e.metadata.fingerprint == now]
+        if matching:  # the inputs as they are now: the newest cache of them is current, however old it is
+            chosen, status = matching[0], CURRENT
+        else:  # no answer (newest is current), or edited since the newest build (stale)
+            chosen, status = members[0], CURRENT if now is None else STALE
+        for entry in members:
+            entry.status = status if entry is chosen else SUPERSEDED
     derived = [e for e in entries if kind_of(e.metadata) in _DERIVED]
     derived_groups: dict[str, list[Any]] = defaultdict(list)
     for entry in derived:
@@ -166,6 +171,7 @@ def plan_prune(entries: Sequence[Any], *, keep_last: int = 1, older_than: float 
             groups[key].append(entry)
     for members in groups.values():
         members.sort(key=created, reverse=True)
+        members.sort(key=lambda e: getattr(e, "status", None) != CURRENT)  # stable: the current one counts first
         for position, entry in enumerate(members):
             rank[id(entry)] = position
     reasons = {SUPERSEDED: "superseded cache", STALE: "stale cache", ORPHANED: "map cache of a removed cache"}

@@ -10,6 +10,7 @@ which nothing deletes.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from stable_datasets.builder.builder import SPLITS_FILE
 from stable_datasets.cache.fingerprint import canonical_json, to_jsonable
 from stable_datasets.cache.inventory import CacheEntry
 from stable_datasets.cache.metadata import CacheMetadata
+from stable_datasets.features.base import feature_from_dict
 from stable_datasets.registry import load_script, resolve_builder_class
 
 MAP_MARKER = ".map-"  # a map's cache is the folder `<split>.map-<fingerprint>` beside its parent's
@@ -98,16 +100,35 @@ def builder_fingerprint_now(meta: CacheMetadata, memo: dict[Any, Any] | None = N
     answer = None
     if cls is not None and cls.builder_name() == name:
         try:
-            builder = cls(meta.config_name or None)
-            defaults = to_jsonable(builder.config)
-            overrides = {k: v for k, v in config.items() if defaults.get(k) != v}
-            if overrides:
+            try:
+                builder = cls(meta.config_name or None)
+                defaults = to_jsonable(builder.config)
+            except Exception:  # a loader cannot be made without its data_files: its config class's defaults
+                builder, defaults = None, _config_defaults(cls)
+            overrides = {k: v for k, v in config.items() if k not in defaults or defaults[k] != v}
+            if isinstance(overrides.get("features"), dict):  # recorded as the fingerprint records a Features
+                overrides["features"] = feature_from_dict(overrides["features"])
+            if overrides or builder is None:
                 builder = cls(meta.config_name or None, **overrides)
             answer = builder.fingerprint(storage_format, layout_options)
         except Exception:
             answer = None
     memo[key] = answer
     return answer
+
+
+def _config_defaults(cls: type) -> dict[str, Any]:
+    """The default of every field of `cls`'s config class, as the fingerprint records fields (JSON values)."""
+    config_class = getattr(cls, "BUILDER_CONFIG_CLASS", None)
+    if config_class is None or not dataclasses.is_dataclass(config_class):
+        return {}
+    defaults: dict[str, Any] = {}
+    for item in dataclasses.fields(config_class):
+        if item.default is not dataclasses.MISSING:
+            defaults[item.name] = to_jsonable(item.default)
+        elif item.default_factory is not dataclasses.MISSING:
+            defaults[item.name] = to_jsonable(item.default_factory())
+    return defaults
 
 
 def _only_idle_bookkeeping(folder: Path) -> list[Path] | None:

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from loguru import logger
 
+from stable_datasets.cache.builds import hold_until_opened
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, read_published
 from stable_datasets.errors import CacheError
@@ -39,16 +40,20 @@ def lock_path(target: Path) -> Path:
 
 def published_matches(directory: Path, expected_fingerprint: str) -> bool:
     """A published cache of `expected_fingerprint` is at `directory`, by its `_metadata.json` (no data
-    file is read). An unreadable one is reported and counts as absent, so it is rebuilt."""
+    file is read). An unreadable one is reported and counts as absent, so it is rebuilt. A match stays pinned
+    until this process opens it (cache.builds.hold_until_opened): no eviction takes it in between."""
     if not (directory / METADATA_FILE).is_file():
         return False
     try:
         pin, metadata = read_published(directory)
-        pin.release()
     except CacheError as exc:
         logger.warning("ignoring unusable cache {}: {}", directory, exc)
         return False
-    return metadata.fingerprint == expected_fingerprint
+    if metadata.fingerprint != expected_fingerprint:
+        pin.release()
+        return False
+    hold_until_opened(pin)
+    return True
 
 
 def build_once(plan: WritePlan, source: ExampleSource, runner: JobRunner | None = None, *,

@@ -42,6 +42,8 @@ class WritePlan:
     #: with it, parts whose source can identify their inputs are recorded and reused by later builds
     #: (write.reuse); "" builds everything and records nothing
     part_basis: str = ""
+    #: False: build every part even when an earlier cache holds it (a forced rebuild); the parts are still recorded
+    reuse_parts: bool = True
     #: how many digest ranges a keyed part cuts its sorted keys into: the jobs of the duplicate-key check
     #: across parts (write.key_check); write_split sets it from the runner's parallelism
     key_ranges: int = 1

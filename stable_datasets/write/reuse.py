@@ -14,7 +14,9 @@ holds the rows of a full rebuild, in order, under the same fingerprint.
 Keyed sources (image folders, tars) also keep their parts' sorted key files (`_part_keys.arrow`), so
 the duplicate-key check still covers the whole split. Layouts whose merge does not report which
 files each part became (Lance commits fragments into one dataset) record no parts: their caches are
-rebuilt whole. Reused files are checked by size, as every open checks them; the old cache is pinned
+rebuilt whole. Reused files are checked by size and sha256 (as `verify` and the dedup store check them), so
+a rebuild never inherits damage of the old cache: a damaged part is built again. A forced rebuild
+(`download_mode="force_rebuild"`, `WritePlan.reuse_parts=False`) reuses nothing. The old cache is pinned
 while its files are linked, so `prune` cannot take them away mid-way, and a link cannot be half
 made: a build that stops leaves only its staging folder, which is not visible.
 """
@@ -287,11 +289,12 @@ def _link_part(pin: BuildPin, metadata: CacheMetadata, old: _OldPart, staging: P
             except OSError:  # another filesystem, or one without links
                 shutil.copyfile(source, destination)
             made.append(destination)
-            if destination.stat().st_size != shard.num_bytes:
-                raise OSError(f"{source}: {destination.stat().st_size} bytes, expected {shard.num_bytes}")
-            part.shards.append(dataclasses.replace(shard, path=name))
+            linked = dataclasses.replace(shard, path=name)
+            if problem := linked.problem(folder):  # size and sha256, as verify and the dedup store check them
+                raise OSError(f"{source} (linked as {problem})")
+            part.shards.append(linked)
     except OSError as exc:
-        logger.debug("not reusing part {} of {}: {}", old.position, pin.directory, exc)
+        logger.info("not reusing part {} of {}: {}; it is built again", old.position, pin.directory, exc)
         for path in made:
             path.unlink(missing_ok=True)
         return None

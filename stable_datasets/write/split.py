@@ -167,7 +167,8 @@ def _write_split(plan: WritePlan, source: ExampleSource,
         _match_jobs(staging, jobs)
         keys = part_keys(plan.part_basis, [source.part_identity(job) for job in jobs]) if plan.part_basis else []
         keyed_parts = source.keyed and len(jobs) > 1  # such parts write their keys (write_part)
-        reused = reuse_previous(plan, staging, keys, keyed_parts) if keys and remote is None else {}
+        reused = reuse_previous(plan, staging, keys, keyed_parts) if keys and remote is None and plan.reuse_parts \
+            else {}
         calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)
                  if index not in reused]
         desc = f"{plan.builder_name} '{plan.split}' part"

@@ -232,3 +232,82 @@ def test_a_migration_outside_the_cache_root_leaves_folders_above_it_alone(tmp_pa
     monkeypatch.setenv("STABLE_DATASETS_CACHE_LIMIT", "1GB")
     assert migrate.migrate_cache(upstream, dest).num_rows == 8
     assert not (tmp_path / ".shared-files").exists() and not any(tmp_path.glob("**/.shared-files"))
+
+
+_EVICT_ALL = ("import sys; from pathlib import Path; "
+              "from stable_datasets.cache.limit import evict_over_limit, parse_limit; "
+              "print(len(evict_over_limit(Path(sys.argv[1]), parse_limit(1), Path(sys.argv[1]) / 'none')))")
+
+
+def _evict_from_another_process(root: Path) -> int:
+    """What another process's eviction under a 1-byte limit removes from `root` (how many caches)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _EVICT_ALL, str(root)], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
+    return int(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_cache_is_pinned_from_its_publish_until_its_open(write_builder, cache_root):
+    """Between a publish (or a reuse check that found the cache) and the open that pins it, another process's
+    eviction took the cache: the open then failed (or rebuilt). Now it stays until this process opens it."""
+    script = write_builder("toy", TOY_BUILDER)
+    builder = sds.load_builder(str(script), rows=20)
+    directory = builder.prepare("train")["train"]  # published, not opened yet
+    assert _evict_from_another_process(cache_root) == 0
+    ds = sds.open_cache(directory)
+    assert ds["text"] == [f"row {i}" for i in range(20)]
+    del ds
+    gc.collect()
+    directory = builder.prepare("train")["train"]  # found published (the reuse check), not opened yet
+    assert _evict_from_another_process(cache_root) == 0
+    assert sds.open_cache(directory)["id"] == list(range(20))
+    gc.collect()  # opened and released: nothing holds it any more, so it may go
+    assert _evict_from_another_process(cache_root) == 1 and not directory.exists()
+
+
+def test_an_eviction_leaves_a_cache_whole_when_a_reader_pinned_it_after_the_probe(cache_root, monkeypatch):
+    """The evictor removed the link before it knew the build was unpinned: a reader that pinned the build between
+    the probe and the removal kept its rows but nobody could open the cache by its path any more."""
+    from stable_datasets.cache import limit
+    from stable_datasets.cache.builds import BuildPin, current_build
+
+    folder = _folder(sds.StableDataset.from_dict({"x": [1, 2]}))
+    gc.collect()
+    pin = BuildPin.hold(current_build(folder))  # a reader that pinned after the evictor's probe:
+    monkeypatch.setattr(limit, "build_in_use", lambda build: False)  # the probe saw nobody
+    assert limit.evict_over_limit(cache_root, parse_limit(1), cache_root / "none") == []
+    assert folder.is_symlink() and sds.open_cache(folder)["x"] == [1, 2]
+    pin.release()
+    gc.collect()
+    assert limit.evict_over_limit(cache_root, parse_limit(1), cache_root / "none") == [folder]
+    assert not os.path.lexists(folder) and not list(folder.parent.glob("train*"))
+
+
+_BUILDS = """
+import gc, sys
+import stable_datasets as sds
+worker = int(sys.argv[1])
+for i in range(12):
+    start = (worker * 100 + i) * 10_000
+    ds = sds.StableDataset.from_dict({"x": list(range(start, start + 2000))})
+    assert ds["x"] == list(range(start, start + 2000)), (worker, i)
+    del ds
+    gc.collect()
+print("ok")
+"""
+
+
+def test_three_processes_building_under_a_small_limit_each_get_their_rows(cache_root):
+    """3 processes x 12 builds on one root with room for eight caches: evictions run all the time, and none of
+    them takes a cache another process has just published and not yet opened."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), "STABLE_DATASETS_CACHE_LIMIT": str(8 * 16_500)}
+    workers = [subprocess.Popen([sys.executable, "-c", _BUILDS, str(w)], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for w in range(3)]
+    results = [w.communicate(timeout=600) for w in workers]
+    assert [(w.returncode, out.strip().splitlines()[-1:]) for w, (out, _) in zip(workers, results)] == \
+        [(0, ["ok"])] * 3, [err[-2000:] for _, err in results]

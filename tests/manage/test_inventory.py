@@ -264,3 +264,44 @@ def test_prune_removes_superseded_caches_on_an_object_store_root(capsys, s3_env,
     assert f"removed superseded cache: {old}" in out
     assert [e["status"] for e in ls_json(capsys)] == ["current"]
     assert load_csv(data)["a"] == [2, 3]
+
+
+@pytest.mark.parametrize("identity", ["sha256", "stat"])
+def test_the_cache_of_the_inputs_on_disk_now_is_current_after_an_edit_is_reverted(capsys, tmp_path, identity):
+    """`ls` took the newest cache of a lineage as current: after an edit was reverted, the cache built from the
+    edit was current and `prune` removed the one that matches the files on disk. Judged by the inputs now."""
+    data = tmp_path / "data"
+    data.mkdir()
+    write_csv(data / "a.csv", [1, 2])
+    original = (data / "a.csv").stat()
+
+    def load() -> sds.StableDataset:
+        return sds.load_dataset("csv", data_files=str(data / "*.csv"), split="train", input_identity=identity)
+
+    first = published_path(load().cache_dirs[0])
+    write_csv(data / "a.csv", [5, 6, 7])  # an edit, built
+    edited = published_path(load().cache_dirs[0])
+    write_csv(data / "a.csv", [1, 2])  # reverted (a restored copy keeps its time: cp -p, a backup, rsync -t)
+    os.utime(data / "a.csv", ns=(original.st_atime_ns, original.st_mtime_ns))
+    gc.collect()
+    assert edited != first
+    statuses = {e["path"]: e["status"] for e in ls_json(capsys)}
+    assert statuses == {str(first): "current", str(edited): "superseded"}
+    _code, out = run(capsys, "prune")
+    assert out.splitlines()[0] == f"removed superseded cache: {edited}" and str(first) not in out
+    assert first.exists() and not edited.exists()
+    assert published_path(load().cache_dirs[0]) == first  # and it is what a load reuses
+
+
+def test_an_edited_loader_input_makes_its_cache_stale(capsys, tmp_path):
+    """A loader's cache is judged against its files too (it could not be asked before: it needs data_files)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    write_csv(data / "a.csv", [1, 2])
+    folder = published_path(sds.load_dataset("csv", data_files=str(data / "*.csv"), split="train",
+                                             features=sds.Features({"a": sds.Value("int32")})).cache_dirs[0])
+    gc.collect()
+    assert [(e["path"], e["status"]) for e in ls_json(capsys)] == [(str(folder), "current")]
+    time.sleep(0.01)
+    write_csv(data / "a.csv", [1, 2, 3])
+    assert [(e["path"], e["status"]) for e in ls_json(capsys)] == [(str(folder), "stale")]

@@ -334,3 +334,54 @@ def test_object_store_roots_build_whole_and_say_so(tmp_path, small_parts, s3_env
     assert len(again) == 205 and again["text"][3 * 40] == "f03.jsonl row 0 edited"
     assert "json 'train': on an object-store root no part of an earlier cache is reused: a full build" in log_lines
     assert not any(line.startswith("reused ") for line in log_lines)
+
+
+def _damage_in_place(directory: Path) -> Path:
+    """Change a byte of the cache's first shard where a row's text is, keeping its size (bit rot, a bad disk)."""
+    shard = directory / CacheMetadata.read(directory).shards[0].path
+    data = shard.read_bytes()
+    at = data.index(b" row 1")
+    shard.chmod(0o644)
+    with open(shard, "r+b") as fh:
+        fh.seek(at + 1)
+        fh.write(b"R")
+    return shard
+
+
+def test_a_rebuild_never_links_a_damaged_part_and_verify_finds_nothing(tmp_path, small_parts, log_lines):
+    """A reused part's files were checked by size only: a same-size damage that `verify` reports was linked into
+    the new cache (its rows wrong, its metadata's checksum false). Checked by sha256 now, as the dedup store is."""
+    from stable_datasets.layouts.open import verify_cache
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(12):
+        write_file(data, f"f{i:02d}.jsonl", 40)
+    first_dir, first = build(data, tmp_path / "root")
+    del first
+    shard = _damage_in_place(first_dir)
+    assert [p.split(": ")[1].split(" ")[0] for p in verify_cache(first_dir)] == ["sha256"]
+    write_file(data, "f99.jsonl", 3)  # sorts last: only the last group changes, the damaged part is reusable
+    again_dir, again = build(data, tmp_path / "root")
+    assert verify_cache(again_dir) == []
+    _fresh_dir, fresh = build(data, tmp_path / "fresh")
+    assert again.to_arrow().equals(fresh.to_arrow())
+    assert os.stat(again_dir / CacheMetadata.read(again_dir).shards[0].path).st_ino != shard.stat().st_ino
+
+
+def test_force_rebuild_reuses_no_part(tmp_path, small_parts, pieces_read, log_lines):
+    data = tmp_path / "data"
+    data.mkdir()
+    for i in range(12):
+        write_file(data, f"f{i:02d}.jsonl", 40)
+    _first_dir, first = build(data, tmp_path / "root")
+    del first
+    write_file(data, "f99.jsonl", 3)
+    build(data, tmp_path / "root")  # an incremental rebuild: the first cache's parts are reused
+    write_file(data, "f98.jsonl", 3)
+    pieces_read.clear()
+    log_lines.clear()
+    _again_dir, again = build(data, tmp_path / "root", download_mode="force_rebuild")
+    assert sorted(pieces_read) == sorted(p.name for p in data.glob("*.jsonl"))
+    assert not [line for line in log_lines if line.startswith("reused ")]
+    assert len(again) == 12 * 40 + 3 + 3
