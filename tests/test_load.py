@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gc
 
-import pytest
-
 import stable_datasets as sds
 from stable_datasets.cache.builds import published_path
 from tests.conftest import TOY_BUILDER

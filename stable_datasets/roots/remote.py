@@ -32,6 +32,7 @@ from stable_datasets.storage.resolve import open_store
 from stable_datasets.storage.root import RemoteRoot
 from stable_datasets.urls import ObjectURL
 from stable_datasets.write import JobRunner, write_split_for_store
+from stable_datasets.write.places import PARTS_ON_DISK, PartsOnStore
 from stable_datasets.write.remote_parts import RemoteParts
 
 
@@ -83,15 +84,17 @@ class ObjectStoreRoot(CacheRoot):
         """Built in this node's work folder, then uploaded and committed (storage.remote_cache); with
         engine="ray" the parts travel through the store (write.remote_parts), as nodes may share no disk."""
         relative = directory.relative_to(self.local_dir).as_posix()
-        parts = RemoteParts(self.store, self.bucket_root.key(relative)) if runner.engine == "ray" else None
+        # Ray tasks may run on nodes that share no disk: their parts go through the store
+        parts_at = PartsOnStore(RemoteParts(self.store, self.bucket_root.key(relative))) if runner.engine == "ray" \
+            else PARTS_ON_DISK
 
         def build(local: Path) -> dict[str, str]:
             plan, source = write_for(local)
             if source.incremental:
                 logger.info("{} '{}': on an object-store root no part of an earlier cache is reused: a full build",
                             plan.builder_name, plan.split)
-            plan = dataclasses.replace(plan, evict=False, cache_limit=None, part_basis="", remote_parts=parts)
-            return write_split_for_store(plan, source, runner)[1]
+            plan = dataclasses.replace(plan, evict=False, cache_limit=None, part_basis="")
+            return write_split_for_store(plan, source, runner, parts_at)[1]
 
         return prepare_remote_split(self.bucket_root, relative, fingerprint, force=force, build=build,
                                     lock_timeout=lock_timeout)
