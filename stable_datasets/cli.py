@@ -17,23 +17,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from stable_datasets.cache import index as cache_index
-from stable_datasets.cache.builds import remove_tree
-from stable_datasets.cache.dedup import unshared_files
-from stable_datasets.cache.inventory import (
-    CacheEntry,
-    find_caches,
-    find_staging,
-    find_superseded,
-    staging_is_orphaned,
-)
-from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.cache.inventory import CacheEntry
 from stable_datasets.cache.paths import cache_root, downloads_dir, safe_name
 from stable_datasets.catalog.card import catalog_entries, catalog_markdown, catalog_text
 from stable_datasets.dataset.splits import parse_split
-from stable_datasets.errors import BuilderNotFoundError, StableDatasetsError, UnknownSplitError
+from stable_datasets.errors import BuilderNotFoundError, ConfigurationError, StableDatasetsError, UnknownSplitError
 from stable_datasets.layouts import STORAGE_FORMATS
-from stable_datasets.layouts.open import verify_cache
 from stable_datasets.load import load_builder, load_dataset
 from stable_datasets.loaders.compressed import stale_copies
 from stable_datasets.manage.inventory import (
@@ -46,25 +35,11 @@ from stable_datasets.manage.inventory import (
     plan_prune,
     totals,
 )
-from stable_datasets.manage.ownership import (
-    is_map_cache,
-    map_caches_of,
-    remove_empty_parents,
-    same_builder,
-)
+from stable_datasets.manage.ownership import same_builder
 from stable_datasets.migrate import migrate_cache, plan_migrations
 from stable_datasets.registry import resolve_builder_class
-from stable_datasets.storage.inventory import (
-    abandoned_attempts,
-    find_remote_caches,
-    remote_entry_for,
-    remove_remote_cache,
-    verify_remote,
-)
-from stable_datasets.storage.publish import remove_attempt
-from stable_datasets.storage.root import RemoteRoot, resolve_root
+from stable_datasets.roots import CacheRoot, locate, resolve_root, root_for
 from stable_datasets.storage.shard_cache import split_url_of
-from stable_datasets.urls import is_url
 from stable_datasets.version import __version__
 
 OK, PROBLEM, USAGE = 0, 1, 2
@@ -181,26 +156,13 @@ def cmd_build(args: argparse.Namespace) -> int:
     return OK
 
 
-def _remote_root(args: argparse.Namespace) -> Any:
-    """The object-store root `--cache-dir` (or $STABLE_DATASETS_CACHE_DIR) names, else None (a local root)."""
-    root = resolve_root(args.cache_dir)
-    return root if isinstance(root, RemoteRoot) else None
-
-
-def _remote_targets(target: str, root: Any, unreadable: list[tuple[str, str]] | None = None) -> list[Any]:
-    """Remote caches a command names: a cache's URL, or every cache of a builder under the root (by its
-    recorded source, as on a local root: a name, a script path or a folder holding one). Caches under the
-    builder's folder whose metadata cannot be read go to `unreadable` as (URL, problem) when it is given."""
-    if is_url(target):
-        return [remote_entry_for(target, root.storage_options if root else None)]
-    if root is None:
-        return []
-    damaged: list[tuple[str, str]] = []
-    found = _caches_of_builder(target, find_remote_caches(root, damaged))
-    if unreadable is not None:  # they cannot say which builder made them: by their folder under the root
-        folder = root.store.url(root.key(safe_name(_builder_name(target)))) + "/"
-        unreadable += [(url, problem) for url, problem in damaged if url.startswith(folder)]
-    return found
+def _entries_named(target: str, root: CacheRoot) -> list[Any]:
+    """The caches a command names: a cache's folder or URL, a folder of caches, or every cache of a builder under
+    the root (by its recorded source: a name, a script path or a folder holding one)."""
+    found = locate(target, root)
+    if found is not None:
+        return [root_for(address, root).entry(address) for address in found]
+    return _caches_of_builder(target, root.entries())
 
 
 def _iso(seconds: float) -> str:
@@ -210,12 +172,9 @@ def _iso(seconds: float) -> str:
 
 
 def cmd_ls(args: argparse.Namespace) -> int:
-    remote = _remote_root(args)
-    if remote is not None:
-        entries: list[Any] = find_remote_caches(remote)
-    else:
-        entries = find_caches(cache_root(args.cache_dir))
-        cache_index.rebuild(cache_root(args.cache_dir), entries)  # walked anyway: the limit's index is fresh again
+    root = resolve_root(args.cache_dir)
+    entries: list[Any] = root.entries()
+    root.note_listed(entries)
     annotate(entries)
     if args.name:
         entries = _caches_named(args.name, entries)
@@ -234,7 +193,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         print(json.dumps(listed, indent=2))
         return OK
     if not entries:
-        where = remote or cache_root(args.cache_dir)
+        where = root
         print(f"no caches of {args.name!r} under {where}" if args.name else f"no caches under {where}")
         return OK
     if not args.summary:
@@ -248,7 +207,7 @@ def cmd_ls(args: argparse.Namespace) -> int:
         for line, entry in zip(table[1:], entries):
             print(line)
             if args.long:
-                print(f"    path: {entry.directory if remote is None else entry.url}")
+                print(f"    path: {entry.location}")
                 for detail in describe_inputs(entry.metadata):
                     print(f"    {detail}")
         print()
@@ -301,23 +260,8 @@ def _caches_of_builder(target: str, entries: list[CacheEntry]) -> list[CacheEntr
     return named
 
 
-def _resolve_targets(target: str, root: Path) -> list[CacheEntry]:
-    """Caches a command names: a cache folder, a folder of caches, or every cache of a builder
-    given as `build` takes it (a registered name, a script path, a folder holding a script)."""
-    path = Path(target).expanduser()
-    if (path / METADATA_FILE).is_file():
-        return [CacheEntry(path, CacheMetadata.read(path))]
-    if path.is_dir() and (found := find_caches(path)):
-        return found
-    return _caches_of_builder(target, find_caches(root))
-
-
 def cmd_info(args: argparse.Namespace) -> int:
-    remote = _remote_root(args)
-    if remote is not None or is_url(args.target):
-        entries: list[Any] = _remote_targets(args.target, remote)
-    else:
-        entries = _resolve_targets(args.target, cache_root(args.cache_dir))
+    entries = _entries_named(args.target, resolve_root(args.cache_dir))
     if entries:
         info = [{**e.to_dict(), "features": e.metadata.features, "fingerprint_inputs": e.metadata.fingerprint_inputs,
                  "info": e.metadata.info, "shards": len(e.metadata.shards), "made_by": e.metadata.made_by,
@@ -350,18 +294,6 @@ def cmd_info(args: argparse.Namespace) -> int:
     return OK
 
 
-def _verify_remote(args: argparse.Namespace, remote: Any) -> int:
-    unreadable: list[tuple[str, str]] = []
-    entries = _remote_targets(args.target, remote, unreadable)
-    if not entries and not unreadable:
-        print(f"stable-datasets: no cache found for {args.target!r} under {remote}", file=sys.stderr)
-        return PROBLEM
-    options = remote.storage_options if remote else None
-    report = [{"path": e.url, "problems": verify_remote(e.split, options)} for e in entries]
-    report += [{"path": url, "problems": [problem]} for url, problem in unreadable]
-    return _print_verify(args, report)
-
-
 def _print_verify(args: argparse.Namespace, report: list[dict[str, Any]]) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
@@ -374,97 +306,31 @@ def _print_verify(args: argparse.Namespace, report: list[dict[str, Any]]) -> int
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    remote = _remote_root(args)
-    if remote is not None or is_url(args.target):
-        return _verify_remote(args, remote)
-    root = cache_root(args.cache_dir)
-    target = Path(args.target).expanduser()
-    unreadable: list[tuple[Path, str]] = []
-    if (target / METADATA_FILE).exists() or target.is_symlink():
-        directories = [target]  # one cache, whatever state its metadata is in
-    elif target.is_dir() and ((found := find_caches(target, unreadable)) or unreadable):
-        directories = [e.directory for e in found] + [d for d, _ in unreadable]  # a folder of caches
+    root = resolve_root(args.cache_dir)
+    unreadable: list[tuple[Any, str]] = []
+    addresses = locate(args.target, root, unreadable, any_state=True)  # a cache, whatever state it is in
+    if addresses is None:  # every cache of a builder, and those under its folder that cannot say whose they are
+        found = _caches_of_builder(args.target, root.entries(unreadable))
+        folder = root.builder_folder(safe_name(_builder_name(args.target)))
+        addresses = [e.location for e in found] + [a for a, _ in unreadable if str(a).startswith(folder)]
     else:
-        name = _builder_name(args.target)
-        unreadable.clear()
-        directories = [e.directory for e in _caches_of_builder(args.target, find_caches(root, unreadable))]
-        # caches of this builder whose metadata cannot say so: by their folder under the root
-        directories += [d for d, _ in unreadable if d.relative_to(root).parts[0] == safe_name(name)]
-    if not directories:
-        print(f"stable-datasets: no cache found for {args.target!r}", file=sys.stderr)
+        addresses += [a for a, _ in unreadable]  # a folder of caches: those it holds that cannot be read too
+    if not addresses:
+        print(f"stable-datasets: no cache found for {args.target!r} under {root}", file=sys.stderr)
         return PROBLEM
-    report = [{"path": str(d), "problems": verify_cache(d)} for d in directories]
+    report = [{"path": str(a), "problems": root_for(a, root).verify(a)} for a in addresses]
     return _print_verify(args, report)
 
 
-def _prune_remote(args: argparse.Namespace, remote: Any) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
-    entries = find_remote_caches(remote)
-    annotate(entries)
-    plan = plan_prune(entries, keep_last=args.keep_last, older_than=args.older_than, check_in_use=False)
-    doomed: list[tuple[str, Any]] = []
-    for kind, entry in plan.remove:
-        doomed.append((kind, entry.url))
-        if not args.dry_run:
-            remove_remote_cache(entry.split)
-    for kind, split, attempt in abandoned_attempts(remote, args.max_staging_age * 3600):
-        doomed.append((kind, f"{split.url}/{attempt}"))
-        if not args.dry_run:
-            remove_attempt(split, attempt)
-    return doomed, [(reason, entry.url) for reason, entry in plan.kept]
-
-
 def cmd_prune(args: argparse.Namespace) -> int:
-    remote = _remote_root(args)
-    if remote is not None:
-        return _report_prune(args, *_prune_remote(args, remote))
-    root = cache_root(args.cache_dir)
-    entries = find_caches(root)
+    root = resolve_root(args.cache_dir)
+    entries = root.entries()
     annotate(entries)
-    plan = plan_prune(entries, keep_last=args.keep_last, older_than=args.older_than)
-    doomed: list[tuple[str, Path]] = [(kind, entry.directory) for kind, entry in plan.remove]
-    kept: list[tuple[str, Any]] = [(reason, entry.directory) for reason, entry in plan.kept]
-    for entry in entries:  # caches written before what made them was recorded: by their folder names
-        if entry.metadata.made_by or not is_map_cache(entry.directory):
-            continue
-        parent = entry.directory.with_name(entry.directory.name.split(".map-")[0])
-        if not parent.exists() and not parent.is_symlink():
-            doomed.append(("map cache of a removed cache", entry.directory))
-    for kind, path in list(doomed):
-        if kind == "stale cache":
-            doomed += [("map cache of a stale cache", m) for m in map_caches_of(path)]
-    for build in find_superseded(root):
-        doomed.append(("superseded build", build))
-
-    doomed += [("decompressed copy of a changed or removed file", f) for f in stale_copies(downloads_dir(root))]
-    for staging in find_staging(root):
-        if staging_is_orphaned(staging, args.max_staging_age * 3600):  # a live owner's staging never is
-            doomed.append(("orphaned staging", staging))
-    doomed = list(dict.fromkeys(doomed))
-    emptied: list[Path] = []
-    if not args.dry_run:
-        done = []
-        for kind, path in doomed:
-            removed = remove_tree(path) and not (path.exists() or path.is_symlink())
-            if removed:
-                done.append((kind, path))
-            elif not os.access(path.parent, os.W_OK):  # another user's cache, or a read-only root
-                kept.append((f"{kind}, not removed: no permission to change {path.parent}", path))
-            else:  # a reader pinned it after we looked
-                kept.append(("in use by a live process", path))
-        doomed = done
-        for _kind, path in doomed:
-            emptied += remove_empty_parents(path, root)
-        removed = {str(path) for _kind, path in doomed}
-        cache_index.rebuild(root, [e for e in entries if str(e.directory) not in removed])
-    for path in unshared_files(root):  # after the caches: the copies they were the last to use go too
-        if not args.dry_run:
-            try:
-                path.unlink(missing_ok=True)
-            except OSError as exc:  # another user's copy in a shared root
-                kept.append((f"stored copy no cache uses, not removed: {exc.strerror or exc}", path))
-                continue
-        doomed.append(("stored copy no cache uses", path))
-    return _report_prune(args, doomed + [("empty folder", p) for p in emptied], kept)
+    plan = plan_prune(entries, keep_last=args.keep_last, older_than=args.older_than, check_in_use=root.sees_readers)
+    stale = [("decompressed copy of a changed or removed file", f) for f in stale_copies(downloads_dir(root.local_dir))]
+    removed, kept = root.prune(plan.remove, dry_run=args.dry_run, max_age_seconds=args.max_staging_age * 3600,
+                               also=stale, entries=entries)
+    return _report_prune(args, removed, [(reason, entry.location) for reason, entry in plan.kept] + kept)
 
 
 def _report_prune(args: argparse.Namespace, report: list[tuple[str, Any]],
@@ -485,39 +351,18 @@ def _report_prune(args: argparse.Namespace, report: list[tuple[str, Any]],
 
 
 def cmd_rm(args: argparse.Namespace) -> int:
-    remote = _remote_root(args)
-    if remote is not None or is_url(args.name):
-        found = [e for e in _remote_targets(args.name, remote)
-                 if args.config is None or e.metadata.config_name == args.config]
-        if not found:
-            print(f"stable-datasets: no caches of {args.name!r} under {remote or args.name}", file=sys.stderr)
-            return PROBLEM
-        for entry in found:
-            if not args.dry_run:
-                remove_remote_cache(entry.split)
-        verb = "would remove" if args.dry_run else "removed"
-        if args.json:
-            print(json.dumps([{"path": e.url, "removed": not args.dry_run} for e in found], indent=2))
-        else:
-            print("\n".join(f"{verb} {e.url}" for e in found))
-        return OK
-    root = cache_root(args.cache_dir)
-    entries = [e for e in _resolve_targets(args.name, root)
+    root = resolve_root(args.cache_dir)
+    entries = [e for e in _entries_named(args.name, root)
                if args.config is None or e.metadata.config_name == args.config]
     if not entries:
-        print(f"stable-datasets: no caches of {args.name!r} under {root}", file=sys.stderr)
+        where = args.name if locate(args.name, root) is not None else root
+        print(f"stable-datasets: no caches of {args.name!r} under {where}", file=sys.stderr)
         return PROBLEM
-    doomed = list(dict.fromkeys(p for e in entries for p in [e.directory, *map_caches_of(e.directory)]))
-    if not args.dry_run:
-        for path in doomed:
-            remove_tree(path)
-        cache_index.record_removal(root, doomed)
-        for path in doomed:
-            remove_empty_parents(path, root)
+    removed = root_for(entries[0].location, root).remove(entries, dry_run=args.dry_run)
     if args.json:
-        print(json.dumps([{"path": str(p), "removed": not args.dry_run} for p in doomed], indent=2))
+        print(json.dumps([{"path": str(p), "removed": not args.dry_run} for p in removed], indent=2))
     else:
-        for path in doomed:
+        for path in removed:
             print(f"{'would remove' if args.dry_run else 'removed'} {path}")
     return OK
 
@@ -554,9 +399,10 @@ def cmd_view(args: argparse.Namespace) -> int:
     """Serve the viewer until Ctrl-C; the URL is the first line printed."""
     from stable_datasets.viewer import serve  # local: its HTTP server imports ~0.2 s of the standard library
 
-    if (args.cache_dir is not None and is_url(args.cache_dir)) or _remote_root(args) is not None:
-        raise UsageError("view serves a local cache root; an object-store root is not supported yet")
-    root = cache_root(args.cache_dir)
+    try:
+        root = resolve_root(args.cache_dir, check=False).local_path("view")
+    except ConfigurationError as exc:
+        raise UsageError(str(exc)) from None
     try:
         serve(root, args.host, args.port)
     except OSError as exc:  # the port is taken, or the host is not this machine's

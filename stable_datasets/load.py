@@ -6,15 +6,15 @@ import os
 from typing import Any, overload
 
 from stable_datasets.builder.builder import DatasetBuilder
+from stable_datasets.builder.options import BuildOptions
 from stable_datasets.dataset.dataset_dict import DatasetDict
-from stable_datasets.dataset.open import dataset_of, open_cache, open_remote_stream
-from stable_datasets.dataset.splits import parse_split
+from stable_datasets.dataset.open import dataset_of, open_cache, open_stream
+from stable_datasets.dataset.splits import SplitSlice, parse_split
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.dataset.transforms import concatenate_datasets
 from stable_datasets.errors import BuilderNotFoundError
 from stable_datasets.hf_arguments import hub_hint, take_hub_arguments
 from stable_datasets.registry import resolve_builder
-from stable_datasets.urls import is_url
 
 __all__ = ["load_builder", "load_dataset", "open_cache"]
 
@@ -85,38 +85,37 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
     their defaults and otherwise refused in one line (stable_datasets/hf_arguments.py).
     """
     config_kwargs = take_hub_arguments(config_kwargs)
-    if streaming and (split is None or len(parse_split(split)) == 1):
-        return _load_streams(path, split, name=name, storage_format=storage_format, cache_dir=cache_dir,
-                             download_mode=download_mode, verification_mode=verification_mode, num_proc=num_proc,
-                             engine=engine, ray_address=ray_address, layout_options=layout_options,
-                             storage_options=storage_options, **config_kwargs)
-    if streaming:
-        loaded = load_dataset(path, split, name=name, storage_format=storage_format, cache_dir=cache_dir,
-                              download_mode=download_mode, verification_mode=verification_mode, num_proc=num_proc,
-                              engine=engine, ray_address=ray_address, layout_options=layout_options,
-                              storage_options=storage_options, **config_kwargs)
-        if isinstance(loaded, DatasetDict):
-            return {name: ds.to_iterable() for name, ds in loaded.items()}  # type: ignore[return-value]
-        return loaded.to_iterable()
-    try:
+    options = BuildOptions(storage_format=storage_format, download_mode=download_mode,  # checked once, here
+                           verification_mode=verification_mode, layout_options=layout_options, num_proc=num_proc,
+                           engine=engine, ray_address=ray_address, cache_limit=cache_limit)
+    parts = None if split is None else parse_split(split)  # once
+    try:  # its cache root is resolved once, there
         builder = load_builder(path, name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
     except BuilderNotFoundError as exc:
         hint = hub_hint(path)
         if not hint:
             raise
         raise BuilderNotFoundError(f"{exc}{hint}") from None
-    opened = {"storage_options": builder.remote.storage_options} if builder.remote else {}
-    prepare: dict[str, Any] = dict(download_mode=download_mode, verification_mode=verification_mode,
-                                   layout_options=layout_options, num_proc=num_proc, engine=engine,
-                                   ray_address=ray_address, cache_limit=cache_limit)
-    if split is None:
-        dirs = builder.prepare(None, storage_format, **prepare)
-        return DatasetDict({s: open_cache(d, **opened) for s, d in dirs.items()})
-    parts = parse_split(split)
-    dirs = builder.prepare(list(dict.fromkeys(p.name for p in parts)), storage_format, **prepare)
+    if streaming and (parts is None or len(parts) == 1):
+        return _load_streams(builder, split, parts, options)
+    if parts is None:
+        dirs = builder.prepare_splits(None, options)
+        loaded: Any = DatasetDict({s: builder.open_split(d) for s, d in dirs.items()})
+    else:
+        loaded = _load_split(builder, split, parts, options)  # type: ignore[arg-type]
+    if not streaming:
+        return loaded
+    if isinstance(loaded, DatasetDict):
+        return {name: ds.to_iterable() for name, ds in loaded.items()}  # type: ignore[return-value]
+    return loaded.to_iterable()
+
+
+def _load_split(builder: DatasetBuilder, split: str, parts: list[SplitSlice], options: BuildOptions) -> StableDataset:
+    """The dataset of a split string: its parts' splits built once each, sliced, concatenated in order."""
+    dirs = builder.prepare_splits(list(dict.fromkeys(p.name for p in parts)), options)
     datasets = []
     for part in parts:
-        ds = open_cache(dirs[part.name], **opened)
+        ds = builder.open_split(dirs[part.name])
         if not part.is_whole:
             start, stop = part.bounds(len(ds))
             ds = ds.select(range(start, stop))
@@ -124,41 +123,33 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
     return (datasets[0] if len(datasets) == 1 else concatenate_datasets(datasets)).with_split_name(split)
 
 
-def _load_streams(path: Any, split: str | None, *, name: str | None, storage_format: str | None,
-                  storage_options: dict[str, Any] | None, download_mode: Any, verification_mode: Any, num_proc: Any,
-                  engine: Any, ray_address: Any, layout_options: Any, cache_dir: Any, **config_kwargs: Any) -> Any:
+def _load_streams(builder: DatasetBuilder, split: str | None, parts: list[SplitSlice] | None,
+                  options: BuildOptions) -> Any:
     """`streaming=True` for one split or a slice of it: a remote Arrow/Parquet split is read a shard at a time
     (storage.remote_stream; a slice downloads only the shards it covers), anything else is opened and read with
     `to_iterable()`. The data files of a generic loader (csv, json, parquet, arrow, text, webdataset) are streamed
     where they lie, without a cache (loaders.file_stream)."""
-    builder = load_builder(path, name, cache_dir=cache_dir, storage_options=storage_options, **config_kwargs)
-    if builder.name in FILE_STREAM_LOADERS and (streams := _file_streams(builder, split)) is not None:
+    part = None if parts is None else parts[0]
+    if builder.name in FILE_STREAM_LOADERS and (streams := _file_streams(builder, split, part)) is not None:
         return streams
-    remote_options = builder.remote.storage_options if builder.remote else None
-    prepare: dict[str, Any] = dict(download_mode=download_mode, verification_mode=verification_mode,
-                                   layout_options=layout_options, num_proc=num_proc, engine=engine,
-                                   ray_address=ray_address)
-
-    part = None if split is None else parse_split(split)[0]
     sliced = part is not None and not part.is_whole
 
-    def stream(directory: Any) -> Any:
-        if is_url(directory):
-            found = open_remote_stream(str(directory), remote_options, part.bounds if sliced else None)
-            if found is not None:
-                return found
-        opened = open_cache(directory, storage_options=remote_options)
+    def stream(address: Any) -> Any:
+        found = open_stream(builder.root, address, part.bounds if sliced else None)
+        if found is not None:
+            return found
+        opened = builder.open_split(address)
         if sliced:
             opened = opened.select(range(*part.bounds(len(opened)))).with_split_name(split)
         return opened.to_iterable()
 
-    dirs = builder.prepare(None if split is None else [parse_split(split)[0].name], storage_format, **prepare)
-    if split is None:
+    dirs = builder.prepare_splits(None if part is None else [part.name], options)
+    if part is None:
         return {s: stream(d) for s, d in dirs.items()}
-    return stream(dirs[parse_split(split)[0].name])
+    return stream(dirs[part.name])
 
 
-def _file_streams(loader: Any, split: str | None) -> Any:
+def _file_streams(loader: Any, split: str | None, part: SplitSlice | None) -> Any:
     """Streams of a generic loader's data files, read where they lie (a dict of them for split=None); a shuffle
     permutes units and mixes rows within windows of WINDOW_UNITS of them (each parsed once an epoch)."""
     from stable_datasets.loaders.base import FileLoader  # local: the loaders' readers import ~0.1 s more
@@ -167,7 +158,6 @@ def _file_streams(loader: Any, split: str | None) -> Any:
     if not isinstance(loader, FileLoader):  # a builder script named like a loader
         return None
 
-    part = None if split is None else parse_split(split)[0]
     backends = open_file_backends(loader, None if part is None else [part.name])
 
     def stream(backend: Any) -> Any:

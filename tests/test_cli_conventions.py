@@ -115,7 +115,8 @@ def test_data_problems_exit_1_with_one_line_and_tracebacks_only_with_debug(write
     debug = cli("build", bad, "--debug", env=env)
     assert debug.returncode == 1 and "Traceback" in debug.stderr and "ExampleError" in debug.stderr
     missing = cli("verify", "digits", env=env)
-    assert (missing.returncode, missing.stderr.strip()) == (1, "stable-datasets: no cache found for 'digits'")
+    assert (missing.returncode, missing.stderr.strip()) == (1, "stable-datasets: no cache found for 'digits' under "
+                                                               f"{cache_root}")
 
 
 def test_offline_build_fails_fast_naming_the_url(cache_root):

@@ -9,7 +9,6 @@ cache; a valid cache is reused without calling any of the three.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import json
 import os
@@ -18,8 +17,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
-
-from loguru import logger
 
 from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.data_files import normalize_data_files
@@ -33,11 +30,12 @@ from stable_datasets.builder.input_identity import (
     object_store_versions,
 )
 from stable_datasets.builder.local_modules import local_modules
+from stable_datasets.builder.options import BuildOptions
 from stable_datasets.builder.provenance import absolute_paths, builder_made_by
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
-from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, root_errors, split_folder_name
-from stable_datasets.dataset.open import open_cache
+from stable_datasets.cache.paths import SPLITS_FILE, downloads_dir, fingerprint_dir, root_errors, split_folder_name
+from stable_datasets.dataset.open import dataset_of
 from stable_datasets.download.inputs import fetch_http_input, fetch_object, is_object_url, options_for
 from stable_datasets.download.manager import DownloadManager
 from stable_datasets.errors import InputChangedError, SplitRowsError, StableDatasetsError, UnknownSplitError
@@ -46,27 +44,13 @@ from stable_datasets.features.features import Features
 from stable_datasets.features.video import has_path_videos
 from stable_datasets.layouts import layout_for, layout_module
 from stable_datasets.layouts.base import require_positive_ints
-from stable_datasets.storage.publish import RemoteSplit
-from stable_datasets.storage.remote_cache import prepare_remote_split, valid_remote
-from stable_datasets.storage.root import RemoteRoot, resolve_root
-from stable_datasets.write import (
-    ExampleSource,
-    JobRunner,
-    SplitJobs,
-    WritePlan,
-    build_once,
-    write_split_for_store,
-)
+from stable_datasets.roots import CacheRoot, resolve_root
+from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan
 from stable_datasets.write.engines import user_modules
-from stable_datasets.write.once import published_matches
-from stable_datasets.write.remote_parts import RemoteParts
 
 if TYPE_CHECKING:
     from stable_datasets.dataset.stable_dataset import StableDataset
 
-DOWNLOAD_MODES = ("reuse_dataset_if_exists", "force_rebuild", "force_redownload")
-VERIFICATION_MODES = ("basic_checks", "all_checks", "no_checks")
-SPLITS_FILE = ".splits.json"  # hidden: no split folder name starts with a dot
 
 
 
@@ -113,19 +97,17 @@ class DatasetBuilder:
         self.config = self._resolve_config(config_name, config, config_kwargs)
         #: where downloaded source files go (default: the cache root's downloads folder); not in the fingerprint
         self.download_dir: Path | None = None if download_dir is None else Path(download_dir).expanduser()
-        root = resolve_root(cache_dir, storage_options)
-        #: the object-store root caches are published to (storage.remote_cache), or None for a local root
-        self.remote: RemoteRoot | None = root if isinstance(root, RemoteRoot) else None
-        #: local folder of caches; for a remote root, this node's work folder for it (staging, downloads)
-        self.cache_root: Path = root.local_dir if isinstance(root, RemoteRoot) else root
+        #: where caches are published (roots.CacheRoot: a local folder or an object store), resolved once
+        self.root: CacheRoot = resolve_root(cache_dir, storage_options)
+        #: local folder of caches; for an object-store root, this node's work folder for it (staging, downloads)
+        self.cache_root: Path = self.root.local_dir
         self._inputs_read: dict[str, Any] | None = None  # local input entries the last fingerprint identified
         #: {url: [size, version]} of the object-store data files the last fingerprint identified: a part reading
         #: one on its own node checks that it reads that version (input_identity.object_store_versions)
         self.object_versions: dict[str, list[Any]] = {}
         #: storage options of object-store inputs (data_files, downloads) by scheme: `storage_options` serve the
         #: cache root's scheme, or every scheme when the root is local (download.inputs.options_for)
-        self.input_storage_options: dict[str, dict[str, Any]] | None = None if not storage_options else \
-            {(self.remote.url.scheme if self.remote else "*"): dict(storage_options)}
+        self.input_storage_options: dict[str, dict[str, Any]] | None = self.root.input_options(storage_options)
         self._info_cache: DatasetInfo | None = None
         #: check each split's rows against info.num_examples (prepare sets it from verification_mode)
         self.verify_rows = True
@@ -331,14 +313,8 @@ class DatasetBuilder:
 
     def _recorded_split_names(self, directory: Path) -> list[str] | None:
         """The split names an earlier build recorded in the fingerprint folder `directory`, if any."""
-        recorded = directory / SPLITS_FILE
-        if recorded.is_file():
-            return json.loads(recorded.read_text())
-        if self.remote is not None:
-            text = self.remote.store.get(self._remote_key(recorded))
-            if text is not None:
-                return json.loads(text)
-        return None
+        text = self.root.read_note(directory / SPLITS_FILE)
+        return None if text is None else json.loads(text)
 
     def _generators(self, storage_format: str, layout_options: dict[str, Any] | None,
                     dl_manager: DownloadManager | None, directory: Path | None = None) -> list[SplitGenerator]:
@@ -353,13 +329,9 @@ class DatasetBuilder:
         tmp = directory / f".{SPLITS_FILE}.{os.getpid()}"
         tmp.write_text(json.dumps(names))
         os.replace(tmp, directory / SPLITS_FILE)
-        if self.remote is not None:  # so a reader on another node learns the splits without the builder's inputs
-            self.remote.store.put_bytes(self._remote_key(directory / SPLITS_FILE), json.dumps(names).encode())
+        # so a reader on another node of an object-store root learns the splits without the builder's inputs
+        self.root.write_note(directory / SPLITS_FILE, json.dumps(names))
         return generators
-
-    def _remote_key(self, local: Path) -> str:
-        """The object key of a path under this builder's local work folder for its remote root."""
-        return self.remote.key(local.relative_to(self.cache_root).as_posix())  # type: ignore[union-attr]
 
     def local_input(self, path: str) -> str:
         """A data file on this node's disk: an object-store URL (`s3://`, `gs://`), or an `http(s)://` one the
@@ -387,10 +359,8 @@ class DatasetBuilder:
         return self._published(resolved.directory / split_folder_name(split), resolved.fingerprint)
 
     def _published(self, directory: Path, expected_fingerprint: str) -> bool:
-        """A valid cache of `expected_fingerprint` is published for `directory` (on the object-store root, if any)."""
-        if self.remote is not None:
-            return valid_remote(RemoteSplit(self.remote.store, self._remote_key(directory)), expected_fingerprint)
-        return published_matches(directory, expected_fingerprint)
+        """A valid cache of `expected_fingerprint` is published for `directory` (on the builder's root)."""
+        return self.root.is_published(directory, expected_fingerprint)
 
     def prepare(self, splits: str | Iterable[str] | None = None, storage_format: str = "arrow", *,
                 download_mode: str = "reuse_dataset_if_exists", verification_mode: str = "basic_checks",
@@ -402,7 +372,7 @@ class DatasetBuilder:
         `cache_limit` (else $STABLE_DATASETS_CACHE_LIMIT; see cache.limit) bounds a local root: after a
         publish past it, the least recently used caches no process has open are evicted.
 
-        With an object-store root (`self.remote`) the values are the splits' URLs (str): each
+        With an object-store root (`self.root`, roots.CacheRoot) the values are the splits' URLs (str): each
         split is built locally, then published by storage.remote_cache.
 
         A split is built in up to `num_proc` parts (its gen_kwargs' lists divided in order), in
@@ -412,26 +382,24 @@ class DatasetBuilder:
         A cache root that cannot take the cache (a file, a read-only filesystem, another user's folder) is one
         CacheError naming it and what to do (cache.paths.root_errors).
         """
-        with root_errors(self.cache_root):
-            return self._prepare(splits, storage_format, download_mode=download_mode,
-                                 verification_mode=verification_mode, layout_options=layout_options,
-                                 lock_timeout=lock_timeout, soft_lock=soft_lock, num_proc=num_proc, engine=engine,
-                                 ray_address=ray_address, cache_limit=cache_limit)
+        return self.prepare_splits(splits, BuildOptions(
+            storage_format=storage_format, download_mode=download_mode, verification_mode=verification_mode,
+            layout_options=layout_options, lock_timeout=lock_timeout, soft_lock=soft_lock, num_proc=num_proc,
+            engine=engine, ray_address=ray_address, cache_limit=cache_limit))
 
-    def _prepare(self, splits: str | Iterable[str] | None, storage_format: str, *, download_mode: str,
-                 verification_mode: str, layout_options: dict[str, Any] | None, lock_timeout: float | None,
-                 soft_lock: bool | None, num_proc: int | None, engine: str, ray_address: str | None,
-                 cache_limit: str | int | None) -> dict[str, Path | str]:
-        if download_mode not in DOWNLOAD_MODES:
-            raise ValueError(f"download_mode must be one of {DOWNLOAD_MODES}, got {download_mode!r}")
-        if verification_mode not in VERIFICATION_MODES:
-            raise ValueError(f"verification_mode must be one of {VERIFICATION_MODES}, got {verification_mode!r}")
-        self.verify_rows = verification_mode != "no_checks"
-        runner = JobRunner(engine=engine, num_proc=num_proc, ray_address=ray_address)
-        resolved = self.resolve(storage_format, layout_options)  # once: it stats every input file
+    def prepare_splits(self, splits: str | Iterable[str] | None, options: BuildOptions) -> dict[str, Path | str]:
+        """`prepare` with its options as one value (what `load_dataset` hands down, made and checked once)."""
+        with root_errors(self.cache_root):
+            return self._prepare(splits, options)
+
+    def _prepare(self, splits: str | Iterable[str] | None, given: BuildOptions) -> dict[str, Path | str]:
+        storage_format = given.storage_format
+        self.verify_rows = given.verification_mode != "no_checks"
+        runner = JobRunner(engine=given.engine, num_proc=given.num_proc, ray_address=given.ray_address)
+        resolved = self.resolve(storage_format, given.layout_overrides())  # once: it stats every input file
         options, fp, base = resolved.options, resolved.fingerprint, resolved.directory
-        force = download_mode != "reuse_dataset_if_exists"
-        dl_manager = self._download_manager(download_mode, verification_mode)
+        force = given.force
+        dl_manager = self._download_manager(given.download_mode, given.verification_mode)
         generators: dict[str, SplitGenerator] | None = None
 
         def all_generators() -> dict[str, SplitGenerator]:
@@ -456,47 +424,23 @@ class DatasetBuilder:
         result: dict[str, Path | str] = {}
         for split in wanted:
             directory = base / split_folder_name(split)
-            if self.remote is not None:
-                plan_for = functools.partial(self._write_plan, storage_format=storage_format, options=options, fp=fp,
-                                             inputs=resolved.inputs, evict=False, layout=resolved.layout)
-                result[split] = self._prepare_remote(split, directory, fp, force, lock_timeout, all_generators,
-                                                     plan_for, runner)
+            if cached.get(split):
+                result[split] = self.root.address(directory)
                 continue
-            if cached[split] if split in cached else not force and published_matches(directory, fp):
-                result[split] = directory
-                continue
-            if split not in all_generators():
-                raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {split!r}; "
-                                 f"splits are {sorted(all_generators())}")
-            plan = self._write_plan(split, directory, storage_format, options, fp, resolved.inputs,
-                                    cache_limit=cache_limit, layout=resolved.layout)
-            if force:  # a forced rebuild trusts nothing an earlier build made, its parts included
-                plan = dataclasses.replace(plan, reuse_parts=False)
-            build_once(plan, BuilderSource(self, all_generators()[split]), runner, checked=True,
-                       reuse=None if force else functools.partial(_valid_directory, directory, fp),
-                       lock_timeout=lock_timeout, soft_lock=soft_lock)
-            result[split] = directory
+
+            def write_for(target: Path, split: str = split) -> tuple[WritePlan, ExampleSource]:
+                if split not in all_generators():
+                    raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {split!r}; "
+                                            f"splits are {sorted(all_generators())}")
+                plan = self._write_plan(split, target, storage_format, options, fp, resolved.inputs,
+                                        cache_limit=given.cache_limit, layout=resolved.layout)
+                if force:  # a forced rebuild trusts nothing an earlier build made, its parts included
+                    plan = dataclasses.replace(plan, reuse_parts=False)
+                return plan, BuilderSource(self, all_generators()[split])
+
+            result[split] = self.root.publish(directory, fp, write_for, runner, force=force,
+                                              lock_timeout=given.lock_timeout, soft_lock=given.soft_lock)
         return result
-
-    def _prepare_remote(self, split: str, directory: Path, fp: str, force: bool, lock_timeout: float | None,
-                        generators: Any, plan_for: Any, runner: JobRunner) -> str:
-        """Publish one split to the object-store root (storage.remote_cache); its URL."""
-
-        relative = directory.relative_to(self.cache_root).as_posix()
-        parts = RemoteParts(self.remote.store, self.remote.key(relative))  # type: ignore[union-attr]
-
-        def build(local: Path) -> dict[str, str]:
-            if split not in generators():
-                raise UnknownSplitError(f"builder '{self.builder_name()}' has no split {split!r}; "
-                                 f"splits are {sorted(generators())}")
-            if self.INCREMENTAL_PARTS or self.INCREMENTAL_FILES:
-                logger.info("{} '{}': on an object-store root no part of an earlier cache is reused: a full build",
-                            self.builder_name(), split)
-            plan = dataclasses.replace(plan_for(split, local), remote_parts=parts)
-            return write_split_for_store(plan, BuilderSource(self, generators()[split]), runner)[1]
-
-        return prepare_remote_split(self.remote, relative,  # type: ignore[arg-type]
-                                    fp, force=force, build=build, lock_timeout=lock_timeout)
 
     def _write_plan(self, split: str, directory: Path, storage_format: str, options: dict[str, Any],
                     fp: str, inputs: dict[str, Any], cache_limit: str | int | None = None,
@@ -589,8 +533,11 @@ class DatasetBuilder:
     def as_dataset(self, split: str, storage_format: str = "arrow", **prepare_kwargs: Any) -> StableDataset:
         """Prepare one split (if needed) and open it."""
 
-        directory = self.prepare(split, storage_format, **prepare_kwargs)[split]
-        return open_cache(directory, storage_options=self.remote.storage_options if self.remote else None)
+        return self.open_split(self.prepare(split, storage_format, **prepare_kwargs)[split])
+
+    def open_split(self, address: Path | str, **read_options: Any) -> StableDataset:
+        """The dataset of a split `prepare` published at `address` (on this builder's root)."""
+        return dataset_of(*self.root.open(address, read_options))
 
     def __repr__(self) -> str:
         fields = {f.name: getattr(self.config, f.name) for f in dataclasses.fields(self.config)}
@@ -601,11 +548,6 @@ def _part_basis(inputs: dict[str, Any]) -> str:
     """What every part's rows depend on besides their own input files (write.reuse): all the fingerprint covers
     but the input files' identity."""
     return fingerprint({"part_basis": {k: v for k, v in inputs.items() if k != "input_files"}})
-
-
-def _valid_directory(directory: Path, expected_fingerprint: str) -> Path | None:
-    """`directory` when it holds a published cache of `expected_fingerprint` (build_once's reuse check)."""
-    return directory if published_matches(directory, expected_fingerprint) else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -628,6 +570,7 @@ class BuilderSource(ExampleSource):
         self.builder, self.generator = builder, generator
         self.columnar = builder.columnar_examples()
         self.keyed = not self.columnar  # record batches carry no example keys
+        self.incremental = builder.INCREMENTAL_PARTS or bool(builder.INCREMENTAL_FILES)
 
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         return self.builder._plan_split(self.generator, num_jobs, run, workdir)

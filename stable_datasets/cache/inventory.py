@@ -36,6 +36,11 @@ class CacheEntry:
     status: str = "unknown"  # set by manage.inventory.annotate
 
     @property
+    def location(self) -> Path:
+        """Where the cache is published (roots.CacheRoot.address): its folder."""
+        return self.directory
+
+    @property
     def size(self) -> int:
         return self.metadata.num_bytes
 

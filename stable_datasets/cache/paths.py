@@ -22,6 +22,8 @@ from stable_datasets.errors import CacheError, StableDatasetsError
 from stable_datasets.urls import is_url, local_path_text
 
 DEFAULT_CACHE_ROOT = Path("~/.cache/stable_datasets")
+#: the split names a builder recorded in a fingerprint folder (hidden: no split folder name starts with a dot)
+SPLITS_FILE = ".splits.json"
 #: longest encoded folder name: leaves room under the usual 255-byte limit for our prefixes and suffixes
 MAX_FOLDER_NAME = 200
 
@@ -30,7 +32,7 @@ def cache_root(cache_dir: str | os.PathLike | None = None) -> Path:
     """The local cache root: an explicit argument, else $STABLE_DATASETS_CACHE_DIR, else the default.
 
     An object-store URL is refused here, never taken as a folder named `s3:`: callers that can
-    serve remote roots resolve them with `storage.resolve_root` first.
+    serve remote roots resolve them with `roots.resolve_root` first.
     """
     env = env_text("STABLE_DATASETS_CACHE_DIR")
     location = cache_dir if cache_dir is not None else env

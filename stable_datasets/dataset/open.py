@@ -1,24 +1,20 @@
 """`open_cache`: a published cache opened from its `_metadata.json` alone, through its layout's Backend.
 
-The one place a backend becomes a `StableDataset`: the floors below open backends
-(layouts.open, storage.remote_cache, storage.remote_stream) and hand them up here.
+The one place a backend becomes a `StableDataset`: the floors below open backends (a cache root's
+`open` and `open_stream`, roots.CacheRoot; verify, migration, the inventory) and hand them up here.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
-from stable_datasets.cache.builds import opened
-from stable_datasets.cache.metadata import CacheMetadata, read_published
+from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.features.info import DatasetInfo
 from stable_datasets.layouts.base import LayoutBackend
-from stable_datasets.layouts.open import open_backend, served_features
-from stable_datasets.storage.remote_cache import open_remote_backend
-from stable_datasets.storage.remote_stream import open_remote_shards
-from stable_datasets.urls import is_url
+from stable_datasets.layouts.open import served_features
+from stable_datasets.roots import CacheRoot, root_at
 
 
 def open_cache(cache_dir: str | os.PathLike, *, storage_options: dict[str, Any] | None = None,
@@ -31,17 +27,7 @@ def open_cache(cache_dir: str | os.PathLike, *, storage_options: dict[str, Any] 
     URL (`s3://bucket/prefix/.../<split>`, credentials from the environment or `storage_options`):
     see storage.remote_cache.
     """
-    if is_url(cache_dir):
-        backend, metadata = open_remote_backend(str(cache_dir), storage_options, read_options)
-        return dataset_of(backend, metadata)
-    # the build the cache's link points to now, pinned; absolute, so a later os.chdir does not lose it
-    pin, metadata = read_published(Path(cache_dir).expanduser().absolute())
-    try:
-        dataset = dataset_of(open_backend(pin.directory, metadata, read_options), metadata)
-        opened(pin)  # the pin kept since its publish (or its reuse check) is no longer needed
-        return dataset
-    finally:
-        pin.release()  # the backend holds its own pin on the same build
+    return dataset_of(*root_at(cache_dir, storage_options).open(cache_dir, read_options))
 
 
 def dataset_of(backend: LayoutBackend, metadata: CacheMetadata) -> StableDataset:
@@ -51,14 +37,12 @@ def dataset_of(backend: LayoutBackend, metadata: CacheMetadata) -> StableDataset
                          split=metadata.split or None)
 
 
-def open_remote_stream(url: str, storage_options: dict[str, Any] | None = None,
-                       rows: Any = None) -> Any | None:
-    """A stream of the remote split at `url` read a shard at a time (storage.remote_stream); None for caches
-    that cannot be streamed that way (they are opened whole). `rows(num_rows)`: (start, stop) of a partial
-    split."""
-    opened = open_remote_shards(url, storage_options, rows)
+def open_stream(root: CacheRoot, address: Any, rows: Any = None) -> Any | None:
+    """A stream of the split at `address` on `root` read a shard at a time as it is reached (a remote Arrow or
+    Parquet split: storage.remote_stream); None for caches best opened whole. `rows(num_rows)`: (start, stop) of
+    a partial split."""
+    opened = root.open_stream(address, rows)
     if opened is None:
         return None
-    backend, metadata = opened
     # a StreamingDataset (imported there: it imports torch); lanes: each node downloads about its own shards
-    return dataset_of(backend, metadata).to_iterable(lanes=True)
+    return dataset_of(*opened).to_iterable(lanes=True)

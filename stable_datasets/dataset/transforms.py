@@ -24,12 +24,12 @@ from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.layouts import arrow_shards
 from stable_datasets.progress import progress
-from stable_datasets.storage.remote_cache import RemoteOrigin, prepare_remote_split
+from stable_datasets.roots import ObjectStoreRoot
+from stable_datasets.storage.remote_cache import RemoteOrigin
 from stable_datasets.storage.root import RemoteRoot
 from stable_datasets.urls import ObjectURL
-from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once, write_split_for_store
+from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once
 from stable_datasets.write.engines import user_modules
-from stable_datasets.write.remote_parts import RemoteParts
 from stable_datasets.write.seeding import seed_block
 
 if TYPE_CHECKING:
@@ -234,22 +234,20 @@ def _map_to_store(origin: RemoteOrigin, fp: str, plan: WritePlan, source: MapSou
                   force: bool) -> str:
     """A map of a cache on an object store with engine="ray": its parts run on the cluster's nodes, read the
     source there (each node's own shard cache) and travel through the store, and the result is published beside
-    the source (`<split>.map-<fingerprint>`) as a build is (storage.remote_cache); its URL. A result published
+    the source (`<split>.map-<fingerprint>`) as a build is (roots.remote); its URL. A result published
     already is reused unless `force`."""
     store = origin.store
     source_split = origin.split_prefix
     folder, _, name = source_split.rpartition("/")
     relative = f"{folder}/{map_folder_name(name, fp)}" if folder else map_folder_name(name, fp)
-    root = RemoteRoot(ObjectURL(store.scheme, store.bucket, ""), store, dict(store.storage_options))
+    root = ObjectStoreRoot(RemoteRoot(ObjectURL(store.scheme, store.bucket, ""), store, dict(store.storage_options)))
     made_by = map_made_by(store.url(source_split), plan.fingerprint_inputs["source"], source.function,
                           plan.fingerprint_inputs)
 
-    def build(local: Path) -> dict[str, str]:
-        at = dataclasses.replace(plan, target=local, remote_parts=RemoteParts(store, relative), evict=False,
-                                 made_by=made_by)
-        return write_split_for_store(at, source, runner)[1]
+    def write_for(local: Path) -> tuple[WritePlan, ExampleSource]:
+        return dataclasses.replace(plan, target=local, made_by=made_by), source
 
-    return prepare_remote_split(root, relative, fp, force=force, build=build)
+    return root.publish(root.local_dir / relative, fp, write_for, runner, force=force)
 
 
 def map_made_by(parent: Path | str, parent_fingerprint: str, function: Callable,

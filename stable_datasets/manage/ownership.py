@@ -15,26 +15,16 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from stable_datasets.builder.builder import SPLITS_FILE
 from stable_datasets.cache.fingerprint import canonical_json, to_jsonable
+from stable_datasets.cache.folders import (  # noqa: F401  (map_caches_of, remove_empty_parents: named here before)
+    is_map_cache,
+    map_caches_of,
+    remove_empty_parents,
+)
 from stable_datasets.cache.inventory import CacheEntry
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.features.base import feature_from_dict
 from stable_datasets.registry import load_script, resolve_builder_class
-
-MAP_MARKER = ".map-"  # a map's cache is the folder `<split>.map-<fingerprint>` beside its parent's
-
-
-def is_map_cache(directory: Path) -> bool:
-    return MAP_MARKER in directory.name
-
-
-def map_caches_of(directory: Path) -> list[Path]:
-    """The map caches derived from the split cache `directory` (its siblings `<split>.map-*`)."""
-    if is_map_cache(directory) or not directory.parent.is_dir():
-        return []
-    return sorted(p for p in directory.parent.iterdir()
-                  if p.name.startswith(directory.name + MAP_MARKER) and "@" not in p.name)  # not its builds
 
 
 def builder_class(source: str, name: str) -> type | None:
@@ -101,7 +91,7 @@ def builder_fingerprint_now(meta: CacheMetadata, memo: dict[Any, Any] | None = N
     if cls is not None and cls.builder_name() == name:
         try:
             try:
-                builder = cls(meta.config_name or None)
+                builder = cls.create(meta.config_name or None)
                 defaults = to_jsonable(builder.config)
             except Exception:  # a loader cannot be made without its data_files: its config class's defaults
                 builder, defaults = None, _config_defaults(cls)
@@ -109,7 +99,7 @@ def builder_fingerprint_now(meta: CacheMetadata, memo: dict[Any, Any] | None = N
             if isinstance(overrides.get("features"), dict):  # recorded as the fingerprint records a Features
                 overrides["features"] = feature_from_dict(overrides["features"])
             if overrides or builder is None:
-                builder = cls(meta.config_name or None, **overrides)
+                builder = cls.create(meta.config_name or None, **overrides)
             answer = builder.fingerprint(storage_format, layout_options)
         except Exception:
             answer = None
@@ -129,49 +119,3 @@ def _config_defaults(cls: type) -> dict[str, Any]:
         elif item.default_factory is not dataclasses.MISSING:
             defaults[item.name] = to_jsonable(item.default_factory())
     return defaults
-
-
-def _only_idle_bookkeeping(folder: Path) -> list[Path] | None:
-    """The files in `folder` if they are all bookkeeping (lock files nobody holds now, the list of
-    split names), else None."""
-    import filelock
-
-
-    entries = list(folder.iterdir())
-    locks = [p for p in entries if p.name.startswith(".") and p.name.endswith(".lock") and p.is_file()]
-    others = [p for p in entries if p.is_file() and (p.name == SPLITS_FILE or (p.name.startswith(".") and
-                                                                                 p.name.endswith(".lock.owner")))]
-    if len(locks) + len(others) != len(entries):
-        return None
-    for lock_path in locks:
-        lock = filelock.FileLock(str(lock_path))
-        try:
-            lock.acquire(timeout=0)
-        except filelock.Timeout:
-            return None  # a build of this folder is starting
-        lock.release()
-    return locks + others
-
-
-def remove_empty_parents(path: Path, root: Path) -> list[Path]:
-    """Remove the folders above `path` left empty, up to (not including) `root`; the removed ones.
-
-    A folder holding only bookkeeping that finished builds leave (lock files nobody holds, the
-    list of split names) counts as empty. `rmdir` removes only an empty folder, so one that a
-    build starts to fill meanwhile stays.
-    """
-    removed = []
-    folder = path.parent
-    while folder != root and root in folder.parents:
-        try:
-            files = _only_idle_bookkeeping(folder)
-            if files is None:
-                break
-            for file in files:
-                file.unlink(missing_ok=True)
-            folder.rmdir()
-        except OSError:
-            break
-        removed.append(folder)
-        folder = folder.parent
-    return removed

@@ -54,6 +54,11 @@ class RemoteEntry:
     status: str = "unknown"
 
     @property
+    def location(self) -> str:
+        """Where the cache is published (roots.CacheRoot.address): its URL."""
+        return self.url
+
+    @property
     def directory(self) -> PurePosixPath:
         return PurePosixPath(self.split.prefix)
 

@@ -8,17 +8,15 @@ under `$STABLE_DATASETS_LOCAL_CACHE_DIR` (default `~/.cache/stable_datasets/obje
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stable_datasets.cache.paths import cache_root
 from stable_datasets.env import env_text
 from stable_datasets.errors import ConfigurationError
 from stable_datasets.storage.resolve import open_store, storage_options_from_env
 from stable_datasets.storage.store import ObjectStore
-from stable_datasets.urls import ObjectURL, is_url
+from stable_datasets.urls import ObjectURL
 
 DEFAULT_LOCAL_BASE = Path("~/.cache/stable_datasets/object-store")
 #: fsspec protocols that read only, or read inside one file: inputs may use them, cache roots cannot
@@ -74,17 +72,3 @@ class RemoteRoot:
         url = ObjectURL.parse(state["url"])
         self.url, self.storage_options = url, state["storage_options"]
         self.store = open_store(url, self.storage_options)
-
-
-def resolve_root(cache_dir: str | os.PathLike | None, storage_options: dict[str, Any] | None = None,
-                 *, check: bool = True) -> Path | RemoteRoot:
-    """A local root (Path) or a RemoteRoot: the argument, else $STABLE_DATASETS_CACHE_DIR, else the default."""
-
-    if cache_dir is not None and not isinstance(cache_dir, (str, bytes, os.PathLike)):
-        raise ConfigurationError(f"cache_dir is a {type(cache_dir).__name__} object: give a cache root as a local "
-                                 "path or a URL string ('s3://bucket/prefix', 'gs://...', any fsspec protocol), with "
-                                 "the filesystem's credentials and endpoint in storage_options=")
-    location = cache_dir if cache_dir is not None else env_text("STABLE_DATASETS_CACHE_DIR")
-    if is_url(location):
-        return RemoteRoot.open(str(location), storage_options, check=check)
-    return cache_root(cache_dir)

@@ -54,8 +54,61 @@ class RangeCheck:
         return f"key range {self.index + 1} of {self.ranges}"
 
 
-def plan_range_checks(staging: Path, parts: list[PartResult], remote: RemoteParts | None = None,
-                      prefix: str = "") -> list[RangeCheck]:
+class KeyFilesOnDisk:
+    """Key files of parts in the staging folder (on this disk, or a filesystem every worker shares): read in
+    place; a whole-part file of an earlier version is sorted where it is before it is counted."""
+
+    def whole_count(self, staging: Path, part: PartResult) -> int:
+        return sorted_key_count(part.keys_file(staging))
+
+    def whole_file(self, staging: Path, part: PartResult) -> tuple[str, bool]:
+        return str(part.keys_file(staging)), False  # sorted already by `whole_count`
+
+    def range_file(self, staging: Path, part: PartResult, index: int) -> str:
+        return str(part.key_range_file(staging, index))
+
+    def readable(self, check: RangeCheck, folder: Path) -> list[Path]:
+        return [Path(location) for location, _, _ in check.files]
+
+
+@dataclass(frozen=True)
+class StoredKeyFiles:
+    """Key files of parts that travelled through the object store (write.remote_parts), under `prefix` (the
+    parts prefix): each range job fetches its range's files (`FETCH_THREADS` at a time) into its scratch folder."""
+
+    remote: RemoteParts
+    prefix: str
+
+    def whole_count(self, staging: Path, part: PartResult) -> int:
+        return part.num_rows  # a keyed part writes one key per row; its file is on the store, not here
+
+    def whole_file(self, staging: Path, part: PartResult) -> tuple[str, bool]:
+        return part_key(self.prefix, part.index, part.key_paths()[0]), True
+
+    def range_file(self, staging: Path, part: PartResult, index: int) -> str:
+        return part_key(self.prefix, part.index, f"{KEY_RANGES_DIR}/{range_file_name(index)}")
+
+    def readable(self, check: RangeCheck, folder: Path) -> list[Path]:
+        folder.mkdir(parents=True, exist_ok=True)  # on another node, nothing of the staging folder exists
+        paths = [folder / f"{number:05d}.arrow" for number in range(len(check.files))]
+        with ThreadPoolExecutor(FETCH_THREADS) as pool:
+            list(pool.map(lambda pair: self._fetch(check, *pair), zip(check.files, paths)))
+        return paths
+
+    def _fetch(self, check: RangeCheck, file: tuple[str, int, bool], path: Path) -> None:
+        try:
+            self.remote.store.download(file[0], path)
+        except StorageError as exc:
+            raise StableDatasetsError(f"duplicate-key check, {check.name} (node {ray_node_id() or 'unknown'}): could "
+                                      f"not read {self.remote.url(file[0])}: {exc}") from None
+
+
+#: key files of parts on this disk (the default)
+KEYS_ON_DISK = KeyFilesOnDisk()
+
+
+def plan_range_checks(staging: Path, parts: list[PartResult], keys: KeyFilesOnDisk | StoredKeyFiles = KEYS_ON_DISK
+                      ) -> list[RangeCheck]:
     """The jobs of the check: one per digest range where two parts or more have keys (keys are unique within a
     part, so a range only one part reaches holds no duplicate). Parts cut into the same ranges normally; a part
     cut otherwise (finished by an earlier attempt of another parallelism) gives each job the files that overlap
@@ -68,7 +121,7 @@ def plan_range_checks(staging: Path, parts: list[PartResult], remote: RemotePart
     offsets, offset = [], 0
     for part in keyed:
         offsets.append(offset)
-        offset += _key_count(staging, part, remote)
+        offset += sum(part.key_counts) if part.key_counts else keys.whole_count(staging, part)
     cuts = [range_bounds(len(p.key_counts)) if p.key_counts else [] for p in keyed]  # each part's, once
     checks = []
     for index in range(ranges):
@@ -76,7 +129,7 @@ def plan_range_checks(staging: Path, parts: list[PartResult], remote: RemotePart
         files: list[tuple[str, int, bool]] = []
         reached = 0
         for part, start, own in zip(keyed, offsets, cuts):
-            found = _files_in(staging, part, own, lo, hi, remote, prefix)
+            found = _files_in(staging, part, own, lo, hi, keys)
             files.extend((location, start, legacy) for location, legacy in found)
             reached += bool(found)
         if reached > 1:
@@ -84,33 +137,19 @@ def plan_range_checks(staging: Path, parts: list[PartResult], remote: RemotePart
     return checks
 
 
-def _key_count(staging: Path, part: PartResult, remote: RemoteParts | None) -> int:
-    if part.key_counts:
-        return sum(part.key_counts)
-    if remote is not None:  # a keyed part writes one key per row; its file is on the store, not here
-        return part.num_rows
-    return sorted_key_count(part.keys_file(staging))  # an earlier version's file is sorted first
-
-
-def _files_in(staging: Path, part: PartResult, own: list[int], lo: int, hi: int, remote: RemoteParts | None,
-              prefix: str) -> list[tuple[str, bool]]:
+def _files_in(staging: Path, part: PartResult, own: list[int], lo: int, hi: int,
+              keys: KeyFilesOnDisk | StoredKeyFiles) -> list[tuple[str, bool]]:
     """The part's key files that hold digests in [lo, hi) (`own`: the part's range bounds): (where, whether it is an
     earlier version's file). Only the part's ranges from the one holding `lo` are looked at, so planning P ranges
     over N parts costs about P x N steps, not P x P x N."""
     if not part.key_counts:
-        if remote is not None:
-            return [(part_key(prefix, part.index, part.key_paths()[0]), True)]
-        return [(str(part.keys_file(staging)), False)]  # sorted already by `_key_count`
+        return [keys.whole_file(staging, part)]
     found = []
     for index in range(max(0, bisect.bisect_right(own, lo) - 1), len(part.key_counts)):
         if own[index] >= hi:
             break
         if part.key_counts[index] and lo < own[index + 1]:
-            if remote is not None:
-                where = part_key(prefix, part.index, f"{KEY_RANGES_DIR}/{range_file_name(index)}")
-            else:
-                where = str(part.key_range_file(staging, index))
-            found.append((where, False))
+            found.append((keys.range_file(staging, part, index), False))
     return found
 
 
@@ -118,17 +157,13 @@ def _files_in(staging: Path, part: PartResult, own: list[int], lo: int, hi: int,
 FETCH_THREADS = 8
 
 
-def check_range(check: RangeCheck, scratch: Path, remote: RemoteParts | None = None) -> Duplicate | None:
+def check_range(check: RangeCheck, scratch: Path, keys: KeyFilesOnDisk | StoredKeyFiles = KEYS_ON_DISK
+                ) -> Duplicate | None:
     """A job of the check (in a worker): the first duplicate of its range in build order, or None. Files on the
-    store are fetched into `scratch` first (this range's only, `FETCH_THREADS` at a time) and removed after."""
+    store are fetched into `scratch` first (this range's only) and removed after."""
     folder = scratch / f"range-{check.index:05d}"
     try:
-        paths = [Path(location) for location, _, _ in check.files]
-        if remote is not None:
-            folder.mkdir(parents=True, exist_ok=True)  # on another node, nothing of the staging folder exists
-            paths = [folder / f"{number:05d}.arrow" for number in range(len(check.files))]
-            with ThreadPoolExecutor(FETCH_THREADS) as pool:
-                list(pool.map(lambda pair: _fetch(check, remote, *pair), zip(check.files, paths)))
+        paths = keys.readable(check, folder)
         for path, (_, _, legacy) in zip(paths, check.files):
             if legacy:
                 sorted_key_count(path)
@@ -138,27 +173,19 @@ def check_range(check: RangeCheck, scratch: Path, remote: RemoteParts | None = N
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _fetch(check: RangeCheck, remote: RemoteParts, file: tuple[str, int, bool], path: Path) -> None:
-    try:
-        remote.store.download(file[0], path)
-    except StorageError as exc:
-        raise StableDatasetsError(f"duplicate-key check, {check.name} (node {ray_node_id() or 'unknown'}): could not "
-                                  f"read {remote.url(file[0])}: {exc}") from None
-
-
 def find_duplicate_key(staging: Path, parts: list[PartResult], runner: JobRunner | None = None,
-                       remote: RemoteParts | None = None, prefix: str = "", desc: str = "key range") -> Any | None:
+                       keys: KeyFilesOnDisk | StoredKeyFiles = KEYS_ON_DISK, desc: str = "key range") -> Any | None:
     """A key that two parts both wrote, else None: the first such in build order. The ranges are checked as
-    jobs of `runner` (in this process without one); with `remote`, the parts' key files are read from the store
-    under `prefix` (the parts prefix, write.remote_parts) by the jobs, not by this process."""
-    checks = plan_range_checks(staging, parts, remote, prefix)
+    jobs of `runner` (in this process without one); the parts' key files are where `keys` says (on this disk, or
+    on the store, StoredKeyFiles: read there by the jobs, not by this process)."""
+    checks = plan_range_checks(staging, parts, keys)
     if not checks:
         return None
     runner = runner or JobRunner()
     scratch = staging / KEY_RUNS_DIR
     logger.debug("duplicate-key check: {} range job(s) over {} part(s)", len(checks), len(parts))
     try:
-        found = runner(check_range, [(check, scratch, remote) for check in checks], desc=desc, mirrored=False)
+        found = runner(check_range, [(check, scratch, keys) for check in checks], desc=desc, mirrored=False)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     duplicates = [d for d in found if d is not None]

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stable_datasets.features.features import Features
-
-if TYPE_CHECKING:
-    from stable_datasets.write.remote_parts import RemoteParts
 
 
 @dataclass(frozen=True)
@@ -36,8 +33,6 @@ class WritePlan:
     #: rewrite's source): a build that cannot fit under the cache limit is refused first; None: not known
     expected_bytes: int | None = None
     evict: bool = True  # False where the target is not in a cache root (an object-store build's local copy)
-    #: an object-store root's split: Ray tasks send their parts through it (nodes may share no disk)
-    remote_parts: RemoteParts | None = None
     #: what every part's rows depend on besides its own inputs (the fingerprint inputs minus the input files):
     #: with it, parts whose source can identify their inputs are recorded and reused by later builds
     #: (write.reuse); "" builds everything and records nothing

@@ -23,6 +23,9 @@ class ExampleSource:
     #: `examples(job)` yields Arrow record batches already in the plan's schema (files read by
     #: pyarrow's own readers: CSV, JSON, Parquet) instead of (key, example) pairs; no per-row encoding
     columnar = False
+    #: parts of an earlier build may be reused by a later one (`part_identity`); where they cannot be (an
+    #: object-store root), the build says it is whole
+    incremental = False
 
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         """Divide the work into at most `num_jobs` jobs, in order. `run` runs functions in parallel

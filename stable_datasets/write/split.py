@@ -6,7 +6,7 @@ are kept when the jobs are the same, an unfinished part continues from its shard
 where the layout keeps one. Bad data discards the staging directory; nothing is published
 until `_metadata.json` is written and the directory renamed.
 
-With `engine="ray"` and an object-store root (`plan.remote_parts`, `write_split_for_store`), the parts
+With `engine="ray"` and an object-store root (`write_split_for_store` with write.places.PartsOnStore), the parts
 and the work folder travel through the store (write.remote_parts), so the nodes need not share a disk:
 the layout merges the parts where they are, on the store (layouts.part_files), and the staging folder
 receives only what the merge writes (`_metadata.json`, Lance manifests, small tables); the cache's data
@@ -15,7 +15,6 @@ files stay on the store, named in the returned copies, for the publish to copy t
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import errno
@@ -39,27 +38,14 @@ from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
 from stable_datasets.layouts import layout_module
-from stable_datasets.layouts.part_files import ON_DISK, PART_FILES_KEY, PartFiles
+from stable_datasets.layouts.part_files import PART_FILES_KEY
 from stable_datasets.version import __version__
-from stable_datasets.write.engines import JobRunner, ensure_ray, ray_node_id
+from stable_datasets.write.engines import JobRunner
 from stable_datasets.write.key_check import find_duplicate_key, key_ranges
-from stable_datasets.write.parts import PART_PREFIX, PartResult, write_part
+from stable_datasets.write.parts import PART_PREFIX, PartResult
+from stable_datasets.write.places import PARTS_ON_DISK, PartsOnDisk
 from stable_datasets.write.plan import SplitJobs, WritePlan
-from stable_datasets.write.remote_parts import (
-    RemoteParts,
-    SharedWorkdir,
-    StoreParts,
-    remote_part_writer,
-    remove_prefix,
-    shared_workdir,
-)
-from stable_datasets.write.reuse import (
-    PARTS_KEY,
-    part_keys,
-    parts_record,
-    reuse_previous,
-    save_part_keys,
-)
+from stable_datasets.write.reuse import PARTS_KEY, part_keys, parts_record
 from stable_datasets.write.sources import ExampleSource
 
 JOBS_FILE = "_jobs.json"
@@ -123,26 +109,23 @@ def refuse_what_cannot_fit(plan: WritePlan) -> None:
 
 def write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None = None) -> CacheMetadata:
     """Build `plan.target` from `source`; returns the published metadata. Every file of the cache is on this
-    disk: a plan whose parts go through an object store (`plan.remote_parts`) is `write_split_for_store`'s."""
-    if plan.remote_parts is not None:
-        raise ValueError(f"{plan.builder_name} '{plan.split}': a plan with remote_parts is built with "
-                         "write_split_for_store (its data files stay on the store)")
-    return _write_split(plan, source, runner)[0]
+    disk: a build whose parts go through an object store is `write_split_for_store`'s."""
+    return _write_split(plan, source, runner, PARTS_ON_DISK)[0]
 
 
-def write_split_for_store(plan: WritePlan, source: ExampleSource,
-                          runner: JobRunner | None = None) -> tuple[CacheMetadata, dict[str, str]]:
-    """`write_split` for a cache that is then published to the object store its parts went through
-    (`plan.remote_parts`, with engine="ray"): also {path of a file of the cache: key of the part's object on the
-    store that is that file}. Those files are NOT in the published folder (the driver never downloads them):
-    the publish copies them on the store (storage.publish), and the caller removes the parts once published
-    (storage.remote_cache does). {} for a build whose parts did not go through the store (then every file is
+def write_split_for_store(plan: WritePlan, source: ExampleSource, runner: JobRunner | None = None,
+                          parts_at: PartsOnDisk = PARTS_ON_DISK) -> tuple[CacheMetadata, dict[str, str]]:
+    """`write_split` for a cache that is then published to an object store, its parts written where `parts_at`
+    says (write.places: through the store with engine="ray"): also {path of a file of the cache: key of the
+    part's object on the store that is that file}. Those files are NOT in the published folder (the driver never
+    downloads them): the publish copies them on the store (storage.publish), and the caller removes the parts once
+    published (storage.remote_cache does). {} for a build whose parts did not go through the store (then every file is
     in the folder)."""
-    return _write_split(plan, source, runner)
+    return _write_split(plan, source, runner, parts_at)
 
 
-def _write_split(plan: WritePlan, source: ExampleSource,
-                 runner: JobRunner | None) -> tuple[CacheMetadata, dict[str, str]]:
+def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None,
+                 parts_at: PartsOnDisk) -> tuple[CacheMetadata, dict[str, str]]:
 
     runner = runner or JobRunner()
     runner.modules = [*runner.modules, *source.code_modules()]
@@ -150,14 +133,10 @@ def _write_split(plan: WritePlan, source: ExampleSource,
     staging = staging_dir(plan.target)
     logger.info("building {} [{}] split '{}' into {}", plan.builder_name, plan.config_name, plan.split, plan.target)
     _claim(staging)
-    remote, remote_prefix = None, ""
     try:
         work = staging / WORK_DIR
         work.mkdir()
-        if plan.remote_parts is not None and runner.engine == "ray":  # nodes may share no disk: parts go by the store
-            ensure_ray(runner.ray_address)  # connected, so the driver's node is known
-            remote = plan.remote_parts
-            runner.shared = shared_workdir(remote, plan.fingerprint, work)
+        runner.shared = parts_at.start(plan, runner, work)
         split_jobs: SplitJobs = source.plan_jobs(max(1, runner.parallelism), runner, work)
         plan = dataclasses.replace(plan, key_ranges=key_ranges(runner))  # a key check job per worker
         jobs = split_jobs.jobs or [None]
@@ -167,23 +146,13 @@ def _write_split(plan: WritePlan, source: ExampleSource,
         _match_jobs(staging, jobs)
         keys = part_keys(plan.part_basis, [source.part_identity(job) for job in jobs]) if plan.part_basis else []
         keyed_parts = source.keyed and len(jobs) > 1  # such parts write their keys (write_part)
-        reused = reuse_previous(plan, staging, keys, keyed_parts) if keys and remote is None and plan.reuse_parts \
-            else {}
+        reused = parts_at.reuse(plan, staging, keys, keyed_parts)
         calls = [(plan, source, job, index, len(jobs), staging) for index, job in enumerate(jobs)
                  if index not in reused]
         desc = f"{plan.builder_name} '{plan.split}' part"
-        files: PartFiles = ON_DISK
-        if remote is not None:
-            remote_prefix = remote.prefix(f"{plan.fingerprint}/{_jobs_identity(jobs)}")
-            parts: list[PartResult] = runner(remote_part_writer(write_part, remote, remote_prefix, ray_node_id), calls,
-                                             desc=desc)
-            files = StoreParts(remote, remote_prefix, parts)  # one listing: every part whole on the store
-        else:
-            parts = runner(write_part, calls, desc=desc)
-            if reused:
-                parts = sorted([*parts, *reused.values()], key=lambda p: p.index)
-            _check_parts_visible(plan, staging, parts)
-        duplicate = find_duplicate_key(staging, parts, runner, remote, remote_prefix,  # as jobs of the runner
+        parts, files, key_files = parts_at.write(runner, plan, staging, calls, desc,
+                                                 f"{plan.fingerprint}/{_jobs_identity(jobs)}", reused)
+        duplicate = find_duplicate_key(staging, parts, runner, key_files,  # as jobs of the runner
                                        desc=f"{plan.builder_name} '{plan.split}' key range")
         if duplicate is not None:
             raise ExampleError(plan.builder_name, plan.split, duplicate, None, "duplicate example key within the split")
@@ -191,10 +160,10 @@ def _write_split(plan: WritePlan, source: ExampleSource,
         shards, extra = layout_module(plan.layout).merge_parts(staging, parts, files)
         part_files = extra.pop(PART_FILES_KEY, None)
         if any(keys) and part_files is not None and not any(p.media for p in parts) \
-                and (not keyed_parts or (remote is None and save_part_keys(staging, parts))):
+                and (not keyed_parts or parts_at.keep_keys(staging, parts)):
             extra[PARTS_KEY] = parts_record(keys, part_files)  # so a later build can reuse these parts
         media = {m.path: m for part in parts for m in part.media}
-        nodes = {"part_nodes": [p.node for p in parts]} if remote is not None else {}  # where each part was written
+        nodes = parts_at.nodes(parts)  # where each part was written
         for name, content in split_jobs.files.items():  # small files a builder ships with the split
             data = content.encode() if isinstance(content, str) else content
             (staging / name).write_bytes(data)
@@ -218,17 +187,10 @@ def _write_split(plan: WritePlan, source: ExampleSource,
         publish(staging, plan.target)
         if plan.evict and root_of(plan.target) is not None:
             record_publish(root_of(plan.target), plan.target, metadata)  # the root's index (cache.index)
-        copies: dict[str, str] = {}
-        if isinstance(files, StoreParts):
-            copies = files.copies
-            logger.info("merged {} part(s) of {} '{}' on the store: {} file(s) to copy there, {} bytes of small files "
-                        "downloaded", len(parts), plan.builder_name, plan.split, len(copies), files.downloaded)
-            _remove_remote(remote, "" if copies else remote_prefix, runner.shared)
+        copies = parts_at.published(plan, parts)
     except BaseException as exc:
-        if not _is_infrastructure_failure(exc) and remote is not None:
-            with contextlib.suppress(Exception):  # bad data: the parts on the store are of no use to a next build
-                _remove_remote(remote, remote_prefix, runner.shared)
         if not _is_infrastructure_failure(exc):
+            parts_at.failed()  # bad data: what the parts left on the store is of no use to a next build
             discard(staging)
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
             raise CacheError(f"no space left on device while building {plan.builder_name} '{plan.split}' in "
@@ -256,28 +218,6 @@ def _remove_all(folders: list[Path]) -> None:
         return
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda folder: shutil.rmtree(folder, ignore_errors=True), folders))
-
-
-def _remove_remote(remote: RemoteParts, parts_prefix: str, shared: SharedWorkdir | None) -> None:
-    """The parts and the shared work folder on the store, once they are merged (or of no use)."""
-    if parts_prefix:
-        remove_prefix(remote, parts_prefix)
-    if shared is not None:
-        remove_prefix(remote, shared.prefix)
-
-
-def _check_parts_visible(plan: WritePlan, staging: Path, parts: list[PartResult]) -> None:
-    """Workers write their parts by the staging folder's path: one that ran on another machine wrote to that
-    machine's disk when the folder is not on shared storage (parts of an object-store root come through the
-    store instead). Say so, instead of failing inside a merge."""
-    for part in parts:
-        folder = part.folder(staging)
-        if not folder.is_dir():
-            raise CacheError(
-                f"{plan.builder_name} '{plan.split}': part {part.index} of {len(parts)} was written where this "
-                f"machine cannot see it (no {folder}): with engine='ray' on several machines, the cache root must "
-                "be on storage every node shares (NFS, Lustre), or on an object store (s3://..., gs://...), through "
-                "which the parts then travel")
 
 
 def _agreed_features(plan: WritePlan, parts: list[PartResult]) -> dict[str, Any]:

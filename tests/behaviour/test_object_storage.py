@@ -761,7 +761,7 @@ def test_a_parallel_build_publishes_the_rows_of_a_one_process_build(s3_env, part
     local = sds.load_dataset(str(parts_builder), split="train", cache_dir=str(tmp_path / "one-process"))
     assert len(remote) == 1500 and rows_of(remote) == rows_of(local)
     builder = pickle.loads(pickle.dumps(sds.load_builder(str(parts_builder))))  # as Ray tasks receive it
-    assert builder.remote.store.get(f"{_split_prefix(s3_env, remote)}/_metadata.json") is not None
+    assert builder.root.store.get(f"{_split_prefix(s3_env, remote)}/_metadata.json") is not None
 
 
 @pytest.mark.parametrize("storage_format", ["arrow", "lance"])
@@ -822,7 +822,7 @@ def test_a_live_lease_makes_builders_wait_then_time_out_naming_its_holder(s3_env
         sds.load_dataset(str(toy_builder), split="train")
     s3_env.write(f"{prefix}/_lease.json", json.dumps({**holder, "expires": time.time() - 1}).encode())
     assert len(sds.load_dataset(str(toy_builder), split="train")) == 50  # an expired lease is taken over
-    with Lease(builder.remote.store, prefix, timeout=1) as lease:
+    with Lease(builder.root.store, prefix, timeout=1) as lease:
         assert json.loads(s3_env.read(f"{prefix}/_lease.json"))["token"] == lease.token
     assert f"{prefix}/_lease.json" not in s3_env.objects(prefix)
 

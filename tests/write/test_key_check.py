@@ -20,6 +20,7 @@ from stable_datasets.urls import ObjectURL
 from stable_datasets.write.engines import JobRunner
 from stable_datasets.write.key_check import (
     MAX_KEY_RANGES,
+    StoredKeyFiles,
     check_range,
     find_duplicate_key,
     key_ranges,
@@ -244,7 +245,8 @@ def test_remote_parts_are_checked_from_the_store_and_the_driver_fetches_no_key_f
     assert any("/_keys/" in k for k in s3_env.objects(prefix))  # uploaded with the part's other files
     driver = tmp_path / "driver"
     driver.mkdir()
-    assert find_duplicate_key(driver, parts, JobRunner(), remote, prefix) == "k10" == _first_across(keys)
+    found = find_duplicate_key(driver, parts, JobRunner(), StoredKeyFiles(remote, prefix))
+    assert found == "k10" == _first_across(keys)
     assert list(driver.iterdir()) == []  # nothing of the parts came here; the jobs' scratch is removed
     assert finished_remote_part(remote, prefix, 1) == parts[1]
     s3_env.delete(next(k for k in s3_env.objects(prefix) if "/.part-00001/_keys/" in k))
@@ -252,4 +254,4 @@ def test_remote_parts_are_checked_from_the_store_and_the_driver_fetches_no_key_f
     with pytest.raises(StableDatasetsError, match=r"^duplicate-key check, key range \d of 3 \(node unknown\): could "
                                                   rf"not read s3://{s3_env.bucket}/cache/toy/.*/\.part-00001/_keys/"
                                                   r"0000\d\.arrow: .*missing"):
-        find_duplicate_key(driver, parts, JobRunner(), remote, prefix)
+        find_duplicate_key(driver, parts, JobRunner(), StoredKeyFiles(remote, prefix))
