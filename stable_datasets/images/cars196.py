@@ -146,7 +146,8 @@ def _annotations(path: str, member: str | None) -> tuple[list[str], list[int]]:
     if member is None:
         mat = load_mat(path, ["annotations"], squeeze_me=True)
     else:
-        mat = next(load_mat(fh, ["annotations"], squeeze_me=True) for _, fh in members_in_order(path, [member]))
+        for _, fh in members_in_order(path, [member]):
+            mat = load_mat(fh, ["annotations"], squeeze_me=True)
     records = np.atleast_1d(mat.get("annotations", np.empty(0)))
     if records.dtype.names is None or not {"fname", "class"} <= set(records.dtype.names):
         raise StableDatasetsError(f"{where} holds no 'annotations' struct array with 'fname' and 'class' fields")
