@@ -89,3 +89,12 @@ def test_ssv2_says_what_to_download(tmp_path: Path):
         SomethingSomethingV2(split="train")
     with pytest.raises(ManualDownloadError, match=r"has no labels/ folder and no \*labels\*\.zip"):
         SomethingSomethingV2(split="train", manual_dir=str(tmp_path))
+
+
+def test_ssv2_without_videos_says_so(tmp_path: Path):
+    (tmp_path / "raw" / "labels").mkdir(parents=True)
+    for name, text in LABELS.items():
+        (tmp_path / "raw" / "labels" / name).write_text(text)
+    with pytest.raises(ManualDownloadError, match=r"raw holds no videos \(no videos/ folder, no "
+                                                  r"20bn-something-something-v2-\?\? parts, no video files\)"):
+        SomethingSomethingV2(split="train", manual_dir=str(tmp_path / "raw"))
