@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 import stable_datasets as sds
+from stable_datasets.catalog import catalog_classes
 from stable_datasets.errors import ManualDownloadError
 from stable_datasets.features.video import VideoRef, count_frames
-from stable_datasets.video import SomethingSomethingV2, SSv2
+from stable_datasets.video import SomethingSomethingV2, SSv2, something_something_v2
 from tests.fixtures.catalog import digit_frames, mp4_bytes, tar_bytes, zip_bytes
 
 LABELS = {
@@ -98,3 +99,7 @@ def test_ssv2_without_videos_says_so(tmp_path: Path):
     with pytest.raises(ManualDownloadError, match=r"raw holds no videos \(no videos/ folder, no "
                                                   r"20bn-something-something-v2-\?\? parts, no video files\)"):
         SomethingSomethingV2(split="train", manual_dir=str(tmp_path / "raw"))
+
+
+def test_ssv2_alias_is_one_catalog_class():
+    assert catalog_classes(something_something_v2) == [SomethingSomethingV2]
