@@ -136,9 +136,9 @@ class CatalogBuilder(GeneratorBasedBuilder, metaclass=LoadsWhenCalled):
 
 
 def catalog_classes(module: Any) -> list[type[DatasetBuilder]]:
-    """The catalog builders a module defines (not the ones it imports)."""
-    return [obj for obj in vars(module).values() if isinstance(obj, type) and issubclass(obj, CatalogBuilder)
-            and obj.__module__ == module.__name__]
+    """The catalog builders a module defines (not the ones it imports), each once (SSv2 is SomethingSomethingV2)."""
+    return list(dict.fromkeys(obj for obj in vars(module).values() if isinstance(obj, type)
+                              and issubclass(obj, CatalogBuilder) and obj.__module__ == module.__name__))
 
 
 __all__ = ["CATALOG_PACKAGES", "CatalogBuilder", "DatasetSource", "DownloadInfo", "LoadsWhenCalled",

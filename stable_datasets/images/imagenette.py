@@ -14,10 +14,11 @@ from stable_datasets.features import ClassLabel, Features, Image
 IN10_CLASSES = ["n01440764", "n02102040", "n02979186", "n03000684", "n03028079", "n03394916", "n03417042",
                 "n03425413", "n03445777", "n03888257"]
 _IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
-#: sha256 and size from TFDS's url_checksums/imagenette.txt
+#: sha256 and size from the newest public record, Hugging Face's frgfm/imagenette dataset_infos.json (2022); TFDS's
+#: older url_checksums/imagenette.txt has 1556914727 bytes, sha256 de32de18...: the file was replaced since
 _ARCHIVE = DownloadInfo("https://s3.amazonaws.com/fast-ai-imageclas/imagenette2.tgz",
-                        checksum="sha256:de32de18a7d8df0114d5e2c3c14cafb9558e8f00441a73aa7953681ad02be49c",
-                        size=1556914727)
+                        checksum="sha256:6cbfac238434d89fe99e651496f0812ebc7a10fa62bd42d6874042bf01de4efd",
+                        size=1557161267)
 
 
 class Imagenette(CatalogBuilder):

@@ -181,6 +181,10 @@ def _videos(folder: str) -> Iterator[Callable[[str], tuple[str, str | bytes] | N
     parts = sorted(p for p in root.iterdir() if p.is_file() and p.name.startswith(_PARTS_PREFIX))
     if (root / "videos").is_dir() or not parts:
         files = _video_files(root / "videos" if (root / "videos").is_dir() else root)
+        if not files:
+            raise ManualDownloadError(f"something_something_v2: {folder} holds no videos (no videos/ folder, no "
+                                      f"{_PARTS_PREFIX}-?? parts, no video files). "
+                                      f"{SomethingSomethingV2.MANUAL_DOWNLOAD}")
         yield lambda video_id: (files[video_id].name, str(files[video_id])) if video_id in files else None
         return
     with open_parts(parts) as fh:

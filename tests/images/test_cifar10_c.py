@@ -5,11 +5,8 @@ from __future__ import annotations
 import io
 
 import numpy as np
-import pytest
 
 import stable_datasets as sds
-from stable_datasets.catalog.formats.npy import iter_npy_blocks
-from stable_datasets.errors import StableDatasetsError
 from stable_datasets.images import CIFAR10C
 from tests.fixtures.catalog import colour, digit_images, serve_urls, tar_bytes
 
@@ -65,13 +62,3 @@ def test_cifar10_c_configs_cover_each_corruption_and_severity():
     names = [c.name for c in CIFAR10C.BUILDER_CONFIGS]
     assert len(names) == 1 + 19 + 19 * 5 and names[:2] == ["all", "zoom_blur"] and names[-1] == "brightness_5"
 
-
-def test_npy_reader_refuses_pickled_arrays_and_short_files():
-    pickled = io.BytesIO()
-    np.save(pickled, np.array([{"a": 1}], dtype=object), allow_pickle=True)
-    pickled.seek(0)
-    with pytest.raises(StableDatasetsError, match="never done"):
-        list(iter_npy_blocks(pickled, "bad.npy"))
-    short = io.BytesIO(npy_bytes(np.zeros((4, 3), np.uint8))[:-2])
-    with pytest.raises(StableDatasetsError, match=r"short.npy: the array is cut short: 3 of 4 rows"):
-        list(iter_npy_blocks(short, "short.npy"))

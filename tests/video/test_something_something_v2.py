@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 
 import stable_datasets as sds
+from stable_datasets.catalog import catalog_classes
 from stable_datasets.errors import ManualDownloadError
 from stable_datasets.features.video import VideoRef, count_frames
-from stable_datasets.video import SomethingSomethingV2, SSv2
+from stable_datasets.video import SomethingSomethingV2, SSv2, something_something_v2
 from tests.fixtures.catalog import digit_frames, mp4_bytes, tar_bytes, zip_bytes
 
 LABELS = {
@@ -89,3 +90,16 @@ def test_ssv2_says_what_to_download(tmp_path: Path):
         SomethingSomethingV2(split="train")
     with pytest.raises(ManualDownloadError, match=r"has no labels/ folder and no \*labels\*\.zip"):
         SomethingSomethingV2(split="train", manual_dir=str(tmp_path))
+
+
+def test_ssv2_without_videos_says_so(tmp_path: Path):
+    (tmp_path / "raw" / "labels").mkdir(parents=True)
+    for name, text in LABELS.items():
+        (tmp_path / "raw" / "labels" / name).write_text(text)
+    with pytest.raises(ManualDownloadError, match=r"raw holds no videos \(no videos/ folder, no "
+                                                  r"20bn-something-something-v2-\?\? parts, no video files\)"):
+        SomethingSomethingV2(split="train", manual_dir=str(tmp_path / "raw"))
+
+
+def test_ssv2_alias_is_one_catalog_class():
+    assert catalog_classes(something_something_v2) == [SomethingSomethingV2]

@@ -9,6 +9,8 @@ import io
 import os
 from collections.abc import Sequence
 
+from stable_datasets.errors import StableDatasetsError
+
 
 class ConcatenatedFile(io.RawIOBase):
     """The bytes of `paths`, one after the other, as a readable, seekable binary file."""
@@ -43,19 +45,23 @@ class ConcatenatedFile(io.RawIOBase):
         return self._position
 
     def readinto(self, buffer) -> int:  # type: ignore[override]
-        if self._position >= self.size:
-            return 0
-        part = bisect.bisect_right(self._starts, self._position) - 1
-        if self._open is None or self._open[0] != part:
-            self._close_part()
-            self._open = (part, open(self._paths[part], "rb"))  # noqa: SIM115 (kept open across reads)
-        fh = self._open[1]
-        fh.seek(self._position - self._starts[part])
-        count = min(len(buffer), self._starts[part + 1] - self._position)
-        data = fh.read(count)
-        buffer[:len(data)] = data
-        self._position += len(data)
-        return len(data)
+        """Fills `buffer` across part boundaries; short only at the end of the last part."""
+        view = memoryview(buffer).cast("B")
+        filled = 0
+        while filled < len(view) and self._position < self.size:
+            part = bisect.bisect_right(self._starts, self._position) - 1
+            if self._open is None or self._open[0] != part:
+                self._close_part()
+                self._open = (part, open(self._paths[part], "rb"))  # noqa: SIM115 (kept open across reads)
+            fh = self._open[1]
+            fh.seek(self._position - self._starts[part])
+            count = min(len(view) - filled, self._starts[part + 1] - self._position)
+            got = fh.readinto(view[filled:filled + count])
+            if not got:
+                raise StableDatasetsError(f"{self._paths[part]} is shorter than when it was opened")
+            filled += got
+            self._position += got
+        return filled
 
     def close(self) -> None:
         self._close_part()
