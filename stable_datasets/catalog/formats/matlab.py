@@ -4,7 +4,7 @@ read whole by scipy (the format has no streaming reader); v7.3 variables are rea
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import IO, Any
 
 from stable_datasets.errors import missing_extra
 
@@ -18,13 +18,17 @@ def is_hdf5(path: str | os.PathLike) -> bool:
     return head.startswith(HDF5_SIGNATURE) or head[512:520] == HDF5_SIGNATURE
 
 
-def load_mat(path: str | os.PathLike, variables: list[str] | None = None, **options: Any) -> dict[str, Any]:
-    """The variables of a v4-v7 `.mat` file (scipy.io.loadmat; `options` go to it)."""
+def load_mat(path: str | os.PathLike | IO[bytes], variables: list[str] | None = None,
+             **options: Any) -> dict[str, Any]:
+    """The variables of a v4-v7 `.mat` file, or of a seekable file object (an archive member read in place), by
+    scipy.io.loadmat (`options` go to it)."""
+    source = path if hasattr(path, "read") else os.fspath(path)  # type: ignore[arg-type]
     try:
         import scipy.io
     except ImportError:
-        raise missing_extra(f"reading {os.fspath(path)} (a MATLAB file)", "scipy", "formats") from None
-    return scipy.io.loadmat(os.fspath(path), variable_names=variables, **options)
+        what = getattr(path, "name", "a stream") if hasattr(path, "read") else os.fspath(path)  # type: ignore
+        raise missing_extra(f"reading {what} (a MATLAB file)", "scipy", "formats") from None
+    return scipy.io.loadmat(source, variable_names=variables, **options)
 
 
 def open_hdf5(path: str | os.PathLike) -> Any:
