@@ -13,7 +13,7 @@ from stable_datasets.catalog.formats.matlab import open_hdf5
 from stable_datasets.errors import StableDatasetsError
 
 #: bytes of one dataset read per step (rows of all datasets read in lockstep are sized by the widest)
-BLOCK_BYTES = 64 << 20
+BLOCK_BYTES = 16 << 20
 
 
 def iter_hdf5_blocks(path: str | os.PathLike, names: list[str],

@@ -18,7 +18,7 @@ import numpy as np
 from stable_datasets.errors import StableDatasetsError
 
 #: bytes of one member read per step (rows of all members read in lockstep are sized by the widest)
-BLOCK_BYTES = 64 << 20
+BLOCK_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
