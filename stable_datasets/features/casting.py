@@ -24,7 +24,7 @@ from stable_datasets.features.array import _ArrayND
 from stable_datasets.features.base import FeatureType
 from stable_datasets.features.features import Features
 from stable_datasets.features.sequence import Sequence
-from stable_datasets.features.value import ClassLabel, Value
+from stable_datasets.features.value import NO_LABEL, ClassLabel, Value
 
 #: what Arrow raises for a cast it refuses
 CAST_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
@@ -119,8 +119,8 @@ def class_labels(column: pa.ChunkedArray, feature: ClassLabel, name: str,
             raise location.not_labels(name, column, first_line(exc)) from None
     if len(column):
         low, high = pc.min_max(column).values()
-        if low.as_py() is not None and (low.as_py() < 0 or high.as_py() >= feature.num_classes):
-            bad = pc.or_(pc.less(column, 0), pc.greater_equal(column, feature.num_classes))
+        if low.as_py() is not None and (low.as_py() < NO_LABEL or high.as_py() >= feature.num_classes):
+            bad = pc.or_(pc.less(column, NO_LABEL), pc.greater_equal(column, feature.num_classes))
             row = pc.index(bad, True).as_py()
             raise location.label_out_of_range(name, row, column[row].as_py(), feature)
     return column.cast(pa.int64())

@@ -178,8 +178,12 @@ class Value(FeatureType):
         return view if numpy else view.tolist()
 
 
+#: the id of a row without a label (STL-10's unlabeled split), accepted by ClassLabel as Hugging Face's is
+NO_LABEL = -1
+
+
 class ClassLabel(FeatureType):
-    """An integer class id stored as int64; encode accepts an index or a class name."""
+    """An integer class id stored as int64; encode accepts an index, a class name, or -1 for no label."""
 
     type_name = "ClassLabel"
 
@@ -239,7 +243,7 @@ class ClassLabel(FeatureType):
         return self.names[int(index)]
 
     def encode(self, value: Any, field: str) -> Any:
-        if type(value) is int and 0 <= value < self.num_classes:
+        if type(value) is int and NO_LABEL <= value < self.num_classes:
             return value
         if value is None:
             return None
@@ -251,7 +255,7 @@ class ClassLabel(FeatureType):
         if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
             raise EncodingError(field, f"expected a class index or name, got {describe(value)}: {value!r}")
         value = int(value)
-        if not 0 <= value < self.num_classes:
+        if not NO_LABEL <= value < self.num_classes:
             raise EncodingError(field, f"label {value} is out of range [0, {self.num_classes})")
         return value
 

@@ -14,7 +14,8 @@ import numpy as np
 
 from stable_datasets.builder import BuilderConfig, DatasetInfo, SplitGenerator, Version
 from stable_datasets.catalog import CatalogBuilder, DatasetSource, DownloadInfo
-from stable_datasets.errors import StableDatasetsError, missing_extra
+from stable_datasets.catalog.formats.matlab import load_mat
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features import ClassLabel, Features, Image
 
 #: config -> (classes, train rows, test rows), from the EMNIST paper (Cohen et al., 2017, table II) and upstream
@@ -77,16 +78,12 @@ class EMNIST(CatalogBuilder):
 
 def _read_split(path: str, config: str, split: str) -> tuple[np.ndarray, np.ndarray]:
     """(images (N, 28, 28) uint8, labels (N,) int64) of one split of `matlab/emnist-<config>.mat` in the archive."""
-    try:
-        import scipy.io
-    except ImportError:
-        raise missing_extra(f"reading {path} (MATLAB files)", "scipy", "formats") from None
     member = f"matlab/emnist-{config}.mat"
     with zipfile.ZipFile(path) as archive:
         if member not in archive.namelist():
             raise StableDatasetsError(f"{path} lacks the member {member}")
         with archive.open(member) as fh:  # a seekable member: scipy reads it in place
-            mat = scipy.io.loadmat(fh, variable_names=["dataset"])
+            mat = load_mat(fh, ["dataset"])
     try:
         part = mat["dataset"][0, 0][split][0, 0]
         images, labels = part["images"], part["labels"]

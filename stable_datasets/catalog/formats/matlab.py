@@ -18,14 +18,16 @@ def is_hdf5(path: str | os.PathLike) -> bool:
     return head.startswith(HDF5_SIGNATURE) or head[512:520] == HDF5_SIGNATURE
 
 
-def load_mat(path: str | os.PathLike | IO[bytes], variables: list[str] | None = None, **options: Any) -> dict[str, Any]:
-    """The variables of a v4-v7 `.mat` file, or of an open one (an archive member): scipy.io.loadmat, `options`
-    going to it."""
+def load_mat(path: str | os.PathLike | IO[bytes], variables: list[str] | None = None,
+             **options: Any) -> dict[str, Any]:
+    """The variables of a v4-v7 `.mat` file, or of a seekable file object (an archive member read in place), by
+    scipy.io.loadmat (`options` go to it)."""
     source = path if hasattr(path, "read") else os.fspath(path)  # type: ignore[arg-type]
     try:
         import scipy.io
     except ImportError:
-        raise missing_extra(f"reading {getattr(path, 'name', source)} (a MATLAB file)", "scipy", "formats") from None
+        what = getattr(path, "name", "a stream") if hasattr(path, "read") else os.fspath(path)  # type: ignore
+        raise missing_extra(f"reading {what} (a MATLAB file)", "scipy", "formats") from None
     return scipy.io.loadmat(source, variable_names=variables, **options)
 
 
