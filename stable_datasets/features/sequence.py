@@ -32,6 +32,8 @@ class Sequence(FeatureType):
         self._numeric = isinstance(inner, Value) and inner.numpy_dtype is not None and inner.dtype != "bool"
         #: a list of numeric lists (audio `[T, C]`, say): a 2-d array goes to Arrow whole (`encode_rows`)
         self._rows_of_numbers = isinstance(inner, Sequence) and inner._numeric
+        #: lists (of lists ...) of values: Arrow's Python lists are already the decoded cell
+        self._plain = isinstance(inner, Value) or (isinstance(inner, Sequence) and inner._plain)
 
     def arrow_type(self) -> pa.DataType:
         return pa.list_(self.feature.arrow_type())
@@ -118,6 +120,12 @@ class Sequence(FeatureType):
             return np.asarray(raw, dtype=self.feature.numpy_dtype)
         if isinstance(raw, np.ndarray):  # a zero-copy slice from a list<number> column
             return raw.tolist()
+        if self._plain and not numpy and isinstance(raw, list):  # Value.decode would return each cell as it is
+            return raw
+        if numpy and self._rows_of_numbers and isinstance(raw, list) and raw:
+            rows = _rectangle(raw)
+            if rows is not None:  # rows of one length, no nulls: one 2-d array, as Hugging Face's numpy format
+                return rows.astype(self.feature.feature.numpy_dtype, copy=False)
         inner = self.feature
         return [inner.decode(v, numpy=numpy, decode=decode) for v in raw]
 
@@ -130,6 +138,15 @@ class Sequence(FeatureType):
         if not numpy and isinstance(self.feature, Value):  # Value.decode returns python cells as they are
             return array.to_pylist()
         return super().decode_array(array, numpy=numpy, decode=decode)
+
+
+def _rectangle(rows: list) -> np.ndarray | None:
+    """`rows` as a 2-d numeric array, or None when they are ragged or hold a null."""
+    try:
+        array = np.asarray(rows)
+    except ValueError:  # ragged
+        return None
+    return array if array.ndim == 2 and array.dtype.kind in "biuf" else None
 
 
 List = Sequence

@@ -65,3 +65,17 @@ def test_a_2d_array_is_checked_like_a_list_of_lists():
     with pytest.raises(EncodingError, match="cannot store"):
         rows.encode_rows(np.zeros((1, 2), np.complex64), "s")
     assert rows.encode_rows([[1, 2]], "s") == [[1, 2]]  # lists take the usual path
+
+
+def test_rows_of_numbers_decode_to_a_2d_array_in_numpy_format_and_stay_lists_in_python():
+    import numpy as np
+
+    rows = sds.Sequence(sds.Sequence(sds.Value("int16")))
+    cells = [[[1, 2], [3, 4]], [[1], [2, 3]], [[1], None], []]
+    numpy_cells = [rows.decode(c, numpy=True) for c in cells]
+    assert isinstance(numpy_cells[0], np.ndarray) and numpy_cells[0].dtype == np.int16
+    np.testing.assert_array_equal(numpy_cells[0], [[1, 2], [3, 4]])  # as Hugging Face's numpy format
+    assert [r.tolist() for r in numpy_cells[1]] == [[1], [2, 3]]  # ragged: a list of rows
+    assert numpy_cells[2][0].tolist() == [1] and numpy_cells[2][1] is None and numpy_cells[3] == []
+    assert [rows.decode(c) for c in cells] == cells
+    assert rows.decode(cells[0]) is cells[0]  # Arrow's Python lists are the cell already: no copy per row
