@@ -195,7 +195,7 @@ def binary_array(values: list) -> pa.Array | None:
 
 def column_to_arrow(feature: FeatureType, values: list) -> pa.Array:
     """Build one Arrow column from encoded values, using a feature's bulk path when it has one."""
-    if isinstance(feature, _ArrayND):
+    if isinstance(feature, (_ArrayND, Sequence)):
         return feature.to_arrow(values)
     if isinstance(feature, Image) or (isinstance(feature, Value) and feature.dtype == "binary"):
         array = binary_array(values)

@@ -30,6 +30,10 @@ class Sequence(FeatureType):
         self.length = int(length)
         inner = self.feature
         self._numeric = isinstance(inner, Value) and inner.numpy_dtype is not None and inner.dtype != "bool"
+        #: a list of numeric lists (audio `[T, C]`, say): a 2-d array goes to Arrow whole (`encode_rows`)
+        self._rows_of_numbers = isinstance(inner, Sequence) and inner._numeric
+        #: lists (of lists ...) of values: Arrow's Python lists are already the decoded cell
+        self._plain = isinstance(inner, Value) or (isinstance(inner, Sequence) and inner._plain)
 
     def arrow_type(self) -> pa.DataType:
         return pa.list_(self.feature.arrow_type())
@@ -66,6 +70,49 @@ class Sequence(FeatureType):
         inner = self.feature
         return [inner.encode(v, f"{field}[{i}]") for i, v in enumerate(value)]
 
+    def encode_rows(self, value: Any, field: str) -> Any:
+        """`encode`, except that a 2-d array for a list of numeric lists stays one cast 2-d array (rows of equal
+        length) instead of a list of its rows: `to_arrow` stores it with two offset arrays and one copy, where a
+        list of rows costs a Python object per row (an hour of audio is 10^8 of them)."""
+        if not (self._rows_of_numbers and isinstance(value, np.ndarray) and value.ndim == 2):
+            return self.encode(value, field)
+        inner = self.feature
+        assert isinstance(inner, Sequence)
+        if self.length >= 0 and len(value) != self.length:
+            raise EncodingError(field, f"expected a list of length {self.length}, got length {len(value)}")
+        if inner.length >= 0 and value.shape[1] != inner.length:
+            raise EncodingError(f"{field}[0]", f"expected a list of length {inner.length}, got length "
+                                               f"{value.shape[1]}")
+        target = inner.feature.numpy_dtype
+        if value.dtype != target and not np.can_cast(value.dtype, target, "same_kind"):
+            raise EncodingError(field, f"cannot store {describe(value)} as {target}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            cast = np.ascontiguousarray(value, dtype=target)
+        return check_numeric_cast(value, cast, field)
+
+    def to_arrow(self, values: list) -> pa.Array:
+        """A column of encoded values; 2-d arrays from `encode_rows` become list<list<...>> without a Python
+        object per row."""
+        if not any(isinstance(v, np.ndarray) and v.ndim == 2 for v in values):
+            return pa.array(values, type=self.arrow_type())
+        if any(not (isinstance(v, np.ndarray) and v.ndim == 2) for v in values):  # mixed: rows of the arrays
+            return pa.array([list(v) if isinstance(v, np.ndarray) and v.ndim == 2 else v for v in values],
+                            type=self.arrow_type())
+        inner_type = self.feature.arrow_type()
+        assert isinstance(self.feature, Sequence)
+        value_type = self.feature.feature.arrow_type()
+        rows = np.array([len(v) for v in values], dtype=np.int64)
+        widths = np.repeat(np.array([v.shape[1] for v in values], dtype=np.int64), rows)
+        flat = pa.array(np.concatenate([v.reshape(-1) for v in values]), type=value_type)
+        inner_offsets = np.zeros(len(widths) + 1, dtype=np.int64)
+        np.cumsum(widths, out=inner_offsets[1:])
+        outer_offsets = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(rows, out=outer_offsets[1:])
+        if inner_offsets[-1] < 2**31 and outer_offsets[-1] < 2**31:  # list<> holds int32 offsets
+            inner = pa.ListArray.from_arrays(pa.array(inner_offsets.astype(np.int32)), flat, type=inner_type)
+            return pa.ListArray.from_arrays(pa.array(outer_offsets.astype(np.int32)), inner, type=self.arrow_type())
+        raise EncodingError("", f"a batch of {inner_offsets[-1]} values is past the 2^31 a list column holds")
+
     def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
         if raw is None:
             return None
@@ -73,6 +120,12 @@ class Sequence(FeatureType):
             return np.asarray(raw, dtype=self.feature.numpy_dtype)
         if isinstance(raw, np.ndarray):  # a zero-copy slice from a list<number> column
             return raw.tolist()
+        if self._plain and not numpy and isinstance(raw, list):  # Value.decode would return each cell as it is
+            return raw
+        if numpy and self._rows_of_numbers and isinstance(raw, list) and raw:
+            rows = _rectangle(raw)
+            if rows is not None:  # rows of one length, no nulls: one 2-d array, as Hugging Face's numpy format
+                return rows.astype(self.feature.feature.numpy_dtype, copy=False)
         inner = self.feature
         return [inner.decode(v, numpy=numpy, decode=decode) for v in raw]
 
@@ -85,6 +138,15 @@ class Sequence(FeatureType):
         if not numpy and isinstance(self.feature, Value):  # Value.decode returns python cells as they are
             return array.to_pylist()
         return super().decode_array(array, numpy=numpy, decode=decode)
+
+
+def _rectangle(rows: list) -> np.ndarray | None:
+    """`rows` as a 2-d numeric array, or None when they are ragged or hold a null."""
+    try:
+        array = np.asarray(rows)
+    except ValueError:  # ragged
+        return None
+    return array if array.ndim == 2 and array.dtype.kind in "biuf" else None
 
 
 List = Sequence

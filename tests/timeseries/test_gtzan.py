@@ -32,3 +32,14 @@ def test_gtzan_rows_and_features(monkeypatch, tmp_path):
     assert ds.features["label"].names[0] == "blues" and ds.features["label"].names[-1] == "rock"
     assert same.to_dict() == ds.to_dict()
     assert GTZAN.create().info.num_examples == {"train": 1_000}
+
+
+def test_gtzan_checks_the_official_size_and_sha256(monkeypatch, tmp_path):
+    import pytest
+
+    from stable_datasets.errors import ChecksumError
+
+    archive = tar_bytes({"genres/rock/rock.00000.wav": wav_bytes(tone(10)[:, 0])})
+    with serve_urls(monkeypatch, {URL: archive}), pytest.raises(ChecksumError, match=r"genres\.tar\.gz") as info:
+        GTZAN(split="train", processed_cache_dir=str(tmp_path))
+    assert "wrong checksum or size" in str(info.value) and "1225571541" in str(info.value)

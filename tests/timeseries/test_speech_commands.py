@@ -11,6 +11,7 @@ from tests.fixtures.audio import as_series, tone, wav_bytes
 from tests.fixtures.catalog import serve_urls, tar_bytes
 
 URL = "http://download.tensorflow.org/data/speech_commands_v0.01.tar.gz"
+MIRROR = "https://storage.googleapis.com/download.tensorflow.org/data/speech_commands_v0.01.tar.gz"
 CLIPS = [("./yes/0a7c2a8d_nohash_0.wav", 160), ("./_background_noise_/white_noise.wav", 40),
          ("./bed/1b4c9b89_nohash_3.wav", 120), ("./zero/c1d39ce8_nohash_1.wav", 90)]
 
@@ -44,3 +45,15 @@ def test_speech_commands_rows_features_and_both_entry_points(monkeypatch, tmp_pa
     assert features["label"].names[0] == "bed" and features["label"].names[-1] == "zero"
     assert same.to_dict() == ds.to_dict()
     assert SpeechCommands.create().info.num_examples == {"train": 64_727}
+
+
+def test_speech_commands_checks_torchaudios_sha256(monkeypatch, tmp_path):
+    import pytest
+
+    from stable_datasets.errors import ChecksumError
+
+    archive, _ = _archive()
+    files = {URL: archive, MIRROR: archive}  # the mirror is served too: no test reaches the network
+    with serve_urls(monkeypatch, files), pytest.raises(ChecksumError, match="speech_commands_v0.01") as info:
+        SpeechCommands(split="train", processed_cache_dir=str(tmp_path))
+    assert "743935421bb51cccdb6bdd152e04c5c70274e935c82119ad7faeec31780d811d" in str(info.value)
