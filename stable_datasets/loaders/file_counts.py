@@ -95,6 +95,11 @@ class UnitCounts:
         self._files[key] = entry
         self._changed = True
 
+    def forget(self, path: str) -> None:
+        """Drop the entry of `path` (its units disagreed with its rows): it is counted again at the next open."""
+        if self._files.pop(self._entry_key(path), None) is not None:
+            self._changed = True
+
     def save(self) -> None:
         """Write the counts (atomically) when anything was counted, keeping at most MAX_FILES files."""
         if not self._changed:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -43,14 +44,14 @@ from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset.stable_dataset import SOURCE_FILES_KEY
+from stable_datasets.errors import EncodingError, ExampleError
 from stable_datasets.features.features import Features
-from stable_datasets.interleaved.keys import split_member
-from stable_datasets.interleaved.tar_format import TarFormatError, iter_tar, map_file
 from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.loaders.arrow_files import open_ipc
 from stable_datasets.loaders.base import FileLoader
 from stable_datasets.loaders.columns import LoaderError
 from stable_datasets.loaders.file_counts import UnitCounts, counting_key, node_counts
+from stable_datasets.loaders.webdataset_files import count_samples
 from stable_datasets.urls import is_url
 
 #: threads counting the rows of the units when a stream opens (file reads and numpy scans release the GIL)
@@ -219,10 +220,20 @@ class FileBackend(LayoutBackend):
         if file_identity(unit.path) != self.identities[unit.path]:
             raise LoaderError(f"{unit.name}: the file changed while it was streamed (size or modification time "
                               "differ from when the stream was opened); open the stream again")
-        table = read_unit(self.loader, unit, self._schema)
+        try:
+            table = read_unit(self.loader, unit, self._schema)
+        except ExampleError as exc:  # as the build names it: builder, split, example key and field
+            raise ExampleError(exc.builder, self.split, exc.key, exc.field, exc.message) from None
         if table.num_rows != unit.rows:
-            raise LoaderError(f"{unit.name}: {_range_text(unit)}holds {table.num_rows} rows, {unit.rows} when the "
-                              "stream was opened; the file changed while it was streamed (open the stream again)")
+            if file_identity(unit.path) != self.identities[unit.path]:
+                raise LoaderError(f"{unit.name}: {_range_text(unit)}holds {table.num_rows} rows, {unit.rows} when "
+                                  "the stream was opened; the file changed while it was streamed (open the stream "
+                                  "again)")
+            forget_counts(self.loader, unit.path)  # the next open counts the file again
+            raise LoaderError(f"{unit.name}: {_range_text(unit)}holds {table.num_rows} rows as the loader reads it, "
+                              f"but {unit.rows} were counted when the stream opened, and the file has not changed "
+                              "since: the count was wrong (its remembered count is dropped; open the stream again, "
+                              "and please report this file's shape)")
         self._held[index] = table
         while len(self._held) > HELD_UNITS or (len(self._held) > 1 and
                                                 sum(t.nbytes for t in self._held.values()) > HELD_BYTES):
@@ -240,7 +251,12 @@ def read_unit(loader: FileLoader, unit: FileUnit, schema: pa.Schema) -> pa.Table
         tables = list(loader.read_piece(unit.piece()[:3]))
     else:  # media and tars: (key, example) pairs, encoded by the features as the write path does
         features = loader.features
-        rows = [features.encode(example, "") for _, example in loader.examples_of_piece(unit.piece())]
+        rows = []
+        for key, example in loader.examples_of_piece(unit.piece()):
+            try:
+                rows.append(features.encode(example, ""))
+            except EncodingError as exc:  # the stream's split is filled in by FileBackend.unit_table
+                raise ExampleError(loader.builder_name(), "", key, exc.field, exc.message) from None
         tables = [pa.Table.from_pylist(rows, schema=schema)]
     tables = [t.select(schema.names) if t.schema.names != schema.names else t for t in tables]
     if not tables:
@@ -290,31 +306,10 @@ def count_rows(loader: FileLoader, piece: list[Any]) -> int:
     if counted is not None:
         return counted
     if name == "webdataset" and start is None:
-        return count_tar_samples(path)
+        return count_samples(path)
     if not loader.read_tables:
         return sum(1 for _ in loader.examples_of_piece([path, start, stop]))
     return sum(t.num_rows for t in loader.read_piece([path, start, stop], conform=False))
-
-
-def count_tar_samples(path: str) -> int:
-    """Samples of a WebDataset tar from its member headers only (runs of members with one key, as the loader
-    groups them): no member is copied or decoded. A malformed tar or a bad member is the loader's error when
-    the unit is read (its count then disagrees, or the loader names the member)."""
-    mapped, view = map_file(path)
-    try:
-        samples, key = 0, None
-        try:
-            for member in iter_tar(path, view):
-                member_key = split_member(member.name)[0]
-                samples += member_key != key
-                key = member_key
-        except TarFormatError as exc:
-            raise LoaderError(str(exc)) from None
-        return samples
-    finally:
-        view.release()
-        if mapped is not None:
-            mapped.close()
 
 
 def _count_lines(loader: FileLoader, path: str, start: int | None, stop: int | None) -> int | None:
@@ -326,7 +321,13 @@ def _count_lines(loader: FileLoader, path: str, start: int | None, stop: int | N
         data = _read_range(path, start, stop)
         if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"[", b""):
             return None if data.strip() else 0  # a document (an array) is parsed
-        return count_records(data)
+        counted = count_records(data)
+        if counted is not None:
+            return counted
+        try:  # records over several lines or sharing one: only the parser counts them
+            return sum(t.num_rows for t in loader.read_piece([path, start, stop], conform=False))
+        except LoaderError:  # a bad line: counted as lines, the unit raises the loader's error when it is read
+            return count_records(data, whole=False)
     if loader.name == "csv" and _plain_csv(config):
         data = _read_range(path, start, stop)
         if b"\r" in data or (config.quotechar and config.quotechar.encode() in data):
@@ -344,18 +345,38 @@ def _count_lines(loader: FileLoader, path: str, start: int | None, stop: int | N
     return None
 
 
-def count_records(data: bytes) -> int:
-    """Lines of `data` holding more than whitespace (the records of JSON Lines): one vectorized pass for the
-    line starts; only lines that start with whitespace are looked at one by one."""
+def count_records(data: bytes, whole: bool = True) -> int | None:
+    """Records of JSON Lines counted without parsing: its lines holding more than whitespace, when each of them is
+    one whole object (it starts with "{" and ends with "}", and no "}" is followed by "{" on a line); None when
+    records may span lines or share one (pretty-printed objects, "{...} {...}"), which only parsing counts. In
+    valid JSON a line that ends with "}" inside a record is followed by ",", "}" or "]", so lines that start with
+    "{" and end with "}" are one record each. One vectorized pass; lines that start or end with whitespace are
+    looked at one by one. `whole=False`: the lines holding more than whitespace, whatever they hold."""
     array = np.frombuffer(data, dtype=np.uint8)
-    starts = np.concatenate([[0], np.flatnonzero(array == 10) + 1])
+    newlines = np.flatnonzero(array == 10)
+    starts = np.concatenate([[0], newlines + 1])
     starts = starts[starts < len(array)]
-    loose = np.flatnonzero(_WHITESPACE[array[starts]])
-    records = len(starts) - len(loose)
-    for line in starts[loose].tolist():
-        end = data.find(b"\n", line)
-        records += bool(data[line:end if end >= 0 else len(data)].strip())
+    stops = np.append(newlines, len(array))[np.searchsorted(newlines, starts)]
+    filled = stops > starts
+    loose = ~filled
+    loose[filled] = _WHITESPACE[array[starts[filled]]] | _WHITESPACE[array[stops[filled] - 1]]
+    tight = ~loose
+    if whole and not (np.all(array[starts[tight]] == ord("{")) and np.all(array[stops[tight] - 1] == ord("}"))):
+        return None
+    records = int(np.count_nonzero(tight))
+    for lo, hi in zip(starts[loose].tolist(), stops[loose].tolist()):
+        line = data[lo:hi].strip()
+        if line:
+            if whole and (line[:1] != b"{" or line[-1:] != b"}"):
+                return None
+            records += 1
+    if whole and _OBJECTS_ON_ONE_LINE.search(data):
+        return None
     return records
+
+
+#: a "}" followed on its line by "{": two records on one line (or, rarely, text in a string; then it is parsed)
+_OBJECTS_ON_ONE_LINE = re.compile(rb"}[ \t\r\f\v]*{")
 
 
 def _plain_csv(config: Any) -> bool:
@@ -369,6 +390,12 @@ def _read_range(path: str, start: int | None, stop: int | None) -> bytes:
         if start:
             fh.seek(start)
         return fh.read() if stop is None else fh.read(stop - (start or 0))
+
+
+def forget_counts(loader: FileLoader, path: str) -> None:
+    """Drop the node's remembered units of `path` (they disagreed with what the loader reads)."""
+    with node_counts(counting_key(loader.name, parse_options(loader), UNIT_BYTES)) as known:
+        known.forget(path)
 
 
 def parse_options(loader: FileLoader) -> dict[str, Any]:
