@@ -42,7 +42,9 @@ import pyarrow.parquet as pq
 from stable_datasets.arrow.cells import table_rows
 from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.builder.input_identity import files_identity
+from stable_datasets.cache.content_hashes import ContentHashes
 from stable_datasets.cache.metadata import CacheMetadata
+from stable_datasets.cache.publish import file_sha256
 from stable_datasets.dataset.stable_dataset import SOURCE_FILES_KEY
 from stable_datasets.errors import EncodingError, ExampleError
 from stable_datasets.features.features import Features
@@ -52,7 +54,7 @@ from stable_datasets.loaders.base import FileLoader
 from stable_datasets.loaders.columns import LoaderError
 from stable_datasets.loaders.file_counts import UnitCounts, counting_key, node_counts
 from stable_datasets.loaders.webdataset_files import count_samples
-from stable_datasets.urls import is_url
+from stable_datasets.urls import is_url, local_path_text
 
 #: threads counting the rows of the units when a stream opens (file reads and numpy scans release the GIL)
 COUNT_THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -86,13 +88,23 @@ class FileUnit:
         return [self.path, self.start, self.stop, self.source]
 
 
-def file_identity(path: str) -> list[int]:
-    """[size, mtime in ns] of a local file: what says it is unchanged."""
+def file_stat(path: str) -> os.stat_result:
     try:
-        stat = os.stat(path)
+        return os.stat(path)
     except OSError as exc:
         raise LoaderError(f"{path}: cannot read the data file ({exc.strerror or exc})") from None
+
+
+def file_identity(path: str) -> list[int]:
+    """[size, mtime in ns] of a local file: what says it is unchanged (with input_identity="stat")."""
+    stat = file_stat(path)
     return [stat.st_size, stat.st_mtime_ns]
+
+
+def content_key(stat: os.stat_result, digest: str) -> list[Any]:
+    """[ctime_ns, inode, "sha256:..."] of a local file read with input_identity="sha256": any write moves its ctime
+    (which, unlike mtime, cannot be set back) or its inode, and only then is its content hashed again."""
+    return [stat.st_ctime_ns, stat.st_ino, f"sha256:{digest}"]
 
 
 class FileBackend(LayoutBackend):
@@ -101,15 +113,18 @@ class FileBackend(LayoutBackend):
     batched_reads = True
 
     def __init__(self, loader: FileLoader, split: str, units: list[FileUnit], identities: dict[str, list[int]],
-                 named: dict[str, list[Any]] | None = None):
+                 named: dict[str, list[Any]] | None = None, contents: dict[str, list[Any]] | None = None):
         self.loader = loader
         self.split = split
         self.units = units
         #: local path -> [size, mtime_ns] when the stream was opened (checked before each unit is read)
         self.identities = identities
-        #: file as named -> its identity for a saved state: a local file's [size, mtime_ns], a remote one's
-        #: [size, digest of its ETag or content] (its downloaded copy's mtime says nothing)
+        #: file as named -> its identity for a saved state: a local file's [size, mtime_ns] (with
+        #: input_identity="sha256": [size, "sha256:..."]), a remote one's [size, digest of its ETag or content]
+        #: (its downloaded copy's mtime says nothing)
         self.named = named or {}
+        #: local path -> `content_key` when the stream was opened, with input_identity="sha256"
+        self.contents = contents or {}
         self.features: Features = loader.features
         self._schema = self.features.arrow_schema
         self._starts = np.concatenate([[0], np.cumsum([u.rows for u in units])]).astype(np.int64)
@@ -142,11 +157,11 @@ class FileBackend(LayoutBackend):
 
     def __getstate__(self) -> dict[str, Any]:
         return {"loader": self.loader, "split": self.split, "units": self.units, "identities": self.identities,
-                "named": self.named}
+                "named": self.named, "contents": self.contents}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["loader"], state["split"], state["units"], state["identities"],  # type: ignore[misc]
-                      state["named"])
+                      state["named"], state.get("contents"))
 
     @property
     def num_rows(self) -> int:
@@ -217,15 +232,15 @@ class FileBackend(LayoutBackend):
             self._held.move_to_end(index)
             return table
         unit = self.units[index]
-        if file_identity(unit.path) != self.identities[unit.path]:
-            raise LoaderError(f"{unit.name}: the file changed while it was streamed (size or modification time "
-                              "differ from when the stream was opened); open the stream again")
+        if self.changed(unit.path):
+            raise LoaderError(f"{unit.name}: the file changed while it was streamed (its size, modification time "
+                              "or content differs from when the stream was opened); open the stream again")
         try:
             table = read_unit(self.loader, unit, self._schema)
         except ExampleError as exc:  # as the build names it: builder, split, example key and field
             raise ExampleError(exc.builder, self.split, exc.key, exc.field, exc.message) from None
         if table.num_rows != unit.rows:
-            if file_identity(unit.path) != self.identities[unit.path]:
+            if self.changed(unit.path):
                 raise LoaderError(f"{unit.name}: {_range_text(unit)}holds {table.num_rows} rows, {unit.rows} when "
                                   "the stream was opened; the file changed while it was streamed (open the stream "
                                   "again)")
@@ -239,6 +254,23 @@ class FileBackend(LayoutBackend):
                                                 sum(t.nbytes for t in self._held.values()) > HELD_BYTES):
             self._held.popitem(last=False)
         return table
+
+
+    def changed(self, path: str) -> bool:
+        """Whether a local file differs from when the stream opened: its size or mtime, or, with
+        input_identity="sha256", its content (hashed again only when its ctime or inode moved; a file touched
+        or rewritten with the same bytes is still the same)."""
+        stat = file_stat(path)
+        if [stat.st_size, stat.st_mtime_ns] != self.identities[path]:
+            return True
+        opened = self.contents.get(path)
+        if opened is None or [stat.st_ctime_ns, stat.st_ino] == opened[:2]:
+            return False
+        now = content_key(stat, file_sha256(Path(path)))
+        if now[2] != opened[2]:
+            return True
+        self.contents[path] = now
+        return False
 
 
 def _range_text(unit: FileUnit) -> str:
@@ -423,8 +455,10 @@ def open_file_backends(loader: FileLoader, splits: list[str] | None = None) -> d
 def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitCounts) -> FileBackend:
     identities: dict[str, list[int]] = {}
     named: dict[str, list[Any]] = {}
+    contents: dict[str, list[Any]] = {}
+    by_content = getattr(loader.config, "input_identity", "stat") == "sha256"
     pieces: list[tuple[str, list[Any], int | None]] = []
-    names = {source: source if is_url(source) else os.path.abspath(source) for source in sources}
+    names = {source: source if is_url(source) else os.path.abspath(local_path_text(source)) for source in sources}
     counted_as: dict[str, list[Any]] = {}
     for source in sources:
         if loader.is_companion(source):
@@ -434,6 +468,8 @@ def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitC
         if is_url(source):
             summary = files_identity([source], cache_root=loader.cache_root)
             named[source] = [identities[path][0], summary["sha256"][:16]]
+        elif by_content:  # a same-size, same-mtime edit is another file, when opened, mid-epoch and on resume
+            named[source], contents[path] = content_identities(loader, names[source], path)
         counted_as[path] = [*identities[path], *named.get(source, [])]  # its identity in the counts file
         counted = known.get(path, counted_as[path])
         if counted is not None:
@@ -449,4 +485,16 @@ def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitC
         by_path.setdefault(unit.path, []).append((unit.start, unit.stop, unit.rows))
     for path, counted in by_path.items():
         known.put(path, counted_as[path], counted)
-    return FileBackend(loader, split, units, identities, named)
+    return FileBackend(loader, split, units, identities, named, contents)
+
+
+def content_identities(loader: FileLoader, source: str, path: str) -> tuple[list[Any], list[Any]]:
+    """([size, "sha256:..."] of the local file `source` for a state, `content_key` of `path`, the file read: the same
+    file, or its decompressed copy), hashed through the cache root's memo (an unchanged file is read once)."""
+    with ContentHashes(loader.cache_root) as hashes:
+        read = file_stat(path)
+        key = content_key(read, hashes.sha256(path, read))
+        if source == path:
+            return [read.st_size, key[2]], key
+        named = file_stat(source)
+        return [named.st_size, f"sha256:{hashes.sha256(source, named)}"], key

@@ -710,3 +710,43 @@ def test_a_wrong_count_is_never_blamed_on_an_edit_and_is_counted_again(tmp_path)
     assert "changed" not in str(info.value).replace("has not changed", "")
     assert [row_id("json", r) for r in sds.load_dataset("json", data_files=files, split="train", streaming=True)] \
         == list(range(FILES * PER_FILE))  # the bad count was dropped: counted again
+
+
+def _same_size_same_mtime_edit(path: str) -> None:
+    """Rewrite a byte of `path` keeping its size and mtime (what input_identity="sha256" exists to see)."""
+    before = os.stat(path)
+    with open(path, "r+b") as fh:
+        data = fh.read()
+        at = data.index(b'"row ') + 5
+        fh.seek(at)
+        fh.write(b"X")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert [os.stat(path).st_size, os.stat(path).st_mtime_ns] == [before.st_size, before.st_mtime_ns]
+
+
+def test_input_identity_sha256_refuses_a_same_size_same_mtime_edit_mid_epoch_and_on_resume(tmp_path, monkeypatch):
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 4000)  # units of ~100 rows: the last file is read well after
+    files, per_file = [], 1000  # the first reads (of 1,024 rows), so its edit happens mid-epoch
+    for f in range(3):
+        files.append(str(tmp_path / f"part-{f}.jsonl"))
+        with open(files[-1], "w") as fh:
+            fh.writelines(json.dumps({"idx": f * per_file + i, "text": f"row {f}-{i}"}) + "\n" for i in range(per_file))
+    options = {"data_files": files, "split": "train", "streaming": True, "input_identity": "sha256"}
+    stream = sds.load_dataset("json", **options)
+    assert all(identity[1].startswith("sha256:") for _, identity in stream.source_files())
+    it = iter(stream)
+    for _ in range(30):
+        next(it)
+    state = stream.state_dict()
+    os.utime(files[0])  # touched, same bytes: still the same file
+    _same_size_same_mtime_edit(files[2])
+    with pytest.raises(LoaderError, match=f"^{files[2]}: the file changed while it was streamed"):
+        list(it)
+    again = sds.load_dataset("json", **options)
+    assert [r["text"] for r in again][2 * per_file] == "row X-0"  # opened again: the edit is read
+    with pytest.raises(ValueError, match=f"cannot resume: {files[2]} changed since the state was saved"):
+        again.load_state_dict(state)
+    touched = sds.load_dataset("json", **{**options, "data_files": files[:2]})
+    before = touched.state_dict()
+    os.utime(files[1])
+    sds.load_dataset("json", **{**options, "data_files": files[:2]}).load_state_dict(before)  # same bytes: resumes
