@@ -24,6 +24,7 @@ of the epoch and a unit is parsed by about one of them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -320,6 +321,13 @@ def unit_pieces(loader: FileLoader, path: str) -> list[tuple[list[Any], int | No
     return [(piece, None) for piece in pieces or [[path, None, None]]]
 
 
+def unit_extent(loader: FileLoader, path: str) -> int:
+    """What a file's range units tile, from 0: a Parquet file's row groups (from its footer), else its bytes."""
+    if loader.name == "parquet":
+        return pq.ParquetFile(path).metadata.num_row_groups
+    return os.path.getsize(path)
+
+
 def count_rows(loader: FileLoader, piece: list[Any]) -> int:
     """Rows of one piece: from metadata or by counting lines where the format allows, else by parsing it."""
     path, start, stop = piece[:3]
@@ -471,7 +479,7 @@ def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitC
         elif by_content:  # a same-size, same-mtime edit is another file, when opened, mid-epoch and on resume
             named[source], contents[path] = content_identities(loader, names[source], path)
         counted_as[path] = [*identities[path], *named.get(source, [])]  # its identity in the counts file
-        counted = known.get(path, counted_as[path])
+        counted = known.get(path, counted_as[path], functools.partial(unit_extent, loader, path))
         if counted is not None:
             pieces.extend((source, [path, start, stop], rows) for start, stop, rows in counted)
         else:
