@@ -394,9 +394,9 @@ def count_records(data: bytes, whole: bool = True) -> int | None:
     looked at one by one. `whole=False`: the lines holding more than whitespace, whatever they hold."""
     array = np.frombuffer(data, dtype=np.uint8)
     newlines = np.flatnonzero(array == 10)
-    starts = np.concatenate([[0], newlines + 1])
-    starts = starts[starts < len(array)]
-    stops = np.append(newlines, len(array))[np.searchsorted(newlines, starts)]
+    starts, stops = np.concatenate([[0], newlines + 1]), np.append(newlines, len(array))
+    if starts[-1] == len(array):  # data ending with a line end: no line after it
+        starts, stops = starts[:-1], stops[:-1]
     filled = stops > starts
     loose = ~filled
     loose[filled] = _WHITESPACE[array[starts[filled]]] | _WHITESPACE[array[stops[filled] - 1]]
