@@ -293,16 +293,19 @@ def test_a_registered_builder_still_streams_its_cache(tmp_path, cache_root, toy_
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(st.one_of(st.integers(0, 99).map(lambda i: json.dumps({"idx": i})),
+                                st.integers(0, 99).map(lambda i: json.dumps({"idx": i, "m": {"k": [i]}}, indent=1)),
+                                st.integers(0, 99).map(lambda i: json.dumps({"idx": i}) + " " + json.dumps({"idx": i})),
                                 st.sampled_from(["", " ", "\t", "\r"])), min_size=0, max_size=12),
        ending=st.sampled_from(["\n", "\r\n"]), last=st.booleans(), lead=st.sampled_from(["", " "]))
 def test_counted_json_lines_equal_the_parsed_rows(tmp_path_factory, lines, ending, last, lead):
     """The lines counted when a stream opens are the rows the JSON loader parses (blank lines, CRLF, a last line
-    without its end, records after whitespace)."""
+    without its end, records after whitespace, records over several lines or two on one line)."""
     if not any(line.strip() for line in lines):
         lines = [*lines, json.dumps({"idx": 1})]
     path = tmp_path_factory.mktemp("count") / "a.jsonl"
     path.write_bytes((ending.join(lead + line for line in lines) + (ending if last else "")).encode())
-    loader = sds.load_builder("json", data_files=str(path), features=sds.Features({"idx": sds.Value("int64")}))
+    loader = sds.load_builder("json", data_files=str(path), features=sds.Features(
+        {"idx": sds.Value("int64"), "m": {"k": sds.Sequence(sds.Value("int64"))}}))
     parsed = sum(t.num_rows for t in loader.read_piece([str(path), None, None]))
     assert file_stream.count_rows(loader, [str(path), None, None]) == parsed
 
