@@ -114,7 +114,7 @@ def tar_count(folder: Path, files: int, per_file: int) -> tuple:
     from sklearn.datasets import load_digits
 
     import stable_datasets as sds
-    from stable_datasets.loaders import file_stream
+    from stable_datasets.loaders.webdataset_files import count_samples
 
     digits = load_digits()
     folder.mkdir(parents=True, exist_ok=True)
@@ -136,7 +136,7 @@ def tar_count(folder: Path, files: int, per_file: int) -> tuple:
     loader.features  # noqa: B018  (inferred untimed)
     best = {}
     for name, count in (("decode", lambda p: sum(1 for _ in loader.examples_of_piece([p, None, None]))),
-                        ("headers", file_stream.count_tar_samples)):
+                        ("headers", count_samples)):
         times = []
         for _ in range(3):
             started = time.perf_counter()

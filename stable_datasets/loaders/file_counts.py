@@ -10,16 +10,20 @@ rank counts, so the other ranks of the node wait and then find every count there
 An entry is keyed by the file's local path and what decides how it is cut and counted (the loader,
 its config, the unit size); it holds the file's identity when counted ([size, mtime_ns], plus the
 remote identity for a downloaded file) and its units ([start, stop, rows] each). A file whose identity
-changed is counted again. At most MAX_FILES files are kept (the least recently counted go first), so
-the file stays small; a damaged or foreign file is ignored (and rewritten), never trusted.
+changed is counted again. An entry is checked before it is used: its units must be the whole file, or
+ranges that tile the file exactly (`[0, extent)` with no gap or overlap: bytes, or a Parquet file's row
+groups) with a count of rows each; any other entry is counted again and replaced, never trusted. At
+most MAX_FILES files are kept (the least recently counted go first), so the file stays small; a damaged
+or foreign file is ignored (and rewritten).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -49,6 +53,25 @@ def counting_key(loader_name: str, config: dict[str, Any], unit_bytes: int) -> s
     return hashlib.sha256(described.encode()).hexdigest()[:16]
 
 
+def _count(value: Any) -> bool:
+    return type(value) is int and value >= 0  # not a bool, a float or a string
+
+
+def tiles(units: list[list[Any]], extent: Callable[[], int]) -> bool:
+    """Whether `units` ([start, stop, rows] each) cut a file exactly: one whole-file unit [None, None, rows], or ranges
+    in order from 0 to `extent()` each starting where the one before stopped, none empty; every rows a count."""
+    if not units or not all(_count(rows) for _, _, rows in units):
+        return False
+    if len(units) == 1 and units[0][0] is None and units[0][1] is None:
+        return True
+    bounds = [bound for start, stop, _ in units for bound in (start, stop)]
+    if not all(_count(bound) for bound in bounds):
+        return False
+    edges = bounds[0:1] + bounds[1::2]  # the first start, then every stop
+    joined = all(stop == start for stop, start in zip(bounds[1:-1:2], bounds[2::2]))
+    return edges[0] == 0 and joined and all(lo < hi for lo, hi in itertools.pairwise(edges)) and edges[-1] == extent()
+
+
 def _offset(value: Any) -> int | None:
     """A unit's start or stop (bytes, row groups) as JSON keeps it (numpy ints too)."""
     return None if value is None else int(value)
@@ -74,14 +97,18 @@ class UnitCounts:
     def _entry_key(self, path: str) -> str:
         return f"{self.key}:{os.path.abspath(path)}"
 
-    def get(self, path: str, identity: list[Any]) -> Units | None:
-        """The units of `path` counted when it had `identity`, else None (unknown, or the file changed)."""
+    def get(self, path: str, identity: list[Any], extent: Callable[[], int]) -> Units | None:
+        """The units of `path` counted when it had `identity`, else None (unknown, the file changed, or units that do
+        not tile the file: `extent()` is what they must tile, its bytes or row groups; see `tiles`)."""
         entry = self._files.get(self._entry_key(path))
         if not isinstance(entry, dict) or entry.get("identity") != list(identity):
             return None
         units = entry.get("units")
-        if not isinstance(units, list) or not all(isinstance(u, list) and len(u) == 3 and isinstance(u[2], int)
-                                                  for u in units):
+        if not isinstance(units, list) or not all(isinstance(u, list) and len(u) == 3 for u in units):
+            units = None
+        if units is None or not tiles(units, extent):
+            logger.warning("the remembered row counts of {} in {} do not describe the file; counting it again",
+                           path, self.path)
             return None
         return [(start, stop, rows) for start, stop, rows in units]
 
@@ -94,6 +121,11 @@ class UnitCounts:
         self._files.pop(key, None)  # re-inserted last: the most recently counted
         self._files[key] = entry
         self._changed = True
+
+    def forget(self, path: str) -> None:
+        """Drop the entry of `path` (its units disagreed with its rows): it is counted again at the next open."""
+        if self._files.pop(self._entry_key(path), None) is not None:
+            self._changed = True
 
     def save(self) -> None:
         """Write the counts (atomically) when anything was counted, keeping at most MAX_FILES files."""

@@ -24,9 +24,11 @@ of the epoch and a unit is parsed by about one of them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
+import re
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -41,17 +43,19 @@ import pyarrow.parquet as pq
 from stable_datasets.arrow.cells import table_rows
 from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.builder.input_identity import files_identity
+from stable_datasets.cache.content_hashes import ContentHashes
 from stable_datasets.cache.metadata import CacheMetadata
+from stable_datasets.cache.publish import file_sha256
 from stable_datasets.dataset.stable_dataset import SOURCE_FILES_KEY
+from stable_datasets.errors import EncodingError, ExampleError
 from stable_datasets.features.features import Features
-from stable_datasets.interleaved.keys import split_member
-from stable_datasets.interleaved.tar_format import TarFormatError, iter_tar, map_file
 from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.loaders.arrow_files import open_ipc
 from stable_datasets.loaders.base import FileLoader
 from stable_datasets.loaders.columns import LoaderError
 from stable_datasets.loaders.file_counts import UnitCounts, counting_key, node_counts
-from stable_datasets.urls import is_url
+from stable_datasets.loaders.webdataset_files import count_samples
+from stable_datasets.urls import is_url, local_path_text
 
 #: threads counting the rows of the units when a stream opens (file reads and numpy scans release the GIL)
 COUNT_THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -85,13 +89,23 @@ class FileUnit:
         return [self.path, self.start, self.stop, self.source]
 
 
-def file_identity(path: str) -> list[int]:
-    """[size, mtime in ns] of a local file: what says it is unchanged."""
+def file_stat(path: str) -> os.stat_result:
     try:
-        stat = os.stat(path)
+        return os.stat(path)
     except OSError as exc:
         raise LoaderError(f"{path}: cannot read the data file ({exc.strerror or exc})") from None
+
+
+def file_identity(path: str) -> list[int]:
+    """[size, mtime in ns] of a local file: what says it is unchanged (with input_identity="stat")."""
+    stat = file_stat(path)
     return [stat.st_size, stat.st_mtime_ns]
+
+
+def content_key(stat: os.stat_result, digest: str) -> list[Any]:
+    """[ctime_ns, inode, "sha256:..."] of a local file read with input_identity="sha256": any write moves its ctime
+    (which, unlike mtime, cannot be set back) or its inode, and only then is its content hashed again."""
+    return [stat.st_ctime_ns, stat.st_ino, f"sha256:{digest}"]
 
 
 class FileBackend(LayoutBackend):
@@ -100,15 +114,18 @@ class FileBackend(LayoutBackend):
     batched_reads = True
 
     def __init__(self, loader: FileLoader, split: str, units: list[FileUnit], identities: dict[str, list[int]],
-                 named: dict[str, list[Any]] | None = None):
+                 named: dict[str, list[Any]] | None = None, contents: dict[str, list[Any]] | None = None):
         self.loader = loader
         self.split = split
         self.units = units
         #: local path -> [size, mtime_ns] when the stream was opened (checked before each unit is read)
         self.identities = identities
-        #: file as named -> its identity for a saved state: a local file's [size, mtime_ns], a remote one's
-        #: [size, digest of its ETag or content] (its downloaded copy's mtime says nothing)
+        #: file as named -> its identity for a saved state: a local file's [size, mtime_ns] (with
+        #: input_identity="sha256": [size, "sha256:..."]), a remote one's [size, digest of its ETag or content]
+        #: (its downloaded copy's mtime says nothing)
         self.named = named or {}
+        #: local path -> `content_key` when the stream was opened, with input_identity="sha256"
+        self.contents = contents or {}
         self.features: Features = loader.features
         self._schema = self.features.arrow_schema
         self._starts = np.concatenate([[0], np.cumsum([u.rows for u in units])]).astype(np.int64)
@@ -141,11 +158,11 @@ class FileBackend(LayoutBackend):
 
     def __getstate__(self) -> dict[str, Any]:
         return {"loader": self.loader, "split": self.split, "units": self.units, "identities": self.identities,
-                "named": self.named}
+                "named": self.named, "contents": self.contents}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["loader"], state["split"], state["units"], state["identities"],  # type: ignore[misc]
-                      state["named"])
+                      state["named"], state.get("contents"))
 
     @property
     def num_rows(self) -> int:
@@ -216,18 +233,45 @@ class FileBackend(LayoutBackend):
             self._held.move_to_end(index)
             return table
         unit = self.units[index]
-        if file_identity(unit.path) != self.identities[unit.path]:
-            raise LoaderError(f"{unit.name}: the file changed while it was streamed (size or modification time "
-                              "differ from when the stream was opened); open the stream again")
-        table = read_unit(self.loader, unit, self._schema)
+        if self.changed(unit.path):
+            raise LoaderError(f"{unit.name}: the file changed while it was streamed (its size, modification time "
+                              "or content differs from when the stream was opened); open the stream again")
+        try:
+            table = read_unit(self.loader, unit, self._schema)
+        except ExampleError as exc:  # as the build names it: builder, split, example key and field
+            raise ExampleError(exc.builder, self.split, exc.key, exc.field, exc.message) from None
         if table.num_rows != unit.rows:
-            raise LoaderError(f"{unit.name}: {_range_text(unit)}holds {table.num_rows} rows, {unit.rows} when the "
-                              "stream was opened; the file changed while it was streamed (open the stream again)")
+            if self.changed(unit.path):
+                raise LoaderError(f"{unit.name}: {_range_text(unit)}holds {table.num_rows} rows, {unit.rows} when "
+                                  "the stream was opened; the file changed while it was streamed (open the stream "
+                                  "again)")
+            forget_counts(self.loader, unit.path)  # the next open counts the file again
+            raise LoaderError(f"{unit.name}: {_range_text(unit)}holds {table.num_rows} rows as the loader reads it, "
+                              f"but {unit.rows} were counted when the stream opened, and the file has not changed "
+                              "since: the count was wrong (its remembered count is dropped; open the stream again, "
+                              "and please report this file's shape)")
         self._held[index] = table
         while len(self._held) > HELD_UNITS or (len(self._held) > 1 and
                                                 sum(t.nbytes for t in self._held.values()) > HELD_BYTES):
             self._held.popitem(last=False)
         return table
+
+
+    def changed(self, path: str) -> bool:
+        """Whether a local file differs from when the stream opened: its size or mtime, or, with
+        input_identity="sha256", its content (hashed again only when its ctime or inode moved; a file touched
+        or rewritten with the same bytes is still the same)."""
+        stat = file_stat(path)
+        if [stat.st_size, stat.st_mtime_ns] != self.identities[path]:
+            return True
+        opened = self.contents.get(path)
+        if opened is None or [stat.st_ctime_ns, stat.st_ino] == opened[:2]:
+            return False
+        now = content_key(stat, file_sha256(Path(path)))
+        if now[2] != opened[2]:
+            return True
+        self.contents[path] = now
+        return False
 
 
 def _range_text(unit: FileUnit) -> str:
@@ -240,7 +284,12 @@ def read_unit(loader: FileLoader, unit: FileUnit, schema: pa.Schema) -> pa.Table
         tables = list(loader.read_piece(unit.piece()[:3]))
     else:  # media and tars: (key, example) pairs, encoded by the features as the write path does
         features = loader.features
-        rows = [features.encode(example, "") for _, example in loader.examples_of_piece(unit.piece())]
+        rows = []
+        for key, example in loader.examples_of_piece(unit.piece()):
+            try:
+                rows.append(features.encode(example, ""))
+            except EncodingError as exc:  # the stream's split is filled in by FileBackend.unit_table
+                raise ExampleError(loader.builder_name(), "", key, exc.field, exc.message) from None
         tables = [pa.Table.from_pylist(rows, schema=schema)]
     tables = [t.select(schema.names) if t.schema.names != schema.names else t for t in tables]
     if not tables:
@@ -272,6 +321,13 @@ def unit_pieces(loader: FileLoader, path: str) -> list[tuple[list[Any], int | No
     return [(piece, None) for piece in pieces or [[path, None, None]]]
 
 
+def unit_extent(loader: FileLoader, path: str) -> int:
+    """What a file's range units tile, from 0: a Parquet file's row groups (from its footer), else its bytes."""
+    if loader.name == "parquet":
+        return pq.ParquetFile(path).metadata.num_row_groups
+    return os.path.getsize(path)
+
+
 def count_rows(loader: FileLoader, piece: list[Any]) -> int:
     """Rows of one piece: from metadata or by counting lines where the format allows, else by parsing it."""
     path, start, stop = piece[:3]
@@ -290,31 +346,10 @@ def count_rows(loader: FileLoader, piece: list[Any]) -> int:
     if counted is not None:
         return counted
     if name == "webdataset" and start is None:
-        return count_tar_samples(path)
+        return count_samples(path)
     if not loader.read_tables:
         return sum(1 for _ in loader.examples_of_piece([path, start, stop]))
     return sum(t.num_rows for t in loader.read_piece([path, start, stop], conform=False))
-
-
-def count_tar_samples(path: str) -> int:
-    """Samples of a WebDataset tar from its member headers only (runs of members with one key, as the loader
-    groups them): no member is copied or decoded. A malformed tar or a bad member is the loader's error when
-    the unit is read (its count then disagrees, or the loader names the member)."""
-    mapped, view = map_file(path)
-    try:
-        samples, key = 0, None
-        try:
-            for member in iter_tar(path, view):
-                member_key = split_member(member.name)[0]
-                samples += member_key != key
-                key = member_key
-        except TarFormatError as exc:
-            raise LoaderError(str(exc)) from None
-        return samples
-    finally:
-        view.release()
-        if mapped is not None:
-            mapped.close()
 
 
 def _count_lines(loader: FileLoader, path: str, start: int | None, stop: int | None) -> int | None:
@@ -326,7 +361,13 @@ def _count_lines(loader: FileLoader, path: str, start: int | None, stop: int | N
         data = _read_range(path, start, stop)
         if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"[", b""):
             return None if data.strip() else 0  # a document (an array) is parsed
-        return count_records(data)
+        counted = count_records(data)
+        if counted is not None:
+            return counted
+        try:  # records over several lines or sharing one: only the parser counts them
+            return sum(t.num_rows for t in loader.read_piece([path, start, stop], conform=False))
+        except LoaderError:  # a bad line: counted as lines, the unit raises the loader's error when it is read
+            return count_records(data, whole=False)
     if loader.name == "csv" and _plain_csv(config):
         data = _read_range(path, start, stop)
         if b"\r" in data or (config.quotechar and config.quotechar.encode() in data):
@@ -344,18 +385,38 @@ def _count_lines(loader: FileLoader, path: str, start: int | None, stop: int | N
     return None
 
 
-def count_records(data: bytes) -> int:
-    """Lines of `data` holding more than whitespace (the records of JSON Lines): one vectorized pass for the
-    line starts; only lines that start with whitespace are looked at one by one."""
+def count_records(data: bytes, whole: bool = True) -> int | None:
+    """Records of JSON Lines counted without parsing: its lines holding more than whitespace, when each of them is
+    one whole object (it starts with "{" and ends with "}", and no "}" is followed by "{" on a line); None when
+    records may span lines or share one (pretty-printed objects, "{...} {...}"), which only parsing counts. In
+    valid JSON a line that ends with "}" inside a record is followed by ",", "}" or "]", so lines that start with
+    "{" and end with "}" are one record each. One vectorized pass; lines that start or end with whitespace are
+    looked at one by one. `whole=False`: the lines holding more than whitespace, whatever they hold."""
     array = np.frombuffer(data, dtype=np.uint8)
-    starts = np.concatenate([[0], np.flatnonzero(array == 10) + 1])
-    starts = starts[starts < len(array)]
-    loose = np.flatnonzero(_WHITESPACE[array[starts]])
-    records = len(starts) - len(loose)
-    for line in starts[loose].tolist():
-        end = data.find(b"\n", line)
-        records += bool(data[line:end if end >= 0 else len(data)].strip())
+    newlines = np.flatnonzero(array == 10)
+    starts, stops = np.concatenate([[0], newlines + 1]), np.append(newlines, len(array))
+    if starts[-1] == len(array):  # data ending with a line end: no line after it
+        starts, stops = starts[:-1], stops[:-1]
+    filled = stops > starts
+    loose = ~filled
+    loose[filled] = _WHITESPACE[array[starts[filled]]] | _WHITESPACE[array[stops[filled] - 1]]
+    tight = ~loose
+    if whole and not (np.all(array[starts[tight]] == ord("{")) and np.all(array[stops[tight] - 1] == ord("}"))):
+        return None
+    records = int(np.count_nonzero(tight))
+    for lo, hi in zip(starts[loose].tolist(), stops[loose].tolist()):
+        line = data[lo:hi].strip()
+        if line:
+            if whole and (line[:1] != b"{" or line[-1:] != b"}"):
+                return None
+            records += 1
+    if whole and _OBJECTS_ON_ONE_LINE.search(data):
+        return None
     return records
+
+
+#: a "}" followed on its line by "{": two records on one line (or, rarely, text in a string; then it is parsed)
+_OBJECTS_ON_ONE_LINE = re.compile(rb"}[ \t\r\f\v]*{")
 
 
 def _plain_csv(config: Any) -> bool:
@@ -369,6 +430,12 @@ def _read_range(path: str, start: int | None, stop: int | None) -> bytes:
         if start:
             fh.seek(start)
         return fh.read() if stop is None else fh.read(stop - (start or 0))
+
+
+def forget_counts(loader: FileLoader, path: str) -> None:
+    """Drop the node's remembered units of `path` (they disagreed with what the loader reads)."""
+    with node_counts(counting_key(loader.name, parse_options(loader), UNIT_BYTES)) as known:
+        known.forget(path)
 
 
 def parse_options(loader: FileLoader) -> dict[str, Any]:
@@ -396,8 +463,10 @@ def open_file_backends(loader: FileLoader, splits: list[str] | None = None) -> d
 def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitCounts) -> FileBackend:
     identities: dict[str, list[int]] = {}
     named: dict[str, list[Any]] = {}
+    contents: dict[str, list[Any]] = {}
+    by_content = getattr(loader.config, "input_identity", "stat") == "sha256"
     pieces: list[tuple[str, list[Any], int | None]] = []
-    names = {source: source if is_url(source) else os.path.abspath(source) for source in sources}
+    names = {source: source if is_url(source) else os.path.abspath(local_path_text(source)) for source in sources}
     counted_as: dict[str, list[Any]] = {}
     for source in sources:
         if loader.is_companion(source):
@@ -407,8 +476,10 @@ def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitC
         if is_url(source):
             summary = files_identity([source], cache_root=loader.cache_root)
             named[source] = [identities[path][0], summary["sha256"][:16]]
+        elif by_content:  # a same-size, same-mtime edit is another file, when opened, mid-epoch and on resume
+            named[source], contents[path] = content_identities(loader, names[source], path)
         counted_as[path] = [*identities[path], *named.get(source, [])]  # its identity in the counts file
-        counted = known.get(path, counted_as[path])
+        counted = known.get(path, counted_as[path], functools.partial(unit_extent, loader, path))
         if counted is not None:
             pieces.extend((source, [path, start, stop], rows) for start, stop, rows in counted)
         else:
@@ -422,4 +493,16 @@ def _open_split(loader: FileLoader, split: str, sources: list[str], known: UnitC
         by_path.setdefault(unit.path, []).append((unit.start, unit.stop, unit.rows))
     for path, counted in by_path.items():
         known.put(path, counted_as[path], counted)
-    return FileBackend(loader, split, units, identities, named)
+    return FileBackend(loader, split, units, identities, named, contents)
+
+
+def content_identities(loader: FileLoader, source: str, path: str) -> tuple[list[Any], list[Any]]:
+    """([size, "sha256:..."] of the local file `source` for a state, `content_key` of `path`, the file read: the same
+    file, or its decompressed copy), hashed through the cache root's memo (an unchanged file is read once)."""
+    with ContentHashes(loader.cache_root) as hashes:
+        read = file_stat(path)
+        key = content_key(read, hashes.sha256(path, read))
+        if source == path:
+            return [read.st_size, key[2]], key
+        named = file_stat(source)
+        return [named.st_size, f"sha256:{hashes.sha256(source, named)}"], key

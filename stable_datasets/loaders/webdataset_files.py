@@ -74,15 +74,47 @@ def decode_member(extension: str, data: bytes, where: str) -> Any:
     return data
 
 
+def sample_member(name: str) -> tuple[str, str] | None:
+    """(key, extension) of a tar member, split as WebDataset splits it; None for a hidden file (`.DS_Store`, macOS's
+    `._name` copies, in any folder of the tar), which WebDataset and Hugging Face skip: it belongs to no sample."""
+    if name.rpartition("/")[2].startswith("."):
+        return None
+    return split_member(name)
+
+
+def count_samples(path: str) -> int:
+    """Samples of a tar from its member headers only (runs of members with one key, as `iter_samples` groups them):
+    no member is copied or decoded. A malformed tar is a LoaderError; a bad member is named when it is read."""
+    mapped, view = map_file(path)
+    try:
+        samples, key = 0, None
+        try:
+            for member in iter_tar(path, view):
+                split = sample_member(member.name)
+                if split is not None:
+                    samples += split[0] != key
+                    key = split[0]
+        except TarFormatError as exc:
+            raise LoaderError(str(exc)) from None
+        return samples
+    finally:
+        view.release()
+        if mapped is not None:
+            mapped.close()
+
+
 def iter_samples(path: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(key, {extension: decoded value}) of each sample of a tar, in order."""
+    """(key, {extension: decoded value}) of each sample of a tar, in order (hidden files skipped: `sample_member`)."""
     mapped, view = map_file(path)
     try:
         key: str | None = None
         sample: dict[str, Any] = {}
         try:
             for member in iter_tar(path, view, on_link=functools.partial(_refuse_link, path)):
-                member_key, extension = split_member(member.name)
+                split = sample_member(member.name)
+                if split is None:
+                    continue
+                member_key, extension = split
                 if member_key != key and sample:
                     yield key, sample  # type: ignore[misc]
                     sample = {}

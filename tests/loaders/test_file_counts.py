@@ -117,3 +117,54 @@ def test_a_local_folder_that_cannot_be_written_only_costs_the_counts(tmp_path, c
     assert ids(files) == list(range(FILES * PER_FILE))
     assert len(counted()) > 2 * FILES  # counted at each open
     assert any("cannot keep row counts in" in message for message in warnings_logged)
+
+
+def _forge(path_name: str, change) -> None:
+    stored = json.loads(file_counts.counts_path().read_text())
+    key = next(k for k in stored["files"] if k.endswith(path_name))
+    stored["files"][key]["units"] = change(stored["files"][key]["units"])
+    file_counts.counts_path().write_text(json.dumps(stored))
+
+
+FORGERIES = {
+    "a gap": lambda units: [units[0], [units[1][0] + 1, *units[1][1:]], *units[2:]],
+    "an overlap": lambda units: [units[0], [units[1][0] - 1, *units[1][1:]], *units[2:]],
+    "short of the end": lambda units: units[:-1],
+    "past the end": lambda units: [*units[:-1], [units[-1][0], units[-1][1] + 10, units[-1][2]]],
+    "not from 0": lambda units: units[1:],
+    "out of order": lambda units: [units[1], units[0], *units[2:]],
+    "an empty range": lambda units: [[0, 0, 0], *units],
+    "whole beside ranges": lambda units: [[None, None, 5], *units],
+    "negative rows": lambda units: [[*units[0][:2], -1], *units[1:]],
+    "rows as text": lambda units: [[*units[0][:2], "7"], *units[1:]],
+    "rows as a bool": lambda units: [[*units[0][:2], True], *units[1:]],
+    "fractional offsets": lambda units: [[units[0][0], units[0][1] + 0.5, units[0][2]], *units[1:]],
+    "no units": lambda units: [],
+}
+
+
+@pytest.mark.parametrize("forgery", list(FORGERIES))
+def test_remembered_units_that_do_not_tile_the_file_are_counted_again_and_replaced(tmp_path, counted, forgery):
+    files = write_files(tmp_path / "data")
+    ids(files)
+    good = json.loads(file_counts.counts_path().read_text())
+    counted()
+    _forge("part-1.jsonl", FORGERIES[forgery])
+    assert ids(files) == list(range(FILES * PER_FILE))
+    assert set(counted()) == {"part-1.jsonl"}  # the bad entry is counted again, the others are trusted
+    assert json.loads(file_counts.counts_path().read_text()) == good  # and replaced
+
+
+def test_remembered_parquet_units_tile_its_row_groups(tmp_path, counted):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"idx": list(range(100))}), path, row_group_size=10)
+    read = lambda: [r["idx"] for r in sds.load_dataset("parquet", data_files=str(path), split="train",  # noqa: E731
+                                                       streaming=True)]
+    assert read() == list(range(100))
+    counted()
+    assert read() == list(range(100)) and counted() == []  # row groups [0, 10): trusted
+    _forge("rows.parquet", lambda units: units[:-1])  # the last row groups left out: 90 rows
+    assert read() == list(range(100))

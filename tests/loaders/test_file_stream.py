@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 import stable_datasets as sds
 from stable_datasets.loaders.columns import LoaderError
+from stable_datasets.loaders.webdataset_files import count_samples
 
 torch = pytest.importorskip("torch")
 from stable_datasets.loaders import file_stream  # noqa: E402
@@ -292,16 +293,19 @@ def test_a_registered_builder_still_streams_its_cache(tmp_path, cache_root, toy_
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(lines=st.lists(st.one_of(st.integers(0, 99).map(lambda i: json.dumps({"idx": i})),
+                                st.integers(0, 99).map(lambda i: json.dumps({"idx": i, "m": {"k": [i]}}, indent=1)),
+                                st.integers(0, 99).map(lambda i: json.dumps({"idx": i}) + " " + json.dumps({"idx": i})),
                                 st.sampled_from(["", " ", "\t", "\r"])), min_size=0, max_size=12),
        ending=st.sampled_from(["\n", "\r\n"]), last=st.booleans(), lead=st.sampled_from(["", " "]))
 def test_counted_json_lines_equal_the_parsed_rows(tmp_path_factory, lines, ending, last, lead):
     """The lines counted when a stream opens are the rows the JSON loader parses (blank lines, CRLF, a last line
-    without its end, records after whitespace)."""
+    without its end, records after whitespace, records over several lines or two on one line)."""
     if not any(line.strip() for line in lines):
         lines = [*lines, json.dumps({"idx": 1})]
     path = tmp_path_factory.mktemp("count") / "a.jsonl"
     path.write_bytes((ending.join(lead + line for line in lines) + (ending if last else "")).encode())
-    loader = sds.load_builder("json", data_files=str(path), features=sds.Features({"idx": sds.Value("int64")}))
+    loader = sds.load_builder("json", data_files=str(path), features=sds.Features(
+        {"idx": sds.Value("int64"), "m": {"k": sds.Sequence(sds.Value("int64"))}}))
     parsed = sum(t.num_rows for t in loader.read_piece([str(path), None, None]))
     assert file_stream.count_rows(loader, [str(path), None, None]) == parsed
 
@@ -572,7 +576,7 @@ def test_a_tar_is_counted_from_its_headers_and_a_bad_member_is_named_when_read(t
     files = write_files(tmp_path / "data", "webdataset")
     loader = sds.load_builder("webdataset", data_files=files)
     for path in files:
-        assert file_stream.count_tar_samples(path) == sum(1 for _ in loader.examples_of_piece([path, None, None]))
+        assert count_samples(path) == sum(1 for _ in loader.examples_of_piece([path, None, None]))
     bad = tmp_path / "bad.tar"
     with tarfile.open(bad, "w") as tar:
         for key, data in (("a", b"1"), ("b", b"{not json"), ("c", b"3")):
@@ -636,3 +640,116 @@ def test_a_change_of_working_folder_after_open_changes_nothing_read(tmp_path, mo
     assert [name for name, _ in stream.source_files()] == here  # a state names the files opened
     loaded = pickle.loads(pickle.dumps(stream))  # as a DataLoader worker started later has it
     assert list(loaded) == built
+
+
+def _tar(path, names) -> None:
+    with tarfile.open(path, "w") as tar:
+        for name in names:
+            info = tarfile.TarInfo(name)
+            info.size = 1
+            tar.addfile(info, io.BytesIO(b"7"))
+
+
+def _one_of_each(folder) -> dict:
+    """Files that a stream and a build must read alike: (loader, load options) by case."""
+    folder.mkdir()
+    (folder / "empty.csv").write_text("")
+    (folder / "header.csv").write_text("a,b\n")
+    (folder / "pretty.json").write_text(json.dumps({"a": 1, "b": "x"}, indent=2) + "\n" +
+                                        json.dumps({"a": 2, "b": "y"}, indent=2) + "\n")
+    (folder / "single.json").write_text(json.dumps({"a": 1, "b": {"c": [1, 2]}}, indent=2))
+    (folder / "shared.jsonl").write_text('{"a": 1}{"a": 2}\n{"a": 3} {"a": 4}\n{"a": 5}\n')
+    (folder / "wds").mkdir()
+    _tar(folder / "wds" / "s0.tar", [".DS_Store", "k0.txt", "d/.DS_Store", "k1.txt", "._k1.txt", "k2.txt"])
+    (folder / "wds" / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1" + bytes(64))
+    _tar(folder / "lacking.tar", ["k0.txt", "k1.txt", "k1.cls"])
+    return {"empty csv": ("csv", {"data_files": str(folder / "empty.csv")}),
+            "header-only csv": ("csv", {"data_files": str(folder / "header.csv")}),
+            "pretty-printed records": ("json", {"data_files": str(folder / "pretty.json")}),
+            "one pretty-printed record": ("json", {"data_files": str(folder / "single.json")}),
+            "records sharing a line": ("json", {"data_files": str(folder / "shared.jsonl")}),
+            "hidden files in and beside a tar": ("webdataset", {"data_dir": str(folder / "wds")}),
+            "a tar glob with a stray file": ("webdataset", {"data_files": str(folder / "wds" / "*")}),
+            "a sample lacking a member": ("webdataset", {"data_files": str(folder / "lacking.tar")})}
+
+
+def _outcome(loader: str, streaming: bool, options: dict):
+    try:
+        read = sds.load_dataset(loader, split="train", streaming=streaming, **options)
+        return "rows", list(read) if streaming else read.to_list()
+    except Exception as exc:  # the same error, of the same type and text
+        return type(exc).__name__, str(exc)
+
+
+def test_a_stream_and_a_build_read_the_same_file_alike(tmp_path):
+    cases = _one_of_each(tmp_path / "files")
+    outcomes = {case: (_outcome(loader, False, options), _outcome(loader, True, options))
+                for case, (loader, options) in cases.items()}
+    for case, (built, streamed) in outcomes.items():
+        assert streamed == built, case
+    rows = {case: len(built[1]) for case, (built, _) in outcomes.items() if built[0] == "rows"}
+    assert rows == {"header-only csv": 0, "pretty-printed records": 2, "one pretty-printed record": 1,
+                    "records sharing a line": 5, "hidden files in and beside a tar": 3,
+                    "a tar glob with a stray file": 3}
+    assert outcomes["empty csv"][0][0] == "LoaderError" and "empty.csv" in outcomes["empty csv"][0][1]
+    lacking = outcomes["a sample lacking a member"][0]
+    assert lacking[0] == "ExampleError" and "lacking.tar:k0" in lacking[1] and "split 'train'" in lacking[1]
+
+
+def test_a_wrong_count_is_never_blamed_on_an_edit_and_is_counted_again(tmp_path):
+    from stable_datasets.loaders import file_counts
+
+    files = write_files(tmp_path / "data", "json")
+    assert len(sds.load_dataset("json", data_files=files, split="train", streaming=True)) == FILES * PER_FILE
+    stored = json.loads(file_counts.counts_path().read_text())
+    entry = next(e for key, e in stored["files"].items() if key.endswith("part-1.jsonl"))
+    entry["units"][0][2] += 1  # a remembered count that tiles the file but is wrong; the file is unchanged
+    file_counts.counts_path().write_text(json.dumps(stored))
+    stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
+    with pytest.raises(LoaderError) as info:
+        list(stream)
+    assert str(info.value).startswith(f"{files[1]}: holds {PER_FILE} rows as the loader reads it, but "
+                                      f"{PER_FILE + 1} were counted")
+    assert "changed" not in str(info.value).replace("has not changed", "")
+    assert [row_id("json", r) for r in sds.load_dataset("json", data_files=files, split="train", streaming=True)] \
+        == list(range(FILES * PER_FILE))  # the bad count was dropped: counted again
+
+
+def _same_size_same_mtime_edit(path: str) -> None:
+    """Rewrite a byte of `path` keeping its size and mtime (what input_identity="sha256" exists to see)."""
+    before = os.stat(path)
+    with open(path, "r+b") as fh:
+        data = fh.read()
+        at = data.index(b'"row ') + 5
+        fh.seek(at)
+        fh.write(b"X")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert [os.stat(path).st_size, os.stat(path).st_mtime_ns] == [before.st_size, before.st_mtime_ns]
+
+
+def test_input_identity_sha256_refuses_a_same_size_same_mtime_edit_mid_epoch_and_on_resume(tmp_path, monkeypatch):
+    monkeypatch.setattr(file_stream, "UNIT_BYTES", 4000)  # units of ~100 rows: the last file is read well after
+    files, per_file = [], 1000  # the first reads (of 1,024 rows), so its edit happens mid-epoch
+    for f in range(3):
+        files.append(str(tmp_path / f"part-{f}.jsonl"))
+        with open(files[-1], "w") as fh:
+            fh.writelines(json.dumps({"idx": f * per_file + i, "text": f"row {f}-{i}"}) + "\n" for i in range(per_file))
+    options = {"data_files": files, "split": "train", "streaming": True, "input_identity": "sha256"}
+    stream = sds.load_dataset("json", **options)
+    assert all(identity[1].startswith("sha256:") for _, identity in stream.source_files())
+    it = iter(stream)
+    for _ in range(30):
+        next(it)
+    state = stream.state_dict()
+    os.utime(files[0])  # touched, same bytes: still the same file
+    _same_size_same_mtime_edit(files[2])
+    with pytest.raises(LoaderError, match=f"^{files[2]}: the file changed while it was streamed"):
+        list(it)
+    again = sds.load_dataset("json", **options)
+    assert [r["text"] for r in again][2 * per_file] == "row X-0"  # opened again: the edit is read
+    with pytest.raises(ValueError, match=f"cannot resume: {files[2]} changed since the state was saved"):
+        again.load_state_dict(state)
+    touched = sds.load_dataset("json", **{**options, "data_files": files[:2]})
+    before = touched.state_dict()
+    os.utime(files[1])
+    sds.load_dataset("json", **{**options, "data_files": files[:2]}).load_state_dict(before)  # same bytes: resumes
