@@ -156,6 +156,8 @@ def decode_image_mode(data: bytes, mode: str) -> np.ndarray | None:
     if not data:
         return None
     flags = _READ_FLAGS[mode]
+    if mode == "L" and _is_8bit_gray_png(data):
+        flags = cv2.IMREAD_GRAYSCALE  # the stored values as they are: no colour decode and luma to undo it
     if flags == cv2.IMREAD_UNCHANGED and data.startswith(b"\xff\xd8"):
         # a JPEG has no alpha nor 16 bits, and IMREAD_UNCHANGED would skip its EXIF orientation (PIL, so
         # Hugging Face, applies it): read its channels as stored, turned upright
@@ -184,6 +186,11 @@ def decode_image_mode(data: bytes, mode: str) -> np.ndarray | None:
     if channels == 4:
         return cv2.cvtColor(image, cv2.COLOR_BGRA2RGBA)
     return image
+
+
+def _is_8bit_gray_png(data: bytes) -> bool:
+    """A PNG whose header says 8-bit grayscale (colour type 0): read as is, it gives what PIL's "L" gives."""
+    return data.startswith(_PNG_SIGNATURE) and len(data) > 25 and data[24] == 8 and data[25] == 0
 
 
 def pil_luma(image: np.ndarray) -> np.ndarray:

@@ -46,7 +46,7 @@ class STL10(CatalogBuilder):
             description="STL-10: 96x96 colour images in 10 classes (500 train and 800 test images a class) and "
                         "100,000 unlabeled images for unsupervised learning (label -1). Pixels are kept as in the "
                         "official binary files (upstream stores JPEG re-encodes).",
-            features=Features({"image": Image(), "label": ClassLabel(names=LABELS)}),
+            features=Features({"image": Image(format="bmp"), "label": ClassLabel(names=LABELS)}),
             supervised_keys=("image", "label"),
             num_examples={"train": 5_000, "test": 8_000, "unlabeled": 100_000},
         )

@@ -82,3 +82,21 @@ def test_bmp_cells_are_lossless_in_every_layout(shape):
     np.testing.assert_array_equal(sds.Image(mode=mode).decode(stored), pixels)
     with pytest.raises(ValueError, match="16-bit images can be stored as png only, not bmp"):
         sds.Image(format="bmp").encode(pixels.astype(np.uint16), "image")
+
+
+def test_gray_pngs_in_mode_l_give_pils_values_by_the_direct_path():
+    """An 8-bit grayscale PNG is read as is in mode "L" (no colour decode); 16-bit and colour ones as before."""
+    import io
+
+    from PIL import Image as PILImage
+
+    from stable_datasets.features.image import _is_8bit_gray_png
+
+    gray = np.random.default_rng(1).integers(0, 256, (9, 11), dtype=np.uint8)
+    deep = gray.astype(np.uint16) * 257
+    for pixels in (gray, deep, np.dstack([gray, gray // 2, 255 - gray])):
+        stored = cv2.imencode(".png", pixels)[1].tobytes()
+        expected = np.asarray(PILImage.open(io.BytesIO(stored)).convert("L")) if pixels.dtype == np.uint8 else \
+            (pixels >> 8).astype(np.uint8)
+        np.testing.assert_array_equal(sds.Image(mode="L").decode(stored), expected)
+        assert _is_8bit_gray_png(stored) == (pixels is gray)
