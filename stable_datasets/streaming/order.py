@@ -41,7 +41,9 @@ from typing import Any
 import numpy as np
 
 from stable_datasets.env import env_number
+from stable_datasets.errors import StateError
 from stable_datasets.streaming.bijection import mix_keys, permute
+from stable_datasets.streaming.seeds import check_seed
 
 #: windows of at most this many rows are permuted whole when first read (8 bytes a row), and kept
 WINDOW_CACHE_ROWS = 1 << 18
@@ -199,8 +201,7 @@ class BlockOrder:
         if self.window_shards is not None and (isinstance(self.window_shards, bool)
                                                or not isinstance(self.window_shards, int) or self.window_shards < 1):
             raise ValueError(f"window_shards must be a positive int or None, got {self.window_shards!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
+        object.__setattr__(self, "seed", check_seed(self.seed, "shuffle"))
         if self.bounds is not None:
             bounds = check_bounds(self.bounds, self.num_rows)
             if self.window_shards is not None and self.shards is not None:
@@ -371,9 +372,9 @@ class Lanes:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"lanes: {name} must be a positive int, got {value!r}")
-        if self.workers > 1 << 16 or self.world_size > 1 << 24:
-            raise ValueError(f"lanes: {self.world_size} ranks x {self.workers} workers is past the limits "
-                             f"({1 << 24} ranks, {1 << 16} workers)")
+        if self.workers > 1 << 16 or self.world_size > 1 << 24 or self.unit > 1 << 32:
+            raise ValueError(f"lanes: {self.world_size} ranks x {self.workers} workers x units of {self.unit} rows is "
+                             f"past the limits ({1 << 24} ranks, {1 << 16} workers, {1 << 32} rows)")
 
     def to_list(self) -> list[int]:
         return [int(self.world_size), int(self.workers), int(self.unit)]
@@ -384,12 +385,12 @@ class Lanes:
         if value is None:
             return None
         if not isinstance(value, (list, tuple)) or len(value) != 3:
-            raise ValueError(f"cannot resume: the saved stream's lanes must be [world_size, workers, unit], got "
-                             f"{value!r}")
+            raise StateError(f"cannot resume: the saved stream's lanes must be [world_size, workers, unit], got "
+                             f"{value!r:.60}")
         try:
             return cls(*value)
         except ValueError as exc:
-            raise ValueError(f"cannot resume: {exc}") from None
+            raise StateError(f"cannot resume: {exc}") from None
 
     def to_order(self, g: Any, num_rows: int, drop_last: bool) -> np.ndarray:
         """Epoch-order indices (in [0, num_rows)) of global positions `g` (in [0, num_rows))."""
