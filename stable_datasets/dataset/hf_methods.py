@@ -38,14 +38,17 @@ EXPORT_BATCH_ROWS = 1000  # Hugging Face's default batch size for to_parquet/to_
 def positions(indices: Any) -> np.ndarray:
     """Row positions from what Hugging Face's `select` takes: a list, a range, a numpy array, a pandas
     Series, or any iterable of ints (an iterator too)."""
-    if isinstance(indices, range):
-        return np.arange(indices.start, indices.stop, indices.step, dtype=np.int64)
-    if isinstance(indices, np.ndarray) or hasattr(indices, "__array__"):
-        return np.asarray(indices, dtype=np.int64).reshape(-1)
-    if isinstance(indices, (list, tuple)):
-        return np.asarray(indices, dtype=np.int64).reshape(-1)
-    if isinstance(indices, Iterable) and not isinstance(indices, (str, bytes, Mapping)):
-        return np.fromiter((int(i) for i in indices), dtype=np.int64)
+    try:
+        if isinstance(indices, range):
+            return np.arange(indices.start, indices.stop, indices.step, dtype=np.int64)
+        if isinstance(indices, np.ndarray) or hasattr(indices, "__array__"):
+            return np.asarray(indices, dtype=np.int64).reshape(-1)
+        if isinstance(indices, (list, tuple)):
+            return np.asarray(indices, dtype=np.int64).reshape(-1)
+        if isinstance(indices, Iterable) and not isinstance(indices, (str, bytes, Mapping)):
+            return np.fromiter((int(i) for i in indices), dtype=np.int64)
+    except OverflowError:  # an index past int64 is past any dataset
+        raise IndexError("select: an index is out of range (past 2**63, no dataset has that many rows)") from None
     raise TypeError(f"select takes a list, range, numpy array, pandas Series or iterable of row indices, got "
                     f"{type(indices).__name__}")
 

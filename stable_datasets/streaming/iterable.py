@@ -110,6 +110,9 @@ class StreamingDataset(_IterableBase):
                  loader_batch_size: int | None = None, rows: tuple[int, int] | None = None, lanes: bool = False):
         self.dataset = dataset
         self.num_rows = len(dataset)
+        if max_block_rows is not None and (isinstance(max_block_rows, bool) or not isinstance(max_block_rows, int)
+                                           or max_block_rows < 1):
+            raise ValueError(f"max_block_rows must be None or a positive int, got {max_block_rows!r}")
         self._options = {"shuffle": shuffle, "seed": seed, "window_blocks": window_blocks,
                          "window_shards": window_shards, "max_block_rows": max_block_rows, "rank": rank,
                          "world_size": world_size, "drop_last": drop_last, "loader_batch_size": loader_batch_size,
@@ -125,6 +128,9 @@ class StreamingDataset(_IterableBase):
         self._given_rank = (rank, world_size)
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.drop_last = drop_last
+        if loader_batch_size is not None and (isinstance(loader_batch_size, bool) or not isinstance(
+                loader_batch_size, int) or not 1 <= loader_batch_size <= 1 << 32):
+            raise ValueError(f"loader_batch_size must be None or an int in [1, 2**32], got {loader_batch_size!r}")
         self.loader_batch_size = loader_batch_size
         self.batch_size: int | None = None
         self.drop_last_batch = False

@@ -241,8 +241,12 @@ class BlockOrder:
             block_order, window_in_order = self._blocks_in_shard_windows(rng)
         else:
             block_order = rng.permutation(self.num_blocks).astype(np.int64)
-            window_in_order = np.arange(self.num_blocks, dtype=np.int64) // self.window_blocks
+            window_in_order = np.arange(self.num_blocks, dtype=np.int64) // self._window()
         return EpochOrder(self.num_rows, self.bounds, block_order, window_in_order, keys)
+
+    def _window(self) -> int:
+        """window_blocks as numpy can divide by: a window of more blocks than there are is all of them."""
+        return min(self.window_blocks, max(1, self.num_blocks))
 
     def _shard_windows(self) -> bool:
         return self.shards is not None and len(self.shards) - 1 > self.window_shards
@@ -258,7 +262,7 @@ class BlockOrder:
         block_order = np.lexsort((rng.random(self.num_blocks), shard_window))
         window_of_ordered = shard_window[block_order]
         first = np.searchsorted(window_of_ordered, window_of_ordered, side="left")  # each shard window's first
-        key = window_of_ordered * (self.num_blocks + 1) + (np.arange(self.num_blocks) - first) // self.window_blocks
+        key = window_of_ordered * (self.num_blocks + 1) + (np.arange(self.num_blocks) - first) // self._window()
         window_in_order = np.concatenate([[0], np.cumsum(key[1:] != key[:-1])]).astype(np.int64)
         return block_order.astype(np.int64), window_in_order
 
@@ -309,14 +313,18 @@ def worker_indices(k: Any, unit: int, worker: int, num_workers: int) -> np.ndarr
     return (worker + (k // unit) * num_workers) * unit + k % unit
 
 
+#: the most ranks a stream is split over (the lanes' limit too)
+MAX_WORLD_SIZE = 1 << 24
+
+
 def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """(rank, world_size): as given, else from torch.distributed when it is initialized, else (0, 1)."""
     if rank is None and world_size is None:
         rank, world_size = _distributed_rank()
     elif rank is None or world_size is None:
         raise ValueError("pass both rank= and world_size=, or neither (torch.distributed is then asked)")
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or not 1 <= world_size <= MAX_WORLD_SIZE:
+        raise ValueError(f"world_size must be an int in [1, {MAX_WORLD_SIZE}], got {world_size!r}")
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
         raise ValueError(f"rank {rank!r} is not in [0, {world_size})")
     return rank, world_size

@@ -271,3 +271,18 @@ def test_forged_stateful_dataloader_states_are_refused_by_the_stream_in_one_line
                 assert one_line(error).startswith(("cannot resume", "cannot merge"))
                 continue
             assert sorted(served + [int(i) for i in resumed]) == list(range(ROWS)), path
+
+
+def test_absurd_stream_arguments_are_refused_in_one_line_not_overflowing_in_numpy():
+    """Before: window_blocks=2**64 and world_size=2**64 raised OverflowError ('Python int too large to convert to C
+    long') from numpy; loader_batch_size=-1 was accepted; max_block_rows=-1 blamed the block bounds; select([2**64])
+    overflowed. A window larger than the blocks is all of them."""
+    assert sorted(StreamingDataset(Ids(30), shuffle=True, window_blocks=2**64)) == list(range(30))
+    for options, message in [({"rank": 0, "world_size": 2**64}, r"world_size must be an int in \[1, 16777216\], got "),
+                             ({"loader_batch_size": -1}, r"loader_batch_size must be None or an int in \[1, 2\*\*32\]"),
+                             ({"max_block_rows": -1}, "max_block_rows must be None or a positive int, got -1")]:
+        with pytest.raises(ValueError, match=f"^{message}") as error:
+            StreamingDataset(Ids(30), **options)
+        one_line(error.value)
+    with pytest.raises(IndexError, match=r"^select: an index is out of range \(past 2\*\*63"):
+        sds.StableDataset.from_dict({"x": [1, 2]}).select([2**64])
