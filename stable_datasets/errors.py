@@ -118,3 +118,12 @@ def add_note(exc: BaseException, note: str) -> None:
         exc.add_note(note)
     else:  # Python 3.10: kept on the exception, as 3.11 keeps it
         exc.__notes__ = [*getattr(exc, "__notes__", []), note]  # type: ignore[attr-defined]
+
+
+class StateError(StableDatasetsError, ValueError):
+    """A saved stream or sampler state that cannot be resumed (foreign, partial, edited, or saved over other data):
+    the message says which key and why. A ValueError, as a bad argument is."""
+
+
+class SeedError(StableDatasetsError, ValueError):
+    """A shuffle or mix seed outside the one accepted range (`streaming.seeds.check_seed`)."""

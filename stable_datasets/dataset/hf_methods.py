@@ -7,6 +7,12 @@ that serves rows. Values and files follow Hugging Face's: `take(n)` past the end
 dataset, exports write the stored values `to_arrow` gives in batches of 1,000 rows, CSV without
 the index, JSON as records one per line, and each returns what Hugging Face returns (the Arrow
 bytes of the batches for Parquet, the bytes written for CSV and JSON).
+
+Text exports (CSV, JSON) hold no bytes: a binary or image column is refused before anything is
+written, naming it (Hugging Face's writer fails on them inside pandas, or writes Python's bytes
+repr). Nested cells (lists, structs) are JSON in a CSV cell (`[1, 2]`, never numpy's `[1 2]`), and
+JSON values in JSON. A file export is written beside its path and renamed once complete, so a failed
+export leaves no file behind.
 """
 
 from __future__ import annotations
@@ -14,12 +20,16 @@ from __future__ import annotations
 import contextlib
 import io
 import itertools
+import json
 import os
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from typing import IO, Any
 
 import numpy as np
+import pyarrow as pa
 
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features import Features
 
 EXPORT_BATCH_ROWS = 1000  # Hugging Face's default batch size for to_parquet/to_csv/to_json
@@ -28,14 +38,17 @@ EXPORT_BATCH_ROWS = 1000  # Hugging Face's default batch size for to_parquet/to_
 def positions(indices: Any) -> np.ndarray:
     """Row positions from what Hugging Face's `select` takes: a list, a range, a numpy array, a pandas
     Series, or any iterable of ints (an iterator too)."""
-    if isinstance(indices, range):
-        return np.arange(indices.start, indices.stop, indices.step, dtype=np.int64)
-    if isinstance(indices, np.ndarray) or hasattr(indices, "__array__"):
-        return np.asarray(indices, dtype=np.int64).reshape(-1)
-    if isinstance(indices, (list, tuple)):
-        return np.asarray(indices, dtype=np.int64).reshape(-1)
-    if isinstance(indices, Iterable) and not isinstance(indices, (str, bytes, Mapping)):
-        return np.fromiter((int(i) for i in indices), dtype=np.int64)
+    try:
+        if isinstance(indices, range):
+            return np.arange(indices.start, indices.stop, indices.step, dtype=np.int64)
+        if isinstance(indices, np.ndarray) or hasattr(indices, "__array__"):
+            return np.asarray(indices, dtype=np.int64).reshape(-1)
+        if isinstance(indices, (list, tuple)):
+            return np.asarray(indices, dtype=np.int64).reshape(-1)
+        if isinstance(indices, Iterable) and not isinstance(indices, (str, bytes, Mapping)):
+            return np.fromiter((int(i) for i in indices), dtype=np.int64)
+    except OverflowError:  # an index past int64 is past any dataset
+        raise IndexError("select: an index is out of range (past 2**63, no dataset has that many rows)") from None
     raise TypeError(f"select takes a list, range, numpy array, pandas Series or iterable of row indices, got "
                     f"{type(indices).__name__}")
 
@@ -87,9 +100,15 @@ def add_item(ds: Any, item: Mapping[str, Any]) -> Any:
     return both.with_format(fmt["type"], fmt["columns"], fmt["decode"])
 
 
+class ExportError(StableDatasetsError, ValueError):
+    """A column an export format cannot hold (bytes in CSV or JSON); the message names it and what to do."""
+
+
 @contextlib.contextmanager
 def _sink(path_or_buf: Any, storage_options: dict[str, Any] | None, mode: str) -> Iterator[IO[Any]]:
-    """An open file for a path (local, or a URL through fsspec with `storage_options`) or the buffer given."""
+    """An open file for a path (local, or a URL through fsspec with `storage_options`) or the buffer given. A
+    local file is written beside its path and renamed into place once complete; a failed export removes what
+    it wrote (nothing half-written, no empty file, is left where the export was asked for)."""
     if hasattr(path_or_buf, "write"):
         yield path_or_buf
         return
@@ -97,11 +116,49 @@ def _sink(path_or_buf: Any, storage_options: dict[str, Any] | None, mode: str) -
     if "://" in path:
         import fsspec
 
-        with fsspec.open(path, mode, **(storage_options or {})) as fh:
-            yield fh
+        opened = fsspec.open(path, mode, **(storage_options or {}))
+        try:
+            with opened as fh:
+                yield fh
+        except BaseException:
+            with contextlib.suppress(Exception):
+                opened.fs.rm(opened.path)
+            raise
         return
-    with open(path, mode) as fh:
-        yield fh
+    folder, name = os.path.split(os.path.abspath(path))
+    temporary = os.path.join(folder, f".{name}.{uuid.uuid4().hex[:8]}.partial")
+    try:
+        with open(temporary, mode) as fh:
+            yield fh
+        os.replace(temporary, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temporary)
+
+
+def _holds_bytes(kind: pa.DataType) -> bool:
+    """Whether a stored type holds bytes anywhere (a binary column, an image, a list or struct of them)."""
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
+        return True
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _holds_bytes(kind.value_type)
+    if pa.types.is_struct(kind):
+        return any(_holds_bytes(kind.field(i).type) for i in range(kind.num_fields))
+    return False
+
+
+def _is_nested(kind: pa.DataType) -> bool:
+    return pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind) or \
+        pa.types.is_struct(kind) or pa.types.is_map(kind)
+
+
+def _refuse_bytes(ds: Any, schema: pa.Schema, method: str) -> None:
+    """A text export of a column holding bytes is refused before anything is written, naming the column."""
+    for field in schema:
+        if _holds_bytes(field.type):
+            feature = ds.features.get(field.name) if hasattr(ds.features, "get") else None
+            raise ExportError(f"{method}: column {field.name!r} holds bytes ({feature!r}); {method[3:].upper()} has "
+                              "no bytes type: export it with to_parquet, or remove_columns/cast it first")
 
 
 def to_parquet(ds: Any, path_or_buf: Any, batch_size: int | None = None, storage_options: dict[str, Any] | None = None,
@@ -121,15 +178,35 @@ def to_parquet(ds: Any, path_or_buf: Any, batch_size: int | None = None, storage
     return written
 
 
+def _plain(value: Any) -> Any:
+    """numpy values inside a pandas cell as JSON's (json.dumps' `default`)."""
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def _json_cells(column: Any) -> list[Any]:
+    """A nested column's cells as JSON text (null stays null): what a CSV cell holds instead of numpy's repr."""
+    return [None if value is None else json.dumps(value, default=_plain) for value in column.tolist()]
+
+
 def _text_export(ds: Any, path_or_buf: Any, batch_size: int | None, storage_options: dict[str, Any] | None,
-                 render: Any, encoding: str) -> int:
+                 render: Any, encoding: str, method: str) -> int:
     """Batches of DataFrames rendered to text and written; a text buffer (io.StringIO) gets str, anything
-    else bytes in `encoding`. Returns what was written (characters or bytes)."""
+    else bytes in `encoding`. Returns what was written (characters or bytes). Columns holding bytes are
+    refused first; for CSV, nested cells become JSON text (module docstring)."""
+    schema = ds.features.arrow_schema
+    _refuse_bytes(ds, schema, method)
+    nested = [f.name for f in schema if _is_nested(f.type)] if method == "to_csv" else []
     written = 0
     as_text = isinstance(path_or_buf, io.TextIOBase)
     with _sink(path_or_buf, storage_options, "wb") as fh:
         frames = ds.to_pandas(batch_size=batch_size or EXPORT_BATCH_ROWS, batched=True)
         for offset, frame in enumerate(frames):
+            for name in nested:
+                frame[name] = _json_cells(frame[name])
             text = render(frame, offset == 0)
             data = text if as_text else text.encode(encoding)
             fh.write(data)
@@ -147,7 +224,7 @@ def to_csv(ds: Any, path_or_buf: Any, batch_size: int | None = None, num_proc: i
     encoding = kwargs.pop("encoding", "utf-8")
     return _text_export(ds, path_or_buf, batch_size, storage_options,
                         lambda frame, first: frame.to_csv(None, header=header if first else False, **kwargs),
-                        encoding)
+                        encoding, "to_csv")
 
 
 def to_json(ds: Any, path_or_buf: Any, batch_size: int | None = None, num_proc: int | None = None,
@@ -167,4 +244,4 @@ def to_json(ds: Any, path_or_buf: Any, batch_size: int | None = None, num_proc: 
         text = frame.to_json(None, orient=orient, lines=lines, **to_json_kwargs)
         return text if text.endswith("\n") else text + "\n"
 
-    return _text_export(ds, path_or_buf, batch_size, storage_options, render, encoding)
+    return _text_export(ds, path_or_buf, batch_size, storage_options, render, encoding, "to_json")

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from stable_datasets.streaming.bijection import mix_keys, permute
+from stable_datasets.streaming.seeds import check_seed, fresh_seed
 
 #: views of more rows than this are shuffled lazily by default (the eager permutation would take 128 MB)
 LAZY_SHUFFLE_ROWS = 1 << 24
@@ -34,8 +35,8 @@ def shuffle_key(seed: int | None, generator: np.random.Generator | None) -> int:
     if generator is not None:
         return int(generator.integers(0, 2**63, dtype=np.int64))
     if seed is None:
-        return int(np.random.SeedSequence().entropy % 2**63)
-    return int(mix_keys(int(seed) % 2**63, 0x5EED)[()]) >> 1
+        return fresh_seed()
+    return int(mix_keys(check_seed(seed, "shuffle"), 0x5EED)[()]) >> 1
 
 
 class KeyedShuffle:

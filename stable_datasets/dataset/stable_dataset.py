@@ -43,6 +43,7 @@ from stable_datasets.features.video import (
 )
 from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.streaming.order import runs_of_blocks
+from stable_datasets.streaming.seeds import check_seed
 from stable_datasets.write.engines import import_ray
 
 if TYPE_CHECKING:
@@ -684,8 +685,11 @@ class StableDataset:
         Up to `LAZY_SHUFFLE_ROWS` rows (16.7M) the order is Hugging Face's, `np.random.default_rng(seed).permutation`,
         so a seed gives the rows HF gives. Above (or with `lazy=True`) it is a keyed bijection evaluated on demand
         (`dataset.keyed_shuffle`): the view holds a few numbers instead of 8 bytes a row, in every process it is
-        pickled to, and a stream over it starts at once. `lazy=False` forces the permutation array."""
+        pickled to, and a stream over it starts at once. `lazy=False` forces the permutation array. Seeds follow
+        one rule for every shuffle (`streaming.seeds.check_seed`: an int in [0, 2**63), else a SeedError)."""
         n = len(self)
+        if seed is not None:
+            seed = check_seed(seed, "shuffle")  # one rule for the eager, lazy and stream shuffles
         if lazy is None:
             lazy = n > LAZY_SHUFFLE_ROWS
         if not lazy:

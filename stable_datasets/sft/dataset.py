@@ -227,10 +227,13 @@ class PackedSFTDataset:
         if paths is not None and file_path is not None:
             raise TypeError("pass the packed files once: paths= or file_path=, not both")
         paths = paths if paths is not None else file_path
+        #: what collate_fn is missing when the tokenizer has no eos_id (the packs read without it, as Megatron-Bridge's
+        #: constructor does not need the collate's arguments)
+        self._eos_missing = ""
         if eos_id is None and tokenizer is not None:
             eos_id = getattr(tokenizer, "eos_id", None)
             if eos_id is None:
-                raise ValueError(f"tokenizer {type(tokenizer).__name__} has no eos_id; pass eos_id=")
+                self._eos_missing = f" (tokenizer {type(tokenizer).__name__} has no eos_id)"
         if pack_metadata is not None and pack_metadata_file_path is not None:
             raise TypeError("pass pack_metadata= or pack_metadata_file_path=, not both")
         if pack_metadata_file_path is not None:
@@ -321,14 +324,15 @@ class PackedSFTDataset:
         return runs_of_blocks(np.searchsorted(stored, self.samples_mapping, side="right") - 1)
 
     def _locate(self, idx: int) -> tuple[int, bool]:
-        """(stored pack, padding) of sample `idx`; a negative index is a padding sample."""
-        idx = int(idx)
-        padding = idx < 0
-        if padding:
-            idx += len(self)
-        if not 0 <= idx < len(self):
-            raise IndexError(f"index {idx} is out of range for {len(self)} samples")
-        return (int(self.samples_mapping[idx]) if self.samples_mapping is not None else idx), padding
+        """(stored pack, padding) of sample `idx`. Megatron-Bridge's rule: a negative index is a padding sample
+        (its loss mask zeroed) of sample `len(self) + idx` (through the samples mapping when there is one)."""
+        given = int(idx)
+        padding = given < 0
+        position = given + len(self) if padding else given
+        if not 0 <= position < len(self):
+            raise IndexError(f"index {given} is out of range for {len(self)} samples"
+                             + (" (a negative index is a padding sample of the sample len + index)" if padding else ""))
+        return (int(self.samples_mapping[position]) if self.samples_mapping is not None else position), padding
 
     def __getitem__(self, idx: int) -> dict[str, np.ndarray]:
         pack, padding = self._locate(idx)
@@ -390,6 +394,9 @@ class PackedSFTDataset:
     def _sample(self, pack: int, row: dict[str, Any], padding: bool, bad: bool | None = None) -> dict[str, np.ndarray]:
         """The sample of stored `row`; `bad` is its validation flag when the caller has it already."""
         input_ids, loss_mask, starts = row["input_ids"], row["loss_mask"], row["seq_start_id"]
+        if input_ids is None or loss_mask is None or starts is None:  # (whether validated or not: nothing to serve)
+            nulls = [c for c in ("input_ids", "loss_mask", "seq_start_id") if row[c] is None]
+            raise PackedRowError(f"pack {pack} of {self.paths}: {', '.join(nulls)} is null")
         if type(input_ids) is not np.ndarray or type(loss_mask) is not np.ndarray or type(starts) is not np.ndarray:
             input_ids, loss_mask, starts = np.asarray(input_ids), np.asarray(loss_mask), np.asarray(starts)
         if self.validate and ((self._checks or self._block_checks()).is_bad(pack) if bad is None else bad):
@@ -418,8 +425,8 @@ class PackedSFTDataset:
         """`collate_packed` bound to this dataset's settings (eos_id and max_seq_length are required)."""
         settings = dict(self.collate_settings)
         if settings["eos_id"] is None or settings["max_seq_length"] is None:
-            raise ValueError("collate_fn needs eos_id= and max_seq_length= (max_seq_length defaults to the "
-                             "pack_size of the packing metadata when there is one)")
+            raise ValueError(f"collate_fn needs eos_id={getattr(self, '_eos_missing', '')} and max_seq_length= "
+                             "(max_seq_length defaults to the pack_size of the packing metadata when there is one)")
         return functools.partial(collate_packed, **settings)
 
     # Pickling (DataLoader workers) carries the source as it is: Parquet sources carry their resolved

@@ -141,7 +141,7 @@ class GPTSFTPackedParquetDataset(PackedSFTDataset):
 
 # PackedSFTDataset's own reader options, accepted by the Megatron names too
 _READER_OPTIONS = frozenset({"allow_pickle", "eos_id", "legacy_keys", "cache_row_groups", "max_open_files", "validate",
-                             "page_reads", "readahead", "storage_options", "pack_metadata"})
+                             "page_reads", "readahead", "storage_options", "pack_metadata", "adopt"})
 
 
 def _is_special(spec: Any) -> bool:
@@ -166,7 +166,11 @@ class GPTSFTPackedParquetMultiShardDataset:
             raise PackedFilesNotFoundError("GPTSFTPackedParquetMultiShardDataset needs at least one Parquet path")
         self.shards = [GPTSFTPackedParquetDataset(p, tokenizer, **kwargs) for p in parquet_paths]
         self.shard_offsets = np.cumsum([0] + [len(s) for s in self.shards])
-        self.collate_fn: Callable[..., dict[str, Any]] = self.shards[0].collate_fn
+
+    @property
+    def collate_fn(self) -> Callable[..., dict[str, Any]]:
+        """The first shard's, made when asked for: the constructor does not need the collate's arguments."""
+        return self.shards[0].collate_fn
 
     def __len__(self) -> int:
         return int(self.shard_offsets[-1])

@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 from loguru import logger
 
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features
 from stable_datasets.features.sequence import Sequence as SequenceFeature
 from stable_datasets.features.value import Value
@@ -123,6 +124,39 @@ def plan_packs(token_counts: np.ndarray, pack_size: int, algorithm: str = "first
                     skipped=skipped, truncated=truncated)
 
 
+#: token ids are stored as int32 (Megatron's packed format): an id must be below this
+TOKEN_ID_LIMIT = 1 << 31
+
+
+class PackInputError(StableDatasetsError, ValueError):
+    """A sequence to pack whose token ids or loss mask do not fit the packed format's types (int32 ids in
+    [0, 2**31), a 0/1 loss mask): refused, naming the sequence, rather than wrapped into other tokens."""
+
+
+def checked_tokens(ids: np.ndarray, mask: np.ndarray, ends: np.ndarray, names: Sequence[Any] | None = None,
+                   what: str = "sequence") -> tuple[np.ndarray, np.ndarray]:
+    """(ids as int32, mask as int8) of sequences laid end to end (each ending at `ends`), or a PackInputError
+    naming the first sequence (`names[k]`, else its place k in the pack) whose ids or mask do not fit: a cast
+    alone would wrap id 2**31 to -2**31 and mask 256 to 0. One min/max per pack, no per-token Python."""
+    ids, mask = np.asarray(ids), np.asarray(mask)
+    bad_at, why = None, ""
+    if ids.dtype.kind not in "iu" and ids.size:
+        bad_at, why = 0, f"token ids must be integers, got {ids.dtype}"
+    elif ids.size and (int(ids.min()) < 0 or int(ids.max()) >= TOKEN_ID_LIMIT):
+        bad_at = int(np.flatnonzero((ids < 0) | (ids >= TOKEN_ID_LIMIT))[0])
+        why = f"token id {int(ids[bad_at])} is not in [0, 2**31) (input_ids are int32)"
+    if bad_at is None and mask.size and mask.dtype.kind != "b":
+        off = (mask != 0) & (mask != 1)
+        if off.any():
+            bad_at = int(np.flatnonzero(off)[0])
+            why = f"loss_mask value {mask[bad_at].item()!r} is not 0 or 1"
+    if bad_at is not None:
+        k = int(np.searchsorted(np.asarray(ends), bad_at, side="right"))
+        name = names[k] if names is not None and k < len(names) else k
+        raise PackInputError(f"{what} {name}: {why}; refusing to pack it (a cast would silently change it)")
+    return ids.astype(np.int32, copy=False), mask.astype(np.int8, copy=False)
+
+
 def shifted_mask(mask: np.ndarray, ends: np.ndarray) -> np.ndarray:
     """The packed format's labels rule for sequences laid end to end (none empty, each ending at `ends`): each
     sequence's loss mask moved one token left, with a 0 at its last token (int8)."""
@@ -133,9 +167,11 @@ def shifted_mask(mask: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 
 def pack_row(sequences: Sequence[tuple[np.ndarray, np.ndarray]], limit: int, *, pad_seq_to_mult: int = 1,
-             pad_id: int | None = None) -> dict[str, np.ndarray]:
+             pad_id: int | None = None, names: Sequence[Any] | None = None,
+             what: str = "sequence") -> dict[str, np.ndarray]:
     """One pack from its (input_ids, loss_mask) sequences, each cut to `limit` tokens and, with
-    `pad_seq_to_mult > 1`, padded with `pad_id` (zero loss) to a multiple after the label shift."""
+    `pad_seq_to_mult > 1`, padded with `pad_id` (zero loss) to a multiple after the label shift. Ids and mask
+    that do not fit int32 / 0-1 are a PackInputError naming the sequence (`names`: what each sequence is)."""
     parts = [(ids[:limit], mask[:limit]) for ids, mask in sequences]
     if pad_seq_to_mult > 1:
         if pad_id is None:
@@ -144,22 +180,40 @@ def pack_row(sequences: Sequence[tuple[np.ndarray, np.ndarray]], limit: int, *, 
     lengths = np.fromiter((len(ids) for ids, _ in parts), np.int64, count=len(parts))
     ends = np.cumsum(lengths)
     starts = (ends - lengths).astype(np.int32)
-    if not len(parts) or not lengths.all():  # an empty sequence still gets its one shifted mask entry
-        shifted = [np.append(mask[1:], 0).astype(np.int8) for _, mask in parts]
-        return {"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32),
-                "loss_mask": np.concatenate(shifted), "seq_start_id": starts}
-    # one concatenation per column, then the label shift of every sequence at once: mask[1:] and a 0 at its end
-    shifted = shifted_mask(np.concatenate([mask for _, mask in parts]), ends)
-    return {"input_ids": np.concatenate([ids for ids, _ in parts]).astype(np.int32, copy=False),
-            "loss_mask": shifted, "seq_start_id": starts}
+    if not parts:
+        return {"input_ids": np.zeros(0, np.int32), "loss_mask": np.zeros(0, np.int8), "seq_start_id": starts}
+    id_parts = [np.asarray(ids) for ids, _ in parts]
+    floats = [k for k, ids in enumerate(id_parts) if ids.size and ids.dtype.kind not in "iu"]
+    if floats:  # (joined, a float sequence would turn every id into a float: name it before)
+        bad = id_parts[floats[0]]
+        checked_tokens(bad, np.zeros(0), np.array([bad.size]), [names[floats[0]] if names else floats[0]], what)
+    ids, mask = checked_tokens(_joined(id_parts), _joined([mask for _, mask in parts]), ends, names, what)
+    if not lengths.all():  # an empty sequence still gets its one shifted mask entry
+        shifted = [np.append(mask[a + 1:b], 0).astype(np.int8) for a, b in zip(starts.tolist(), ends.tolist())]
+        return {"input_ids": ids, "loss_mask": np.concatenate(shifted), "seq_start_id": starts}
+    # the label shift of every sequence at once: mask[1:] and a 0 at its end
+    return {"input_ids": ids, "loss_mask": shifted_mask(mask, ends), "seq_start_id": starts}
+
+
+def _joined(arrays: list[Any]) -> np.ndarray:
+    """The arrays end to end. Mixed integer types join as int64 (numpy would promote uint64 with int64 to float64,
+    rounding ids); a uint64 value past int64 is clipped to the int64 maximum, which `checked_tokens` refuses."""
+    arrays = [np.asarray(a) for a in arrays]
+    kinds = {a.dtype for a in arrays}
+    if len(kinds) > 1 and all(d.kind in "iub" for d in kinds):
+        arrays = [np.minimum(a, np.iinfo(np.int64).max).astype(np.int64) if a.dtype == np.uint64 else a
+                  for a in arrays]
+        return np.concatenate(arrays, dtype=np.int64)
+    return np.concatenate(arrays)
 
 
 def _pad_to_multiple(ids: np.ndarray, mask: np.ndarray, multiple: int, pad_id: int) -> tuple[np.ndarray, np.ndarray]:
     pad = -(-(len(ids) - 1) // multiple) * multiple + 1 - len(ids)
     if pad <= 0:
         return ids, mask
-    return (np.concatenate([np.asarray(ids, dtype=np.int32), np.full(pad, pad_id, np.int32)]),
-            np.concatenate([np.asarray(mask, dtype=np.int8), np.zeros(pad, np.int8)]))
+    ids, mask = np.asarray(ids), np.asarray(mask)  # (their own types: checked_tokens refuses what does not fit)
+    return (_joined([ids, np.full(pad, pad_id, np.int64)]),
+            np.concatenate([mask, np.zeros(pad, mask.dtype)]))
 
 
 @dataclass
@@ -184,8 +238,8 @@ def pack_sequences(sequences: Sequence[tuple[np.ndarray, np.ndarray]], pack_size
         raise ValueError("pack_sequences(pad_seq_to_mult>1) needs pad_id=, the tokenizer's EOS id")
     plan = plan_packs(np.fromiter((len(ids) for ids, _ in sequences), np.int64, count=len(sequences)), pack_size,
                       algorithm, seed, overlong, pad_seq_to_mult=pad_seq_to_mult)
-    rows = [pack_row([sequences[i] for i in members], plan.limit, pad_seq_to_mult=pad_seq_to_mult, pad_id=pad_id)
-            for members in plan.bins]
+    rows = [pack_row([sequences[i] for i in members], plan.limit, pad_seq_to_mult=pad_seq_to_mult, pad_id=pad_id,
+                     names=members) for members in plan.bins]
     return PackResult(rows=rows, metadata=plan.metadata, skipped=plan.skipped, truncated=plan.truncated)
 
 

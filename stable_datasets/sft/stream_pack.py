@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from stable_datasets.sft.pack import pack_row, plan_packs, shifted_mask
+from stable_datasets.sft.pack import checked_tokens, pack_row, plan_packs, shifted_mask
 from stable_datasets.sft.validate import _offsets_and_values
 from stable_datasets.streaming.iterable import StreamingDataset
 
@@ -45,14 +45,14 @@ def _token_counts(dataset: Any, column: str) -> np.ndarray:
     return counts
 
 
-def _flat_lists(column: pa.ChunkedArray, dtype: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(values, offsets) of a list column: one numpy array of every row's items, and where each row starts
-    (a null row is empty)."""
+def _flat_lists(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(values, offsets) of a list column: one numpy array of every row's items (in their stored type: the
+    packer checks they fit its types), and where each row starts (a null row is empty)."""
     lists = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
     if lists.null_count:
         lists = pc.if_else(pc.is_null(lists), pa.scalar([], lists.type), lists)
     offsets, values, _ = _offsets_and_values(lists)  # numpy views of the buffers (to_numpy would import pandas)
-    return values.astype(dtype, copy=False), offsets
+    return values, offsets
 
 
 def _arrow_tokens(dataset: Any, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -63,19 +63,20 @@ def _arrow_tokens(dataset: Any, positions: np.ndarray) -> tuple[np.ndarray, np.n
     rows are gathered once in stored order."""
     low, high = int(positions.min()), int(positions.max()) + 1
     if high - low <= 4 * len(positions) + 1024:
-        table, local = dataset.read_block(low, high), positions - low
+        table, local, rows = dataset.read_block(low, high), positions - low, np.arange(low, high)
     else:
-        distinct, local = np.unique(positions, return_inverse=True)
-        table = dataset.read_rows(distinct)
-    ids, offsets = _flat_lists(table.column("input_ids"), np.int32)
+        rows, local = np.unique(positions, return_inverse=True)
+        table = dataset.read_rows(rows)
+    ids, offsets = _flat_lists(table.column("input_ids"))
     if "loss_mask" in table.column_names:
-        mask, mask_offsets = _flat_lists(table.column("loss_mask"), np.int8)
+        mask, mask_offsets = _flat_lists(table.column("loss_mask"))
         if not np.array_equal(mask_offsets, offsets):
             row = int(np.flatnonzero(mask_offsets != offsets)[0]) - 1
             raise ValueError(f"row {max(row, 0)} of the packed stream has a loss_mask of another length than its "
                              "input_ids")
     else:
         mask = np.ones(len(ids), np.int8)
+    ids, mask = checked_tokens(ids, mask, offsets[1:], rows, "row")  # (int32 ids, a 0/1 mask: else named)
     return ids, mask, offsets[:-1][local], offsets[1:][local]
 
 
@@ -144,13 +145,14 @@ class PackedSource:
             for row in dataset.__getitems__(positions.tolist()):
                 for function in maps:
                     row = function(row)
-                ids = np.asarray(row["input_ids"], dtype=np.int32)
-                mask = np.asarray(row["loss_mask"], dtype=np.int8) if "loss_mask" in row else np.ones(len(ids), np.int8)
+                ids = np.asarray(row["input_ids"])  # (its own type: pack_row refuses ids or a mask that do not fit)
+                mask = np.asarray(row["loss_mask"]) if "loss_mask" in row else np.ones(len(ids), np.int8)
                 sequences.append((ids, mask))
         out, at = [], 0
+        names = positions.tolist()
         for size in sizes.tolist():
             out.append(pack_row(sequences[at:at + size], self.limit, pad_seq_to_mult=self.pad_seq_to_mult,
-                                pad_id=self.pad_id))
+                                pad_id=self.pad_id, names=names[at:at + size], what="row"))
             at += size
         return out
 

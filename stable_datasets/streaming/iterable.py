@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 from loguru import logger
 
+from stable_datasets.errors import StateError
 from stable_datasets.streaming.mix import MixedSource
 from stable_datasets.streaming.order import (
     BlockOrder,
@@ -52,13 +53,17 @@ from stable_datasets.streaming.reader import make_reader
 from stable_datasets.streaming.sampler import dataset_block_bounds, dataset_shard_bounds
 from stable_datasets.streaming.state import (
     LOADERS_THAT_COUNT,
+    MAX_EPOCH,
     STATE_FORMAT,
     WorkerFlag,
+    check_epoch,
     check_files,
     check_int,
+    check_seal,
     check_state,
     files_state,
     merge_worker_states,
+    seal,
 )
 
 try:  # a torch IterableDataset when torch is installed, so DataLoader treats it as one
@@ -105,6 +110,9 @@ class StreamingDataset(_IterableBase):
                  loader_batch_size: int | None = None, rows: tuple[int, int] | None = None, lanes: bool = False):
         self.dataset = dataset
         self.num_rows = len(dataset)
+        if max_block_rows is not None and (isinstance(max_block_rows, bool) or not isinstance(max_block_rows, int)
+                                           or max_block_rows < 1):
+            raise ValueError(f"max_block_rows must be None or a positive int, got {max_block_rows!r}")
         self._options = {"shuffle": shuffle, "seed": seed, "window_blocks": window_blocks,
                          "window_shards": window_shards, "max_block_rows": max_block_rows, "rank": rank,
                          "world_size": world_size, "drop_last": drop_last, "loader_batch_size": loader_batch_size,
@@ -120,6 +128,9 @@ class StreamingDataset(_IterableBase):
         self._given_rank = (rank, world_size)
         self.rank, self.world_size = resolve_rank(rank, world_size)
         self.drop_last = drop_last
+        if loader_batch_size is not None and (isinstance(loader_batch_size, bool) or not isinstance(
+                loader_batch_size, int) or not 1 <= loader_batch_size <= 1 << 32):
+            raise ValueError(f"loader_batch_size must be None or an int in [1, 2**32], got {loader_batch_size!r}")
         self.loader_batch_size = loader_batch_size
         self.batch_size: int | None = None
         self.drop_last_batch = False
@@ -290,8 +301,9 @@ class StreamingDataset(_IterableBase):
 
     # -- epochs and resume -------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
+        epoch = check_epoch(int(epoch) if isinstance(epoch, np.integer) else epoch)
         if epoch != self.epoch:
-            self.epoch, self.consumed = int(epoch), 0
+            self.epoch, self.consumed = epoch, 0
             self._worker_resume = None
 
     @property
@@ -339,7 +351,10 @@ class StreamingDataset(_IterableBase):
         return rows // self.batch_size if self.drop_last_batch else -(-rows // self.batch_size)
 
     def _identity_fields(self) -> dict[str, Any]:
-        return {"num_rows": self.length, "seed": self._options["seed"], "order": self.order_identity()}
+        fields = {"num_rows": self.length, "seed": self._options["seed"], "order": self.order_identity()}
+        if isinstance(self.dataset, MixedSource):  # the seed the mix drew with (its own when none was given)
+            fields["mix_seed"] = self.dataset.plan.seed
+        return fields
 
     def state_dict(self, consumed: int | None = None) -> dict[str, Any]:
         """Where the epoch is: the global position every rank has reached (plain JSON, see streaming.state).
@@ -370,7 +385,7 @@ class StreamingDataset(_IterableBase):
                 f"with {LOADERS_THAT_COUNT}, or pass state_dict(consumed=rows received by this rank)")
         if lanes is not None and (state["consumed"] or state.get("worker")):  # (at an epoch's start any lanes do)
             state["lanes"] = lanes.to_list()
-        return state
+        return seal(state)
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a saved state: any world size, workers or batch size (see the module docstring).
@@ -383,27 +398,33 @@ class StreamingDataset(_IterableBase):
         if files is not None and isinstance(state, dict) and "consumed" in state:
             check_files(state.get("files"), files)
         check_state(state, self._identity_fields(), "stream")
-        epoch, consumed = check_int(state, "epoch", "stream"), check_int(state, "consumed", "stream")
+        epoch, consumed = check_int(state, "epoch", "stream", MAX_EPOCH), check_int(state, "consumed", "stream")
         if consumed > self.length:
-            raise ValueError(f"cannot resume: the saved stream consumed {consumed} rows, but an epoch has "
+            raise StateError(f"cannot resume: the saved stream consumed {consumed} rows, but an epoch has "
                              f"{self.length}")
+        if not isinstance(state.get("drop_last"), bool):
+            raise StateError(f"cannot resume: the saved stream's drop_last must be a bool, got "
+                             f"{state.get('drop_last')!r:.40}")
+        lanes = Lanes.from_state(state.get("lanes"))
+        worker = state.get("worker")
+        if worker is not None and not isinstance(worker, dict):
+            raise StateError(f"cannot resume: the saved stream's worker must be a dict, got {type(worker).__name__}")
+        check_seal(state, "stream")  # the rest was written by a stream as it is: its keys and types can be trusted
         if "rank" in state and (state.get("rank"), state.get("world_size")) != (self.rank, self.world_size):
-            raise ValueError(f"cannot resume: the saved stream filters rows, so its position is rank "
+            raise StateError(f"cannot resume: the saved stream filters rows, so its position is rank "
                              f"{state.get('rank')} of {state.get('world_size')}'s own (ranks keep different numbers "
                              f"of rows); it resumes only that rank of that world size, this is rank {self.rank} of "
                              f"{self.world_size}")
-        worker = state.get("worker")
         _, _, in_worker = _worker()
         if worker is not None and not in_worker:
-            raise ValueError(f"cannot resume: this is DataLoader worker {worker.get('id')} of "
+            raise StateError(f"cannot resume: this is DataLoader worker {worker.get('id')} of "
                              f"{worker.get('workers')}'s own state; restore it through the StatefulDataLoader that "
                              "saved it (the same num_workers), or save the loader's state_dict() instead")
         left = self.length - consumed
         if self.drop_last and 0 < left < self.world_size:
-            raise ValueError(f"cannot resume exactly: {left} rows of epoch {epoch} are left and drop_last=True on "
+            raise StateError(f"cannot resume exactly: {left} rows of epoch {epoch} are left and drop_last=True on "
                              f"{self.world_size} ranks would drop them all; resume on at most {left} ranks, or "
                              "with drop_last=False")
-        lanes = Lanes.from_state(state.get("lanes"))
         self.epoch, self.consumed, self._lanes = epoch, consumed, lanes
         self._worker_resume = dict(worker) if worker is not None else None
 

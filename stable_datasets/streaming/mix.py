@@ -30,6 +30,7 @@ import numpy as np
 
 from stable_datasets.streaming.order import distinct
 from stable_datasets.streaming.reader import make_reader
+from stable_datasets.streaming.seeds import check_seed, fresh_seed
 
 STRATEGIES = ("first_exhausted", "all_exhausted")
 DRAWS_PER_CALL = 1000  # Hugging Face draws its sources 1,000 at a time
@@ -64,9 +65,7 @@ class MixPlan:
         self.probabilities = check_probabilities(probabilities, len(self.lengths))
         self.strategy = stopping_strategy
         self._draws: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self.seed = int(np.random.SeedSequence().entropy) if seed is None else int(seed)
-        if seed is not None and self.seed < 0:
-            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        self.seed = fresh_seed() if seed is None else check_seed(seed, "interleave_datasets")
         drawable = np.ones(len(self.lengths), bool) if self.probabilities is None else self.probabilities > 0
         empty = [i for i in range(len(self.lengths)) if self.lengths[i] == 0 and drawable[i]]
         if empty and (self.probabilities is not None or stopping_strategy == "all_exhausted"):

@@ -41,7 +41,9 @@ from typing import Any
 import numpy as np
 
 from stable_datasets.env import env_number
+from stable_datasets.errors import StateError
 from stable_datasets.streaming.bijection import mix_keys, permute
+from stable_datasets.streaming.seeds import check_seed
 
 #: windows of at most this many rows are permuted whole when first read (8 bytes a row), and kept
 WINDOW_CACHE_ROWS = 1 << 18
@@ -199,8 +201,7 @@ class BlockOrder:
         if self.window_shards is not None and (isinstance(self.window_shards, bool)
                                                or not isinstance(self.window_shards, int) or self.window_shards < 1):
             raise ValueError(f"window_shards must be a positive int or None, got {self.window_shards!r}")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) or self.seed < 0:
-            raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
+        object.__setattr__(self, "seed", check_seed(self.seed, "shuffle"))
         if self.bounds is not None:
             bounds = check_bounds(self.bounds, self.num_rows)
             if self.window_shards is not None and self.shards is not None:
@@ -240,8 +241,12 @@ class BlockOrder:
             block_order, window_in_order = self._blocks_in_shard_windows(rng)
         else:
             block_order = rng.permutation(self.num_blocks).astype(np.int64)
-            window_in_order = np.arange(self.num_blocks, dtype=np.int64) // self.window_blocks
+            window_in_order = np.arange(self.num_blocks, dtype=np.int64) // self._window()
         return EpochOrder(self.num_rows, self.bounds, block_order, window_in_order, keys)
+
+    def _window(self) -> int:
+        """window_blocks as numpy can divide by: a window of more blocks than there are is all of them."""
+        return min(self.window_blocks, max(1, self.num_blocks))
 
     def _shard_windows(self) -> bool:
         return self.shards is not None and len(self.shards) - 1 > self.window_shards
@@ -257,7 +262,7 @@ class BlockOrder:
         block_order = np.lexsort((rng.random(self.num_blocks), shard_window))
         window_of_ordered = shard_window[block_order]
         first = np.searchsorted(window_of_ordered, window_of_ordered, side="left")  # each shard window's first
-        key = window_of_ordered * (self.num_blocks + 1) + (np.arange(self.num_blocks) - first) // self.window_blocks
+        key = window_of_ordered * (self.num_blocks + 1) + (np.arange(self.num_blocks) - first) // self._window()
         window_in_order = np.concatenate([[0], np.cumsum(key[1:] != key[:-1])]).astype(np.int64)
         return block_order.astype(np.int64), window_in_order
 
@@ -308,14 +313,18 @@ def worker_indices(k: Any, unit: int, worker: int, num_workers: int) -> np.ndarr
     return (worker + (k // unit) * num_workers) * unit + k % unit
 
 
+#: the most ranks a stream is split over (the lanes' limit too)
+MAX_WORLD_SIZE = 1 << 24
+
+
 def resolve_rank(rank: int | None, world_size: int | None) -> tuple[int, int]:
     """(rank, world_size): as given, else from torch.distributed when it is initialized, else (0, 1)."""
     if rank is None and world_size is None:
         rank, world_size = _distributed_rank()
     elif rank is None or world_size is None:
         raise ValueError("pass both rank= and world_size=, or neither (torch.distributed is then asked)")
-    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
-        raise ValueError(f"world_size must be a positive int, got {world_size!r}")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or not 1 <= world_size <= MAX_WORLD_SIZE:
+        raise ValueError(f"world_size must be an int in [1, {MAX_WORLD_SIZE}], got {world_size!r}")
     if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
         raise ValueError(f"rank {rank!r} is not in [0, {world_size})")
     return rank, world_size
@@ -371,9 +380,9 @@ class Lanes:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
                 raise ValueError(f"lanes: {name} must be a positive int, got {value!r}")
-        if self.workers > 1 << 16 or self.world_size > 1 << 24:
-            raise ValueError(f"lanes: {self.world_size} ranks x {self.workers} workers is past the limits "
-                             f"({1 << 24} ranks, {1 << 16} workers)")
+        if self.workers > 1 << 16 or self.world_size > 1 << 24 or self.unit > 1 << 32:
+            raise ValueError(f"lanes: {self.world_size} ranks x {self.workers} workers x units of {self.unit} rows is "
+                             f"past the limits ({1 << 24} ranks, {1 << 16} workers, {1 << 32} rows)")
 
     def to_list(self) -> list[int]:
         return [int(self.world_size), int(self.workers), int(self.unit)]
@@ -384,12 +393,12 @@ class Lanes:
         if value is None:
             return None
         if not isinstance(value, (list, tuple)) or len(value) != 3:
-            raise ValueError(f"cannot resume: the saved stream's lanes must be [world_size, workers, unit], got "
-                             f"{value!r}")
+            raise StateError(f"cannot resume: the saved stream's lanes must be [world_size, workers, unit], got "
+                             f"{value!r:.60}")
         try:
             return cls(*value)
         except ValueError as exc:
-            raise ValueError(f"cannot resume: {exc}") from None
+            raise StateError(f"cannot resume: {exc}") from None
 
     def to_order(self, g: Any, num_rows: int, drop_last: bool) -> np.ndarray:
         """Epoch-order indices (in [0, num_rows)) of global positions `g` (in [0, num_rows))."""

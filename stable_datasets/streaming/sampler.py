@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from stable_datasets.errors import StateError
 from stable_datasets.streaming.order import (
     BlockOrder,
     bounds_from_starts,
@@ -30,7 +31,15 @@ from stable_datasets.streaming.order import (
     rows_per_rank,
     split_large_blocks,
 )
-from stable_datasets.streaming.state import STATE_FORMAT, check_int, check_state
+from stable_datasets.streaming.state import (
+    MAX_EPOCH,
+    STATE_FORMAT,
+    check_epoch,
+    check_int,
+    check_seal,
+    check_state,
+    seal,
+)
 
 
 def dataset_block_bounds(data: Any) -> np.ndarray | None:
@@ -76,6 +85,7 @@ class BlockShuffleSampler:
         self._pass_start = 0  # the position the current pass began at
 
     def set_epoch(self, epoch: int) -> None:
+        epoch = check_epoch(int(epoch) if isinstance(epoch, np.integer) else epoch, "sampler")
         if epoch != self.epoch:
             self.epoch, self.consumed, self._pass_start = epoch, 0, 0
 
@@ -113,14 +123,15 @@ class BlockShuffleSampler:
         """What `load_state_dict` needs (plain JSON); `consumed` (indices this rank's loop received in this pass)
         overrides the count of indices handed out."""
         position = self.consumed if consumed is None else self.position_after(self._pass_start, int(consumed))
-        return {"format": STATE_FORMAT, "seed": self.seed, "epoch": self.epoch, "consumed": position,
-                "num_samples": self.num_samples, "order": self.order.identity(), "drop_last": self.drop_last}
+        return seal({"format": STATE_FORMAT, "seed": self.seed, "epoch": self.epoch, "consumed": position,
+                     "num_samples": self.num_samples, "order": self.order.identity(), "drop_last": self.drop_last})
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Continue from a saved state, on any world size."""
         check_state(state, {"seed": self.seed, "num_samples": self.num_samples, "order": self.order.identity()},
                     "sampler")
-        epoch, consumed = check_int(state, "epoch", "sampler"), check_int(state, "consumed", "sampler")
+        epoch, consumed = check_int(state, "epoch", "sampler", MAX_EPOCH), check_int(state, "consumed", "sampler")
         if consumed > self.num_samples:
-            raise ValueError(f"cannot resume: the saved sampler consumed {consumed} of {self.num_samples} indices")
+            raise StateError(f"cannot resume: the saved sampler consumed {consumed} of {self.num_samples} indices")
+        check_seal(state, "sampler")
         self.epoch, self.consumed, self._pass_start = epoch, consumed, consumed

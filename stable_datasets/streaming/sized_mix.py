@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from stable_datasets.streaming.order import distinct
+from stable_datasets.streaming.seeds import check_seed, fresh_seed
 
 BLOCK = 1000
 NODE_CACHE = 4096  # tree nodes kept (the path to a block is about 20 of them)
@@ -130,9 +131,7 @@ class SizedMixPlan:
     def __init__(self, lengths: Sequence[int], counts: Sequence[int], seed: int | None = None):
         self.lengths = np.asarray([int(n) for n in lengths], dtype=np.int64)
         self.counts = np.asarray([int(c) for c in counts], dtype=np.int64)
-        self.seed = int(np.random.SeedSequence().entropy) if seed is None else int(seed)
-        if self.seed < 0:
-            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        self.seed = fresh_seed() if seed is None else check_seed(seed, "interleave_datasets")
         self.length = int(self.counts.sum())
         safe = np.maximum(self.lengths, 1)
         self.passes = int((-(-self.counts // safe)).max()) if len(self.counts) else 0

@@ -20,44 +20,97 @@ import multiprocessing
 from multiprocessing import sharedctypes
 from typing import Any
 
+from stable_datasets.errors import StateError
 from stable_datasets.streaming.order import consumed_after, rows_per_rank, worker_rows
 
 STATE_FORMAT = 2
+#: the largest epoch a state (or `set_epoch`) may name: epochs key the order's 64-bit hashes with room to spare
+MAX_EPOCH = (1 << 32) - 1
+#: the key of a state's seal: a digest of everything else in it (see `seal`)
+SEAL = "check"
 
 LOADERS_THAT_COUNT = ("stable_datasets.streaming.StreamingDataLoader, or torchdata's StatefulDataLoader "
                       "(its state_dict() asks each worker)")
 
 
-def check_int(state: dict[str, Any], key: str, what: str) -> int:
+def check_int(state: dict[str, Any], key: str, what: str, limit: int | None = None) -> int:
+    """`state[key]` as an int in [0, limit] (None: a non-negative int of at most 62 bits), or a one-line StateError
+    naming the key."""
     value = state.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"cannot resume: the saved {what}'s {key} must be a non-negative int, got {value!r} "
-                         f"(pass the state_dict() of a {what})")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= (limit or 1 << 62):
+        wanted = "a non-negative int" if limit is None else f"an int in [0, {limit}]"
+        raise StateError(f"cannot resume: the saved {what}'s {key} must be {wanted}, got {_short(value)} (pass the "
+                         f"state_dict() of a {what})")
     return value
 
 
+def check_epoch(epoch: Any, what: str = "stream") -> int:
+    """An epoch number as `set_epoch` and a state take it: an int in [0, MAX_EPOCH]."""
+    if isinstance(epoch, bool) or not isinstance(epoch, (int,)) or not 0 <= epoch <= MAX_EPOCH:
+        raise StateError(f"a {what}'s epoch must be an int in [0, {MAX_EPOCH}], got {_short(epoch)}")
+    return int(epoch)
+
+
+def _short(value: Any) -> str:
+    """A value for a one-line message (a forged state may hold anything, of any size)."""
+    text = repr(value).replace("\n", " ")
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _seal_of(state: dict[str, Any]) -> str:
+    body = {k: v for k, v in state.items() if k != SEAL}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=repr).encode()).hexdigest()[:16]
+
+
+def seal(state: dict[str, Any]) -> dict[str, Any]:
+    """The state with its seal: a digest of its other keys, so a resume knows the state is whole and as saved
+    (a key dropped, a position or the lanes edited by hand, two states spliced) rather than trusting each
+    value that merely looks plausible. The state stays plain JSON."""
+    state[SEAL] = _seal_of(state)
+    return state
+
+
+def check_seal(state: dict[str, Any], what: str) -> None:
+    """Refuse a state whose contents are not the ones it was saved with (see `seal`)."""
+    if SEAL not in state:
+        raise StateError(f"cannot resume: the saved {what} state has no {SEAL!r} (keys: {sorted(state)[:12]}); it "
+                         f"was written by hand or by an older version: pass the state_dict() of a {what} as saved")
+    if state[SEAL] != _seal_of(state):
+        raise StateError(f"cannot resume: the saved {what} state was changed after it was saved (its {SEAL!r} does "
+                         f"not match its keys {sorted(k for k in state if k != SEAL)[:12]}); pass the state_dict() "
+                         "as saved")
+
+
 def check_state(state: Any, current: dict[str, Any], what: str) -> None:
-    """Refuse a state of another format, dataset, mix, seed or order, naming what differs."""
+    """Refuse a state of another format, dataset, mix, seed or order, naming what differs, or one that lacks any
+    key of `current`. The caller then checks its numbers, and its seal (`check_seal`) before trusting the rest."""
     if not isinstance(state, dict):
-        raise ValueError(f"cannot resume: a {what} state is a dict, got {type(state).__name__}")
+        raise StateError(f"cannot resume: a {what} state is a dict, got {type(state).__name__}")
     if "format" not in state and "consumed" not in state:
-        raise ValueError(f"cannot resume: this is no {what} state (it has no format and no consumed); pass the "
+        raise StateError(f"cannot resume: this is no {what} state (it has no format and no consumed); pass the "
                          f"state_dict() of a {what}")
     if state.get("format") != STATE_FORMAT:
-        raise ValueError(f"cannot resume: this {what} state has format {state.get('format')!r}, this version "
+        raise StateError(f"cannot resume: this {what} state has format {_short(state.get('format'))}, this version "
                          f"reads format {STATE_FORMAT} (states saved before resume by global position, which "
                          "counted rows per rank, cannot say which rows other ranks received)")
     if "seed" in current and "seed" not in state:  # every state saves its seed: one without it is no state of ours
-        raise ValueError(f"cannot resume: the saved {what} state has no 'seed' (keys: {sorted(state)[:10]}); pass the "
+        raise StateError(f"cannot resume: the saved {what} state has no 'seed' (keys: {sorted(state)[:10]}); pass the "
                          f"state_dict() of a {what}")
-    first = {"seed": 0, "order": 1}  # the seed, then the identity (a mix's length follows from it), then the rest
-    for key, value in sorted(current.items(), key=lambda item: first.get(item[0], 2)):
-        if key in state and state[key] != value:
+    first = {"seed": 0, "mix_seed": 1, "order": 2}  # the seeds, then the identity (a mix's length follows), the rest
+    for key, value in sorted(current.items(), key=lambda item: first.get(item[0], 3)):
+        if key not in state:
+            raise StateError(f"cannot resume: the saved {what} state has no {key!r} (keys: {sorted(state)[:12]}); "
+                             f"pass the state_dict() of a {what} as saved")
+        if state[key] != value:
             if key == "order":
-                raise ValueError(f"cannot resume: the saved {what} read another dataset, mix or order (its "
-                                 f"identity {state[key]!r} differs from this one's {value!r}: dataset, sources, "
+                raise StateError(f"cannot resume: the saved {what} read another dataset, mix or order (its "
+                                 f"identity {_short(state[key])} differs from this one's {value!r}: dataset, sources, "
                                  "probabilities, seed, shuffle window or block layout changed)")
-            raise ValueError(f"cannot resume: the saved {what} had {key}={state[key]!r}, this one has {value!r}")
+            if key == "mix_seed":
+                raise StateError(f"cannot resume: the saved mix drew its sources with seed {_short(state[key])}, this "
+                                 f"one with {value!r}; pass interleave_datasets(..., seed={_short(state[key])}) "
+                                 "to resume it")
+            raise StateError(f"cannot resume: the saved {what} had {key}={_short(state[key])}, this one has {value!r}")
 
 
 #: a saved state lists each source file's identity up to this many files (to name one that changed), else a digest
@@ -83,20 +136,24 @@ def files_state(files: list[tuple[str, list[Any]]]) -> dict[str, Any]:
 def check_files(saved: Any, files: list[tuple[str, list[Any]]]) -> None:
     """Refuse a state saved over other data files, or over these files before one changed, naming it."""
     if not isinstance(saved, dict):
-        raise ValueError("cannot resume: the state was not saved by a stream of data files (it has no 'files')")
+        raise StateError("cannot resume: the state was not saved by a stream of data files (it has no 'files')")
     if saved.get("names") != _digest([name for name, _ in files]):
-        raise ValueError(f"cannot resume: the saved stream read other data files ({saved.get('count')} files; this "
-                         f"stream reads {len(files)}: a file was added, removed or renamed since)")
+        raise StateError(f"cannot resume: the saved stream read other data files ({_short(saved.get('count'))} files; "
+                         f"this stream reads {len(files)}: a file was added, removed or renamed since)")
     if "identities_digest" in saved:
         if saved["identities_digest"] != _digest([list(identity) for _, identity in files]):
-            raise ValueError(f"cannot resume: one of the {len(files)} data files changed since the state was saved "
+            raise StateError(f"cannot resume: one of the {len(files)} data files changed since the state was saved "
                              "(size or modification time); its rows may differ, so the position cannot be trusted")
         return
-    for (name, identity), then in zip(files, saved.get("identities") or []):
-        if list(then) != list(identity):
-            raise ValueError(f"cannot resume: {name} changed since the state was saved (size {then[0]} -> "
-                             f"{identity[0]} bytes, modified again); its rows may differ, so the position cannot be "
-                             "trusted")
+    listed = saved.get("identities")
+    if not isinstance(listed, list) or len(listed) != len(files) or not all(isinstance(t, list) for t in listed):
+        raise StateError(f"cannot resume: the saved stream's files have no identity of each of the {len(files)} "
+                         "files (the state was edited); pass the state_dict() as saved")
+    for (name, identity), then in zip(files, listed):
+        if then != list(identity):
+            was, now = _short(then[0] if then else None), identity[0] if identity else None
+            raise StateError(f"cannot resume: {name} changed since the state was saved (size {was} -> {now} bytes, "
+                             "modified again); its rows may differ, so the position cannot be trusted")
 
 
 class WorkerFlag:
@@ -139,23 +196,32 @@ def merge_worker_states(loader_state: dict[str, Any]) -> dict[str, Any]:
     rank's rows, so their sum is the rank's position, and the global position follows (lockstep ranks).
     Otherwise the rows received are no prefix and the merge is refused, saying why."""
 
-    snapshots = ((loader_state or {}).get("_snapshot") or {}).get("_worker_snapshots") or {}
-    states = [snap.get("dataset_state") for snap in snapshots.values()]
+    snapshot = loader_state.get("_snapshot") if isinstance(loader_state, dict) else None
+    snapshots = snapshot.get("_worker_snapshots") if isinstance(snapshot, dict) else None
+    states = [snap.get("dataset_state") if isinstance(snap, dict) else None
+              for snap in (snapshots.values() if isinstance(snapshots, dict) else [])]
     if not states or any(not isinstance(s, dict) or "worker" not in s for s in states):
-        raise ValueError("cannot merge: this is no StatefulDataLoader state of a stream read by DataLoader workers "
+        raise StateError("cannot merge: this is no StatefulDataLoader state of a stream read by DataLoader workers "
                          "(it has no per-worker stream states)")
+    for state in states:  # each as its worker saved it: then its keys are the ones a worker writes
+        check_seal(state, "stream worker")
     workers = [s["worker"] for s in states]
     shared = {k: workers[0][k] for k in ("epoch", "start", "unit", "workers", "world_size")}
-    if any({k: w[k] for k in shared} != shared for w in workers) or len(workers) != shared["workers"]:
-        raise ValueError("cannot merge: the worker states disagree on epoch, position, unit or worker count")
+    if any({k: w[k] for k in shared} != shared for w in workers) or len(workers) != shared["workers"] \
+            or sorted(w["id"] for w in workers) != list(range(len(workers))):
+        raise StateError("cannot merge: the worker states disagree on epoch, position, unit or worker count")
+    mine = [{k: v for k, v in s.items() if k not in ("worker", "epoch", "consumed", SEAL)} for s in states]
+    if any(other != mine[0] for other in mine[1:]):
+        raise StateError("cannot merge: the worker states were saved by different streams (their datasets, orders "
+                         "or lanes differ)")
     length, start, unit = states[0]["num_rows"], shared["start"], shared["unit"]
     total = sum(int(w["rows"]) for w in workers)
     count = rows_per_rank(length, shared["world_size"], bool(states[0].get("drop_last")), start)
     expected = [worker_rows(min(total, count), unit, w["id"], shared["workers"]) for w in workers]
     if expected != [int(w["rows"]) for w in workers]:
-        raise ValueError(f"cannot merge exactly: the workers served {[w['rows'] for w in workers]} rows, which is not "
+        raise StateError(f"cannot merge exactly: the workers served {[w['rows'] for w in workers]} rows, which is not "
                          f"a prefix of the rank's rows dealt in units of {unit}; pass loader_batch_size= equal to the "
                          "loader's batch_size to the stream")
     merged = {k: v for k, v in states[0].items() if k != "worker"}
     merged["epoch"], merged["consumed"] = shared["epoch"], consumed_after(length, start, shared["world_size"], total)
-    return merged
+    return seal(merged)

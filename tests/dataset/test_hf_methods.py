@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -199,3 +200,73 @@ def test_classlabel_arguments_as_hf(tmp_path):
             cls(num_classes=3, names=["negative", "positive"])
         with pytest.raises(ValueError):
             cls()
+
+
+# -- issue 36 item 18: exports of binary, nested and image columns; nothing left by a failed export ------------
+def _mixed():
+    return StableDataset.from_dict(
+        {"i": [1, 2], "l": [[1, 2], []], "s": [{"x": 1, "y": [1.5]}, None], "f": [[[1.0, 2.0]], [[3.0]]],
+         "a": [np.eye(2, dtype=np.uint8), np.zeros((2, 2), np.uint8)]},
+        features=sds.Features({"i": sds.Value("int64"), "l": sds.Sequence(sds.Value("int64")),
+                               "s": {"x": sds.Value("int64"), "y": sds.Sequence(sds.Value("float32"))},
+                               "f": sds.Sequence(sds.Sequence(sds.Value("float64"))),
+                               "a": sds.Array2D((2, 2), "uint8")}))
+
+
+def test_csv_cells_of_nested_columns_are_json_never_numpy_reprs(tmp_path):
+    """Before: '[1 2]', "{'x': 1, 'y': array([1.5], dtype=float32)}" and '[array([1., 2.])]' in the file."""
+    import csv
+
+    ds = _mixed()
+    ds.to_csv(tmp_path / "out.csv")
+    text = (tmp_path / "out.csv").read_text()
+    assert "array(" not in text and "[1 2]" not in text
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [json.loads(r["l"]) for r in rows] == [[1, 2], []]
+    assert [json.loads(r["s"]) if r["s"] else None for r in rows] == [{"x": 1, "y": [1.5]}, None]
+    assert [json.loads(r["f"]) for r in rows] == [[[1.0, 2.0]], [[3.0]]]
+    assert [json.loads(r["a"]) for r in rows] == [[1, 0, 0, 1], [0, 0, 0, 0]]  # Array2D: its stored (flat) form
+    ds.to_json(tmp_path / "out.jsonl")
+    assert [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()] == [
+        {"i": 1, "l": [1, 2], "s": {"x": 1, "y": [1.5]}, "f": [[1.0, 2.0]], "a": [1, 0, 0, 1]},
+        {"i": 2, "l": [], "s": None, "f": [[3.0]], "a": [0, 0, 0, 0]}]
+
+
+@pytest.mark.parametrize("feature, value, shown", [
+    (sds.Value("binary"), b"\x00\xff", "Value(dtype='binary')"),
+    (sds.Image(), np.zeros((2, 2, 3), np.uint8), "Image(format='png', quality=None)"),
+    (sds.Sequence(sds.Value("binary")), [b"\x89PNG"], "Sequence(")])
+@pytest.mark.parametrize("method", ["to_csv", "to_json"])
+def test_text_exports_refuse_bytes_naming_the_column_and_write_nothing(tmp_path, feature, value, shown, method):
+    """Before: to_json raised UnicodeDecodeError from pandas and left a 0-byte file; to_csv wrote Python's
+    b'\\x00\\xff' reprs (a PNG's bytes as text). Parquet holds bytes: it exports them."""
+    from stable_datasets.dataset.hf_methods import ExportError
+
+    ds = StableDataset.from_dict({"k": [1], "blob": [value]}, features=sds.Features({"k": sds.Value("int64"),
+                                                                                   "blob": feature}))
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    target = folder / "out.txt"
+    with pytest.raises(ExportError, match=rf"^{method}: column 'blob' holds bytes \({re.escape(shown)}.*; "
+                                          rf"{method[3:].upper()} has no bytes type: export it with to_parquet, or "
+                                          "remove_columns/cast it first$"):
+        getattr(ds, method)(target)
+    assert list(folder.iterdir()) == []
+    ds.to_parquet(folder / "out.parquet")
+    assert pq.read_table(folder / "out.parquet")["blob"].to_pylist() == ds.to_arrow()["blob"].to_pylist()
+
+
+def test_a_failed_export_leaves_no_file_and_keeps_an_older_one(tmp_path):
+    """Before: a failure inside pandas or the Parquet writer left a 0-byte (or half-written) file at the path."""
+    ds = _mixed()
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    with pytest.raises(ValueError):
+        ds.to_json(folder / "a.json", orient="no-such-orient")
+    with pytest.raises(Exception, match="compression"):
+        ds.to_parquet(folder / "b.parquet", compression="no-such-codec")
+    assert list(folder.iterdir()) == []
+    (folder / "c.csv").write_text("older\n")
+    with pytest.raises(TypeError):
+        ds.to_csv(folder / "c.csv", no_such_option=1)
+    assert (folder / "c.csv").read_text() == "older\n" and len(list(folder.iterdir())) == 1

@@ -246,3 +246,61 @@ def test_write_packed_parquet_writes_the_plans_types(tmp_path):
     assert with_ids.schema.field("loss_mask").type == pa.list_(pa.uint8())
     read = GPTSFTPackedParquetDataset(str(path), _Tokenizer(), max_seq_length=8)
     assert read[0] == {"input_ids": [1, 2, 3, 4], "seq_boundaries": [0, 4], "loss_mask": [1, 0, 1, 0]}
+
+
+# -- issue 36 item 19: nulls, constructor arguments, negative indices, adopt= ---------------------------------
+@pytest.mark.parametrize("column", ["input_ids", "loss_mask", "seq_start_id"])
+@pytest.mark.parametrize("validate", [True, False])
+def test_a_row_with_a_null_column_is_a_packed_row_error_naming_it(tmp_path, column, validate):
+    """Before: a null cell raised TypeError ('len() of unsized object', or int() of None), or with validate=False
+    served {'loss_mask': None}."""
+    from stable_datasets.sft import PackedRowError
+
+    rows = [_row(8, 1) for _ in range(4)]
+    rows[2] = {**rows[2], column: None}
+    path = _write(tmp_path / "nulls.parquet", rows)
+    ds = _dataset(path, validate=validate)
+    assert ds[1]["input_ids"] == list(range(1, 9))  # its neighbours still read
+    for read in (lambda: ds[2], lambda: ds.__getitems__([1, 2]), lambda: ds[-2]):
+        with pytest.raises(PackedRowError, match=rf"^pack 2 of .*nulls.parquet'\]: {column} is null$"):
+            read()
+
+
+def test_the_constructor_does_not_need_the_collates_arguments(tmp_path):
+    """Before: a tokenizer without eos_id was refused when the dataset was made, though only collate_fn uses it
+    (Megatron-Bridge's constructor takes any tokenizer); now the packs read and collate_fn names what it lacks."""
+    path = _write(tmp_path / "packs.parquet", [_row(8, 1) for _ in range(3)])
+    ds = GPTSFTPackedParquetDataset(str(path), object())
+    assert len(ds) == 3 and ds[0]["seq_boundaries"] == [0, 8]
+    with pytest.raises(ValueError, match=r"^collate_fn needs eos_id= \(tokenizer object has no eos_id\) and "
+                                         r"max_seq_length="):
+        ds.collate_fn([ds[0]])
+    assert "tokens" in GPTSFTPackedParquetDataset(str(path), object(), eos_id=0, max_seq_length=8).collate_fn([ds[0]])
+
+
+@pytest.mark.parametrize("max_num_samples", [None, 6])
+def test_a_negative_index_is_megatron_bridges_padding_sample(tmp_path, max_num_samples):
+    """Megatron-Bridge: idx < 0 is a padding sample of sample len + idx (through the samples mapping), its loss
+    mask zeroed. Before: an index below -len was reported shifted ('index -1 is out of range' for -5)."""
+    rows = [{**_row(8, 1), "input_ids": [10 * r] * 8} for r in range(4)]
+    ds = _dataset(_write(tmp_path / "packs.parquet", rows), max_num_samples=max_num_samples)
+    n = len(ds)
+    for idx in (-1, -n):
+        padding, sample = ds[idx], ds[n + idx]
+        assert padding["input_ids"] == sample["input_ids"] and padding["loss_mask"] == [0] * 8
+        assert sample["loss_mask"] == [1] * 8
+    with pytest.raises(IndexError, match=rf"^index {-n - 1} is out of range for {n} samples \(a negative index is a "
+                                         r"padding sample of the sample len \+ index\)$"):
+        ds[-n - 1]
+
+
+def test_adopt_is_accepted_by_the_megatron_names(tmp_path):
+    """docs/packed-sft.md: `adopt=False` reads the row groups, `adopt=True` adopts any Parquet files. Before: the
+    Megatron names refused it ('unexpected keyword argument(s) ['adopt']')."""
+    path = _write(tmp_path / "packs.parquet", [{**_row(8, 1), "input_ids": [r] * 8} for r in range(5)])
+    expected = [[r] * 8 for r in range(5)]
+    for adopt in (False, True):
+        assert [ds["input_ids"] for ds in _dataset(path, adopt=adopt)] == expected
+        assert create_sft_dataset(path, _Tokenizer(), adopt=adopt)[4]["input_ids"] == [4] * 8
+        multi = GPTSFTPackedParquetMultiShardDataset([str(path)], _Tokenizer(), adopt=adopt)
+        assert multi[2]["input_ids"] == [2] * 8

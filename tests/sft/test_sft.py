@@ -595,8 +595,9 @@ def test_megatron_constructor_arguments(tmp_path):
     with_cu = PackedSFTDataset(file_path=str(path), tokenizer=SimpleNamespace(eos_id=2), max_seq_length=8,
                                pad_cu_seqlens=True, pad_to_max_length=True, pack_metadata_file_path=str(meta))
     assert tuple(with_cu.collate_fn([with_cu[0]])["cu_seqlens_q"].shape) == (1, 5)  # max_samples_per_bin + 2
-    with pytest.raises(ValueError, match="has no eos_id"):
-        PackedSFTDataset(path, tokenizer=object())
+    no_eos = PackedSFTDataset(path, tokenizer=object(), max_seq_length=8)  # (the packs read; the collate needs it)
+    with pytest.raises(ValueError, match=r"collate_fn needs eos_id= \(tokenizer object has no eos_id\)"):
+        no_eos.collate_fn([no_eos[0]])
     with pytest.raises(TypeError, match="paths= or file_path="):
         PackedSFTDataset(path, file_path=path)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 
 import numpy as np
@@ -95,3 +96,47 @@ def test_packing_works_after_mixing_and_refuses_what_it_cannot_pack():
         pack_stream(a.to_iterable(), pack_size=1)
     with pytest.raises(ValueError, match="lookahead must be a positive int, got 0"):
         pack_stream(a.to_iterable(), pack_size=8, lookahead=0)
+
+
+@pytest.mark.parametrize("column, value, why", [
+    ("input_ids", 2**31, "token id 2147483648 is not in [0, 2**31) (input_ids are int32)"),
+    ("input_ids", 2**32 + 5, "token id 4294967301 is not in [0, 2**31) (input_ids are int32)"),
+    ("input_ids", -1, "token id -1 is not in [0, 2**31) (input_ids are int32)"),
+    ("loss_mask", 2, "loss_mask value 2 is not 0 or 1"),
+    ("loss_mask", 256, "loss_mask value 256 is not 0 or 1"),
+    ("loss_mask", -1, "loss_mask value -1 is not 0 or 1")])
+@pytest.mark.parametrize("mapped", [False, True])
+def test_a_stream_packs_only_what_fits_its_types_and_names_the_row(column, value, why, mapped):
+    """Before: id 2**31 was cast to int32 (-2147483648), 2**32 + 5 to 5, a mask of 256 to 0 and of 2 kept as
+    2: packs of other tokens, silently. Row 7 holds the value; the error names it (arrow path and map path)."""
+    from stable_datasets.sft.pack import PackInputError
+
+    rows = {"input_ids": [[1, 2, 3, 4]] * 12, "loss_mask": [[0, 1, 1, 1]] * 12}
+    rows[column] = [list(r) for r in rows[column]]
+    rows[column][7][2] = value
+    stream = sds.StableDataset.from_dict(rows).to_iterable()
+    if mapped:
+        stream = stream.map(lambda row: row)  # (rows read one by one, through pack_row)
+    with pytest.raises(PackInputError, match=rf"^row 7: {re.escape(why)}; refusing to pack it"):
+        list(pack_stream(stream, pack_size=8, algorithm="first_fit", lookahead=16))
+
+
+@pytest.mark.parametrize("pad", [1, 4])
+def test_offline_packing_refuses_ids_and_masks_that_do_not_fit(pad):
+    """Before: pack_sequences cast ids to int32 and the mask to int8 (2**31 -> -2**31, 300 -> 44)."""
+    from stable_datasets.sft.pack import PackInputError
+
+    ok = (np.array([5, 6, 7]), np.array([0, 1, 1]))
+    for ids, mask, why in [
+            (np.array([5, 2**31, 7], np.int64), np.array([0, 1, 1]), "token id 2147483648 is not in [0, 2**31)"),
+            (np.array([5, 6, 7], np.uint64), np.array([0, 1, 300]), "loss_mask value 300 is not 0 or 1"),
+            (np.array([5.0, 6.5, 7.0]), np.array([0, 1, 1]), "token ids must be integers, got float64"),
+            (np.array([5, 6, 7]), np.array([0.0, 0.5, 1.0]), "loss_mask value 0.5 is not 0 or 1")]:
+        with pytest.raises(PackInputError, match=rf"^sequence 2: {re.escape(why)}"):
+            pack_sequences([ok, ok, (ids, mask)], pack_size=16, algorithm="first_fit", pad_seq_to_mult=pad,
+                           pad_id=0 if pad > 1 else None)
+    fits = pack_sequences([ok, (np.array([2**31 - 1, 0], np.int64), np.array([True, False]))], pack_size=16,
+                          algorithm="first_fit")
+    assert fits.rows[0]["input_ids"].dtype == np.int32
+    assert sorted(fits.rows[0]["input_ids"].tolist()) == [0, 5, 6, 7, 2**31 - 1]  # the largest id kept as it is
+    assert sorted(fits.rows[0]["loss_mask"].tolist()) == [0, 0, 0, 1, 1]

@@ -99,7 +99,8 @@ def test_a_state_of_another_mix_is_refused_and_placements_must_agree(sources):
     state = mixed(sources).state_dict()
     with pytest.raises(ValueError, match="read another dataset, mix or order"):
         mixed(sources, probabilities=(0.4, 0.3, 0.3)).load_state_dict(state)
-    with pytest.raises(ValueError, match="read another dataset, mix or order"):
+    with pytest.raises(ValueError, match=r"the saved mix drew its sources with seed 5, this one with 6; pass "
+                                         r"interleave_datasets\(..., seed=5\) to resume it"):
         mixed(sources, seed=6).load_state_dict(state)
     streams = [sources[0].to_iterable(rank=0, world_size=2), sources[1].to_iterable()]
     with pytest.raises(ValueError, match="split across ranks differently"):

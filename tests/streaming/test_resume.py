@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from stable_datasets.streaming import StreamingDataset
 from stable_datasets.streaming.order import Lanes
+from stable_datasets.streaming.state import seal
 
 torch = pytest.importorskip("torch")
 from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
@@ -181,8 +182,8 @@ def test_torchdata_stateful_dataloader_resumes_the_stream_exactly(cache, workers
 def test_a_worker_state_outside_its_loader_and_foreign_states_are_refused(cache):
     stream = cache.to_iterable().shuffle(seed=1)
     state = stream.state_dict()
-    worker = {**state, "worker": {"id": 1, "workers": 2, "unit": 8, "rank": 0, "world_size": 1, "epoch": 0,
-                                  "start": 0, "rows": 16}}
+    worker = seal({**state, "worker": {"id": 1, "workers": 2, "unit": 8, "rank": 0, "world_size": 1, "epoch": 0,
+                                       "start": 0, "rows": 16}})  # (sealed: as a worker saves it)
     with pytest.raises(ValueError, match="DataLoader worker 1 of 2's own state; restore it through the "
                                          "StatefulDataLoader"):
         cache.to_iterable().shuffle(seed=1).load_state_dict(worker)
@@ -195,7 +196,7 @@ def test_a_worker_state_outside_its_loader_and_foreign_states_are_refused(cache)
         cache.to_iterable().shuffle(seed=1).load_state_dict(old)
     with pytest.raises(ValueError, match=f"consumed {ROWS + 1} rows, but an epoch has {ROWS}"):
         cache.to_iterable().shuffle(seed=1).load_state_dict({**state, "consumed": ROWS + 1})
-    late = {**state, "consumed": ROWS - 2}
+    late = seal({**state, "consumed": ROWS - 2})
     with pytest.raises(ValueError, match="2 rows of epoch 0 are left and drop_last=True on 3 ranks would drop them "
                                          "all; resume on at most 2 ranks, or with drop_last=False"):
         cache.to_iterable(rank=0, world_size=3, drop_last=True).shuffle(seed=1).load_state_dict(late)
