@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from stable_datasets.arrow.cells import primitive_view
+from stable_datasets.arrow.cells import cell_getter, primitive_view
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.base import FeatureType, as_feature, describe, feature_from_dict
 from stable_datasets.features.value import Value, check_numeric_cast
@@ -118,7 +118,9 @@ class Sequence(FeatureType):
             return None
         if numpy and self._numeric:
             return np.asarray(raw, dtype=self.feature.numpy_dtype)
-        if isinstance(raw, np.ndarray):  # a zero-copy slice from a list<number> column
+        if numpy and self._rows_of_numbers and isinstance(raw, np.ndarray) and raw.ndim == 2:
+            return raw.astype(self.feature.feature.numpy_dtype, copy=False)  # rows of one length, read as one view
+        if isinstance(raw, np.ndarray):  # a zero-copy slice from a list<number> column (2-d: list<list<number>>)
             return raw.tolist()
         if self._plain and not numpy and isinstance(raw, list):  # Value.decode would return each cell as it is
             return raw
@@ -137,6 +139,9 @@ class Sequence(FeatureType):
                 return np.split(values, (offsets - offsets[0])[1:-1])
         if not numpy and isinstance(self.feature, Value):  # Value.decode returns python cells as they are
             return array.to_pylist()
+        if numpy and self._rows_of_numbers and not array.null_count:  # each cell one view, no per-element objects
+            get = cell_getter(array)
+            return [self.decode(get(k), numpy=True, decode=decode) for k in range(len(array))]
         return super().decode_array(array, numpy=numpy, decode=decode)
 
 
