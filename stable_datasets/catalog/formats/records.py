@@ -10,14 +10,14 @@ import numpy as np
 
 from stable_datasets.errors import StableDatasetsError
 
-#: records read per step: bounded memory whatever the file's size
-RECORDS_PER_READ = 4096
+#: bytes read per step (whole records, at least one): bounded memory whatever the file's or the record's size
+BYTES_PER_READ = 8 << 20
 
 
 def iter_records(fh: IO[bytes], record_size: int, name: str) -> Iterator[np.ndarray]:
     """(n, record_size) uint8 blocks of whole records; a trailing partial record is an error naming `name`."""
     while True:
-        data = fh.read(record_size * RECORDS_PER_READ)
+        data = fh.read(record_size * max(1, BYTES_PER_READ // record_size))
         if not data:
             return
         if len(data) % record_size:
