@@ -809,7 +809,8 @@ def test_a_live_lease_makes_builders_wait_then_time_out_naming_its_holder(s3_env
     from stable_datasets.storage.lease import Lease, lease_is_stale
 
     builder = sds.load_builder(str(toy_builder))
-    prefix = builder._remote_key(builder.cache_dir() / "train")
+    directory = builder.cache_dir() / "train"
+    prefix = builder.root.bucket_root.key(directory.relative_to(builder.cache_root).as_posix())
     holder = {"host": "node-elsewhere", "pid": 4242, "attempt": "00000000aa", "token": "t",
               "expires": time.time() + 600}
     s3_env.write(f"{prefix}/_lease.json", json.dumps(holder).encode())
