@@ -12,12 +12,19 @@ Bad requests get a status (400, 404, 405) and one line saying what was wrong (JS
 under /api and /media), never a traceback. Caches are named by id only: nothing in a URL is
 joined to a path, so no request reaches a file outside the cache root, however it is encoded.
 Paging reads only the rows asked for (a slice), so a 100M-row cache pages as fast as a small one.
+
+A request is answered only when its `Host` header names an address the viewer serves (127.0.0.1,
+localhost, [::1], or the `--host` it was started with; a wildcard address adds this machine's
+names): a page of another site whose name rebinds to 127.0.0.1 (DNS rebinding) sends its own name
+and gets 403. No CORS header is ever sent, so no other origin reads a response either.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -172,13 +179,54 @@ def _route(viewer: Viewer, path: str, query: dict[str, list[str]]) -> tuple[str,
     raise RequestError(404, f"no such page: {path}")
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+
+
+def allowed_hosts(host: str) -> set[str]:
+    """The host names a viewer bound to `host` answers to (lower case, IPv6 without brackets): the loopback
+    names, `host` itself, and, for a wildcard address (every interface), this machine's names and addresses."""
+    allowed = {*LOOPBACK_HOSTS, host.strip("[]").lower()} - {""}
+    if host in _WILDCARD_HOSTS:
+        allowed -= {"0.0.0.0", "::"}
+        names = {socket.gethostname(), socket.getfqdn()}
+        with contextlib.suppress(OSError):
+            names.update(socket.gethostbyname_ex(socket.gethostname())[2])
+        allowed.update(n.lower() for n in names if n)
+    return allowed
+
+
+def host_name(header: str | None) -> str | None:
+    """The host name of a `Host` header (`name`, `name:port`, `[v6]`, `[v6]:port`), lower case, no trailing dot."""
+    if not header:
+        return None
+    text = header.strip().lower()
+    if text.startswith("["):
+        name, bracket, _rest = text[1:].partition("]")
+        return name if bracket else None
+    return text.rsplit(":", 1)[0].rstrip(".") if text.count(":") <= 1 else None
+
+
 class Handler(BaseHTTPRequestHandler):
     viewer: Viewer  # set on the subclass `make_server` makes
+    hosts: frozenset[str] = frozenset(LOOPBACK_HOSTS)  # set on the subclass `make_server` makes
     server_version = "stable-datasets-viewer"
+
+    def _host_refused(self, is_api: bool) -> bool:
+        """Answer 403 to a request whose Host is not an address this viewer serves (DNS rebinding)."""
+        if host_name(self.headers.get("Host")) in self.hosts:
+            return False
+        loopback = [h for h in LOOPBACK_HOSTS if h in self.hosts]
+        served = ", ".join(f"[{h}]" if ":" in h else h for h in [*loopback, *sorted(self.hosts - set(loopback))])
+        self._error(403, f"the Host {self.headers.get('Host')!r} is not an address this viewer serves ({served}); "
+                         "a page of another site (DNS rebinding) cannot read it", is_api)
+        return True
 
     def do_GET(self) -> None:
         url = urlsplit(self.path)
         is_api = url.path.startswith(("/api/", "/media/"))
+        if self._host_refused(is_api):
+            return
         try:
             query = parse_qs(url.query, keep_blank_values=True, strict_parsing=False)
             kind, body = _route(self.viewer, url.path, query)
@@ -201,6 +249,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, "image/png", body, cache=True)
 
     def _refuse(self) -> None:
+        if self._host_refused(True):
+            return
         self._error(405, f"{self.command} is not allowed: the viewer is read-only (GET only)", True)
 
     do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
@@ -227,7 +277,8 @@ class Handler(BaseHTTPRequestHandler):
 def make_server(root: Path, host: str = "127.0.0.1", port: int = 0,
                 sample_size: int = DEFAULT_SAMPLE_SIZE) -> ThreadingHTTPServer:
     """A server for `root` bound to host:port (port 0: a free one); start it with `serve_forever()`."""
-    handler = type("ViewerHandler", (Handler,), {"viewer": Viewer(root, sample_size)})
+    handler = type("ViewerHandler", (Handler,), {"viewer": Viewer(root, sample_size),
+                                                 "hosts": frozenset(allowed_hosts(host))})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server
