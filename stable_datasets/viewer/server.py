@@ -102,20 +102,27 @@ class Viewer:
         stop = min(offset + limit, total)
         features = ds.features
         columns = list(features)
-        batch = ds[offset:stop] if stop > offset else {c: [] for c in columns}
         meta = listed.entry.metadata
         decode = cells.byte_decoder([meta.fingerprint_inputs, meta.extra]) if cells.is_pack(features) else None
         out = []
-        for i in range(stop - offset):
-            index = offset + i
-            row = {c: batch[c][i] for c in columns}
+        for index in range(offset, stop):  # a row at a time: one decoded row in memory, a bad row marked alone
+            row, failed = _decoded_row(ds, index, columns)
             item: dict[str, Any] = {"index": index, "cells": {
-                c: cells.cell(row[c], features[c], lambda k, c=c, index=index: cells.media_url(key, index, c, k))
+                c: failed[c] if c in failed else
+                _cell(row[c], features[c], lambda k, c=c, index=index: cells.media_url(key, index, c, k))
                 for c in columns}}
-            if cells.is_pack(features):
-                item["view"] = cells.pack_view(row, decode)
-            elif cells.is_document(features):
-                item["view"] = cells.document_view(row, lambda k, index=index: cells.media_url(key, index, "images", k))
+            view = None
+            try:
+                if failed:
+                    view = None
+                elif cells.is_pack(features):
+                    view = cells.pack_view(row, decode)
+                elif cells.is_document(features):
+                    view = cells.document_view(row, lambda k, index=index: cells.media_url(key, index, "images", k))
+            except Exception as exc:  # a damaged row's view is marked, the page stands
+                view = cells.error_cell(exc)
+            if view is not None:
+                item["view"] = view
             out.append(item)
         return {"rows": out, "columns": columns, "offset": offset, "limit": limit, "total": total}
 
@@ -150,6 +157,36 @@ class Viewer:
         except ValueError as exc:
             raise RequestError(404, f"column {column!r} of row {row_text} has no picture: {exc}") from None
         raise RequestError(404, f"column {column!r} holds no images or videos")
+
+
+def _decoded_row(ds: Any, index: int, columns: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Row `index` decoded, and the cells that could not be (an error cell each). When the row as a whole cannot be
+    decoded, each cell is decoded alone from the row's stored values, so one damaged cell marks only itself."""
+    try:
+        return ds[index], {}
+    except Exception as exc:  # the data, not the request
+        logger.opt(exception=exc).debug("viewer: row {} cannot be decoded whole", index)
+        whole_error = exc
+    try:
+        stored = ds.with_format("arrow")[index:index + 1]
+    except Exception:  # nothing of the row can be read: every cell says why
+        return {}, {c: cells.error_cell(whole_error) for c in columns}
+    row: dict[str, Any] = {}
+    failed: dict[str, dict[str, Any]] = {}
+    for column in columns:
+        try:
+            decoded = ds.features[column].decode_array(stored.column(column).combine_chunks())
+            row[column] = decoded[0]
+        except Exception as exc:
+            failed[column] = cells.error_cell(exc)
+    return row, failed
+
+
+def _cell(value: Any, feature: Any, url: Callable[[int | None], str]) -> dict[str, Any]:
+    try:
+        return cells.cell(value, feature, url)
+    except Exception as exc:  # a value the cell cannot show is marked, the page stands
+        return cells.error_cell(exc)
 
 
 def _route(viewer: Viewer, path: str, query: dict[str, list[str]]) -> tuple[str, Any]:

@@ -289,3 +289,35 @@ def test_a_viewer_on_a_named_host_serves_that_name(viewer_root):
 
     assert allowed_hosts("10.1.2.3") == {"127.0.0.1", "localhost", "::1", "10.1.2.3"}
     assert allowed_hosts("My-Box.Local") == {"127.0.0.1", "localhost", "::1", "my-box.local"}
+
+
+def test_a_page_marks_a_corrupt_cell_and_serves_the_rest(tmp_path):
+    """One damaged image failed the whole page (a 500): the page decodes a row at a time, and a row that cannot be
+    decoded whole has its cells decoded alone, the damaged one marked."""
+    import stable_datasets as sds
+    from stable_datasets.cache.builds import current_build
+
+    pictures = [cv2.imencode(".png", np.full((8, 8, 3), 60 * i, np.uint8))[1].tobytes() for i in range(3)]
+    ds = sds.StableDataset.from_dict({"image": pictures, "label": [0, 1, 2]},
+                                     features=sds.Features({"image": sds.Image(), "label": sds.Value("int64")}),
+                                     cache_dir=tmp_path / "cache")
+    build = current_build(ds.cache_dirs[0].parent / ds.cache_dirs[0].name.split("@")[0])
+    del ds
+    shard = next(build.glob("*.arrow"))
+    data = shard.read_bytes()
+    at = data.index(pictures[1]) + 8  # past the PNG signature: the header chunk of row 1's image
+    shard.chmod(0o644)
+    with open(shard, "r+b") as fh:
+        fh.seek(at)
+        fh.write(b"\0" * 24)
+    server, url = serve_in_thread(tmp_path / "cache")
+    try:
+        key = get_json(url + "/api/caches")[0]["id"]
+        page = get_json(f"{url}/api/caches/{key}/rows?offset=0&limit=3")
+    finally:
+        server.shutdown()
+        server.server_close()
+    kinds = [(r["cells"]["image"]["kind"], r["cells"]["label"]) for r in page["rows"]]
+    assert kinds == [("image", {"kind": "value", "value": 0}), ("error", {"kind": "value", "value": 1}),
+                     ("image", {"kind": "value", "value": 2})]
+    assert page["rows"][1]["cells"]["image"]["text"].startswith("cannot decode: ")
