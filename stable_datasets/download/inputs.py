@@ -10,7 +10,9 @@ files, so a remote input is first copied to `<local base>/inputs/` and read from
   renamed. An object that changed while it was copied is an error naming it, so a reader
   never gets bytes mixed from two versions. One process per node downloads a file (a lock).
 - A copy is reused while the object still has the size and ETag recorded with it; an object
-  that changed since is copied again, one that vanished is an error naming its URL.
+  that changed since is copied again, one that vanished is an error naming its URL. Reuse marks
+  only the copy's access time: its size and modification time are the identity streams opened on
+  it check, so opening the same files again (another rank, an eval loop) never stops a stream.
 - A part that reads one range of a large data file fetches that range only (`object_range`: a ranged
   GET with If-Match on the ETag on S3, a `Range` request with If-Match / If-Unmodified-Since over
   http(s); `fetch_object_range` keeps it as `<key>.ranges/<start>-<stop>`), and refuses another
@@ -29,6 +31,7 @@ import hashlib
 import io
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -393,8 +396,8 @@ def _current(destination: Path, record: Path, info: ObjectInfo) -> bool:
     saved.pop("url", None)
     if saved != _version(info):
         return False
-    with contextlib.suppress(OSError):
-        os.utime(destination)
+    with contextlib.suppress(OSError):  # marks its use, access time only: the size and modification time are
+        os.utime(destination, ns=(time.time_ns(), destination.stat().st_mtime_ns))  # what open streams check
     return True
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from loguru import logger
 
@@ -144,19 +145,70 @@ def _int(record: dict[str, Any], key: str, where: str) -> int:
     return value
 
 
-def _video_records(raw: dict[str, Any], where: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Upstream's `videos` records as ours (frames, first_row, ...) and each video's scalar columns."""
+def _frame_runs(dataset: Any, directory: Path) -> tuple[dict[int, tuple[int, int]], np.ndarray, int]:
+    """Where each video's frames are in the frame dataset, by its `video_id`: id -> (first row, rows) of its one run
+    of rows (an id in several runs maps to (-1, -1)); the `frame_idx` column; the row count. Two int columns are
+    read, never the frames."""
+    try:
+        table = dataset.to_table(columns=["video_id", "frame_idx"])
+    except Exception as exc:  # Lance raises OSError, ValueError or its own errors for a damaged dataset
+        raise CacheError(f"{directory}: the upstream frame dataset's video_id and frame_idx columns cannot be read "
+                         f"({type(exc).__name__}: {exc})") from None
+    ids = table.column("video_id").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    order = table.column("frame_idx").to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    starts = np.flatnonzero(np.diff(ids, prepend=ids[:1] - 1)) if len(ids) else np.zeros(0, np.int64)
+    lengths = np.diff(np.append(starts, len(ids)))
+    runs: dict[int, tuple[int, int]] = {}
+    for video_id, start, length in zip(ids[starts].tolist(), starts.tolist(), lengths.tolist()):
+        runs[video_id] = (-1, -1) if video_id in runs else (start, length)
+    return runs, order, len(ids)
+
+
+def _video_records(raw: dict[str, Any], where: str, dataset: Any = None,
+                   directory: Path | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Upstream's `videos` records as ours (frames, first_row, ...) and each video's scalar columns.
+
+    With the frame `dataset`, each video's frames are found by its `video_id` (the record's `id`, else its place):
+    they must be one run of rows in `frame_idx` order 0..T-1, starting at its `start_row`; the frames all the
+    records claim must be the rows the dataset holds, checked before anything is sized by them."""
     videos = raw.get("videos")
     if not isinstance(videos, list) or not videos:
         raise CacheError(f"{where}: an upstream lance-video-frames cache must list its videos (a non-empty "
                          f"'videos' list), got {type(videos).__name__}")
+    runs: dict[int, tuple[int, int]] | None = None
+    if dataset is not None:
+        claimed = sum(_int(video, "T", f"{where}: videos[{i}]") for i, video in enumerate(videos))
+        stored = dataset.count_rows()
+        if claimed != stored:
+            raise CacheError(f"{where}: the videos claim {claimed} frames; the frame dataset holds {stored} rows")
+        runs, order, _ = _frame_runs(dataset, directory or Path("."))
     records, others, first_row = [], [], 0
     for i, video in enumerate(videos):
         at = f"{where}: videos[{i}]"
         frames, start = _int(video, "T", at), _int(video, "start_row", at)
         height, width = _int(video, "H", at), _int(video, "W", at)
-        if start != first_row:
+        if runs is not None:
+            video_id = video.get("id", i)
+            if isinstance(video_id, bool) or not isinstance(video_id, int):
+                raise CacheError(f"{at}: id must be an integer (the video_id of its frames), got {video_id!r}")
+            found, length = runs.get(video_id, (start, 0))
+            if found < 0:
+                raise CacheError(f"{at}: the frames of video_id {video_id} are not one run of rows in the frame "
+                                 "dataset")
+            if length != frames:
+                raise CacheError(f"{at}: T is {frames}, but the frame dataset holds {length} frames of video_id "
+                                 f"{video_id}")
+            if frames and start != found:
+                raise CacheError(f"{at}: start_row is {start}, expected {found} (where the frames of video_id "
+                                 f"{video_id} are in the frame dataset)")
+            wrong = np.flatnonzero(order[found:found + frames] != np.arange(frames)) if frames else []
+            if len(wrong):
+                row = found + int(wrong[0])
+                raise CacheError(f"{at}: the frames of video_id {video_id} are not stored in frame_idx order "
+                                 f"0..{frames - 1} (row {row} holds frame {int(order[row])})")
+        elif start != first_row:
             raise CacheError(f"{at}: start_row is {start}, expected {first_row} (the frames of the videos before)")
+        start = start if frames else first_row  # a video of no frames takes no rows, wherever it says it starts
         first_row += frames
         checksum = video.get("checksum")
         records.append({"frames": frames, "height": height, "width": width, "fps": 0.0, "source_height": height,
@@ -170,7 +222,7 @@ def _video_records(raw: dict[str, Any], where: str) -> tuple[list[dict[str, Any]
 
 def _lance_video_frames(directory: Path, raw: dict[str, Any], where: str):
 
-    records, others = _video_records(raw, where)
+    _video_records(raw, where)  # the records' own shape first: cheaper than opening the frames
     column = raw.get("video_column")
     if not isinstance(column, str) or not column:
         raise CacheError(f"{where}: upstream lance-video-frames metadata names no video_column")
@@ -179,8 +231,11 @@ def _lance_video_frames(directory: Path, raw: dict[str, Any], where: str):
         schema = dataset.schema
     except Exception as exc:  # Lance raises OSError, ValueError or its own errors for a damaged dataset
         raise CacheError(f"{directory}: not a readable Lance dataset ({type(exc).__name__}: {exc})") from None
-    if "bytes" not in schema.names:
-        raise CacheError(f"{directory}: the upstream frame dataset has no 'bytes' column (columns {schema.names})")
+    missing = [name for name in ("bytes", "video_id", "frame_idx") if name not in schema.names]
+    if missing:
+        raise CacheError(f"{directory}: the upstream frame dataset has no {missing[0]!r} column (columns "
+                         f"{schema.names})")
+    records, others = _video_records(raw, where, dataset, directory)
     names = list(dict.fromkeys(k for o in others for k in o if k != column))
     try:
         table = pa.Table.from_pylist([{k: o.get(k) for k in names} for o in others])

@@ -29,6 +29,9 @@ TEXT_CHARS = 2000
 LIST_ITEMS = 32
 PACK_COLUMNS = ("input_ids", "loss_mask", "seq_start_id")
 PACK_TEXT_CHARS = 400
+#: a pack view lists at most this many sequences (and loss runs per sequence); the totals are given beside
+PACK_SEQUENCES = 64
+PACK_RUNS = 32
 
 
 def media_url(cache: str, row: int, column: str, item: int | None = None) -> str:
@@ -68,8 +71,33 @@ def cell(value: Any, feature: Any, url: Callable[[int | None], str]) -> dict[str
         return {"kind": "text", "text": f"<{len(value):,} bytes>", "length": len(value)}
     if isinstance(value, list) and all(isinstance(v, (int, float, bool, str)) for v in value[:LIST_ITEMS]):
         return {"kind": "list", "values": value[:LIST_ITEMS], "length": len(value)}
-    text = json.dumps(value, default=str)
+    text = json.dumps(_bounded(value), default=str)
     return {"kind": "json", "text": text[:TEXT_CHARS], "length": len(text)}
+
+
+def error_cell(exc: BaseException) -> dict[str, Any]:
+    """A cell that cannot be decoded (a damaged image, a truncated frame): marked, the rest of the page stands."""
+    line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    text = f"cannot decode: {type(exc).__name__}" + (f": {line}" if line else "")
+    return {"kind": "error", "text": text[:TEXT_CHARS], "length": len(text)}
+
+
+def _bounded(value: Any, depth: int = 0) -> Any:
+    """`value` with lists cut to LIST_ITEMS items, mappings to LIST_ITEMS fields, text to TEXT_CHARS, arrays to a
+    summary, and nesting to 8 levels: what a cell shows of it, built without walking (or dumping) all of it."""
+    if depth > 8:
+        return "..."
+    if isinstance(value, str):
+        return value[:TEXT_CHARS]
+    if isinstance(value, (bytes, bytearray)):
+        return f"<{len(value):,} bytes>"
+    if isinstance(value, np.ndarray):
+        return {"array": list(value.shape), "dtype": str(value.dtype)}
+    if isinstance(value, Mapping):
+        return {str(k): _bounded(v, depth + 1) for k, v in itertools.islice(value.items(), LIST_ITEMS)}
+    if isinstance(value, (list, tuple)):
+        return [_bounded(v, depth + 1) for v in value[:LIST_ITEMS]]
+    return value
 
 
 def _runs(mask: np.ndarray, start: int, stop: int) -> list[list[int]]:
@@ -81,19 +109,24 @@ def _runs(mask: np.ndarray, start: int, stop: int) -> list[list[int]]:
 
 def pack_view(row: Mapping[str, Any], decode: Callable[[list[int]], str] | None) -> dict[str, Any]:
     """A pack's sequences ([start, end) token ranges from `seq_start_id`), the loss-mask runs in each,
-    and each sequence's text when `decode` is given."""
+    and each sequence's text when `decode` is given. Bounded whatever the pack holds: the first
+    PACK_SEQUENCES sequences (`num_sequences` says how many there are), PACK_RUNS runs each
+    (`num_runs`), and a text decoded from at most 4 x PACK_TEXT_CHARS tokens, cut to PACK_TEXT_CHARS."""
     ids = np.asarray(row["input_ids"])
     mask = np.asarray(row["loss_mask"])
-    starts = [int(s) for s in np.asarray(row["seq_start_id"])]
-    bounds = [*starts, len(ids)]
+    starts = np.asarray(row["seq_start_id"]).reshape(-1)
+    bounds = [*(int(s) for s in starts[:PACK_SEQUENCES]), len(ids)] if len(starts) <= PACK_SEQUENCES else \
+        [int(s) for s in starts[:PACK_SEQUENCES + 1]]
     sequences = []
     for a, b in itertools.pairwise(bounds):
-        item: dict[str, Any] = {"start": a, "end": b, "loss": _runs(mask, a, b),
+        a, b = max(0, min(a, len(ids))), max(0, min(b, len(ids)))  # a damaged start list: clipped, not a crash
+        runs = _runs(mask, a, b)
+        item: dict[str, Any] = {"start": a, "end": b, "loss": runs[:PACK_RUNS], "num_runs": len(runs),
                                 "loss_tokens": int((mask[a:b] != 0).sum())}
         if decode is not None:
-            item["text"] = decode(ids[a:b].tolist())[:PACK_TEXT_CHARS]
+            item["text"] = decode(ids[a:min(b, a + 4 * PACK_TEXT_CHARS)].tolist())[:PACK_TEXT_CHARS]
         sequences.append(item)
-    return {"kind": "pack", "length": len(ids), "sequences": sequences}
+    return {"kind": "pack", "length": len(ids), "num_sequences": len(starts), "sequences": sequences}
 
 
 def byte_decoder(metadata_sections: list[Any]) -> Callable[[list[int]], str] | None:

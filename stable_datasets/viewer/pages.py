@@ -67,7 +67,9 @@ function renderPack(v){
     for(const [a,b] of s.loss){const l=el('div',{class:'loss'});l.style.left=(100*(a-s.start)/(s.end-s.start))+'%';
       l.style.width=(100*(b-a)/(s.end-s.start))+'%';seq.append(l);}
     bar.append(seq);});
-  box.append(bar,el('div',{class:'muted'},v.sequences.length+' sequences, '+v.length+' tokens; red: loss mask'));
+  box.append(bar,el('div',{class:'muted'},(v.num_sequences??v.sequences.length)+' sequences'+
+    (v.num_sequences>v.sequences.length?' (the first '+v.sequences.length+' shown)':'')+', '+v.length+
+    ' tokens; red: loss mask'));
   for(const s of v.sequences){if(s.text!==undefined)box.append(el('pre',{},'['+s.start+'-'+s.end+'] '+s.text));}
   return box;}
 function renderDoc(v){const d=el('div',{class:'doc'});

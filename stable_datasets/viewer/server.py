@@ -12,12 +12,19 @@ Bad requests get a status (400, 404, 405) and one line saying what was wrong (JS
 under /api and /media), never a traceback. Caches are named by id only: nothing in a URL is
 joined to a path, so no request reaches a file outside the cache root, however it is encoded.
 Paging reads only the rows asked for (a slice), so a 100M-row cache pages as fast as a small one.
+
+A request is answered only when its `Host` header names an address the viewer serves (127.0.0.1,
+localhost, [::1], or the `--host` it was started with; a wildcard address adds this machine's
+names): a page of another site whose name rebinds to 127.0.0.1 (DNS rebinding) sends its own name
+and gets 403. No CORS header is ever sent, so no other origin reads a response either.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import socket
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -95,20 +102,27 @@ class Viewer:
         stop = min(offset + limit, total)
         features = ds.features
         columns = list(features)
-        batch = ds[offset:stop] if stop > offset else {c: [] for c in columns}
         meta = listed.entry.metadata
         decode = cells.byte_decoder([meta.fingerprint_inputs, meta.extra]) if cells.is_pack(features) else None
         out = []
-        for i in range(stop - offset):
-            index = offset + i
-            row = {c: batch[c][i] for c in columns}
+        for index in range(offset, stop):  # a row at a time: one decoded row in memory, a bad row marked alone
+            row, failed = _decoded_row(ds, index, columns)
             item: dict[str, Any] = {"index": index, "cells": {
-                c: cells.cell(row[c], features[c], lambda k, c=c, index=index: cells.media_url(key, index, c, k))
+                c: failed[c] if c in failed else
+                _cell(row[c], features[c], lambda k, c=c, index=index: cells.media_url(key, index, c, k))
                 for c in columns}}
-            if cells.is_pack(features):
-                item["view"] = cells.pack_view(row, decode)
-            elif cells.is_document(features):
-                item["view"] = cells.document_view(row, lambda k, index=index: cells.media_url(key, index, "images", k))
+            view = None
+            try:
+                if failed:
+                    view = None
+                elif cells.is_pack(features):
+                    view = cells.pack_view(row, decode)
+                elif cells.is_document(features):
+                    view = cells.document_view(row, lambda k, index=index: cells.media_url(key, index, "images", k))
+            except Exception as exc:  # a damaged row's view is marked, the page stands
+                view = cells.error_cell(exc)
+            if view is not None:
+                item["view"] = view
             out.append(item)
         return {"rows": out, "columns": columns, "offset": offset, "limit": limit, "total": total}
 
@@ -145,6 +159,36 @@ class Viewer:
         raise RequestError(404, f"column {column!r} holds no images or videos")
 
 
+def _decoded_row(ds: Any, index: int, columns: list[str]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Row `index` decoded, and the cells that could not be (an error cell each). When the row as a whole cannot be
+    decoded, each cell is decoded alone from the row's stored values, so one damaged cell marks only itself."""
+    try:
+        return ds[index], {}
+    except Exception as exc:  # the data, not the request
+        logger.opt(exception=exc).debug("viewer: row {} cannot be decoded whole", index)
+        whole_error = exc
+    try:
+        stored = ds.with_format("arrow")[index:index + 1]
+    except Exception:  # nothing of the row can be read: every cell says why
+        return {}, {c: cells.error_cell(whole_error) for c in columns}
+    row: dict[str, Any] = {}
+    failed: dict[str, dict[str, Any]] = {}
+    for column in columns:
+        try:
+            decoded = ds.features[column].decode_array(stored.column(column).combine_chunks())
+            row[column] = decoded[0]
+        except Exception as exc:
+            failed[column] = cells.error_cell(exc)
+    return row, failed
+
+
+def _cell(value: Any, feature: Any, url: Callable[[int | None], str]) -> dict[str, Any]:
+    try:
+        return cells.cell(value, feature, url)
+    except Exception as exc:  # a value the cell cannot show is marked, the page stands
+        return cells.error_cell(exc)
+
+
 def _route(viewer: Viewer, path: str, query: dict[str, list[str]]) -> tuple[str, Any]:
     """(content kind, body) for a path; segments are split before they are decoded, so an encoded
     slash never makes a new segment."""
@@ -172,13 +216,54 @@ def _route(viewer: Viewer, path: str, query: dict[str, list[str]]) -> tuple[str,
     raise RequestError(404, f"no such page: {path}")
 
 
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+
+
+def allowed_hosts(host: str) -> set[str]:
+    """The host names a viewer bound to `host` answers to (lower case, IPv6 without brackets): the loopback
+    names, `host` itself, and, for a wildcard address (every interface), this machine's names and addresses."""
+    allowed = {*LOOPBACK_HOSTS, host.strip("[]").lower()} - {""}
+    if host in _WILDCARD_HOSTS:
+        allowed -= {"0.0.0.0", "::"}
+        names = {socket.gethostname(), socket.getfqdn()}
+        with contextlib.suppress(OSError):
+            names.update(socket.gethostbyname_ex(socket.gethostname())[2])
+        allowed.update(n.lower() for n in names if n)
+    return allowed
+
+
+def host_name(header: str | None) -> str | None:
+    """The host name of a `Host` header (`name`, `name:port`, `[v6]`, `[v6]:port`), lower case, no trailing dot."""
+    if not header:
+        return None
+    text = header.strip().lower()
+    if text.startswith("["):
+        name, bracket, _rest = text[1:].partition("]")
+        return name if bracket else None
+    return text.rsplit(":", 1)[0].rstrip(".") if text.count(":") <= 1 else None
+
+
 class Handler(BaseHTTPRequestHandler):
     viewer: Viewer  # set on the subclass `make_server` makes
+    hosts: frozenset[str] = frozenset(LOOPBACK_HOSTS)  # set on the subclass `make_server` makes
     server_version = "stable-datasets-viewer"
+
+    def _host_refused(self, is_api: bool) -> bool:
+        """Answer 403 to a request whose Host is not an address this viewer serves (DNS rebinding)."""
+        if host_name(self.headers.get("Host")) in self.hosts:
+            return False
+        loopback = [h for h in LOOPBACK_HOSTS if h in self.hosts]
+        served = ", ".join(f"[{h}]" if ":" in h else h for h in [*loopback, *sorted(self.hosts - set(loopback))])
+        self._error(403, f"the Host {self.headers.get('Host')!r} is not an address this viewer serves ({served}); "
+                         "a page of another site (DNS rebinding) cannot read it", is_api)
+        return True
 
     def do_GET(self) -> None:
         url = urlsplit(self.path)
         is_api = url.path.startswith(("/api/", "/media/"))
+        if self._host_refused(is_api):
+            return
         try:
             query = parse_qs(url.query, keep_blank_values=True, strict_parsing=False)
             kind, body = _route(self.viewer, url.path, query)
@@ -201,6 +286,8 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, "image/png", body, cache=True)
 
     def _refuse(self) -> None:
+        if self._host_refused(True):
+            return
         self._error(405, f"{self.command} is not allowed: the viewer is read-only (GET only)", True)
 
     do_POST = do_PUT = do_DELETE = do_PATCH = _refuse
@@ -227,7 +314,8 @@ class Handler(BaseHTTPRequestHandler):
 def make_server(root: Path, host: str = "127.0.0.1", port: int = 0,
                 sample_size: int = DEFAULT_SAMPLE_SIZE) -> ThreadingHTTPServer:
     """A server for `root` bound to host:port (port 0: a free one); start it with `serve_forever()`."""
-    handler = type("ViewerHandler", (Handler,), {"viewer": Viewer(root, sample_size)})
+    handler = type("ViewerHandler", (Handler,), {"viewer": Viewer(root, sample_size),
+                                                 "hosts": frozenset(allowed_hosts(host))})
     server = ThreadingHTTPServer((host, port), handler)
     server.daemon_threads = True
     return server

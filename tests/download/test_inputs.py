@@ -283,3 +283,29 @@ def test_a_prefix_names_the_objects_directly_under_it_as_a_local_folder_does(s3_
     assert [p.relative_to(inputs.inputs_root()).as_posix() for p in copies] == [f"s3/{s3_env.bucket}/packs/p0.parquet"]
     nested = inputs.fetch_inputs(f"s3://{s3_env.bucket}/packs/**/*.parquet", (".parquet",))  # a glob says so
     assert [p.name for p in nested] == ["p9.parquet", "p0.parquet"]
+
+
+def test_opening_the_same_s3_files_again_never_stops_a_running_stream(s3_env, tmp_path, cache_root):
+    """A second open on the node (another rank, an eval loop) found the copies current and touched them: their new
+    modification time tripped the first stream's change check mid-epoch. Reuse marks the access time only."""
+    import json
+    import os
+
+    import stable_datasets as sds
+
+    rows = {f: [{"idx": f * 100 + i, "text": f"file {f} row {i}"} for i in range(30)] for f in range(24)}
+    for f, records in rows.items():
+        s3_env.write(f"again/part-{f:02d}.jsonl", "".join(json.dumps(r) + "\n" for r in records).encode())
+    url = f"s3://{s3_env.bucket}/again/part-*.jsonl"
+    opened = sds.load_dataset("json", data_files=url, split="train", streaming=True)
+    first = iter(opened)
+    served = [next(first)["idx"] for _ in range(5)]
+    copies = sorted(p for p in inputs.inputs_root().rglob("part-*.jsonl"))
+    modified = {p: p.stat().st_mtime_ns for p in copies}
+    second = sds.load_dataset("json", data_files=url, split="train", streaming=True)  # the same files again
+    assert [r["idx"] for r in second] == [r["idx"] for f in range(24) for r in rows[f]]
+    served += [r["idx"] for r in first]
+    assert served == [r["idx"] for f in range(24) for r in rows[f]]
+    assert [r["idx"] for r in opened] == served  # its next epoch too
+    assert copies and {p: p.stat().st_mtime_ns for p in copies} == modified  # reuse marks the access time only
+    assert all(os.path.isfile(p) for p in copies)

@@ -129,3 +129,89 @@ def test_compressed_upstream_shards_open_and_migrate(tmp_path, compression):
 
     migrated = migrate_cache(cache, tmp_path / "ours")
     assert migrated.num_rows == 6 and sds.open_cache(tmp_path / "ours")[5]["caption"] == "digit 5"
+
+
+def _frames_cache(directory, videos, rows=None):
+    """An upstream lance-video-frames cache from `videos` [(video_id, T)]: frame f of video v is grey 50 * v + 10 * f;
+    `rows` [(video_id, frame_idx)] is the Lance rows' order when it is not the records' (a damaged cache)."""
+    import lance
+
+    blob = {}
+    for video_id, frames in videos:
+        for f in range(frames):
+            blob[(video_id, f)] = cv2.imencode(".webp", np.full((8, 8, 3), 50 * video_id + 10 * f, np.uint8),
+                                               [int(cv2.IMWRITE_WEBP_QUALITY), 100])[1].tobytes()
+    rows = rows if rows is not None else list(blob)
+    table = pa.table({"video_id": pa.array([r[0] for r in rows], pa.int32()),
+                      "frame_idx": pa.array([r[1] for r in rows], pa.int32()),
+                      "bytes": pa.array([blob[r] for r in rows], pa.large_binary())})
+    lance.write_dataset(table, str(directory), mode="create")
+    records, start = [], 0
+    for video_id, frames in videos:
+        records.append({"id": video_id, "key": f"v{video_id}", "path": f"v{video_id}.mp4", "checksum": None,
+                        "T": frames, "H": 8, "W": 8, "start_row": start, "metadata": {"label": video_id}})
+        start += frames
+    meta = {"cache_format_version": 1, "format": "lance", "layout": "lance-video-frames",
+            "schema_fingerprint": "0123456789abcdef", "num_rows": start, "total_rows": start, "n_videos": len(records),
+            "n_skipped": 0, "encoding": "webp", "quality": 100, "resize": None, "video_column": "video",
+            "videos": records}
+    (directory / "_metadata.json").write_text(json.dumps(meta))
+    return directory
+
+
+def _greys(ds) -> list[list[int]]:
+    """Each window's frames as 5 * video + frame (their grey / 10: WebP is lossy by a level or two)."""
+    return [[round(float(frame.mean()) / 10) for frame in row["video"]] for row in ds]
+
+
+def test_upstream_frames_are_matched_by_video_id_not_start_row_alone(tmp_path):
+    """The records say video 0 then video 1 (3 frames each, start_row 0 and 3), but the Lance rows hold video 1's
+    frames first: served by start_row, video 0's windows showed video 1's frames. Refused, naming the video."""
+    cache = _frames_cache(tmp_path / "frames", [(0, 3), (1, 3)],
+                          rows=[(1, 0), (1, 1), (1, 2), (0, 0), (0, 1), (0, 2)])
+    with pytest.raises(CacheError, match=r"videos\[0\]: start_row is 0, expected 3 \(where the frames of video_id 0 "
+                                         r"are in the frame dataset\)"):
+        sds.open_cache(cache, window_length=3)
+    shuffled = _frames_cache(tmp_path / "shuffled", [(0, 3), (1, 3)],
+                             rows=[(0, 0), (1, 0), (0, 1), (1, 1), (0, 2), (1, 2)])
+    with pytest.raises(CacheError, match=r"videos\[0\]: the frames of video_id 0 are not one run of rows"):
+        sds.open_cache(shuffled, window_length=3)
+    out_of_order = _frames_cache(tmp_path / "order", [(0, 3)], rows=[(0, 1), (0, 0), (0, 2)])
+    with pytest.raises(CacheError, match=r"videos\[0\]: the frames of video_id 0 are not stored in frame_idx order "
+                                         r"0\.\.2 \(row 0 holds frame 1\)"):
+        sds.open_cache(out_of_order, window_length=3)
+    good = _frames_cache(tmp_path / "good", [(0, 3), (1, 3)])
+    assert _greys(sds.open_cache(good, window_length=3)) == [[0, 1, 2], [5, 6, 7]]
+
+
+def test_a_claimed_frame_count_is_checked_against_the_rows_before_anything_is_allocated(tmp_path):
+    cache = _frames_cache(tmp_path / "frames", [(0, 3)])
+    meta = json.loads((cache / "_metadata.json").read_text())
+    meta["videos"][0]["T"] = 10**15  # a window count, an index array of this size: memory the machine lacks
+    (cache / "_metadata.json").write_text(json.dumps(meta))
+    with pytest.raises(CacheError, match=r"the videos claim 1000000000000000 frames; the frame dataset holds 3 rows"):
+        sds.open_cache(cache, window_length=3)
+
+
+def test_a_zero_frame_video_opens_and_migrates(tmp_path):
+    from stable_datasets.layouts.open import verify_cache
+    from stable_datasets.migrate import migrate_cache
+
+    cache = _frames_cache(tmp_path / "up" / "clips_default_train_0123456789abcdef", [(0, 3), (1, 0), (2, 4)])
+    theirs = sds.open_cache(cache, window_length=3)
+    assert _greys(theirs) == [[0, 1, 2], [10, 11, 12]]
+    migrated = migrate_cache(cache, tmp_path / "ours")
+    assert migrated.num_rows == 3
+    ours = sds.open_cache(tmp_path / "ours", window_length=3)
+    assert _greys(ours) == _greys(theirs) and verify_cache(tmp_path / "ours") == []
+    assert [v["frames"] for v in ours.cache_metadata[0].extra["videos"]] == [3, 0, 4]
+
+
+def test_migrate_refuses_what_every_read_refuses(tmp_path):
+    from stable_datasets.migrate import migrate_cache
+
+    cache = _frames_cache(tmp_path / "up" / "clips_default_train_0123456789abcdef", [(0, 3), (1, 3)],
+                          rows=[(1, 0), (1, 1), (1, 2), (0, 0), (0, 1), (0, 2)])
+    with pytest.raises(CacheError, match=r"videos\[0\]: start_row is 0, expected 3"):
+        migrate_cache(cache, tmp_path / "ours")
+    assert not (tmp_path / "ours").exists()

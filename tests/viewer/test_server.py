@@ -239,3 +239,89 @@ def test_an_empty_root_lists_nothing(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _get_with_host(url: str, host: str | None, path: str = "/api/caches") -> tuple[int, dict, bytes]:
+    """A raw request with the Host header a browser would send after a DNS rebinding (or none at all)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    where = urlsplit(url)
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
+    try:
+        connection.putrequest("GET", path, skip_host=True)
+        if host is not None:
+            connection.putheader("Host", host)
+        connection.endheaders()
+        response = connection.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        connection.close()
+
+
+def test_a_request_for_another_host_name_is_refused_dns_rebinding(viewer):
+    """A page on evil.example whose name rebinds to 127.0.0.1 reads the viewer from the browser with Host
+    evil.example: it gets 403, whatever the path or method; the names of this machine's loopback are served."""
+    url, _, _ = viewer
+    port = url.rsplit(":", 1)[1]
+    for host in (f"evil.example:{port}", "evil.example", f"127.0.0.1.evil.example:{port}", f"localhost.evil:{port}"):
+        status, headers, body = _get_with_host(url, host)
+        assert status == 403, host
+        assert json.loads(body) == {"error": f"the Host {host!r} is not an address this viewer serves "
+                                             "(127.0.0.1, localhost, [::1]); a page of another site (DNS rebinding) "
+                                             "cannot read it"}
+        assert not any(k.lower().startswith("access-control-") for k in headers)
+    assert _get_with_host(url, f"evil.example:{port}", "/")[0] == 403
+    assert _get_with_host(url, None)[0] == 403  # HTTP/1.1 requires Host: a request without one is no browser's
+    for host in (f"127.0.0.1:{port}", f"localhost:{port}", f"LOCALHOST:{port}", "localhost", f"[::1]:{port}"):
+        status, headers, body = _get_with_host(url, host)
+        assert status == 200, host
+        assert isinstance(json.loads(body), list)
+        assert not any(k.lower().startswith("access-control-") for k in headers)  # and no CORS
+
+
+def test_a_viewer_on_a_named_host_serves_that_name(viewer_root):
+    root, _ = viewer_root
+    server, url = serve_in_thread(root, host="127.0.0.1")
+    try:
+        port = url.rsplit(":", 1)[1]
+        assert _get_with_host(url, f"127.0.0.1:{port}")[0] == 200
+    finally:
+        server.shutdown()
+        server.server_close()
+    from stable_datasets.viewer.server import allowed_hosts
+
+    assert allowed_hosts("10.1.2.3") == {"127.0.0.1", "localhost", "::1", "10.1.2.3"}
+    assert allowed_hosts("My-Box.Local") == {"127.0.0.1", "localhost", "::1", "my-box.local"}
+
+
+def test_a_page_marks_a_corrupt_cell_and_serves_the_rest(tmp_path):
+    """One damaged image failed the whole page (a 500): the page decodes a row at a time, and a row that cannot be
+    decoded whole has its cells decoded alone, the damaged one marked."""
+    import stable_datasets as sds
+    from stable_datasets.cache.builds import current_build
+
+    pictures = [cv2.imencode(".png", np.full((8, 8, 3), 60 * i, np.uint8))[1].tobytes() for i in range(3)]
+    ds = sds.StableDataset.from_dict({"image": pictures, "label": [0, 1, 2]},
+                                     features=sds.Features({"image": sds.Image(), "label": sds.Value("int64")}),
+                                     cache_dir=tmp_path / "cache")
+    build = current_build(ds.cache_dirs[0].parent / ds.cache_dirs[0].name.split("@")[0])
+    del ds
+    shard = next(build.glob("*.arrow"))
+    data = shard.read_bytes()
+    at = data.index(pictures[1]) + 8  # past the PNG signature: the header chunk of row 1's image
+    shard.chmod(0o644)
+    with open(shard, "r+b") as fh:
+        fh.seek(at)
+        fh.write(b"\0" * 24)
+    server, url = serve_in_thread(tmp_path / "cache")
+    try:
+        key = get_json(url + "/api/caches")[0]["id"]
+        page = get_json(f"{url}/api/caches/{key}/rows?offset=0&limit=3")
+    finally:
+        server.shutdown()
+        server.server_close()
+    kinds = [(r["cells"]["image"]["kind"], r["cells"]["label"]) for r in page["rows"]]
+    assert kinds == [("image", {"kind": "value", "value": 0}), ("error", {"kind": "value", "value": 1}),
+                     ("image", {"kind": "value", "value": 2})]
+    assert page["rows"][1]["cells"]["image"]["text"].startswith("cannot decode: ")
