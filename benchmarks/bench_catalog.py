@@ -119,6 +119,36 @@ def make_speech_commands(scale: float, path: Path) -> None:
     _tar(path, members)
 
 
+def make_food101(scale: float, ours: Path, upstream_train: Path, upstream_test: Path) -> None:
+    """The same JPEGs twice: ours the official food-101.tar.gz (images/<class>/<id>.jpg and meta/{train,test}.txt),
+    upstream its repackaging (food101_{train,test}.tar of <class>/<id>.jpg, uncompressed)."""
+    import cv2
+
+    from stable_datasets.images.food101 import LABELS
+
+    rng = np.random.default_rng(6)
+    per_class = {"train": max(1, int(750 * scale)), "test": max(1, int(250 * scale))}
+    jpegs: dict[str, dict[str, bytes]] = {"train": {}, "test": {}}
+    y, x = np.mgrid[0:128, 0:128]
+    for split, count in per_class.items():
+        for label in LABELS:
+            for i in range(count):
+                base = (x * rng.integers(1, 3) + y * rng.integers(1, 3)) % 256
+                image = np.dstack([base, 255 - base, (base + rng.integers(0, 256)) % 256]).astype(np.uint8)
+                image = cv2.add(image, rng.integers(0, 40, image.shape, dtype=np.uint8))
+                jpegs[split][f"{label}/{split}{i:05d}"] = cv2.imencode(".jpg", image)[1].tobytes()
+    members = {f"food-101/meta/{split}.txt": "\n".join(jpegs[split]).encode() + b"\n" for split in jpegs}
+    for split in jpegs:
+        members.update({f"food-101/images/{name}.jpg": data for name, data in jpegs[split].items()})
+    _tar(ours, members)
+    for split, path in (("train", upstream_train), ("test", upstream_test)):
+        with tarfile.open(path, "w") as archive:
+            for name, data in jpegs[split].items():
+                info = tarfile.TarInfo(f"{name}.jpg")
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
+
+
 DATASETS = {
     "cifar100": {
         "class": ("images", "CIFAR100"),
@@ -131,6 +161,13 @@ DATASETS = {
         "files": {f"http://ufldl.stanford.edu/housenumbers/{s}_32x32.mat": "both" for s in ("train", "test", "extra")},
         "make": lambda scale, paths: [make_svhn_file(int(n * scale), i, p) for i, (n, p) in
                                       enumerate(zip((73_257, 26_032, 5_311), paths))],
+    },
+    "food101": {
+        "class": ("images", "Food101"),
+        "files": {"http://data.vision.ee.ethz.ch/cvl/food-101.tar.gz": "ours",
+                  "https://huggingface.co/datasets/haodoz0118/food101-img/resolve/main/food101_train.tar": "upstream",
+                  "https://huggingface.co/datasets/haodoz0118/food101-img/resolve/main/food101_test.tar": "upstream"},
+        "make": lambda scale, paths: make_food101(scale, *paths),
     },
     "stl10": {
         "class": ("images", "STL10"),
