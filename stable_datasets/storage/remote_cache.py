@@ -14,7 +14,7 @@ from typing import Any
 
 from loguru import logger
 
-from stable_datasets.cache.builds import BuildPin, pin_current, remove_tree
+from stable_datasets.cache.builds import BuildPin, opened, pin_current, remove_tree
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, read_published
 from stable_datasets.env import env_choice
@@ -105,6 +105,7 @@ def prepare_remote_split(root: RemoteRoot, relative: str, fingerprint: str, *, f
             if won:
                 _keep_as_shard_cache(root, split, pin.directory, published, set(copies))
         finally:
+            opened(pin)  # the local build is consumed here: no pin kept since its publish (cache.builds)
             pin.release()
             remove_tree(local)
         _remove_sources(split, copies.values())

@@ -87,3 +87,14 @@ def test_a_cache_of_many_shards_publishes_its_shard_list_file_and_opens_on_anoth
     monkeypatch.setenv("STABLE_DATASETS_LOCAL_CACHE_DIR", str(tmp_path / "node-3"))
     with pytest.raises(CacheError, match=rf"^s3://{s3_env.bucket}/{listed}: shard changed since it was published"):
         sds.open_cache(url)
+
+
+def test_a_remote_build_leaves_no_local_build_folder_behind(s3_env, toy_builder):
+    """The local build of an object-store publish is consumed by the publish: the pin its publish took (kept until
+    an open, cache.builds.hold_until_opened) is dropped there, so the local folder goes, not at process exit."""
+    from stable_datasets.storage.root import local_base
+
+    ds = sds.load_dataset(str(toy_builder), split="train")
+    assert len(ds) == 50
+    left = sorted(p.name for p in local_base().rglob("train@*") if p.is_dir() and p.parent.name != "attempts")
+    assert left == [], sorted(str(p) for p in local_base().rglob("train@*"))
