@@ -8,13 +8,12 @@ extra needed, automatic or manual download), read from the builders themselves, 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import sys
 from pathlib import Path
 from typing import Any
 
 from stable_datasets.catalog.builder import CatalogBuilder
-from stable_datasets.registry import catalog_names
+from stable_datasets.registry import catalog_class, catalog_names
 
 #: the docs page's table sits between these lines
 TABLE_START, TABLE_END = "<!-- catalog table: start -->", "<!-- catalog table: end -->"
@@ -41,15 +40,8 @@ class CatalogEntry:
 
 
 def catalog_classes_by_name() -> dict[str, type[CatalogBuilder]]:
-    """Every catalog dataset's builder class, by name."""
-    found: dict[str, type[CatalogBuilder]] = {}
-    for name, module_name in catalog_names().items():
-        module = importlib.import_module(module_name)
-        for obj in vars(module).values():
-            if isinstance(obj, type) and issubclass(obj, CatalogBuilder) and obj.__module__ == module_name \
-                    and obj.builder_name() == name:
-                found[name] = obj
-    return found
+    """Every catalog dataset's builder class, by name (the registry's lookup, one name at a time)."""
+    return {name: catalog_class(name) for name in catalog_names()}  # type: ignore[misc]
 
 
 def catalog_entry(cls: type[CatalogBuilder]) -> CatalogEntry:
