@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from stable_datasets.builder import DatasetInfo, SplitGenerator, Version
+from stable_datasets.builder import DatasetInfo, Version
 from stable_datasets.catalog import CatalogBuilder, DatasetSource, DownloadInfo
-from stable_datasets.catalog.formats.idx import read_idx
-from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features import ClassLabel, Features, Image
+from stable_datasets.images._idx_pairs import idx_examples, idx_split_generators
 
 _BASE = "https://storage.googleapis.com/cvdf-datasets/mnist/"
 _MIRROR = "https://ossci-datasets.s3.amazonaws.com/mnist/"
@@ -50,13 +49,7 @@ class MNIST(CatalogBuilder):
         )
 
     def _split_generators(self, dl_manager):
-        files = dl_manager.download(self._source().remote_files())
-        return [SplitGenerator("train", {"images": files["train_images"], "labels": files["train_labels"]}),
-                SplitGenerator("test", {"images": files["test_images"], "labels": files["test_labels"]})]
+        return idx_split_generators(dl_manager, self._source().remote_files())
 
     def _generate_examples(self, images, labels):
-        pixels, targets = read_idx(images), read_idx(labels)
-        if len(pixels) != len(targets):
-            raise StableDatasetsError(f"{images} holds {len(pixels)} images but {labels} holds {len(targets)} labels")
-        for index in range(len(pixels)):
-            yield index, {"image": pixels[index], "label": int(targets[index])}
+        yield from idx_examples(images, labels)
