@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import stable_datasets
+from stable_datasets.builder.local_modules import parse_source
 from stable_datasets.env import VARIABLES, env_choice, env_flag, env_json_object, env_number, env_text
 from stable_datasets.errors import ConfigurationError
 
@@ -23,7 +24,7 @@ def test_no_module_but_env_reads_the_environment():
     for path in sorted(PACKAGE.rglob("*.py")):
         if path == PACKAGE / "env.py":
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse_source(path.read_text(), str(path))):
             if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "os" and \
                     node.attr in ("environ", "getenv", "environb"):
                 offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} reads os.{node.attr}")

@@ -54,12 +54,13 @@ _PARSE_LOCK = threading.Lock()
 def parse_source(source: bytes | str, filename: str) -> ast.Module:
     """`ast.parse`, one thread at a time; a parse that another library's thread disturbed is tried again."""
     with _PARSE_LOCK:
-        try:
-            return ast.parse(source, filename=filename)
-        except SystemError as exc:
-            if "recursion depth mismatch" not in str(exc):
-                raise
-            return ast.parse(source, filename=filename)
+        for attempt in range(3):
+            try:
+                return ast.parse(source, filename=filename)
+            except SystemError as exc:
+                if "recursion depth mismatch" not in str(exc) or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
 
 def _imported_files(path: Path, root: Path) -> set[Path]:

@@ -123,6 +123,8 @@ class Sequence(FeatureType):
         if isinstance(raw, np.ndarray):  # a zero-copy slice from a list<number> column (2-d: list<list<number>>)
             return raw.tolist()
         if self._plain and not numpy and isinstance(raw, list):  # Value.decode would return each cell as it is
+            if self._rows_of_numbers and any(isinstance(v, np.ndarray) for v in raw):  # ragged rows from the
+                return [v.tolist() if isinstance(v, np.ndarray) else v for v in raw]    # cell getter: 1-d views
             return raw
         if numpy and self._rows_of_numbers and isinstance(raw, list) and raw:
             rows = _rectangle(raw)

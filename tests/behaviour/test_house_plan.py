@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import stable_datasets
+from stable_datasets.builder.local_modules import parse_source
 
 PACKAGE = Path(stable_datasets.__file__).resolve().parent
 LOWER_FLOOR = ("storage", "cache", "layouts", "write", "features", "arrow", "streaming")
@@ -35,7 +36,7 @@ def _imported(tree: ast.AST) -> list[tuple[int, str]]:
 def test_no_module_below_dataset_imports_it():
     offenders = [f"{path.relative_to(PACKAGE)}:{line} imports {name}"
                  for path in _modules(*LOWER_FLOOR)
-                 for line, name in _imported(ast.parse(path.read_text()))
+                 for line, name in _imported(parse_source(path.read_text(), str(path)))
                  if name == "stable_datasets.dataset" or name.startswith("stable_datasets.dataset.")]
     assert offenders == []
 
@@ -46,7 +47,7 @@ def test_only_layouts_name_a_layout():
         relative = path.relative_to(PACKAGE).as_posix()
         if relative.split("/")[0] in NAMES_LAYOUTS or relative in NAMES_LAYOUTS:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parse_source(path.read_text(), str(path))):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in LAYOUT_NAMES:
                 offenders.append(f"{relative}:{node.lineno} names the layout {node.value!r}")
     assert offenders == []
@@ -105,7 +106,7 @@ def test_no_import_cycle_crosses_packages():
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
         source = relative.parts[0] if len(relative.parts) > 1 else path.stem
-        for line, name in _imports_outside_type_checking(ast.parse(path.read_text())):
+        for line, name in _imports_outside_type_checking(parse_source(path.read_text(), str(path))):
             target = name.split(".")[1]
             if target != source:
                 edges.setdefault(source, {}).setdefault(target, f"{relative}:{line}")
@@ -146,7 +147,7 @@ def test_function_local_imports_of_our_own_modules_are_few_and_say_why():
     local, unexplained = set(), []
     for path in sorted(PACKAGE.rglob("*.py")):
         lines = path.read_text().splitlines()
-        tree = ast.parse("\n".join(lines))
+        tree = parse_source("\n".join(lines), "<lines>")
         for function in ast.walk(tree):
             if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
                 for line, name in _imported(function):
