@@ -9,6 +9,7 @@ options each call), so a subprocess can build it by name from the state file alo
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -40,11 +41,22 @@ def json_round_trip(state: dict[str, Any]) -> dict[str, Any]:
 
 
 def ids_source(n: int = ROWS, start: int = 0) -> sds.StableDataset:
+    """Rows with ids start..start+n-1 (built once per cache root: the streams over it are the fresh objects)."""
+    return _ids_source(n, start, os.environ.get("STABLE_DATASETS_CACHE_DIR"))
+
+
+@functools.lru_cache(maxsize=32)
+def _ids_source(n: int, start: int, cache_root: str | None) -> sds.StableDataset:
     return sds.StableDataset.from_dict({"id": list(range(start, start + n)), "text": [f"r{i}" for i in range(n)]})
 
 
 def token_source(n: int = 30) -> sds.StableDataset:
     """Tokenized rows whose first token is the row id (so a pack names its rows), 2 to 4 tokens long."""
+    return _token_source(n, os.environ.get("STABLE_DATASETS_CACHE_DIR"))
+
+
+@functools.lru_cache(maxsize=4)
+def _token_source(n: int, cache_root: str | None) -> sds.StableDataset:
     lengths = [2 + i % 3 for i in range(n)]
     return sds.StableDataset.from_dict({"input_ids": [[i] + [1] * (k - 1) for i, k in zip(range(n), lengths)],
                                         "loss_mask": [[1] * k for k in lengths]})

@@ -131,6 +131,39 @@ def test_stateful_dataloader_resumes_every_batch(config, workers, data_dir):
     assert loader_failures(make_loader, steps) == []
 
 
+STATEFUL_WORKERS_REPEAT_THE_EPOCH = (
+    "bug: through torchdata's StatefulDataLoader with num_workers=2, a second pass over the same loader (and a fresh "
+    "loader restored from the state saved after the first pass ended) serves epoch 0's order again (shuffle_buffer, "
+    "24 rows, batches of 4: expected epoch 1's [[9, 8, 5, 6], [7, 20, 22, 23], ...], got "
+    "[[20, 21, 22, 23], [14, 12, 11, 10], ...] "
+    "= the first pass): the workers' copies finish the epoch, the main process's stream stays at epoch 0 and the "
+    "loader's finished state restarts its workers from it; with 0 workers and with StreamingDataLoader it moves on")
+
+
+@pytest.mark.parametrize(("loader", "workers"), [
+    ("streaming", 0), ("streaming", 2), ("stateful", 0),
+    pytest.param("stateful", 2, marks=pytest.mark.xfail(strict=True, reason=STATEFUL_WORKERS_REPEAT_THE_EPOCH))])
+def test_a_loader_state_taken_after_exhaustion_resumes_at_the_next_epoch(loader, workers, data_dir):
+    """A loader's state saved after its loop ended, loaded into a fresh loader, serves the next epoch whole, as
+    the loader that saved it does on its next pass (not the finished epoch again, not nothing)."""
+    def make_loader():
+        stream = _with_loader_batch(CONFIGS["shuffle_buffer"](data_dir), 4)
+        if loader == "streaming":
+            return StreamingDataLoader(stream, batch_size=4, num_workers=workers)
+        stateful = pytest.importorskip("torchdata.stateful_dataloader")
+        return stateful.StatefulDataLoader(stream, batch_size=4, num_workers=workers)
+
+    first = make_loader()
+    one = [batch_ids(b) for b in first]
+    state = json_round_trip(first.state_dict())
+    two = [batch_ids(b) for b in first]
+    fresh = make_loader()
+    fresh.load_state_dict(state)
+    assert [batch_ids(b) for b in fresh] == two
+    assert len(two) == len(one) == 6 and sorted(sum(two, [])) == list(range(24))
+    assert two != one, "the next pass served the finished epoch's order again"
+
+
 @pytest.mark.parametrize("source", ["ids", "json"])
 def test_lanes_two_ranks_by_two_workers_resume_every_batch(source, data_dir):
     """2 ranks x 2 workers in lanes, batches of 2: each rank's loader resumes at every step, the ranks' states
