@@ -49,7 +49,7 @@ def test_every_step_resumes_the_exact_suffix_twice_in_a_row(config, data_dir):
     pass; and a stream resumed from it, stopped half way through the rest and resumed again, does too."""
     make = lambda: CONFIGS[config](data_dir)  # noqa: E731
     full, _ = run(make())
-    assert len(full) >= 9  # a real pass (mixes that oversample serve some rows twice)
+    assert len(full) >= 5  # a real pass (mixes that oversample serve some rows twice)
     assert failures_at_every_step(make) == []
 
 
