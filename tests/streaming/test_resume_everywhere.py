@@ -3,9 +3,10 @@ loaders, and golden orders that must not change.
 
 Golden orders (`GOLDEN`) pin the first row ids of standard configurations. A release that changes one
 breaks every saved checkpoint of that configuration silently (a state is a position in the order), so a
-change must be deliberate and announced: add a changelog line saying which orders changed and why, bump
-`STATE_FORMAT` in stable_datasets/streaming/state.py (old states are then refused by name instead of
-resuming at a wrong row), and update the pinned ids here in the same commit.
+change must be deliberate and announced: add a changelog line (CHANGELOG.md at the repository root)
+saying which orders changed and why, bump `STATE_FORMAT` in stable_datasets/streaming/state.py (old
+states are then refused by name instead of resuming at a wrong row), and update the pinned ids and the
+pinned format here in the same commit.
 """
 
 from __future__ import annotations
@@ -97,6 +98,34 @@ def test_iter_called_before_load_state_dict_still_resumes(config, data_dir):
     assert row_id(next(iter(peeked))) == full[0]
     peeked.load_state_dict(states[k])
     assert [row_id(r) for r in peeked] == full[k:]
+
+
+def test_a_round_robin_mix_without_a_seed_resumes_in_a_fresh_mix():
+    """Bug found by the harness (config mix_round_robin, k=0..20): a round-robin mix given no seed drew a random
+    seed it never uses, so a fresh mix refused its state ("the saved mix drew its sources with seed 26784..., this
+    one with 65227...") though the order is the same; now it resumes, with mix_seed 0."""
+    def make():
+        return sds.interleave_datasets([ids_source(10).to_iterable(), ids_source(16, 100).to_iterable()])
+
+    full, states = run(make())
+    assert full[:6] == [0, 100, 1, 101, 2, 102] and len(full) == 20 and states[5]["mix_seed"] == 0
+    assert resumed(make, states[5]) == full[5:]
+
+
+def test_iter_on_a_loader_before_load_state_dict_still_resumes(data_dir):
+    """An iterator of a StreamingDataLoader made before `load_state_dict` serves the saved suffix."""
+    def make_loader():
+        return StreamingDataLoader(CONFIGS["shuffle_buffer"](data_dir), batch_size=4)
+
+    loader = make_loader()
+    full = [batch_ids(b) for b in make_loader()]
+    iterator = iter(loader)
+    assert batch_ids(next(iterator)) == full[0]
+    state = json_round_trip(loader.state_dict())
+    fresh = make_loader()
+    early = iter(fresh)
+    fresh.load_state_dict(state)
+    assert [batch_ids(b) for b in early] == full[1:]
 
 
 # -- through the loaders: 0, 1 and 2 workers --------------------------------------------------------------
@@ -195,21 +224,26 @@ def _worker_id(row):  # module level: a DataLoader worker runs it
 
 
 @pytest.mark.parametrize("verbs", ["shuffle", "shuffle_skip", "skip"])
-@pytest.mark.parametrize("lanes", [False, True])
-def test_every_rank_and_worker_gets_data_after_shuffle_and_skip(verbs, lanes):
+@pytest.mark.parametrize("lanes", [False, True, "files"])
+def test_every_rank_and_worker_gets_data_after_shuffle_and_skip(verbs, lanes, data_dir):
     """The 2026 traps: only worker 0 getting data after `shuffle()`, and `skip()` after a node split giving
     every rank everything. On 2 ranks x 2 workers every rank and every worker serves rows, the ranks' rows are
     disjoint, and together they are exactly the skipped order."""
+    def base(**placement):
+        if lanes == "files":  # a stream of data files, split by node (it reads in lanes)
+            files = sds.load_dataset("json", data_files=write_files(data_dir)["json"], split="train", streaming=True)
+            return StreamingDataset(files.dataset, lanes=True, **placement)
+        return StreamingDataset(ids_source(), lanes=lanes, **placement)
+
     def stream(rank):
-        s = ids_source().to_iterable(rank=rank, world_size=2, lanes=lanes)
+        s = base(rank=rank, world_size=2)
         if "shuffle" in verbs:
             s = s.shuffle(seed=5, buffer_size=6)
         if "skip" in verbs:
             s = s.skip(4)
         return s
 
-    whole = [row_id(r) for r in StreamingDataset(ids_source(), lanes=lanes).shuffle(seed=5, buffer_size=6).skip(4)] \
-        if verbs == "shuffle_skip" else None
+    whole = [row_id(r) for r in base().shuffle(seed=5, buffer_size=6).skip(4)] if verbs == "shuffle_skip" else None
     by_rank = []
     for rank in range(2):
         rows = [(int(i), int(w)) for batch in StreamingDataLoader(stream(rank).map(_worker_id), batch_size=2,
@@ -226,14 +260,18 @@ def test_every_rank_and_worker_gets_data_after_shuffle_and_skip(verbs, lanes):
 # -- hypothesis: any size, seed, buffer, cut and rank -------------------------------------------------------
 @settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 30), seed=st.integers(0, 2**32), buffer=st.integers(1, 12), skip=st.integers(0, 5),
-       take=st.integers(0, 30), world=st.integers(1, 3), data=st.data())
-def test_any_shuffled_rank_stream_resumes_at_every_step(n, seed, buffer, skip, take, world, data):
+       take=st.integers(0, 30), world=st.integers(1, 3), lanes=st.booleans(), kept=st.integers(1, 4),
+       data=st.data())
+def test_any_shuffled_rank_stream_resumes_at_every_step(n, seed, buffer, skip, take, world, lanes, kept, data):
+    """Any rows, seed, buffer, skip/take, rank of any world size, lanes or not, filtered (rows whose id is a
+    multiple of `kept` kept; 1: no filter): every step resumes the exact suffix."""
     rank = data.draw(st.integers(0, world - 1))
     source = ids_source(n)
 
     def make():
-        return source.to_iterable(rank=rank, world_size=world).shuffle(seed=seed, buffer_size=buffer) \
-            .skip(skip).take(take)
+        stream = source.to_iterable(rank=rank, world_size=world, lanes=lanes) \
+            .shuffle(seed=seed, buffer_size=buffer).skip(skip).take(take)
+        return stream if kept == 1 else stream.filter(lambda r: r["id"] % kept == 0)
 
     assert failures_at_every_step(make, twice=False) == []
 
