@@ -193,8 +193,13 @@ def restore_in_subprocess(states: dict[str, list[dict[str, Any]]], data_dir: Pat
 
 
 # -- through DataLoaders: one step is one batch ------------------------------------------------------------
-def batch_ids(batch: Any) -> list[int]:
-    return [int(v) for v in np.asarray(batch["id"]).tolist()]
+def batch_ids(batch: Any) -> list[Any]:
+    """A loader batch's row ids: a collated batch's `id` column, a list of rows (collate_fn=list), or a pack."""
+    if isinstance(batch, list):
+        return [row_id(row) for row in batch]
+    if "seq_start_id" in batch:
+        return [row_id(batch)]
+    return [int(v) for v in np.asarray(batch["id"]).ravel().tolist()]
 
 
 def loader_failures(make_loader: Callable[[], Any], steps: Iterable[int] | None = None) -> list[str]:

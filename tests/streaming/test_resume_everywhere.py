@@ -160,6 +160,43 @@ def test_stateful_dataloader_resumes_every_batch(config, workers, data_dir):
     assert loader_failures(make_loader, steps) == []
 
 
+def _rows_as_list(rows):  # module level: DataLoader workers pickle it
+    return rows
+
+
+@pytest.mark.parametrize("loader", ["streaming", "stateful"])
+@pytest.mark.parametrize("config", ["pack_stream_shuffled", "mix_sized", "mix_lanes_rank0_of_2", "batched",
+                                    "map_skip_rank1_of_3"])
+def test_both_loaders_with_two_workers_resume_packs_mixes_and_batches(config, loader, data_dir):
+    """Packs, mosaic-style and laned mixes, batch() streams and a mapped rank of 3, through either loader with 2
+    workers (rows kept as lists: packs do not collate): the state after 1 and 3 batches resumes the rest."""
+    stateful = pytest.importorskip("torchdata.stateful_dataloader") if loader == "stateful" else None
+
+    def make_loader():
+        stream = CONFIGS[config](data_dir)
+        if config == "batched":  # the stream yields batches of 5 itself
+            options = {"batch_size": None}
+        else:
+            options = {"batch_size": 3, "collate_fn": _rows_as_list}
+            stream.loader_batch_size = 3
+        cls = StreamingDataLoader if stateful is None else stateful.StatefulDataLoader
+        return cls(stream, num_workers=2, **options)
+
+    assert loader_failures(make_loader, [1, 3]) == []
+
+
+@pytest.mark.parametrize("config", ["shuffle_buffer", "mix_probabilities", "json_files_shuffled", "pack_stream"])
+def test_a_state_saved_in_the_second_epoch_resumes_it(config, data_dir):
+    """After a whole first pass, the state after k rows of epoch 1, in a fresh stream, serves the rest of
+    epoch 1 (its own order), for every k."""
+    stream = CONFIGS[config](data_dir)
+    list(stream)
+    second, states = run(stream)
+    assert all(state["epoch"] == 1 for state in states[:-1])
+    for k, state in enumerate(states):
+        assert resumed(lambda: CONFIGS[config](data_dir), state) == second[k:], f"k={k}"
+
+
 STATEFUL_WORKERS_REPEAT_THE_EPOCH = (
     "bug: through torchdata's StatefulDataLoader with num_workers=2, a second pass over the same loader (and a fresh "
     "loader restored from the state saved after the first pass ended) serves epoch 0's order again (shuffle_buffer, "
