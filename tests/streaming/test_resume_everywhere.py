@@ -296,6 +296,30 @@ def test_lanes_two_ranks_by_two_workers_resume_every_batch(source, data_dir):
     assert sorted(served) == list(range(24))
 
 
+def test_lanes_two_ranks_by_two_workers_through_stateful_dataloader_resume_and_merge():
+    """The same 2 x 2 lanes through torchdata's StatefulDataLoader: each rank's loader resumes at every batch, and
+    the ranks' states after 4 batches, merged into one stream on 1 rank without workers, serve the rest of the
+    epoch: every row once."""
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+
+    def make_loader(rank):
+        stream = ids_source().to_iterable(rank=rank, world_size=2, lanes=True, loader_batch_size=2).shuffle(seed=0)
+        return stateful.StatefulDataLoader(stream, batch_size=2, num_workers=2)
+
+    heads, states = [], []
+    for rank in range(2):
+        assert loader_failures(lambda r=rank: make_loader(r), [2, 5]) == []
+        loader = make_loader(rank)
+        iterator = iter(loader)
+        heads += [i for _ in range(4) for i in batch_ids(next(iterator))]
+        states.append(json_round_trip(loader.state_dict()))
+        del iterator
+    single = ids_source().to_iterable(lanes=True).shuffle(seed=0)
+    single.load_state_dict(states[0])
+    rest = [row_id(r) for r in single]
+    assert len(heads) == 16 and sorted(heads + rest) == list(range(24))
+
+
 # -- every rank gets data after shuffle() and after skip() on a node split ------------------------------------
 def _worker_id(row):  # module level: a DataLoader worker runs it
     info = torch.utils.data.get_worker_info()
