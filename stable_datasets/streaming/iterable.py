@@ -391,9 +391,12 @@ class StreamingDataset(_IterableBase):
         """Continue from a saved state: any world size, workers or batch size (see the module docstring).
 
         A torchdata StatefulDataLoader's whole state is accepted too: its workers' states are merged into
-        one global position (`streaming.state.merge_worker_states`), so it also resumes elsewhere."""
+        one global position (`streaming.state.merge_worker_states`), so it also resumes elsewhere; without
+        workers it holds this stream's own state."""
         if isinstance(state, dict) and "_snapshot" in state:
             state = merge_worker_states(state)
+        elif isinstance(state, dict) and isinstance(state.get("dataset_state"), dict) and "consumed" not in state:
+            state = state["dataset_state"]  # a StatefulDataLoader's state without workers: the stream's own inside
         files = self.source_files()
         if files is not None and isinstance(state, dict) and "consumed" in state:
             check_files(state.get("files"), files)

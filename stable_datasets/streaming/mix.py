@@ -65,7 +65,10 @@ class MixPlan:
         self.probabilities = check_probabilities(probabilities, len(self.lengths))
         self.strategy = stopping_strategy
         self._draws: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        self.seed = fresh_seed() if seed is None else check_seed(seed, "interleave_datasets")
+        if seed is not None:
+            self.seed = check_seed(seed, "interleave_datasets")
+        else:  # round robin draws nothing: a fixed seed, so its state resumes in another process without one
+            self.seed = 0 if self.probabilities is None else fresh_seed()
         drawable = np.ones(len(self.lengths), bool) if self.probabilities is None else self.probabilities > 0
         empty = [i for i in range(len(self.lengths)) if self.lengths[i] == 0 and drawable[i]]
         if empty and (self.probabilities is not None or stopping_strategy == "all_exhausted"):
