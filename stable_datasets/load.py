@@ -85,6 +85,10 @@ def load_dataset(path: str | os.PathLike | type[DatasetBuilder], split: str | No
     their defaults and otherwise refused in one line (stable_datasets/hf_arguments.py).
     """
     config_kwargs = take_hub_arguments(config_kwargs)
+    if "config_name" in config_kwargs:  # the catalog classes' (upstream's) spelling of `name`
+        if name is not None:
+            raise TypeError("load_dataset: pass the config as name= or config_name=, not both")
+        name = config_kwargs.pop("config_name")
     options = BuildOptions(storage_format=storage_format, download_mode=download_mode,  # checked once, here
                            verification_mode=verification_mode, layout_options=layout_options, num_proc=num_proc,
                            engine=engine, ray_address=ray_address, cache_limit=cache_limit)

@@ -54,6 +54,10 @@ class LoadsWhenCalled(type):
         if "manual_dir" in kwargs:  # upstream's and TFDS's name for the folder of a manual download
             kwargs["data_dir"] = kwargs.pop("manual_dir")
         name = config_name if config_name is not None else kwargs.pop("name", None)
+        if "cache_dir" in kwargs:  # load_dataset's name for upstream's processed_cache_dir
+            if processed_cache_dir is not None:
+                raise TypeError(f"{cls.__name__}: pass processed_cache_dir= or cache_dir=, not both")
+            processed_cache_dir = kwargs.pop("cache_dir")
         loaded = load_dataset(cls, split, name=name, storage_format=storage_format or cls.STORAGE_FORMAT,
                               cache_dir=processed_cache_dir, download_dir=download_dir, **kwargs)
         if decode_video is None:

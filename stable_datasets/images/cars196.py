@@ -1,24 +1,35 @@
 """Cars196 (Stanford Cars): 16,185 photos of 196 car models (make, model, year); 8,144 train / 8,041 test.
 
-The official files: `cars_train.tgz` and `cars_test.tgz` (`cars_{train,test}/<00001>.jpg`), the devkit's
-`devkit/cars_train_annos.mat` and `cars_test_annos_withlabels.mat`. Each annotation file is a MATLAB struct array
-`annotations` (bbox_x1, bbox_y1, bbox_x2, bbox_y2, class 1-196, fname), read whole by scipy (it is small). Rows come
-in annotation order, the JPEG bytes as stored. Upstream reads a repackaging (labels in the file names, on Hugging
-Face) of the same images; the class order (the devkit's `cars_meta.mat`) and names are upstream's.
+The official files have been gone from ai.stanford.edu since 2023 (TFDS issue 4932, torchvision issue 7545), so the
+default config reads what upstream reads: a repackaging on Hugging Face, `cars196_{train,test}.zip`, one JPEG per
+image named `<id>_<Make-Model-Year>.jpg`, the class in the name (lower-cased, `-` as `_`, `.` dropped); rows in the
+archive's order, the JPEG bytes as stored. Nobody publishes a sha256 of those zips, so they are checked by row
+count only.
+
+The `stanford` config reads the official files for whoever still has them (a mirror named through
+`STABLE_DATASETS_URL_REWRITES`): `cars_train.tgz` and `cars_test.tgz` (`cars_{train,test}/<00001>.jpg`), the devkit's
+`devkit/cars_train_annos.mat` and `cars_test_annos_withlabels.mat`, checked by TFDS's sha256 and size. Each
+annotation file is a MATLAB struct array `annotations` (bbox_x1, bbox_y1, bbox_x2, bbox_y2, class 1-196, fname), read
+whole by scipy (it is small); rows in annotation order. Both configs share upstream's class order and names (the
+devkit's `cars_meta.mat`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from stable_datasets.builder import DatasetInfo, Split, SplitGenerator, Version
+from stable_datasets.builder import BuilderConfig, DatasetInfo, Split, SplitGenerator, Version
 from stable_datasets.catalog import CatalogBuilder, DatasetSource, DownloadInfo
 from stable_datasets.catalog.formats.archives import members_in_order
+from stable_datasets.catalog.formats.image_archives import stream_members
 from stable_datasets.catalog.formats.matlab import load_mat
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features import ClassLabel, Features, Image
 
-#: asset -> (url, sha256, size): TFDS's record (url_checksums/cars196.txt)
+#: the repackaging upstream reads (Hugging Face dataset haodoz0118/cars196-img)
+_REPACK = "https://huggingface.co/datasets/haodoz0118/cars196-img/resolve/main/"
+
+#: asset -> (url, sha256, size): TFDS's record (url_checksums/cars196.txt) of the official files
 _FILES = {
     "train_images": ("http://ai.stanford.edu/~jkrause/car196/cars_train.tgz",
                      "512b227b30e2f0a8aab9e09485786ab4479582073a144998da74d64b801fd288", 979269282),
@@ -100,20 +111,30 @@ LABELS = [
 class Cars196(CatalogBuilder):
     """Stanford Cars (Krause et al., 2013); labels 0-195 (the annotations' 1-196, minus one)."""
 
-    VERSION = Version("1.0.0")
+    VERSION = Version("1.1.0")
     TASK = "image classification"
     EXTRA = "formats"
-    SOURCE = DatasetSource(
-        homepage="https://ai.stanford.edu/~jkrause/cars/car_dataset.html",
-        assets={key: DownloadInfo(url, checksum=f"sha256:{sha}", size=size)
-                for key, (url, sha, size) in _FILES.items()},
-        citation="""@inproceedings{krause20133d,
+    BUILDER_CONFIGS = [
+        BuilderConfig(name="default", description="upstream's repackaging on Hugging Face (the class in each name)"),
+        BuilderConfig(name="stanford", description="the official archives and MATLAB annotations (offline since "
+                                                   "2023: for a mirror of them)"),
+    ]
+    DEFAULT_CONFIG_NAME = "default"
+    _CITATION = """@inproceedings{krause20133d,
   title={3d object representations for fine-grained categorization},
   author={Krause, Jonathan and Stark, Michael and Deng, Jia and Fei-Fei, Li},
   booktitle={Proceedings of the IEEE international conference on computer vision workshops},
   pages={554--561},
-  year={2013}}""",
-    )
+  year={2013}}"""
+    _HOMEPAGE = "https://ai.stanford.edu/~jkrause/cars/car_dataset.html"
+
+    def _source(self) -> DatasetSource:
+        if self.config.name == "stanford":
+            assets = {key: DownloadInfo(url, checksum=f"sha256:{sha}", size=size)
+                      for key, (url, sha, size) in _FILES.items()}
+        else:
+            assets = {split: DownloadInfo(f"{_REPACK}cars196_{split}.zip") for split in ("train", "test")}
+        return DatasetSource(homepage=self._HOMEPAGE, assets=assets, citation=self._CITATION)
 
     def _info(self) -> DatasetInfo:
         return DatasetInfo(
@@ -127,16 +148,42 @@ class Cars196(CatalogBuilder):
 
     def _split_generators(self, dl_manager):
         paths = dl_manager.download(self._source().remote_files())
+        if self.config.name != "stanford":
+            return [SplitGenerator(Split.TRAIN, {"repack": paths["train"]}),
+                    SplitGenerator(Split.TEST, {"repack": paths["test"]})]
         return [SplitGenerator(Split.TRAIN, {"images": paths["train_images"], "folder": "cars_train",
                                              "annotations": (paths["devkit"], _TRAIN_ANNOTATIONS)}),
                 SplitGenerator(Split.TEST, {"images": paths["test_images"], "folder": "cars_test",
                                             "annotations": (paths["test_annotations"], None)})]
 
-    def _generate_examples(self, images, folder, annotations):
+    def _generate_examples(self, repack=None, images=None, folder=None, annotations=None):
+        if repack is not None:
+            yield from _repack_examples(repack)
+            return
         fnames, classes = _annotations(*annotations)
         members = [f"{folder}/{name}" for name in fnames]
         for (name, fh), label in zip(members_in_order(images, members), classes):
             yield name, {"image": fh.read(), "label": label - 1}
+
+
+_LABEL_INDEX = {name: index for index, name in enumerate(LABELS)}
+
+
+def _is_photo(member: str) -> bool:
+    """A JPEG of the archive, not a macOS resource fork (`__MACOSX/`, `._name`) beside it."""
+    base = member.rsplit("/", 1)[-1]
+    return member.endswith(".jpg") and not member.startswith("__MACOSX/") and not base.startswith("._")
+
+
+def _repack_examples(path: str):
+    """Rows of a repackaged zip, in the archive's order: the class is the name after the first `_`."""
+    for name, data in stream_members(path, _is_photo):
+        stem = name.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        _, _, class_part = stem.partition("_")
+        label = _LABEL_INDEX.get(class_part.lower().replace("-", "_").replace(".", ""))
+        if label is None:
+            raise StableDatasetsError(f"{path}: member {name!r} names no Cars196 class ({class_part!r})")
+        yield name, {"image": data, "label": label}
 
 
 def _annotations(path: str, member: str | None) -> tuple[list[str], list[int]]:

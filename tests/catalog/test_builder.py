@@ -45,6 +45,18 @@ def test_calling_the_class_loads_a_split_or_all_with_upstream_names(monkeypatch,
     assert isinstance(builder, Numbers) and builder.is_prepared("train")
 
 
+def test_cache_dir_and_config_name_are_accepted_in_either_spelling_but_not_both(monkeypatch, tmp_path):
+    with serve_urls(monkeypatch, FILES):
+        train = Numbers(split="train", cache_dir=tmp_path / "c")  # load_dataset's name for processed_cache_dir
+        again = sds.load_dataset(Numbers, split="train", config_name="default", cache_dir=tmp_path / "c")
+    assert train["n"] == again["n"] == [1, 2, 3] and train.cache_dirs == again.cache_dirs
+    assert train.cache_dirs[0].is_relative_to(tmp_path / "c")
+    with pytest.raises(TypeError, match="pass processed_cache_dir= or cache_dir=, not both"):
+        Numbers(split="train", cache_dir=tmp_path / "c", processed_cache_dir=tmp_path / "d")
+    with pytest.raises(TypeError, match="pass the config as name= or config_name=, not both"):
+        sds.load_dataset(Numbers, split="train", name="default", config_name="default")
+
+
 def test_a_split_with_other_rows_than_promised_is_refused_before_publishing(monkeypatch):
     files = {**FILES, URL.format("train"): b"1\n2\n"}
     with serve_urls(monkeypatch, files), pytest.raises(SplitRowsError) as caught:
