@@ -48,6 +48,10 @@ class UEAArchiveBuilder(CatalogBuilder):
                 declared = header.class_values
                 if declared is None:  # numbered over the sorted class strings: read them first
                     declared = sorted({label for _, labels in blocks for label in labels})
+            room = getattr(self.info.features.get("label"), "num_classes", None)
+            if room is not None and len(declared) > room:
+                raise StableDatasetsError(f"{where}: {len(declared)} classes ({', '.join(map(repr, declared))}) do "
+                                          f"not fit {type(self).__name__}'s {room}")
             ids = {name: i for i, name in enumerate(declared)}
             with archive.open(member) as fh:
                 index = 0

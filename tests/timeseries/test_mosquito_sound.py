@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import stable_datasets as sds
+from stable_datasets.errors import StableDatasetsError
 from stable_datasets.timeseries import MosquitoSound
 from tests.fixtures.arff import uea_zip_files
 from tests.fixtures.catalog import serve_urls
 
-CLASSES = ["Aedes", "Culex"]
+CLASSES = ["Ae. aegypti", "Ae. albopictus", "An. arabiensis", "An. gambiae", "C. pipiens", "C. quinquefasciatus"]
 
 
 def test_mosquito_sound_rows_are_the_arff_rows(monkeypatch, tmp_path):
@@ -29,5 +31,14 @@ def test_mosquito_sound_rows_are_the_arff_rows(monkeypatch, tmp_path):
             assert series.shape == (9, 1)
             np.testing.assert_array_equal(series[:, 0], row.astype(np.float32))
     features = data["train"].features
-    assert set(features) == {"series", "label"} and features["label"].num_classes == 2
+    assert set(features) == {"series", "label"} and features["label"].num_classes == 6
     assert same.to_dict() == data["test"].to_dict()
+
+
+def test_an_archive_with_more_classes_than_the_dataset_holds_is_an_error_naming_them(monkeypatch, tmp_path):
+    classes = [*CLASSES, "Mansonia"]
+    rows = np.zeros((1, 3))
+    with serve_urls(monkeypatch, uea_zip_files("MosquitoSound", (rows, ["Mansonia"]), (rows, ["Mansonia"]), classes)),\
+            pytest.raises(StableDatasetsError, match=r"MosquitoSound_TRAIN.arff: 7 classes \('Ae. aegypti', .*"
+                                                     r"'Mansonia'\) do not fit MosquitoSound's 6"):
+        MosquitoSound(split="train", verification_mode="no_checks", processed_cache_dir=str(tmp_path))
