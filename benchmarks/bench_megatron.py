@@ -78,6 +78,7 @@ IMPORTS = {
 def make_tokenizer(folder: Path) -> Path:
     """A byte-level BPE of 8,000 ids trained on Python's own documentation, saved as a tokenizer folder."""
     import pydoc_data.topics
+
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token="<unk>"))

@@ -46,7 +46,8 @@ DTYPE_CODES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6
 CODES = {np.dtype(v): k for k, v in DTYPE_CODES.items()}
 #: Megatron-Core's rule: token ids of a vocabulary below this fit uint16, else int32
 UINT16_VOCAB_LIMIT = 65_500
-_FIXED = len(INDEX_HEADER) + 8 + 1 + 8 + 8
+#: bytes of the fixed part of an index header (magic, version, dtype code, sequence and document counts)
+HEADER_BYTES = len(INDEX_HEADER) + 8 + 1 + 8 + 8
 
 
 class IndexedFormatError(StableDatasetsError, ValueError):
@@ -99,7 +100,7 @@ class IndexedDataset:
 
     def _read_index(self, multimodal: bool) -> None:
         data, where = self._idx_map, self.idx_path
-        if len(data) < _FIXED or data[:len(INDEX_HEADER)] != INDEX_HEADER:
+        if len(data) < HEADER_BYTES or data[:len(INDEX_HEADER)] != INDEX_HEADER:
             raise IndexedFormatError(f"{where}: not a Megatron indexed dataset index (header at offset 0 is "
                                      f"{bytes(data[:len(INDEX_HEADER)])!r}, expected {INDEX_HEADER!r})")
         version, code, sequences, documents = struct.unpack_from("<QBQQ", data, len(INDEX_HEADER))
@@ -108,11 +109,11 @@ class IndexedDataset:
         if code not in DTYPE_CODES:
             raise IndexedFormatError(f"{where}: unknown dtype code {code} at offset {len(INDEX_HEADER) + 8}")
         self.dtype = np.dtype(DTYPE_CODES[code])
-        expected = _FIXED + sequences * (4 + 8 + (1 if multimodal else 0)) + documents * 8
+        expected = HEADER_BYTES + sequences * (4 + 8 + (1 if multimodal else 0)) + documents * 8
         if len(data) != expected:
             raise IndexedFormatError(f"{where}: {len(data)} bytes, but its header ({sequences} sequences, {documents} "
                                      f"document indices{', multimodal' if multimodal else ''}) needs {expected}")
-        offset = _FIXED
+        offset = HEADER_BYTES
         self.sequence_lengths = np.frombuffer(data, np.int32, sequences, offset)
         offset += 4 * sequences
         self.sequence_pointers = np.frombuffer(data, np.int64, sequences, offset)
@@ -128,12 +129,14 @@ class IndexedDataset:
         lengths, pointers, where = self.sequence_lengths, self.sequence_pointers, self.idx_path
         if sequences and (lengths < 0).any():
             bad = int(np.argmax(lengths < 0))
-            raise IndexedFormatError(f"{where}: sequence {bad} has length {lengths[bad]} (offset {_FIXED + 4 * bad})")
+            raise IndexedFormatError(f"{where}: sequence {bad} has length {lengths[bad]} "
+                                     f"(offset {HEADER_BYTES + 4 * bad})")
         ends = pointers + lengths.astype(np.int64) * self.dtype.itemsize
         if sequences and (pointers[0] != 0 or (pointers[1:] != ends[:-1]).any()):
             bad = 0 if pointers[0] != 0 else int(np.argmax(pointers[1:] != ends[:-1])) + 1
             raise IndexedFormatError(f"{where}: sequence {bad}'s pointer {pointers[bad]} (offset "
-                                     f"{_FIXED + 4 * sequences + 8 * bad}) does not follow the sequence before it")
+                                     f"{HEADER_BYTES + 4 * sequences + 8 * bad}) does not follow the sequence "
+                                     "before it")
         size = int(ends[-1]) if sequences else 0
         if len(self._bin_map) != size:
             raise IndexedFormatError(f"{self.bin_path}: {len(self._bin_map)} bytes, but {where} places its "
@@ -141,7 +144,7 @@ class IndexedDataset:
         docs = self.document_indices
         if len(docs) == 0 or docs[0] != 0 or docs[-1] != sequences or (len(docs) > 1 and (np.diff(docs) < 0).any()):
             raise IndexedFormatError(f"{where}: document indices must rise from 0 to {sequences} (offset "
-                                     f"{_FIXED + 12 * sequences})")
+                                     f"{HEADER_BYTES + 12 * sequences})")
 
     def __len__(self) -> int:
         return len(self.sequence_lengths)

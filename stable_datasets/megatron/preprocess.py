@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
