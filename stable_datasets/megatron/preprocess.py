@@ -173,7 +173,7 @@ def encode_column(column: pa.ChunkedArray | pa.Array, tokenizer: Any, eod: int |
         texts = column.to_pylist()
         owner = np.arange(documents)
     elif (pa.types.is_list(column.type) or pa.types.is_large_list(column.type)) and \
-            pa.types.is_string(column.type.value_type):
+            (pa.types.is_string(column.type.value_type) or pa.types.is_null(column.type.value_type)):
         texts = column.values.slice(column.offsets[0].as_py(),
                                     column.offsets[-1].as_py() - column.offsets[0].as_py()).to_pylist()
         owner = np.repeat(np.arange(documents), np.diff(column.offsets.to_numpy()))
