@@ -185,7 +185,7 @@ def test_bad_inputs_are_named(tmp_path, tokenizer_dir, capsys):
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.one_of(st.sampled_from(LINES), st.lists(st.sampled_from(LINES + ["zzz"]), max_size=4)),
+@given(st.lists(st.one_of(st.sampled_from(LINES), st.lists(st.sampled_from([*LINES, "zzz"]), max_size=4)),
                 min_size=1, max_size=12), st.booleans())
 def test_a_batch_encodes_as_megatron_lm_encodes_each_document(tokenizer_dir, docs, eod):
     import pyarrow as pa
