@@ -75,18 +75,29 @@ IMPORTS = {
 }
 
 
-def make_tokenizer(folder: Path) -> Path:
-    """A byte-level BPE of 8,000 ids trained on Python's own documentation, saved as a tokenizer folder."""
+TOKENIZERS = {"bpe": "byte-level BPE (GPT-2's pre-tokenizer), 8,000 ids",
+              "wordlevel": "WordLevel on whitespace and punctuation, 20,000 ids (cheap: the pipeline shows)"}
+
+
+def make_tokenizer(folder: Path, kind: str) -> Path:
+    """A tokenizer trained on Python's own documentation, saved as a tokenizer folder (tokenizer.json and a
+    tokenizer_config.json naming its eos token, as transformers' AutoTokenizer reads it)."""
     import pydoc_data.topics
 
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(list(pydoc_data.topics.topics.values()),
-                            trainers.BpeTrainer(vocab_size=8000, special_tokens=["<unk>", "<|endoftext|>"],
-                                                initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    texts = list(pydoc_data.topics.topics.values())
+    special = ["<unk>", "<|endoftext|>"]
+    if kind == "bpe":
+        tok = Tokenizer(models.BPE(unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=8000, special_tokens=special,
+                                                           initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    else:
+        tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        tok.train_from_iterator(texts, trainers.WordLevelTrainer(vocab_size=20_000, special_tokens=special))
     folder.mkdir(parents=True, exist_ok=True)
     tok.save(str(folder / "tokenizer.json"))
     (folder / "tokenizer_config.json").write_text(json.dumps(
@@ -137,6 +148,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=150)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--tokenizer", choices=sorted(TOKENIZERS), default="bpe")
     parser.add_argument("--megatron-lm", type=Path, default=Path("/work/.mirror/NVIDIA+Megatron-LM/repo"),
                         help="a Megatron-LM checkout or its git directory")
     parser.add_argument("--side-packages", default="", help="a folder holding transformers (pip install --target)")
@@ -144,7 +156,7 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-megatron-"))
     work.mkdir(parents=True, exist_ok=True)
-    tokenizer = make_tokenizer(work / "tokenizer")
+    tokenizer = make_tokenizer(work / "tokenizer", args.tokenizer)
     data = work / "corpus.jsonl"
     lines = make_jsonl(data, args.mb)
     size = data.stat().st_size
@@ -161,8 +173,8 @@ def main() -> None:
                   str(tokenizer), "--output-prefix", str(work / "ours"), "--cache-dir", str(work / "cache")], env)
     same = all(filecmp.cmp(work / f"megatron_text_document{s}", work / f"ours_text_document{s}", shallow=False)
                for s in (".bin", ".idx"))
-    print(f"input: {lines:,} documents, {size / 2**20:.0f} MiB JSONL; tokenizer: byte-level BPE, 8,000 ids; "
-          f"--workers {args.workers}; {os.cpu_count()} CPUs")
+    print(f"input: {lines:,} documents, {size / 2**20:.0f} MiB JSONL; tokenizer: {TOKENIZERS[args.tokenizer]}; "
+          f"--workers {args.workers}; {os.cpu_count()} CPUs; load average before: {os.getloadavg()[0]:.1f}")
     print("| run | seconds | MiB/s | vs Megatron-LM |")
     print("|---|---:|---:|---:|")
     for name, seconds in (("Megatron-LM tools/preprocess_data.py", theirs),
