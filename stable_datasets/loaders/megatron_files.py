@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.builder.data_files import normalize_data_files
+from stable_datasets.builder.info import SplitGenerator
 from stable_datasets.download.inputs import object_range, options_for
 from stable_datasets.features.features import Features
 from stable_datasets.features.sequence import Sequence
@@ -65,9 +66,7 @@ class MegatronIndexedLoader(FileLoader):
     def local_piece(self, piece: Piece) -> Piece:
         return piece  # read in place: IndexedDataset maps a local pair and ranges an object-store one
 
-    def _split_generators(self, dl_manager: Any) -> list[Any]:
-        from stable_datasets.builder.info import SplitGenerator  # local: keeps this module's imports to what it reads
-
+    def _split_generators(self, dl_manager: Any) -> list[SplitGenerator]:
         return [SplitGenerator(split, {"pieces": [[p, None, None] for p in paths if p.endswith(".idx")]})
                 for split, paths in self.data_files().items()]
 
