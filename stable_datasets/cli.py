@@ -9,6 +9,7 @@ before or after the command. Output cut short by a closed pipe (`| head`) ends q
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -36,6 +37,7 @@ from stable_datasets.manage.inventory import (
     totals,
 )
 from stable_datasets.manage.ownership import same_builder
+from stable_datasets.megatron.preprocess import add_preprocess_arguments, run_preprocess
 from stable_datasets.migrate import migrate_cache, plan_migrations
 from stable_datasets.registry import resolve_builder_class
 from stable_datasets.roots import CacheRoot, locate, resolve_root, root_for
@@ -520,7 +522,19 @@ def build_parser() -> argparse.ArgumentParser:
     view.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     view.add_argument("--port", type=_port, default=8765, help="port (0: any free port); the URL is printed first")
     view.set_defaults(func=cmd_view)
+
+    megatron = sub.add_parser("megatron-preprocess", parents=common, help="Megatron-LM's preprocess_data.py: text "
+                                                                          "-> {prefix}_{key}_document.bin/.idx")
+    add_preprocess_arguments(megatron)
+    megatron.set_defaults(func=cmd_megatron_preprocess)
     return parser
+
+
+def cmd_megatron_preprocess(args: argparse.Namespace) -> int:
+    """Logic in megatron/preprocess.py; the input is resolved with load_dataset (this floor's)."""
+    for prefix in run_preprocess(args, functools.partial(load_dataset, cache_dir=args.cache_dir)):
+        print(f"{prefix}.bin {prefix}.idx")
+    return OK
 
 
 def _quiet_broken_pipe() -> int:

@@ -21,6 +21,7 @@ PACKAGED_LOADERS = {
     "imagefolder": "media_folders:ImageFolderLoader",
     "videofolder": "media_folders:VideoFolderLoader",
     "webdataset": "webdataset_files:WebDatasetLoader",
+    "megatron_indexed": "megatron_files:MegatronIndexedLoader",
 }
 
 

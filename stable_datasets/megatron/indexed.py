@@ -15,13 +15,18 @@ The `.idx` file, little-endian, as Megatron-Core's `_IndexWriter` writes it:
 
 Reading checks everything the writer promises (header, sizes, pointers inside `.bin`, indices in order) before a
 token is served: a damaged or truncated file is an IndexedFormatError naming the file and the offset, never wrong
-tokens. Writing is atomic: both files are written beside their final names and renamed, `.idx` last.
+tokens. A prefix in an object store (`s3://bucket/corpus_text_document`) is read as Megatron-Core reads one: the
+`.idx` whole (one GET), the `.bin` a ranged GET per read, each of the version the `.idx` was opened with.
+Writing is atomic: both files are written beside their final names and renamed, `.idx` last; parts written in
+parallel are merged by appending their `.bin` files and offsetting their indices (`merge_indexed`), no token
+rewritten.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
+import shutil
 import struct
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -30,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from stable_datasets.cache.publish import fsync_path
+from stable_datasets.download.inputs import is_object_url, object_identity, object_range
 from stable_datasets.errors import StableDatasetsError
 
 INDEX_HEADER = b"MMIDIDX\x00\x00"
@@ -40,7 +46,8 @@ DTYPE_CODES = {1: np.uint8, 2: np.int8, 3: np.int16, 4: np.int32, 5: np.int64, 6
 CODES = {np.dtype(v): k for k, v in DTYPE_CODES.items()}
 #: Megatron-Core's rule: token ids of a vocabulary below this fit uint16, else int32
 UINT16_VOCAB_LIMIT = 65_500
-_FIXED = len(INDEX_HEADER) + 8 + 1 + 8 + 8
+#: bytes of the fixed part of an index header (magic, version, dtype code, sequence and document counts)
+HEADER_BYTES = len(INDEX_HEADER) + 8 + 1 + 8 + 8
 
 
 class IndexedFormatError(StableDatasetsError, ValueError):
@@ -73,16 +80,27 @@ class IndexedDataset:
     API: `len`, `ds[i]` (a numpy array of the sequence's tokens), `ds[a:b]` (a list of them), `get(i, offset,
     length)`, `sequence_lengths`, `sequence_pointers`, `document_indices`, `sequence_modes`."""
 
-    def __init__(self, path_prefix: str | os.PathLike, multimodal: bool = False):
+    def __init__(self, path_prefix: str | os.PathLike, multimodal: bool = False,
+                 storage_options: dict[str, Any] | None = None):
+        """`path_prefix` local, or an object-store URL (`s3://...`; `storage_options` as for `load_dataset`, else
+        the environment's)."""
         self.path_prefix = os.fspath(path_prefix)
-        self.idx_path, self.bin_path = Path(self.path_prefix + ".idx"), Path(self.path_prefix + ".bin")
-        self._idx_map = _map(self.idx_path)
-        self._bin_map = _map(self.bin_path)
+        self.storage_options = storage_options
+        self.idx_path: Any
+        self.bin_path: Any
+        if is_object_url(self.path_prefix):
+            self.idx_path, self.bin_path = self.path_prefix + ".idx", self.path_prefix + ".bin"
+            self._idx_map = _RemoteFile(self.idx_path, storage_options).read(0, None)
+            self._bin_map = _RemoteFile(self.bin_path, storage_options)
+        else:
+            self.idx_path, self.bin_path = Path(self.path_prefix + ".idx"), Path(self.path_prefix + ".bin")
+            self._idx_map = _map(self.idx_path)
+            self._bin_map = _map(self.bin_path)
         self._read_index(multimodal)
 
     def _read_index(self, multimodal: bool) -> None:
         data, where = self._idx_map, self.idx_path
-        if len(data) < _FIXED or data[:len(INDEX_HEADER)] != INDEX_HEADER:
+        if len(data) < HEADER_BYTES or data[:len(INDEX_HEADER)] != INDEX_HEADER:
             raise IndexedFormatError(f"{where}: not a Megatron indexed dataset index (header at offset 0 is "
                                      f"{bytes(data[:len(INDEX_HEADER)])!r}, expected {INDEX_HEADER!r})")
         version, code, sequences, documents = struct.unpack_from("<QBQQ", data, len(INDEX_HEADER))
@@ -91,11 +109,11 @@ class IndexedDataset:
         if code not in DTYPE_CODES:
             raise IndexedFormatError(f"{where}: unknown dtype code {code} at offset {len(INDEX_HEADER) + 8}")
         self.dtype = np.dtype(DTYPE_CODES[code])
-        expected = _FIXED + sequences * (4 + 8 + (1 if multimodal else 0)) + documents * 8
+        expected = HEADER_BYTES + sequences * (4 + 8 + (1 if multimodal else 0)) + documents * 8
         if len(data) != expected:
             raise IndexedFormatError(f"{where}: {len(data)} bytes, but its header ({sequences} sequences, {documents} "
                                      f"document indices{', multimodal' if multimodal else ''}) needs {expected}")
-        offset = _FIXED
+        offset = HEADER_BYTES
         self.sequence_lengths = np.frombuffer(data, np.int32, sequences, offset)
         offset += 4 * sequences
         self.sequence_pointers = np.frombuffer(data, np.int64, sequences, offset)
@@ -111,12 +129,14 @@ class IndexedDataset:
         lengths, pointers, where = self.sequence_lengths, self.sequence_pointers, self.idx_path
         if sequences and (lengths < 0).any():
             bad = int(np.argmax(lengths < 0))
-            raise IndexedFormatError(f"{where}: sequence {bad} has length {lengths[bad]} (offset {_FIXED + 4 * bad})")
+            raise IndexedFormatError(f"{where}: sequence {bad} has length {lengths[bad]} "
+                                     f"(offset {HEADER_BYTES + 4 * bad})")
         ends = pointers + lengths.astype(np.int64) * self.dtype.itemsize
         if sequences and (pointers[0] != 0 or (pointers[1:] != ends[:-1]).any()):
             bad = 0 if pointers[0] != 0 else int(np.argmax(pointers[1:] != ends[:-1])) + 1
             raise IndexedFormatError(f"{where}: sequence {bad}'s pointer {pointers[bad]} (offset "
-                                     f"{_FIXED + 4 * sequences + 8 * bad}) does not follow the sequence before it")
+                                     f"{HEADER_BYTES + 4 * sequences + 8 * bad}) does not follow the sequence "
+                                     "before it")
         size = int(ends[-1]) if sequences else 0
         if len(self._bin_map) != size:
             raise IndexedFormatError(f"{self.bin_path}: {len(self._bin_map)} bytes, but {where} places its "
@@ -124,7 +144,7 @@ class IndexedDataset:
         docs = self.document_indices
         if len(docs) == 0 or docs[0] != 0 or docs[-1] != sequences or (len(docs) > 1 and (np.diff(docs) < 0).any()):
             raise IndexedFormatError(f"{where}: document indices must rise from 0 to {sequences} (offset "
-                                     f"{_FIXED + 12 * sequences})")
+                                     f"{HEADER_BYTES + 12 * sequences})")
 
     def __len__(self) -> int:
         return len(self.sequence_lengths)
@@ -149,7 +169,19 @@ class IndexedDataset:
         if offset < 0 or length < 0 or offset + length > size:
             raise IndexError(f"tokens [{offset}, {offset + length}) out of range for sequence {idx} of {size}")
         start = int(self.sequence_pointers[idx]) + offset * self.dtype.itemsize
+        if isinstance(self._bin_map, _RemoteFile):
+            return np.frombuffer(self._bin_map.read(start, length * self.dtype.itemsize), self.dtype)
         return np.frombuffer(self._bin_map, self.dtype, length, start)
+
+    def tokens(self, first: int, last: int) -> np.ndarray:
+        """The tokens of sequences [first, last) back to back: one read (one ranged GET for a remote `.bin`)."""
+        if first >= last:
+            return np.zeros(0, self.dtype)
+        start = int(self.sequence_pointers[first])
+        size = int(self.sequence_pointers[last - 1]) + int(self.sequence_lengths[last - 1]) * self.dtype.itemsize
+        if isinstance(self._bin_map, _RemoteFile):
+            return np.frombuffer(self._bin_map.read(start, size - start), self.dtype)
+        return np.frombuffer(self._bin_map, self.dtype, (size - start) // self.dtype.itemsize, start)
 
     @property
     def document_count(self) -> int:
@@ -163,10 +195,37 @@ class IndexedDataset:
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled as its paths: each process maps the files itself (fork-started DataLoader workers included)."""
-        return {"path_prefix": self.path_prefix, "multimodal": self.sequence_modes is not None}
+        return {"path_prefix": self.path_prefix, "multimodal": self.sequence_modes is not None,
+                "storage_options": self.storage_options}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["path_prefix"], state["multimodal"])  # type: ignore[misc]
+        self.__init__(state["path_prefix"], state["multimodal"], state.get("storage_options"))  # type: ignore[misc]
+
+
+class _RemoteFile:
+    """An object read by ranges, always of the version it had when opened (a changed object is an error)."""
+
+    def __init__(self, url: str, storage_options: dict[str, Any] | None):
+        self.url = url
+        self.options = storage_options
+        try:
+            _, self.size, version = object_identity(url, self.options)
+        except FileNotFoundError:
+            raise IndexedFormatError(f"{url} does not exist (an indexed dataset is a prefix with .bin and .idx)") \
+                from None
+        self.expected = [self.size, version]
+
+    def __len__(self) -> int:
+        return self.size
+
+    def read(self, start: int, count: int | None) -> bytes:
+        stop = self.size if count is None else start + count
+        if stop == start:
+            return b""
+        data = object_range(self.url, start, stop, self.options, self.expected)
+        if len(data) != stop - start:
+            raise IndexedFormatError(f"{self.url}: {len(data)} bytes at offset {start}, expected {stop - start}")
+        return data
 
 
 def _map(path: Path) -> Any:
@@ -198,6 +257,7 @@ class IndexedWriter:
         self._fh = open(self._tmp_bin, "wb")  # noqa: SIM115 (closed by commit or discard)
         self._lengths: list[np.ndarray] = []
         self._pending: list[int] = []
+        self._documents: list[np.ndarray] = []  # sequences per document, for blocks that say (else one each)
         self._info = np.iinfo(self.dtype) if self.dtype.kind in "iu" else None
 
     def add(self, tokens: Any, where: str = "") -> None:
@@ -219,35 +279,43 @@ class IndexedWriter:
         if len(self._pending) >= 65536:
             self._flush_pending()
 
-    def add_block(self, values: np.ndarray, lengths: np.ndarray) -> None:
-        """Many documents at once: their ids back to back (`values`) and how many each has (`lengths`)."""
+    def add_block(self, values: np.ndarray, lengths: np.ndarray, documents: np.ndarray | None = None) -> None:
+        """Many sequences at once: their ids back to back (`values`) and how many each has (`lengths`); each one
+        document, or `documents[d]` sequences make document d (0: an empty document, as Megatron-LM's
+        preprocessing writes a text that has no tokens)."""
         if len(values) and self._info is not None and (values.min() < self._info.min or values.max() > self._info.max):
             raise ValueError(f"token ids [{values.min()}, {values.max()}] do not fit {self.dtype} (pass a wider dtype)")
         if len(values) and self.narrow:
             self.max_id = max(self.max_id, int(values.max()))
         self._fh.write(np.ascontiguousarray(values).astype(self.dtype, copy=False).tobytes())
         self._flush_pending()
-        self._lengths.append(np.asarray(lengths, dtype=np.int64))
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if documents is not None and int(np.sum(documents)) != len(lengths):
+            raise ValueError(f"documents hold {int(np.sum(documents))} sequences, but {len(lengths)} were given")
+        self._lengths.append(lengths)
+        self._documents.append(np.ones(len(lengths), np.int64) if documents is None
+                               else np.asarray(documents, dtype=np.int64))
 
     def _flush_pending(self) -> None:
         if self._pending:
             self._lengths.append(np.asarray(self._pending, dtype=np.int64))
+            self._documents.append(np.ones(len(self._pending), np.int64))
             self._pending = []
 
     def commit(self, modes: np.ndarray | None = None) -> None:
-        lengths = np.concatenate([*self._lengths, np.asarray(self._pending, dtype=np.int64)])
+        self._flush_pending()
+        lengths = np.concatenate([np.zeros(0, np.int64), *self._lengths])
+        documents = np.zeros(1 + sum(len(d) for d in self._documents), np.int64)
+        if len(documents) > 1:
+            np.cumsum(np.concatenate(self._documents), out=documents[1:])
         if (lengths > np.iinfo(np.int32).max).any():
             raise ValueError("a document longer than 2**31 - 1 tokens does not fit Megatron-Core's int32 lengths")
         self._fh.close()
         if self.narrow and self.max_id + 1 < UINT16_VOCAB_LIMIT:
             self._narrow_to_uint16()
         tmp_idx = Path(f"{self.prefix}.idx.tmp-{os.getpid()}")
-        tmp_idx.write_bytes(index_bytes(lengths, np.arange(len(lengths) + 1, dtype=np.int64), self.dtype, modes))
-        for path in (self._tmp_bin, tmp_idx):
-            fsync_path(path)
-        Path(self.prefix + ".idx").unlink(missing_ok=True)  # a reader never pairs the new .bin with an old .idx
-        os.replace(self._tmp_bin, self.prefix + ".bin")
-        os.replace(tmp_idx, self.prefix + ".idx")
+        tmp_idx.write_bytes(index_bytes(lengths, documents, self.dtype, modes))
+        _publish(self._tmp_bin, tmp_idx, self.prefix)
 
     def _narrow_to_uint16(self) -> None:
         """Rewrite the int32 ids as uint16, a bounded block at a time."""
@@ -261,6 +329,48 @@ class IndexedWriter:
     def discard(self) -> None:
         self._fh.close()
         self._tmp_bin.unlink(missing_ok=True)
+
+
+def _publish(tmp_bin: Path, tmp_idx: Path, prefix: str) -> None:
+    """fsync both, then rename them into place, `.idx` last (a reader never pairs a new `.bin` with an old `.idx`)."""
+    for path in (tmp_bin, tmp_idx):
+        fsync_path(path)
+    Path(prefix + ".idx").unlink(missing_ok=True)
+    os.replace(tmp_bin, prefix + ".bin")
+    os.replace(tmp_idx, prefix + ".idx")
+
+
+def merge_indexed(parts: list[str], output_prefix: str | os.PathLike) -> None:
+    """One `.bin`/`.idx` of the parts in order: their `.bin` files appended (the kernel copies; no token is decoded
+    or rewritten), their indices concatenated with each part's document boundaries offset. The parts must share
+    a dtype; they are checked as any reader checks them, and removed once the merge is published."""
+    prefix = os.fspath(output_prefix)
+    opened = [IndexedDataset(part) for part in parts]
+    dtypes = {d.dtype for d in opened}
+    if len(dtypes) > 1:
+        raise ValueError(f"parts of one indexed dataset must share a dtype, got {sorted(str(d) for d in dtypes)}")
+    dtype = dtypes.pop() if dtypes else np.dtype(np.int32)
+    lengths = np.concatenate([np.zeros(0, np.int32), *(d.sequence_lengths for d in opened)])
+    documents, offset = [np.zeros(1, np.int64)], 0
+    for d in opened:
+        documents.append(d.document_indices[1:] + offset)
+        offset += len(d)
+    tmp_bin, tmp_idx = Path(f"{prefix}.bin.tmp-{os.getpid()}"), Path(f"{prefix}.idx.tmp-{os.getpid()}")
+    try:
+        with open(tmp_bin, "wb") as out:
+            for part in parts:
+                with open(part + ".bin", "rb") as src:
+                    shutil.copyfileobj(src, out, 16 << 20)
+        tmp_idx.write_bytes(index_bytes(lengths, np.concatenate(documents), dtype))
+        _publish(tmp_bin, tmp_idx, prefix)
+    except BaseException:
+        tmp_bin.unlink(missing_ok=True)
+        tmp_idx.unlink(missing_ok=True)
+        raise
+    del opened
+    for part in parts:
+        for suffix in (".bin", ".idx"):
+            Path(part + suffix).unlink(missing_ok=True)
 
 
 def write_tokens(documents: Iterable[Any], output_prefix: str | os.PathLike, dtype: Any = None) -> int:

@@ -75,6 +75,11 @@ def _files(kind: str) -> dict:
     if kind == "webdataset":
         write_tar(data / "shard-0.tar", {"a.txt": b"hello", "a.cls": b"1", "b.txt": b"world", "b.cls": b"0"})
         return {"path": "webdataset", "data_files": "data/*.tar"}
+    if kind == "megatron_indexed":
+        from stable_datasets.megatron import write_indexed_dataset
+
+        write_indexed_dataset([[1, 2], [3]], data / "corpus_text_document")
+        return {"path": "megatron_indexed", "data_files": "data/corpus_text_document"}
     if kind == "moving_digits":
         return {"path": "moving_digits", "name": "path", "train_videos": 2, "test_videos": 1, "num_frames": 3,
                 "canvas": 32}
@@ -82,7 +87,8 @@ def _files(kind: str) -> dict:
 
 
 @pytest.mark.parametrize("kind", ["digits", "moving_digits", "sft", "sft_packed", "interleaved", "csv", "json",
-                                  "text", "parquet", "arrow", "imagefolder", "videofolder", "webdataset"])
+                                  "text", "parquet", "arrow", "imagefolder", "videofolder", "webdataset",
+                                  "megatron_indexed"])
 def test_a_cache_built_from_relative_paths_is_current_and_prune_keeps_it(kind, tmp_path, monkeypatch, capsys,
                                                                          cache_root):
     monkeypatch.chdir(tmp_path)
