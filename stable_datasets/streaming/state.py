@@ -10,6 +10,11 @@ StatefulDataLoader collects) adds `worker`: which worker of how many, and rows i
 shared memory that survives fork and spawn; a worker sets it to the number of workers when it starts
 reading, so a `state_dict()` in the main process that cannot know what the loop received raises
 instead of answering "nothing consumed" (and, given `consumed=`, knows the lanes the workers read).
+It also carries the last epoch DataLoader workers finished: the worker that serves the last unit of a
+pass writes it when its share ends (one writer, no lock), with its pass's seed (torch draws a base seed
+per loader iterator), so the next pass's workers, started from the main process's copy (which saw none
+of it), begin the next epoch instead of the finished one again, while that pass's own later-starting
+workers ignore it.
 """
 
 from __future__ import annotations
@@ -157,26 +162,48 @@ def check_files(saved: Any, files: list[tuple[str, list[Any]]]) -> None:
 
 
 class WorkerFlag:
-    """A shared int: set in a DataLoader worker to the number of workers, read in the main process (see the module
-    docstring)."""
+    """Shared ints: the number of workers (set in a DataLoader worker, read in the main process) and the last
+    epoch workers finished (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._value: Any = sharedctypes.RawValue("i", 0)
+        #: [workers, last finished epoch + 1 (0: none), the seed of the pass that finished it]
+        self._value: Any = sharedctypes.RawArray("q", 3)
 
     def set(self, workers: int = 1) -> None:
         if self._value is not None:
-            self._value.value = max(1, int(workers))
+            self._value[0] = max(1, int(workers))
 
     def workers(self) -> int:
         """The number of DataLoader workers that read the stream (0: none did)."""
-        return 0 if self._value is None else int(self._value.value)
+        return 0 if self._value is None else int(self._value[0])
 
     def clear(self) -> None:
         if self._value is not None:
-            self._value.value = 0
+            self._value[0] = 0
 
     def is_set(self) -> bool:
-        return self._value is not None and bool(self._value.value)
+        return self._value is not None and bool(self._value[0])
+
+    def finish_epoch(self, epoch: int, pass_seed: int) -> None:
+        """Record that DataLoader workers of the pass `pass_seed` served the whole of `epoch` (written by the worker
+        serving the last unit)."""
+        if self._value is not None:
+            self._value[2] = int(pass_seed) % (1 << 62)
+            self._value[1] = int(epoch) + 1
+
+    def finished_epoch(self, pass_seed: int | None = None) -> int | None:
+        """The last epoch DataLoader workers served whole since the main process last set the position (None: none,
+        or only the pass `pass_seed` itself did: a worker of a pass takes no news of its own pass)."""
+        if self._value is None or not self._value[1]:
+            return None
+        if pass_seed is not None and int(pass_seed) % (1 << 62) == self._value[2]:
+            return None
+        return int(self._value[1]) - 1
+
+    def forget_finished(self) -> None:
+        """The main process set the position itself (load_state_dict, set_epoch): workers' old news no longer apply."""
+        if self._value is not None:
+            self._value[1] = 0
 
     def __getstate__(self) -> dict[str, Any]:
         # shared memory travels only to a process being started (a spawned DataLoader worker); a pickle
@@ -186,6 +213,11 @@ class WorkerFlag:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._value = state["value"]
+
+
+def last_unit_worker(count: int, unit: int, num_workers: int) -> int:
+    """The worker that serves the last unit of a rank sequence of `count` rows dealt in units (0 when empty)."""
+    return 0 if count <= 0 or num_workers <= 1 else ((count - 1) // unit) % num_workers
 
 
 def merge_worker_states(loader_state: dict[str, Any]) -> dict[str, Any]:
