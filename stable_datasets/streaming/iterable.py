@@ -14,7 +14,10 @@ Counting happens where rows arrive: iterating in this process counts them; `Stre
 counts the batches the loop received; torchdata's `StatefulDataLoader` asks each worker's copy
 (a per-worker state, which resumes exactly with the same workers). A plain DataLoader with
 workers cannot know what the loop received: `state_dict()` then raises instead of guessing.
-A pass that runs to the end moves on to the next epoch; `set_epoch(e)` jumps to epoch e.
+A pass that runs to the end moves on to the next epoch; `set_epoch(e)` jumps to epoch e. Each new
+pass (`iter()`) begins at the position last loaded or set, or at the start of the epoch after the
+last one served whole, never where an unfinished pass stopped (`begin_pass`): a peek does not eat
+the epoch, as with Hugging Face's IterableDataset.
 
 Lanes (`lanes=True`, what streams of data files and of remote caches open with): the global order is
 relabeled (`streaming.order.Lanes`) so that each rank x worker serves one contiguous stretch of the
