@@ -278,3 +278,22 @@ def test_a_broken_loader_loop_starts_the_epoch_again(cache, workers):
     expected = cache.to_iterable().shuffle(seed=6).take(40)
     expected.set_epoch(1)
     assert nxt == idx(expected) and nxt != whole
+
+
+@pytest.mark.parametrize("loader", ["plain", "stateful"])
+def test_workers_that_served_an_epoch_whole_move_the_next_pass_to_the_next_epoch(cache, loader):
+    """A plain DataLoader (and torchdata's) with 2 workers: the main process's stream never iterates, yet the second
+    and third passes serve epochs 1 and 2 (the worker serving the last unit tells the stream), each in the order the
+    stream serves that epoch in this process."""
+    def stream():
+        return cache.to_iterable(loader_batch_size=8).shuffle(seed=9).take(64)
+
+    if loader == "plain":
+        made = torch.utils.data.DataLoader(stream(), batch_size=8, num_workers=2)
+    else:
+        made = pytest.importorskip("torchdata.stateful_dataloader").StatefulDataLoader(stream(), batch_size=8,
+                                                                                        num_workers=2)
+    for epoch in range(3):
+        expected = stream()
+        expected.set_epoch(epoch)
+        assert [int(v) for b in made for v in b["idx"]] == idx(expected), f"epoch {epoch}"
