@@ -196,6 +196,7 @@ class StreamingDataset(_IterableBase):
         #: where a new pass begins: the position last loaded, set, or reached by finishing an epoch (see begin_pass)
         self._start: tuple[int, int, Lanes | None] = (0, 0, None)
         self._moves = 0  # bumped when the position is set: a pass then ends without overriding it
+        self._worker_passes = 0  # in a DataLoader worker: passes this copy began (persistent workers begin several)
         self._flag = WorkerFlag()
         self._worker_pass: dict[str, Any] | None = None  # in a DataLoader worker: where it is in its pass
         self._worker_resume: dict[str, Any] | None = None  # a worker's saved state, checked when it starts
@@ -388,6 +389,8 @@ class StreamingDataset(_IterableBase):
             self._set_position(epoch, 0, None)
             self._worker_resume = None
             self._flag.forget_finished()
+            if not _worker()[2]:  # persistent DataLoader workers' copies take it at their next pass
+                self._flag.announce_epoch(epoch)
 
     def _set_position(self, epoch: int, consumed: int, lanes: Lanes | None) -> None:
         """Where the stream is, and where the next pass begins."""
@@ -401,13 +404,17 @@ class StreamingDataset(_IterableBase):
         if done is not None and done >= self._start[0]:
             self._set_position(done + 1, 0, None)
 
-    def _pass_start(self) -> tuple[int, int, Lanes | None]:
+    def _pass_start(self, pass_number: int | None = None) -> tuple[int, int, Lanes | None]:
         """(epoch, position, lanes) a pass begun now starts at: `begin_pass`'s rule; a DataLoader worker that loaded
-        its own state resumes that state's pass."""
+        its own state resumes that state's pass (`pass_number`: a worker's pass, default its current one)."""
+        announced = self._flag.announced_epoch() if _worker()[2] else None
+        if announced is not None:  # the main process set an epoch since this copy was made (persistent workers)
+            self._start, self._worker_resume = (announced, 0, None), None
         if self._worker_resume is None and not self.counted_by_loader:  # (StreamingDataLoader sets the start itself)
-            done = self._flag.finished_epoch(_pass_seed())
+            number = self._worker_passes if pass_number is None else pass_number
+            done = self._flag.finished_epoch(_pass_seed(), number)
             if done is not None and done >= self._start[0]:
-                return done + 1, 0, None
+                self._start = (done + 1, 0, None)  # (kept: a persistent worker's next passes go on from it)
         return self._start
 
     def begin_pass(self, counted_here: bool = False) -> tuple[int, int]:
@@ -501,7 +508,7 @@ class StreamingDataset(_IterableBase):
         elif in_worker:  # this worker's own state (torchdata's StatefulDataLoader collects one per worker)
             where = self._worker_pass if self._worker_pass is not None else self._worker_resume
             if where is None:  # its pass has not begun (it delivered no batch yet): that pass, nothing served
-                epoch, start, lanes = self._pass_start()
+                epoch, start, lanes = self._pass_start(self._worker_passes + 1)
                 where = {**self._where(worker, num_workers, epoch, start), "rows": 0}
                 lanes = self._fresh_lanes(num_workers) if start == 0 else lanes
             state["epoch"], state["consumed"], state["worker"] = where["epoch"], where["start"], dict(where)
@@ -602,6 +609,7 @@ class StreamingDataset(_IterableBase):
             self.rank, self.world_size = resolve_rank(None, None)  # torch.distributed may be up by now
         if in_worker:
             self._flag.set(num_workers)  # the main process cannot count what this worker serves
+            self._worker_passes += 1
             self.epoch, self.consumed, self._lanes = self._pass_start()
         else:
             self.begin_pass(counted_here=self.counted_by_loader)
@@ -676,7 +684,7 @@ class StreamingDataset(_IterableBase):
                         yield row
         if in_worker:  # the worker serving the pass's last unit says the epoch ended (the main process's copy and
             if worker == last_unit_worker(count, unit, num_workers):  # the next pass's workers read it)
-                self._flag.finish_epoch(epoch, _pass_seed() or 0)
+                self._flag.finish_epoch(epoch, _pass_seed() or 0, self._worker_passes)
         elif self._moves == moves:  # (unless the position was set during the pass)
             self._set_position(epoch + 1, 0, None)  # a finished pass moves on to the next epoch
 

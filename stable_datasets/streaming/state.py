@@ -161,13 +161,19 @@ def check_files(saved: Any, files: list[tuple[str, list[Any]]]) -> None:
                              "modified again); its rows may differ, so the position cannot be trusted")
 
 
+#: the shared ints of a WorkerFlag
+SLOTS = 6
+
+
 class WorkerFlag:
     """Shared ints: the number of workers (set in a DataLoader worker, read in the main process) and the last
     epoch workers finished (see the module docstring)."""
 
     def __init__(self) -> None:
-        #: [workers, last finished epoch + 1 (0: none), the seed of the pass that finished it]
-        self._value: Any = sharedctypes.RawArray("q", 3)
+        #: [workers, last finished epoch + 1 (0: none), the seed of the pass that finished it, the epoch the main
+        #: process last set, how many times it set one, the number of the pass that finished it in its worker]
+        self._value: Any = sharedctypes.RawArray("q", SLOTS)
+        self._seen = 0  # (not shared) the main process's last set_epoch this copy took
 
     def set(self, workers: int = 1) -> None:
         if self._value is not None:
@@ -184,19 +190,21 @@ class WorkerFlag:
     def is_set(self) -> bool:
         return self._value is not None and bool(self._value[0])
 
-    def finish_epoch(self, epoch: int, pass_seed: int) -> None:
-        """Record that DataLoader workers of the pass `pass_seed` served the whole of `epoch` (written by the worker
-        serving the last unit)."""
+    def finish_epoch(self, epoch: int, pass_seed: int, pass_number: int = 0) -> None:
+        """Record that DataLoader workers of the loader iterator `pass_seed` served the whole of `epoch`, in the
+        `pass_number`-th pass of the worker serving the last unit (which writes it)."""
         if self._value is not None:
-            self._value[2] = int(pass_seed) % (1 << 62)
+            self._value[2], self._value[5] = int(pass_seed) % (1 << 62), int(pass_number)
             self._value[1] = int(epoch) + 1
 
-    def finished_epoch(self, pass_seed: int | None = None) -> int | None:
+    def finished_epoch(self, pass_seed: int | None = None, pass_number: int = 0) -> int | None:
         """The last epoch DataLoader workers served whole since the main process last set the position (None: none,
-        or only the pass `pass_seed` itself did: a worker of a pass takes no news of its own pass)."""
+        or only the pass `pass_number` of the iterator `pass_seed` or a later one did: a worker takes no news of its
+        own pass, which its siblings may have finished before it began; persistent workers keep their iterator's
+        seed, so their passes are told apart by number)."""
         if self._value is None or not self._value[1]:
             return None
-        if pass_seed is not None and int(pass_seed) % (1 << 62) == self._value[2]:
+        if pass_seed is not None and int(pass_seed) % (1 << 62) == self._value[2] and self._value[5] >= pass_number:
             return None
         return int(self._value[1]) - 1
 
@@ -205,14 +213,30 @@ class WorkerFlag:
         if self._value is not None:
             self._value[1] = 0
 
+    def announce_epoch(self, epoch: int) -> None:
+        """The main process set the stream to `epoch` (set_epoch): persistent DataLoader workers, whose copies were
+        made before, take it at their next pass (`announced_epoch`)."""
+        if self._value is not None:
+            self._value[3] = int(epoch)
+            self._value[4] += 1
+            self._seen = int(self._value[4])
+
+    def announced_epoch(self) -> int | None:
+        """The epoch the main process set since this copy last looked (None: none); each is taken once."""
+        if self._value is None or self._value[4] == self._seen:
+            return None
+        self._seen = int(self._value[4])
+        return int(self._value[3])
+
     def __getstate__(self) -> dict[str, Any]:
         # shared memory travels only to a process being started (a spawned DataLoader worker); a pickle
-        # made for anything else (a copy, a file) carries no flag
+        # made for anything else (a copy, a file) carries none: its copy gets a flag of its own
         spawning = multiprocessing.context.get_spawning_popen() is not None
-        return {"value": self._value if spawning else None}
+        return {"value": self._value if spawning else None, "seen": self._seen if spawning else 0}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._value = state["value"]
+        self._value = state["value"] if state["value"] is not None else sharedctypes.RawArray("q", SLOTS)
+        self._seen = state.get("seen", 0)
 
 
 def last_unit_worker(count: int, unit: int, num_workers: int) -> int:

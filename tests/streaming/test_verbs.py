@@ -297,3 +297,27 @@ def test_workers_that_served_an_epoch_whole_move_the_next_pass_to_the_next_epoch
         expected = stream()
         expected.set_epoch(epoch)
         assert [int(v) for b in made for v in b["idx"]] == idx(expected), f"epoch {epoch}"
+
+
+def test_set_epoch_reaches_persistent_workers_and_a_pickled_copy_keeps_its_own(cache):
+    """HF's test_iterable_dataset_persists_epoch_in_torch_workers: with persistent workers the same epoch comes
+    back until set_epoch (the workers never end... their copies stay put), set_epoch in the main process reaches
+    them, and a pickled copy's set_epoch is its own."""
+    import pickle
+
+    stream = cache.to_iterable().shuffle(seed=42).take(30)
+    loader = torch.utils.data.DataLoader(stream, num_workers=1, persistent_workers=True)
+    epoch0 = [int(b["idx"]) for b in loader]
+    assert [int(b["idx"]) for b in loader] != epoch0  # (ours: a pass run to its end moves on; HF stays in it)
+    stream.set_epoch(5)
+    epoch5 = [int(b["idx"]) for b in loader]
+    expected = cache.to_iterable().shuffle(seed=42).take(30)
+    expected.set_epoch(5)
+    assert epoch5 == idx(expected)
+    copy = pickle.loads(pickle.dumps(stream))
+    copied = torch.utils.data.DataLoader(copy, num_workers=1, persistent_workers=True)
+    first = [int(b["idx"]) for b in copied]
+    stream.set_epoch(9)  # does not reach the copy's workers
+    copy.set_epoch(7)
+    expected.set_epoch(7)
+    assert [int(b["idx"]) for b in copied] == idx(expected) and first != idx(expected)
