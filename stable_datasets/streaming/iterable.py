@@ -103,8 +103,8 @@ def _row_as(row: Any, wanted: str | None, dataset: Any) -> Any:
     stream's own format (`dataset`'s); turned through Arrow when its kind differs."""
     own = (getattr(dataset, "format", None) or {}).get("type")
     wanted = wanted or (own if own in TABLE_FORMATS else None)
-    if wanted is None and isinstance(row, dict):
-        return row  # (a row of the stream's format, or what a map returned)
+    if wanted is None and not isinstance(row, (pa.Table, pa.RecordBatch)) and not _is_frame(row):
+        return row  # (a row of the stream's format, or whatever a map returned: a tuple, a tensor...)
     if (wanted == "arrow" and isinstance(row, pa.Table)) or (wanted == "pandas" and _is_frame(row)):
         return row
     if isinstance(row, pa.RecordBatch):
@@ -120,7 +120,14 @@ def _row_as(row: Any, wanted: str | None, dataset: Any) -> Any:
         return row
     if wanted == "pandas":
         return row.to_pandas()
-    return dataset.rows_from_arrow(row)[0]
+    features = getattr(dataset, "features", None)
+    added = [name for name in row.column_names if features is not None and name not in features]
+    if not added:
+        return dataset.rows_from_arrow(row)[0]
+    known = dataset.rows_from_arrow(row.drop_columns(added))[0] if len(added) < row.num_columns else {}
+    new = row.select(added).to_pylist()[0]  # columns a map added: the format knows no feature of theirs
+    return {name: new[name] if name in new else known[name] for name in row.column_names if name in new or
+            name in known}
 
 
 def _is_frame(value: Any) -> bool:
@@ -678,7 +685,16 @@ class StreamingDataset(_IterableBase):
                 else:
                     rows = reader.rows(positions(lo, min(lo + READ_ROWS, mine)))
                 for k, row in enumerate(rows):
-                    kept, row = self._apply_ops(row)
+                    if tables:
+                        kept, row = self._apply_ops(row)
+                    else:
+                        kept = True
+                        for kind, function, _ in self._ops:
+                            if kind == "map":
+                                row = function(row)
+                            elif not function(row):
+                                kept = False
+                                break
                     if kept:  # (a row dropped is counted with the next row kept: a resume reads it again)
                         counted(lo + k + 1)
                         yield row

@@ -321,3 +321,11 @@ def test_set_epoch_reaches_persistent_workers_and_a_pickled_copy_keeps_its_own(c
     copy.set_epoch(7)
     expected.set_epoch(7)
     assert [int(b["idx"]) for b in copied] == idx(expected) and first != idx(expected)
+
+
+def test_a_map_after_a_table_format_map_may_return_any_row():
+    """Maps in the rows' own format return what training wants (a tuple here), after a map given tables too."""
+    ours, _ = _pair(4)
+    pairs = ours.with_format("arrow").map(_append_z).with_format("numpy").map(lambda r: (int(r["z"]), r["text"]))
+    assert list(pairs) == [(0, "r0"), (1, "r1"), (2, "r2"), (3, "r3")]
+    assert list(ours.map(lambda r: (r["id"], r["text"])).take(2)) == [(0, "r0"), (1, "r1")]
