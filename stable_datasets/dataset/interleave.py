@@ -39,10 +39,10 @@ def _check_features(features: list[Any]) -> None:
 
 
 def _plan(lengths: list[int], probabilities: Any, seed: int | None, stopping_strategy: str,
-          sizes: dict[str, Any]) -> Any:
+          sizes: dict[str, Any], stream: bool = False) -> Any:
     _, mix, sized_mix = _streaming()
     if all(v is None for v in sizes.values()):
-        return mix.MixPlan(lengths, probabilities, seed, stopping_strategy)
+        return mix.MixPlan(lengths, probabilities, seed, stopping_strategy, stream=stream)
     if probabilities is not None:
         raise ValueError("give either probabilities= (Hugging Face's draws) or proportion=/repeat=/choose= "
                          "(exact epoch sizes), not both")
@@ -59,7 +59,9 @@ def interleave_datasets(datasets: Sequence[Any], probabilities: Sequence[float] 
                         choose: Sequence[int | None] | None = None, epoch_size: int | None = None) -> Any:
     """Mix `datasets` as Hugging Face's `interleave_datasets` does (see the module docstring).
 
-    No `probabilities`: one row from each source in turn. With them: a seeded draw per row.
+    No `probabilities`: one row from each source in turn (datasets: HF's map-style count of rounds; streams: HF's
+    IterableDataset count, which stops right after the row that exhausts a source). With them: a seeded draw
+    per row.
     `stopping_strategy="first_exhausted"` stops when a source runs out; `"all_exhausted"` oversamples
     the others until every source was read once. Pass `seed=` to make a mixed stream resumable in
     another process (with None the draws, like HF's, differ each time).
@@ -105,7 +107,7 @@ def _interleave_streams(streams: list[Any], probabilities: Any, seed: int | None
         if stream.filtered:
             raise ValueError(f"stream {i} filters rows; a mix draws its sources' rows by position, so filter the "
                              "mixed stream instead")
-    plan = _plan([s.length for s in streams], probabilities, seed, stopping_strategy, sizes)
+    plan = _plan([s.length for s in streams], probabilities, seed, stopping_strategy, sizes, stream=True)
     lanes = any(s.uses_lanes for s in streams)  # a lane of the mix is a contiguous stretch of each source's order
     return StreamingDataset(MixedSource(streams, plan), rank=rank, world_size=world_size, drop_last=drop_last,
                             lanes=lanes)

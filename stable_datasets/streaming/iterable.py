@@ -14,7 +14,10 @@ Counting happens where rows arrive: iterating in this process counts them; `Stre
 counts the batches the loop received; torchdata's `StatefulDataLoader` asks each worker's copy
 (a per-worker state, which resumes exactly with the same workers). A plain DataLoader with
 workers cannot know what the loop received: `state_dict()` then raises instead of guessing.
-A pass that runs to the end moves on to the next epoch; `set_epoch(e)` jumps to epoch e.
+A pass that runs to the end moves on to the next epoch; `set_epoch(e)` jumps to epoch e. Each new
+pass (`iter()`) begins at the position last loaded or set, or at the start of the epoch after the
+last one served whole, never where an unfinished pass stopped (`begin_pass`): a peek does not eat
+the epoch, as with Hugging Face's IterableDataset.
 
 Lanes (`lanes=True`, what streams of data files and of remote caches open with): the global order is
 relabeled (`streaming.order.Lanes`) so that each rank x worker serves one contiguous stretch of the
@@ -33,6 +36,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from loguru import logger
 
 from stable_datasets.errors import StateError
@@ -62,6 +66,7 @@ from stable_datasets.streaming.state import (
     check_seal,
     check_state,
     files_state,
+    last_unit_worker,
     merge_worker_states,
     seal,
 )
@@ -87,6 +92,57 @@ def _worker() -> tuple[int, int, bool]:
         return 0, 1, False
     info = get_worker_info()
     return (0, 1, False) if info is None else (info.id, info.num_workers, True)
+
+
+#: formats whose rows are tables: a map or filter added in one receives one-row tables (see `_table_format`)
+TABLE_FORMATS = ("arrow", "pandas")
+
+
+def _row_as(row: Any, wanted: str | None, dataset: Any) -> Any:
+    """A row (a one-row Arrow table or pandas DataFrame, or a dict) as `wanted`: "arrow", "pandas", or None: the
+    stream's own format (`dataset`'s); turned through Arrow when its kind differs."""
+    own = (getattr(dataset, "format", None) or {}).get("type")
+    wanted = wanted or (own if own in TABLE_FORMATS else None)
+    if wanted is None and not isinstance(row, (pa.Table, pa.RecordBatch)) and not _is_frame(row):
+        return row  # (a row of the stream's format, or whatever a map returned: a tuple, a tensor...)
+    if (wanted == "arrow" and isinstance(row, pa.Table)) or (wanted == "pandas" and _is_frame(row)):
+        return row
+    if isinstance(row, pa.RecordBatch):
+        row = pa.Table.from_batches([row])
+    elif isinstance(row, dict):
+        row = pa.Table.from_pylist([row])
+    elif _is_frame(row):
+        row = pa.Table.from_pandas(row, preserve_index=False)
+    elif not isinstance(row, pa.Table):
+        raise TypeError(f"a map in the arrow or pandas format must return a pyarrow Table, a pandas DataFrame or a "
+                        f"dict, got {type(row).__name__}")
+    if wanted == "arrow":
+        return row
+    if wanted == "pandas":
+        return row.to_pandas()
+    features = getattr(dataset, "features", None)
+    added = [name for name in row.column_names if features is not None and name not in features]
+    if not added:
+        return dataset.rows_from_arrow(row)[0]
+    known = dataset.rows_from_arrow(row.drop_columns(added))[0] if len(added) < row.num_columns else {}
+    new = row.select(added).to_pylist()[0]  # columns a map added: the format knows no feature of theirs
+    return {name: new[name] if name in new else known[name] for name in row.column_names if name in new or
+            name in known}
+
+
+def _is_frame(value: Any) -> bool:
+    return type(value).__name__ == "DataFrame" and hasattr(value, "iloc")
+
+
+def _pass_seed() -> int | None:
+    """In a DataLoader worker: the base seed torch drew for this loader iterator (the same in every worker of a
+    pass, new for each pass unless workers persist); None elsewhere."""
+    try:
+        from torch.utils.data import get_worker_info
+    except ImportError:  # pragma: no cover
+        return None
+    info = get_worker_info()
+    return None if info is None else int(info.seed) - int(info.id)
 
 
 class StreamingDataset(_IterableBase):
@@ -144,6 +200,10 @@ class StreamingDataset(_IterableBase):
         #: the lanes the current epoch is served in (None: row stripes); fixed when an epoch's pass begins at its
         #: start, or loaded from a state (then kept to the epoch's end, whatever the topology now)
         self._lanes: Lanes | None = None
+        #: where a new pass begins: the position last loaded, set, or reached by finishing an epoch (see begin_pass)
+        self._start: tuple[int, int, Lanes | None] = (0, 0, None)
+        self._moves = 0  # bumped when the position is set: a pass then ends without overriding it
+        self._worker_passes = 0  # in a DataLoader worker: passes this copy began (persistent workers begin several)
         self._flag = WorkerFlag()
         self._worker_pass: dict[str, Any] | None = None  # in a DataLoader worker: where it is in its pass
         self._worker_resume: dict[str, Any] | None = None  # a worker's saved state, checked when it starts
@@ -177,8 +237,8 @@ class StreamingDataset(_IterableBase):
         return hashlib.sha256(json.dumps(described).encode()).hexdigest()[:16]
 
     # -- lazy ops: each returns a new stream (epoch 0, nothing consumed) ------------------------
-    def _with(self, **changes: Any) -> StreamingDataset:
-        other = StreamingDataset(self.dataset, **{**self._options, **changes})
+    def _with(self, dataset: Any = None, **changes: Any) -> StreamingDataset:
+        other = StreamingDataset(self.dataset if dataset is None else dataset, **{**self._options, **changes})
         other.batch_size, other.drop_last_batch, other.collate_fn = self.batch_size, self.drop_last_batch, \
             self.collate_fn
         other._ops = list(self._ops)
@@ -194,7 +254,7 @@ class StreamingDataset(_IterableBase):
         most `buffer_size` rows and a window holds as many whole blocks as fit. Unlike a shuffle buffer the
         order is a function of (seed, epoch), so a resume is exact."""
         if self._options["rows"] is not None:
-            raise ValueError("call shuffle() before take()/skip(): they cut the shuffled order")
+            return self._stretch_as_dataset().shuffle(seed, window_blocks, window_shards, buffer_size=buffer_size)
         if window_shards is None:
             window_shards = self._options["window_shards"]
         if buffer_size is None:
@@ -205,11 +265,28 @@ class StreamingDataset(_IterableBase):
         return self._with(shuffle=True, seed=seed, window_blocks=max(1, buffer_size // block),
                           window_shards=window_shards, max_block_rows=block)
 
+    def _stretch_as_dataset(self) -> StreamingDataset:
+        """This stream's stretch of rows (take/skip of the stored order) as a stream over a dataset of just those
+        rows, which a shuffle then permutes (Hugging Face's `take(n).shuffle()`: a shuffle of the rows taken)."""
+        select = getattr(self.dataset, "select", None)
+        if self._options["shuffle"] or select is None:
+            what = "a shuffled order" if self._options["shuffle"] else f"a {type(self.dataset).__name__}"
+            raise ValueError(f"shuffle() after take()/skip() shuffles the rows kept, which needs the rows in stored "
+                             f"order of a dataset that can select them; this stream cuts {what}: call shuffle() "
+                             "before take()/skip()")
+        lo, hi = self._range
+        return self._with(select(range(lo, hi)), rows=None)
+
     def _cut(self, lo: int, hi: int) -> StreamingDataset:
-        if self._ops:
-            raise ValueError("call take()/skip() before map()/filter(): they count rows of the order")
+        if self.filtered:
+            raise ValueError("call take()/skip() before filter(): they cut the order by position, so that a resume "
+                             "stays exact, and after a filter the n-th row kept has no position known in advance")
         base = self._range[0]
-        return self._with(rows=(base + lo, base + hi))
+        return self._with(rows=(base + lo, base + hi))  # (a map keeps one row per row: the cut moves before it)
+
+    def __getitem__(self, index: Any) -> Any:
+        raise TypeError(f"a stream cannot be indexed (stream[{index!r:.40}]): use take/skip, or drop streaming=True "
+                        "for a dataset that can")
 
     def take(self, n: int) -> StreamingDataset:
         """The first `n` rows of each epoch's order (before the ranks split it), so resume stays exact."""
@@ -226,8 +303,15 @@ class StreamingDataset(_IterableBase):
     def map(self, function: Callable[[Any], Any]) -> StreamingDataset:
         """Apply `function` to every row (or batch, after `batch()`), lazily, in the reading process."""
         other = self._with()
-        other._ops.append(("map", function))
+        other._ops.append(("map", function, self._table_format()))
         return other
+
+    def _table_format(self) -> str | None:
+        """"arrow" or "pandas" when rows are served as tables now (a map or filter added now receives a one-row table
+        of that kind whatever the format later, as Hugging Face's do), else None (it receives the rows served)."""
+        fmt = getattr(self.dataset, "format", None)
+        kind = fmt.get("type") if isinstance(fmt, dict) else None
+        return kind if kind in TABLE_FORMATS and self.batch_size is None else None
 
     def filter(self, function: Callable[[Any], bool]) -> StreamingDataset:
         """Keep the rows for which `function(row)` is true, lazily, in the reading process.
@@ -238,7 +322,7 @@ class StreamingDataset(_IterableBase):
         if self.batch_size is not None:
             raise ValueError("call filter() before batch(): a filter after batch() would receive whole batches")
         other = self._with()
-        other._ops.append(("filter", function))
+        other._ops.append(("filter", function, self._table_format()))
         return other
 
     def with_format(self, format: str | None = None, **kwargs: Any) -> StreamingDataset:
@@ -264,7 +348,7 @@ class StreamingDataset(_IterableBase):
     @property
     def filtered(self) -> bool:
         """Whether a filter drops rows (then the state is per rank, see `filter`)."""
-        return any(kind == "filter" for kind, _ in self._ops)
+        return any(kind == "filter" for kind, _, _ in self._ops)
 
     def batch(self, batch_size: int, *, drop_last_batch: bool = False,
               collate_fn: Callable[[list[Any]], Any] | None = None) -> StreamingDataset:
@@ -287,7 +371,10 @@ class StreamingDataset(_IterableBase):
         """The functions `map()` applies to each row, in order (a mix applies them where it reads the row)."""
         if self.filtered:
             raise ValueError("a mixed source cannot filter (the mix draws its rows by position); filter the mix")
-        return [function for _, function in self._ops]
+        if any(fmt for _, _, fmt in self._ops):
+            raise ValueError("a mixed source cannot map in the arrow or pandas format (the mix reads rows); map the "
+                             "mix")
+        return [function for _, function, _ in self._ops]
 
     @property
     def features(self) -> Any:
@@ -301,10 +388,61 @@ class StreamingDataset(_IterableBase):
 
     # -- epochs and resume -------------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
+        """Go to the start of `epoch` (nothing happens when the stream is in it already: a loaded position stays)."""
         epoch = check_epoch(int(epoch) if isinstance(epoch, np.integer) else epoch)
+        if not _worker()[2]:
+            self._catch_up()
         if epoch != self.epoch:
-            self.epoch, self.consumed = epoch, 0
+            self._set_position(epoch, 0, None)
             self._worker_resume = None
+            self._flag.forget_finished()
+            if not _worker()[2]:  # persistent DataLoader workers' copies take it at their next pass
+                self._flag.announce_epoch(epoch)
+
+    def _set_position(self, epoch: int, consumed: int, lanes: Lanes | None) -> None:
+        """Where the stream is, and where the next pass begins."""
+        self.epoch, self.consumed, self._lanes = epoch, consumed, lanes
+        self._start = (epoch, consumed, lanes)
+        self._moves += 1
+
+    def _catch_up(self) -> None:
+        """Move on past an epoch that DataLoader workers served whole (their copies' news, see WorkerFlag)."""
+        done = self._flag.finished_epoch()
+        if done is not None and done >= self._start[0]:
+            self._set_position(done + 1, 0, None)
+
+    def _pass_start(self, pass_number: int | None = None) -> tuple[int, int, Lanes | None]:
+        """(epoch, position, lanes) a pass begun now starts at: `begin_pass`'s rule; a DataLoader worker that loaded
+        its own state resumes that state's pass (`pass_number`: a worker's pass, default its current one)."""
+        announced = self._flag.announced_epoch() if _worker()[2] else None
+        if announced is not None:  # the main process set an epoch since this copy was made (persistent workers)
+            self._start, self._worker_resume = (announced, 0, None), None
+        if self._worker_resume is None and not self.counted_by_loader:  # (StreamingDataLoader sets the start itself)
+            number = self._worker_passes if pass_number is None else pass_number
+            done = self._flag.finished_epoch(_pass_seed(), number)
+            if done is not None and done >= self._start[0]:
+                self._start = (done + 1, 0, None)  # (kept: a persistent worker's next passes go on from it)
+        return self._start
+
+    def begin_pass(self, counted_here: bool = False) -> tuple[int, int]:
+        """Start a pass: go to where it begins and return (epoch, position).
+
+        As Hugging Face's IterableDataset does, each new `iter()` begins at the position last loaded by
+        `load_state_dict` (or set by `set_epoch`, or the start of the epoch after the last one served whole),
+        never where an earlier pass that was left unfinished stopped: a peek does not eat the epoch. A pass
+        that runs to its end (here, or in DataLoader workers: the worker serving the last rows says so) moves
+        the stream to the next epoch. `counted_here`: the caller (StreamingDataLoader) counts what the loop
+        receives and moves the epoch itself, so the workers' news of an earlier pass are dropped."""
+        if counted_here:
+            self._flag.forget_finished()
+        else:
+            self._catch_up()
+        self.epoch, self.consumed, self._lanes = self._start
+        return self.epoch, self.consumed
+
+    def end_pass(self, epoch: int) -> None:
+        """A pass over `epoch` reached its end (StreamingDataLoader's loop received every batch): the next epoch."""
+        self._set_position(epoch + 1, 0, None)
 
     @property
     def uses_lanes(self) -> bool:
@@ -364,6 +502,7 @@ class StreamingDataset(_IterableBase):
         state = {"format": STATE_FORMAT, "epoch": self.epoch, **self._identity_fields(),
                  "drop_last": self.drop_last, "consumed": self.consumed}
         lanes = self._lanes
+        worker, num_workers, in_worker = _worker()
         if self.consumed == 0 and consumed:  # a pass begun by DataLoader workers of which this process saw none
             lanes = self._fresh_lanes(self._flag.workers() or 1)
         files = self.source_files()
@@ -371,13 +510,15 @@ class StreamingDataset(_IterableBase):
             state["files"] = files_state(files)
         if self.filtered:  # ranks read different numbers of rows per step: the position is this rank's
             state["rank"], state["world_size"] = self.rank, self.world_size
-        _, _, in_worker = _worker()
         if consumed is not None:
             state["consumed"] = self.position_after(self.consumed, int(consumed))
         elif in_worker:  # this worker's own state (torchdata's StatefulDataLoader collects one per worker)
             where = self._worker_pass if self._worker_pass is not None else self._worker_resume
-            if where is not None:
-                state["epoch"], state["consumed"], state["worker"] = where["epoch"], where["start"], dict(where)
+            if where is None:  # its pass has not begun (it delivered no batch yet): that pass, nothing served
+                epoch, start, lanes = self._pass_start(self._worker_passes + 1)
+                where = {**self._where(worker, num_workers, epoch, start), "rows": 0}
+                lanes = self._fresh_lanes(num_workers) if start == 0 else lanes
+            state["epoch"], state["consumed"], state["worker"] = where["epoch"], where["start"], dict(where)
         elif self._flag.is_set() and not self.counted_by_loader:
             raise RuntimeError(
                 "cannot save this stream's state: DataLoader workers read it, so this process does not know "
@@ -428,8 +569,23 @@ class StreamingDataset(_IterableBase):
             raise StateError(f"cannot resume exactly: {left} rows of epoch {epoch} are left and drop_last=True on "
                              f"{self.world_size} ranks would drop them all; resume on at most {left} ranks, or "
                              "with drop_last=False")
-        self.epoch, self.consumed, self._lanes = epoch, consumed, lanes
+        self._set_position(epoch, consumed, lanes)
         self._worker_resume = dict(worker) if worker is not None else None
+        if worker is None:
+            self._flag.forget_finished()
+        elif self._served_whole(worker, consumed):  # (restored workers may never iterate: say the epoch ended here)
+            self._flag.finish_epoch(epoch, _pass_seed() or 0)
+
+    def _served_whole(self, worker: dict[str, Any], start: int) -> bool:
+        """Whether a worker's saved state says it served its whole share of its pass, and it holds the pass's last
+        unit (so the pass reached its end)."""
+        keys = ("id", "workers", "unit", "world_size", "rows")
+        if any(isinstance(worker.get(k), bool) or not isinstance(worker.get(k), int) for k in keys) \
+                or worker["unit"] < 1:
+            return False
+        count = rows_per_rank(self.length, worker["world_size"], self.drop_last, start)
+        return worker["id"] == last_unit_worker(count, worker["unit"], worker["workers"]) and \
+            worker["rows"] == worker_rows(count, worker["unit"], worker["id"], worker["workers"])
 
     # -- iteration ---------------------------------------------------------------------------
     def rank_order(self, epoch: int | None = None, start: int = 0, lanes: Lanes | None = None) -> np.ndarray:
@@ -460,13 +616,17 @@ class StreamingDataset(_IterableBase):
             self.rank, self.world_size = resolve_rank(None, None)  # torch.distributed may be up by now
         if in_worker:
             self._flag.set(num_workers)  # the main process cannot count what this worker serves
+            self._worker_passes += 1
+            self.epoch, self.consumed, self._lanes = self._pass_start()
+        else:
+            self.begin_pass(counted_here=self.counted_by_loader)
+        moves = self._moves
         epoch, start, n, lo_row, drop_last = self.epoch, self.consumed, self.length, self._range[0], self.drop_last
         rank, world = self.rank, self.world_size
         count = rows_per_rank(n, world, self.drop_last, start)
         unit = self._unit(num_workers)
         mine = worker_rows(count, unit, worker, num_workers)
-        where = {"id": worker, "workers": num_workers, "unit": unit, "rank": rank, "world_size": world,
-                 "epoch": epoch, "start": start}
+        where = self._where(worker, num_workers, epoch, start)
         skip = 0
         if in_worker and self._worker_resume is not None:
             saved = self._worker_resume
@@ -500,7 +660,7 @@ class StreamingDataset(_IterableBase):
                 if len(chunk) < size and self.drop_last_batch:
                     break
                 batch = self.collate_fn(reader.rows(chunk)) if self.collate_fn is not None else reader.batch(chunk)
-                for _, function in self._ops:
+                for _, function, _ in self._ops:
                     batch = function(batch)
                 counted(lo + len(chunk))
                 yield batch
@@ -517,22 +677,48 @@ class StreamingDataset(_IterableBase):
                         self.consumed = min(n, start + world * k)  # consumed_after, inlined
                         yield row
         else:
+            tables = any(fmt for _, _, fmt in self._ops)  # some op receives one-row tables (see _table_format)
             for lo in range(skip, mine, READ_ROWS):
-                rows = reader.rows(positions(lo, min(lo + READ_ROWS, mine)))
+                if tables:
+                    table = reader.table(positions(lo, min(lo + READ_ROWS, mine)))
+                    rows = [table.slice(i, 1) for i in range(table.num_rows)]
+                else:
+                    rows = reader.rows(positions(lo, min(lo + READ_ROWS, mine)))
                 for k, row in enumerate(rows):
-                    kept = True
-                    for kind, function in self._ops:
-                        if kind == "map":
-                            row = function(row)
-                        elif not function(row):
-                            kept = False  # dropped: counted with the next row kept (a resume reads it again)
-                            break
-                    if kept:
+                    if tables:
+                        kept, row = self._apply_ops(row)
+                    else:
+                        kept = True
+                        for kind, function, _ in self._ops:
+                            if kind == "map":
+                                row = function(row)
+                            elif not function(row):
+                                kept = False
+                                break
+                    if kept:  # (a row dropped is counted with the next row kept: a resume reads it again)
                         counted(lo + k + 1)
                         yield row
-        if not in_worker and self.epoch == epoch:
-            self.epoch, self.consumed = epoch + 1, 0  # a finished pass moves on to the next epoch
-        # (a worker's copy stays put: its state says it served all its rows, and the main process moves on)
+        if in_worker:  # the worker serving the pass's last unit says the epoch ended (the main process's copy and
+            if worker == last_unit_worker(count, unit, num_workers):  # the next pass's workers read it)
+                self._flag.finish_epoch(epoch, _pass_seed() or 0, self._worker_passes)
+        elif self._moves == moves:  # (unless the position was set during the pass)
+            self._set_position(epoch + 1, 0, None)  # a finished pass moves on to the next epoch
+
+    def _apply_ops(self, row: Any) -> tuple[bool, Any]:
+        """(kept, row) after the maps and filters, each given the row as it asked (`_table_format`), then the row in
+        the stream's format."""
+        for kind, function, wanted in self._ops:
+            row = _row_as(row, wanted, self.dataset)
+            if kind == "map":
+                row = function(row)
+            elif not function(row):
+                return False, None
+        return True, _row_as(row, None, self.dataset)
+
+    def _where(self, worker: int, num_workers: int, epoch: int, start: int) -> dict[str, Any]:
+        """A DataLoader worker's pass: which worker of how many, the unit, the rank and the pass's start."""
+        return {"id": worker, "workers": num_workers, "unit": self._unit(num_workers, warn=False), "rank": self.rank,
+                "world_size": self.world_size, "epoch": epoch, "start": start}
 
     def __repr__(self) -> str:
         mode = "shuffled" if self._options["shuffle"] else "storage order"

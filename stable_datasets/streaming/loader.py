@@ -10,7 +10,9 @@ exact. After each batch it writes (epoch, global position) into the stream or th
 workers or batch size.
 
 Workers are started afresh for every pass (`persistent_workers=True` is refused): they receive
-the stream's current epoch and position when they start.
+the position the pass begins at when they start. A stream's pass begins where it was last loaded
+(or at the start of its epoch, see `StreamingDataset.begin_pass`): a loop broken off and started
+again serves that epoch from there, as a new `iter()` of the stream does.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class StreamingDataLoader(DataLoader):
     def __iter__(self) -> Iterator[Any]:
         holder = self._holder
         if isinstance(holder, StreamingDataset):
+            holder.begin_pass(counted_here=True)  # where the last load (or finished epoch) left it, not a broken pass
             holder.pass_lanes(self.num_workers)  # fixed here, so the workers read them and state_dict() names them
             if self.num_workers > 0 and _forks(self.multiprocessing_context):
                 holder.open_before_fork()
@@ -77,7 +80,10 @@ class StreamingDataLoader(DataLoader):
             if not counts_itself:
                 holder.epoch, holder.consumed = epoch, holder.position_after(start, count)
             yield batch
-        holder.epoch, holder.consumed = epoch + 1, 0
+        if isinstance(holder, StreamingDataset):
+            holder.end_pass(epoch)
+        else:
+            holder.epoch, holder.consumed = epoch + 1, 0
 
     def state_dict(self) -> dict[str, Any]:
         return self._holder.state_dict()

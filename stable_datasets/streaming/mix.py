@@ -2,8 +2,11 @@
 
 `MixPlan` says which source, and which draw of it, sits at each position of the mix:
 
-- no probabilities: one row from each source in turn; "first_exhausted" stops after
-  min(lengths) rounds, "all_exhausted" after max(lengths) rounds (shorter sources start over);
+- no probabilities: one row from each source in turn; for datasets (HF's map-style count)
+  "first_exhausted" stops after min(lengths) rounds, "all_exhausted" after max(lengths) rounds
+  (shorter sources start over); for streams (`stream=True`, HF's IterableDataset count) a mix stops
+  right after the row that exhausts the first source ("first_exhausted") or the last one
+  ("all_exhausted"), so sources [5 rows, 3 rows] give 6 rows and [3 rows, 5 rows] give 5;
 - probabilities: a seeded draw per row, `numpy.random.default_rng(seed).choice(n, p=probabilities)`
   taken 1,000 at a time as HF does (so the same seed gives HF's sequence); "first_exhausted" stops
   at the draw that reads the last row of some source, "all_exhausted" at the draw after which every
@@ -56,7 +59,7 @@ class MixPlan:
     """Which (source, draw) is at each position of a mix; see the module docstring."""
 
     def __init__(self, lengths: Sequence[int], probabilities: Any = None, seed: int | None = None,
-                 stopping_strategy: str = "first_exhausted"):
+                 stopping_strategy: str = "first_exhausted", stream: bool = False):
         if stopping_strategy not in STRATEGIES:
             raise ValueError(f"stopping_strategy must be one of {', '.join(STRATEGIES)}, got {stopping_strategy!r}")
         if not lengths:
@@ -76,7 +79,12 @@ class MixPlan:
         if stopping_strategy == "all_exhausted" and not drawable.all():
             raise ValueError('stopping_strategy="all_exhausted" cannot exhaust a dataset that is never drawn: '
                              f"datasets at indices {np.flatnonzero(~drawable).tolist()} have probability 0")
-        if self.probabilities is None:
+        if self.probabilities is None and stream:  # a source is exhausted right after its last row
+            sources = np.arange(len(self.lengths))
+            ends = np.where(self.lengths > 0, (self.lengths - 1) * len(self.lengths) + sources + 1, sources)
+            self.length = int(ends.min() if stopping_strategy == "first_exhausted" else ends.max())
+            self._block_counts = None
+        elif self.probabilities is None:
             rounds = int(self.lengths.min() if stopping_strategy == "first_exhausted" else self.lengths.max())
             self.length = rounds * len(self.lengths)
             self._block_counts = None

@@ -10,6 +10,11 @@ StatefulDataLoader collects) adds `worker`: which worker of how many, and rows i
 shared memory that survives fork and spawn; a worker sets it to the number of workers when it starts
 reading, so a `state_dict()` in the main process that cannot know what the loop received raises
 instead of answering "nothing consumed" (and, given `consumed=`, knows the lanes the workers read).
+It also carries the last epoch DataLoader workers finished: the worker that serves the last unit of a
+pass writes it when its share ends (one writer, no lock), with its pass's seed (torch draws a base seed
+per loader iterator), so the next pass's workers, started from the main process's copy (which saw none
+of it), begin the next epoch instead of the finished one again, while that pass's own later-starting
+workers ignore it.
 """
 
 from __future__ import annotations
@@ -156,36 +161,87 @@ def check_files(saved: Any, files: list[tuple[str, list[Any]]]) -> None:
                              "modified again); its rows may differ, so the position cannot be trusted")
 
 
+#: the shared ints of a WorkerFlag
+SLOTS = 6
+
+
 class WorkerFlag:
-    """A shared int: set in a DataLoader worker to the number of workers, read in the main process (see the module
-    docstring)."""
+    """Shared ints: the number of workers (set in a DataLoader worker, read in the main process) and the last
+    epoch workers finished (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._value: Any = sharedctypes.RawValue("i", 0)
+        #: [workers, last finished epoch + 1 (0: none), the seed of the pass that finished it, the epoch the main
+        #: process last set, how many times it set one, the number of the pass that finished it in its worker]
+        self._value: Any = sharedctypes.RawArray("q", SLOTS)
+        self._seen = 0  # (not shared) the main process's last set_epoch this copy took
 
     def set(self, workers: int = 1) -> None:
         if self._value is not None:
-            self._value.value = max(1, int(workers))
+            self._value[0] = max(1, int(workers))
 
     def workers(self) -> int:
         """The number of DataLoader workers that read the stream (0: none did)."""
-        return 0 if self._value is None else int(self._value.value)
+        return 0 if self._value is None else int(self._value[0])
 
     def clear(self) -> None:
         if self._value is not None:
-            self._value.value = 0
+            self._value[0] = 0
 
     def is_set(self) -> bool:
-        return self._value is not None and bool(self._value.value)
+        return self._value is not None and bool(self._value[0])
+
+    def finish_epoch(self, epoch: int, pass_seed: int, pass_number: int = 0) -> None:
+        """Record that DataLoader workers of the loader iterator `pass_seed` served the whole of `epoch`, in the
+        `pass_number`-th pass of the worker serving the last unit (which writes it)."""
+        if self._value is not None:
+            self._value[2], self._value[5] = int(pass_seed) % (1 << 62), int(pass_number)
+            self._value[1] = int(epoch) + 1
+
+    def finished_epoch(self, pass_seed: int | None = None, pass_number: int = 0) -> int | None:
+        """The last epoch DataLoader workers served whole since the main process last set the position (None: none,
+        or only the pass `pass_number` of the iterator `pass_seed` or a later one did: a worker takes no news of its
+        own pass, which its siblings may have finished before it began; persistent workers keep their iterator's
+        seed, so their passes are told apart by number)."""
+        if self._value is None or not self._value[1]:
+            return None
+        if pass_seed is not None and int(pass_seed) % (1 << 62) == self._value[2] and self._value[5] >= pass_number:
+            return None
+        return int(self._value[1]) - 1
+
+    def forget_finished(self) -> None:
+        """The main process set the position itself (load_state_dict, set_epoch): workers' old news no longer apply."""
+        if self._value is not None:
+            self._value[1] = 0
+
+    def announce_epoch(self, epoch: int) -> None:
+        """The main process set the stream to `epoch` (set_epoch): persistent DataLoader workers, whose copies were
+        made before, take it at their next pass (`announced_epoch`)."""
+        if self._value is not None:
+            self._value[3] = int(epoch)
+            self._value[4] += 1
+            self._seen = int(self._value[4])
+
+    def announced_epoch(self) -> int | None:
+        """The epoch the main process set since this copy last looked (None: none); each is taken once."""
+        if self._value is None or self._value[4] == self._seen:
+            return None
+        self._seen = int(self._value[4])
+        return int(self._value[3])
 
     def __getstate__(self) -> dict[str, Any]:
         # shared memory travels only to a process being started (a spawned DataLoader worker); a pickle
-        # made for anything else (a copy, a file) carries no flag
+        # made for anything else (a copy, a file) carries none: its copy gets a flag of its own
         spawning = multiprocessing.context.get_spawning_popen() is not None
-        return {"value": self._value if spawning else None}
+        return {"value": self._value if spawning else None, "seen": self._seen if spawning else 0}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._value = state["value"]
+        self._value = state["value"] if state["value"] is not None else sharedctypes.RawArray("q", SLOTS)
+        self._seen = state.get("seen", 0)
+
+
+def last_unit_worker(count: int, unit: int, num_workers: int) -> int:
+    """The worker that serves the last unit of a rank sequence of `count` rows dealt in units (0 when empty)."""
+    return 0 if count <= 0 or num_workers <= 1 else ((count - 1) // unit) % num_workers
 
 
 def merge_worker_states(loader_state: dict[str, Any]) -> dict[str, Any]:

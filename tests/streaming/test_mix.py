@@ -107,3 +107,32 @@ def test_a_state_of_another_mix_is_refused_and_placements_must_agree(sources):
         sds.interleave_datasets(streams)
     with pytest.raises(ValueError, match="stream 0 yields batches"):
         sds.interleave_datasets([sources[0].to_iterable().batch(4), sources[1].to_iterable()])
+
+
+# -- round robin of streams: HF's IterableDataset count (issue 37 item 1), side by side ---------------------------
+@pytest.mark.parametrize("lengths", [(5, 3), (3, 5), (3, 4, 5), (20, 20, 20), (1, 4)])
+@pytest.mark.parametrize("strategy", ["first_exhausted", "all_exhausted"])
+def test_round_robin_of_streams_stops_as_hugging_faces_streams_do(lengths, strategy):
+    """A mix of streams without probabilities stops right after the row that exhausts a source (the first one, or,
+    with all_exhausted, the last one), as HF's streams do; HF's own case: 3 streams of 20 rows give 3 * 19 + 1 = 58
+    rows (first_exhausted) and 60 (all_exhausted). A mix of datasets keeps HF's map-style count of whole rounds."""
+    hf = pytest.importorskip("datasets")
+    data = [{"id": list(range(100 * s, 100 * s + n))} for s, n in enumerate(lengths)]
+    theirs = [r["id"] for r in hf.interleave_datasets([hf.Dataset.from_dict(d).to_iterable_dataset() for d in data],
+                                                      stopping_strategy=strategy)]
+    ours = sds.interleave_datasets([sds.StableDataset.from_dict(d).to_iterable() for d in data],
+                                   stopping_strategy=strategy)
+    assert [r["id"] for r in ours] == theirs
+    if lengths == (20, 20, 20):
+        assert len(theirs) == (58 if strategy == "first_exhausted" else 60)
+    maps = hf.interleave_datasets([hf.Dataset.from_dict(d) for d in data], stopping_strategy=strategy)
+    assert sds.interleave_datasets([sds.StableDataset.from_dict(d) for d in data],
+                                   stopping_strategy=strategy)["id"] == list(maps["id"])
+
+
+def test_round_robin_of_streams_with_an_empty_source_stops_when_it_is_reached():
+    """HF's cycling stops when it asks an exhausted source for a row: [4, 0, 3] rows give the first row only."""
+    features = sds.Features({"id": sds.Value("int64")})
+    sources = [sds.StableDataset.from_dict({"id": list(range(100 * s, 100 * s + n))}, features=features).to_iterable()
+               for s, n in enumerate((4, 0, 3))]
+    assert [r["id"] for r in sds.interleave_datasets(sources)] == [0]

@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 
+import stable_datasets as sds
+
 torch = pytest.importorskip("torch")
 from stable_datasets.streaming import StreamingDataLoader  # noqa: E402
 
@@ -32,8 +34,9 @@ def test_take_and_skip_cut_the_global_order(cache):
     ranks = [idx(cache.to_iterable(rank=r, world_size=3).shuffle(seed=2).take(50)) for r in range(3)]
     assert [len(r) for r in ranks] == [17, 17, 17]  # 50 rows on 3 ranks: one row of padding
     assert sorted(ranks[0] + ranks[1] + ranks[2][:-1]) == sorted(order[:50]) and ranks[2][-1] == order[0]
-    with pytest.raises(ValueError, match="call shuffle\\(\\) before take\\(\\)/skip\\(\\)"):
-        cache.to_iterable().take(5).shuffle(seed=1)
+    with pytest.raises(ValueError, match="shuffle\\(\\) after take\\(\\)/skip\\(\\) shuffles the rows kept.*cuts a "
+                                         "shuffled order: call shuffle\\(\\) before take\\(\\)/skip\\(\\)"):
+        cache.to_iterable().shuffle(seed=2).take(5).shuffle(seed=1)
     with pytest.raises(ValueError, match="take\\(\\) needs a non-negative int, got -1"):
         cache.to_iterable().take(-1)
 
@@ -123,3 +126,206 @@ def test_with_format_features_and_column_names(cache):
     assert stream.features == cache.features and stream.column_names == ["idx"]
     with pytest.raises(ValueError, match="call filter\\(\\) before batch\\(\\)"):
         stream.filter(lambda b: True)
+
+
+# -- Hugging Face's IterableDataset side by side (issue 37 item 1): verbs in any order, indexing, formats ----------
+hf = pytest.importorskip("datasets")
+HF_ROWS = 20  # HF's tests' DEFAULT_N_EXAMPLES
+
+
+def _pair(n: int = HF_ROWS):
+    """(ours, HF's): the same rows {"id": i, "text": "r<i>"} as a stream each, from in-memory data (offline)."""
+    data = {"id": list(range(n)), "text": [f"r{i}" for i in range(n)]}
+    return sds.StableDataset.from_dict(data).to_iterable(), hf.Dataset.from_dict(data).to_iterable_dataset()
+
+
+def _add_100(row):
+    return {**row, "id": row["id"] + 100}
+
+
+def _even(row):
+    return row["id"] % 2 == 0
+
+
+VERB_CHAINS = {  # name -> the chain, applied to either stream (the verbs both spell the same)
+    "map.take": lambda s: s.map(_add_100).take(5),
+    "map.skip": lambda s: s.map(_add_100).skip(3),
+    "map.skip.take": lambda s: s.map(_add_100).skip(3).take(4),
+    "skip.filter": lambda s: s.skip(5).filter(_even),
+    "take.filter.map": lambda s: s.take(9).filter(_even).map(_add_100),
+    "take 0": lambda s: s.take(0),
+    "take 2": lambda s: s.take(2),
+    "take 1e10": lambda s: s.take(int(1e10)),  # HF's test_iterable_dataset_take counts
+    "skip 0": lambda s: s.skip(0),
+    "skip 2": lambda s: s.skip(2),
+    "skip 1e10": lambda s: s.skip(int(1e10)),
+}
+
+
+@pytest.mark.parametrize("chain", sorted(VERB_CHAINS))
+def test_verbs_in_any_order_serve_hugging_faces_rows(chain):
+    ours, theirs = _pair()
+    assert list(VERB_CHAINS[chain](ours)) == list(VERB_CHAINS[chain](theirs))
+
+
+@pytest.mark.parametrize("method", ["skip", "take"])
+@pytest.mark.parametrize("count", [2, 5, 11])
+def test_shuffle_after_skip_or_take_shuffles_the_rows_kept(method, count):
+    """HF's test_iterable_dataset_skip_or_take_after_shuffle (after_shuffle=False): shuffling a skipped/taken stream
+    keeps the same rows; ours is seeded by position, so it also resumes exactly."""
+    ours, theirs = _pair()
+    cut = (lambda s: s.skip(count)) if method == "skip" else (lambda s: s.take(count))
+    mine = [r["id"] for r in cut(ours).shuffle(seed=42, buffer_size=HF_ROWS)]
+    hfs = [r["id"] for r in cut(theirs).shuffle(seed=42, buffer_size=HF_ROWS)]
+    assert sorted(mine) == sorted(hfs) == (list(range(count, HF_ROWS)) if method == "skip" else list(range(count)))
+    stream = cut(ours).shuffle(seed=42, buffer_size=HF_ROWS)
+    iterator = iter(stream)
+    head = [next(iterator)["id"] for _ in range(min(2, len(mine)))]
+    again = cut(_pair()[0]).shuffle(seed=42, buffer_size=HF_ROWS)
+    again.load_state_dict(json.loads(json.dumps(stream.state_dict())))
+    assert head + [r["id"] for r in again] == mine
+
+
+def test_take_or_skip_after_a_filter_is_refused_saying_why():
+    """A documented difference: HF's filter(f).take(n) keeps the first n rows kept; a stream cuts its order by
+    position (so that every state resumes exactly), and the n-th row kept has none known in advance."""
+    ours, _ = _pair()
+    with pytest.raises(ValueError, match="call take\\(\\)/skip\\(\\) before filter\\(\\)"):
+        ours.filter(_even).take(3)
+
+
+def test_a_stream_cannot_be_indexed():
+    ours, _ = _pair()
+    for key in (0, -1, slice(0, 2)):
+        with pytest.raises(TypeError, match="a stream cannot be indexed .*use take/skip, or drop streaming=True"):
+            ours[key]
+
+
+def _append_z(table):
+    return table.append_column("z", table["id"])
+
+
+def _times_ten(frame):
+    return frame.assign(id=frame["id"] * 10)
+
+
+def _odd_frame(frame):
+    return bool(frame["id"].iloc[0] % 2)
+
+
+@pytest.mark.parametrize(("fmt", "verb", "function"), [("arrow", "map", _append_z), ("pandas", "map", _times_ten),
+                                                       ("pandas", "filter", _odd_frame)])
+def test_a_map_in_a_table_format_then_no_format_serves_hugging_faces_rows(fmt, verb, function):
+    """with_format("arrow"|"pandas"), then map()/filter() (given one-row tables, as HF gives them), then
+    with_format(None): HF's dicts; and without the last with_format, tables of that kind."""
+    ours, theirs = _pair(6)
+    mine = getattr(ours.with_format(fmt), verb)(function)
+    hfs = getattr(theirs.with_format(fmt), verb)(function)
+    assert list(mine.with_format(None)) == list(hfs.with_format(None))
+    first, hf_first = next(iter(mine)), next(iter(hfs))
+    assert type(first) is type(hf_first)
+    assert first.to_pylist() == hf_first.to_pylist() if fmt == "arrow" else first.equals(hf_first)
+
+
+# -- a peek does not eat the epoch (issue 37 item 2), side by side with HF --------------------------------------
+def test_a_peek_then_a_loop_serves_the_whole_epoch_as_hugging_face_does():
+    ours, theirs = _pair(8)
+    assert next(iter(ours)) == next(iter(theirs)) == {"id": 0, "text": "r0"}
+    assert [r["id"] for r in ours] == [r["id"] for r in theirs] == list(range(8))
+
+
+def test_a_new_iter_starts_where_the_last_load_put_the_stream_as_hugging_face_does():
+    ours, theirs = _pair(8)
+    for stream in (ours, theirs):
+        iterator = iter(stream)
+        [next(iterator) for _ in range(3)]
+    mine, hfs = _pair(8)
+    mine.load_state_dict(json.loads(json.dumps(ours.state_dict())))
+    hfs.load_state_dict(theirs.state_dict())
+    for stream in (mine, hfs):
+        assert next(iter(stream))["id"] == 3  # a peek at the loaded position
+        broken = iter(stream)
+        assert [next(broken)["id"] for _ in range(2)] == [3, 4]  # a loop broken off
+    assert [r["id"] for r in mine] == [r["id"] for r in hfs] == [3, 4, 5, 6, 7]
+
+
+def test_a_pass_run_to_its_end_moves_the_stream_to_the_next_epoch():
+    """Where streams differ from HF (which stays in its epoch until set_epoch): a pass run to the end moves on, so
+    a training loop over epochs needs no set_epoch and a state saved then names the next epoch's start."""
+    ours, _ = _pair(8)
+    shuffled = ours.shuffle(seed=1)
+    first = [r["id"] for r in shuffled]
+    assert (shuffled.epoch, shuffled.consumed) == (1, 0)
+    next(iter(shuffled))
+    second = [r["id"] for r in shuffled]
+    assert sorted(second) == sorted(first) and second != first and shuffled.epoch == 2
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_broken_loader_loop_starts_the_epoch_again(cache, workers):
+    """A StreamingDataLoader loop broken off after 2 batches, then a new loop: the whole epoch from its start (as
+    a new iter() of the stream); a loop run to its end then serves the next epoch."""
+    def ids(batches):
+        return [int(v) for b in batches for v in b["idx"]]
+
+    loader = StreamingDataLoader(cache.to_iterable().shuffle(seed=6).take(40), batch_size=10, num_workers=workers)
+    iterator = iter(loader)
+    head = ids(next(iterator) for _ in range(2))
+    del iterator
+    whole = ids(loader)
+    assert whole[:20] == head and len(whole) == 40
+    nxt = ids(loader)  # the first 40 rows of epoch 1's order
+    expected = cache.to_iterable().shuffle(seed=6).take(40)
+    expected.set_epoch(1)
+    assert nxt == idx(expected) and nxt != whole
+
+
+@pytest.mark.parametrize("loader", ["plain", "stateful"])
+def test_workers_that_served_an_epoch_whole_move_the_next_pass_to_the_next_epoch(cache, loader):
+    """A plain DataLoader (and torchdata's) with 2 workers: the main process's stream never iterates, yet the second
+    and third passes serve epochs 1 and 2 (the worker serving the last unit tells the stream), each in the order the
+    stream serves that epoch in this process."""
+    def stream():
+        return cache.to_iterable(loader_batch_size=8).shuffle(seed=9).take(64)
+
+    if loader == "plain":
+        made = torch.utils.data.DataLoader(stream(), batch_size=8, num_workers=2)
+    else:
+        made = pytest.importorskip("torchdata.stateful_dataloader").StatefulDataLoader(stream(), batch_size=8,
+                                                                                        num_workers=2)
+    for epoch in range(3):
+        expected = stream()
+        expected.set_epoch(epoch)
+        assert [int(v) for b in made for v in b["idx"]] == idx(expected), f"epoch {epoch}"
+
+
+def test_set_epoch_reaches_persistent_workers_and_a_pickled_copy_keeps_its_own(cache):
+    """HF's test_iterable_dataset_persists_epoch_in_torch_workers: with persistent workers the same epoch comes
+    back until set_epoch (the workers never end... their copies stay put), set_epoch in the main process reaches
+    them, and a pickled copy's set_epoch is its own."""
+    import pickle
+
+    stream = cache.to_iterable().shuffle(seed=42).take(30)
+    loader = torch.utils.data.DataLoader(stream, num_workers=1, persistent_workers=True)
+    epoch0 = [int(b["idx"]) for b in loader]
+    assert [int(b["idx"]) for b in loader] != epoch0  # (ours: a pass run to its end moves on; HF stays in it)
+    stream.set_epoch(5)
+    epoch5 = [int(b["idx"]) for b in loader]
+    expected = cache.to_iterable().shuffle(seed=42).take(30)
+    expected.set_epoch(5)
+    assert epoch5 == idx(expected)
+    copy = pickle.loads(pickle.dumps(stream))
+    copied = torch.utils.data.DataLoader(copy, num_workers=1, persistent_workers=True)
+    first = [int(b["idx"]) for b in copied]
+    stream.set_epoch(9)  # does not reach the copy's workers
+    copy.set_epoch(7)
+    expected.set_epoch(7)
+    assert [int(b["idx"]) for b in copied] == idx(expected) and first != idx(expected)
+
+
+def test_a_map_after_a_table_format_map_may_return_any_row():
+    """Maps in the rows' own format return what training wants (a tuple here), after a map given tables too."""
+    ours, _ = _pair(4)
+    pairs = ours.with_format("arrow").map(_append_z).with_format("numpy").map(lambda r: (int(r["z"]), r["text"]))
+    assert list(pairs) == [(0, "r0"), (1, "r1"), (2, "r2"), (3, "r3")]
+    assert list(ours.map(lambda r: (r["id"], r["text"])).take(2)) == [(0, "r0"), (1, "r1")]
