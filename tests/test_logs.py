@@ -19,8 +19,12 @@ SCRIPT = textwrap.dedent("""
     quiet = stream.getvalue()
     logging.getLogger("stable_datasets").setLevel(logging.INFO)
     sds.StableDataset.from_dict({"x": [1, 2, 3]})
+    info = stream.getvalue()
+    logging.getLogger("stable_datasets").setLevel(logging.DEBUG)
+    sds.StableDataset.from_dict({"x": [1, 2, 3, 4]})
     print(repr(quiet))
-    print(stream.getvalue(), end="")
+    print(repr(stream.getvalue()[len(info):]))
+    print(info, end="")
 """)
 
 
@@ -35,15 +39,20 @@ def _run(tmp_path, **env):
 def test_logging_levels_decide_and_loguru_stderr_stays_quiet(tmp_path):
     lines, stderr = _run(tmp_path)
     assert lines[0] == "''"  # WARNING level: the INFO notes of the first build were dropped
-    assert [line.split("|")[:2] for line in lines[1:]] == [["stable_datasets.write.split", "INFO"]] * 2
-    assert lines[1].split("|")[2].startswith("building in_memory [from_dict] split 'train' into ")
-    assert lines[2].split("|")[2].startswith("published 3 rows of in_memory 'train' to ")
+    info = lines[2:]
+    assert [line.split("|")[:2] for line in info] == [["stable_datasets.write.split", "INFO"]] * 2
+    # INFO names what was built, without the absolute cache path (before: "... into /root/.cache/...")
+    assert [line.split("|")[2] for line in info] == ["building in_memory [from_dict] split 'train'",
+                                                      "published 3 rows of in_memory 'train'"]
+    debug = eval(lines[1])  # DEBUG, when asked: where it went
+    assert f"|DEBUG|building in_memory 'train' into {tmp_path / 'cache'}/in_memory/" in debug
+    assert f"|DEBUG|published in_memory 'train' to {tmp_path / 'cache'}/in_memory/" in debug
     assert "stable_datasets" not in stderr  # loguru's own stderr sink no longer prints them
 
 
 def test_the_environment_switch_does_the_same(tmp_path):
     lines, stderr = _run(tmp_path, STABLE_DATASETS_LOGGING="standard")
-    assert lines[0] == "''" and len(lines) == 3 and "stable_datasets" not in stderr
+    assert lines[0] == "''" and len(lines) == 4 and "stable_datasets" not in stderr
 
 
 def test_back_to_loguru():
