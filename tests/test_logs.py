@@ -20,7 +20,7 @@ SCRIPT = textwrap.dedent("""
     logging.getLogger("stable_datasets").setLevel(logging.INFO)
     sds.StableDataset.from_dict({"x": [1, 2, 3]})
     info = stream.getvalue()
-    logging.getLogger("stable_datasets").setLevel(logging.DEBUG)
+    logging.getLogger("stable_datasets").setLevel(5)  # loguru's TRACE
     sds.StableDataset.from_dict({"x": [1, 2, 3, 4]})
     print(repr(quiet))
     print(repr(stream.getvalue()[len(info):]))
@@ -44,9 +44,9 @@ def test_logging_levels_decide_and_loguru_stderr_stays_quiet(tmp_path):
     # INFO names what was built, without the absolute cache path (before: "... into /root/.cache/...")
     assert [line.split("|")[2] for line in info] == ["building in_memory [from_dict] split 'train'",
                                                       "published 3 rows of in_memory 'train'"]
-    debug = eval(lines[1])  # DEBUG, when asked: where it went
-    assert f"|DEBUG|building in_memory 'train' into {tmp_path / 'cache'}/in_memory/" in debug
-    assert f"|DEBUG|published in_memory 'train' to {tmp_path / 'cache'}/in_memory/" in debug
+    asked = eval(lines[1])  # at TRACE, when asked: where it went
+    assert f"|building in_memory 'train' into {tmp_path / 'cache'}/in_memory/" in asked
+    assert f"|published in_memory 'train' to {tmp_path / 'cache'}/in_memory/" in asked
     assert "stable_datasets" not in stderr  # loguru's own stderr sink no longer prints them
 
 
@@ -71,3 +71,13 @@ def test_back_to_loguru():
     finally:
         logger.remove(sink)
         logger.disable("stable_datasets")
+
+
+def test_a_build_says_no_absolute_path_at_loguru_default_level(tmp_path):
+    """loguru's own stderr sink (DEBUG by default): the build lines, without the cache's absolute path."""
+    script = "import stable_datasets as sds\nsds.StableDataset.from_dict({'x': [1]})\n"
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "STABLE_DATASETS_CACHE_DIR": str(tmp_path / "cache")}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert [line.split(" - ", 1)[1] for line in done.stderr.splitlines()] == [
+        "building in_memory [from_dict] split 'train'", "published 1 rows of in_memory 'train'"]
