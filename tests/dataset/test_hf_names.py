@@ -124,6 +124,8 @@ def test_image_decode_false_gives_hfs_bytes_dict():
     assert ours.features["img"].to_dict()["decode"] is False
     assert sds.Features.from_dict(theirs.features.to_dict())["img"] == sds.Image(decode=False)
     assert sds.Image() != sds.Image(decode=False)  # another read, another feature
+    back = ours.to_hf()  # and back to Hugging Face as its Image(decode=False)
+    assert back.features["img"].decode is False and back[0]["img"]["bytes"] == png
     assert "decode" not in sds.Image().to_dict()  # caches made before keep their fingerprint
     assert StableDataset.from_dict({"img": [png]}, features={"img": sds.Image()})[0]["img"].shape == (3, 4, 3)
 
