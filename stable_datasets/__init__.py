@@ -15,6 +15,7 @@ from stable_datasets.builder import (
 )
 from stable_datasets.catalog import BaseDatasetBuilder, DatasetSource, DownloadInfo
 from stable_datasets.dataset.dataset_dict import DatasetDict
+from stable_datasets.dataset.hf_names import split_dataset_by_node
 from stable_datasets.dataset.interleave import interleave_datasets
 from stable_datasets.dataset.saving import load_from_disk
 from stable_datasets.dataset.stable_dataset import StableDataset
@@ -41,13 +42,17 @@ from stable_datasets.progress import disable_progress_bars, enable_progress_bars
 from stable_datasets.registry import list_builders
 from stable_datasets.version import __version__
 
+#: Hugging Face's name for a dataset of rows (code written for `datasets.Dataset` reads `sds.Dataset`)
+Dataset = StableDataset
+
 __all__ = [
     "Array2D", "Array3D", "Array4D", "Array5D", "BaseDatasetBuilder", "BuilderConfig", "ClassLabel",
-    "DatasetBuilder", "DatasetDict", "DatasetInfo", "DatasetSource", "DownloadInfo", "DownloadManager", "Features",
-    "GeneratorBasedBuilder", "Image", "List", "RemoteFile", "Sequence", "Split", "SplitGenerator", "StableDataset",
-    "Value", "Version", "Video", "VideoDecodeConfig", "VideoRef", "__version__",
+    "Dataset", "DatasetBuilder", "DatasetDict", "DatasetInfo", "DatasetSource", "DownloadInfo", "DownloadManager",
+    "Features", "GeneratorBasedBuilder", "Image", "List", "RemoteFile", "Sequence", "Split", "SplitGenerator",
+    "StableDataset", "Value", "Version", "Video", "VideoDecodeConfig", "VideoRef", "__version__",
     "concatenate_datasets", "disable_progress_bars", "enable_progress_bars", "interleave_datasets", "list_builders",
-    "load_builder", "load_dataset", "load_from_disk", "open_cache", "use_standard_logging",
+    "load_builder", "load_dataset", "load_from_disk", "open_cache", "split_dataset_by_node",
+    "use_standard_logging",
 ]
 
 if standard_logging_requested():

@@ -177,10 +177,11 @@ def read_sharded_cache_meta(cache_dir: Path) -> ShardedCacheMeta:
         metadata = CacheMetadata.read(cache_dir)
         if UPSTREAM_NAMES.get(metadata.layout) != "arrow-shards":
             raise ValueError(f"Not an Arrow sharded cache: {cache_dir} (layout={metadata.layout!r})")
-        return ShardedCacheMeta(cache_dir, metadata.num_rows, len(metadata.shards),
-                                [s.path for s in metadata.shards], [s.num_rows for s in metadata.shards],
-                                _features_fingerprint(Features.from_dict(metadata.features)),
-                                metadata.extra.get("compression"))
+        meta = _sharded_meta(cache_dir, metadata)
+        for name in meta.shard_filenames:
+            if not (cache_dir / name).exists():
+                raise ValueError(f"Missing shard file: {cache_dir / name}")
+        return meta
     if raw.get("format") != "arrow":
         raise ValueError(f"Not an Arrow sharded cache: {cache_dir} (format={raw.get('format')!r})")
     if raw.get("layout") != "arrow-shards":
@@ -327,9 +328,16 @@ def write_sharded_arrow_cache(generator: Iterable[Any], features: Features, cach
     metadata = _write("write_sharded_arrow_cache", generator, features, cache_dir, layout_for_storage_format("arrow"),
                       {"max_shard_size": int(limit), "compression": compression, "batch_rows": int(batch_size)},
                       lineage)
-    return ShardedCacheMeta(Path(cache_dir), metadata.num_rows, len(metadata.shards),
-                            [s.path for s in metadata.shards], [s.num_rows for s in metadata.shards],
-                            _features_fingerprint(Features.from_dict(metadata.features)), compression)
+    return _sharded_meta(Path(cache_dir), metadata)
+
+
+def _sharded_meta(cache_dir: Path, metadata: CacheMetadata) -> ShardedCacheMeta:
+    """Upstream's descriptor of our arrow_shards cache: the IPC codec it was written with, and no shards for
+    no rows (upstream writes none; our layout keeps one empty file for the schema, not listed here)."""
+    shards = [s for s in metadata.shards if s.num_rows] if metadata.num_rows == 0 else list(metadata.shards)
+    return ShardedCacheMeta(cache_dir, metadata.num_rows, len(shards), [s.path for s in shards],
+                            [s.num_rows for s in shards], _features_fingerprint(Features.from_dict(metadata.features)),
+                            (metadata.layout_options or {}).get("compression"))
 
 
 def write_lance_cache(generator: Iterable[Any], features: Features, cache_dir: Path, *, batch_size: int = 1000,

@@ -15,6 +15,10 @@ from tests.gcs_server import gcs_endpoint, gcs_env  # noqa: F401  (fixtures: a G
 from tests.s3_server import moto_endpoint, s3_env, s3_requests  # noqa: F401  (fixtures: an S3 server on 127.0.0.1)
 
 os.environ.setdefault("STABLE_DATASETS_DISABLE_PROGRESS", "1")
+# Ray in tests: no usage reporting, and Ray Data's usage collector does not query a Prometheus server that is not
+# there (each refused query logged a traceback into the CI log); ensure_ray sets the second for users too
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("RAY_DATA_USAGE_DISABLED", "1")
 
 
 @pytest.fixture(autouse=True)

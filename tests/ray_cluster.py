@@ -278,3 +278,13 @@ def s3_ray_cluster(moto_endpoint: str, num_workers: int = 2) -> Iterator[RayClus
 def part_nodes(ds) -> list[str]:
     """The Ray node that wrote each part of a dataset's cache (recorded in its metadata)."""
     return ds.cache_metadata[0].extra["part_nodes"]
+
+
+def ran_on_worker_nodes(nodes: list[str], parts: int | None = None) -> bool:
+    """Whether every part ran on a worker node of the connected cluster (never on the head, which has no CPUs),
+    and there were `parts` of them. Which worker ran which part is Ray's choice: on a busy machine one node can
+    take every part, so no test asserts a spread over the nodes (a fresh clone's `make test` under load)."""
+    import ray  # local: ray is an optional test dependency, imported by the modules that use this helper
+
+    workers = {n["NodeID"] for n in ray.nodes() if n["Resources"].get("CPU", 0) > 0}  # dead ones too: they ran parts
+    return bool(nodes) and set(nodes) <= workers and (parts is None or len(nodes) == parts)

@@ -6,6 +6,8 @@ Inputs and expected values follow upstream's own cache.py and its test
 
 from __future__ import annotations
 
+import io
+
 import numpy as np
 import pytest
 
@@ -59,6 +61,45 @@ def test_write_sharded_arrow_cache_then_open_it_the_upstream_way(tmp_path):
     # writing again replaces the cache, as upstream does
     again = upstream.write_sharded_arrow_cache(_examples(3), FEATURES, tmp_path / "digits")
     assert again.num_rows == 3 and len(sds.open_cache(tmp_path / "digits")) == 3
+
+
+def test_ported_upstream_cases_empty_write_deleted_shard_and_compression(tmp_path):
+    """Upstream's own expectations (issue 37 item 5): an empty write has no shards; reading the metadata of our
+    cache notices a deleted shard and reports the codec it was written with."""
+    empty = upstream.write_sharded_arrow_cache(iter([]), FEATURES, tmp_path / "empty")
+    assert (empty.num_rows, empty.num_shards, empty.shard_filenames, empty.shard_row_counts) == (0, 0, [], [])
+    again = upstream.read_sharded_cache_meta(tmp_path / "empty")
+    assert (again.num_rows, again.num_shards, again.shard_row_counts) == (0, 0, [])
+    many = upstream.write_sharded_arrow_cache(_examples(12), FEATURES, tmp_path / "many", shard_size_bytes=300,
+                                              batch_size=4, compression="zstd")
+    read = upstream.read_sharded_cache_meta(tmp_path / "many")
+    assert (read.compression, read.shard_row_counts) == ("zstd", many.shard_row_counts)
+    assert upstream.read_sharded_cache_meta(tmp_path / "empty").compression is None
+    (tmp_path / "many" / many.shard_filenames[1]).unlink()
+    with pytest.raises(ValueError, match=f"Missing shard file: .*{many.shard_filenames[1]}"):
+        upstream.read_sharded_cache_meta(tmp_path / "many")
+
+
+def test_a_jpeg_opened_with_pil_is_stored_as_its_jpeg_bytes(tmp_path):
+    """Upstream (and Hugging Face) keep an image opened from a JPEG file as JPEG, not re-encoded to PNG."""
+    from PIL import Image as PILImage
+
+    pixels = (np.arange(16 * 16 * 3) % 251).astype(np.uint8).reshape(16, 16, 3)
+    PILImage.fromarray(pixels).save(tmp_path / "a.jpg", quality=80)
+    jpeg = (tmp_path / "a.jpg").read_bytes()
+    opened = PILImage.open(tmp_path / "a.jpg")
+    encoded = upstream.encode_example({"image": opened, "label": 1, "tokens": [1]}, FEATURES)
+    assert encoded["image"] == jpeg
+    # not from a file any more (the file is gone): saved again as JPEG with the file's own tables
+    in_memory = PILImage.open(io.BytesIO(jpeg))
+    stored = Image().encode(in_memory, "image")
+    again = PILImage.open(io.BytesIO(stored))
+    assert (stored[:3], again.format, again.size) == (b"\xff\xd8\xff", "JPEG", (16, 16))
+    resized = PILImage.open(tmp_path / "a.jpg")
+    resized.thumbnail((8, 8))  # changed in place after opening: its pixels, not the file's bytes
+    assert PILImage.open(io.BytesIO(Image().encode(resized, "image"))).size == (8, 8)
+    made = PILImage.fromarray(pixels)  # made in memory: encoded as the feature says (PNG)
+    assert Image().encode(made, "image")[:4] == b"\x89PNG"
 
 
 def test_caches_written_by_upstream_open_through_the_upstream_names(tmp_path):

@@ -39,8 +39,20 @@ class DatasetDict(dict[str, "StableDataset"]):
     def filter(self, *args: Any, **kwargs: Any) -> DatasetDict:
         return self._apply("filter", *args, **kwargs)
 
-    def shuffle(self, seed: int | None = None) -> DatasetDict:
-        return self._apply("shuffle", seed=seed)
+    def shuffle(self, seeds: int | dict[str, int | None] | None = None, seed: int | None = None,
+                generators: dict[str, Any] | None = None, **kwargs: Any) -> DatasetDict:
+        """Every split shuffled, as Hugging Face's: `seeds` one seed for all or a seed per split name
+        (`seed` is its other name); `generators` a numpy Generator per split name."""
+        if seed is not None and seeds is not None:
+            raise ValueError("DatasetDict.shuffle takes `seeds` or `seed`, not both")
+        seeds = seed if seeds is None else seeds
+        for given in (seeds, generators):
+            unknown = sorted(set(given) - set(self)) if isinstance(given, dict) else []
+            if unknown:
+                raise KeyError(f"DatasetDict.shuffle: no split(s) {unknown}; splits are {list(self)}")
+        return DatasetDict({name: ds.shuffle(seed=seeds.get(name) if isinstance(seeds, dict) else seeds,
+                                             generator=(generators or {}).get(name), **kwargs)
+                            for name, ds in self.items()})
 
     def select_columns(self, column_names: str | list[str]) -> DatasetDict:
         return self._apply("select_columns", column_names)

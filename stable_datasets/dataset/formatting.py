@@ -5,10 +5,16 @@ numpy-mode result to torch tensors, so there is one decode path for every format
 formats give the stored values: "arrow" as tables, "pandas" and "polars" as DataFrames (a
 row is a one-row frame, a column a Series), as Hugging Face's formatters do. Hugging Face's
 short names are accepted: "np", "pt", "pa".
+
+The torch format gives float columns as float32, as Hugging Face's does (models train in float32, and
+a float64 column would make a float64 batch); `with_format("torch", dtype=torch.float64)` gives every
+numeric tensor that dtype instead, as Hugging Face's `dtype=` does. `output_all_columns=True` with
+`columns=`: the other columns come too, as Python values (Hugging Face's rule).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +33,8 @@ class Format:
     columns: tuple[str, ...] | None = None
     decode: bool = True
     video_decode: Any = None  # a VideoDecodeConfig, or None for VideoRef cells
+    torch_dtype: Any = None  # with_format("torch", dtype=...): every numeric tensor's dtype (None: floats as float32)
+    output_all_columns: bool = False  # the columns not in `columns` come too, as Python values
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "type", FORMAT_ALIASES.get(self.type, self.type))
@@ -39,6 +47,17 @@ class Format:
         return self.type in ("numpy", "torch")
 
 
+def format_of(type: str | None, columns: Any, decode: bool, video_decode: Any, output_all_columns: bool,
+              format_kwargs: dict[str, Any]) -> Format:
+    """The Format `with_format` asks for; `format_kwargs` as Hugging Face's: `dtype=` for "torch" only."""
+    unknown = sorted(set(format_kwargs) - {"dtype"})
+    fmt = Format(type or "python", tuple(columns) if columns else None, decode, video_decode,
+                 output_all_columns=bool(output_all_columns))
+    if unknown or ("dtype" in format_kwargs and fmt.type != "torch"):
+        raise TypeError(f"with_format({fmt.type!r}) takes no {unknown or ['dtype']}; `dtype=` is for 'torch' only")
+    return dataclasses.replace(fmt, torch_dtype=format_kwargs.get("dtype"))
+
+
 def _torch():
     try:
         import torch
@@ -47,23 +66,29 @@ def _torch():
     return torch
 
 
-def to_torch(value: Any) -> Any:
-    """numpy arrays/scalars -> tensors (copied if read-only); containers recursively."""
+def to_torch(value: Any, dtype: Any = None) -> Any:
+    """numpy arrays/scalars -> tensors (copied if read-only; floats as float32 unless `dtype` names every numeric
+    tensor's dtype, as Hugging Face's `dtype=`); containers recursively."""
     torch = _torch()
     if isinstance(value, np.ndarray):
         if value.dtype.kind in "biuf":
+            if dtype is None and value.dtype.kind == "f" and value.dtype != np.float32:
+                return torch.from_numpy(value.astype(np.float32))
             if not value.flags.writeable:
                 value = value.copy()
-            return torch.from_numpy(value)
+            tensor = torch.from_numpy(value)
+            return tensor if dtype is None else tensor.to(dtype)
         if value.dtype == object:
-            return [to_torch(v) for v in value]
+            return [to_torch(v, dtype) for v in value]
         return value
     if isinstance(value, (np.generic, int, float, bool)) and not isinstance(value, (np.str_, np.bytes_)):
-        return torch.tensor(value)
+        if dtype is None and isinstance(value, (float, np.floating)):
+            return torch.tensor(value, dtype=torch.float32)
+        return torch.tensor(value) if dtype is None else torch.tensor(value, dtype=dtype)
     if isinstance(value, dict):
-        return {k: to_torch(v) for k, v in value.items()}
+        return {k: to_torch(v, dtype) for k, v in value.items()}
     if isinstance(value, list):
-        converted = [to_torch(v) for v in value]
+        converted = [to_torch(v, dtype) for v in value]
         if converted and all(isinstance(v, torch.Tensor) for v in converted):
             shapes = {tuple(v.shape) for v in converted}
             if len(shapes) == 1:

@@ -22,12 +22,18 @@ import pyarrow as pa
 from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
-from stable_datasets.dataset import columns, display, hf_interop, hf_methods, in_memory, summary
+from stable_datasets.dataset import columns, display, hf_interop, hf_methods, hf_names, in_memory, summary
 from stable_datasets.dataset.display import DisplayRow
-from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, table_output, to_torch
+from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, format_of, table_output, to_torch
 from stable_datasets.dataset.keyed_shuffle import LAZY_SHUFFLE_ROWS, KeyedShuffle, indices_digest, shuffle_key
 from stable_datasets.dataset.saving import save_dataset
-from stable_datasets.dataset.transform_view import check_transform, transformed_item, transformed_iter, transformed_rows
+from stable_datasets.dataset.transform_view import (
+    check_transform,
+    rest_as_python,
+    transformed_item,
+    transformed_iter,
+    transformed_rows,
+)
 from stable_datasets.dataset.transforms import filter_positions, map_dataset, train_test_split
 from stable_datasets.errors import ColumnNotFoundError, missing_extra
 from stable_datasets.features.features import Features
@@ -134,7 +140,8 @@ class StableDataset:
 
     @property
     def format(self) -> dict[str, Any]:
-        return {"type": self._format.type, "columns": self._format.columns, "decode": self._format.decode}
+        return {"type": self._format.type, "columns": self._format.columns, "decode": self._format.decode,
+                "output_all_columns": self._format.output_all_columns}
 
     @property
     def cache_files(self) -> list[dict[str, Any]]:
@@ -287,7 +294,7 @@ class StableDataset:
         if self._raw_final:
             return raw
         row = {name: raw[name] if fn is None else fn(raw[name]) for name, fn in self._plan}
-        return to_torch(row) if self._format.type == "torch" else row
+        return to_torch(row, self._format.torch_dtype) if self._format.type == "torch" else row
 
     def _format_table(self, table: pa.Table) -> Any:
         """A table -> dict of columns (list or ndarray), or the table itself for "arrow"."""
@@ -308,7 +315,7 @@ class StableDataset:
             else:
                 columns[name] = [v for c in chunks for v in c]
         if fmt.type == "torch":
-            return {k: to_torch(v) for k, v in columns.items()}
+            return {k: to_torch(v, fmt.torch_dtype) for k, v in columns.items()}
         return columns
 
     def _rows_of_table(self, table: pa.Table) -> list[dict[str, Any]]:
@@ -329,7 +336,7 @@ class StableDataset:
             columns.append(values)
         rows = [dict(zip(names, cells)) for cells in zip(*columns)]
         if fmt.type == "torch":
-            return [to_torch(r) for r in rows]
+            return [to_torch(r, fmt.torch_dtype) for r in rows]
         return rows
 
     # -- access --------------------------------------------------------------------------
@@ -498,6 +505,21 @@ class StableDataset:
 
         return StreamingDataset(self, **options)
 
+    def to_iterable_dataset(self, num_shards: int = 1) -> Any:
+        """Hugging Face's name for `to_iterable()` (a stream of these rows); `num_shards` is accepted and unused:
+        a stream here is split by rows, whatever the shards."""
+        del num_shards
+        return self.to_iterable()
+
+    def flatten(self, new_fingerprint: str | None = None, max_depth: int = 16) -> StableDataset:
+        """Struct columns as `column.field` columns, as Hugging Face's (dataset/hf_names.py)."""
+        del new_fingerprint, max_depth
+        return hf_names.flatten(self)
+
+    def cleanup_cache_files(self) -> int:
+        """Remove superseded builds of this dataset's caches no reader uses; how many (dataset/hf_names.py)."""
+        return hf_names.cleanup_cache_files(self)
+
     def _column(self, name: str) -> Any:
         if name not in self._features:
             raise ColumnNotFoundError(f"no column {name!r}; columns are {list(self._features)}")
@@ -556,19 +578,22 @@ class StableDataset:
 
     # -- formats -------------------------------------------------------------------------
     def with_format(self, type: str | None = None, columns: Sequence[str] | None = None,
-                    decode: bool = True) -> StableDataset:
-        """A view with another output format; `decode=False` returns stored bytes for images."""
+                    decode: bool = True, output_all_columns: bool = False, **format_kwargs: Any) -> StableDataset:
+        """A view with another output format; `decode=False` returns stored bytes for images;
+        `output_all_columns`/`dtype=` as Hugging Face's (see dataset.formatting)."""
         if columns is not None:
             unknown = [c for c in columns if c not in self._features]
             if unknown:
                 raise ColumnNotFoundError(f"no column(s) {unknown}; columns are {list(self._features)}")
-        return self._derive(format=Format(type or "python", tuple(columns) if columns else None, decode,
-                                          self._format.video_decode), keep_transform=False)
+        fmt = format_of(type, columns, decode, self._format.video_decode, output_all_columns, format_kwargs)
+        view = self._derive(format=fmt, keep_transform=False)
+        view._transform = rest_as_python(fmt)
+        return view
 
     def with_video_decode(self, config: VideoDecodeConfig | None) -> StableDataset:
         """A view whose Video cells decode to frames as `config` says (None: VideoRef cells)."""
         fmt = self._format
-        return self._derive(format=Format(fmt.type, fmt.columns, fmt.decode, config))
+        return self._derive(format=dataclasses.replace(fmt, video_decode=config))
 
     def with_frame_windows(self, *, window_length: int | None = None, frame_stride: int | None = None,
                            hop: int | None = None, min_video_frames: int | None = None) -> StableDataset:
@@ -591,8 +616,9 @@ class StableDataset:
     def set_video_decode(self, config: VideoDecodeConfig | None) -> None:
         self._adopt_format(self.with_video_decode(config))
 
-    def set_format(self, type: str | None = None, columns: Sequence[str] | None = None, decode: bool = True) -> None:
-        self._adopt_format(self.with_format(type, columns, decode))
+    def set_format(self, type: str | None = None, columns: Sequence[str] | None = None, decode: bool = True,
+                   output_all_columns: bool = False, **format_kwargs: Any) -> None:
+        self._adopt_format(self.with_format(type, columns, decode, output_all_columns, **format_kwargs))
 
     def _adopt_format(self, other: StableDataset) -> None:
         """In-place formatting: take the format and everything derived from it from `other`."""
@@ -626,7 +652,7 @@ class StableDataset:
         columns = tuple(renamed.get(c, c) for c in fmt.columns or () if renamed.get(c, c) in features) or None
         view = StableDataset(backends, features=features, info=dataclasses.replace(self._info, features=features),
                              split=self._split, indices=self._indices,
-                             format=Format(fmt.type, columns, fmt.decode, fmt.video_decode))
+                             format=dataclasses.replace(fmt, columns=columns))
         view._transform = self._transform
         return view
 

@@ -30,6 +30,19 @@ def check_transform(ds: StableDataset, transform: Callable[[dict[str, Any]], Any
     return transform, tuple(columns) if columns is not None else None, output_all_columns
 
 
+def _formatted(batch: dict[str, Any]) -> dict[str, Any]:
+    """The transform of `with_format(columns=..., output_all_columns=True)`: the formatted columns as they are."""
+    return batch
+
+
+def rest_as_python(fmt: Any) -> Transform | None:
+    """For a Format with `output_all_columns` and `columns`: a transform serving its columns formatted and the
+    others as Python values, as Hugging Face's formatter does; None otherwise (no transform)."""
+    if not (fmt.output_all_columns and fmt.columns):
+        return None
+    return _formatted, fmt.columns, True
+
+
 def _plain(ds: StableDataset) -> StableDataset:
     return ds._derive(keep_transform=False)
 
@@ -45,7 +58,8 @@ def _apply(ds: StableDataset, batch_of: Callable[[StableDataset], dict[str, Any]
     if output_all and columns:
         rest = [c for c in ds.column_names if c not in columns]
         if rest:
-            others = batch_of(plain.with_format(fmt["type"], rest, fmt["decode"]))
+            rest_type = "python" if transform is _formatted else fmt["type"]
+            others = batch_of(plain.with_format(rest_type, rest, fmt["decode"]))
             out = {**out, **others}  # as Hugging Face: the transform's columns first, then the rest (which win)
     return out
 

@@ -19,6 +19,7 @@ from stable_datasets.cache.code_identity import UnhashableFunction, function_ide
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.dataset.columns import map_folder_name, stratified_split, stratify_labels
 from stable_datasets.dataset.dataset_dict import DatasetDict
+from stable_datasets.dataset.hf_names import check_concatenable
 from stable_datasets.errors import ColumnNotFoundError, StableDatasetsError, add_note
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
@@ -434,4 +435,5 @@ def concatenate_datasets(datasets: Sequence[StableDataset]) -> StableDataset:
     """Rows of each dataset in turn; all must have the same features."""
     from stable_datasets.dataset.stable_dataset import StableDataset  # local: stable_dataset imports this module
 
+    check_concatenable(datasets, StableDataset)
     return StableDataset.concatenate(datasets)

@@ -86,7 +86,7 @@ def to_hf_feature(feature: FeatureType, where: str = "feature") -> Any:
         if isinstance(feature, ours):
             return getattr(datasets, name)(shape=tuple(feature.shape), dtype=feature.dtype)
     if isinstance(feature, Image):
-        return datasets.Image(mode=feature.mode if feature.mode in _PIL_MODES else None)
+        return datasets.Image(mode=feature.mode if feature.mode in _PIL_MODES else None, decode=feature.decode_images)
     raise ValueError(f"{where}: {type(feature).__name__} has no Hugging Face equivalent")
 
 

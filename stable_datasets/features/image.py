@@ -18,6 +18,7 @@ returns PIL images instead of arrays (Pillow is then needed).
 
 from __future__ import annotations
 
+import io
 import os
 import zlib
 from pathlib import Path
@@ -225,6 +226,29 @@ def pil_to_array(image: Any) -> np.ndarray:
     return np.asarray(image)
 
 
+def _pil_file_bytes(image: Any) -> bytes | None:
+    """The encoded bytes of a PIL image opened from a file and not changed since (PIL's `format` is set only
+    then): the file's own bytes when it can still be read, else the pixels saved again in that format
+    (a JPEG with its own quantization tables); None for an image made in memory (its pixels are encoded)."""
+    fmt = getattr(image, "format", None)
+    if not fmt or fmt.lower() not in _FORMATS:
+        return None
+    filename = getattr(image, "filename", None)
+    if filename:
+        try:
+            data = Path(filename).read_bytes()
+        except OSError:
+            data = None
+        if data is not None and image_size(data) == tuple(image.size):  # not resized in place since it was opened
+            return data
+    buffer = io.BytesIO()
+    try:
+        image.save(buffer, format=fmt, **({"quality": "keep"} if fmt == "JPEG" else {}))
+    except (OSError, ValueError):
+        return None
+    return buffer.getvalue()
+
+
 def _is_pil_image(value: Any) -> bool:
     return hasattr(value, "__array_interface__") and hasattr(value, "mode") and hasattr(value, "convert")
 
@@ -270,7 +294,7 @@ class Image(FeatureType):
     type_name = "Image"
 
     def __init__(self, format: str = "png", quality: int | None = None, mode: str | None = None,
-                 decode_to: str = "numpy"):
+                 decode_to: str = "numpy", decode: bool = True):
         format = format.lower()
         if format not in _FORMATS:
             raise ValueError(f"unsupported image format {format!r}; choose one of {sorted(set(_FORMATS))}")
@@ -282,6 +306,8 @@ class Image(FeatureType):
         self.quality = None if quality is None else int(quality)
         self.mode = mode
         self.decode_to = decode_to
+        #: Hugging Face's `Image(decode=False)`: cells read as `{"bytes": stored bytes, "path": None}`, undecoded
+        self.decode_images = bool(decode)
 
     def arrow_type(self) -> pa.DataType:
         return pa.binary()
@@ -292,13 +318,15 @@ class Image(FeatureType):
             out["mode"] = self.mode
         if self.decode_to != "numpy":
             out["decode_to"] = self.decode_to
+        if not self.decode_images:
+            out["decode"] = False
         return out
 
     @classmethod
     def _from_dict(cls, data: dict[str, Any]) -> Image:
         if "decode" in data or ("format" not in data and "quality" not in data):
             # Hugging Face's Image ({"mode", "decode"}): cells decode to arrays here, in its mode when it has one
-            return cls(mode=data.get("mode"))
+            return cls(mode=data.get("mode"), decode=data.get("decode", True))
         return cls(**{k: v for k, v in data.items() if k != "_type"})
 
     def encode(self, value: Any, field: str) -> Any:
@@ -333,6 +361,9 @@ class Image(FeatureType):
             return data
         try:
             if _is_pil_image(value):
+                stored = _pil_file_bytes(value)
+                if stored is not None:  # an image opened from a file keeps its file's bytes (a JPEG stays JPEG)
+                    return self.encode(stored, field)
                 value = pil_to_array(value)
             elif not isinstance(value, np.ndarray) and (hasattr(value, "__array__")
                                                         or hasattr(value, "__array_interface__")):
@@ -349,6 +380,8 @@ class Image(FeatureType):
     def decode(self, raw: Any, *, numpy: bool = False, decode: bool = True) -> Any:
         if raw is None or not decode:
             return raw
+        if not self.decode_images:
+            return {"bytes": raw, "path": None}
         try:
             check_pixels(raw, f"stored image of {len(raw)} bytes")
         except ValueError as exc:
@@ -369,6 +402,8 @@ class Image(FeatureType):
         values = binary_values(array)
         if not decode:
             return values
+        if not self.decode_images:
+            return [None if v is None else {"bytes": v, "path": None} for v in values]
         return [self.decode(v) for v in values]
 
 

@@ -38,17 +38,50 @@ def cache_id(root: Path, directory: Path) -> str:
     return hashlib.sha256(relative.encode()).hexdigest()[:12]
 
 
+#: file names an `inputs` text names before "+N more"
+SHOWN_FILES = 3
+
+
+def _recorded_files(inputs: dict[str, Any], split: str) -> tuple[list[str], int]:
+    """(the names of the data files a loader recorded for `split`, or for every split, and how many there are):
+    the `input_files` of a loader's fingerprint, whose entries are (path, size, version)."""
+    recorded = (inputs.get("input_files") or {}).get("data_files") or {}
+    groups = [recorded[split]] if isinstance(recorded.get(split), dict) else list(recorded.values())
+    names: list[str] = []
+    count = 0
+    for group in groups:
+        if not isinstance(group, dict):
+            continue
+        entries = [e for e in group.get("entries") or [] if e]
+        count += int(group.get("files") or len(entries))
+        names += [Path(str(e[0])).name for e in entries]
+    return names, count
+
+
 def _inputs(entry: CacheEntry) -> str:
-    """What made a cache, in a few words: its data files, its builder's script, or its parent cache."""
-    inputs = entry.metadata.fingerprint_inputs
-    files = inputs.get("data_files") or inputs.get("files")
-    if isinstance(files, dict):
-        files = [f for group in files.values() for f in (group if isinstance(group, list) else [group])]
-    if isinstance(files, list) and files:
-        return f"{len(files)} file{'s' if len(files) != 1 else ''}"
+    """What made a cache, in a few words: its data files by name (`a.csv, b.csv +3 more`), its builder's script,
+    or its parent cache; never a loader's class, which says nothing about which files were read."""
+    m = entry.metadata
+    inputs = m.fingerprint_inputs
+    names, count = _recorded_files(inputs, m.split)
+    if not count:
+        files = inputs.get("data_files") or inputs.get("files")
+        if isinstance(files, dict):
+            files = [f for group in files.values() for f in (group if isinstance(group, list) else [group])]
+        if isinstance(files, list) and files:
+            names, count = [Path(str(f)).name for f in files], len(files)
+    if count:
+        shown = ", ".join(names[:SHOWN_FILES]) or f"{count} file{'s' if count != 1 else ''}"
+        more = count - min(len(names), SHOWN_FILES) if names else 0
+        return shown + (f" +{more} more" if more > 0 else "")
     if inputs.get("parent"):
         return "map of another cache"
-    return entry.metadata.builder_source or entry.metadata.builder_name
+    if m.builder_name == "in_memory":
+        return f"data in memory ({m.config_name})"
+    source = m.builder_source or ""
+    if source and ":" not in source:  # a builder script's path: its file name
+        return Path(source).name
+    return f"{m.builder_name} builder"
 
 
 @dataclass

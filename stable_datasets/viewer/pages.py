@@ -8,7 +8,8 @@ from html import escape
 STYLE = """
 body{font:14px system-ui,sans-serif;margin:16px;color:#222;background:#fff}
 table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:4px 6px;text-align:left;vertical-align:top}
-th{background:#f4f4f4}a{color:#0645ad}.muted{color:#777}.err{color:#b00}
+th{background:#f4f4f4}th[data-sort]{cursor:pointer}th.asc::after{content:' \\25B2'}
+th.desc::after{content:' \\25BC'}a{color:#0645ad}.muted{color:#777}.err{color:#b00}
 img.thumb{width:64px;image-rendering:pixelated;border:1px solid #ccc}
 img.strip{height:64px;image-rendering:pixelated;border:1px solid #ccc}
 .pack{display:flex;width:640px;height:28px;border:1px solid #444;margin:2px 0}
@@ -33,19 +34,46 @@ async function getJSON(url){const r=await fetch(url);const body=await r.json();
 """
 
 LIST_SCRIPT = """
-getJSON('/api/caches').then(caches=>{
-  const t=document.getElementById('caches');
-  if(!caches.length){document.getElementById('empty').textContent='no caches under this root';return;}
-  for(const c of caches){
+// filter (status), search (any shown text) and sort (a column's header) live in the URL: ?q=&status=&sort=&desc=1
+const COLUMNS=['name','config','split','layout','rows','bytes','status','age_seconds','inputs'];
+let caches=[];
+function state(){const p=new URLSearchParams(location.search);
+  return {q:p.get('q')||'',status:p.get('status')||'',sort:COLUMNS.includes(p.get('sort'))?p.get('sort'):'',
+    desc:p.get('desc')==='1'};}
+function setState(s){const p=new URLSearchParams();if(s.q)p.set('q',s.q);if(s.status)p.set('status',s.status);
+  if(s.sort)p.set('sort',s.sort);if(s.desc)p.set('desc','1');
+  history.replaceState(null,'',location.pathname+(p.toString()?'?'+p:''));draw();}
+function shown(c){return [c.name,c.config,c.split,c.layout,c.status,c.inputs].join(' ').toLowerCase();}
+function draw(){const s=state();const t=document.getElementById('caches');
+  document.getElementById('search').value=s.q;document.getElementById('status-filter').value=s.status;
+  for(const th of t.querySelectorAll('th[data-sort]')){th.className=th.dataset.sort===s.sort?(s.desc?'desc':'asc'):'';}
+  t.querySelectorAll('tr[data-id]').forEach(r=>r.remove());
+  let rows=caches.filter(c=>(!s.status||c.status===s.status)&&(!s.q||shown(c).includes(s.q.toLowerCase())));
+  if(s.sort){rows=rows.slice().sort((a,b)=>{const x=a[s.sort],y=b[s.sort];
+    const o=typeof x==='number'?x-y:String(x).localeCompare(String(y));return s.desc?-o:o;});}
+  for(const c of rows){
     const link=el('a',{href:'/caches/'+c.id},c.name);
     t.append(el('tr',{'data-id':c.id},el('td',{},link),el('td',{},c.config),el('td',{},c.split),
       el('td',{},c.layout),el('td',{},c.rows.toLocaleString()),el('td',{},size(c.bytes)),el('td',{},c.status),
-      el('td',{},age(c.age_seconds)),el('td',{},c.inputs)));}
+      el('td',{},age(c.age_seconds)),el('td',{title:c.inputs},c.inputs)));}
+  document.getElementById('count').textContent=rows.length+' of '+caches.length+' caches';}
+document.getElementById('search').oninput=e=>setState({...state(),q:e.target.value});
+document.getElementById('status-filter').onchange=e=>setState({...state(),status:e.target.value});
+for(const th of document.querySelectorAll('#caches th[data-sort]')){th.onclick=()=>{const s=state();
+  setState({...s,sort:th.dataset.sort,desc:s.sort===th.dataset.sort?!s.desc:false});};}
+getJSON('/api/caches').then(all=>{caches=all;
+  if(!caches.length){document.getElementById('empty').textContent='no caches under this root';return;}
+  const f=document.getElementById('status-filter');
+  for(const v of [...new Set(caches.map(c=>c.status))].sort())f.append(el('option',{value:v},v));
+  draw();
 }).catch(e=>{document.getElementById('empty').textContent=e.message;});
 """
 
 CACHE_SCRIPT = """
-const ID=document.body.dataset.cache;let offset=0,limit=20,total=0;
+const ID=document.body.dataset.cache;let limit=20,total=0;
+// the first row shown lives in the URL (?offset=N), so a page of rows can be linked and reloaded
+let offset=Math.max(0,parseInt(new URLSearchParams(location.search).get('offset')||'0',10)||0);
+function keepOffset(){history.replaceState(null,'',location.pathname+(offset?'?offset='+offset:''));}
 function renderCell(c){
   switch(c.kind){
     case 'null':return el('span',{class:'muted'},'null');
@@ -89,11 +117,11 @@ async function load(){
       t.append(tr);}
     status.textContent='rows '+offset+'-'+(offset+data.rows.length-1)+' of '+total;status.className='';
   }catch(e){status.textContent=e.message;status.className='err';}}
-function go(o){offset=Math.max(0,Math.min(o,Math.max(total-1,0)));load();}
+function go(o){offset=Math.max(0,Math.min(o,Math.max(total-1,0)));keepOffset();load();}
 document.getElementById('prev').onclick=()=>go(offset-limit);
 document.getElementById('next').onclick=()=>{if(offset+limit<total)go(offset+limit);};
 document.getElementById('jump').onsubmit=e=>{e.preventDefault();
-  const n=parseInt(document.getElementById('to').value,10);if(!isNaN(n)){offset=n;load();}};
+  const n=parseInt(document.getElementById('to').value,10);if(!isNaN(n)){offset=n;keepOffset();load();}};
 function renderStats(s){const box=document.getElementById('stats');box.replaceChildren();
   box.append(el('p',{class:'muted'},s.sampled?'statistics of a sample of '+s.sample_size.toLocaleString()+
     ' of '+s.rows.toLocaleString()+' rows':'statistics of all '+s.rows.toLocaleString()+' rows'));
@@ -131,9 +159,13 @@ def _page(title: str, body: str, script: str, body_attrs: str = "") -> str:
 
 
 def list_page(root: str) -> str:
+    headers = "".join(f"<th data-sort='{key}'>{label}</th>" for key, label in (
+        ("name", "name"), ("config", "config"), ("split", "split"), ("layout", "layout"), ("rows", "rows"),
+        ("bytes", "size"), ("status", "status"), ("age_seconds", "age"), ("inputs", "inputs")))
     body = (f"<h1>stable-datasets caches</h1><p class='muted'>{escape(root)}</p><p id='empty'></p>"
-            "<table id='caches'><tr><th>name</th><th>config</th><th>split</th><th>layout</th><th>rows</th>"
-            "<th>size</th><th>status</th><th>age</th><th>inputs</th></tr></table>")
+            "<p><input id='search' type='search' placeholder='search' size='30'> <select id='status-filter'>"
+            "<option value=''>every status</option></select> <span id='count' class='muted'></span></p>"
+            f"<table id='caches'><tr>{headers}</tr></table>")
     return _page("stable-datasets caches", body, LIST_SCRIPT)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import multiprocessing.connection
+import os
 import pickle
 import re
 import signal
@@ -177,8 +178,20 @@ def _exit_reason(code: int | None) -> str:
 
 
 # -- Ray -------------------------------------------------------------------------------------
+#: Ray Data's usage collector asks a Prometheus server (localhost:9090 unless $RAY_PROMETHEUS_HOST) for counters
+#: after every execution and logs a traceback for each refused query; a build or `to_ray()` runs none. Off unless
+#: the user set the variable (then theirs is kept).
+RAY_DATA_USAGE_SWITCH = ("RAY_DATA_USAGE_DISABLED", "1")
+
+
+def quiet_ray_data_usage() -> None:
+    """Turn Ray Data's usage queries off in this process (before Ray starts, so a local cluster inherits it)."""
+    os.environ.setdefault(*RAY_DATA_USAGE_SWITCH)
+
+
 def ensure_ray(address: str | None = None) -> ModuleType:
     """Ray, connected: to `address` (or $RAY_ADDRESS) when given, else a local cluster."""
+    quiet_ray_data_usage()
     ray = import_ray()
     if not ray.is_initialized():
         named = address or env_text("RAY_ADDRESS")

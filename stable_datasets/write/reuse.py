@@ -182,9 +182,9 @@ def reuse_previous(plan: WritePlan, staging: Path, keys: list[str | None], keyed
     previous, looked = find_previous(plan, keys)
     if previous is None:
         if looked:
-            logger.info("{} '{}': no part of the {} earlier cache(s) beside {} can be reused (their layout {} keeps no "
-                        "parts, or every input changed): a full build", plan.builder_name, plan.split, looked,
-                        plan.target.parent, plan.layout)
+            logger.debug("{} '{}': no part of the {} earlier cache(s) beside {} can be reused (their layout {} keeps "
+                         "no parts, or every input changed): a full build", plan.builder_name, plan.split, looked,
+                         plan.target.parent, plan.layout)
         return reused
     try:
         pin, metadata = read_published(previous.directory)

@@ -131,7 +131,10 @@ def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | Non
     runner.modules = [*runner.modules, *source.code_modules()]
     limit = configured_limit(plan.cache_limit) if plan.evict else None  # a bad limit fails before any work
     staging = staging_dir(plan.target)
-    logger.info("building {} [{}] split '{}' into {}", plan.builder_name, plan.config_name, plan.split, plan.target)
+    # INFO says what is built; where (an absolute path, long and private) only when asked: at TRACE, below loguru's
+    # default DEBUG (LOGURU_LEVEL=TRACE, or a standard logger at level 5, shows it)
+    logger.info("building {} [{}] split '{}'", plan.builder_name, plan.config_name, plan.split)
+    logger.trace("building {} '{}' into {}", plan.builder_name, plan.split, plan.target)
     _claim(staging)
     try:
         work = staging / WORK_DIR
@@ -204,7 +207,8 @@ def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | Non
         raise
     finally:
         runner.shared = None
-    logger.info("published {} rows of {} '{}' to {}", metadata.num_rows, plan.builder_name, plan.split, plan.target)
+    logger.info("published {} rows of {} '{}'", metadata.num_rows, plan.builder_name, plan.split)
+    logger.trace("published {} '{}' to {}", plan.builder_name, plan.split, plan.target)
     if limit is not None and root_of(plan.target) is not None:
         evict_over_limit(root_of(plan.target), limit, plan.target.parent)
     return metadata, copies

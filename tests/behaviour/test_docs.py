@@ -3,13 +3,16 @@
 Each page runs, its blocks in order in one namespace, in a fresh interpreter started in an
 empty folder outside the repository (so nothing from `tests/` or the repository's folders can
 be imported) with its own cache root. A page names the extras it needs on a line
-`<!-- extras: torch, hf -->`; an optional package of any other extra cannot be imported by the
-page's code or by stable_datasets while it runs (packages importing their own dependencies are
-left alone), so a page that quietly needs an extra it does not name fails here.
+`<!-- extras: torch, hf -->`. The page runs as in a venv holding only stable-datasets and those
+extras: every installed distribution outside their dependency closure (tests/behaviour/extras_closure.py)
+cannot be imported, by the page, by stable_datasets or by any package, so a page that quietly needs a
+package none of its extras installs (pillow behind an image, moto, torchdata) fails here, naming the
+extra that would install it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -26,26 +29,13 @@ PAGES = sorted(DOCS.glob("*.md"))
 #: the top-level module of each optional package -> the extras (pyproject.toml) that install it
 EXTRA_MODULES = {"torch": ("torch",), "sklearn": ("data",), "pandas": ("pandas",), "polars": ("polars",),
                  "datasets": ("hf",), "PIL": ("pil",), "ray": ("ray",), "tokenizers": ("sft",),
-                 "datafusion": ("pages",), "boto3": ("s3",), "gcsfs": ("gcs",), "fsspec": ("s3", "gcs")}
+                 "datafusion": ("pages",), "boto3": ("s3",), "gcsfs": ("gcs",), "fsspec": ("s3", "gcs"),
+                 "moto": ("moto",), "torchdata": ("torchdata",)}
 
 RUNNER = r"""
-import sys, importlib.abc
+import json, sys, importlib.abc, importlib.util
 
-page, extras, blocks = sys.argv[1], set(sys.argv[2].split(",")) - {""}, sys.argv[3:]
-EXTRA_MODULES = %r
-GUARD_GLOBALS = globals()
-
-
-def imported_by_user_or_library():
-    frame = sys._getframe(2)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if frame.f_globals is GUARD_GLOBALS or "importlib" in name or name.startswith("<frozen"):
-            frame = frame.f_back
-            continue
-        module = frame.f_globals.get("__name__", "")
-        return module == "__docs__" or module.split(".")[0] == "stable_datasets"
-    return False
+page, extras, hidden, blocks = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]
 
 
 class Guard(importlib.abc.MetaPathFinder):
@@ -53,18 +43,35 @@ class Guard(importlib.abc.MetaPathFinder):
         top = name.partition(".")[0]
         if top in ("tests", "builders", "benchmarks", "examples"):
             raise ModuleNotFoundError(f"{page}: user docs cannot import {name!r} from the repository")
-        needs = EXTRA_MODULES.get(top)
-        if needs and not extras & set(needs) and imported_by_user_or_library():
-            raise ModuleNotFoundError(f"{page} imports {name!r}, which comes with the extra {needs[0]!r}: "
-                                      f"name it on the page's <!-- extras: ... --> line")
+        if top in hidden:
+            dist, installers = hidden[top]
+            hint = f"name {' or '.join(repr(e) for e in installers)} on" if installers else "add an extra for it to"
+            raise ModuleNotFoundError(f"{page} needs {name!r} (the package {dist!r}), which none of its extras "
+                                      f"[{extras}] installs: {hint} the page's <!-- extras: ... --> line")
         return None
 
 
+def probe(name, package=None, _find_spec=importlib.util.find_spec):
+    # importlib.util.find_spec, how packages probe for optional ones: None for a hidden module, as in that venv
+    return None if name.partition(".")[0] in hidden else _find_spec(name, package)
+
+
+importlib.util.find_spec = probe
 sys.meta_path.insert(0, Guard())
 namespace = {"__name__": "__docs__"}
 for number, code in enumerate(blocks, 1):
     exec(compile(code, f"{page} block {number}", "exec"), namespace)
 """
+
+
+def hidden_for(extras: tuple[str, ...]) -> dict[str, tuple[str, list[str]]]:
+    """Module -> (its distribution, the extras that would install it) for what a venv of these extras lacks."""
+    pytest.importorskip("tomllib")
+    from tests.behaviour.extras_closure import distribution_closure, hidden_modules, project_extras
+
+    installers = {extra: distribution_closure((extra,)) for extra in project_extras()}
+    return {module: (dist, sorted(e for e, held in installers.items() if dist in held))
+            for module, dist in hidden_modules(extras).items()}
 
 
 def page_extras(text: str) -> list[str]:
@@ -98,14 +105,32 @@ def test_doc_examples_run(page, tmp_path):
     work = tmp_path / "empty"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_CURRENT_TEST")}
+    env["PYTHONPATH"] = str(DOCS.parent)  # this checkout's stable_datasets (the runner refuses its other folders)
     env |= {"STABLE_DATASETS_CACHE_DIR": str(tmp_path / "cache"), "STABLE_DATASETS_DISABLE_PROGRESS": "1",
             "STABLE_DATASETS_LOCAL_CACHE_DIR": str(tmp_path / "object-store")}
     env.pop("STABLE_DATASETS_BUILDERS_PATH", None)
-    done = subprocess.run([sys.executable, "-c", RUNNER % (EXTRA_MODULES,), page.name,
-                           ",".join(page_extras(text)), *blocks], cwd=work, env=env, capture_output=True, text=True,
-                          timeout=280)
+    done = subprocess.run([sys.executable, "-c", RUNNER, page.name, ",".join(page_extras(text)),
+                           json.dumps(hidden_for(tuple(page_extras(text)))), *blocks], cwd=work, env=env,
+                          capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, f"{page.name} failed:\n{done.stderr[-4000:]}"
 
 
 def test_the_loaders_page_exists():
     assert (DOCS / "load-your-own-files.md").is_file()
+
+
+@pytest.mark.parametrize("code, says", [
+    ("import moto", "which none of its extras [] installs: name 'moto' on"),
+    ("import torchdata", "which none of its extras [] installs: name 'torchdata' on"),
+    ("import stable_datasets as sds\nimport numpy as np\n"
+     "sds.Image(decode_to='pil').decode(sds.Image().encode(np.zeros((2, 2, 3), 'uint8'), 'i'))",
+     "Image(decode_to='pil') needs Pillow: pip install 'stable-datasets[pil]'")])
+def test_a_page_needing_a_package_its_extras_do_not_install_fails_naming_the_extra(tmp_path, code, says):
+    """The checker itself: in the venv of no extra, moto, torchdata and pillow (behind decode_to='pil') are absent,
+    and the error names the extra that installs each; probing with importlib.util.find_spec says None."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_CURRENT_TEST")}
+    env |= {"PYTHONPATH": str(DOCS.parent), "STABLE_DATASETS_CACHE_DIR": str(tmp_path / "cache")}
+    probe = "import importlib.util\nassert importlib.util.find_spec('moto') is None\n"
+    done = subprocess.run([sys.executable, "-c", RUNNER, "page.md", "", json.dumps(hidden_for(())), probe, code],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1 and says in done.stderr, done.stderr[-2000:]

@@ -14,7 +14,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.errors import WorkerDiedError
 from tests.conftest import SMALL_FILES
-from tests.ray_cluster import part_nodes, s3_ray_cluster
+from tests.ray_cluster import part_nodes, ran_on_worker_nodes, s3_ray_cluster
 from tests.s3_server import tag_this_process
 
 ray = pytest.importorskip("ray")
@@ -63,7 +63,7 @@ def test_parts_written_on_nodes_that_share_no_disk_have_the_rows_of_one_process(
                                layout_options=options)
     assert ds.to_arrow().equals(expected)
     nodes = part_nodes(ds)
-    assert len(nodes) == 4 and len(set(nodes)) == 2  # parts came from both worker nodes
+    assert ran_on_worker_nodes(nodes, parts=4)  # on the worker nodes, however Ray spread them
     assert ray.get_runtime_context().get_node_id() not in nodes  # the head has no CPUs
     keys = s3_env.objects()
     assert not [k for k in keys if "/.part-" in k]  # the parts are gone from the store once published
@@ -150,7 +150,7 @@ def test_a_worker_node_killed_mid_build_costs_only_its_part(cluster, s3_env, wri
         assert "error" not in result, result.get("error")
         ds = result["ds"]
         assert ds["part"] == [p for p in range(4) for _ in range(200)] and ds["i"] == list(range(200)) * 4
-        assert len(set(part_nodes(ds))) >= 1 and len(_starts(s3_env)) >= 5  # a part ran again after the loss
+        assert ran_on_worker_nodes(part_nodes(ds)) and len(_starts(s3_env)) >= 5  # a part ran again after the loss
         assert not [k for k in s3_env.objects() if "/.part-" in k]
     finally:  # the next test has two worker nodes again
         cluster.workers.remove(victim)
@@ -204,7 +204,7 @@ def test_files_a_plan_step_writes_reach_every_node_through_the_store(cluster, s3
     ds = sds.load_dataset(str(path), split="train", engine="ray", num_proc=4)
     assert ds.to_arrow().equals(one.to_arrow())
     assert ds["total"] == [780] * 40 and ds["n"][:3] == [0, 4, 8]
-    assert len(set(part_nodes(ds))) == 2
+    assert ran_on_worker_nodes(part_nodes(ds))
     assert not [k for k in s3_env.objects() if "/.part-" in k or "/work/" in k]
 
 
@@ -263,4 +263,4 @@ def test_video_frames_written_on_nodes_that_share_no_disk_have_the_rows_of_one_p
     assert ds.cache_metadata[0].layout == "lance_video_frames"
     assert ds.to_arrow().equals(one.to_arrow())
     assert [v["frames"] for v in ds.cache_metadata[0].extra["videos"]] == [6, 7, 8, 9]
-    assert len(set(part_nodes(ds))) == 2
+    assert ran_on_worker_nodes(part_nodes(ds))

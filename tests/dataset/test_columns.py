@@ -255,7 +255,8 @@ def test_an_old_cache_with_sorted_metadata_opens_in_stored_column_order(people):
 
 def test_column_views_keep_the_format_and_its_columns(people):
     numpy_view = people.with_format("numpy", columns=["age", "name"]).rename_column("age", "years")
-    assert numpy_view.format == {"type": "numpy", "columns": ("years", "name"), "decode": True}
+    assert numpy_view.format == {"type": "numpy", "columns": ("years", "name"), "decode": True,
+                                 "output_all_columns": False}
     assert numpy_view[:2]["years"].tolist() == [31, 25]
     assert people.with_format("numpy").remove_columns("name").format["type"] == "numpy"
 

@@ -250,3 +250,27 @@ def test_a_plain_dataloader_state_names_the_lanes_its_workers_read(cache):
     resumed.load_state_dict(state)
     rest = [int(row["idx"]) for row in resumed]
     assert sorted(head + rest) == list(range(ROWS))
+
+
+@pytest.mark.parametrize("workers", [0, 1, 3])
+def test_a_stateful_dataloader_state_moves_to_another_num_workers_through_the_stream(cache, workers):
+    """torchdata refuses its own state in a loader of another `num_workers` (an AssertionError of its own); loaded
+    into the stream, then read by a loader of any `num_workers`, it serves exactly the rest, in the same order."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def stream():
+        return cache.to_iterable(loader_batch_size=8).shuffle(seed=5)
+
+    whole = ids(StatefulDataLoader(stream(), batch_size=8, num_workers=2))
+    loader = StatefulDataLoader(stream(), batch_size=8, num_workers=2)
+    iterator = iter(loader)
+    head = ids(next(iterator) for _ in range(5))
+    saved = json.loads(json.dumps(loader.state_dict()))
+    del iterator
+    other = StatefulDataLoader(stream(), batch_size=8, num_workers=workers)
+    other.load_state_dict(saved)
+    with pytest.raises(AssertionError):  # torchdata's own check, whatever the dataset, when it starts
+        next(iter(other))
+    resumed = stream()
+    resumed.load_state_dict(saved)
+    assert head + ids(StatefulDataLoader(resumed, batch_size=8, num_workers=workers)) == whole

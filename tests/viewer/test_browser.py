@@ -164,3 +164,57 @@ def test_paging_and_jumping(viewer, browser):
     box.submit()
     WebDriverWait(browser, 30).until(lambda d: "past the end" in d.find_element(By.ID, "status").text)
     assert browser.find_element(By.ID, "status").get_attribute("class") == "err"
+
+
+def _listed(driver) -> list[tuple[str, ...]]:
+    return [tuple(td.text for td in tr.find_elements(By.TAG_NAME, "td"))
+            for tr in driver.find_elements(By.CSS_SELECTOR, "#caches tr[data-id]")]
+
+
+def test_the_cache_list_searches_filters_and_sorts_and_keeps_it_in_the_url(viewer, browser):
+    url, _, _ = viewer
+    browser.get(url + "/?q=moving")  # a link to a search shows that search
+    WebDriverWait(browser, 30).until(lambda d: len(_listed(d)) == 2)
+    assert {row[1] for row in _listed(browser)} == {"path", "frames"}
+    assert browser.find_element(By.ID, "count").text == "2 of 5 caches"
+    box = browser.find_element(By.ID, "search")
+    box.clear()
+    box.send_keys("chat.jsonl")  # the inputs column names the files read, so a file name finds its cache
+    WebDriverWait(browser, 30).until(lambda d: len(_listed(d)) == 1)
+    assert _listed(browser)[0][:2] == ("sft", "default") and _listed(browser)[0][8] == "chat.jsonl"
+    assert browser.current_url == url + "/?q=chat.jsonl"
+    box.clear()
+    box.send_keys(" ")
+    box.send_keys("\b")
+    WebDriverWait(browser, 30).until(lambda d: len(_listed(d)) == 5)
+    rows = browser.find_element(By.CSS_SELECTOR, "th[data-sort='rows']")
+    rows.click()
+    WebDriverWait(browser, 30).until(lambda d: "sort=rows" in d.current_url)
+    counts = [int(row[4].replace(",", "")) for row in _listed(browser)]
+    assert counts == sorted(counts) and len(set(counts)) > 1
+    browser.find_element(By.CSS_SELECTOR, "th[data-sort='rows']").click()
+    WebDriverWait(browser, 30).until(lambda d: "desc=1" in d.current_url)
+    assert [int(row[4].replace(",", "")) for row in _listed(browser)] == sorted(counts, reverse=True)
+    browser.get(url + "/?status=superseded")  # the status filter, from the URL: no cache here is superseded
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(By.ID, "count").text == "0 of 5 caches")
+    assert _listed(browser) == []
+    browser.get(url + "/?status=current&sort=name")
+    WebDriverWait(browser, 30).until(lambda d: len(_listed(d)) == 5)
+    assert [row[0] for row in _listed(browser)] == sorted(row[0] for row in _listed(browser))
+    assert browser.find_element(By.ID, "status-filter").get_attribute("value") == "current"
+
+
+def test_the_row_page_is_in_the_url(viewer, browser):
+    url, _, _ = viewer
+    page = f"{url}/caches/{_ids(url)[('digits', 'default')]}"
+    browser.get(page + "?offset=1000")  # a link to a page of rows opens there
+    _rows_loaded(browser, 1000)
+    browser.find_element(By.ID, "next").click()
+    _rows_loaded(browser, 1020)
+    assert browser.current_url == page + "?offset=1020"
+    browser.find_element(By.ID, "prev").click()
+    browser.find_element(By.ID, "prev").click()
+    _rows_loaded(browser, 980)
+    assert browser.current_url == page + "?offset=980"
+    browser.refresh()
+    _rows_loaded(browser, 980)

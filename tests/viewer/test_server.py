@@ -54,6 +54,11 @@ def test_caches_lists_every_cache_with_its_facts(viewer):
     assert digits["card"] == {k: v for k, v in (("description", info.description), ("homepage", info.homepage),
                                                 ("license", info.license), ("citation", info.citation)) if v}
     assert digits["card"]["description"]
+    # inputs: the files read (not the loader's class), the builder's script, or where in-memory data came from
+    assert {key: c["inputs"] for key, c in caches.items()} == {
+        ("digits", "default"): "digits.py", ("moving_digits", "path"): "moving_digits.py",
+        ("moving_digits", "frames"): "moving_digits.py", ("sft", "default"): "chat.jsonl",
+        ("in_memory", "from_dict"): "data in memory (from_dict)"}
 
 
 def test_rows_page_an_offset_slice_with_image_urls(viewer):

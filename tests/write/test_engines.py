@@ -351,3 +351,20 @@ def test_a_ray_address_other_than_the_joined_cluster_is_named_in_a_warning():
         logger.disable("stable_datasets")
     assert len(messages) == 1 and "ray_address=127.0.0.1:1 is not used" in messages[0]
     assert ray.get_runtime_context().gcs_address in messages[0]
+
+
+def test_ray_data_usage_queries_are_off_unless_the_user_turned_them_on(monkeypatch):
+    """Before: every Ray Data execution asked Prometheus at localhost:9090 for usage counters and logged a
+    traceback for each refused query (the CI log was full of them); ensure_ray turns them off, keeping a user's own
+    setting."""
+    from ray.data._internal.usage.collector import usage_collection_disabled
+
+    from stable_datasets.write.engines import ensure_ray
+
+    monkeypatch.delenv("RAY_DATA_USAGE_DISABLED", raising=False)
+    monkeypatch.delenv("RAY_USAGE_STATS_ENABLED", raising=False)
+    ensure_ray()
+    assert os.environ["RAY_DATA_USAGE_DISABLED"] == "1" and usage_collection_disabled()
+    monkeypatch.setenv("RAY_DATA_USAGE_DISABLED", "0")
+    ensure_ray()
+    assert os.environ["RAY_DATA_USAGE_DISABLED"] == "0"

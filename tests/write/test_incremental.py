@@ -153,14 +153,22 @@ def test_other_layouts(tmp_path, small_parts, pieces_read, log_lines, storage_fo
     write_file(data, "f05.jsonl", 40, tag=" edited")
     pieces_read.clear()
     log_lines.clear()
-    _, again = build(data, tmp_path / "root", storage_format=storage_format)
+    debug_lines: list[str] = []
+    sink = logger.add(lambda message: debug_lines.append(message.record["message"]), level="DEBUG",
+                      filter=lambda record: record["level"].name == "DEBUG")
+    try:
+        _, again = build(data, tmp_path / "root", storage_format=storage_format)
+    finally:
+        logger.remove(sink)
     read = len(pieces_read)
     _, fresh = build(data, tmp_path / "fresh", storage_format=storage_format)
     assert again.to_arrow().equals(fresh.to_arrow())
     if storage_format == "lance":
         assert read == 10
+        # a build that can reuse nothing is an ordinary full build: said at DEBUG, not at INFO
         assert any(line.startswith("json 'train': no part of the 1 earlier cache(s)") and "a full build" in line
-                   for line in log_lines)
+                   for line in debug_lines)
+        assert not [line for line in log_lines if "can be reused" in line]
     else:
         assert read < 10 and any(line.startswith("reused ") for line in log_lines)
 
