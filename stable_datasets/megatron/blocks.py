@@ -8,10 +8,11 @@ documents repeated for each epoch and shuffled; a short final epoch is shuffled 
 `add_extra_token`: one more token, so the inputs and the shifted labels are both `seq_length` long).
 
 `TokenBlocks` draws the same random numbers in the same order, so it has the same indices and serves the same
-samples; the sample index is not stored but found by a binary search over the cumulative document lengths (the
-memory is the document index and its cumulative lengths, O(documents x epochs), plus the shuffle index, 4 bytes a
-sample as Megatron's). `token_blocks` serves them as a stream with the elastic resume of every stream here
-(streaming/iterable.py): sample i of the stream is sample i of Megatron's `GPTDataset`.
+samples. Megatron builds the sample index by walking every document in C++; here it is a binary search of each
+sample's first token over the cumulative document lengths, numpy a chunk of samples at a time. The indices kept are
+Megatron's own, in its dtypes (document index 4 bytes an entry, sample index 8 and shuffle index 4 bytes a
+sample); nothing is per token. `token_blocks` serves the samples as a stream with the elastic resume of every
+stream here (streaming/iterable.py): sample i of the stream is sample i of Megatron's `GPTDataset`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ PAD_TOKEN_ID = -1
 #: a final epoch with fewer samples than this share of an epoch is shuffled apart (Megatron-Core's threshold)
 SEPARATE_FINAL_EPOCH_BELOW = 0.80
 SPLIT_NAMES = ("train", "valid", "test")
+#: samples whose place in the documents is found together while the sample index is built
+SAMPLES_PER_CHUNK = 1 << 20
 
 
 class ColumnTokens:
@@ -163,12 +166,9 @@ class TokenBlocks:
             self.document_index = np.concatenate(parts)
         else:
             self.document_index = _shuffled(np.tile(self.documents, epochs), rng)
-        lengths = sizes[self.document_index].astype(np.int64)
-        #: where each entry of the document index ends, its tokens laid end to end
-        self._ends = np.cumsum(lengths)
-        self._total = int(self._ends[-1]) if len(self._ends) else 0
         samples = self._samples_in(epochs * per_epoch)
         self._num_samples = samples
+        self.sample_index = self._sample_index(sizes, samples)
         dtype = np.uint32 if samples < np.iinfo(np.uint32).max - 1 else np.int64
         if separate:
             first = before_final
@@ -180,45 +180,41 @@ class TokenBlocks:
     def __len__(self) -> int:
         return self._num_samples
 
-    def sample_bounds(self, j: Any) -> np.ndarray:
-        """Rows of Megatron's sample index for samples `j` (0..len): (position in the document index, offset)."""
-        j = np.asarray(j, dtype=np.int64)
-        at = j * self.seq_length
-        # the boundary token is the last of the sample before (with the extra token) or the first after it
-        doc = np.searchsorted(self._ends, at, side="right" if self.extra else "left")
-        past = doc >= len(self._ends)  # the last partial sample's end (drop_last_partial=False)
-        doc = np.minimum(doc, len(self._ends) - 1)
-        starts = self._ends[doc] - np.asarray(self.tokens.sequence_lengths)[self.document_index[doc]]
-        offset = np.where(past, self._ends[-1] - starts - self.extra, at - starts)
-        first = j == 0  # the first sample starts at the first entry, even an empty one
-        return np.stack([np.where(first, 0, doc), np.where(first, 0, offset)], axis=-1)
-
-    @property
-    def sample_index(self) -> np.ndarray:
-        """Megatron's whole sample index, (len + 1) x 2 (for checks against Megatron-Core; never built to read)."""
-        return self.sample_bounds(np.arange(len(self) + 1))
+    def _sample_index(self, sizes: np.ndarray, samples: int) -> np.ndarray:
+        """Megatron's sample index, (samples + 1) x 2: where sample j starts, as (position in the document index,
+        offset in that document); found a chunk of samples at a time by a binary search over where each entry of
+        the document index ends (its tokens laid end to end), in Megatron's dtype (int32 when it fits)."""
+        ends = np.cumsum(sizes[self.document_index], dtype=np.int64)
+        fits = max(len(self.document_index), int(sizes.max(initial=0))) <= np.iinfo(np.int32).max
+        out = np.empty((samples + 1, 2), dtype=np.int32 if fits else np.int64)
+        for lo in range(0, samples + 1, SAMPLES_PER_CHUNK):
+            j = np.arange(lo, min(lo + SAMPLES_PER_CHUNK, samples + 1), dtype=np.int64)
+            at = j * self.seq_length
+            # the boundary token: the last of the sample before (with the extra token) or the first after it
+            doc = np.searchsorted(ends, at, side="right" if self.extra else "left")
+            past = doc >= len(ends)  # the end of a last partial sample (drop_last_partial=False)
+            doc = np.minimum(doc, len(ends) - 1)
+            starts = ends[doc] - sizes[self.document_index[doc]]
+            offset = np.where(past, ends[-1] - starts - self.extra, at - starts)
+            first = j == 0  # the first sample starts at the first entry, even an empty one
+            out[lo:lo + len(j), 0] = np.where(first, 0, doc)
+            out[lo:lo + len(j), 1] = np.where(first, 0, offset)
+        return out
 
     def text(self, index: int) -> np.ndarray:
         """The `seq_length + extra` token ids of sample `index` (in the shuffled order), int64, padded with -1."""
         if not -len(self) <= index < len(self):
             raise IndexError(f"sample {index} out of range for {len(self)} samples")
         j = int(self.shuffle_index[int(index) % len(self)])
-        lo, hi = j * self.seq_length, min((j + 1) * self.seq_length + self.extra, self._total)
-        first = int(np.searchsorted(self._ends, lo, side="right"))
-        parts, at = [], lo
-        for k in range(first, len(self._ends)):
-            if at >= hi:
-                break
-            doc = int(self.document_index[k])
-            start = int(self._ends[k]) - int(self.tokens.sequence_lengths[doc])
-            take = min(hi, int(self._ends[k])) - at
-            if take > 0:
-                parts.append(np.asarray(self.tokens.get(doc, offset=at - start, length=take), dtype=np.int64))
-                at += take
+        (first, offset), (last, end) = self.sample_index[j].tolist(), self.sample_index[j + 1].tolist()
+        parts = []
+        for k in range(first, last + 1):  # the documents the sample spans, the first from its offset
+            length = None if k < last else end + self.extra - (offset if k == first else 0)
+            parts.append(self.tokens.get(int(self.document_index[k]), offset=offset if k == first else 0,
+                                         length=length))
         out = np.full(self.seq_length + self.extra, PAD_TOKEN_ID, dtype=np.int64)
-        if parts:
-            joined = np.concatenate(parts)
-            out[:len(joined)] = joined
+        joined = np.concatenate(parts)
+        out[:len(joined)] = joined
         return out
 
     def __getitem__(self, index: int) -> dict[str, np.ndarray]:
