@@ -48,16 +48,23 @@ def blending_indices(weights: Sequence[float], size: int) -> tuple[np.ndarray, n
     shares = normalise(weights)
     if len(shares) >= 32767:
         raise ValueError(f"a blend holds fewer than 32767 sources, got {len(shares)}")
-    dataset_index = np.zeros(size, dtype=np.int16)
-    dataset_sample_index = np.zeros(size, dtype=np.int64)
     counts = [0] * len(shares)
-    sources = range(len(shares))
-    for k in range(size):  # one step per sample: each step depends on every count before it
-        at = float(max(k, 1))
-        best = max(sources, key=lambda d: (shares[d] * at - counts[d], -d))
-        dataset_index[k] = best
-        dataset_sample_index[k] = counts[best]
+    chosen = [0] * size
+    taken = [0] * size
+    others = range(1, len(shares))
+    first = shares[0]
+    for k in range(size):  # one step per sample: each depends on every count before it (plain floats: C++'s doubles)
+        at = float(k) if k else 1.0
+        best, lag = 0, first * at - counts[0]
+        for d in others:
+            error = shares[d] * at - counts[d]
+            if error > lag:  # the first source wins a tie, as in Megatron-Core
+                best, lag = d, error
+        chosen[k] = best
+        taken[k] = counts[best]
         counts[best] += 1
+    dataset_index = np.array(chosen, dtype=np.int16)
+    dataset_sample_index = np.array(taken, dtype=np.int64)
     return dataset_index, dataset_sample_index
 
 
