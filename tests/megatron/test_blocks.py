@@ -66,6 +66,25 @@ def test_the_samples_of_megatron_cores_gpt_dataset(tmp_path_factory, megatron, s
     assert_same_samples(theirs, ours)
 
 
+@pytest.mark.parametrize("seed", [0, 3])
+@pytest.mark.parametrize("extra", [True, False])
+@pytest.mark.parametrize("num_samples", [None, 50, 130])
+def test_a_validation_split_that_keeps_its_last_partial_sample(tmp_path, megatron, seed, extra, num_samples):
+    """Megatron's drop_last_partial_validation_sequence=False: the last sample is padded with -1 (masked)."""
+    from stable_datasets.megatron.blocks import split_documents
+
+    prefix = corpus(tmp_path / "c", seed=seed)
+    indexed = megatron.indexed.IndexedDataset(prefix)
+    first, last = split_documents(len(indexed), "80,20,0", "valid")
+    cfg = config(megatron, random_seed=seed, sequence_length=3, split="80,20,0", path_to_cache=str(tmp_path / "mc"),
+                 add_extra_token_to_sequence=extra, drop_last_partial_validation_sequence=False)
+    theirs = megatron.gpt.GPTDataset(indexed, prefix, np.arange(first, last, dtype=np.int32), num_samples,
+                                     megatron.Split.valid, cfg)
+    ours = TokenBlocks(prefix, 3, seed=seed, num_samples=num_samples, split="80,20,0", split_name="valid",
+                       add_extra_token=extra, drop_last_partial=False)
+    assert_same_samples(theirs, ours)
+
+
 @settings(max_examples=25, deadline=None)
 @given(lengths=st.lists(st.integers(0, 30), min_size=1, max_size=25), seq_length=st.integers(2, 12),
        seed=st.integers(0, 2**32 - 1), extra=st.booleans(), more=st.integers(0, 60))
