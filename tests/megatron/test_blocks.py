@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import stable_datasets as sds
 from stable_datasets.errors import StateError
 from stable_datasets.megatron import TokenBlocks, token_blocks, write_indexed_dataset
+from stable_datasets.megatron.blocks import split_documents
 from tests.megatron.megatron_oracle import config, megatron_datasets
 from tests.streaming.resume_harness import failures_at_every_step
 
@@ -31,8 +32,6 @@ def corpus(path, n=57, seed=0):
 
 def megatron_gpt(m, prefix, seq_length, seed, num_samples, split, split_name, extra):
     """Megatron-Core's GPTDataset over `prefix` (its own IndexedDataset), indices built in a fresh cache folder."""
-    from stable_datasets.megatron.blocks import split_documents
-
     indexed = m.indexed.IndexedDataset(prefix)
     first, last = split_documents(len(indexed), split, split_name)
     cfg = config(m, random_seed=seed, sequence_length=seq_length, split=split or "100,0,0",
@@ -71,8 +70,6 @@ def test_the_samples_of_megatron_cores_gpt_dataset(tmp_path_factory, megatron, s
 @pytest.mark.parametrize("num_samples", [None, 50, 130])
 def test_a_validation_split_that_keeps_its_last_partial_sample(tmp_path, megatron, seed, extra, num_samples):
     """Megatron's drop_last_partial_validation_sequence=False: the last sample is padded with -1 (masked)."""
-    from stable_datasets.megatron.blocks import split_documents
-
     prefix = corpus(tmp_path / "c", seed=seed)
     indexed = megatron.indexed.IndexedDataset(prefix)
     first, last = split_documents(len(indexed), "80,20,0", "valid")
