@@ -15,7 +15,7 @@ from stable_datasets.errors import StateError
 from stable_datasets.megatron import TokenBlocks, token_blocks, write_indexed_dataset
 from stable_datasets.megatron.blocks import split_documents
 from tests.megatron.megatron_oracle import config, megatron_datasets
-from tests.streaming.resume_harness import failures_at_every_step
+from tests.streaming.resume_harness import failures_at_every_step, loader_failures
 
 
 @pytest.fixture(scope="module")
@@ -173,3 +173,24 @@ def test_a_state_of_other_blocks_is_refused(tmp_path):
     other = token_blocks(prefix, 8, seed=6)
     with pytest.raises(StateError, match="cannot resume: the saved stream read another dataset"):
         other.load_state_dict(stream.state_dict())
+
+
+def _rows(rows):  # module level: DataLoader workers pickle it
+    return rows
+
+
+@pytest.mark.parametrize("loader", ["streaming", "stateful"])
+def test_two_dataloader_workers_resume_every_batch(tmp_path, loader):
+    pytest.importorskip("torch")
+    from stable_datasets.streaming import StreamingDataLoader  # local: needs torch (skipped above without it)
+
+    prefix = corpus(tmp_path / "c", n=12)
+
+    def make_loader():
+        stream = token_blocks(prefix, 8, seed=5, num_samples=30, loader_batch_size=4).map(_with_id)
+        if loader == "streaming":
+            return StreamingDataLoader(stream, batch_size=4, num_workers=2, collate_fn=_rows)
+        stateful = pytest.importorskip("torchdata.stateful_dataloader")
+        return stateful.StatefulDataLoader(stream, batch_size=4, num_workers=2, collate_fn=_rows)
+
+    assert loader_failures(make_loader, [0, 1, 3, 6]) == []
