@@ -67,10 +67,11 @@ def open_tokens(source: Any, column: str = "input_ids") -> Any:
 
 
 def source_identity(tokens: Any) -> str:
-    """What the samples are cut from, hashed: an indexed dataset's path and index bytes, a dataset's fingerprint."""
+    """What the samples are cut from: an indexed dataset's index bytes (hashed) and data size, not its path, so a
+    state saved on one cluster resumes on another that mounts a copy elsewhere; a dataset's fingerprint."""
     if isinstance(tokens, IndexedDataset):
         digest = hashlib.sha256(Path(tokens.idx_path).read_bytes())
-        return f"indexed:{os.path.abspath(tokens.path_prefix)}:{digest.hexdigest()[:16]}"
+        return f"indexed:{digest.hexdigest()[:16]}:{os.path.getsize(tokens.bin_path)}"
     return getattr(tokens, "identity", None) or hashlib.sha256(
         np.ascontiguousarray(tokens.sequence_lengths).tobytes()).hexdigest()[:16]
 

@@ -194,3 +194,18 @@ def test_two_dataloader_workers_resume_every_batch(tmp_path, loader):
         return stateful.StatefulDataLoader(stream, batch_size=4, num_workers=2, collate_fn=_rows)
 
     assert loader_failures(make_loader, [0, 1, 3, 6]) == []
+
+
+def test_a_state_resumes_over_a_copy_of_the_files_elsewhere(tmp_path):
+    import shutil
+
+    prefix = corpus(tmp_path / "here" / "c", n=12)
+    stream = token_blocks(prefix, 8, seed=5)
+    it = iter(stream)
+    next(it), next(it)
+    (tmp_path / "there").mkdir()
+    for suffix in (".bin", ".idx"):
+        shutil.copy(prefix + suffix, tmp_path / "there" / ("c" + suffix))
+    moved = token_blocks(tmp_path / "there" / "c", 8, seed=5)
+    moved.load_state_dict(stream.state_dict())
+    assert next(iter(moved))["tokens"].tolist() == TokenBlocks(prefix, 8, seed=5)[2]["tokens"].tolist()
