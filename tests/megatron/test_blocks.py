@@ -3,6 +3,7 @@ sample's tokens, labels and masks), served as a stream that resumes at every ste
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 
 import numpy as np
@@ -197,8 +198,6 @@ def test_two_dataloader_workers_resume_every_batch(tmp_path, loader):
 
 
 def test_a_state_resumes_over_a_copy_of_the_files_elsewhere(tmp_path):
-    import shutil
-
     prefix = corpus(tmp_path / "here" / "c", n=12)
     stream = token_blocks(prefix, 8, seed=5)
     it = iter(stream)
