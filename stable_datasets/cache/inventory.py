@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,8 @@ class CacheEntry:
                 "fingerprint": m.fingerprint, "created_at": m.created_at, "status": self.status}
 
 
-def find_caches(root: Path, unreadable: list[tuple[Path, str]] | None = None) -> list[CacheEntry]:
+def find_caches(root: Path, unreadable: list[tuple[Path, str]] | None = None,
+                read: Callable[[Path], CacheMetadata] = CacheMetadata.read) -> list[CacheEntry]:
     """Every published cache (a folder with _metadata.json) under `root`, staging excluded.
 
     A cache published as a link to its current build is listed once, by its link; superseded
@@ -76,7 +78,7 @@ def find_caches(root: Path, unreadable: list[tuple[Path, str]] | None = None) ->
                     continue  # superseded
                 directory = published_path(directory)
             try:
-                entries.append(CacheEntry(directory, CacheMetadata.read(directory)))
+                entries.append(CacheEntry(directory, read(directory)))
             except CacheError as exc:
                 if unreadable is not None:
                     unreadable.append((directory, str(exc)))

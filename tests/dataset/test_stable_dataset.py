@@ -6,10 +6,12 @@ import tracemalloc
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 import stable_datasets as sds
 
 
+@pytest.mark.scale
 def test_a_slice_of_a_large_dataset_allocates_nothing_per_row():
     n = 2_000_000
     ds = sds.StableDataset.from_arrow(pa.table({"x": np.arange(n)}))
