@@ -57,13 +57,15 @@ class CacheEntry:
 
 
 def find_caches(root: Path, unreadable: list[tuple[Path, str]] | None = None,
-                read: Callable[[Path], CacheMetadata] = CacheMetadata.read) -> list[CacheEntry]:
+                read: Callable[[Path], CacheMetadata] | None = None) -> list[CacheEntry]:
     """Every published cache (a folder with _metadata.json) under `root`, staging excluded.
 
     A cache published as a link to its current build is listed once, by its link; superseded
     builds are not listed (see `find_superseded`). Caches whose metadata cannot be read are
-    skipped, or appended to `unreadable` as (directory, problem) when it is given.
+    skipped, or appended to `unreadable` as (directory, problem) when it is given. `read` reads a folder's
+    metadata (`CacheMetadata.read`, its shape only, when None; layouts.checked.read_metadata checks it too).
     """
+    read = read or CacheMetadata.read  # looked up now, not when this module was imported
     entries = []
     if not root.is_dir():
         return entries
