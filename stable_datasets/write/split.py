@@ -127,8 +127,8 @@ def write_split_for_store(plan: WritePlan, source: ExampleSource, runner: JobRun
 def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None,
                  parts_at: PartsOnDisk) -> tuple[CacheMetadata, dict[str, str]]:
 
-    runner = runner or JobRunner()
-    runner.modules = [*runner.modules, *source.code_modules()]
+    runner = runner or JobRunner()  # the caller's is never changed: this build's modules go to a copy
+    runner = dataclasses.replace(runner, modules=[*runner.modules, *source.code_modules()])
     limit = configured_limit(plan.cache_limit) if plan.evict else None  # a bad limit fails before any work
     staging = staging_dir(plan.target)
     logger.info("building {} [{}] split '{}' into {}", plan.builder_name, plan.config_name, plan.split, plan.target)
@@ -136,7 +136,7 @@ def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | Non
     try:
         work = staging / WORK_DIR
         work.mkdir()
-        runner.shared = parts_at.start(plan, runner, work)
+        runner = dataclasses.replace(runner, shared=parts_at.start(plan, runner, work))
         split_jobs: SplitJobs = source.plan_jobs(max(1, runner.parallelism), runner, work)
         plan = dataclasses.replace(plan, key_ranges=key_ranges(runner))  # a key check job per worker
         jobs = split_jobs.jobs or [None]
@@ -190,8 +190,6 @@ def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | Non
         if full is not None:
             raise full from exc
         raise
-    finally:
-        runner.shared = None
     logger.info("published {} rows of {} '{}' to {}", metadata.num_rows, plan.builder_name, plan.split, plan.target)
     if limit is not None and root_of(plan.target) is not None:
         evict_over_limit(root_of(plan.target), limit, plan.target.parent)
