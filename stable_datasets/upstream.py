@@ -32,6 +32,7 @@ from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.dataset.open import open_cache as _open_cache
 from stable_datasets.features import Features, Video
 from stable_datasets.layouts import layout_for, layout_for_storage_format, layout_module
+from stable_datasets.layouts.checked import read_metadata
 from stable_datasets.layouts.upstream import UPSTREAM_FORMATS, UPSTREAM_NAMES, is_upstream
 from stable_datasets.version import __version__
 from stable_datasets.write.engines import JobRunner
@@ -149,7 +150,7 @@ def detect_cache_format(cache_dir: Path) -> str:
             raise ValueError(f"Cache metadata at {Path(cache_dir) / METADATA_FILE} is missing required 'format'. "
                              "Rebuild the cache with the current stable-datasets version.")
         return raw["format"]
-    return UPSTREAM_FORMATS[CacheMetadata.read(cache_dir).layout]
+    return UPSTREAM_FORMATS[read_metadata(cache_dir).layout]
 
 
 def detect_cache_layout(cache_dir: Path) -> str:
@@ -174,7 +175,7 @@ def read_sharded_cache_meta(cache_dir: Path) -> ShardedCacheMeta:
     cache_dir = Path(cache_dir)
     raw = _raw_metadata(cache_dir)
     if not is_upstream(raw):
-        metadata = CacheMetadata.read(cache_dir)
+        metadata = read_metadata(cache_dir)
         if UPSTREAM_NAMES.get(metadata.layout) != "arrow-shards":
             raise ValueError(f"Not an Arrow sharded cache: {cache_dir} (layout={metadata.layout!r})")
         meta = _sharded_meta(cache_dir, metadata)
@@ -229,7 +230,7 @@ def read_lance_cache_meta(cache_dir: Path) -> LanceCacheMeta:
         if raw.get("format") != "lance":
             raise ValueError(f"Not a Lance cache: {cache_dir} (format={raw.get('format')!r})")
         return LanceCacheMeta(cache_dir, raw["num_rows"], raw.get("schema_fingerprint", ""))
-    metadata = CacheMetadata.read(cache_dir)
+    metadata = read_metadata(cache_dir)
     if UPSTREAM_FORMATS.get(metadata.layout) != "lance":
         raise ValueError(f"Not a Lance cache: {cache_dir} (format={UPSTREAM_FORMATS.get(metadata.layout)!r})")
     return LanceCacheMeta(cache_dir, metadata.num_rows, metadata.fingerprint)

@@ -20,6 +20,17 @@ os.environ.setdefault("STABLE_DATASETS_DISABLE_PROGRESS", "1")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("RAY_DATA_USAGE_DISABLED", "1")
 
+#: fixtures that start a local object-store server: a test using one is marked `remote` (pyproject.toml's markers)
+OBJECT_STORE_FIXTURES = frozenset({"s3_env", "moto_endpoint", "s3_requests", "gcs_env", "gcs_endpoint"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`remote` on every test that uses an object-store server, whatever folder it is in (the other markers,
+    `scale`, `cluster` and `browser`, are written on their tests)."""
+    for item in items:
+        if OBJECT_STORE_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.remote)
+
 
 @pytest.fixture(autouse=True)
 def cache_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

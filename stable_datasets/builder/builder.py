@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -33,8 +32,9 @@ from stable_datasets.builder.local_modules import local_modules
 from stable_datasets.builder.options import BuildOptions
 from stable_datasets.builder.provenance import absolute_paths, builder_made_by
 from stable_datasets.builder.source_identity import builder_source_text
+from stable_datasets.builder.split_record import record_split_names, recorded_split_names
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
-from stable_datasets.cache.paths import SPLITS_FILE, downloads_dir, fingerprint_dir, root_errors, split_folder_name
+from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, root_errors, split_folder_name
 from stable_datasets.dataset.open import dataset_of
 from stable_datasets.download.inputs import fetch_http_input, fetch_object, is_object_url, options_for
 from stable_datasets.download.manager import DownloadManager
@@ -306,15 +306,10 @@ class DatasetBuilder:
         """Split names, from the record of an earlier build when there is one. `directory` is the
         fingerprint folder when the caller has resolved it (else it is found again from the inputs)."""
         directory = directory or self.cache_dir(storage_format, layout_options)
-        recorded = self._recorded_split_names(directory)
+        recorded = recorded_split_names(self.root, directory)
         if recorded is not None:
             return recorded
         return [g.name for g in self._generators(storage_format, layout_options, dl_manager, directory)]
-
-    def _recorded_split_names(self, directory: Path) -> list[str] | None:
-        """The split names an earlier build recorded in the fingerprint folder `directory`, if any."""
-        text = self.root.read_note(directory / SPLITS_FILE)
-        return None if text is None else json.loads(text)
 
     def _generators(self, storage_format: str, layout_options: dict[str, Any] | None,
                     dl_manager: DownloadManager | None, directory: Path | None = None) -> list[SplitGenerator]:
@@ -324,13 +319,7 @@ class DatasetBuilder:
         names = [g.name for g in generators]
         if len(set(names)) != len(names):
             raise StableDatasetsError(f"builder '{self.builder_name()}' returned duplicate split names {names}")
-        directory = directory or self.cache_dir(storage_format, layout_options)
-        directory.mkdir(parents=True, exist_ok=True)
-        tmp = directory / f".{SPLITS_FILE}.{os.getpid()}"
-        tmp.write_text(json.dumps(names))
-        os.replace(tmp, directory / SPLITS_FILE)
-        # so a reader on another node of an object-store root learns the splits without the builder's inputs
-        self.root.write_note(directory / SPLITS_FILE, json.dumps(names))
+        record_split_names(self.root, directory or self.cache_dir(storage_format, layout_options), names)
         return generators
 
     def local_input(self, path: str) -> str:
@@ -409,7 +398,7 @@ class DatasetBuilder:
             return generators
 
         if splits is None:
-            recorded = self._recorded_split_names(base)
+            recorded = recorded_split_names(self.root, base)
             wanted = recorded if recorded is not None else list(all_generators())  # listed once, then built
         else:
             wanted = [splits] if isinstance(splits, str) else list(splits)

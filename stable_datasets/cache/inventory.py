@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,13 +56,16 @@ class CacheEntry:
                 "fingerprint": m.fingerprint, "created_at": m.created_at, "status": self.status}
 
 
-def find_caches(root: Path, unreadable: list[tuple[Path, str]] | None = None) -> list[CacheEntry]:
+def find_caches(root: Path, unreadable: list[tuple[Path, str]] | None = None,
+                read: Callable[[Path], CacheMetadata] | None = None) -> list[CacheEntry]:
     """Every published cache (a folder with _metadata.json) under `root`, staging excluded.
 
     A cache published as a link to its current build is listed once, by its link; superseded
     builds are not listed (see `find_superseded`). Caches whose metadata cannot be read are
-    skipped, or appended to `unreadable` as (directory, problem) when it is given.
+    skipped, or appended to `unreadable` as (directory, problem) when it is given. `read` reads a folder's
+    metadata (`CacheMetadata.read`, its shape only, when None; layouts.checked.read_metadata checks it too).
     """
+    read = read or CacheMetadata.read  # looked up now, not when this module was imported
     entries = []
     if not root.is_dir():
         return entries
@@ -76,7 +80,7 @@ def find_caches(root: Path, unreadable: list[tuple[Path, str]] | None = None) ->
                     continue  # superseded
                 directory = published_path(directory)
             try:
-                entries.append(CacheEntry(directory, CacheMetadata.read(directory)))
+                entries.append(CacheEntry(directory, read(directory)))
             except CacheError as exc:
                 if unreadable is not None:
                     unreadable.append((directory, str(exc)))

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -45,22 +45,14 @@ _JSON_NAMES = {str: "a string", int: "an integer", dict: "an object", list: "a l
 #: (cache.shard_list); caches of fewer shards are still written as format 2, byte for byte as before
 READABLE_FORMAT = SHARD_LIST_FORMAT
 
-# How a `_metadata.json` is checked against its layout and features, and how the metadata of a cache written by
-# another program is read: installed by `stable_datasets.layouts` when it is imported (the package imports it
-# with any module), because cache/ sits below layouts/ and features/ and never imports them.
-_layout_check: Callable[[CacheMetadata], str | None] | None = None
-_foreign_readers: list[tuple[Callable[[Any], bool], Callable[[Path, Any], CacheMetadata]]] = []
-
-
-def install_layout_check(check: Callable[[CacheMetadata], str | None]) -> None:
-    """`check(metadata)`: what in it contradicts its layout or features, else None."""
-    global _layout_check
-    _layout_check = check
-
-
-def install_foreign_reader(recognizes: Callable[[Any], bool], read: Callable[[Path, Any], CacheMetadata]) -> None:
-    """Metadata JSON that `recognizes` is read by `read(folder, data)` instead (e.g. upstream caches)."""
-    _foreign_readers.append((recognizes, read))
+# How a `_metadata.json` is checked against its layout and features (`check`), and how the metadata of a cache
+# written by another program is read (`foreign`), are the caller's to pass: cache/ sits below layouts/ and
+# features/ and never imports them. `stable_datasets.layouts.checked` reads with both (every reader that opens
+# a cache); without them a read checks the JSON's shape only (what listing files needs).
+#: check(metadata): what in it contradicts its layout or features, else None
+LayoutCheck = Callable[["CacheMetadata"], "str | None"]
+#: foreign(folder, data): the metadata of a cache another program wrote, or None when `data` is ours
+ForeignReader = Callable[[Path, Any], "CacheMetadata | None"]
 
 
 class MetadataProblem(StableDatasetsError, ValueError):
@@ -206,8 +198,11 @@ class CacheMetadata:
         ref = self.shards.ref
         return ShardInfo(ref.file, 0, ref.file_bytes, ref.sha256)
 
-    def attach_shard_list(self, directory: Path) -> None:
-        """Read the shard list from `directory/_shards.arrow` (fetched there for a remote cache), checked now."""
+    def attach_shard_list(self, directory: Path, check: LayoutCheck | None = None) -> None:
+        """Read the shard list from `directory/_shards.arrow` (fetched there for a remote cache), checked now (by
+        `check`, else by the check the metadata was read with)."""
+        if check is not None:
+            self._layout_check = check
         if isinstance(self.shards, ShardList):
             self.shards.attach(directory)
             self.shards.open()
@@ -243,8 +238,9 @@ class CacheMetadata:
         return data
 
     @classmethod
-    def checked(cls, data: Any) -> CacheMetadata:
-        """Metadata from untrusted JSON: types, shard entries, a known layout whose row counts agree.
+    def checked(cls, data: Any, check: LayoutCheck | None = None) -> CacheMetadata:
+        """Metadata from untrusted JSON: types, shard entries, and with `check`, a known layout whose row counts
+        agree.
 
         Raises MetadataProblem naming the field and what is wrong.
         """
@@ -275,14 +271,18 @@ class CacheMetadata:
         extra_files = ShardInfo.checked_list(data.get("extra_files", []), "extra_files", inside=False)
         metadata = cls.from_dict({**data, "shards": [], "extra_files": []})
         metadata.shards, metadata.extra_files = shards, extra_files
+        metadata._layout_check = check
         if not isinstance(shards, ShardList):  # else checked once its file is read (attach_shard_list)
             metadata._check_layout()
         return metadata
 
+    #: the layout check this metadata was read with (not a field: never written to `_metadata.json`)
+    _layout_check: ClassVar[LayoutCheck | None] = None
+
     def _check_layout(self) -> None:
-        if _layout_check is None:
-            raise RuntimeError("stable_datasets.layouts is not imported, so cache metadata cannot be checked")
-        problem = _layout_check(self)
+        if self._layout_check is None:
+            return
+        problem = self._layout_check(self)
         if problem:
             raise MetadataProblem(problem)
 
@@ -314,7 +314,8 @@ class CacheMetadata:
         return path
 
     @classmethod
-    def read(cls, directory: str | os.PathLike) -> CacheMetadata:
+    def read(cls, directory: str | os.PathLike, *, check: LayoutCheck | None = None,
+             foreign: ForeignReader | None = None) -> CacheMetadata:
         """Read and validate `directory/_metadata.json`; a CacheError names the file and what is wrong."""
         path = Path(directory) / METADATA_FILE
         try:
@@ -325,10 +326,11 @@ class CacheMetadata:
             raise CacheError(f"{path}: invalid cache metadata: not UTF-8 text ({exc})") from None
         except OSError as exc:
             raise CacheError(f"{path}: cannot read cache metadata ({exc})") from None
-        return cls.parse(text, path)
+        return cls.parse(text, path, check=check, foreign=foreign)
 
     @classmethod
-    def parse(cls, text: str, path: Path, *, attach: bool = True) -> CacheMetadata:
+    def parse(cls, text: str, path: Path, *, attach: bool = True, check: LayoutCheck | None = None,
+              foreign: ForeignReader | None = None) -> CacheMetadata:
         """Validate the text of `path` (see `checked`). Python's cyclic garbage collector is paused meanwhile:
         the objects made (a dict and a ShardInfo per shard) hold no cycles, and a million shards' worth of them
         set off its full collections over and over (3.7 s instead of 10 s at 1 M shards).
@@ -338,7 +340,7 @@ class CacheMetadata:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            metadata = cls._parse(text, path)
+            metadata = cls._parse(text, path, check, foreign)
         finally:
             if collecting:
                 gc.enable()
@@ -347,16 +349,16 @@ class CacheMetadata:
         return metadata
 
     @classmethod
-    def _parse(cls, text: str, path: Path) -> CacheMetadata:
+    def _parse(cls, text: str, path: Path, check: LayoutCheck | None, foreign: ForeignReader | None
+               ) -> CacheMetadata:
         try:
             data = json.loads(text)
         except ValueError as exc:
             raise CacheError(f"{path}: invalid cache metadata: not JSON ({exc})") from None
-        for recognizes, read in _foreign_readers:  # e.g. the upstream stable-datasets: opened read-only
-            if recognizes(data):
-                return read(path.parent, data)
+        if foreign is not None and (theirs := foreign(path.parent, data)) is not None:
+            return theirs  # e.g. the upstream stable-datasets': opened read-only
         try:
-            return cls.checked(data)
+            return cls.checked(data, check)
         except MetadataProblem as exc:
             raise CacheError(f"{path}: invalid cache metadata: {exc}; the cache cannot be trusted (load_dataset "
                              "rebuilds it)") from None
@@ -401,7 +403,8 @@ def _read_untouched(path: Path) -> bytes:
         return fh.read()
 
 
-def read_published(directory: str | os.PathLike) -> tuple[BuildPin, CacheMetadata]:
+def read_published(directory: str | os.PathLike, *, check: LayoutCheck | None = None,
+                   foreign: ForeignReader | None = None) -> tuple[BuildPin, CacheMetadata]:
     """Pin the build `directory` points to (see cache.builds) and return its checked metadata.
 
     The metadata is valid (see `CacheMetadata.checked`) and every file it lists has its recorded
@@ -409,7 +412,7 @@ def read_published(directory: str | os.PathLike) -> tuple[BuildPin, CacheMetadat
     """
     pin = pin_current(Path(directory))
     try:
-        metadata = CacheMetadata.parse(pin.read_text(), pin.directory / METADATA_FILE)
+        metadata = CacheMetadata.parse(pin.read_text(), pin.directory / METADATA_FILE, check=check, foreign=foreign)
         metadata.check_shard_sizes(pin.directory)
     except BaseException:
         pin.release()

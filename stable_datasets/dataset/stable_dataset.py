@@ -497,13 +497,18 @@ class StableDataset:
             return None
         return [(name, [size, version]) for files in listed for name, size, version in files or []]
 
-    def to_iterable(self, **options: Any) -> Any:
-        """An iterable over these rows for training (`stable_datasets.streaming.StreamingDataset`):
-        blocks read in order with bounded memory, seeded block shuffle, DDP ranks and DataLoader
-        workers, `state_dict()`/`load_state_dict()`/`set_epoch()`. See docs/object-storage-and-streaming.md."""
+    def to_iterable(self, *, shuffle: bool = False, seed: int = 0, window_blocks: int = 8,
+                    window_shards: int | None = None, max_block_rows: int | None = 8192, rank: int | None = None,
+                    world_size: int | None = None, drop_last: bool = False, loader_batch_size: int | None = None,
+                    rows: tuple[int, int] | None = None, lanes: bool = False) -> Any:
+        """An iterable over these rows for training (streaming.StreamingDataset, whose options and defaults these are):
+        bounded memory, seeded block shuffle, DDP ranks, workers, resume (docs/object-storage-and-streaming.md)."""
         from stable_datasets.streaming.iterable import StreamingDataset  # local: it imports torch
 
-        return StreamingDataset(self, **options)
+        return StreamingDataset(self, shuffle=shuffle, seed=seed, window_blocks=window_blocks,
+                                window_shards=window_shards, max_block_rows=max_block_rows, rank=rank,
+                                world_size=world_size, drop_last=drop_last, loader_batch_size=loader_batch_size,
+                                rows=rows, lanes=lanes)
 
     def to_iterable_dataset(self, num_shards: int = 1) -> Any:
         """Hugging Face's name for `to_iterable()` (a stream of these rows); `num_shards` is accepted and unused:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, cast
 
-from stable_datasets.cache.metadata import CacheMetadata, install_layout_check
+from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.features import Features, Video
 
 if TYPE_CHECKING:
@@ -55,7 +55,8 @@ def layout_for(features: Features, storage_format: str) -> str:
 
 
 def metadata_problem(metadata: CacheMetadata) -> str | None:
-    """What in a `_metadata.json` contradicts its layout or its features, else None (checked on every read)."""
+    """What in a `_metadata.json` contradicts its layout or its features, else None (checked on every read that
+    opens a cache: layouts.checked passes it to cache.metadata)."""
     if metadata.layout not in LAYOUTS:
         return f"unknown layout {metadata.layout!r}; known layouts: {sorted(LAYOUTS)}"
     try:
@@ -64,7 +65,3 @@ def metadata_problem(metadata: CacheMetadata) -> str | None:
         return f"features cannot be read ({type(exc).__name__}: {exc})"
     return layout_module(metadata.layout).Backend.metadata_problem(metadata)
 
-
-install_layout_check(metadata_problem)
-
-from stable_datasets.layouts import upstream  # noqa: E402,F401  (installs the reader of upstream caches)

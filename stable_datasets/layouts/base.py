@@ -18,6 +18,7 @@ from stable_datasets.cache.builds import BuildPin
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.errors import CacheError
 from stable_datasets.features.features import Features
+from stable_datasets.layouts import metadata_problem
 
 
 def require_positive_ints(options: dict[str, Any], *names: str) -> None:
@@ -152,7 +153,7 @@ class LayoutBackend(ABC):
             # unpickled on another machine (a Ray task, a remote worker): its own shard cache, filled from the store
             directory = str(origin.localize(metadata))
         else:
-            metadata.attach_shard_list(Path(directory))
+            metadata.attach_shard_list(Path(directory), metadata_problem)
         self.__init__(directory, metadata, **state.get("options", {}))  # type: ignore[misc]
         self.origin = origin
 

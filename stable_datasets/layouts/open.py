@@ -16,6 +16,7 @@ from stable_datasets.errors import CacheError
 from stable_datasets.features.features import Features
 from stable_datasets.layouts import layout_module
 from stable_datasets.layouts.base import LayoutBackend
+from stable_datasets.layouts.checked import parse_metadata
 
 
 def open_backend(directory: Path, metadata: CacheMetadata, read_options: dict[str, Any] | None = None, *,
@@ -55,7 +56,7 @@ def verify_cache(directory: Path) -> list[str]:
     try:
         build = pin.directory
         try:
-            metadata = CacheMetadata.parse(pin.read_text(), build / METADATA_FILE)
+            metadata = parse_metadata(pin.read_text(), build / METADATA_FILE)
         except CacheError as exc:
             return [str(exc)]
         listed = metadata.shard_list_file  # `_shards.arrow` of a cache of many shards: opening checks its sums only

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 from loguru import logger
 
-from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo, install_foreign_reader
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.errors import CacheError
 from stable_datasets.features import Features, Image, Sequence, Value, Video
 from stable_datasets.layouts.lance_access import open_lance
@@ -269,5 +269,3 @@ def _metadata(layout: str, directory: Path, raw: dict[str, Any], where: str, sch
                          fingerprint=str(raw.get("schema_fingerprint", "")), extra={**extra, "upstream": upstream},
                          cache_format_version=int(raw.get("cache_format_version") or 1))
 
-
-install_foreign_reader(is_upstream, upstream_metadata)

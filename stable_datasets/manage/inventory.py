@@ -35,6 +35,7 @@ from stable_datasets.cache.fingerprint import fingerprint
 from stable_datasets.cache.inventory import CacheEntry
 from stable_datasets.cache.limit import last_used as local_last_used
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.layouts.checked import read_metadata
 from stable_datasets.manage.ownership import builder_fingerprint_now, cache_status, is_map_cache
 
 CURRENT, SUPERSEDED, STALE, ORPHANED, UNKNOWN = "current", "superseded", "stale", "orphaned", "unknown"
@@ -271,5 +272,5 @@ def describe_inputs(metadata: CacheMetadata) -> list[str]:
 
 def entry_for(directory: Path) -> CacheEntry:
     """The inventory entry of one cache folder."""
-    return CacheEntry(directory, CacheMetadata.read(directory))
+    return CacheEntry(directory, read_metadata(directory))
 

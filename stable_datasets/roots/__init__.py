@@ -13,6 +13,7 @@ from stable_datasets.cache.metadata import METADATA_FILE
 from stable_datasets.cache.paths import cache_root
 from stable_datasets.env import env_text
 from stable_datasets.errors import ConfigurationError
+from stable_datasets.layouts.checked import read_metadata
 from stable_datasets.roots.base import Address, CacheRoot
 from stable_datasets.roots.local import LocalRoot
 from stable_datasets.roots.remote import ObjectStoreRoot
@@ -63,7 +64,7 @@ def locate(target: str, root: CacheRoot, unreadable: list[tuple[Any, str]] | Non
         return [path]
     if path.is_dir():
         found_unreadable: list[tuple[Any, str]] = []
-        found = find_caches(path, found_unreadable)
+        found = find_caches(path, found_unreadable, read=read_metadata)
         if found or (any_state and found_unreadable):
             if unreadable is not None:
                 unreadable += found_unreadable

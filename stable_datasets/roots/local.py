@@ -16,8 +16,9 @@ from stable_datasets.cache.folders import is_map_cache, map_caches_of, remove_em
 from stable_datasets.cache.inventory import CacheEntry, find_caches, find_staging, find_superseded, staging_is_orphaned
 from stable_datasets.cache.limit import configured_limit, evict_over_limit
 from stable_datasets.cache.lock import exclusive_lock
-from stable_datasets.cache.metadata import CacheMetadata, read_published
+from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.layouts.base import LayoutBackend
+from stable_datasets.layouts.checked import read_metadata, read_published
 from stable_datasets.layouts.open import open_backend, verify_cache
 from stable_datasets.roots.base import Address, CacheRoot, WriteFor
 from stable_datasets.write import JobRunner, build_once
@@ -71,10 +72,10 @@ class LocalRoot(CacheRoot):
             pin.release()  # the backend holds its own pin on the same build
 
     def entries(self, unreadable: list[tuple[Any, str]] | None = None) -> list[CacheEntry]:
-        return find_caches(self.path, unreadable)
+        return find_caches(self.path, unreadable, read=read_metadata)
 
     def entry(self, address: Address) -> CacheEntry:
-        return CacheEntry(Path(address), CacheMetadata.read(Path(address)))
+        return CacheEntry(Path(address), read_metadata(Path(address)))
 
     def note_listed(self, entries: list[Any]) -> None:
         cache_index.rebuild(self.path, entries)  # walked anyway: the limit's index is fresh again

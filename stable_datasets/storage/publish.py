@@ -45,6 +45,7 @@ from pathlib import Path, PurePosixPath
 
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.errors import CacheError, StableDatasetsError
+from stable_datasets.layouts.checked import parse_metadata
 from stable_datasets.storage import shard_cache
 from stable_datasets.storage.store import ObjectStore
 
@@ -101,7 +102,7 @@ class RemoteSplit:
 def parse_remote_metadata(text: str, url: str) -> CacheMetadata:
     """Checked metadata of a remote cache; it must name the attempt its objects are under."""
     try:
-        metadata = CacheMetadata.parse(text, PurePosixPath("/remote") / METADATA_FILE,  # type: ignore[arg-type]
+        metadata = parse_metadata(text, PurePosixPath("/remote") / METADATA_FILE,  # type: ignore[arg-type]
                                        attach=False)  # a shard-list file is fetched when needed: fetch_shard_list
     except CacheError as exc:
         raise CacheError(str(exc).replace(f"/remote/{METADATA_FILE}", url)) from None

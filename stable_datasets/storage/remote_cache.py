@@ -16,11 +16,12 @@ from loguru import logger
 
 from stable_datasets.cache.builds import BuildPin, opened, pin_current, remove_tree
 from stable_datasets.cache.lock import exclusive_lock
-from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, read_published
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.env import env_choice
 from stable_datasets.errors import CacheError
 from stable_datasets.layouts import layout_module
 from stable_datasets.layouts.base import LayoutBackend
+from stable_datasets.layouts.checked import parse_metadata, read_published
 from stable_datasets.layouts.open import open_backend
 from stable_datasets.storage import shard_cache
 from stable_datasets.storage.lease import Lease
@@ -121,7 +122,7 @@ def _read_built(local: Path, on_store: Set[str]) -> tuple[BuildPin, CacheMetadat
         return read_published(local)
     pin = pin_current(local)
     try:
-        metadata = CacheMetadata.parse(pin.read_text(), pin.directory / METADATA_FILE)
+        metadata = parse_metadata(pin.read_text(), pin.directory / METADATA_FILE)
         for item in files_of(metadata):
             path = pin.directory / item.path
             size = path.stat().st_size if path.is_file() else None

@@ -18,6 +18,7 @@ from typing import Any
 from stable_datasets.cache.inventory import CacheEntry, find_caches
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.errors import StableDatasetsError
+from stable_datasets.layouts.checked import read_metadata
 from stable_datasets.load import open_cache
 from stable_datasets.manage.inventory import annotate
 
@@ -120,7 +121,7 @@ class Catalog:
         with self._lock:
             if time.monotonic() - self._listed_at > LIST_SECONDS:
                 listed = {}
-                entries = find_caches(self.root)
+                entries = find_caches(self.root, read=read_metadata)
                 annotate(entries)  # current, superseded, stale... as `stable-datasets ls` says
                 for entry in entries:
                     key = cache_id(self.root, entry.directory)

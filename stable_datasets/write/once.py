@@ -22,8 +22,9 @@ from loguru import logger
 
 from stable_datasets.cache.builds import hold_until_opened
 from stable_datasets.cache.lock import exclusive_lock
-from stable_datasets.cache.metadata import METADATA_FILE, read_published
+from stable_datasets.cache.metadata import METADATA_FILE
 from stable_datasets.errors import CacheError
+from stable_datasets.layouts.checked import read_published
 from stable_datasets.write.engines import JobRunner
 from stable_datasets.write.plan import WritePlan
 from stable_datasets.write.sources import ExampleSource

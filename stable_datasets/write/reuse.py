@@ -38,9 +38,10 @@ import pyarrow as pa
 from loguru import logger
 
 from stable_datasets.cache.builds import BuildPin
-from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo, read_published
+from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import STAGING_PREFIX
 from stable_datasets.errors import CacheError
+from stable_datasets.layouts.checked import read_metadata, read_published
 from stable_datasets.write.keys import KEYS_SCHEMA, RangedKeyWriter, sorted_key_count
 from stable_datasets.write.parts import PartResult, part_dir
 from stable_datasets.write.plan import WritePlan
@@ -157,7 +158,7 @@ def find_previous(plan: WritePlan, keys: list[str | None]) -> tuple[_Previous | 
     looked = 0
     for folder in _siblings(plan.target):
         try:
-            metadata = CacheMetadata.read(folder)
+            metadata = read_metadata(folder)
         except (CacheError, OSError):
             continue
         if metadata.split != plan.split or metadata.layout != plan.layout:

@@ -127,8 +127,8 @@ def write_split_for_store(plan: WritePlan, source: ExampleSource, runner: JobRun
 def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | None,
                  parts_at: PartsOnDisk) -> tuple[CacheMetadata, dict[str, str]]:
 
-    runner = runner or JobRunner()
-    runner.modules = [*runner.modules, *source.code_modules()]
+    runner = runner or JobRunner()  # the caller's is never changed: this build's modules go to a copy
+    runner = dataclasses.replace(runner, modules=[*runner.modules, *source.code_modules()])
     limit = configured_limit(plan.cache_limit) if plan.evict else None  # a bad limit fails before any work
     staging = staging_dir(plan.target)
     # INFO says what is built; where (an absolute path, long and private) only when asked: at TRACE, below loguru's
@@ -139,7 +139,7 @@ def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | Non
     try:
         work = staging / WORK_DIR
         work.mkdir()
-        runner.shared = parts_at.start(plan, runner, work)
+        runner = dataclasses.replace(runner, shared=parts_at.start(plan, runner, work))
         split_jobs: SplitJobs = source.plan_jobs(max(1, runner.parallelism), runner, work)
         plan = dataclasses.replace(plan, key_ranges=key_ranges(runner))  # a key check job per worker
         jobs = split_jobs.jobs or [None]
@@ -174,14 +174,8 @@ def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | Non
         _remove_all([work, *dict.fromkeys(p.folder(staging) for p in parts)])
         for bookkeeping in (JOURNAL_FILE, OWNER_FILE, JOBS_FILE):
             (staging / bookkeeping).unlink(missing_ok=True)
-        metadata = CacheMetadata(
-            layout=plan.layout, features=features, num_rows=sum(p.num_rows for p in parts), shards=shards,
-            fingerprint=plan.fingerprint, fingerprint_inputs=plan.fingerprint_inputs,
-            builder_name=plan.builder_name, config_name=plan.config_name, version=plan.version, split=plan.split,
-            layout_options=plan.writer_options, info=plan.info, extra={**extra, **split_jobs.extra, **nodes},
-            extra_files=sorted(media.values(), key=lambda m: m.path), cache_format_version=CACHE_FORMAT_VERSION,
-            library_version=__version__, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            builder_source=plan.builder_source, made_by=plan.made_by)
+        metadata = _split_metadata(plan, features, sum(p.num_rows for p in parts), shards,
+                                   {**extra, **split_jobs.extra, **nodes}, list(media.values()))
         source.check_before_publish(metadata.num_rows)
         metadata.write(staging, sync=False)  # publish fsyncs every file of the staging directory
         if plan.evict and root_of(plan.target) is not None:  # in a cache root: shards identical to ones stored
@@ -195,23 +189,42 @@ def _write_split(plan: WritePlan, source: ExampleSource, runner: JobRunner | Non
         if not _is_infrastructure_failure(exc):
             parts_at.failed()  # bad data: what the parts left on the store is of no use to a next build
             discard(staging)
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise CacheError(f"no space left on device while building {plan.builder_name} '{plan.split}' in "
-                             f"{staging}; nothing was published. Free space (or point STABLE_DATASETS_CACHE_DIR "
-                             "elsewhere) and run again: finished parts and journaled shards will be reused") from exc
-        if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
-            raise CacheError(f"a file grew past the largest size allowed (the process's file size limit, ulimit -f, "
-                             f"or the filesystem's) while building {plan.builder_name} '{plan.split}' in {staging}; "
-                             "nothing was published. Raise the limit, or lower layout_options max_shard_size, and run "
-                             "again: finished parts and journaled shards will be reused") from exc
+        full = _full_disk_error(exc, plan, staging)
+        if full is not None:
+            raise full from exc
         raise
-    finally:
-        runner.shared = None
     logger.info("published {} rows of {} '{}'", metadata.num_rows, plan.builder_name, plan.split)
     logger.trace("published {} '{}' to {}", plan.builder_name, plan.split, plan.target)
     if limit is not None and root_of(plan.target) is not None:
         evict_over_limit(root_of(plan.target), limit, plan.target.parent)
     return metadata, copies
+
+
+def _split_metadata(plan: WritePlan, features: dict[str, Any], num_rows: int, shards: list[ShardInfo],
+                    extra: dict[str, Any], media: list[ShardInfo]) -> CacheMetadata:
+    """The `_metadata.json` of a split written by `plan` (its files written, merged and checked)."""
+    return CacheMetadata(
+        layout=plan.layout, features=features, num_rows=num_rows, shards=shards,
+        fingerprint=plan.fingerprint, fingerprint_inputs=plan.fingerprint_inputs,
+        builder_name=plan.builder_name, config_name=plan.config_name, version=plan.version, split=plan.split,
+        layout_options=plan.writer_options, info=plan.info, extra=extra,
+        extra_files=sorted(media, key=lambda m: m.path), cache_format_version=CACHE_FORMAT_VERSION,
+        library_version=__version__, created_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        builder_source=plan.builder_source, made_by=plan.made_by)
+
+
+def _full_disk_error(exc: BaseException, plan: WritePlan, staging: Path) -> CacheError | None:
+    """A disk that filled (or a file past its size limit) during a build, said in one line with what to do."""
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return CacheError(f"no space left on device while building {plan.builder_name} '{plan.split}' in "
+                          f"{staging}; nothing was published. Free space (or point STABLE_DATASETS_CACHE_DIR "
+                          "elsewhere) and run again: finished parts and journaled shards will be reused")
+    if isinstance(exc, OSError) and exc.errno == errno.EFBIG:
+        return CacheError(f"a file grew past the largest size allowed (the process's file size limit, ulimit -f, "
+                          f"or the filesystem's) while building {plan.builder_name} '{plan.split}' in {staging}; "
+                          "nothing was published. Raise the limit, or lower layout_options max_shard_size, and run "
+                          "again: finished parts and journaled shards will be reused")
+    return None
 
 
 def _remove_all(folders: list[Path]) -> None:

@@ -19,7 +19,7 @@ from tests.s3_server import tag_this_process
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("moto")
-pytestmark = pytest.mark.xdist_group("ray")  # one cluster at a time, in one xdist worker
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.cluster]  # one cluster at a time, in one xdist worker
 
 
 

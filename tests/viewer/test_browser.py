@@ -22,7 +22,7 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 WIDTH, HEIGHT = 1280, 1600
-pytestmark = pytest.mark.xdist_group("viewer-browser")  # one Chromium per run, on one worker
+pytestmark = [pytest.mark.xdist_group("viewer-browser"), pytest.mark.browser]  # one Chromium per run, one worker
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from stable_datasets.errors import ExampleError, StableDatasetsError, WorkerDied
 from tests.conftest import PARTS_BUILDER, SMALL_FILES
 
 ray = pytest.importorskip("ray")
-pytestmark = pytest.mark.xdist_group("ray")  # one cluster, in one xdist worker
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.cluster]  # one cluster, in one xdist worker
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -114,6 +114,7 @@ def test_a_digest_collision_is_not_a_duplicate_but_equal_texts_are(tmp_path):
     assert (found.key, found.order) == ("b13", 53)
 
 
+@pytest.mark.scale
 def test_the_check_across_parts_holds_a_constant_whatever_the_rows(tmp_path):
     """10,000,000 keys in 8 parts hold what 1,000,000 do (the arrays of one merge round); before, the
     driver concatenated every digest (8 bytes a row, 46 with the key texts) and the worker held a dict."""

@@ -26,7 +26,7 @@ from tests.ray_cluster import part_nodes, ran_on_worker_nodes, s3_ray_cluster
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("moto")
-pytestmark = pytest.mark.xdist_group("ray")  # one cluster at a time, in one xdist worker
+pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.cluster]  # one cluster at a time, in one xdist worker
 
 FEATURES = sds.Features({"i": sds.Value("int64"), "text": sds.Value("string")})
 

@@ -15,7 +15,7 @@ import stable_datasets as sds
 from stable_datasets.cache.builds import published_path
 from stable_datasets.errors import ExampleError, StableDatasetsError, WorkerDiedError
 from stable_datasets.layouts.open import verify_cache
-from tests.conftest import PARTS_BUILDER, SMALL_FILES
+from tests.conftest import PARTS_BUILDER, SMALL_FILES, TOY_BUILDER
 
 
 @pytest.mark.parametrize("storage_format", ["arrow", "parquet", "lance"])
@@ -348,3 +348,21 @@ def test_a_part_killed_inside_the_progress_lock_does_not_hang_the_parent():
         run_forked(die_holding_the_lock, [(), ()], 2)
     with tqdm.tqdm(range(3), disable=True) as bar:  # would block forever if the lock were still held
         assert list(bar) == [0, 1, 2]
+
+
+def test_a_split_build_leaves_the_callers_runner_as_it_was(write_builder, tmp_path):
+    """The build adds the source's code modules (sent to Ray workers) and a shared work folder to a copy of the
+    runner; before, it changed the caller's, which then carried every split's modules into the next."""
+    from stable_datasets.builder.builder import BuilderSource
+    from stable_datasets.write.engines import JobRunner
+    from stable_datasets.write.split import write_split
+
+    builder = sds.load_builder(str(write_builder("toy", TOY_BUILDER)))
+    resolved = builder.resolve()
+    generators = {g.name: g for g in builder._generators("arrow", resolved.options, None, resolved.directory)}
+    runner = JobRunner()
+    for split in ("train", "test"):
+        plan = builder._write_plan(split, tmp_path / "out" / split, "arrow", resolved.options, resolved.fingerprint,
+                                   resolved.inputs, evict=False, layout=resolved.layout)
+        assert write_split(plan, BuilderSource(builder, generators[split]), runner).num_rows == 50
+        assert runner == JobRunner() and runner.modules == []
