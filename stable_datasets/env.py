@@ -114,6 +114,11 @@ def env_json_object(name: str, example: str = '{"key": "value"}') -> dict[str, A
     return value
 
 
+def default_environment(name: str, value: str) -> None:
+    """Set a variable for this process and the ones it starts, unless the user set it (theirs is kept)."""
+    os.environ.setdefault(name, value)
+
+
 def child_environment(**extra: str) -> dict[str, str]:
     """This process's environment with `extra` set: for a helper subprocess (values, not argv, carry secrets)."""
     return {**os.environ, **extra}

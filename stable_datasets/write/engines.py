@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import multiprocessing.connection
-import os
 import pickle
 import re
 import signal
@@ -29,7 +28,7 @@ from typing import Any
 
 from loguru import logger
 
-from stable_datasets.env import env_text
+from stable_datasets.env import default_environment, env_text
 from stable_datasets.errors import StableDatasetsError, WorkerDiedError
 from stable_datasets.version import __version__
 from stable_datasets.write.seeding import reseed_after_fork
@@ -186,7 +185,7 @@ RAY_DATA_USAGE_SWITCH = ("RAY_DATA_USAGE_DISABLED", "1")
 
 def quiet_ray_data_usage() -> None:
     """Turn Ray Data's usage queries off in this process (before Ray starts, so a local cluster inherits it)."""
-    os.environ.setdefault(*RAY_DATA_USAGE_SWITCH)
+    default_environment(*RAY_DATA_USAGE_SWITCH)
 
 
 def ensure_ray(address: str | None = None) -> ModuleType:
