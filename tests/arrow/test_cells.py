@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from stable_datasets.arrow.cells import cell_getter
+from tests.fixtures.rows_builder import rows_builder
 
 
 @pytest.mark.parametrize("list_type", [pa.list_(pa.int32()), pa.large_list(pa.int32())])
@@ -61,16 +62,7 @@ def test_ragged_rows_of_numbers_read_as_python_ints_in_python_format(tmp_path, s
     features = sds.Features({"uu": sds.Sequence(sds.Sequence(sds.Value("int8")))})
     rows = [{"uu": [[], [0]]}, {"uu": [[1, 2], [3]]}, {"uu": [[4], [5]]}]
 
-    class Ragged(sds.GeneratorBasedBuilder):
-        def _info(self):
-            return sds.DatasetInfo(features=features)
-
-        def _split_generators(self, dl_manager):
-            return [sds.SplitGenerator("train")]
-
-        def _generate_examples(self):
-            yield from enumerate(rows)
-
+    Ragged = rows_builder(features, rows)
     ds = sds.load_dataset(Ragged, split="train", storage_format=storage_format, cache_dir=str(tmp_path))
     got = [ds[k]["uu"] for k in range(3)]
     assert got == [[[], [0]], [[1, 2], [3]], [[4], [5]]]

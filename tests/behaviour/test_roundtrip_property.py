@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import stable_datasets as sds
+from tests.fixtures.rows_builder import rows_builder
 
 INT_TYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 
@@ -96,16 +97,7 @@ def same(expected, actual) -> bool:
 def test_random_features_and_rows_round_trip(storage_format, case):
     features, rows = case
 
-    class Generated(sds.GeneratorBasedBuilder):
-        def _info(self):
-            return sds.DatasetInfo(features=features)
-
-        def _split_generators(self, dl_manager):
-            return [sds.SplitGenerator("train")]
-
-        def _generate_examples(self):
-            yield from enumerate(rows)
-
+    Generated = rows_builder(features, rows)
     with tempfile.TemporaryDirectory() as cache:
         ds = sds.load_dataset(Generated, split="train", storage_format=storage_format, cache_dir=cache)
         assert len(ds) == len(rows)
