@@ -33,9 +33,26 @@ EXTRA_MODULES = {"torch": ("torch",), "sklearn": ("data",), "pandas": ("pandas",
                  "moto": ("moto",), "torchdata": ("torchdata",)}
 
 RUNNER = r"""
-import json, sys, importlib.abc, importlib.util
+import json, os, sys, importlib.abc, importlib.machinery, importlib.util
 
 page, extras, hidden, blocks = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]
+
+
+def from_hidden(top):
+    # True when `top` would load from the hidden distribution's own files; a copy a held package vendors
+    # on sys.path (ray/thirdparty_files/colorama) loads in that venv too, so it is not hidden
+    if top not in hidden:
+        return False
+    own = hidden[top][2]
+    module = sys.modules.get(top)
+    if module is not None:
+        origin = getattr(module, "__file__", None)
+    else:
+        spec = importlib.machinery.PathFinder.find_spec(top)
+        if spec is None:
+            return False
+        origin = spec.origin if spec.has_location else next(iter(spec.submodule_search_locations or []), None)
+    return origin is None or origin == own or origin.startswith((own + os.sep, own + "."))
 
 
 class Guard(importlib.abc.MetaPathFinder):
@@ -43,8 +60,8 @@ class Guard(importlib.abc.MetaPathFinder):
         top = name.partition(".")[0]
         if top in ("tests", "builders", "benchmarks", "examples"):
             raise ModuleNotFoundError(f"{page}: user docs cannot import {name!r} from the repository")
-        if top in hidden:
-            dist, installers = hidden[top]
+        if from_hidden(top):
+            dist, installers, _ = hidden[top]
             hint = f"name {' or '.join(repr(e) for e in installers)} on" if installers else "add an extra for it to"
             raise ModuleNotFoundError(f"{page} needs {name!r} (the package {dist!r}), which none of its extras "
                                       f"[{extras}] installs: {hint} the page's <!-- extras: ... --> line")
@@ -53,7 +70,7 @@ class Guard(importlib.abc.MetaPathFinder):
 
 def probe(name, package=None, _find_spec=importlib.util.find_spec):
     # importlib.util.find_spec, how packages probe for optional ones: None for a hidden module, as in that venv
-    return None if name.partition(".")[0] in hidden else _find_spec(name, package)
+    return None if from_hidden(name.partition(".")[0]) else _find_spec(name, package)
 
 
 importlib.util.find_spec = probe
@@ -64,13 +81,17 @@ for number, code in enumerate(blocks, 1):
 """
 
 
-def hidden_for(extras: tuple[str, ...]) -> dict[str, tuple[str, list[str]]]:
-    """Module -> (its distribution, the extras that would install it) for what a venv of these extras lacks."""
+def hidden_for(extras: tuple[str, ...]) -> dict[str, tuple[str, list[str], str]]:
+    """Module -> (its distribution, the extras that would install it, where that distribution puts it) for what
+    a venv of these extras lacks."""
     pytest.importorskip("tomllib")
+    from importlib import metadata
+
     from tests.behaviour.extras_closure import distribution_closure, hidden_modules, project_extras
 
     installers = {extra: distribution_closure((extra,)) for extra in project_extras()}
-    return {module: (dist, sorted(e for e, held in installers.items() if dist in held))
+    return {module: (dist, sorted(e for e, held in installers.items() if dist in held),
+                     str(metadata.distribution(dist).locate_file(module)))
             for module, dist in hidden_modules(extras).items()}
 
 
