@@ -11,6 +11,7 @@ for `num_proc`. A line that is not valid JSON is an error naming the file and th
 from __future__ import annotations
 
 import codecs
+import functools
 import io
 import json
 import re
@@ -23,6 +24,7 @@ import pyarrow.json as pajson
 
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features
+from stable_datasets.features.value import Value
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import (
     LONG_INTEGER,
@@ -137,7 +139,8 @@ class JsonLoader(FileLoader):
             if self._transcoded():
                 block = self._utf8(path, block, line, lines)
             table = self._parse_block(path, block, line, schema)
-            yield self.conform(table, f"{path} (from line {line + 1})", 0) if conform else table
+            line_of = functools.partial(_line_of_record, block, line)
+            yield self.conform(table, f"{path} (from line {line + 1})", 0, line_of, path) if conform else table
             row += table.num_rows
 
     def _explicit_schema(self) -> pa.Schema | None:
@@ -147,18 +150,57 @@ class JsonLoader(FileLoader):
         return pa.schema(fields) if fields else None
 
     def _parse_block(self, path: str, block: bytes, first_line: int, schema: pa.Schema | None) -> pa.Table:
+        """The block parsed straight into the features' types (`schema`), the fast way. Where the parser
+        refuses a value the cast accepts (0.0 or true for an int column, a number for a string one, as
+        Hugging Face casts them), the block is parsed again with that column's type inferred, for
+        `conform` to cast; a string column whose values are of several kinds (1, "x", true) or objects
+        holds their JSON text, as in Hugging Face (`_loosen`)."""
         # a field beyond the features is refused by the parser (faster than inferring it, and the
         # cast to the features would refuse it anyway) unless class-name columns are left to inference
         complete = schema is not None and len(schema) == len(self.features)
-        options = pajson.ParseOptions(explicit_schema=schema,
-                                      unexpected_field_behavior="error" if complete else "infer")
+        fields = list(self.features) if schema is not None else None
         check_depth(path, block, first_line)  # before pyarrow, whose parser overflows the stack on deep values
-        try:
-            return _read_json(block, options)
-        except pa.ArrowInvalid as exc:
-            encoding = "utf-8" if self._transcoded() else self.config.encoding  # the block is UTF-8 by now
-            raise line_error(path, block, first_line, encoding, exc,
-                             list(self.features) if schema is not None else None) from None
+        data, texts = block, set()
+        while True:
+            options = pajson.ParseOptions(explicit_schema=schema,
+                                          unexpected_field_behavior="error" if complete else "infer")
+            try:
+                return _read_json(data, options)
+            except pa.ArrowInvalid as exc:
+                looser = self._loosen(schema, texts, exc) if fields is not None else None
+                if looser is not None:
+                    schema, texts = looser
+                    complete = False
+                    data = _with_texts(block, first_line, texts) if texts else block
+                    if data is not None:
+                        continue
+                encoding = "utf-8" if self._transcoded() else self.config.encoding  # the block is UTF-8 by now
+                raise line_error(path, block, first_line, encoding, exc, fields) from None
+
+    def _loosen(self, schema: pa.Schema | None, texts: set[str],
+                exc: pa.ArrowInvalid) -> tuple[pa.Schema | None, set[str]] | None:
+        """(the explicit schema without the column the parser refused a value of, the columns to read as
+        JSON text), or None when the error is no value of another kind in a column of the features."""
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        named = re.search(r"Column\(/([^/)]*)(/?)[^)]*\) changed from \w+ to (\w+)", message)
+        name = named[1].replace("~1", "/").replace("~0", "~") if named else None
+        as_text = name is not None and not named[2] and self.features.get(name) == Value("string")
+        names = schema.names if schema is not None else []
+        if name in names:
+            kept = [f for f in schema if f.name != name]  # type: ignore[union-attr]
+            if as_text and named[3] in ("object", "array"):
+                texts = texts | {name}  # an object or a list kept as its JSON text, as Hugging Face keeps it
+            return (pa.schema(kept) if kept else None), texts
+        converted = re.search(r"Failed to convert JSON to (\w+), couldn't parse:\s*(\S+)", message)
+        if converted is not None and schema is not None and not re.fullmatch(r"-?\d+", converted[2]):
+            # a number written with a point or an exponent (0.0, 1e3; an integer that does not fit its type is
+            # an error as it is). The parser does not say which column: any of that type
+            kept = [f for f in schema if not re.search(rf"\b{converted[1]}\b", str(f.type))]
+            if len(kept) < len(schema):
+                return (pa.schema(kept) if kept else None), texts
+        if as_text and name not in texts:  # values of several kinds (1, "x", true): each as its JSON text
+            return schema, texts | {name}
+        return None
 
     def _document_tables(self, path: str) -> Iterator[pa.Table]:
         with open(path, encoding=self.config.encoding) as fh:
@@ -209,6 +251,30 @@ def _exact_integer_schema(path: str, sample: bytes, schema: pa.Schema, encoding:
         if exact is not None:
             schema = schema.set(schema.get_field_index(name), pa.field(name, exact))
     return schema
+
+
+def _with_texts(block: bytes, first_line: int, texts: set[str]) -> bytes | None:
+    """The block's records with the values of the `texts` fields that are no strings written as their JSON text
+    (1 -> "1", true -> "true", {"x": 1} -> '{"x":1}'), one record a line; None when the block is no sequence of
+    JSON values. Python per record: only for a string column whose values are of several kinds."""
+    values = _json_values(block, first_line, "utf-8")
+    if values is None:
+        return None
+    lines = []
+    for _, record in values:
+        if isinstance(record, dict):
+            for name in texts:
+                value = record.get(name)
+                if value is not None and not isinstance(value, str):
+                    record[name] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return "\n".join(lines).encode("utf-8", "surrogatepass")
+
+
+def _line_of_record(block: bytes, first_line: int, row: int) -> int | None:
+    """The line (1-based) where the `row`-th record (0-based) of a block of JSON Lines starts (error paths only)."""
+    values = _json_values(block, first_line, "utf-8")
+    return values[row][0] if values is not None and row < len(values) else None
 
 
 def _read_json(block: bytes, options: pajson.ParseOptions) -> pa.Table:
