@@ -105,7 +105,7 @@ def is_columnar(feature: Any) -> bool:
 
 #: text an integer column takes exactly as written (no float64 in between): digits, a minus sign
 _INTEGER_TEXT = r"^-?[0-9]+$"
-#: past this magnitude a float64 no longer holds every integer: "9007199254740993.0" would read as ...992
+#: from this magnitude on a float64 no longer holds every integer: "9007199254740993.0" would read as ...992
 _EXACT_IN_FLOAT = 2**53
 
 
@@ -125,7 +125,7 @@ def cast_file_column(column: Any, target: pa.DataType) -> tuple[Any, str | None]
     numbers, problem = safe_cast(pc.if_else(plain, none, column), pa.float64())
     if problem is not None:
         return None, problem
-    if pc.any(pc.greater(pc.abs(numbers), _EXACT_IN_FLOAT)).as_py():
+    if pc.any(pc.greater_equal(pc.abs(numbers), _EXACT_IN_FLOAT)).as_py():
         return None, "an integer past 2**53 written with a decimal point or an exponent is not read exactly"
     whole, problem = safe_cast(numbers, target)
     if problem is not None:

@@ -175,7 +175,10 @@ class JsonLoader(FileLoader):
                     if data is not None:
                         continue
                 encoding = "utf-8" if self._transcoded() else self.config.encoding  # the block is UTF-8 by now
-                raise line_error(path, block, first_line, encoding, exc, fields) from None
+                error = line_error(path, block, first_line, encoding, exc, fields)
+                if fields is not None and " (lines " in str(error):  # no line found: a kind no cast joins?
+                    error = self._kind_error(path, block, first_line, exc) or error
+                raise error from None
 
     def _loosen(self, schema: pa.Schema | None, texts: set[str],
                 exc: pa.ArrowInvalid) -> tuple[pa.Schema | None, set[str]] | None:
@@ -184,11 +187,11 @@ class JsonLoader(FileLoader):
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         named = re.search(r"Column\(/([^/)]*)(/?)[^)]*\) changed from \w+ to (\w+)", message)
         name = named[1].replace("~1", "/").replace("~0", "~") if named else None
-        as_text = name is not None and not named[2] and self.features.get(name) == Value("string")
+        as_text = name is not None and not named[2] and type(self.features.get(name)) is Value
         names = schema.names if schema is not None else []
         if name in names:
             kept = [f for f in schema if f.name != name]  # type: ignore[union-attr]
-            if as_text and named[3] in ("object", "array"):
+            if as_text and self.features[name] == Value("string") and named[3] in ("object", "array"):
                 texts = texts | {name}  # an object or a list kept as its JSON text, as Hugging Face keeps it
             return (pa.schema(kept) if kept else None), texts
         converted = re.search(r"Failed to convert JSON to (\w+), couldn't parse:\s*(\S+)", message)
@@ -198,8 +201,28 @@ class JsonLoader(FileLoader):
             kept = [f for f in schema if not re.search(rf"\b{converted[1]}\b", str(f.type))]
             if len(kept) < len(schema):
                 return (pa.schema(kept) if kept else None), texts
-        if as_text and name not in texts:  # values of several kinds (1, "x", true): each as its JSON text
+        if as_text and name not in texts:  # values of several kinds (1, "x", true): each as its text, then cast
             return schema, texts | {name}
+        return None
+
+    def _kind_error(self, path: str, block: bytes, first_line: int, exc: pa.ArrowInvalid) -> LoaderError | None:
+        """For a column the parser found values of two kinds in (an object, then a string) that no cast joins:
+        the error naming the line and the first value of the second kind (error paths only)."""
+        named = re.search(r"Column\(/([^)]*)\) changed from \w+ to (\w+)", str(exc))
+        values = _json_values(block, first_line, "utf-8") if named else None
+        if not values:
+            return None
+        steps = [s.replace("~1", "/").replace("~0", "~") for s in named[1].split("/")]
+        if steps[0] not in self.features:
+            return None
+        for line, record in values:
+            found = next((v for v in _at_path(record, steps) if _json_kind(v) == named[2]), _ABSENT)
+            if found is not _ABSENT:
+                feature = self.features[steps[0]]
+                stored = feature.dtype if type(feature) is Value else repr(feature)
+                inside = f" (at {'/'.join(steps[1:])})" if len(steps) > 1 else ""
+                return LoaderError(f"{path}, line {line}: column {steps[0]!r}: value {found!r:.80}{inside} cannot be "
+                                   f"stored as {stored}; pass features= to store the column as another type")
         return None
 
     def _document_tables(self, path: str) -> Iterator[pa.Table]:
@@ -269,6 +292,29 @@ def _with_texts(block: bytes, first_line: int, texts: set[str]) -> bytes | None:
                     record[name] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
         lines.append(json.dumps(record, ensure_ascii=False))
     return "\n".join(lines).encode("utf-8", "surrogatepass")
+
+
+_ABSENT = object()
+
+
+def _json_kind(value: Any) -> str:
+    """The kind pyarrow's JSON parser names a value by ("number", "string", "object", ...)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", dict: "object", list: "array"}.get(type(value), "null")
+
+
+def _at_path(value: Any, steps: list[str]) -> Iterator[Any]:
+    """The values at a parser's column path (`[a, "[]", b]`: field a, each item, field b) inside a record."""
+    if not steps:
+        yield value
+    elif steps[0] == "[]":
+        for item in value if isinstance(value, list) else []:
+            yield from _at_path(item, steps[1:])
+    elif isinstance(value, dict) and steps[0] in value:
+        yield from _at_path(value[steps[0]], steps[1:])
 
 
 def _line_of_record(block: bytes, first_line: int, row: int) -> int | None:
