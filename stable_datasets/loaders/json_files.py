@@ -180,6 +180,17 @@ class JsonLoader(FileLoader):
                     error = self._kind_error(path, block, first_line, exc) or error
                 raise error from None
 
+    def _document_column(self, name: Any, values: Any) -> Any:
+        """A column of a JSON document as Arrow infers it; values of several kinds (1, "x", true) for a column
+        that `features=` gives a Value type are each taken as their text, for the cast (as in JSON Lines)."""
+        given = self.config.features
+        try:
+            return pa.array(values) if isinstance(values, list) else values
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            if given is None or type(given.get(name)) is not Value:
+                raise
+            return pa.array([_text_of(v) for v in values], pa.string())
+
     def _loosen(self, schema: pa.Schema | None, texts: set[str],
                 exc: pa.ArrowInvalid) -> tuple[pa.Schema | None, set[str]] | None:
         """(the explicit schema without the column the parser refused a value of, the columns to read as
@@ -241,7 +252,7 @@ class JsonLoader(FileLoader):
             document = document[field]
         try:
             if isinstance(document, dict):  # an object of columns
-                yield pa.table(document)
+                yield pa.table({n: self._document_column(n, values) for n, values in document.items()})
             elif isinstance(document, list):
                 if document and all(isinstance(r, str) for r in document):  # texts: a "text" column, as in HF
                     yield pa.table({"text": pa.array(document, pa.string())})
@@ -252,13 +263,19 @@ class JsonLoader(FileLoader):
                     raise LoaderError(f"{path}: record {bad} of the top-level array is a {kind}, not an object (an "
                                       "array holds objects, or only strings)")
                 names = list(dict.fromkeys(name for record in document for name in record))  # every record's keys
-                yield pa.table({n: [r.get(n) for r in document] for n in names}) if names else \
-                    pa.Table.from_pylist(document)
+                yield pa.table({n: self._document_column(n, [r.get(n) for r in document]) for n in names}) if names \
+                    else pa.Table.from_pylist(document)
             else:
                 raise LoaderError(f"{path}: the JSON document is a {type(document).__name__}; expected an array of "
                                   "objects (or field= naming one)")
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise LoaderError(f"{path}: the records do not form columns of one type each ({exc})") from None
+
+
+def _text_of(value: Any) -> Any:
+    """A JSON value as a string column holds it: a string as it is, anything else as its JSON text."""
+    return value if value is None or isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                                           separators=(",", ":"))
 
 
 def _exact_integer_schema(path: str, sample: bytes, schema: pa.Schema, encoding: str) -> pa.Schema:
@@ -287,9 +304,8 @@ def _with_texts(block: bytes, first_line: int, texts: set[str]) -> bytes | None:
     for _, record in values:
         if isinstance(record, dict):
             for name in texts:
-                value = record.get(name)
-                if value is not None and not isinstance(value, str):
-                    record[name] = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+                if name in record:
+                    record[name] = _text_of(record[name])
         lines.append(json.dumps(record, ensure_ascii=False))
     return "\n".join(lines).encode("utf-8", "surrogatepass")
 

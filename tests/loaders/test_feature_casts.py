@@ -212,3 +212,15 @@ def test_a_list_of_mixed_kinds_for_a_list_of_strings_names_the_line_and_the_valu
     assert _hf(tmp_path, "json", path, {"a": datasets.List(V("string"))})["a"] == [['"x"'], ['"y"', "2"]]
     with pytest.raises(LoaderError, match=rf"^{path}, line 2: column 'a': value 2 \(at \[\]\) cannot be stored as "):
         _ours(tmp_path, "json", path, {"a": datasets.List(V("string"))})
+
+
+def test_a_json_document_casts_as_json_lines_do(tmp_path):
+    records = [{"a": 0.0, "b": 1}, {"a": "2", "b": "x"}, {"a": 3, "b": True}]
+    path = _write(tmp_path, "d.json", json.dumps(records))
+    features = {"a": V("int32"), "b": V("string")}
+    assert _ours(tmp_path, "json", path, features).to_dict() == {"a": [0, 2, 3], "b": ["1", "x", "true"]}
+    columns = _write(tmp_path, "c.json", json.dumps({"data": {"a": [1.0, "4"], "b": [2, "y"]}}))
+    assert _ours(tmp_path, "json", columns, features, field="data").to_dict() == {"a": [1, 4], "b": ["2", "y"]}
+    bad = _write(tmp_path, "bad.json", json.dumps([{"a": 1, "b": "x"}, {"a": 2.5, "b": "y"}]))
+    with pytest.raises(LoaderError, match=rf"^{bad}: column 'a', row 2: value 2\.5 cannot be stored as "):
+        _ours(tmp_path, "json", bad, features)
