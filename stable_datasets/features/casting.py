@@ -15,6 +15,7 @@ where an int column must not silently become text and the per-value encoder take
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -50,6 +51,11 @@ class CastLocation:
         """The cast refused the column (`problem` says why): the error names the first bad row where it can."""
         raise NotImplementedError
 
+    def cast(self, column: Any, target: pa.DataType) -> tuple[Any, str | None]:
+        """(the column cast to `target`, None), or (None, why not): Arrow's safe cast unless a location
+        reads more forms of a value (a file's text "0.0" for an integer column, loaders/columns.py)."""
+        return safe_cast(column, target)
+
 
 def cast_column(column: pa.ChunkedArray, feature: FeatureType, name: str,
                 location: CastLocation) -> pa.ChunkedArray | None:
@@ -63,13 +69,13 @@ def cast_column(column: pa.ChunkedArray, feature: FeatureType, name: str,
         return None  # e.g. images: binary cells are not images until decoded
     if column.type == target:
         return column
-    cast, problem = _safe_cast(column, target)
+    cast, problem = location.cast(column, target)
     if problem is not None:
         raise location.bad_value(name, column, feature, problem)
     return cast
 
 
-def _safe_cast(column: Any, target: pa.DataType) -> tuple[Any, str | None]:
+def safe_cast(column: Any, target: pa.DataType) -> tuple[Any, str | None]:
     """(the cast column, None), or (None, why the safe cast does not keep the values)."""
     try:
         cast = column.cast(target, safe=True)
@@ -81,16 +87,19 @@ def _safe_cast(column: Any, target: pa.DataType) -> tuple[Any, str | None]:
     return cast, None
 
 
-def first_failing_row(column: pa.ChunkedArray | pa.Array, target: pa.DataType) -> int | None:
-    """The first row whose cast fails, by bisection (error paths only); None when none does."""
+def first_failing_row(column: pa.ChunkedArray | pa.Array, target: pa.DataType,
+                      cast: Callable[[Any, pa.DataType], tuple[Any, str | None]] | None = None) -> int | None:
+    """The first row whose cast (`safe_cast` unless given) fails, by bisection (error paths only); None when none
+    does."""
+    cast = cast or safe_cast
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
-    if _safe_cast(column, target)[1] is None:
+    if cast(column, target)[1] is None:
         return None
     lo, hi = 0, len(column)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if _safe_cast(column.slice(lo, mid - lo), target)[1] is None:
+        if cast(column.slice(lo, mid - lo), target)[1] is None:
             lo = mid
         else:
             hi = mid

@@ -403,8 +403,11 @@ class FileLoader(GeneratorBasedBuilder):
                 yield f"{path}:{row}", example
                 row += 1
 
-    def conform(self, table: pa.Table, where: str, first_row: int) -> pa.Table:
-        return conform_table(table, self.features, where, first_row)
+    def conform(self, table: pa.Table, where: str, first_row: int,
+                line_of: Callable[[int], int | None] | None = None, path: str | None = None) -> pa.Table:
+        """`table` cast to the features; a value that does not fit names `where`, its column and its row, or
+        its line in `path` when `line_of` turns the row (from the piece's start) into one."""
+        return conform_table(table, self.features, where, first_row, line_of, path)
 
 
 @functools.cache

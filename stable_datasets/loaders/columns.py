@@ -11,10 +11,11 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.base import FeatureType
-from stable_datasets.features.casting import CastLocation, cast_column, first_failing_row
+from stable_datasets.features.casting import CastLocation, cast_column, first_failing_row, safe_cast, value_kind
 from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.features.sequence import Sequence
 from stable_datasets.features.value import ClassLabel, Value
@@ -102,17 +103,59 @@ def is_columnar(feature: Any) -> bool:
     return isinstance(feature, (Value, ClassLabel))
 
 
+#: text an integer column takes exactly as written (no float64 in between): digits, a minus sign
+_INTEGER_TEXT = r"^-?[0-9]+$"
+#: from this magnitude on a float64 no longer holds every integer: "9007199254740993.0" would read as ...992
+_EXACT_IN_FLOAT = 2**53
+
+
+def cast_file_column(column: Any, target: pa.DataType) -> tuple[Any, str | None]:
+    """(a file's column cast to `target`, None), or (None, why not): Arrow's safe cast, and text that
+    writes an integer another way ("0.0", "1e3", "+7") read as that integer, as pandas (so Hugging
+    Face's csv loader) reads it. A fraction ("1.5") or text that is no number ("abc") is refused, and so
+    is such a form past 2**53, which float64 could not read exactly. Whole columns, in Arrow."""
+    cast, problem = safe_cast(column, target)
+    if problem is None or value_kind(column.type) != "string" or not pa.types.is_integer(target):
+        return cast, problem
+    plain = pc.match_substring_regex(column, _INTEGER_TEXT)
+    none = pa.scalar(None, column.type)
+    exact, problem = safe_cast(pc.if_else(plain, column, none), target)
+    if problem is not None:
+        return None, problem
+    numbers, problem = safe_cast(pc.if_else(plain, none, column), pa.float64())
+    if problem is not None:
+        return None, problem
+    if pc.any(pc.greater_equal(pc.abs(numbers), _EXACT_IN_FLOAT)).as_py():
+        return None, "an integer past 2**53 written with a decimal point or an exponent is not read exactly"
+    whole, problem = safe_cast(numbers, target)
+    if problem is not None:
+        return None, problem
+    return pc.if_else(plain, exact, whole), None
+
+
 class FileLocation(CastLocation):
-    """Columns read from a file: a failure names the file, the column and the row (counted from
-    1, `first_row` being the table's first row in the file); any Arrow cast is allowed, since the
-    reader parsed the column and `features=` asked for its type."""
+    """Columns read from a file: a failure names the file, the column and the line (`line_of` turns
+    a row of the table, counted from `first_row`, into the file's line, 1-based as an editor shows it)
+    or else the row (counted from 1). Any Arrow cast is allowed, since the reader parsed the column
+    and `features=` asked for its type, and text that writes an integer as "0.0" reads as one
+    (`cast_file_column`)."""
 
     any_kind = True
 
-    def __init__(self, where: str, first_row: int = 0):
-        self.where, self.first_row = where, first_row
+    def __init__(self, where: str, first_row: int = 0, line_of: Callable[[int], int | None] | None = None,
+                 path: str | None = None):
+        self.where, self.first_row, self.line_of, self.path = where, first_row, line_of, path or where
+
+    def cast(self, column: Any, target: pa.DataType) -> tuple[Any, str | None]:
+        return cast_file_column(column, target)
+
+    def _line(self, row: int) -> int | None:
+        return self.line_of(self.first_row + row) if self.line_of is not None else None
 
     def _at(self, name: str, row: int) -> str:
+        line = self._line(row)
+        if line is not None:
+            return f"{self.path}, line {line}: column {name!r}"
         return f"{self.where}: column {name!r}, row {self.first_row + row + 1}"
 
     def unknown_class(self, name: str, row: int, value: Any, feature: ClassLabel) -> Exception:
@@ -125,21 +168,29 @@ class FileLocation(CastLocation):
         return LoaderError(f"{self.where}: column {name!r} ({column.type}) cannot be class labels: {problem}")
 
     def bad_value(self, name: str, column: pa.ChunkedArray, feature: FeatureType, problem: str) -> Exception:
-        row = first_failing_row(column, feature.arrow_type())
+        row = first_failing_row(column, feature.arrow_type(), self.cast)
         if row is None:
             return LoaderError(f"{self.where}: column {name!r} of type {column.type} cannot be stored as {feature!r}: "
                                f"{problem}")
-        return LoaderError(f"{self._at(name, row)}: value {column[row].as_py()!r:.80} cannot be stored as "
-                           f"{feature!r} ({problem}); pass features= to store the column as another type")
+        value = column[row].as_py()
+        if self._line(row) is not None:  # as the reader's own conversion errors word it (csv_files.CsvLoader._error)
+            stored = feature.dtype if type(feature) is Value else repr(feature)
+            why = f" ({problem})" if problem.startswith(("it would", "an integer past")) else ""
+            return LoaderError(f"{self._at(name, row)}: value {value!r:.80} cannot be stored as {stored}{why}; pass "
+                               "features= to store the column as another type")
+        return LoaderError(f"{self._at(name, row)}: value {value!r:.80} cannot be stored as {feature!r} ({problem}); "
+                           "pass features= to store the column as another type")
 
 
 def conform_table(table: pa.Table | pa.RecordBatch, features: Features, where: str,
-                  first_row: int = 0) -> pa.Table:
+                  first_row: int = 0, line_of: Callable[[int], int | None] | None = None,
+                  path: str | None = None) -> pa.Table:
     """`table` with exactly the columns of `features`, in their order and Arrow types.
 
     A missing or unexpected column, or a value the cast cannot keep (a float with a fraction
     for an int column, text for a number, an unknown class name), raises a LoaderError naming
-    `where` (the file), the column and the row (`first_row` is the table's first row in the file).
+    `where` (the file), the column and the line (`line_of(row)`, the row counted from the piece's start
+    with `first_row` the table's first) or else the row.
     A table already in the features' schema is returned as it is.
     """
     names = list(features)
@@ -155,7 +206,7 @@ def conform_table(table: pa.Table | pa.RecordBatch, features: Features, where: s
     if extra:
         raise LoaderError(f"{where}: column {extra[0]!r} is not in the features {names}; add it to features= "
                           "(or remove it from the file)")
-    location = FileLocation(where, first_row)
+    location = FileLocation(where, first_row, line_of, path)
     arrays = [conform_column(table.column(name), features[name], location, name) for name in names]
     return pa.Table.from_arrays(arrays, schema=schema)
 

@@ -11,12 +11,15 @@ A row with another number of fields than the header is an error naming the file 
 from __future__ import annotations
 
 import contextlib
+import copy
 import csv
+import functools
+import io
 import itertools
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -191,17 +194,17 @@ class CsvLoader(FileLoader):
             elif start is None and size > WHOLE_FILE_BYTES:
                 read = self._read_options()
                 read.block_size = BLOCK_BYTES
-                reader = pacsv.open_csv(self._input(path), read, self._parse_options(), convert)
-                tables = (pa.Table.from_batches([batch]) for batch in reader)
+                tables = self._batches(lambda: self._input(path), read, convert)
             else:
                 tables = iter([self._read_bytes(path, start, stop, convert)])
             row = 0
             where = path if not start else f"{path} (from byte {start})"
+            line_of = functools.partial(self._line_of_row, path, start or 0)
             for table in tables:
                 table = table.rename_columns(self._column_names(table.column_names))
                 if row == 0:
                     _check_header(path, table.column_names)
-                yield self.conform(table, where, row) if conform else table
+                yield self.conform(table, where, row, line_of, path) if conform else table
                 row += table.num_rows
         except (pa.ArrowInvalid, UnicodeError) as exc:
             raise self._error(path, exc) from None
@@ -235,11 +238,65 @@ class CsvLoader(FileLoader):
                 convert: pacsv.ConvertOptions) -> Iterator[pa.Table]:
         """The file from byte `start` on, streamed in BLOCK_BYTES blocks whose cuts follow quotes."""
         read.block_size = BLOCK_BYTES
-        reader = pacsv.open_csv(csv_input(path, "utf8", start), read, self._parse_options(True), convert)
-        yield from (pa.Table.from_batches([batch]) for batch in reader)
+        yield from self._batches(lambda: csv_input(path, "utf8", start), read, convert)
+
+    def _batches(self, source: Callable[[], CsvInput], read: pacsv.ReadOptions,
+                 convert: pacsv.ConvertOptions) -> Iterator[pa.Table]:
+        """Tables of pyarrow's streaming reader over `source()`; when an integer column meets a number
+        written another way ("0.0", see `_as_text`), the stream starts again past the rows it gave, with
+        that column read as text (for `conform` to cast)."""
+        done = 0
+        while True:
+            again = copy.copy(read)
+            again.skip_rows_after_names = read.skip_rows_after_names + done
+            try:
+                for batch in pacsv.open_csv(source(), again, self._parse_options(True), convert):
+                    done += batch.num_rows
+                    yield pa.Table.from_batches([batch])
+                return
+            except pa.ArrowInvalid as exc:
+                if not self._as_text(exc, convert, read.column_names or None, source):
+                    raise
 
     def _parse(self, data: bytes | pa.Buffer, read: pacsv.ReadOptions, convert: pacsv.ConvertOptions,
                careful: bool = False) -> tuple[pa.Table, bool]:
+        """`_parse_once`, again with a column read as text while an integer column meets a number written
+        another way (`_as_text`; `convert` keeps the change, so the next ranges of the piece read it so)."""
+        while True:
+            try:
+                return self._parse_once(data, read, convert, careful)
+            except pa.ArrowInvalid as exc:
+                if not self._as_text(exc, convert, read.column_names or None, lambda: self._input(data)):
+                    raise
+
+    def _as_text(self, exc: pa.ArrowInvalid, convert: pacsv.ConvertOptions, names: list[str] | None,
+                 source: Callable[[], CsvInput]) -> bool:
+        """Whether `exc` is pyarrow refusing a number ("0.0", "1e3", "1.5") for a column the features make
+        an integer: then `convert` reads that column as text from now on, and `conform` casts it as pandas
+        reads such text (loaders.columns.cast_file_column: 0, 1000, and an error naming the line of 1.5).
+        pyarrow parses integers only as digits; reading every integer column as text would be slower."""
+        found = _CONVERSION.match(str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        if found is None:
+            return False
+        try:
+            float(found[3])
+        except ValueError:
+            return False  # no number: `_error` names it
+        if names is None:  # the header's names (the reader numbers the column in the file)
+            options = self._read_options()
+            options.block_size = 1 << 16
+            names = _growing(lambda read: pacsv.open_csv(source(), read, self._parse_options(),
+                                                         self._convert_options(None)), options).schema.names
+        column = int(found[1])
+        types = dict(convert.column_types)
+        if column >= len(names) or not pa.types.is_integer(types.get(names[column], pa.null())):
+            return False
+        types[names[column]] = pa.string()
+        convert.column_types = types
+        return True
+
+    def _parse_once(self, data: bytes | pa.Buffer, read: pacsv.ReadOptions, convert: pacsv.ConvertOptions,
+                    careful: bool = False) -> tuple[pa.Table, bool]:
         """(the table, whether quotes had to be followed). pyarrow cuts `data` into blocks at any line
         break unless told that values may hold line breaks (which makes its cutting follow quotes, ~2x
         slower); a block cut inside quotes makes its parser fail ("out of sync with chunker"), never
@@ -291,6 +348,26 @@ class CsvLoader(FileLoader):
         cuts = _cuts_outside_quotes(path, self._line_cuts(path, parts), self.config.quotechar)
         return [[path, lo, hi] for lo, hi in itertools.pairwise(cuts)]
 
+    def _line_of_row(self, path: str, start: int, row: int) -> int | None:
+        """The line (1-based, as an editor counts it) where the `row`-th record (0-based) read from byte
+        `start` begins: the header and `skiprows` are counted, a quoted line break too (error paths only)."""
+        config = self.config
+        try:
+            with open(path, "rb") as fh:
+                before = 0
+                while fh.tell() < start:  # the lines before a range (which starts at a record's start)
+                    before += fh.read(min(start - fh.tell(), 16 << 20)).count(b"\n")
+                names = config.column_names or config.names
+                skip = 0 if start else config.skiprows + (1 if config.header == 0 or (
+                    config.header == "infer" and not names) else 0)
+                text = io.TextIOWrapper(fh, encoding=config.encoding, errors="strict", newline="")
+                records = _records_of(text, self.delimiter, config.quotechar, config.escapechar, 0)
+                for line, _ in itertools.islice(records, skip + row, None):
+                    return before + line
+        except (csv.Error, UnicodeError, OSError):
+            pass
+        return None
+
     def _line_of_value(self, path: str, column: int, value: str) -> int | None:
         try:
             records = _csv_records(path, self.delimiter, self.config.quotechar, self.config.escapechar,
@@ -305,7 +382,7 @@ class CsvLoader(FileLoader):
     def _error(self, path: str, exc: Exception) -> LoaderError:
         """The first malformed row named by its line, from pyarrow's report or a re-read with `csv`."""
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        conversion = re.match(r"In CSV column #(\d+): CSV conversion error to (\w+): invalid value '(.*)'$", message)
+        conversion = _CONVERSION.match(message)
         if conversion is not None:
             column, dtype, value = int(conversion[1]), conversion[2], conversion[3]
             names = list(self.features)
@@ -321,6 +398,10 @@ class CsvLoader(FileLoader):
         if isinstance(exc, UnicodeError):
             return LoaderError(f"{path}: not valid {self.config.encoding} text ({getattr(exc, 'reason', exc)})")
         return LoaderError(f"{path}: {message}")
+
+
+#: pyarrow's message for a field its column type cannot parse: (column number, type, the field)
+_CONVERSION = re.compile(r"In CSV column #(\d+): CSV conversion error to (\w+): invalid value '(.*)'$")
 
 
 def _growing(read_with: Any, options: pacsv.ReadOptions) -> Any:
@@ -411,7 +492,14 @@ def _cuts_outside_quotes(path: str, cuts: list[int], quotechar: str | None,
 def _csv_records(path: str, delimiter: str, quotechar: str | None, escapechar: str | None, encoding: str,
                  skiprows: int) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of each non-empty record, as Python's `csv` reads them (error paths only)."""
-    with open(path, encoding=encoding, errors="strict", newline="") as fh, _no_field_limit():
+    with open(path, encoding=encoding, errors="strict", newline="") as fh:
+        yield from _records_of(fh, delimiter, quotechar, escapechar, skiprows)
+
+
+def _records_of(fh: Any, delimiter: str, quotechar: str | None, escapechar: str | None,
+                skiprows: int) -> Iterator[tuple[int, list[str]]]:
+    """(line number counted from the text's start, fields) of each non-empty record of an open text file."""
+    with _no_field_limit():
         reader = csv.reader(fh, delimiter=delimiter, quotechar=quotechar or None, escapechar=escapechar, strict=True)
         for _ in range(skiprows):
             next(reader, None)

@@ -11,6 +11,7 @@ for `num_proc`. A line that is not valid JSON is an error naming the file and th
 from __future__ import annotations
 
 import codecs
+import functools
 import io
 import json
 import re
@@ -23,6 +24,7 @@ import pyarrow.json as pajson
 
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features
+from stable_datasets.features.value import Value
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import (
     LONG_INTEGER,
@@ -137,7 +139,8 @@ class JsonLoader(FileLoader):
             if self._transcoded():
                 block = self._utf8(path, block, line, lines)
             table = self._parse_block(path, block, line, schema)
-            yield self.conform(table, f"{path} (from line {line + 1})", 0) if conform else table
+            line_of = functools.partial(_line_of_record, block, line)
+            yield self.conform(table, f"{path} (from line {line + 1})", 0, line_of, path) if conform else table
             row += table.num_rows
 
     def _explicit_schema(self) -> pa.Schema | None:
@@ -147,18 +150,91 @@ class JsonLoader(FileLoader):
         return pa.schema(fields) if fields else None
 
     def _parse_block(self, path: str, block: bytes, first_line: int, schema: pa.Schema | None) -> pa.Table:
+        """The block parsed straight into the features' types (`schema`), the fast way. Where the parser
+        refuses a value the cast accepts (0.0 or true for an int column, a number for a string one, as
+        Hugging Face casts them), the block is parsed again with that column's type inferred, for
+        `conform` to cast; a string column whose values are of several kinds (1, "x", true) or objects
+        holds their JSON text, as in Hugging Face (`_loosen`)."""
         # a field beyond the features is refused by the parser (faster than inferring it, and the
         # cast to the features would refuse it anyway) unless class-name columns are left to inference
         complete = schema is not None and len(schema) == len(self.features)
-        options = pajson.ParseOptions(explicit_schema=schema,
-                                      unexpected_field_behavior="error" if complete else "infer")
+        fields = list(self.features) if schema is not None else None
         check_depth(path, block, first_line)  # before pyarrow, whose parser overflows the stack on deep values
+        data, texts = block, set()
+        while True:
+            options = pajson.ParseOptions(explicit_schema=schema,
+                                          unexpected_field_behavior="error" if complete else "infer")
+            try:
+                return _read_json(data, options)
+            except pa.ArrowInvalid as exc:
+                looser = self._loosen(schema, texts, exc) if fields is not None else None
+                if looser is not None:
+                    schema, texts = looser
+                    complete = False
+                    data = _with_texts(block, first_line, texts) if texts else block
+                    if data is not None:
+                        continue
+                encoding = "utf-8" if self._transcoded() else self.config.encoding  # the block is UTF-8 by now
+                error = line_error(path, block, first_line, encoding, exc, fields)
+                if fields is not None and " (lines " in str(error):  # no line found: a kind no cast joins?
+                    error = self._kind_error(path, block, first_line, exc) or error
+                raise error from None
+
+    def _document_column(self, name: Any, values: Any) -> Any:
+        """A column of a JSON document as Arrow infers it; values of several kinds (1, "x", true) for a column
+        that `features=` gives a Value type are each taken as their text, for the cast (as in JSON Lines)."""
+        given = self.config.features
         try:
-            return _read_json(block, options)
-        except pa.ArrowInvalid as exc:
-            encoding = "utf-8" if self._transcoded() else self.config.encoding  # the block is UTF-8 by now
-            raise line_error(path, block, first_line, encoding, exc,
-                             list(self.features) if schema is not None else None) from None
+            return pa.array(values) if isinstance(values, list) else values
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            if given is None or type(given.get(name)) is not Value:
+                raise
+            return pa.array([_text_of(v) for v in values], pa.string())
+
+    def _loosen(self, schema: pa.Schema | None, texts: set[str],
+                exc: pa.ArrowInvalid) -> tuple[pa.Schema | None, set[str]] | None:
+        """(the explicit schema without the column the parser refused a value of, the columns to read as
+        JSON text), or None when the error is no value of another kind in a column of the features."""
+        message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        named = re.search(r"Column\(/([^/)]*)(/?)[^)]*\) changed from \w+ to (\w+)", message)
+        name = named[1].replace("~1", "/").replace("~0", "~") if named else None
+        as_text = name is not None and not named[2] and type(self.features.get(name)) is Value
+        names = schema.names if schema is not None else []
+        if name in names:
+            kept = [f for f in schema if f.name != name]  # type: ignore[union-attr]
+            if as_text and self.features[name] == Value("string") and named[3] in ("object", "array"):
+                texts = texts | {name}  # an object or a list kept as its JSON text, as Hugging Face keeps it
+            return (pa.schema(kept) if kept else None), texts
+        converted = re.search(r"Failed to convert JSON to (\w+), couldn't parse:\s*(\S+)", message)
+        if converted is not None and schema is not None and not re.fullmatch(r"-?\d+", converted[2]):
+            # a number written with a point or an exponent (0.0, 1e3; an integer that does not fit its type is
+            # an error as it is). The parser does not say which column: any of that type
+            kept = [f for f in schema if not re.search(rf"\b{converted[1]}\b", str(f.type))]
+            if len(kept) < len(schema):
+                return (pa.schema(kept) if kept else None), texts
+        if as_text and name not in texts:  # values of several kinds (1, "x", true): each as its text, then cast
+            return schema, texts | {name}
+        return None
+
+    def _kind_error(self, path: str, block: bytes, first_line: int, exc: pa.ArrowInvalid) -> LoaderError | None:
+        """For a column the parser found values of two kinds in (an object, then a string) that no cast joins:
+        the error naming the line and the first value of the second kind (error paths only)."""
+        named = re.search(r"Column\(/([^)]*)\) changed from \w+ to (\w+)", str(exc))
+        values = _json_values(block, first_line, "utf-8") if named else None
+        if not values:
+            return None
+        steps = [s.replace("~1", "/").replace("~0", "~") for s in named[1].split("/")]
+        if steps[0] not in self.features:
+            return None
+        for line, record in values:
+            found = next((v for v in _at_path(record, steps) if _json_kind(v) == named[2]), _ABSENT)
+            if found is not _ABSENT:
+                feature = self.features[steps[0]]
+                stored = feature.dtype if type(feature) is Value else repr(feature)
+                inside = f" (at {'/'.join(steps[1:])})" if len(steps) > 1 else ""
+                return LoaderError(f"{path}, line {line}: column {steps[0]!r}: value {found!r:.80}{inside} cannot be "
+                                   f"stored as {stored}; pass features= to store the column as another type")
+        return None
 
     def _document_tables(self, path: str) -> Iterator[pa.Table]:
         with open(path, encoding=self.config.encoding) as fh:
@@ -176,7 +252,7 @@ class JsonLoader(FileLoader):
             document = document[field]
         try:
             if isinstance(document, dict):  # an object of columns
-                yield pa.table(document)
+                yield pa.table({n: self._document_column(n, values) for n, values in document.items()})
             elif isinstance(document, list):
                 if document and all(isinstance(r, str) for r in document):  # texts: a "text" column, as in HF
                     yield pa.table({"text": pa.array(document, pa.string())})
@@ -187,13 +263,19 @@ class JsonLoader(FileLoader):
                     raise LoaderError(f"{path}: record {bad} of the top-level array is a {kind}, not an object (an "
                                       "array holds objects, or only strings)")
                 names = list(dict.fromkeys(name for record in document for name in record))  # every record's keys
-                yield pa.table({n: [r.get(n) for r in document] for n in names}) if names else \
-                    pa.Table.from_pylist(document)
+                yield pa.table({n: self._document_column(n, [r.get(n) for r in document]) for n in names}) if names \
+                    else pa.Table.from_pylist(document)
             else:
                 raise LoaderError(f"{path}: the JSON document is a {type(document).__name__}; expected an array of "
                                   "objects (or field= naming one)")
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise LoaderError(f"{path}: the records do not form columns of one type each ({exc})") from None
+
+
+def _text_of(value: Any) -> Any:
+    """A JSON value as a string column holds it: a string as it is, anything else as its JSON text."""
+    return value if value is None or isinstance(value, str) else json.dumps(value, ensure_ascii=False,
+                                                                           separators=(",", ":"))
 
 
 def _exact_integer_schema(path: str, sample: bytes, schema: pa.Schema, encoding: str) -> pa.Schema:
@@ -209,6 +291,52 @@ def _exact_integer_schema(path: str, sample: bytes, schema: pa.Schema, encoding:
         if exact is not None:
             schema = schema.set(schema.get_field_index(name), pa.field(name, exact))
     return schema
+
+
+def _with_texts(block: bytes, first_line: int, texts: set[str]) -> bytes | None:
+    """The block's records with the values of the `texts` fields that are no strings written as their JSON text
+    (1 -> "1", true -> "true", {"x": 1} -> '{"x":1}'), one record a line; None when the block is no sequence of
+    JSON values. Python per record: only for a string column whose values are of several kinds."""
+    values = _json_values(block, first_line, "utf-8")
+    if values is None:
+        return None
+    lines = []
+    for _, record in values:
+        if isinstance(record, dict):
+            for name in texts:
+                if name in record:
+                    record[name] = _text_of(record[name])
+        lines.append(json.dumps(record, ensure_ascii=False))
+    return "\n".join(lines).encode("utf-8", "surrogatepass")
+
+
+_ABSENT = object()
+
+
+def _json_kind(value: Any) -> str:
+    """The kind pyarrow's JSON parser names a value by ("number", "string", "object", ...)."""
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", dict: "object", list: "array"}.get(type(value), "null")
+
+
+def _at_path(value: Any, steps: list[str]) -> Iterator[Any]:
+    """The values at a parser's column path (`[a, "[]", b]`: field a, each item, field b) inside a record."""
+    if not steps:
+        yield value
+    elif steps[0] == "[]":
+        for item in value if isinstance(value, list) else []:
+            yield from _at_path(item, steps[1:])
+    elif isinstance(value, dict) and steps[0] in value:
+        yield from _at_path(value[steps[0]], steps[1:])
+
+
+def _line_of_record(block: bytes, first_line: int, row: int) -> int | None:
+    """The line (1-based) where the `row`-th record (0-based) of a block of JSON Lines starts (error paths only)."""
+    values = _json_values(block, first_line, "utf-8")
+    return values[row][0] if values is not None and row < len(values) else None
 
 
 def _read_json(block: bytes, options: pajson.ParseOptions) -> pa.Table:

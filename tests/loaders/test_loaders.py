@@ -71,7 +71,7 @@ def test_csv_features_cast_and_a_value_that_does_not_fit_names_the_column(tmp_pa
     with pytest.raises(LoaderError, match=r"d\.csv, line 3: column 'x': value '70000' cannot be stored as int16"):
         sds.load_dataset("csv", data_files=str(path), split="train", features=features)
     path.write_text("label,x\ncat,1\nbird,2\n")
-    with pytest.raises(LoaderError, match=r"column 'label', row 2: unknown class name 'bird'"):
+    with pytest.raises(LoaderError, match=r"d\.csv, line 3: column 'label': unknown class name 'bird'"):
         sds.load_dataset("csv", data_files=str(path), split="train", features=features)
 
 
