@@ -77,6 +77,9 @@ def cast_column(column: pa.ChunkedArray, feature: FeatureType, name: str,
 
 def safe_cast(column: Any, target: pa.DataType) -> tuple[Any, str | None]:
     """(the cast column, None), or (None, why the safe cast does not keep the values)."""
+    dropped = dropped_field(column, target)
+    if dropped is not None:
+        return None, f"field {dropped!r} holds values and is not in the features"
     try:
         cast = column.cast(target, safe=True)
     except CAST_ERRORS as exc:
@@ -172,6 +175,41 @@ def arrow_castable(source: pa.DataType, feature: FeatureType) -> bool:
         return (pa.types.is_struct(source) and [source.field(i).name for i in range(source.num_fields)] == list(feature)
                 and all(arrow_castable(source.field(i).type, f) for i, f in enumerate(feature.values())))
     return False
+
+
+def dropped_field(column: Any, target: pa.DataType, at: str = "") -> str | None:
+    """The path ("a/b") of a struct field holding a value that a cast to `target` would drop, or None: Arrow's
+    struct cast keeps only the target's fields, so a field the features do not name (inferred from a file)
+    would vanish without a word. A field that is null wherever it appears drops nothing."""
+    source = column.type
+    if pa.types.is_dictionary(source) or not _nested(source) or not _nested(target):
+        return None
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    if pa.types.is_struct(source) and pa.types.is_struct(target):
+        wanted = {target.field(i).name: target.field(i).type for i in range(target.num_fields)}
+        for chunk in chunks:
+            for i, child in enumerate(chunk.flatten()):  # flatten() folds the struct's own nulls in
+                name = source.field(i).name
+                path = f"{at}/{name}" if at else name
+                if name not in wanted:
+                    if child.null_count < len(child):
+                        return path
+                elif (found := dropped_field(child, wanted[name], path)) is not None:
+                    return found
+        return None
+    if _is_list(source) and _is_list(target):
+        for chunk in chunks:
+            if (found := dropped_field(chunk.flatten(), target.value_type, at)) is not None:
+                return found
+    return None
+
+
+def _is_list(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type)
+
+
+def _nested(arrow_type: pa.DataType) -> bool:
+    return pa.types.is_struct(arrow_type) or _is_list(arrow_type)
 
 
 def _leaf_values(array: pa.Array) -> pa.Array:
