@@ -96,7 +96,7 @@ def _interleave_streams(streams: list[Any], probabilities: Any, seed: int | None
     for i, stream in enumerate(streams):
         if stream.batch_size is not None:
             raise ValueError(f"stream {i} yields batches (batch()); interleave streams of rows, then batch() the mix")
-    _check_features([getattr(s.dataset, "features", None) for s in streams])
+    _check_features([s.features for s in streams])
     placements = {s.placement() for s in streams}
     if len(placements) > 1:
         described = sorted(map(str, placements))

@@ -26,6 +26,7 @@ from stable_datasets.dataset import columns, display, hf_interop, hf_methods, hf
 from stable_datasets.dataset.display import DisplayRow
 from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, format_of, table_output, to_torch
 from stable_datasets.dataset.keyed_shuffle import LAZY_SHUFFLE_ROWS, KeyedShuffle, indices_digest, shuffle_key
+from stable_datasets.dataset.row_source import DatasetRowSource
 from stable_datasets.dataset.saving import save_dataset
 from stable_datasets.dataset.transform_view import (
     check_transform,
@@ -48,15 +49,12 @@ from stable_datasets.features.video import (
     resolve_media_row,
 )
 from stable_datasets.layouts.base import LayoutBackend
-from stable_datasets.streaming.order import runs_of_blocks
 from stable_datasets.streaming.seeds import check_seed
 from stable_datasets.write.engines import import_ray
 
 if TYPE_CHECKING:
     from stable_datasets.dataset.dataset_dict import DatasetDict
 
-#: where a backend over data files read in place lists them in its metadata's extra: [[name, size, version]...]
-SOURCE_FILES_KEY = "source_files"
 ITER_BATCH_ROWS = 1000
 #: rows per batch of `to_dict` / `to_pandas` / `to_polars(batched=True)` without a batch_size (as Hugging Face)
 EXPORT_BATCH_ROWS = 1000
@@ -417,85 +415,17 @@ class StableDataset:
                     batch = table.combine_chunks().to_batches()[0] if table.num_rows else batch
                 yield batch
 
-    # -- blocks: what streaming readers and block-shuffle samplers read ----------------------
-    def block_bounds(self) -> np.ndarray | None:
-        """Positions where this view's blocks begin, then `len(self)`; None for a lazily shuffled view.
-
-        A block is a maximal run of consecutive rows that lie in one stored block (a record batch,
-        a row group, a slice of a Lance fragment): it is read with one sequential read. A view
-        that keeps stored order (select of ranges, filter) keeps its blocks; a shuffled view has
-        blocks of one row.
-        """
-        stored = np.concatenate([b.block_bounds()[:-1] + self._starts[i] for i, b in enumerate(self._backends)]
-                                + [self._starts[-1:]]).astype(np.int64)
-        if self._indices is None:
-            return stored
-        if isinstance(self._indices, KeyedShuffle):
-            return None  # no two neighbours share a stored block: a stream reads its rows one by one
-        if not len(self._indices):
-            return np.zeros(1, np.int64)
-        return runs_of_blocks(np.searchsorted(stored, self._indices, side="right") - 1)
-
-    def shard_bounds(self) -> np.ndarray | None:
-        """Where the stored files begin, then `len(self)`, for a whole dataset whose every backend has them
-        (the groups of a stream's shard window); None for views (their shards do not bound a window)."""
-        if self._indices is not None:
-            return None
-        counts: list[int] = []
-        for backend in self._backends:
-            own = backend.shard_bounds()
-            if own is None:
-                return None
-            counts.extend(np.diff(own).tolist())
-        if sum(counts) != len(self):
-            return None
-        return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
-
-    def open_before_fork(self) -> None:
-        """Open now what forked DataLoader workers can share (see LayoutBackend.open_before_fork)."""
-        for backend in self._backends:
-            backend.open_before_fork()
+    # -- what streams, samplers, mixing and packing read (dataset/row_source.py) -------------
+    def __row_source__(self) -> DatasetRowSource:
+        """This view as `streaming.source.row_source` reads it: stored rows as Arrow, block and shard bounds,
+        the files read in place (the `streaming.source` abilities), off the public surface."""
+        return DatasetRowSource(self)
 
     @property
     def serves_stored_rows(self) -> bool:
         """True when row i is row i of one backend, as stored: a whole single cache with no media folder to
         resolve, so callers may read `backends[0]` directly (sft's pack reader does)."""
         return len(self._backends) == 1 and self._indices is None and self._media is None
-
-    def read_block(self, start: int, stop: int) -> pa.Table:
-        """Rows at positions [start, stop) as stored (Arrow, nothing decoded): one sequential read
-        for a range inside one block."""
-        if self._indices is None:
-            return self._slice(start, stop)
-        physical = self._indices[start:stop]
-        if len(physical) and int(physical[-1]) - int(physical[0]) == len(physical) - 1 and \
-                np.all(np.diff(physical) == 1):  # a run of stored rows (a select of a range): a sequential read
-            return self._slice(int(physical[0]), int(physical[-1]) + 1)
-        return self._take(physical)
-
-    def read_rows(self, positions: np.ndarray) -> pa.Table:
-        """Rows at `positions` (any order) as stored (Arrow, nothing decoded)."""
-        return self._take(self._physical_many(positions))
-
-    def reads_rows_in_place(self) -> bool:
-        """Any rows are gathered straight from mapped files (a stream needs to hold no blocks)."""
-        return self._media is None and all(b.rows_in_place() for b in self._backends)
-
-    def rows_from_arrow(self, table: pa.Table) -> list[Row]:
-        """Stored rows (from `read_block`/`read_rows`) as this view's format gives rows."""
-        return self._rows_of_table(table)
-
-    def batch_from_arrow(self, table: pa.Table) -> Any:
-        """Stored rows as one batch in this view's format (a dict of columns, or a table for "arrow")."""
-        return self._format_table(table)
-
-    def source_files(self) -> list[tuple[str, list[Any]]] | None:
-        """(name, identity) of each data file behind rows read in place, not from a cache (a stream of data files:
-        loaders.file_stream records them in its `_metadata`'s extra); None when every row comes from caches."""
-        listed = [m.extra.get(SOURCE_FILES_KEY) for m in self.cache_metadata]
-        if all(files is None for files in listed):
-            return None
-        return [(name, [size, version]) for files in listed for name, size, version in files or []]
 
     def to_iterable(self, *, shuffle: bool = False, seed: int = 0, window_blocks: int = 8,
                     window_shards: int | None = None, max_block_rows: int | None = 8192, rank: int | None = None,

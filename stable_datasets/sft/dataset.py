@@ -29,6 +29,7 @@ from stable_datasets.sft.adopt import adopted, wants_adoption
 from stable_datasets.sft.collate import collate_packed
 from stable_datasets.sft.parquet_pages import PACK_ID, PAGE_MIN_GROUP_ROWS, PackPages, datafusion_available
 from stable_datasets.sft.validate import BlockChecks, row_fault
+from stable_datasets.streaming.source import block_bounds_of
 
 COLUMNS = ("input_ids", "loss_mask", "seq_start_id")
 #: samples read ahead in one page query when `ds[i]` is called in a steady stride (a sequential sampler over
@@ -309,10 +310,10 @@ class PackedSFTDataset:
         what `PackedSampler(locality_starts=)` and the block shuffle of `stable_datasets.streaming` use."""
 
         source = self._source
-        if hasattr(source, "starts"):
+        if isinstance(source, ParquetRowGroups):
             stored = source.starts
         elif isinstance(source, _CacheRows):
-            stored = source.dataset.block_bounds()
+            stored = block_bounds_of(source.dataset)
             if stored is None:  # a lazily shuffled view: no two neighbours share a stored block
                 stored = np.arange(len(source.dataset) + 1, dtype=np.int64)
         else:

@@ -40,6 +40,7 @@ import pyarrow as pa
 from loguru import logger
 
 from stable_datasets.errors import StateError
+from stable_datasets.streaming import source as sources
 from stable_datasets.streaming.mix import MixedSource
 from stable_datasets.streaming.order import (
     BlockOrder,
@@ -54,7 +55,6 @@ from stable_datasets.streaming.order import (
     worker_rows,
 )
 from stable_datasets.streaming.reader import make_reader
-from stable_datasets.streaming.sampler import dataset_block_bounds, dataset_shard_bounds
 from stable_datasets.streaming.state import (
     LOADERS_THAT_COUNT,
     MAX_EPOCH,
@@ -98,10 +98,10 @@ def _worker() -> tuple[int, int, bool]:
 TABLE_FORMATS = ("arrow", "pandas")
 
 
-def _row_as(row: Any, wanted: str | None, dataset: Any) -> Any:
+def _row_as(row: Any, wanted: str | None, dataset: Any, source: Any) -> Any:
     """A row (a one-row Arrow table or pandas DataFrame, or a dict) as `wanted`: "arrow", "pandas", or None: the
-    stream's own format (`dataset`'s); turned through Arrow when its kind differs."""
-    own = (getattr(dataset, "format", None) or {}).get("type")
+    stream's own format (`dataset`'s, rows made by its row source); turned through Arrow when its kind differs."""
+    own = ((dataset.format if isinstance(dataset, sources.Formatted) else None) or {}).get("type")
     wanted = wanted or (own if own in TABLE_FORMATS else None)
     if wanted is None and not isinstance(row, (pa.Table, pa.RecordBatch)) and not _is_frame(row):
         return row  # (a row of the stream's format, or whatever a map returned: a tuple, a tensor...)
@@ -120,11 +120,11 @@ def _row_as(row: Any, wanted: str | None, dataset: Any) -> Any:
         return row
     if wanted == "pandas":
         return row.to_pandas()
-    features = getattr(dataset, "features", None)
+    features = sources.features_of(dataset)
     added = [name for name in row.column_names if features is not None and name not in features]
     if not added:
-        return dataset.rows_from_arrow(row)[0]
-    known = dataset.rows_from_arrow(row.drop_columns(added))[0] if len(added) < row.num_columns else {}
+        return source.rows_from_arrow(row)[0]
+    known = source.rows_from_arrow(row.drop_columns(added))[0] if len(added) < row.num_columns else {}
     new = row.select(added).to_pylist()[0]  # columns a map added: the format knows no feature of theirs
     return {name: new[name] if name in new else known[name] for name in row.column_names if name in new or
             name in known}
@@ -149,7 +149,8 @@ class StreamingDataset(_IterableBase):
     """Rows (or batches, after `batch()`) of one rank, epoch after epoch.
 
     `dataset`: a StableDataset (read a block at a time as Arrow) or any map-style dataset with
-    `__len__`/`__getitem__` (read row by row; `block_bounds()` if it has one). `shuffle` with
+    `__len__`/`__getitem__` (read row by row; `block_bounds()` if it has one): `source` is what the stream reads
+    of it (`streaming.source.row_source`). `shuffle` with
     `seed` and `window_blocks` picks the block shuffle (`streaming.order`); `window_shards` k
     shuffles the shard order and blocks only within windows of k shards (bounded local cache for a
     remote stream; None: blocks from the whole split); `rank`/`world_size`
@@ -165,6 +166,7 @@ class StreamingDataset(_IterableBase):
                  rank: int | None = None, world_size: int | None = None, drop_last: bool = False,
                  loader_batch_size: int | None = None, rows: tuple[int, int] | None = None, lanes: bool = False):
         self.dataset = dataset
+        self.source = sources.row_source(dataset)
         self.num_rows = len(dataset)
         if max_block_rows is not None and (isinstance(max_block_rows, bool) or not isinstance(max_block_rows, int)
                                            or max_block_rows < 1):
@@ -212,11 +214,11 @@ class StreamingDataset(_IterableBase):
     def order(self) -> BlockOrder:
         """How epochs are ordered (reads the dataset's block bounds the first time)."""
         if self._order is None:
-            bounds = dataset_block_bounds(self.dataset)
+            bounds = sources.block_bounds_of(self.source)
             if bounds is not None:
                 bounds = split_large_blocks(bounds_from_starts(bounds, self.num_rows), self._options["max_block_rows"])
             options = self._options
-            shards = dataset_shard_bounds(self.dataset) if options["window_shards"] is not None else None
+            shards = sources.shard_bounds_of(self.source) if options["window_shards"] is not None else None
             self._order = BlockOrder(self.num_rows, bounds, seed=options["seed"], shuffle=options["shuffle"],
                                      window_blocks=options["window_blocks"], shards=shards,
                                      window_shards=options["window_shards"])
@@ -225,7 +227,7 @@ class StreamingDataset(_IterableBase):
     def order_identity(self) -> str:
         """What decides the order, hashed: the dataset's fingerprint when it has one (so the main process
         need not open the cache), else the block bounds."""
-        fingerprint = getattr(self.dataset, "fingerprint", None)
+        fingerprint = self.source.fingerprint if isinstance(self.source, sources.Identified) else None
         if not isinstance(fingerprint, str):
             return self.order.identity()
         keys = ("seed", "shuffle", "window_blocks", "max_block_rows")
@@ -268,7 +270,7 @@ class StreamingDataset(_IterableBase):
     def _stretch_as_dataset(self) -> StreamingDataset:
         """This stream's stretch of rows (take/skip of the stored order) as a stream over a dataset of just those
         rows, which a shuffle then permutes (Hugging Face's `take(n).shuffle()`: a shuffle of the rows taken)."""
-        select = getattr(self.dataset, "select", None)
+        select = self.dataset.select if isinstance(self.dataset, sources.Selectable) else None
         if self._options["shuffle"] or select is None:
             what = "a shuffled order" if self._options["shuffle"] else f"a {type(self.dataset).__name__}"
             raise ValueError(f"shuffle() after take()/skip() shuffles the rows kept, which needs the rows in stored "
@@ -309,7 +311,7 @@ class StreamingDataset(_IterableBase):
     def _table_format(self) -> str | None:
         """"arrow" or "pandas" when rows are served as tables now (a map or filter added now receives a one-row table
         of that kind whatever the format later, as Hugging Face's do), else None (it receives the rows served)."""
-        fmt = getattr(self.dataset, "format", None)
+        fmt = self.dataset.format if isinstance(self.dataset, sources.Formatted) else None
         kind = fmt.get("type") if isinstance(fmt, dict) else None
         return kind if kind in TABLE_FORMATS and self.batch_size is None else None
 
@@ -327,18 +329,15 @@ class StreamingDataset(_IterableBase):
 
     def with_format(self, format: str | None = None, **kwargs: Any) -> StreamingDataset:
         """The same stream, rows in another format ("python", "numpy", "torch", "arrow"), as the dataset's."""
-        if not hasattr(self.dataset, "with_format"):
+        if not isinstance(self.dataset, sources.Formatted):
             raise TypeError(f"with_format needs a dataset that has formats (a StableDataset), got "
                             f"{type(self.dataset).__name__}")
-        other = self._with()
-        other.dataset = self.dataset.with_format(format, **kwargs)
-        return other
+        return self._with(self.dataset.with_format(format, **kwargs))
 
     def source_files(self) -> list[tuple[str, list[Any]]] | None:
         """(name, identity) of the data files the dataset reads in place (a stream of files opened by
         `load_dataset(<loader>, data_files=..., streaming=True)`), else None (a cache, a map-style dataset)."""
-        method = getattr(self.dataset, "source_files", None)
-        return None if method is None else method()
+        return self.source.source_files() if isinstance(self.source, sources.ReadsFilesInPlace) else None
 
     @property
     def row_offset(self) -> int:
@@ -379,7 +378,7 @@ class StreamingDataset(_IterableBase):
     @property
     def features(self) -> Any:
         """The dataset's features (None when it has none, e.g. a plain map-style dataset)."""
-        return getattr(self.dataset, "features", None)
+        return sources.features_of(self.dataset)
 
     @property
     def column_names(self) -> list[str] | None:
@@ -466,9 +465,8 @@ class StreamingDataset(_IterableBase):
     def open_before_fork(self) -> None:
         """Open, in this process, what forked DataLoader workers can share (the maps and held columns of a
         v2 Lance cache on local disk), so each worker does not open it again; StreamingDataLoader calls it."""
-        hook = getattr(self.dataset, "open_before_fork", None)  # a StableDataset asks its backends
-        if hook is not None:
-            hook()
+        if isinstance(self.source, sources.OpensBeforeFork):  # a StableDataset's asks its backends
+            self.source.open_before_fork()
 
     def rows_per_epoch(self) -> int:
         """Rows of this rank's share of a whole epoch."""
@@ -640,7 +638,7 @@ class StreamingDataset(_IterableBase):
         if isinstance(self.dataset, MixedSource):
             self.dataset.set_epoch(epoch)  # the sources' own orders follow the mix's epoch
         order = self.order.epoch(epoch)
-        reader = make_reader(self.dataset, self.order.bounds, order.block_window)
+        reader = make_reader(self.source, self.order.bounds, order.block_window)
 
         def positions(lo: int, hi: int) -> np.ndarray:
             sequence = worker_indices(np.arange(lo, hi, dtype=np.int64), unit, worker, num_workers)
@@ -708,12 +706,12 @@ class StreamingDataset(_IterableBase):
         """(kept, row) after the maps and filters, each given the row as it asked (`_table_format`), then the row in
         the stream's format."""
         for kind, function, wanted in self._ops:
-            row = _row_as(row, wanted, self.dataset)
+            row = _row_as(row, wanted, self.dataset, self.source)
             if kind == "map":
                 row = function(row)
             elif not function(row):
                 return False, None
-        return True, _row_as(row, None, self.dataset)
+        return True, _row_as(row, None, self.dataset, self.source)
 
     def _where(self, worker: int, num_workers: int, epoch: int, start: int) -> dict[str, Any]:
         """A DataLoader worker's pass: which worker of how many, the unit, the rank and the pass's start."""
