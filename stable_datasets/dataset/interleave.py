@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from stable_datasets.dataset.combine import concatenate
 from stable_datasets.dataset.stable_dataset import StableDataset
 
 
@@ -81,7 +82,7 @@ def interleave_datasets(datasets: Sequence[Any], probabilities: Sequence[float] 
         for d in datasets:
             offsets.append(total)
             total += len(d)
-        return StableDataset.concatenate(datasets).select(plan.indices(offsets))
+        return concatenate(datasets).select(plan.indices(offsets))
     if all(isinstance(d, StreamingDataset) for d in datasets):
         return _interleave_streams(datasets, probabilities, seed, stopping_strategy, sizes)
     kinds = sorted({type(d).__name__ for d in datasets})

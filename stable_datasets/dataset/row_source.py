@@ -3,7 +3,8 @@
 `StableDataset.__row_source__()` hands one out (`streaming.source.row_source(ds)` asks for it), so the
 plumbing these readers need (stored rows as Arrow, block and shard bounds, the files read in place,
 what to open before a fork) lives here, off the dataset's public surface, and nothing outside
-`dataset/` reads the dataset's private state. It has every ability `streaming.source` declares.
+`dataset/` reads the dataset's private state. It has every ability `streaming.source` declares, and the
+rows as stored (nothing decoded) that sft's pack reader reads.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from stable_datasets.streaming.order import runs_of_blocks
 
 if TYPE_CHECKING:
     from stable_datasets.dataset.stable_dataset import Row, StableDataset
+    from stable_datasets.layouts.base import LayoutBackend
 
 #: where a backend over data files read in place lists them in its metadata's extra: [[name, size, version]...]
 SOURCE_FILES_KEY = "source_files"
@@ -112,6 +114,16 @@ class DatasetRowSource:
     def batch_from_arrow(self, table: pa.Table) -> Any:
         """Stored rows as one batch in this view's format (a dict of columns, or a table for "arrow")."""
         return self.dataset._format_table(table)
+
+    def stored_row(self, index: int) -> dict[str, Any]:
+        """Row `index` as stored (raw cells, nothing decoded), for code that reads its own columns."""
+        return self.dataset._raw_row(self.dataset._physical(index))
+
+    def stored_backend(self) -> LayoutBackend | None:
+        """The backend whose row i is this view's row i, as stored (a whole single cache, no media folder to
+        resolve), so a reader may read it directly (sft's pack reader does); None for any other view."""
+        ds = self.dataset
+        return ds._backends[0] if len(ds._backends) == 1 and ds._indices is None and ds._media is None else None
 
     def source_files(self) -> list[tuple[str, list[Any]]] | None:
         """(name, identity) of each data file behind rows read in place, not from a cache (a stream of data files:

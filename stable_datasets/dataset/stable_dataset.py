@@ -170,40 +170,6 @@ class StableDataset:
         selection = None if self._indices is None else indices_digest(self._indices)
         return hashlib.sha256(json.dumps([caches, selection]).encode()).hexdigest()[:16]
 
-    def stored_row(self, index: int) -> dict[str, Any]:
-        """Row `index` as stored (raw cells, nothing decoded), for code that reads its own columns."""
-        return self._raw_row(self._physical(index))
-
-    def stored_row_counts(self) -> list[tuple[int, int]]:
-        """Per cache: (rows counted in the stored files, rows its `_metadata.json` records), for verify."""
-        return [backend.stored_row_counts() for backend in self._backends]
-
-    def with_split_name(self, split: str | None) -> StableDataset:
-        """The same rows, labelled as another split (e.g. "train[:10%]+test")."""
-        view = self._derive()
-        view._split = split
-        return view
-
-    @classmethod
-    def concatenate(cls, datasets: Sequence[StableDataset]) -> StableDataset:
-        """Rows of each dataset in turn; all must have the same features."""
-        if not datasets:
-            raise ValueError("concatenate_datasets needs at least one dataset")
-        first = datasets[0]
-        for other in datasets[1:]:
-            if other.features != first.features:
-                raise ValueError(f"cannot concatenate datasets with different features: {first.features} vs "
-                                 f"{other.features}")
-        backends, parts, offset = [], [], 0
-        for ds in datasets:
-            backends.extend(ds._backends)
-            parts.append((np.asarray(ds._indices) if ds._indices is not None else np.arange(ds._starts_list[-1]))
-                         + offset)
-            offset += ds._starts_list[-1]
-        indices = None if all(ds._indices is None for ds in datasets) else np.concatenate(parts)
-        return cls(backends, features=first.features, info=first.info, split="+".join(str(ds.split) for ds in datasets),
-                   indices=indices, format=first._format)
-
     def __len__(self) -> int:
         return int(len(self._indices) if self._indices is not None else self._starts_list[-1])
 
@@ -214,7 +180,7 @@ class StableDataset:
     def _repr_html_(self) -> str:
         """A notebook's view: rows, size, features and the first rows with thumbnails."""
         rows = list(self.with_format("python").head(display.HTML_ROWS)) if self._transform is None else []
-        size = sum(m.num_bytes for m in self.cache_metadata) if self.is_whole else None
+        size = sum(m.num_bytes for m in self.cache_metadata) if self._indices is None else None
         return display.dataset_html(f"StableDataset split={self._split!r}", len(self), size, self._features, rows)
 
     def head(self, n: int = 5) -> display.RowsPreview:
@@ -421,12 +387,6 @@ class StableDataset:
         the files read in place (the `streaming.source` abilities), off the public surface."""
         return DatasetRowSource(self)
 
-    @property
-    def serves_stored_rows(self) -> bool:
-        """True when row i is row i of one backend, as stored: a whole single cache with no media folder to
-        resolve, so callers may read `backends[0]` directly (sft's pack reader does)."""
-        return len(self._backends) == 1 and self._indices is None and self._media is None
-
     def to_iterable(self, *, shuffle: bool = False, seed: int = 0, window_blocks: int = 8,
                     window_shards: int | None = None, max_block_rows: int | None = 8192, rank: int | None = None,
                     world_size: int | None = None, drop_last: bool = False, loader_batch_size: int | None = None,
@@ -465,7 +425,7 @@ class StableDataset:
             return self._slice(0, len(self))
         return self._take(np.asarray(self._indices))
 
-    def iter_arrow(self, batch_size: int = ITER_BATCH_ROWS) -> Iterator[pa.Table]:
+    def _iter_arrow(self, batch_size: int = ITER_BATCH_ROWS) -> Iterator[pa.Table]:
         """Stream the rows in order as Arrow tables of exactly `batch_size` rows (the last may be short)."""
         if self._indices is None:
             pending: list[pa.RecordBatch] = []
@@ -493,7 +453,7 @@ class StableDataset:
 
     def iter(self, batch_size: int, drop_last_batch: bool = False) -> Iterator[dict[str, Any]]:
         """Batches as dicts of columns (or Arrow tables in "arrow" format)."""
-        for table in self.iter_arrow(batch_size):
+        for table in self._iter_arrow(batch_size):
             if drop_last_batch and table.num_rows < batch_size:
                 return
             yield self._format_table(table)
@@ -508,7 +468,7 @@ class StableDataset:
             for lo in range(0, len(self), ITER_BATCH_ROWS):
                 yield from self.__getitems__(np.arange(lo, min(lo + ITER_BATCH_ROWS, len(self))))
             return
-        for table in self.iter_arrow(ITER_BATCH_ROWS):
+        for table in self._iter_arrow(ITER_BATCH_ROWS):
             yield from self._rows_of_table(table)
 
     # -- formats -------------------------------------------------------------------------
@@ -579,18 +539,6 @@ class StableDataset:
         self._adopt_format(self.with_transform(transform, columns, output_all_columns))
 
     # -- column operations (dataset/columns.py): views where the stored data does not change ----
-    def with_backends(self, backends: Sequence[LayoutBackend], features: Features,
-                      renamed: dict[str, str] | None = None) -> StableDataset:
-        """The same rows, split, format and transform, served by `backends` (column views of this
-        dataset's) and described by `features`; format columns follow `renamed` (old -> new name)."""
-        fmt, renamed = self._format, renamed or {}
-        columns = tuple(renamed.get(c, c) for c in fmt.columns or () if renamed.get(c, c) in features) or None
-        view = StableDataset(backends, features=features, info=dataclasses.replace(self._info, features=features),
-                             split=self._split, indices=self._indices,
-                             format=dataclasses.replace(fmt, columns=columns))
-        view._transform = self._transform
-        return view
-
     @property
     def backends(self) -> list[LayoutBackend]:
         """The layout backends serving this dataset's rows, one per cache (or column view of one)."""
@@ -759,7 +707,7 @@ class StableDataset:
     def _export_batches(self, batch_size: int | None) -> Iterator[pa.Table]:
         """`to_arrow`'s table, `batch_size` rows at a time (Hugging Face's default: 1,000)."""
         metadata = self._features.arrow_schema.metadata
-        for table in self.iter_arrow(batch_size or EXPORT_BATCH_ROWS):
+        for table in self._iter_arrow(batch_size or EXPORT_BATCH_ROWS):
             yield table.select(list(self._features)).replace_schema_metadata(metadata)
 
     @overload
@@ -802,11 +750,6 @@ class StableDataset:
     def to_hf(self) -> Any:
         """A Hugging Face `datasets.Dataset` of these rows with the features mapped (see dataset/hf_interop.py)."""
         return hf_interop.to_hf(self)
-
-    @property
-    def is_whole(self) -> bool:
-        """True when the rows are every stored row in stored order (no select, shuffle or filter)."""
-        return self._indices is None
 
     def to_ray(self, *, ray_address: str | None = None, override_num_blocks: int | None = None) -> Any:
         """A Ray Data `Dataset` of the stored columns, read by Ray's workers (needs the `ray` extra)."""

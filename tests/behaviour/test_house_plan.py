@@ -301,7 +301,7 @@ MAX_FUNCTION_LINES = 80
 #: modules over MAX_MODULE_LINES today, and their size: this list may only shrink (and its sizes only fall);
 #: stable_dataset.py is 885 with to_iterable's options named (issue 35 item 3), 911 with HF's everyday names;
 #: streaming/iterable.py 726 with HF's epoch rule and worker epoch flags (issue 37): both to split next (issue 35)
-LONG_MODULES = {"dataset/stable_dataset.py": 911, "streaming/iterable.py": 724}
+LONG_MODULES = {"dataset/stable_dataset.py": 784, "streaming/iterable.py": 724}
 #: functions over MAX_FUNCTION_LINES today, and their size: the same
 LONG_FUNCTIONS = {"dataset/transforms.py:map_dataset": 96, "sft/collate.py:collate_packed": 131,
                   "write/parts.py:write_part": 102, "streaming/iterable.py:StreamingDataset.__iter__": 93}
@@ -348,9 +348,9 @@ def test_the_allowances_name_only_what_is_still_long():
     assert [f for f in LONG_FUNCTIONS if functions.get(f, 0) <= MAX_FUNCTION_LINES] == []
 
 
-#: public names of StableDataset today; the goal is 65, all of them for users (the plumbing that stream sources
-#: answer moves behind declared Protocols). Lower this as they go, never raise it.
-STABLE_DATASET_PUBLIC_NAMES_CEILING = 82
+#: public names of StableDataset: 65, all of them for users (the plumbing that stream sources answered is its row
+#: source's, dataset/row_source.py; views made of views are dataset/combine.py's). Lower it as they go, never raise it.
+STABLE_DATASET_PUBLIC_NAMES_CEILING = 65
 
 
 def test_stable_dataset_public_surface_does_not_grow():
