@@ -457,16 +457,32 @@ class StreamingDataset(StreamVerbs, _IterableBase):
             return 1
         return unit
 
-    def __iter__(self) -> Iterator[Any]:
-        worker, num_workers, in_worker = _worker()
+    def _enter_pass(self, num_workers: int, in_worker: bool) -> None:
+        """Where a pass begun now starts: in a DataLoader worker, its copy's pass (`_pass_start`); here, the
+        position `begin_pass` gives (and the ranks, torch.distributed may be up by now)."""
         if not in_worker and self._given_rank == (None, None):
-            self.rank, self.world_size = resolve_rank(None, None)  # torch.distributed may be up by now
+            self.rank, self.world_size = resolve_rank(None, None)
         if in_worker:
             self._flag.set(num_workers)  # the main process cannot count what this worker serves
             self._worker_passes += 1
             self.epoch, self.consumed, self._lanes = self._pass_start()
         else:
             self.begin_pass(counted_here=self.counted_by_loader)
+
+    def _resumed_rows(self, where: dict[str, Any]) -> int:
+        """In a DataLoader worker: rows of its pass its loaded state already served (0 without one), once; the
+        state must be this worker's (`where`: the same loader layout)."""
+        saved, self._worker_resume = self._worker_resume, None
+        if saved is None:
+            return 0
+        if any(saved.get(k) != v for k, v in where.items()):
+            raise ValueError(f"cannot resume: worker state {saved} was saved by another loader layout than "
+                             f"this worker's {where}; restore with the same num_workers, batch size and ranks")
+        return check_int(saved, "rows", "stream worker")
+
+    def __iter__(self) -> Iterator[Any]:
+        worker, num_workers, in_worker = _worker()
+        self._enter_pass(num_workers, in_worker)
         moves = self._moves
         epoch, start, n, lo_row, drop_last = self.epoch, self.consumed, self.length, self._range[0], self.drop_last
         rank, world = self.rank, self.world_size
@@ -474,14 +490,7 @@ class StreamingDataset(StreamVerbs, _IterableBase):
         unit = self._unit(num_workers)
         mine = worker_rows(count, unit, worker, num_workers)
         where = self._where(worker, num_workers, epoch, start)
-        skip = 0
-        if in_worker and self._worker_resume is not None:
-            saved = self._worker_resume
-            self._worker_resume = None
-            if any(saved.get(k) != v for k, v in where.items()):
-                raise ValueError(f"cannot resume: worker state {saved} was saved by another loader layout than "
-                                 f"this worker's {where}; restore with the same num_workers, batch size and ranks")
-            skip = check_int(saved, "rows", "stream worker")
+        skip = self._resumed_rows(where) if in_worker else 0
         self._worker_pass = {**where, "rows": skip} if in_worker else None
         lanes = self.pass_lanes(num_workers)  # (checked against the worker's saved state above: same topology)
         if isinstance(self.dataset, MixedSource):
@@ -524,39 +533,32 @@ class StreamingDataset(StreamVerbs, _IterableBase):
                         self.consumed = min(n, start + world * k)  # consumed_after, inlined
                         yield row
         else:
-            yield from self._served_through_ops(reader, positions, counted, skip, mine)
+            tables = any(fmt for _, _, fmt in self._ops)  # some op receives one-row tables (see _table_format)
+            for lo in range(skip, mine, READ_ROWS):
+                if tables:
+                    table = reader.table(positions(lo, min(lo + READ_ROWS, mine)))
+                    rows = [table.slice(i, 1) for i in range(table.num_rows)]
+                else:
+                    rows = reader.rows(positions(lo, min(lo + READ_ROWS, mine)))
+                for k, row in enumerate(rows):
+                    if tables:
+                        kept, row = self._apply_ops(row)
+                    else:
+                        kept = True
+                        for kind, function, _ in self._ops:
+                            if kind == "map":
+                                row = function(row)
+                            elif not function(row):
+                                kept = False
+                                break
+                    if kept:  # (a row dropped is counted with the next row kept: a resume reads it again)
+                        counted(lo + k + 1)
+                        yield row
         if in_worker:  # the worker serving the pass's last unit says the epoch ended (the main process's copy and
             if worker == last_unit_worker(count, unit, num_workers):  # the next pass's workers read it)
                 self._flag.finish_epoch(epoch, _pass_seed() or 0, self._worker_passes)
         elif self._moves == moves:  # (unless the position was set during the pass)
             self._set_position(epoch + 1, 0, None)  # a finished pass moves on to the next epoch
-
-    def _served_through_ops(self, reader: Any, positions: Callable[[int, int], np.ndarray],
-                            counted: Callable[[int], None], skip: int, mine: int) -> Iterator[Any]:
-        """Rows `skip` to `mine` of this pass's sequence through the maps and filters, read `READ_ROWS` at a time;
-        `counted(k)` after each row kept (a row dropped is counted with the next row kept: a resume reads it
-        again)."""
-        tables = any(fmt for _, _, fmt in self._ops)  # some op receives one-row tables (see _table_format)
-        for lo in range(skip, mine, READ_ROWS):
-            if tables:
-                table = reader.table(positions(lo, min(lo + READ_ROWS, mine)))
-                rows = [table.slice(i, 1) for i in range(table.num_rows)]
-            else:
-                rows = reader.rows(positions(lo, min(lo + READ_ROWS, mine)))
-            for k, row in enumerate(rows):
-                if tables:
-                    kept, row = self._apply_ops(row)
-                else:
-                    kept = True
-                    for kind, function, _ in self._ops:
-                        if kind == "map":
-                            row = function(row)
-                        elif not function(row):
-                            kept = False
-                            break
-                if kept:
-                    counted(lo + k + 1)
-                    yield row
 
     def _where(self, worker: int, num_workers: int, epoch: int, start: int) -> dict[str, Any]:
         """A DataLoader worker's pass: which worker of how many, the unit, the rank and the pass's start."""
