@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 
 import stable_datasets as sds
+from stable_datasets.streaming.source import row_source
 
 BLOB_SEED = 1234
 _blobs: dict[str, Any] = {}
@@ -485,7 +486,7 @@ def main() -> None:
 
     # 2. shuffle quality
     arrow = ours["arrow"]
-    block = int(np.diff(arrow.block_bounds()).max())
+    block = int(np.diff(row_source(arrow).block_bounds()).max())
     qualities: list[tuple[str, np.ndarray, str, str]] = [
         ("full permutation", np.random.default_rng(0).permutation(rows), "1", f"{rows:,} (all)")]
     for window in (2, 8, 32):

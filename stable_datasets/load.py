@@ -7,6 +7,7 @@ from typing import Any, overload
 
 from stable_datasets.builder.builder import DatasetBuilder
 from stable_datasets.builder.options import BuildOptions
+from stable_datasets.dataset.combine import with_split_name
 from stable_datasets.dataset.dataset_dict import DatasetDict
 from stable_datasets.dataset.open import dataset_of, open_cache, open_stream
 from stable_datasets.dataset.splits import SplitSlice, parse_split
@@ -124,7 +125,7 @@ def _load_split(builder: DatasetBuilder, split: str, parts: list[SplitSlice], op
             start, stop = part.bounds(len(ds))
             ds = ds.select(range(start, stop))
         datasets.append(ds)
-    return (datasets[0] if len(datasets) == 1 else concatenate_datasets(datasets)).with_split_name(split)
+    return with_split_name(datasets[0] if len(datasets) == 1 else concatenate_datasets(datasets), split)
 
 
 def _load_streams(builder: DatasetBuilder, split: str | None, parts: list[SplitSlice] | None,
@@ -144,7 +145,7 @@ def _load_streams(builder: DatasetBuilder, split: str | None, parts: list[SplitS
             return found
         opened = builder.open_split(address)
         if sliced:
-            opened = opened.select(range(*part.bounds(len(opened)))).with_split_name(split)
+            opened = with_split_name(opened.select(range(*part.bounds(len(opened)))), split)
         return opened.to_iterable()
 
     dirs = builder.prepare_splits(None if part is None else [part.name], options)
@@ -167,7 +168,7 @@ def _file_streams(loader: Any, split: str | None, part: SplitSlice | None) -> An
     def stream(backend: Any) -> Any:
         dataset = dataset_of(backend, backend.metadata)
         if part is not None and not part.is_whole:
-            dataset = dataset.select(range(*part.bounds(len(dataset)))).with_split_name(split)
+            dataset = with_split_name(dataset.select(range(*part.bounds(len(dataset)))), split)
         return dataset.to_iterable(window_shards=WINDOW_UNITS, lanes=True)  # each unit parsed by about one consumer
 
     if part is None:

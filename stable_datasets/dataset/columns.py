@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.dataset.column_view import ColumnView
+from stable_datasets.dataset.combine import with_backends
 from stable_datasets.dataset.in_memory import (
     COLUMNAR_BATCH_ROWS,
     encoded_table,
@@ -54,7 +55,7 @@ def with_columns(ds: StableDataset, columns: dict[str, str]) -> StableDataset:
         raise ValueError("a dataset needs at least one column")
     features = Features({shown: ds.features[name] for shown, name in columns.items()})
     renamed = {name: shown for shown, name in columns.items()}
-    return ds.with_backends([ColumnView(b, columns) for b in ds.backends], features, renamed)
+    return with_backends(ds, [ColumnView(b, columns) for b in ds.backends], features, renamed)
 
 
 def select_columns(ds: StableDataset, column_names: str | Sequence[str]) -> StableDataset:
@@ -154,7 +155,7 @@ class ColumnsSource(ExampleSource):
 
     def examples(self, job: Any) -> Iterator[pa.RecordBatch]:
         done = 0
-        for table in self.ds.iter_arrow(COLUMNAR_BATCH_ROWS):
+        for table in self.ds._iter_arrow(COLUMNAR_BATCH_ROWS):
             columns: dict[str, Any] = {n: table.column(n) for n in table.column_names}
             try:
                 columns.update(self.change(table))
@@ -233,7 +234,7 @@ def _same_values(old: Any, new: Any) -> bool:
 
 def relabel(ds: StableDataset, features: Features) -> StableDataset:
     """The same rows and storage, described by `features` (same names and Arrow types)."""
-    return ds.with_backends(ds.backends, features)
+    return with_backends(ds, ds.backends, features)
 
 
 def class_encode_column(ds: StableDataset, column: str, include_nulls: bool = False,
@@ -332,3 +333,4 @@ def map_folder_name(name: str, fp: str) -> str:
     """`<split>.map-<fingerprint>`: where a map of the split folder `name` (itself a split or a map of one) is
     published, beside its source split (maps of maps do not nest their names)."""
     return f"{name.split('.map-')[0]}.map-{fp}"
+

@@ -29,6 +29,7 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.dataset.combine import concatenate
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features import Features
 
@@ -66,7 +67,7 @@ def skip(ds: Any, n: int) -> Any:
 def flatten_indices(ds: Any, num_proc: int | None = None) -> Any:
     """The rows of a view (select, shuffle, filter) written as a cache of their own, in view order, so reads
     are sequential again; a whole dataset is already flat and is returned as it is."""
-    if ds.is_whole:
+    if ds._indices is None:  # a whole dataset: every stored row, in stored order
         return ds
     return ds.map(None, num_proc=num_proc, desc="flatten_indices")
 
@@ -95,7 +96,7 @@ def add_item(ds: Any, item: Mapping[str, Any]) -> Any:
         raise ValueError(f"add_item: the item must have the dataset's columns {ds.column_names}"
                          + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
     row = type(ds).from_list([dict(item)], features=ds.features, split=ds.split or "train")
-    both = type(ds).concatenate([ds.with_format("python"), row])
+    both = concatenate([ds.with_format("python"), row])
     fmt = ds.format
     return both.with_format(fmt["type"], fmt["columns"], fmt["decode"])
 

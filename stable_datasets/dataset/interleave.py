@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from stable_datasets.dataset.combine import concatenate
 from stable_datasets.dataset.stable_dataset import StableDataset
 
 
@@ -81,7 +82,7 @@ def interleave_datasets(datasets: Sequence[Any], probabilities: Sequence[float] 
         for d in datasets:
             offsets.append(total)
             total += len(d)
-        return StableDataset.concatenate(datasets).select(plan.indices(offsets))
+        return concatenate(datasets).select(plan.indices(offsets))
     if all(isinstance(d, StreamingDataset) for d in datasets):
         return _interleave_streams(datasets, probabilities, seed, stopping_strategy, sizes)
     kinds = sorted({type(d).__name__ for d in datasets})
@@ -96,7 +97,7 @@ def _interleave_streams(streams: list[Any], probabilities: Any, seed: int | None
     for i, stream in enumerate(streams):
         if stream.batch_size is not None:
             raise ValueError(f"stream {i} yields batches (batch()); interleave streams of rows, then batch() the mix")
-    _check_features([getattr(s.dataset, "features", None) for s in streams])
+    _check_features([s.features for s in streams])
     placements = {s.placement() for s in streams}
     if len(placements) > 1:
         described = sorted(map(str, placements))

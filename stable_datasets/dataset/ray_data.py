@@ -30,7 +30,7 @@ READ_BATCH_ROWS = 8192
 
 def to_ray(ds: StableDataset, *, ray_address: str | None = None, override_num_blocks: int | None = None) -> Any:
     ray = ensure_ray(ray_address)
-    if ds.is_whole and len(ds.backends) == 1:  # the format's own Ray reader, where the layout has one
+    if ds._indices is None and len(ds.backends) == 1:  # the format's own Ray reader, where the layout has one
         native = ds.backends[0].ray_dataset(ray, override_num_blocks)
         if native is not None:
             return native
@@ -39,7 +39,7 @@ def to_ray(ds: StableDataset, *, ray_address: str | None = None, override_num_bl
 
 def _reader(ds: StableDataset, lo: int, hi: int) -> Callable[[], Iterator[pa.Table]]:
     def read() -> Iterator[pa.Table]:
-        yield from ds.select(range(lo, hi)).iter_arrow(READ_BATCH_ROWS)
+        yield from ds.select(range(lo, hi))._iter_arrow(READ_BATCH_ROWS)
 
     return read
 

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION
 from stable_datasets.cache.paths import split_folder_name
 from stable_datasets.dataset.columns import ColumnsSource
+from stable_datasets.dataset.combine import with_split_name
 from stable_datasets.dataset.in_memory import COLUMNAR_BATCH_ROWS
 from stable_datasets.errors import CacheError
 from stable_datasets.layouts import arrow_shards
@@ -110,4 +111,4 @@ def _read_json(path: Path) -> dict[str, Any]:
 def _open_saved(folder: Path, open_cache: Any) -> StableDataset:
     listing = _read_json(folder / DATASET_FILE)
     ds = open_cache(folder / DATA_FOLDER)
-    return ds.with_split_name(listing.get("split"))
+    return with_split_name(ds, listing.get("split"))

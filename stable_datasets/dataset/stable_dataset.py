@@ -8,13 +8,11 @@ carries paths and indices only; each process reopens its own handles.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import hashlib
 import json
-import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import pyarrow as pa
@@ -22,11 +20,14 @@ import pyarrow as pa
 from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
-from stable_datasets.dataset import columns, display, hf_interop, hf_methods, hf_names, in_memory, summary
+from stable_datasets.dataset import display, hf_interop, hf_methods, in_memory, summary
+from stable_datasets.dataset.column_methods import ColumnMethods
 from stable_datasets.dataset.display import DisplayRow
+from stable_datasets.dataset.exports import Exports
 from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, format_of, table_output, to_torch
+from stable_datasets.dataset.hf_surface import HuggingFaceNames
 from stable_datasets.dataset.keyed_shuffle import LAZY_SHUFFLE_ROWS, KeyedShuffle, indices_digest, shuffle_key
-from stable_datasets.dataset.saving import save_dataset
+from stable_datasets.dataset.row_source import DatasetRowSource
 from stable_datasets.dataset.transform_view import (
     check_transform,
     rest_as_python,
@@ -35,28 +36,24 @@ from stable_datasets.dataset.transform_view import (
     transformed_rows,
 )
 from stable_datasets.dataset.transforms import filter_positions, map_dataset, train_test_split
-from stable_datasets.errors import ColumnNotFoundError, missing_extra
+from stable_datasets.dataset.video_views import VideoViews
+from stable_datasets.errors import ColumnNotFoundError
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
 from stable_datasets.features.info import DatasetInfo
 from stable_datasets.features.value import ClassLabel, Value
 from stable_datasets.features.video import (
-    VideoDecodeConfig,
     bind_videos,
     has_path_videos,
     resolve_media_paths,
     resolve_media_row,
 )
 from stable_datasets.layouts.base import LayoutBackend
-from stable_datasets.streaming.order import runs_of_blocks
 from stable_datasets.streaming.seeds import check_seed
-from stable_datasets.write.engines import import_ray
 
 if TYPE_CHECKING:
     from stable_datasets.dataset.dataset_dict import DatasetDict
 
-#: where a backend over data files read in place lists them in its metadata's extra: [[name, size, version]...]
-SOURCE_FILES_KEY = "source_files"
 ITER_BATCH_ROWS = 1000
 #: rows per batch of `to_dict` / `to_pandas` / `to_polars(batched=True)` without a batch_size (as Hugging Face)
 EXPORT_BATCH_ROWS = 1000
@@ -64,7 +61,11 @@ EXPORT_BATCH_ROWS = 1000
 Row = dict[str, Any]
 
 
-class StableDataset:
+class StableDataset(ColumnMethods, HuggingFaceNames, VideoViews, Exports):
+    """Rows of published caches as a view: index arithmetic, decoding, access, formats and row selections live
+    here; column operations, Hugging Face's composite names, video views and exports are mixins, one module each
+    (dataset/column_methods.py, hf_surface.py, video_views.py, exports.py)."""
+
     def __init__(self, backends: Sequence[LayoutBackend], *, features: Features, info: DatasetInfo | None = None,
                  split: str | None = None, indices: np.ndarray | KeyedShuffle | None = None,
                  format: Format | None = None):
@@ -172,40 +173,6 @@ class StableDataset:
         selection = None if self._indices is None else indices_digest(self._indices)
         return hashlib.sha256(json.dumps([caches, selection]).encode()).hexdigest()[:16]
 
-    def stored_row(self, index: int) -> dict[str, Any]:
-        """Row `index` as stored (raw cells, nothing decoded), for code that reads its own columns."""
-        return self._raw_row(self._physical(index))
-
-    def stored_row_counts(self) -> list[tuple[int, int]]:
-        """Per cache: (rows counted in the stored files, rows its `_metadata.json` records), for verify."""
-        return [backend.stored_row_counts() for backend in self._backends]
-
-    def with_split_name(self, split: str | None) -> StableDataset:
-        """The same rows, labelled as another split (e.g. "train[:10%]+test")."""
-        view = self._derive()
-        view._split = split
-        return view
-
-    @classmethod
-    def concatenate(cls, datasets: Sequence[StableDataset]) -> StableDataset:
-        """Rows of each dataset in turn; all must have the same features."""
-        if not datasets:
-            raise ValueError("concatenate_datasets needs at least one dataset")
-        first = datasets[0]
-        for other in datasets[1:]:
-            if other.features != first.features:
-                raise ValueError(f"cannot concatenate datasets with different features: {first.features} vs "
-                                 f"{other.features}")
-        backends, parts, offset = [], [], 0
-        for ds in datasets:
-            backends.extend(ds._backends)
-            parts.append((np.asarray(ds._indices) if ds._indices is not None else np.arange(ds._starts_list[-1]))
-                         + offset)
-            offset += ds._starts_list[-1]
-        indices = None if all(ds._indices is None for ds in datasets) else np.concatenate(parts)
-        return cls(backends, features=first.features, info=first.info, split="+".join(str(ds.split) for ds in datasets),
-                   indices=indices, format=first._format)
-
     def __len__(self) -> int:
         return int(len(self._indices) if self._indices is not None else self._starts_list[-1])
 
@@ -216,7 +183,7 @@ class StableDataset:
     def _repr_html_(self) -> str:
         """A notebook's view: rows, size, features and the first rows with thumbnails."""
         rows = list(self.with_format("python").head(display.HTML_ROWS)) if self._transform is None else []
-        size = sum(m.num_bytes for m in self.cache_metadata) if self.is_whole else None
+        size = sum(m.num_bytes for m in self.cache_metadata) if self._indices is None else None
         return display.dataset_html(f"StableDataset split={self._split!r}", len(self), size, self._features, rows)
 
     def head(self, n: int = 5) -> display.RowsPreview:
@@ -417,85 +384,11 @@ class StableDataset:
                     batch = table.combine_chunks().to_batches()[0] if table.num_rows else batch
                 yield batch
 
-    # -- blocks: what streaming readers and block-shuffle samplers read ----------------------
-    def block_bounds(self) -> np.ndarray | None:
-        """Positions where this view's blocks begin, then `len(self)`; None for a lazily shuffled view.
-
-        A block is a maximal run of consecutive rows that lie in one stored block (a record batch,
-        a row group, a slice of a Lance fragment): it is read with one sequential read. A view
-        that keeps stored order (select of ranges, filter) keeps its blocks; a shuffled view has
-        blocks of one row.
-        """
-        stored = np.concatenate([b.block_bounds()[:-1] + self._starts[i] for i, b in enumerate(self._backends)]
-                                + [self._starts[-1:]]).astype(np.int64)
-        if self._indices is None:
-            return stored
-        if isinstance(self._indices, KeyedShuffle):
-            return None  # no two neighbours share a stored block: a stream reads its rows one by one
-        if not len(self._indices):
-            return np.zeros(1, np.int64)
-        return runs_of_blocks(np.searchsorted(stored, self._indices, side="right") - 1)
-
-    def shard_bounds(self) -> np.ndarray | None:
-        """Where the stored files begin, then `len(self)`, for a whole dataset whose every backend has them
-        (the groups of a stream's shard window); None for views (their shards do not bound a window)."""
-        if self._indices is not None:
-            return None
-        counts: list[int] = []
-        for backend in self._backends:
-            own = backend.shard_bounds()
-            if own is None:
-                return None
-            counts.extend(np.diff(own).tolist())
-        if sum(counts) != len(self):
-            return None
-        return np.concatenate([[0], np.cumsum(counts, dtype=np.int64)]).astype(np.int64)
-
-    def open_before_fork(self) -> None:
-        """Open now what forked DataLoader workers can share (see LayoutBackend.open_before_fork)."""
-        for backend in self._backends:
-            backend.open_before_fork()
-
-    @property
-    def serves_stored_rows(self) -> bool:
-        """True when row i is row i of one backend, as stored: a whole single cache with no media folder to
-        resolve, so callers may read `backends[0]` directly (sft's pack reader does)."""
-        return len(self._backends) == 1 and self._indices is None and self._media is None
-
-    def read_block(self, start: int, stop: int) -> pa.Table:
-        """Rows at positions [start, stop) as stored (Arrow, nothing decoded): one sequential read
-        for a range inside one block."""
-        if self._indices is None:
-            return self._slice(start, stop)
-        physical = self._indices[start:stop]
-        if len(physical) and int(physical[-1]) - int(physical[0]) == len(physical) - 1 and \
-                np.all(np.diff(physical) == 1):  # a run of stored rows (a select of a range): a sequential read
-            return self._slice(int(physical[0]), int(physical[-1]) + 1)
-        return self._take(physical)
-
-    def read_rows(self, positions: np.ndarray) -> pa.Table:
-        """Rows at `positions` (any order) as stored (Arrow, nothing decoded)."""
-        return self._take(self._physical_many(positions))
-
-    def reads_rows_in_place(self) -> bool:
-        """Any rows are gathered straight from mapped files (a stream needs to hold no blocks)."""
-        return self._media is None and all(b.rows_in_place() for b in self._backends)
-
-    def rows_from_arrow(self, table: pa.Table) -> list[Row]:
-        """Stored rows (from `read_block`/`read_rows`) as this view's format gives rows."""
-        return self._rows_of_table(table)
-
-    def batch_from_arrow(self, table: pa.Table) -> Any:
-        """Stored rows as one batch in this view's format (a dict of columns, or a table for "arrow")."""
-        return self._format_table(table)
-
-    def source_files(self) -> list[tuple[str, list[Any]]] | None:
-        """(name, identity) of each data file behind rows read in place, not from a cache (a stream of data files:
-        loaders.file_stream records them in its `_metadata`'s extra); None when every row comes from caches."""
-        listed = [m.extra.get(SOURCE_FILES_KEY) for m in self.cache_metadata]
-        if all(files is None for files in listed):
-            return None
-        return [(name, [size, version]) for files in listed for name, size, version in files or []]
+    # -- what streams, samplers, mixing and packing read (dataset/row_source.py) -------------
+    def __row_source__(self) -> DatasetRowSource:
+        """This view as `streaming.source.row_source` reads it: stored rows as Arrow, block and shard bounds,
+        the files read in place (the `streaming.source` abilities), off the public surface."""
+        return DatasetRowSource(self)
 
     def to_iterable(self, *, shuffle: bool = False, seed: int = 0, window_blocks: int = 8,
                     window_shards: int | None = None, max_block_rows: int | None = 8192, rank: int | None = None,
@@ -510,21 +403,6 @@ class StableDataset:
                                 world_size=world_size, drop_last=drop_last, loader_batch_size=loader_batch_size,
                                 rows=rows, lanes=lanes)
 
-    def to_iterable_dataset(self, num_shards: int = 1) -> Any:
-        """Hugging Face's name for `to_iterable()` (a stream of these rows); `num_shards` is accepted and unused:
-        a stream here is split by rows, whatever the shards."""
-        del num_shards
-        return self.to_iterable()
-
-    def flatten(self, new_fingerprint: str | None = None, max_depth: int = 16) -> StableDataset:
-        """Struct columns as `column.field` columns, as Hugging Face's (dataset/hf_names.py)."""
-        del new_fingerprint, max_depth
-        return hf_names.flatten(self)
-
-    def cleanup_cache_files(self) -> int:
-        """Remove superseded builds of this dataset's caches no reader uses; how many (dataset/hf_names.py)."""
-        return hf_names.cleanup_cache_files(self)
-
     def _column(self, name: str) -> Any:
         if name not in self._features:
             raise ColumnNotFoundError(f"no column {name!r}; columns are {list(self._features)}")
@@ -535,7 +413,7 @@ class StableDataset:
             return self._slice(0, len(self))
         return self._take(np.asarray(self._indices))
 
-    def iter_arrow(self, batch_size: int = ITER_BATCH_ROWS) -> Iterator[pa.Table]:
+    def _iter_arrow(self, batch_size: int = ITER_BATCH_ROWS) -> Iterator[pa.Table]:
         """Stream the rows in order as Arrow tables of exactly `batch_size` rows (the last may be short)."""
         if self._indices is None:
             pending: list[pa.RecordBatch] = []
@@ -563,7 +441,7 @@ class StableDataset:
 
     def iter(self, batch_size: int, drop_last_batch: bool = False) -> Iterator[dict[str, Any]]:
         """Batches as dicts of columns (or Arrow tables in "arrow" format)."""
-        for table in self.iter_arrow(batch_size):
+        for table in self._iter_arrow(batch_size):
             if drop_last_batch and table.num_rows < batch_size:
                 return
             yield self._format_table(table)
@@ -578,7 +456,7 @@ class StableDataset:
             for lo in range(0, len(self), ITER_BATCH_ROWS):
                 yield from self.__getitems__(np.arange(lo, min(lo + ITER_BATCH_ROWS, len(self))))
             return
-        for table in self.iter_arrow(ITER_BATCH_ROWS):
+        for table in self._iter_arrow(ITER_BATCH_ROWS):
             yield from self._rows_of_table(table)
 
     # -- formats -------------------------------------------------------------------------
@@ -594,32 +472,6 @@ class StableDataset:
         view = self._derive(format=fmt, keep_transform=False)
         view._transform = rest_as_python(fmt)
         return view
-
-    def with_video_decode(self, config: VideoDecodeConfig | None) -> StableDataset:
-        """A view whose Video cells decode to frames as `config` says (None: VideoRef cells)."""
-        fmt = self._format
-        return self._derive(format=dataclasses.replace(fmt, video_decode=config))
-
-    def with_frame_windows(self, *, window_length: int | None = None, frame_stride: int | None = None,
-                           hop: int | None = None, min_video_frames: int | None = None) -> StableDataset:
-        """For video-frame caches: serve windows of `window_length` frames, `frame_stride` apart,
-        starting every `hop` frames (default: window_length), from videos of at least
-        `min_video_frames` frames. Rows change, so call it before select/shuffle/filter."""
-        if self._indices is not None:
-            raise ValueError("with_frame_windows changes the rows; call it before select, shuffle or filter")
-        changes = {k: v for k, v in {"window_length": window_length, "frame_stride": frame_stride, "hop": hop,
-                                     "min_video_frames": min_video_frames}.items() if v is not None}
-        backends = []
-        for backend in self._backends:
-            if not set(changes) <= set(backend.READ_OPTIONS) or "window_length" not in backend.READ_OPTIONS:
-                raise ValueError(f"with_frame_windows needs a cache that serves frame windows (a "
-                                 f"Video(storage='frames') column), not a {backend.metadata.layout} cache")
-            backends.append(type(backend)(backend.directory, backend.metadata, **{**backend.options, **changes}))
-        return StableDataset(backends, features=self._features, info=self._info, split=self._split,
-                             format=self._format)
-
-    def set_video_decode(self, config: VideoDecodeConfig | None) -> None:
-        self._adopt_format(self.with_video_decode(config))
 
     def set_format(self, type: str | None = None, columns: Sequence[str] | None = None, decode: bool = True,
                    output_all_columns: bool = False, **format_kwargs: Any) -> None:
@@ -649,54 +501,10 @@ class StableDataset:
         self._adopt_format(self.with_transform(transform, columns, output_all_columns))
 
     # -- column operations (dataset/columns.py): views where the stored data does not change ----
-    def with_backends(self, backends: Sequence[LayoutBackend], features: Features,
-                      renamed: dict[str, str] | None = None) -> StableDataset:
-        """The same rows, split, format and transform, served by `backends` (column views of this
-        dataset's) and described by `features`; format columns follow `renamed` (old -> new name)."""
-        fmt, renamed = self._format, renamed or {}
-        columns = tuple(renamed.get(c, c) for c in fmt.columns or () if renamed.get(c, c) in features) or None
-        view = StableDataset(backends, features=features, info=dataclasses.replace(self._info, features=features),
-                             split=self._split, indices=self._indices,
-                             format=dataclasses.replace(fmt, columns=columns))
-        view._transform = self._transform
-        return view
-
     @property
     def backends(self) -> list[LayoutBackend]:
         """The layout backends serving this dataset's rows, one per cache (or column view of one)."""
         return list(self._backends)
-
-    def select_columns(self, column_names: str | Sequence[str]) -> StableDataset:
-        """Only `column_names`, in that order (a view: nothing is rewritten)."""
-        return columns.select_columns(self, column_names)
-
-    def remove_columns(self, column_names: str | Sequence[str]) -> StableDataset:
-        return columns.remove_columns(self, column_names)
-
-    def rename_column(self, original_column_name: str, new_column_name: str) -> StableDataset:
-        return columns.rename_columns(self, {original_column_name: new_column_name})
-
-    def rename_columns(self, column_mapping: dict[str, str]) -> StableDataset:
-        return columns.rename_columns(self, column_mapping)
-
-    def cast_column(self, column: str, feature: Any) -> StableDataset:
-        """`column` as `feature`: a view when the storage stays the same, else that column rewritten."""
-        return columns.cast_column(self, column, feature)
-
-    def add_column(self, name: str, column: Any, feature: Any = None) -> StableDataset:
-        return columns.add_column(self, name, column, feature)
-
-    def class_encode_column(self, column: str, include_nulls: bool = False) -> StableDataset:
-        return columns.class_encode_column(self, column, include_nulls)
-
-    def sort(self, column_names: str | Sequence[str], reverse: bool | Sequence[bool] = False,
-             null_placement: str = "at_end") -> StableDataset:
-        """Rows ordered by `column_names` (stable), as a view of the same files."""
-        return columns.sort(self, column_names, reverse, null_placement)
-
-    def unique(self, column: str) -> list[Any]:
-        """Distinct stored values of `column`, in order of first appearance."""
-        return columns.unique(self, column)
 
     # -- transforms (the heavier ones live in dataset/transforms.py) -------------------
     def select(self, indices: Iterable[int] | np.ndarray | range) -> StableDataset:
@@ -750,11 +558,6 @@ class StableDataset:
     def map(self, function: Callable[..., Any] | None = None, **kwargs: Any) -> StableDataset:
         return map_dataset(self, function, **kwargs)
 
-    def save_to_disk(self, path: str | os.PathLike) -> Path:
-        """The rows this view serves, in its order, as a standalone folder (`sds.load_from_disk` opens it
-        without the source); see dataset.saving."""
-        return save_dataset(self, path)
-
     def train_test_split(self, test_size: float | int | None = None, train_size: float | int | None = None,
                          shuffle: bool = True, stratify_by_column: str | None = None,
                          seed: int | np.random.Generator | None = None,
@@ -768,50 +571,6 @@ class StableDataset:
                                 stratify_by_column=stratify_by_column)
 
     # -- Hugging Face Dataset methods made of the ones above (dataset/hf_methods.py) -------------
-    def take(self, n: int) -> StableDataset:
-        """The first `n` rows (all when there are fewer), as a view."""
-        return hf_methods.take(self, n)
-
-    def skip(self, n: int) -> StableDataset:
-        """The rows after the first `n`, as a view."""
-        return hf_methods.skip(self, n)
-
-    def flatten_indices(self, num_proc: int | None = None) -> StableDataset:
-        """A view's rows written as a cache of their own, in view order (a whole dataset is returned as is)."""
-        return hf_methods.flatten_indices(self, num_proc)
-
-    def cast(self, features: Any) -> StableDataset:
-        """Every column cast to `features`, which names exactly the dataset's columns."""
-        return hf_methods.cast(self, features)
-
-    def add_item(self, item: dict[str, Any]) -> StableDataset:
-        """The rows with `item` appended."""
-        return hf_methods.add_item(self, item)
-
-    def to_parquet(self, path_or_buf: Any, batch_size: int | None = None,
-                   storage_options: dict[str, Any] | None = None, **parquet_writer_kwargs: Any) -> int:
-        """The stored values as a Parquet file; returns the Arrow bytes written, as Hugging Face does."""
-        return hf_methods.to_parquet(self, path_or_buf, batch_size, storage_options, **parquet_writer_kwargs)
-
-    def to_csv(self, path_or_buf: Any, batch_size: int | None = None, num_proc: int | None = None,
-               storage_options: dict[str, Any] | None = None, **to_csv_kwargs: Any) -> int:
-        """The stored values as CSV (no index); returns the bytes written."""
-        return hf_methods.to_csv(self, path_or_buf, batch_size, num_proc, storage_options, **to_csv_kwargs)
-
-    def to_json(self, path_or_buf: Any, batch_size: int | None = None, num_proc: int | None = None,
-                storage_options: dict[str, Any] | None = None, **to_json_kwargs: Any) -> int:
-        """The stored values as JSON Lines records (pandas' to_json options); returns the bytes written."""
-        return hf_methods.to_json(self, path_or_buf, batch_size, num_proc, storage_options, **to_json_kwargs)
-
-    @property
-    def shape(self) -> tuple[int, int]:
-        """(rows, columns), as Hugging Face's."""
-        return len(self), len(self.column_names)
-
-    @property
-    def num_columns(self) -> int:
-        return len(self.column_names)
-
     # -- in memory and back (dataset/in_memory.py, dataset/hf_interop.py) ------------------
     from_dict = classmethod(in_memory.from_dict)
     from_list = classmethod(in_memory.from_list)
@@ -820,92 +579,3 @@ class StableDataset:
     from_generator = classmethod(in_memory.from_generator)
     from_hf = classmethod(hf_interop.from_hf)
 
-    def to_arrow(self) -> pa.Table:
-        """Every row of this view as stored (images as encoded bytes), its columns in declared order;
-        the schema carries the features, so `from_arrow` gives them back."""
-        table = self._all_rows_table().select(list(self._features))
-        return table.replace_schema_metadata(self._features.arrow_schema.metadata)
-
-    def _export_batches(self, batch_size: int | None) -> Iterator[pa.Table]:
-        """`to_arrow`'s table, `batch_size` rows at a time (Hugging Face's default: 1,000)."""
-        metadata = self._features.arrow_schema.metadata
-        for table in self.iter_arrow(batch_size or EXPORT_BATCH_ROWS):
-            yield table.select(list(self._features)).replace_schema_metadata(metadata)
-
-    @overload
-    def to_dict(self, batch_size: int | None = None, batched: Literal[False] = False) -> dict[str, list[Any]]: ...
-
-    @overload
-    def to_dict(self, batch_size: int | None = None, *,
-                batched: Literal[True]) -> Iterator[dict[str, list[Any]]]: ...
-
-    def to_dict(self, batch_size: int | None = None,
-                batched: bool = False) -> dict[str, list[Any]] | Iterator[dict[str, list[Any]]]:
-        """Columns of stored values (as `to_arrow`), as Python lists; with `batched=True`, a generator of
-        such dicts of `batch_size` rows, as in Hugging Face."""
-        if batched:
-            return (table.to_pydict() for table in self._export_batches(batch_size))
-        return self.to_arrow().to_pydict()
-
-    def to_list(self) -> list[dict[str, Any]]:
-        """Rows of stored values (as `to_arrow`), as Python dicts."""
-        return self.to_arrow().to_pylist()
-
-    def to_pandas(self, batch_size: int | None = None, batched: bool = False) -> Any:
-        """A pandas DataFrame of the stored values (as `to_arrow`); needs pandas. With `batched=True`,
-        a generator of DataFrames of `batch_size` rows."""
-        if batched:
-            return (_pandas_frame(table) for table in self._export_batches(batch_size))
-        return _pandas_frame(self.to_arrow())
-
-    def to_polars(self, batch_size: int | None = None, batched: bool = False) -> Any:
-        """A polars DataFrame of the stored values (as `to_arrow`); needs polars. With `batched=True`,
-        a generator of DataFrames of `batch_size` rows."""
-        try:
-            import polars
-        except ImportError:
-            raise missing_extra("to_polars", "polars", "polars") from None
-        if batched:
-            return (polars.from_arrow(table) for table in self._export_batches(batch_size))
-        return polars.from_arrow(self.to_arrow())
-
-    def to_hf(self) -> Any:
-        """A Hugging Face `datasets.Dataset` of these rows with the features mapped (see dataset/hf_interop.py)."""
-        return hf_interop.to_hf(self)
-
-    @property
-    def is_whole(self) -> bool:
-        """True when the rows are every stored row in stored order (no select, shuffle or filter)."""
-        return self._indices is None
-
-    def to_ray(self, *, ray_address: str | None = None, override_num_blocks: int | None = None) -> Any:
-        """A Ray Data `Dataset` of the stored columns, read by Ray's workers (needs the `ray` extra)."""
-        import_ray()  # says how to install Ray when it is missing
-        from stable_datasets.dataset.ray_data import to_ray  # local: it imports Ray Data (and pandas): ~1 s
-
-        return to_ray(self, ray_address=ray_address, override_num_blocks=override_num_blocks)
-
-
-def _pandas_frame(table: pa.Table) -> Any:
-    try:
-        import pandas  # noqa: F401  (pyarrow's own error would not say which extra installs it)
-    except ImportError:
-        raise missing_extra("to_pandas", "pandas", "pandas") from None
-    frame = table.to_pandas()
-    for field, column in zip(table.schema, table.columns):
-        # pyarrow gives float64 cells (NaN in the null row's slots) to a column with a null row: keep the dtype
-        if pa.types.is_fixed_size_list(field.type) and column.null_count:
-            frame[field.name] = _fixed_size_cells(column.combine_chunks())
-    return frame
-
-
-def _fixed_size_cells(array: pa.FixedSizeListArray) -> np.ndarray:
-    """An object array: one numpy row per cell (views of one buffer, in the stored dtype), None for a null."""
-    size = array.type.list_size
-    values = array.values.slice(array.offset * size, len(array) * size)
-    values = values.fill_null(0).to_numpy(zero_copy_only=False)  # null cells' slots are unread: no NaNs
-    rows = values.reshape(len(array), size)
-    cells = np.empty(len(array), dtype=object)
-    for i in np.flatnonzero(array.is_valid().to_numpy(zero_copy_only=False)):
-        cells[i] = rows[i]
-    return cells

@@ -18,6 +18,7 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.dataset.columns import map_folder_name, stratified_split, stratify_labels
+from stable_datasets.dataset.combine import concatenate
 from stable_datasets.dataset.dataset_dict import DatasetDict
 from stable_datasets.dataset.hf_names import check_concatenable
 from stable_datasets.errors import ColumnNotFoundError, StableDatasetsError, add_note
@@ -436,4 +437,4 @@ def concatenate_datasets(datasets: Sequence[StableDataset]) -> StableDataset:
     from stable_datasets.dataset.stable_dataset import StableDataset  # local: stable_dataset imports this module
 
     check_concatenable(datasets, StableDataset)
-    return StableDataset.concatenate(datasets)
+    return concatenate(datasets)

@@ -13,8 +13,8 @@ units are held.
 The units become a backend (`FileBackend`): the rows of one split laid end to end, each unit a
 block. A `StableDataset` over it is a stream like any cache's (`streaming.StreamingDataset`): the
 block order, ranks and workers, exact and elastic resume, and the verbs all come from there. The
-backend lists its files with their identity (`StableDataset.source_files`), so the state is the
-cache stream's (epoch, rows consumed) plus the files: a file changed, added or removed since a state
+backend lists its files with their identity (the dataset's row source says them: dataset/row_source.py), so
+the state is the cache stream's (epoch, rows consumed) plus the files: a file changed, added or removed since a state
 was saved is refused, naming the file. A unit whose file changed while it is being streamed is
 refused when it is read. A shuffle reads windows of WINDOW_UNITS units (the stream is opened with
 `window_shards=WINDOW_UNITS`; each unit a shard), so each unit is parsed once per epoch by a reader;
@@ -46,7 +46,7 @@ from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.cache.content_hashes import ContentHashes
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.cache.publish import file_sha256
-from stable_datasets.dataset.stable_dataset import SOURCE_FILES_KEY
+from stable_datasets.dataset.row_source import SOURCE_FILES_KEY
 from stable_datasets.errors import EncodingError, ExampleError
 from stable_datasets.features.features import Features
 from stable_datasets.layouts.base import LayoutBackend

@@ -21,6 +21,7 @@ from loguru import logger
 
 from stable_datasets.builder.data_files import glob_pattern
 from stable_datasets.dataset.open import open_cache
+from stable_datasets.dataset.row_source import DatasetRowSource
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.download.inputs import RemoteInputNotFoundError, local_inputs
 from stable_datasets.errors import StableDatasetsError
@@ -29,6 +30,7 @@ from stable_datasets.sft.adopt import adopted, wants_adoption
 from stable_datasets.sft.collate import collate_packed
 from stable_datasets.sft.parquet_pages import PACK_ID, PAGE_MIN_GROUP_ROWS, PackPages, datafusion_available
 from stable_datasets.sft.validate import BlockChecks, row_fault
+from stable_datasets.streaming.source import block_bounds_of
 
 COLUMNS = ("input_ids", "loss_mask", "seq_start_id")
 #: samples read ahead in one page query when `ds[i]` is called in a steady stride (a sequential sampler over
@@ -173,26 +175,29 @@ class _CacheRows:
         self.arrow = dataset.with_format("arrow", list(COLUMNS))
         self.num_rows = len(dataset)
         self.pack_metadata = dataset.cache_metadata[0].extra.get("pack_metadata")
-        if self.dataset.serves_stored_rows:
-            self.row = self.dataset.backends[0].row  # a whole cache: its rows as stored, without the view's bookkeeping
+        self.stored = DatasetRowSource(self.dataset)  # its rows as stored (nothing decoded)
+        self._bind_stored_rows()
+
+    def _bind_stored_rows(self) -> None:
+        backend = self.stored.stored_backend()
+        if backend is not None:
+            self.row = backend.row  # a whole cache: its rows as stored, without the view's bookkeeping
 
     def __getstate__(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "row"}  # the bound backend method is rebound
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
-        if self.dataset.serves_stored_rows:
-            self.row = self.dataset.backends[0].row
+        self._bind_stored_rows()
 
     def row(self, index: int) -> dict[str, Any]:
-        return self.dataset.stored_row(index)
+        return self.stored.stored_row(index)
 
     def row_groups(self) -> Any:
         """The Parquet row groups behind the rows, when they are one Parquet cache read as stored: then
         validation uses the row groups that reads decode anyway, instead of decoding them twice."""
-        if self.dataset.serves_stored_rows:
-            return self.dataset.backends[0].parquet_row_groups()
-        return None
+        backend = self.stored.stored_backend()
+        return None if backend is None else backend.parquet_row_groups()
 
     def arrow_rows(self, start: int, stop: int) -> Any:
         """Rows [start, stop) as an Arrow table (memory-mapped where the layout allows)."""
@@ -309,10 +314,10 @@ class PackedSFTDataset:
         what `PackedSampler(locality_starts=)` and the block shuffle of `stable_datasets.streaming` use."""
 
         source = self._source
-        if hasattr(source, "starts"):
+        if isinstance(source, ParquetRowGroups):
             stored = source.starts
         elif isinstance(source, _CacheRows):
-            stored = source.dataset.block_bounds()
+            stored = block_bounds_of(source.dataset)
             if stored is None:  # a lazily shuffled view: no two neighbours share a stored block
                 stored = np.arange(len(source.dataset) + 1, dtype=np.int64)
         else:

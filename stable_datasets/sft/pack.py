@@ -28,6 +28,7 @@ from stable_datasets.layouts import parquet_shards
 from stable_datasets.sft.packing import ALGORITHMS, pack_indices, packing_metadata
 from stable_datasets.sft.parquet_pages import PACK_ID, PAGE_BYTES
 from stable_datasets.sft.tokenize import chat_tokenizer
+from stable_datasets.streaming.source import MapStyle
 
 if TYPE_CHECKING:
     from stable_datasets.sft.tokenize import ChatTokenizer
@@ -300,7 +301,7 @@ def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path,
     if not path.name.endswith(".parquet"):
         path = path.with_name(path.name + ".idx.parquet")
     path.parent.mkdir(parents=True, exist_ok=True)
-    if hasattr(rows, "__getitem__") and hasattr(rows, "__len__") and not isinstance(rows, list):
+    if isinstance(rows, MapStyle) and not isinstance(rows, list):
         source = rows
         rows = (_as_stored(source[i]) for i in range(len(source)))
     schema = PACKED_PARQUET_SCHEMA

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from stable_datasets.streaming.sampler import BlockShuffleSampler
+from stable_datasets.streaming.source import block_bounds_of
 
 
 class PackedSampler(BlockShuffleSampler):
@@ -32,7 +33,8 @@ class PackedSampler(BlockShuffleSampler):
 
 def row_group_starts(dataset: Any) -> np.ndarray:
     """Start offsets of the Parquet row groups (or other stored blocks) behind a dataset."""
-    method = getattr(dataset, "block_bounds", None)
-    if method is not None:
-        return np.asarray(method(), dtype=np.int64)[:-1]
-    raise ValueError("row-group locality needs a dataset with block_bounds() (a PackedSFTDataset or StableDataset)")
+    bounds = block_bounds_of(dataset)
+    if bounds is not None:
+        return bounds[:-1]
+    raise ValueError("row-group locality needs a dataset with stored blocks (block_bounds(): a PackedSFTDataset, or a "
+                     "StableDataset that is not lazily shuffled)")

@@ -26,15 +26,17 @@ import pyarrow.compute as pc
 from stable_datasets.sft.pack import checked_tokens, pack_row, plan_packs, shifted_mask
 from stable_datasets.sft.validate import _offsets_and_values
 from stable_datasets.streaming.iterable import StreamingDataset
+from stable_datasets.streaming.source import BlockReads, RowSource
 
 LENGTH_CHUNK = 65536  # rows whose token counts are read together
 
 
-def _token_counts(dataset: Any, column: str) -> np.ndarray:
-    """Tokens of every row of `dataset`: list offsets when it reads Arrow blocks, else the rows themselves."""
+def _token_counts(dataset: RowSource, features: Any, column: str) -> np.ndarray:
+    """Tokens of every row of `dataset` (a stream's row source, of these `features`): list offsets when it reads
+    Arrow blocks, else the rows themselves."""
     n = len(dataset)
     counts = np.empty(n, dtype=np.int64)
-    arrow = hasattr(dataset, "read_block") and column in (getattr(dataset, "features", None) or {})
+    arrow = isinstance(dataset, BlockReads) and column in (features or {})
     for lo in range(0, n, LENGTH_CHUNK):
         hi = min(lo + LENGTH_CHUNK, n)
         if arrow:
@@ -55,7 +57,7 @@ def _flat_lists(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     return values, offsets
 
 
-def _arrow_tokens(dataset: Any, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _arrow_tokens(dataset: BlockReads, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(ids, mask, starts, ends): the tokens of the rows at `positions` as two flat arrays and where each
     requested row's tokens lie in them, so no token becomes a Python object; no loss_mask column: loss on
     every token. The packs of a look-ahead window draw from a short stretch of rows: that stretch is read
@@ -132,9 +134,9 @@ class PackedSource:
         sizes = self.starts[packs_arr + 1] - self.starts[packs_arr]
         flat = np.concatenate([self.members[self.starts[p]:self.starts[p + 1]] for p in packs_arr.tolist()]) \
             if len(packs_arr) else np.zeros(0, np.int64)
-        dataset, maps = self.stream.dataset, self.stream.row_maps()
+        dataset, maps = self.stream.source, self.stream.row_maps()
         positions = self._positions(flat)
-        if not maps and hasattr(dataset, "read_rows") and hasattr(dataset, "read_block") and len(positions):
+        if not maps and isinstance(dataset, BlockReads) and len(positions):
             ids, mask, starts, ends = _arrow_tokens(dataset, positions)  # token columns as numpy, no Python ints
             lengths = np.minimum(ends - starts, self.limit)
             if self.pad_seq_to_mult == 1 and lengths.all():
@@ -176,7 +178,7 @@ def pack_stream(stream: StreamingDataset, pack_size: int, algorithm: str = "firs
     columns = stream.column_names
     if columns is not None and column not in columns:
         raise ValueError(f"pack_stream needs a {column!r} column of token ids; the stream has {columns}")
-    counts = _token_counts(stream.dataset, column)
+    counts = _token_counts(stream.source, stream.features, column)
     indices = np.arange(stream.length, dtype=np.int64)
     in_order = counts[stream.order.epoch(0).positions_at(stream.row_offset + indices)]
     members, sizes, limit = [], [], pack_size + 1

@@ -16,7 +16,7 @@ is refused: its start 0 is not below 0).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import pyarrow as pa
@@ -116,17 +116,32 @@ def bad_packs(input_ids: Any, loss_mask: Any, seq_start_id: Any) -> np.ndarray:
     return bad | ids_null | mask_null | starts_null
 
 
+@runtime_checkable
+class ReadsRowGroups(Protocol):
+    """Packs whose reads decode Parquet row groups (a Parquet cache read as stored): checked on those groups."""
+
+    def row_groups(self) -> ParquetRowGroups | None: ...
+
+
+@runtime_checkable
+class FlatPacks(Protocol):
+    """Packs held as flat arrays per column and where each pack starts in them (NeMo .npy packs)."""
+
+    offsets: dict[str, np.ndarray]
+    values: dict[str, np.ndarray]
+
+
 class BlockChecks:
     """Flags of the blocks read so far (per dataset object; a worker process fills its own)."""
 
     def __init__(self, source: Any):
-        groups = source.row_groups() if hasattr(source, "row_groups") else None
+        groups = source.row_groups() if isinstance(source, ReadsRowGroups) else None
         self.source = groups if groups is not None else source
         self.row_groups = isinstance(self.source, ParquetRowGroups)
         # flags as bytes: indexing bytes gives an int, ~5x cheaper than a numpy bool scalar per pack
         self.blocks: dict[int, bytes] = {}
         self.whole: bytes | None = None
-        if hasattr(source, "offsets") and hasattr(source, "values"):  # .npy packs: flat arrays already
+        if isinstance(source, FlatPacks):  # .npy packs: flat arrays already
             offsets = source.offsets
             self.whole = bad_packs_from_lengths(np.diff(offsets["input_ids"]), np.diff(offsets["loss_mask"]),
                                                 offsets["seq_start_id"], source.values["seq_start_id"]).tobytes()

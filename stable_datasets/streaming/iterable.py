@@ -36,10 +36,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 from loguru import logger
 
 from stable_datasets.errors import StateError
+from stable_datasets.streaming import source as sources
 from stable_datasets.streaming.mix import MixedSource
 from stable_datasets.streaming.order import (
     BlockOrder,
@@ -54,7 +54,6 @@ from stable_datasets.streaming.order import (
     worker_rows,
 )
 from stable_datasets.streaming.reader import make_reader
-from stable_datasets.streaming.sampler import dataset_block_bounds, dataset_shard_bounds
 from stable_datasets.streaming.state import (
     LOADERS_THAT_COUNT,
     MAX_EPOCH,
@@ -70,6 +69,7 @@ from stable_datasets.streaming.state import (
     merge_worker_states,
     seal,
 )
+from stable_datasets.streaming.verbs import StreamVerbs
 
 try:  # a torch IterableDataset when torch is installed, so DataLoader treats it as one
     from torch.utils.data import IterableDataset as _IterableBase
@@ -94,46 +94,6 @@ def _worker() -> tuple[int, int, bool]:
     return (0, 1, False) if info is None else (info.id, info.num_workers, True)
 
 
-#: formats whose rows are tables: a map or filter added in one receives one-row tables (see `_table_format`)
-TABLE_FORMATS = ("arrow", "pandas")
-
-
-def _row_as(row: Any, wanted: str | None, dataset: Any) -> Any:
-    """A row (a one-row Arrow table or pandas DataFrame, or a dict) as `wanted`: "arrow", "pandas", or None: the
-    stream's own format (`dataset`'s); turned through Arrow when its kind differs."""
-    own = (getattr(dataset, "format", None) or {}).get("type")
-    wanted = wanted or (own if own in TABLE_FORMATS else None)
-    if wanted is None and not isinstance(row, (pa.Table, pa.RecordBatch)) and not _is_frame(row):
-        return row  # (a row of the stream's format, or whatever a map returned: a tuple, a tensor...)
-    if (wanted == "arrow" and isinstance(row, pa.Table)) or (wanted == "pandas" and _is_frame(row)):
-        return row
-    if isinstance(row, pa.RecordBatch):
-        row = pa.Table.from_batches([row])
-    elif isinstance(row, dict):
-        row = pa.Table.from_pylist([row])
-    elif _is_frame(row):
-        row = pa.Table.from_pandas(row, preserve_index=False)
-    elif not isinstance(row, pa.Table):
-        raise TypeError(f"a map in the arrow or pandas format must return a pyarrow Table, a pandas DataFrame or a "
-                        f"dict, got {type(row).__name__}")
-    if wanted == "arrow":
-        return row
-    if wanted == "pandas":
-        return row.to_pandas()
-    features = getattr(dataset, "features", None)
-    added = [name for name in row.column_names if features is not None and name not in features]
-    if not added:
-        return dataset.rows_from_arrow(row)[0]
-    known = dataset.rows_from_arrow(row.drop_columns(added))[0] if len(added) < row.num_columns else {}
-    new = row.select(added).to_pylist()[0]  # columns a map added: the format knows no feature of theirs
-    return {name: new[name] if name in new else known[name] for name in row.column_names if name in new or
-            name in known}
-
-
-def _is_frame(value: Any) -> bool:
-    return type(value).__name__ == "DataFrame" and hasattr(value, "iloc")
-
-
 def _pass_seed() -> int | None:
     """In a DataLoader worker: the base seed torch drew for this loader iterator (the same in every worker of a
     pass, new for each pass unless workers persist); None elsewhere."""
@@ -145,11 +105,12 @@ def _pass_seed() -> int | None:
     return None if info is None else int(info.seed) - int(info.id)
 
 
-class StreamingDataset(_IterableBase):
+class StreamingDataset(StreamVerbs, _IterableBase):
     """Rows (or batches, after `batch()`) of one rank, epoch after epoch.
 
     `dataset`: a StableDataset (read a block at a time as Arrow) or any map-style dataset with
-    `__len__`/`__getitem__` (read row by row; `block_bounds()` if it has one). `shuffle` with
+    `__len__`/`__getitem__` (read row by row; `block_bounds()` if it has one): `source` is what the stream reads
+    of it (`streaming.source.row_source`). `shuffle` with
     `seed` and `window_blocks` picks the block shuffle (`streaming.order`); `window_shards` k
     shuffles the shard order and blocks only within windows of k shards (bounded local cache for a
     remote stream; None: blocks from the whole split); `rank`/`world_size`
@@ -165,6 +126,7 @@ class StreamingDataset(_IterableBase):
                  rank: int | None = None, world_size: int | None = None, drop_last: bool = False,
                  loader_batch_size: int | None = None, rows: tuple[int, int] | None = None, lanes: bool = False):
         self.dataset = dataset
+        self.source = sources.row_source(dataset)
         self.num_rows = len(dataset)
         if max_block_rows is not None and (isinstance(max_block_rows, bool) or not isinstance(max_block_rows, int)
                                            or max_block_rows < 1):
@@ -212,11 +174,11 @@ class StreamingDataset(_IterableBase):
     def order(self) -> BlockOrder:
         """How epochs are ordered (reads the dataset's block bounds the first time)."""
         if self._order is None:
-            bounds = dataset_block_bounds(self.dataset)
+            bounds = sources.block_bounds_of(self.source)
             if bounds is not None:
                 bounds = split_large_blocks(bounds_from_starts(bounds, self.num_rows), self._options["max_block_rows"])
             options = self._options
-            shards = dataset_shard_bounds(self.dataset) if options["window_shards"] is not None else None
+            shards = sources.shard_bounds_of(self.source) if options["window_shards"] is not None else None
             self._order = BlockOrder(self.num_rows, bounds, seed=options["seed"], shuffle=options["shuffle"],
                                      window_blocks=options["window_blocks"], shards=shards,
                                      window_shards=options["window_shards"])
@@ -225,7 +187,7 @@ class StreamingDataset(_IterableBase):
     def order_identity(self) -> str:
         """What decides the order, hashed: the dataset's fingerprint when it has one (so the main process
         need not open the cache), else the block bounds."""
-        fingerprint = getattr(self.dataset, "fingerprint", None)
+        fingerprint = self.source.fingerprint if isinstance(self.source, sources.Identified) else None
         if not isinstance(fingerprint, str):
             return self.order.identity()
         keys = ("seed", "shuffle", "window_blocks", "max_block_rows")
@@ -236,7 +198,7 @@ class StreamingDataset(_IterableBase):
             described.append({"rows": list(self._range)})
         return hashlib.sha256(json.dumps(described).encode()).hexdigest()[:16]
 
-    # -- lazy ops: each returns a new stream (epoch 0, nothing consumed) ------------------------
+    # -- lazy ops (streaming/verbs.py): each returns a new stream made by `_with` ---------------
     def _with(self, dataset: Any = None, **changes: Any) -> StreamingDataset:
         other = StreamingDataset(self.dataset if dataset is None else dataset, **{**self._options, **changes})
         other.batch_size, other.drop_last_batch, other.collate_fn = self.batch_size, self.drop_last_batch, \
@@ -244,142 +206,28 @@ class StreamingDataset(_IterableBase):
         other._ops = list(self._ops)
         return other
 
-    def shuffle(self, seed: int = 0, window_blocks: int = 8, window_shards: int | None = None, *,
-                buffer_size: int | None = None) -> StreamingDataset:
-        """The block shuffle (see streaming.order): blocks permuted, rows permuted within windows; with
-        `window_shards` k, shards permuted and blocks only within windows of k shards (None: the stream's own,
-        e.g. the window of units a stream of data files is opened with).
-
-        `buffer_size` (Hugging Face's name) bounds the shuffle window in rows instead: blocks are cut to at
-        most `buffer_size` rows and a window holds as many whole blocks as fit. Unlike a shuffle buffer the
-        order is a function of (seed, epoch), so a resume is exact."""
-        if self._options["rows"] is not None:
-            return self._stretch_as_dataset().shuffle(seed, window_blocks, window_shards, buffer_size=buffer_size)
-        if window_shards is None:
-            window_shards = self._options["window_shards"]
-        if buffer_size is None:
-            return self._with(shuffle=True, seed=seed, window_blocks=window_blocks, window_shards=window_shards)
-        if isinstance(buffer_size, bool) or not isinstance(buffer_size, int) or buffer_size < 1:
-            raise ValueError(f"buffer_size must be a positive int, got {buffer_size!r}")
-        block = min(buffer_size, self._options["max_block_rows"] or buffer_size)
-        return self._with(shuffle=True, seed=seed, window_blocks=max(1, buffer_size // block),
-                          window_shards=window_shards, max_block_rows=block)
-
-    def _stretch_as_dataset(self) -> StreamingDataset:
-        """This stream's stretch of rows (take/skip of the stored order) as a stream over a dataset of just those
-        rows, which a shuffle then permutes (Hugging Face's `take(n).shuffle()`: a shuffle of the rows taken)."""
-        select = getattr(self.dataset, "select", None)
-        if self._options["shuffle"] or select is None:
-            what = "a shuffled order" if self._options["shuffle"] else f"a {type(self.dataset).__name__}"
-            raise ValueError(f"shuffle() after take()/skip() shuffles the rows kept, which needs the rows in stored "
-                             f"order of a dataset that can select them; this stream cuts {what}: call shuffle() "
-                             "before take()/skip()")
-        lo, hi = self._range
-        return self._with(select(range(lo, hi)), rows=None)
-
-    def _cut(self, lo: int, hi: int) -> StreamingDataset:
-        if self.filtered:
-            raise ValueError("call take()/skip() before filter(): they cut the order by position, so that a resume "
-                             "stays exact, and after a filter the n-th row kept has no position known in advance")
-        base = self._range[0]
-        return self._with(rows=(base + lo, base + hi))  # (a map keeps one row per row: the cut moves before it)
-
     def __getitem__(self, index: Any) -> Any:
         raise TypeError(f"a stream cannot be indexed (stream[{index!r:.40}]): use take/skip, or drop streaming=True "
                         "for a dataset that can")
 
-    def take(self, n: int) -> StreamingDataset:
-        """The first `n` rows of each epoch's order (before the ranks split it), so resume stays exact."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"take() needs a non-negative int, got {n!r}")
-        return self._cut(0, min(n, self.length))
-
-    def skip(self, n: int) -> StreamingDataset:
-        """Each epoch's order without its first `n` rows."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-            raise ValueError(f"skip() needs a non-negative int, got {n!r}")
-        return self._cut(min(n, self.length), self.length)
-
-    def map(self, function: Callable[[Any], Any]) -> StreamingDataset:
-        """Apply `function` to every row (or batch, after `batch()`), lazily, in the reading process."""
-        other = self._with()
-        other._ops.append(("map", function, self._table_format()))
-        return other
-
-    def _table_format(self) -> str | None:
-        """"arrow" or "pandas" when rows are served as tables now (a map or filter added now receives a one-row table
-        of that kind whatever the format later, as Hugging Face's do), else None (it receives the rows served)."""
-        fmt = getattr(self.dataset, "format", None)
-        kind = fmt.get("type") if isinstance(fmt, dict) else None
-        return kind if kind in TABLE_FORMATS and self.batch_size is None else None
-
-    def filter(self, function: Callable[[Any], bool]) -> StreamingDataset:
-        """Keep the rows for which `function(row)` is true, lazily, in the reading process.
-
-        The state then counts rows of the order read (kept or not), per rank: ranks no longer consume
-        the same rows per step, so a filtered stream resumes exactly on the same rank and world size
-        (a change is refused), in this process, or through torchdata's StatefulDataLoader."""
-        if self.batch_size is not None:
-            raise ValueError("call filter() before batch(): a filter after batch() would receive whole batches")
-        other = self._with()
-        other._ops.append(("filter", function, self._table_format()))
-        return other
-
-    def with_format(self, format: str | None = None, **kwargs: Any) -> StreamingDataset:
-        """The same stream, rows in another format ("python", "numpy", "torch", "arrow"), as the dataset's."""
-        if not hasattr(self.dataset, "with_format"):
-            raise TypeError(f"with_format needs a dataset that has formats (a StableDataset), got "
-                            f"{type(self.dataset).__name__}")
-        other = self._with()
-        other.dataset = self.dataset.with_format(format, **kwargs)
-        return other
-
     def source_files(self) -> list[tuple[str, list[Any]]] | None:
         """(name, identity) of the data files the dataset reads in place (a stream of files opened by
         `load_dataset(<loader>, data_files=..., streaming=True)`), else None (a cache, a map-style dataset)."""
-        method = getattr(self.dataset, "source_files", None)
-        return None if method is None else method()
+        return self.source.source_files() if isinstance(self.source, sources.ReadsFilesInPlace) else None
 
     @property
     def row_offset(self) -> int:
         """Where this stream's stretch of each epoch's order begins (after skip())."""
         return self._range[0]
 
-    @property
-    def filtered(self) -> bool:
-        """Whether a filter drops rows (then the state is per rank, see `filter`)."""
-        return any(kind == "filter" for kind, _, _ in self._ops)
-
-    def batch(self, batch_size: int, *, drop_last_batch: bool = False,
-              collate_fn: Callable[[list[Any]], Any] | None = None) -> StreamingDataset:
-        """Yield batches of `batch_size` rows: a StableDataset's format as columns (one Arrow read and
-        decode per batch), or `collate_fn(rows)`. Use `DataLoader(stream, batch_size=None)` then."""
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
-        if self._ops:
-            raise ValueError("call batch() before map() and after no filter(): a map after batch() receives whole "
-                             "batches, and a filter cannot keep batches whole")
-        other = self._with()
-        other.batch_size, other.drop_last_batch, other.collate_fn = batch_size, drop_last_batch, collate_fn
-        return other
-
     def placement(self) -> tuple[int | None, int | None, bool]:
         """(rank, world_size, drop_last) as given (None: from torch.distributed), for streams mixed together."""
         return (*self._given_rank, self.drop_last)
 
-    def row_maps(self) -> list[Callable[[Any], Any]]:
-        """The functions `map()` applies to each row, in order (a mix applies them where it reads the row)."""
-        if self.filtered:
-            raise ValueError("a mixed source cannot filter (the mix draws its rows by position); filter the mix")
-        if any(fmt for _, _, fmt in self._ops):
-            raise ValueError("a mixed source cannot map in the arrow or pandas format (the mix reads rows); map the "
-                             "mix")
-        return [function for _, function, _ in self._ops]
-
     @property
     def features(self) -> Any:
         """The dataset's features (None when it has none, e.g. a plain map-style dataset)."""
-        return getattr(self.dataset, "features", None)
+        return sources.features_of(self.dataset)
 
     @property
     def column_names(self) -> list[str] | None:
@@ -466,9 +314,8 @@ class StreamingDataset(_IterableBase):
     def open_before_fork(self) -> None:
         """Open, in this process, what forked DataLoader workers can share (the maps and held columns of a
         v2 Lance cache on local disk), so each worker does not open it again; StreamingDataLoader calls it."""
-        hook = getattr(self.dataset, "open_before_fork", None)  # a StableDataset asks its backends
-        if hook is not None:
-            hook()
+        if isinstance(self.source, sources.OpensBeforeFork):  # a StableDataset's asks its backends
+            self.source.open_before_fork()
 
     def rows_per_epoch(self) -> int:
         """Rows of this rank's share of a whole epoch."""
@@ -610,16 +457,32 @@ class StreamingDataset(_IterableBase):
             return 1
         return unit
 
-    def __iter__(self) -> Iterator[Any]:
-        worker, num_workers, in_worker = _worker()
+    def _enter_pass(self, num_workers: int, in_worker: bool) -> None:
+        """Where a pass begun now starts: in a DataLoader worker, its copy's pass (`_pass_start`); here, the
+        position `begin_pass` gives (and the ranks, torch.distributed may be up by now)."""
         if not in_worker and self._given_rank == (None, None):
-            self.rank, self.world_size = resolve_rank(None, None)  # torch.distributed may be up by now
+            self.rank, self.world_size = resolve_rank(None, None)
         if in_worker:
             self._flag.set(num_workers)  # the main process cannot count what this worker serves
             self._worker_passes += 1
             self.epoch, self.consumed, self._lanes = self._pass_start()
         else:
             self.begin_pass(counted_here=self.counted_by_loader)
+
+    def _resumed_rows(self, where: dict[str, Any]) -> int:
+        """In a DataLoader worker: rows of its pass its loaded state already served (0 without one), once; the
+        state must be this worker's (`where`: the same loader layout)."""
+        saved, self._worker_resume = self._worker_resume, None
+        if saved is None:
+            return 0
+        if any(saved.get(k) != v for k, v in where.items()):
+            raise ValueError(f"cannot resume: worker state {saved} was saved by another loader layout than "
+                             f"this worker's {where}; restore with the same num_workers, batch size and ranks")
+        return check_int(saved, "rows", "stream worker")
+
+    def __iter__(self) -> Iterator[Any]:
+        worker, num_workers, in_worker = _worker()
+        self._enter_pass(num_workers, in_worker)
         moves = self._moves
         epoch, start, n, lo_row, drop_last = self.epoch, self.consumed, self.length, self._range[0], self.drop_last
         rank, world = self.rank, self.world_size
@@ -627,20 +490,13 @@ class StreamingDataset(_IterableBase):
         unit = self._unit(num_workers)
         mine = worker_rows(count, unit, worker, num_workers)
         where = self._where(worker, num_workers, epoch, start)
-        skip = 0
-        if in_worker and self._worker_resume is not None:
-            saved = self._worker_resume
-            self._worker_resume = None
-            if any(saved.get(k) != v for k, v in where.items()):
-                raise ValueError(f"cannot resume: worker state {saved} was saved by another loader layout than "
-                                 f"this worker's {where}; restore with the same num_workers, batch size and ranks")
-            skip = check_int(saved, "rows", "stream worker")
+        skip = self._resumed_rows(where) if in_worker else 0
         self._worker_pass = {**where, "rows": skip} if in_worker else None
         lanes = self.pass_lanes(num_workers)  # (checked against the worker's saved state above: same topology)
         if isinstance(self.dataset, MixedSource):
             self.dataset.set_epoch(epoch)  # the sources' own orders follow the mix's epoch
         order = self.order.epoch(epoch)
-        reader = make_reader(self.dataset, self.order.bounds, order.block_window)
+        reader = make_reader(self.source, self.order.bounds, order.block_window)
 
         def positions(lo: int, hi: int) -> np.ndarray:
             sequence = worker_indices(np.arange(lo, hi, dtype=np.int64), unit, worker, num_workers)
@@ -703,17 +559,6 @@ class StreamingDataset(_IterableBase):
                 self._flag.finish_epoch(epoch, _pass_seed() or 0, self._worker_passes)
         elif self._moves == moves:  # (unless the position was set during the pass)
             self._set_position(epoch + 1, 0, None)  # a finished pass moves on to the next epoch
-
-    def _apply_ops(self, row: Any) -> tuple[bool, Any]:
-        """(kept, row) after the maps and filters, each given the row as it asked (`_table_format`), then the row in
-        the stream's format."""
-        for kind, function, wanted in self._ops:
-            row = _row_as(row, wanted, self.dataset)
-            if kind == "map":
-                row = function(row)
-            elif not function(row):
-                return False, None
-        return True, _row_as(row, None, self.dataset)
 
     def _where(self, worker: int, num_workers: int, epoch: int, start: int) -> dict[str, Any]:
         """A DataLoader worker's pass: which worker of how many, the unit, the rank and the pass's start."""

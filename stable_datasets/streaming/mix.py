@@ -203,7 +203,7 @@ class MixedSource:
 
     @property
     def features(self) -> Any:
-        return getattr(self.streams[0].dataset, "features", None)
+        return self.streams[0].features
 
     def __getstate__(self) -> dict[str, Any]:  # each process opens its own readers
         return {**self.__dict__, "_readers": {}}
@@ -234,7 +234,7 @@ class MixedSource:
         if entry is None:
             stream = self.streams[s]
             order = stream.order.epoch(self.epoch * self.plan.passes + pass_)
-            entry = (order, make_reader(stream.dataset, stream.order.bounds, order.block_window))
+            entry = (order, make_reader(stream.source, stream.order.bounds, order.block_window))
             self._readers[(s, pass_)] = entry
         return entry
 

@@ -1,14 +1,15 @@
 """Reading the rows of an epoch order, a block at a time.
 
-`BlockReader` serves a StableDataset (any layout): it reads each window of blocks once, with the
-dataset's `read_block` (an Arrow slice of a mapped record batch, one decoded Parquet row group,
-one Lance range scan), keeps it as one table, and gathers the requested rows from it with one
-`take`. Windows the order has left are dropped, so memory holds at most two windows of blocks.
-Mapped Arrow caches skip the blocks: any rows are one gather per column over the map
-(`reads_rows_in_place`). A remote cache plugs in below `read_block`.
+`BlockReader` serves a source with `BlockReads` (a StableDataset's, any layout; see
+`streaming.source`): it reads each window of blocks once, with the source's `read_block` (an Arrow
+slice of a mapped record batch, one decoded Parquet row group, one Lance range scan), keeps it as
+one table, and gathers the requested rows from it with one `take`. Windows the order has left are
+dropped, so memory holds at most two windows of blocks. Mapped Arrow caches skip the blocks: any
+rows are one gather per column over the map (`reads_rows_in_place`). A remote cache plugs in below
+`read_block`.
 
-`ItemReader` serves any other map-style dataset (PackedSFTDataset, your own) through
-`__getitems__` or `__getitem__`; its own caches (Parquet row groups) give the locality.
+`ItemReader` serves any other row source (PackedSFTDataset, your own map-style dataset through
+`streaming.source.MapStyleSource`) by `__getitems__`; its own caches (Parquet row groups) give the locality.
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.arrow.tables import index_array, ordered_gather
+from stable_datasets.streaming.source import BlockReads, RowSource
 
 
 class BlockReader:
-    def __init__(self, dataset: Any, bounds: np.ndarray | None, block_window: np.ndarray | None):
+    def __init__(self, dataset: BlockReads, bounds: np.ndarray | None, block_window: np.ndarray | None):
         self.dataset = dataset
         self.bounds = bounds
         self.block_window = block_window  # None: rows are gathered straight from the dataset (full permutation)
@@ -80,7 +82,7 @@ class BlockReader:
 
 
 class ItemReader:
-    def __init__(self, dataset: Any):
+    def __init__(self, dataset: RowSource):
         self.dataset = dataset
         self.blocks_read = 0
 
@@ -88,19 +90,16 @@ class ItemReader:
         return 0
 
     def rows(self, positions: np.ndarray) -> list[Any]:
-        getitems = getattr(self.dataset, "__getitems__", None)
-        if getitems is not None:
-            return list(getitems(positions.tolist()))
-        return [self.dataset[i] for i in positions.tolist()]
+        return list(self.dataset.__getitems__(positions.tolist()))
 
     def batch(self, positions: np.ndarray) -> Any:
         return self.rows(positions)
 
 
-def make_reader(dataset: Any, bounds: np.ndarray | None, block_window: np.ndarray | None) -> Any:
-    if hasattr(dataset, "read_block") and hasattr(dataset, "rows_from_arrow"):
-        in_place = getattr(dataset, "reads_rows_in_place", None)
-        if in_place is not None and in_place():
+def make_reader(dataset: RowSource, bounds: np.ndarray | None, block_window: np.ndarray | None) -> Any:
+    """The reader of a row source (see `streaming.source.row_source`)."""
+    if isinstance(dataset, BlockReads):
+        if dataset.reads_rows_in_place():
             # mapped Arrow: one gather per column over the map costs less than holding and taking from blocks
             # (0.05 s vs 0.12 s CPU for a shuffled epoch of 50,000 rows of 2 KB)
             return BlockReader(dataset, bounds, None)

@@ -3,8 +3,8 @@
 The order is `streaming.order.BlockOrder`: blocks shuffled, rows shuffled within windows of
 `window_blocks` blocks, so a DataLoader reading these indices touches a few blocks at a time
 (one decoded Parquet row group, Lance slice or Arrow batch is reused by the rows around it).
-Pass a dataset that has `block_bounds()` (StableDataset, PackedSFTDataset) or `block_bounds=`
-directly; without bounds the order is a full permutation.
+Pass a dataset whose row source has blocks (`streaming.source.Blocks`: a StableDataset, a
+PackedSFTDataset) or `block_bounds=` directly; without bounds the order is a full permutation.
 
 Ranks stripe one global order (rank r serves positions r, r + N, ...), so the rule for resuming
 is the stream's: the state is (epoch, global position), and it loads on any world size (see
@@ -31,6 +31,7 @@ from stable_datasets.streaming.order import (
     rows_per_rank,
     split_large_blocks,
 )
+from stable_datasets.streaming.source import block_bounds_of
 from stable_datasets.streaming.state import (
     MAX_EPOCH,
     STATE_FORMAT,
@@ -40,22 +41,6 @@ from stable_datasets.streaming.state import (
     check_state,
     seal,
 )
-
-
-def dataset_block_bounds(data: Any) -> np.ndarray | None:
-    """`data.block_bounds()` when the dataset has it and it has blocks, else None."""
-    method = getattr(data, "block_bounds", None)
-    bounds = None if method is None else method()  # None also from a view with no runs (a lazy shuffle)
-    return None if bounds is None else np.asarray(bounds, dtype=np.int64)
-
-
-def dataset_shard_bounds(data: Any) -> np.ndarray | None:
-    """Where the stored shards begin, then `len(data)`: `data.shard_bounds()` when it has one (a StableDataset
-    asks its backends); None when the dataset has none or its shards do not bound a window (views)."""
-    method = getattr(data, "shard_bounds", None)
-    bounds = None if method is None else method()
-    return None if bounds is None else np.asarray(bounds, dtype=np.int64)
-
 
 #: indices computed together (the order is evaluated lazily, a chunk at a time)
 CHUNK = 4096
@@ -74,7 +59,7 @@ class BlockShuffleSampler:
                  window_blocks: int = 8, max_block_rows: int | None = None, rank: int | None = None,
                  world_size: int | None = None, drop_last: bool = False):
         self.num_samples = int(data) if isinstance(data, (int, np.integer)) else len(data)
-        bounds = dataset_block_bounds(data) if block_bounds is None and not isinstance(data, int) else block_bounds
+        bounds = block_bounds_of(data) if block_bounds is None and not isinstance(data, int) else block_bounds
         if bounds is not None:
             bounds = split_large_blocks(bounds_from_starts(bounds, self.num_samples), max_block_rows)
         self.order = BlockOrder(self.num_samples, bounds, seed=seed, shuffle=shuffle, window_blocks=window_blocks)

@@ -278,7 +278,7 @@ def test_large_files_are_cut_into_units(tmp_path, monkeypatch, fmt):
     monkeypatch.setattr(file_stream, "UNIT_BYTES", 100)
     files = write_files(tmp_path / "data", fmt)
     stream = sds.load_dataset(LOADER[fmt], data_files=files, split="train", streaming=True)
-    bounds = stream.dataset.block_bounds()
+    bounds = stream.source.block_bounds()
     assert len(bounds) > FILES + 1 and bounds[-1] == FILES * PER_FILE
     assert [row_id(fmt, r) for r in stream] == list(range(FILES * PER_FILE))
     assert list(stream) == sds.load_dataset(LOADER[fmt], data_files=files, split="train").to_list()
@@ -322,7 +322,7 @@ def test_a_shuffled_epoch_parses_each_unit_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(file_stream, "read_unit", counting)
     stream = sds.load_dataset("json", data_files=files, split="train", streaming=True)
-    units = len(stream.dataset.block_bounds()) - 1
+    units = len(stream.source.block_bounds()) - 1
     assert stream.shuffle(seed=4, buffer_size=5).order.window_shards == file_stream.WINDOW_UNITS < units
     order = [r["idx"] for r in stream.shuffle(seed=4, buffer_size=5)]
     assert sorted(order) == list(range(FILES * PER_FILE)) and order != sorted(order)
@@ -480,7 +480,7 @@ def test_plain_csv_cut_into_ranges_counts_each_range(tmp_path, monkeypatch):
     path = tmp_path / "a.csv"
     path.write_text("idx,text\n" + "".join(f"{i},row {i}\n" + ("\n" if i % 7 == 0 else "") for i in range(60)))
     stream = sds.load_dataset("csv", data_files=str(path), split="train", streaming=True)
-    assert len(stream.dataset.block_bounds()) > 5
+    assert len(stream.source.block_bounds()) > 5
     assert [r["idx"] for r in stream] == list(range(60))
     assert list(stream) == sds.load_dataset("csv", data_files=str(path), split="train").to_list()
 
@@ -510,7 +510,7 @@ def test_ranks_and_workers_each_parse_their_own_lane(tmp_path, monkeypatch):
         assert sorted(seen) == list(range(FILES * PER_FILE - 1))  # 115 rows on 2 ranks, drop_last: the last dropped
         return Counter(log.read_text().split())
 
-    starts = sds.load_dataset("json", data_files=files, split="train", streaming=True).dataset.block_bounds()
+    starts = sds.load_dataset("json", data_files=files, split="train", streaming=True).source.block_bounds()
     units = len(starts) - 1
     bounds = Lanes(2, 2, 4).lane_bounds(FILES * PER_FILE, True)
     first = np.searchsorted(starts, bounds[:-1], side="right") - 1
@@ -613,7 +613,7 @@ def test_utf16_and_utf32_files_cut_into_units_give_every_line_back(tmp_path, mon
         path = tmp_path / "wide.jsonl"
         path.write_bytes("".join(json.dumps({"t": line}, ensure_ascii=False) + "\n" for line in lines).encode(encoding))
     stream = sds.load_dataset(fmt, data_files=str(path), split="train", streaming=True, encoding=encoding)
-    assert len(stream.dataset.block_bounds()) > 20  # many units
+    assert len(stream.source.block_bounds()) > 20  # many units
     column = "text" if fmt == "text" else "t"
     assert [r[column] for r in stream] == lines
     built = sds.load_dataset(fmt, data_files=str(path), split="train", encoding=encoding)

@@ -14,6 +14,7 @@ import stable_datasets as sds
 from stable_datasets.streaming import BlockOrder, BlockShuffleSampler, StreamingDataset
 from stable_datasets.streaming.order import rank_indices, worker_indices, worker_rows
 from stable_datasets.streaming.reader import BlockReader
+from stable_datasets.streaming.source import row_source
 from tests.resume import ids, stop_and_resume
 
 torch = pytest.importorskip("torch")
@@ -49,14 +50,15 @@ def caches(tmp_path_factory):
 # -- blocks --------------------------------------------------------------------------------------
 def test_every_layout_reports_its_blocks(caches):
     blocks = np.arange(0, ROWS + 1, BLOCK).tolist()
-    assert caches["arrow"].block_bounds().tolist() == blocks  # record batches
-    assert caches["parquet"].block_bounds().tolist() == blocks  # row groups
+    assert row_source(caches["arrow"]).block_bounds().tolist() == blocks  # record batches
+    assert row_source(caches["parquet"]).block_bounds().tolist() == blocks  # row groups
     # Lance: fragments of 450 rows, cut every 100 rows inside each fragment
-    assert caches["lance"].block_bounds().tolist() == [0, 100, 200, 300, 400, 450, 550, 650, 750, 850, 900, 1000]
+    lance_blocks = [0, 100, 200, 300, 400, 450, 550, 650, 750, 850, 900, 1000]
+    assert row_source(caches["lance"]).block_bounds().tolist() == lance_blocks
     view = caches["arrow"].select(range(150, 420))
-    assert view.block_bounds().tolist() == [0, 50, 150, 250, 270]  # runs inside stored blocks
-    assert view.read_block(50, 150).column("idx").to_pylist() == list(range(200, 300))
-    assert caches["arrow"].shuffle(seed=0).block_bounds().tolist()[:3] != [0, 100, 200]
+    assert row_source(view).block_bounds().tolist() == [0, 50, 150, 250, 270]  # runs inside stored blocks
+    assert row_source(view).read_block(50, 150).column("idx").to_pylist() == list(range(200, 300))
+    assert row_source(caches["arrow"].shuffle(seed=0)).block_bounds().tolist()[:3] != [0, 100, 200]
 
 
 def test_block_order_windows_hold_whole_blocks_and_use_their_own_rng():
@@ -273,8 +275,9 @@ def test_streaming_holds_a_window_of_blocks_not_the_table(tmp_path):
 @pytest.mark.parametrize("fmt", ["arrow", "parquet", "lance"])
 def test_block_reader_drops_blocks_the_order_has_left(caches, fmt):
     ds = caches[fmt]
-    order = BlockOrder(ROWS, ds.block_bounds(), seed=0, window_blocks=2).epoch(0)
-    reader = BlockReader(ds, ds.block_bounds(), order.block_window)
+    source = row_source(ds)
+    order = BlockOrder(ROWS, source.block_bounds(), seed=0, window_blocks=2).epoch(0)
+    reader = BlockReader(source, source.block_bounds(), order.block_window)
     held = []
     got = []
     for lo in range(0, ROWS, 64):
@@ -282,7 +285,7 @@ def test_block_reader_drops_blocks_the_order_has_left(caches, fmt):
         held.append(reader.held_rows())
     assert got == order.positions.tolist()
     assert max(held) <= 4 * BLOCK  # two windows of two blocks at most
-    assert reader.blocks_read == len(ds.block_bounds()) - 1  # each block read once
+    assert reader.blocks_read == len(source.block_bounds()) - 1  # each block read once
 
 
 # -- lazy ops, formats, packed SFT, front doors ---------------------------------------------------
@@ -331,7 +334,8 @@ sys.modules["torch"] = None  # import torch raises ImportError
 import stable_datasets as sds
 stream = sds.open_cache({str(cache)!r}).to_iterable().shuffle(seed=0)
 rows = [r["idx"] for r in stream]
-assert sorted(rows) == list(range({ROWS})) and type(stream).__mro__[1] is object, type(stream).__mro__
+bases = [c.__name__ for c in type(stream).__mro__]
+assert sorted(rows) == list(range({ROWS})) and bases == ["StreamingDataset", "StreamVerbs", "object"], bases
 print("ok")
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -340,7 +344,7 @@ print("ok")
 
 def test_video_frame_windows_stream_a_video_at_a_time():
     ds = sds.load_dataset("moving_digits", name="frames", split="train", train_videos=6, test_videos=2)
-    assert ds.block_bounds().tolist() == [0, 2, 4, 6, 8, 10, 12]  # two windows per 20-frame video
+    assert row_source(ds).block_bounds().tolist() == [0, 2, 4, 6, 8, 10, 12]  # two windows per 20-frame video
     stream = ds.with_format("numpy", columns=["video_index", "start_frame"]).to_iterable().shuffle(
         seed=0, window_blocks=2)
     rows = [(int(r["video_index"]), int(r["start_frame"])) for r in stream]
@@ -351,10 +355,11 @@ def test_video_frame_windows_stream_a_video_at_a_time():
 def test_mapped_arrow_is_gathered_in_place_and_other_layouts_a_window_at_a_time(caches):
     from stable_datasets.streaming.reader import make_reader
 
-    order = BlockOrder(ROWS, caches["arrow"].block_bounds(), seed=0, window_blocks=2).epoch(0)
-    assert caches["arrow"].reads_rows_in_place() and not caches["parquet"].reads_rows_in_place()
-    arrow = make_reader(caches["arrow"], caches["arrow"].block_bounds(), order.block_window)
-    parquet = make_reader(caches["parquet"], caches["parquet"].block_bounds(), order.block_window)
+    arrow_rows, parquet_rows = row_source(caches["arrow"]), row_source(caches["parquet"])
+    order = BlockOrder(ROWS, arrow_rows.block_bounds(), seed=0, window_blocks=2).epoch(0)
+    assert arrow_rows.reads_rows_in_place() and not parquet_rows.reads_rows_in_place()
+    arrow = make_reader(arrow_rows, arrow_rows.block_bounds(), order.block_window)
+    parquet = make_reader(parquet_rows, parquet_rows.block_bounds(), order.block_window)
     for reader in (arrow, parquet):
         got = reader.table(order.positions[:150]).column("idx").to_pylist()
         assert got == order.positions[:150].tolist()
@@ -368,9 +373,10 @@ def test_lance_v2_streams_through_the_mapped_blobs_in_place(caches):
 
     lance = caches["lance"]
     assert lance.cache_metadata[0].extra["lance_rows_version"] == lance_blobs.BLOB_LAYOUT_VERSION
-    assert lance.reads_rows_in_place()
-    order = BlockOrder(ROWS, lance.block_bounds(), seed=0, window_blocks=2).epoch(0)
-    reader = make_reader(lance, lance.block_bounds(), order.block_window)
+    source = row_source(lance)
+    assert source.reads_rows_in_place()
+    order = BlockOrder(ROWS, source.block_bounds(), seed=0, window_blocks=2).epoch(0)
+    reader = make_reader(source, source.block_bounds(), order.block_window)
     table = reader.table(order.positions[:150])
     assert table.column("idx").to_pylist() == order.positions[:150].tolist()
     assert table.column("blob").to_pylist() == [int(i).to_bytes(4, "little") * 8 for i in order.positions[:150]]
