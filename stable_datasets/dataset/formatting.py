@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from stable_datasets.errors import missing_extra
+from stable_datasets.features.video import VideoDecodeConfig
 
 FORMAT_TYPES = ("python", "numpy", "torch", "arrow", "pandas", "polars")
 TABLE_FORMATS = ("arrow", "pandas", "polars")  # rows and batches are tables of stored values
@@ -56,6 +57,27 @@ def format_of(type: str | None, columns: Any, decode: bool, video_decode: Any, o
     if unknown or ("dtype" in format_kwargs and fmt.type != "torch"):
         raise TypeError(f"with_format({fmt.type!r}) takes no {unknown or ['dtype']}; `dtype=` is for 'torch' only")
     return dataclasses.replace(fmt, torch_dtype=format_kwargs.get("dtype"))
+
+
+def format_to_json(fmt: Format) -> dict[str, Any]:
+    """A Format as plain JSON, for `save_to_disk` (Hugging Face saves a dataset's format with its rows):
+    torch's dtype by name, the video decode config by its fields."""
+    return {"type": fmt.type, "columns": list(fmt.columns) if fmt.columns is not None else None,
+            "decode": fmt.decode, "output_all_columns": fmt.output_all_columns,
+            "dtype": str(fmt.torch_dtype).removeprefix("torch.") if fmt.torch_dtype is not None else None,
+            "video_decode": dataclasses.asdict(fmt.video_decode) if fmt.video_decode is not None else None}
+
+
+def format_from_json(data: dict[str, Any]) -> Format:
+    """The Format `format_to_json` wrote (torch is imported only for a saved torch dtype)."""
+    video = data.get("video_decode")
+    if video is not None:
+        resize = video.get("resize")
+        video = VideoDecodeConfig(**{**video, "resize": tuple(resize) if isinstance(resize, list) else resize})
+    dtype = data.get("dtype")
+    return Format(data.get("type") or "python", tuple(data["columns"]) if data.get("columns") else None,
+                  bool(data.get("decode", True)), video, getattr(_torch(), dtype) if dtype else None,
+                  bool(data.get("output_all_columns", False)))
 
 
 def _torch():
