@@ -6,6 +6,10 @@ formats give the stored values: "arrow" as tables, "pandas" and "polars" as Data
 row is a one-row frame, a column a Series), as Hugging Face's formatters do. Hugging Face's
 short names are accepted: "np", "pt", "pa".
 
+The numpy format gives what Hugging Face's gives: strings as `np.str_` (a batch's string column as a `<U`
+array), list cells as arrays, and a batch's column always as one array: stacked for cells of one shape
+(equal-length lists -> 2-d), an object array of the cells otherwise (ragged lists, structs, nulls).
+
 The torch format gives float columns as float32, as Hugging Face's does (models train in float32, and
 a float64 column would make a float64 batch); `with_format("torch", dtype=torch.float64)` gives every
 numeric tensor that dtype instead, as Hugging Face's `dtype=` does. `output_all_columns=True` with
@@ -117,6 +121,54 @@ def to_torch(value: Any, dtype: Any = None) -> Any:
                 return torch.stack(converted)
         return converted
     return value
+
+
+def numpy_row(row: dict[str, Any]) -> dict[str, Any]:
+    """A decoded row as Hugging Face's numpy format gives it: a string cell as `np.str_`, a list cell as an
+    array (`consolidate`: one array when its items are arrays of one shape, else an object array)."""
+    return {name: np.str_(value) if type(value) is str else _numpy_nested(value) for name, value in row.items()}
+
+
+def numpy_batch(columns: dict[str, Any]) -> dict[str, Any]:
+    """Decoded columns as Hugging Face's numpy format gives a batch: each column one array (`<U` for strings,
+    stacked when every cell is an array of one shape and dtype, else an object array of the cells)."""
+    return {name: _numpy_column(values) for name, values in columns.items()}
+
+
+def consolidate(values: list[Any]) -> np.ndarray:
+    """Hugging Face's numpy rule for a list of cells: stacked into one array when every cell is a numpy array
+    or scalar of one shape and dtype (equal-length lists -> a 2-d array), else a 1-d object array of the
+    cells (ragged lists, strings, dicts, nulls), never a list."""
+    if values and all(isinstance(v, (np.ndarray, np.generic)) and not isinstance(v, (np.str_, np.bytes_))
+                      for v in values):
+        first = values[0]
+        if all(v.shape == first.shape and v.dtype == first.dtype for v in values):
+            return np.stack(values)
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _numpy_nested(value: Any) -> Any:
+    """Inside a cell: lists become arrays (`consolidate`), Python numbers numpy scalars (so a list of them is a
+    typed array), dicts keep their keys; strings stay `str`, as HF's."""
+    if isinstance(value, (bool, int, float)):
+        return np.asarray(value)[()]
+    if isinstance(value, list):
+        return consolidate([_numpy_nested(v) for v in value])
+    if isinstance(value, dict):
+        return {k: _numpy_nested(v) for k, v in value.items()}
+    return value
+
+
+def _numpy_column(values: Any) -> Any:
+    if not isinstance(values, list):
+        return values  # an array already (numbers, fixed shapes)
+    if values and type(values[0]) is str:
+        strings = np.array(values)  # a `<U` array when every cell is a string (numpy's own loop)
+        if strings.dtype.kind == "U" and strings.shape == (len(values),):
+            return strings
+    return consolidate([_numpy_nested(v) for v in values])
 
 
 def table_output(table: Any, type: str) -> Any:

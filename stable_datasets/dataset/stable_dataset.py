@@ -24,7 +24,15 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.dataset import columns, display, hf_interop, hf_methods, hf_names, in_memory, summary
 from stable_datasets.dataset.display import DisplayRow
-from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, format_of, table_output, to_torch
+from stable_datasets.dataset.formatting import (
+    TABLE_FORMATS,
+    Format,
+    format_of,
+    numpy_batch,
+    numpy_row,
+    table_output,
+    to_torch,
+)
 from stable_datasets.dataset.keyed_shuffle import LAZY_SHUFFLE_ROWS, KeyedShuffle, indices_digest, shuffle_key
 from stable_datasets.dataset.saving import save_dataset
 from stable_datasets.dataset.transform_view import (
@@ -294,6 +302,8 @@ class StableDataset:
         if self._raw_final:
             return raw
         row = {name: raw[name] if fn is None else fn(raw[name]) for name, fn in self._plan}
+        if self._format.type == "numpy":
+            return numpy_row(row)
         return to_torch(row, self._format.torch_dtype) if self._format.type == "torch" else row
 
     def _format_table(self, table: pa.Table) -> Any:
@@ -316,7 +326,7 @@ class StableDataset:
                 columns[name] = [v for c in chunks for v in c]
         if fmt.type == "torch":
             return {k: to_torch(v, fmt.torch_dtype) for k, v in columns.items()}
-        return columns
+        return numpy_batch(columns) if fmt.type == "numpy" else columns
 
     def _rows_of_table(self, table: pa.Table) -> list[dict[str, Any]]:
         if self._format.type in TABLE_FORMATS:
@@ -337,7 +347,7 @@ class StableDataset:
         rows = [dict(zip(names, cells)) for cells in zip(*columns)]
         if fmt.type == "torch":
             return [to_torch(r, fmt.torch_dtype) for r in rows]
-        return rows
+        return [numpy_row(r) for r in rows] if fmt.type == "numpy" else rows
 
     # -- access --------------------------------------------------------------------------
     @overload
