@@ -19,12 +19,13 @@ numeric tensor that dtype instead, as Hugging Face's `dtype=` does. `output_all_
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from stable_datasets.errors import missing_extra
+from stable_datasets.errors import ColumnNotFoundError, missing_extra
 from stable_datasets.features.video import VideoDecodeConfig
 
 FORMAT_TYPES = ("python", "numpy", "torch", "arrow", "pandas", "polars")
@@ -50,6 +51,22 @@ class Format:
     @property
     def numpy(self) -> bool:
         return self.type in ("numpy", "torch")
+
+
+def format_columns(columns: str | Sequence[str] | None, features: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """`with_format(columns=)` as Hugging Face takes it: one name or a sequence of top-level column names. A name
+    that is not a column is an error; a struct's field (`"nested.foo"`) is not a column there either, and the
+    message says which column holds it."""
+    if columns is None:
+        return None
+    names = (columns,) if isinstance(columns, str) else tuple(columns)
+    unknown = [c for c in names if c not in features]
+    if unknown:
+        fields = [c for c in unknown if "." in c and c.split(".", 1)[0] in features]
+        hint = (f"; {fields[0]!r} is a field of the struct column {fields[0].split('.', 1)[0]!r}: format that "
+                "column, or flatten() the dataset first" if fields else "")
+        raise ColumnNotFoundError(f"with_format: no column(s) {unknown}; columns are {list(features)}{hint}")
+    return names
 
 
 def format_of(type: str | None, columns: Any, decode: bool, video_decode: Any, output_all_columns: bool,

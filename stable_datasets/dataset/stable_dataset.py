@@ -27,6 +27,7 @@ from stable_datasets.dataset.display import DisplayRow
 from stable_datasets.dataset.formatting import (
     TABLE_FORMATS,
     Format,
+    format_columns,
     format_of,
     numpy_batch,
     numpy_row,
@@ -596,10 +597,7 @@ class StableDataset:
                     decode: bool = True, output_all_columns: bool = False, **format_kwargs: Any) -> StableDataset:
         """A view with another output format; `decode=False` returns stored bytes for images;
         `output_all_columns`/`dtype=` as Hugging Face's (see dataset.formatting)."""
-        if columns is not None:
-            unknown = [c for c in columns if c not in self._features]
-            if unknown:
-                raise ColumnNotFoundError(f"no column(s) {unknown}; columns are {list(self._features)}")
+        columns = format_columns(columns, self._features)
         fmt = format_of(type, columns, decode, self._format.video_decode, output_all_columns, format_kwargs)
         view = self._derive(format=fmt, keep_transform=False)
         view._transform = rest_as_python(fmt)

@@ -92,3 +92,39 @@ def test_consolidate_stacks_arrays_of_one_shape_and_keeps_the_rest_as_objects():
     assert row["d"]["k"].dtype == np.float64 and row["d"]["k"].tolist() == [1.5]
     batch = numpy_batch({"t": ["x", "yy"], "n": np.array([1, 2])})
     assert batch["t"].dtype == np.dtype("<U2") and batch["n"].tolist() == [1, 2]
+
+
+NESTED = {"filename": ["a", "b"], "nested": [{"foo": [1.0, 1.0, 1.0]}, {"foo": [2.0, 2.0, 2.0]}]}
+
+
+def test_set_format_takes_one_column_name_as_a_string_as_hugging_face_does():
+    """HF's test_format_nested: `set_format("torch", columns="nested")` formats the struct column."""
+    torch = pytest.importorskip("torch")
+    theirs = datasets.Dataset.from_dict(NESTED)
+    theirs.set_format("torch", columns="nested")
+    ours = sds.StableDataset.from_dict(NESTED)
+    ours.set_format("torch", columns="nested")
+    assert ours.format["columns"] == ("nested",) and theirs.format["columns"] == ["nested"]
+    row, batch, column = ours[0], ours[:2], ours["nested"]
+    assert list(row) == list(theirs[0]) == ["nested"]
+    assert isinstance(row["nested"]["foo"], torch.Tensor) and row["nested"]["foo"].tolist() == [1.0, 1.0, 1.0]
+    assert isinstance(batch["nested"][1]["foo"], torch.Tensor) and batch["nested"][1]["foo"].tolist() == [2.0] * 3
+    assert isinstance(column[0]["foo"], torch.Tensor) and isinstance(theirs["nested"][0]["foo"], torch.Tensor)
+    ours.set_format("numpy", columns="nested")
+    assert isinstance(ours[0]["nested"]["foo"], np.ndarray) and ours[:2]["nested"][0]["foo"].tolist() == [1.0] * 3
+
+
+def test_set_format_of_a_struct_field_is_refused_as_hugging_face_refuses_it():
+    theirs = datasets.Dataset.from_dict(NESTED)
+    with pytest.raises(ValueError) as their_error:
+        theirs.set_format("numpy", columns=["nested.foo"])
+    assert "['nested.foo'] not in the dataset" in str(their_error.value)
+    ours = sds.StableDataset.from_dict(NESTED)
+    with pytest.raises(ValueError) as error:
+        ours.set_format("numpy", columns=["nested.foo"])
+    assert str(error.value).strip('"') == (
+        "with_format: no column(s) ['nested.foo']; columns are ['filename', 'nested']; 'nested.foo' is a field of "
+        "the struct column 'nested': format that column, or flatten() the dataset first")
+    assert ours.format["type"] == "python"  # nothing changed
+    assert ours.flatten().with_format("numpy", columns=["nested.foo"])[:2]["nested.foo"].tolist() == [[1.0] * 3,
+                                                                                                       [2.0] * 3]
