@@ -22,18 +22,9 @@ import pyarrow as pa
 from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
-from stable_datasets.dataset import columns, display, hf_interop, hf_methods, hf_names, in_memory, summary
+from stable_datasets.dataset import columns, display, formatting, hf_interop, hf_methods, hf_names, in_memory, summary
 from stable_datasets.dataset.display import DisplayRow
-from stable_datasets.dataset.formatting import (
-    TABLE_FORMATS,
-    Format,
-    format_columns,
-    format_of,
-    numpy_batch,
-    numpy_row,
-    table_output,
-    to_torch,
-)
+from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, format_of, table_output, to_torch
 from stable_datasets.dataset.keyed_shuffle import LAZY_SHUFFLE_ROWS, KeyedShuffle, indices_digest, shuffle_key
 from stable_datasets.dataset.saving import save_dataset
 from stable_datasets.dataset.transform_view import (
@@ -304,7 +295,7 @@ class StableDataset:
             return raw
         row = {name: raw[name] if fn is None else fn(raw[name]) for name, fn in self._plan}
         if self._format.type == "numpy":
-            return numpy_row(row)
+            return formatting.numpy_row(row)
         return to_torch(row, self._format.torch_dtype) if self._format.type == "torch" else row
 
     def _format_table(self, table: pa.Table) -> Any:
@@ -327,7 +318,7 @@ class StableDataset:
                 columns[name] = [v for c in chunks for v in c]
         if fmt.type == "torch":
             return {k: to_torch(v, fmt.torch_dtype) for k, v in columns.items()}
-        return numpy_batch(columns) if fmt.type == "numpy" else columns
+        return formatting.numpy_batch(columns) if fmt.type == "numpy" else columns
 
     def _rows_of_table(self, table: pa.Table) -> list[dict[str, Any]]:
         if self._format.type in TABLE_FORMATS:
@@ -348,7 +339,7 @@ class StableDataset:
         rows = [dict(zip(names, cells)) for cells in zip(*columns)]
         if fmt.type == "torch":
             return [to_torch(r, fmt.torch_dtype) for r in rows]
-        return [numpy_row(r) for r in rows] if fmt.type == "numpy" else rows
+        return [formatting.numpy_row(r) for r in rows] if fmt.type == "numpy" else rows
 
     # -- access --------------------------------------------------------------------------
     @overload
@@ -597,7 +588,7 @@ class StableDataset:
                     decode: bool = True, output_all_columns: bool = False, **format_kwargs: Any) -> StableDataset:
         """A view with another output format; `decode=False` returns stored bytes for images;
         `output_all_columns`/`dtype=` as Hugging Face's (see dataset.formatting)."""
-        columns = format_columns(columns, self._features)
+        columns = formatting.format_columns(columns, self._features)
         fmt = format_of(type, columns, decode, self._format.video_decode, output_all_columns, format_kwargs)
         view = self._derive(format=fmt, keep_transform=False)
         view._transform = rest_as_python(fmt)
