@@ -19,10 +19,12 @@ from stable_datasets.cache.code_identity import UnhashableFunction, function_ide
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.dataset.columns import map_folder_name, stratified_split, stratify_labels
 from stable_datasets.dataset.dataset_dict import DatasetDict
+from stable_datasets.dataset.formatting import Format
 from stable_datasets.dataset.hf_names import check_concatenable
 from stable_datasets.errors import ColumnNotFoundError, StableDatasetsError, add_note
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
+from stable_datasets.features.info import DatasetInfo
 from stable_datasets.layouts import arrow_shards
 from stable_datasets.progress import progress
 from stable_datasets.roots import ObjectStoreRoot
@@ -431,9 +433,33 @@ def train_test_split(ds, *, test_size: float | int | None, train_size: float | i
     return DatasetDict({"train": ds.select(order[n_test:n_test + n_train]), "test": ds.select(order[:n_test])})
 
 
-def concatenate_datasets(datasets: Sequence[StableDataset]) -> StableDataset:
-    """Rows of each dataset in turn; all must have the same features."""
+def concatenate_datasets(datasets: Sequence[StableDataset], info: DatasetInfo | None = None,
+                         split: str | None = None) -> StableDataset:
+    """Rows of each dataset in turn; all must have the same features. As Hugging Face's: datasets without rows
+    are left out of the rules below (when some have rows); the format (and transform) is kept when every
+    dataset has the same one, else reset to Python rows; the info is `info`, or the datasets' own when they are
+    all equal, else one whose descriptive fields join each distinct value with a blank line."""
     from stable_datasets.dataset.stable_dataset import StableDataset  # local: stable_dataset imports this module
 
     check_concatenable(datasets, StableDataset)
-    return StableDataset.concatenate(datasets)
+    joined = StableDataset.concatenate(datasets)
+    counted = [ds for ds in datasets if len(ds)] or list(datasets)
+    first = counted[0]
+    same_format = all(ds._format == first._format and ds._transform == first._transform for ds in counted)
+    joined = joined._derive(format=first._format if same_format else Format(), keep_transform=False)
+    joined._transform = first._transform if same_format else None
+    joined._info = info if info is not None else merged_info([ds.info for ds in counted], joined.features)
+    return joined if split is None else joined.with_split_name(split)
+
+
+def merged_info(infos: Sequence[DatasetInfo], features: Features) -> DatasetInfo:
+    """Hugging Face's `DatasetInfo.from_merge`: the first when all are equal; else description, citation, homepage
+    and license each the distinct values in order joined by a blank line, and no supervised keys."""
+    if all(i == infos[0] for i in infos):
+        return infos[0]
+
+    def joined(field: str) -> str:
+        return "\n\n".join(dict.fromkeys(getattr(i, field) for i in infos)).strip()
+
+    return DatasetInfo(features=features, description=joined("description"), citation=joined("citation"),
+                       homepage=joined("homepage"), license=joined("license"))
