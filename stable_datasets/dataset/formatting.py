@@ -80,6 +80,14 @@ def format_of(type: str | None, columns: Any, decode: bool, video_decode: Any, o
     return dataclasses.replace(fmt, torch_dtype=format_kwargs.get("dtype"))
 
 
+def formatted_like(view: Any, source: Any | None) -> Any:
+    """`view` (a StableDataset) in the format and transform of `source`; in Python rows without a transform
+    when `source` is None (Hugging Face's `reset_format`)."""
+    out = view._derive(format=source._format if source is not None else Format(), keep_transform=False)
+    out._transform = source._transform if source is not None else None
+    return out
+
+
 def format_to_json(fmt: Format) -> dict[str, Any]:
     """A Format as plain JSON, for `save_to_disk` (Hugging Face saves a dataset's format with its rows):
     torch's dtype by name, the video decode config by its fields."""

@@ -19,7 +19,7 @@ from stable_datasets.cache.code_identity import UnhashableFunction, function_ide
 from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.dataset.columns import map_folder_name, stratified_split, stratify_labels
 from stable_datasets.dataset.dataset_dict import DatasetDict
-from stable_datasets.dataset.formatting import Format
+from stable_datasets.dataset.formatting import formatted_like
 from stable_datasets.dataset.hf_names import check_concatenable
 from stable_datasets.errors import ColumnNotFoundError, StableDatasetsError, add_note
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
@@ -446,8 +446,7 @@ def concatenate_datasets(datasets: Sequence[StableDataset], info: DatasetInfo | 
     counted = [ds for ds in datasets if len(ds)] or list(datasets)
     first = counted[0]
     same_format = all(ds._format == first._format and ds._transform == first._transform for ds in counted)
-    joined = joined._derive(format=first._format if same_format else Format(), keep_transform=False)
-    joined._transform = first._transform if same_format else None
+    joined = formatted_like(joined, first if same_format else None)
     joined._info = info if info is not None else merged_info([ds.info for ds in counted], joined.features)
     return joined if split is None else joined.with_split_name(split)
 
