@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from stable_datasets.dataset.transform_view import rest_as_python
 from stable_datasets.errors import ColumnNotFoundError, missing_extra
 from stable_datasets.features.video import VideoDecodeConfig
 
@@ -80,11 +81,15 @@ def format_of(type: str | None, columns: Any, decode: bool, video_decode: Any, o
     return dataclasses.replace(fmt, torch_dtype=format_kwargs.get("dtype"))
 
 
-def formatted_like(view: Any, source: Any | None) -> Any:
-    """`view` (a StableDataset) in the format and transform of `source`; in Python rows without a transform
-    when `source` is None (Hugging Face's `reset_format`)."""
-    out = view._derive(format=source._format if source is not None else Format(), keep_transform=False)
-    out._transform = source._transform if source is not None else None
+def formatted_like(view: Any, source: Any | None, keep_transform: bool = True) -> Any:
+    """`view` (a StableDataset) in the format of `source`, and its `with_transform` function unless not
+    `keep_transform`; format columns `view` lacks are left out. Python rows without a transform when `source`
+    is None (Hugging Face's `reset_format`)."""
+    fmt = source._format if source is not None else Format()
+    if fmt.columns is not None:
+        fmt = dataclasses.replace(fmt, columns=tuple(c for c in fmt.columns if c in view.features) or None)
+    out = view._derive(format=fmt, keep_transform=False)
+    out._transform = source._transform if source is not None and keep_transform else rest_as_python(fmt)
     return out
 
 

@@ -12,6 +12,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pyarrow as pa
 from loguru import logger
 
 from stable_datasets.cache.builds import published_path
@@ -21,10 +22,13 @@ from stable_datasets.dataset.columns import map_folder_name, stratified_split, s
 from stable_datasets.dataset.dataset_dict import DatasetDict
 from stable_datasets.dataset.formatting import formatted_like
 from stable_datasets.dataset.hf_names import check_concatenable
-from stable_datasets.errors import ColumnNotFoundError, StableDatasetsError, add_note
+from stable_datasets.errors import ColumnNotFoundError, EncodingError, StableDatasetsError, add_note
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
+from stable_datasets.features.image import Image
 from stable_datasets.features.info import DatasetInfo
+from stable_datasets.features.value import ClassLabel, Value
+from stable_datasets.features.video import Video
 from stable_datasets.layouts import arrow_shards
 from stable_datasets.progress import progress
 from stable_datasets.roots import ObjectStoreRoot
@@ -152,7 +156,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
     from stable_datasets.dataset.open import open_cache  # local: a cycle through StableDataset
 
     runner = JobRunner(engine=engine, num_proc=num_proc)
-    function = function or (lambda x: None)
+    function = function or _unchanged
     input_columns = [input_columns] if isinstance(input_columns, str) else input_columns
     remove = [remove_columns] if isinstance(remove_columns, str) else list(remove_columns or [])
     unknown = [c for c in remove if c not in ds.features]
@@ -160,48 +164,18 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
         raise ColumnNotFoundError(f"remove_columns: no column(s) {unknown}; columns are {ds.column_names}")
     fn_kwargs = dict(fn_kwargs or {})
     given_features = Features(features) if features is not None else None
-
-    if new_fingerprint is not None and cache_fingerprint is not None and new_fingerprint != cache_fingerprint:
-        raise ValueError(f"map: new_fingerprint={new_fingerprint!r} and cache_fingerprint={cache_fingerprint!r} "
-                         "differ; give one")
-    given = new_fingerprint if new_fingerprint is not None else cache_fingerprint
-    if given is not None and (not isinstance(given, str) or not given):
-        raise ValueError(f"map: new_fingerprint must be a non-empty string, got {given!r}")
-    if given is None:
-        try:
-            fn_id: Any = function_identity(function)
-            fn_id = {"function": fn_id, "fn_kwargs": {k: value_identity(v, 0) for k, v in fn_kwargs.items()}}
-        except UnhashableFunction as exc:
-            _warn_unhashable(function, exc)
-            fn_id = {"random": uuid.uuid4().hex}
-    else:
-        fn_id = {"given": given}
-    fmt = ds.format
-    inputs = {
-        "source": ds.fingerprint,
-        "map": fn_id, "batched": batched, "batch_size": batch_size, "with_indices": with_indices,
-        "input_columns": list(input_columns or []), "remove_columns": remove,
-        "features": given_features.to_dict() if given_features else None,
-        "format": [fmt["type"], fmt["decode"]], "cache_format_version": CACHE_FORMAT_VERSION,
-    }
-    if seed is not None:
-        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-            raise ValueError(f"map: seed must be a non-negative int or None, got {seed!r}")
-        inputs["seed"] = int(seed)
+    inputs = _map_inputs(ds, function, fn_kwargs, new_fingerprint, cache_fingerprint, seed, batched=batched,
+                         batch_size=batch_size, with_indices=with_indices, input_columns=list(input_columns or []),
+                         remove_columns=remove, features=given_features.to_dict() if given_features else None)
     fp = fingerprint(inputs)
     first = published_path(ds.cache_dirs[0])  # the split's link, not one build of it
     target = first.parent / map_folder_name(first.name, fp)
-
-    def reopen():
-        out = open_cache(target)
-        cols = [c for c in (fmt["columns"] or []) if c in out.features] or None
-        return out.with_format(fmt["type"], cols, fmt["decode"])
 
     def reuse() -> StableDataset | None:
         if not (load_from_cache_file and target.is_dir()):
             return None
         try:
-            return reopen()
+            return formatted_like(open_cache(target), ds, keep_transform=False)
         except StableDatasetsError as exc:  # damaged or invalid: rebuilt below, like a builder's cache
             logger.warning("rebuilding map cache {}: {}", target, exc)
             return None
@@ -219,11 +193,44 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
     origin = _store_origin(ds)
     if origin is not None and runner.engine == "ray":  # nodes may share no disk: published to the store
         url = _map_to_store(origin, fp, plan, source, runner, force=not load_from_cache_file)
-        out = open_cache(url)
-        cols = [c for c in (fmt["columns"] or []) if c in out.features] or None
-        return out.with_format(fmt["type"], cols, fmt["decode"])
+        return formatted_like(open_cache(url), ds, keep_transform=False)
     reused = build_once(plan, source, runner, reuse=reuse if load_from_cache_file else None)
-    return reused if reused is not None else reopen()
+    return reused if reused is not None else formatted_like(open_cache(target), ds, keep_transform=False)
+
+
+def _unchanged(row: dict[str, Any]) -> dict[str, Any]:
+    """`map(None)`: every row as it is (Hugging Face's identity function), so the rows are written anew."""
+    return row
+
+
+def _map_inputs(ds, function: Callable, fn_kwargs: dict[str, Any], new_fingerprint: str | None,
+                cache_fingerprint: str | None, seed: int | None, **options: Any) -> dict[str, Any]:
+    """What names a map's result: the source's fingerprint, the function (by its identity, or the name given
+    as `new_fingerprint`), the options, the input format and the seed. A function that cannot be hashed gets a
+    random identity (one warning): its result is never reused."""
+    if new_fingerprint is not None and cache_fingerprint is not None and new_fingerprint != cache_fingerprint:
+        raise ValueError(f"map: new_fingerprint={new_fingerprint!r} and cache_fingerprint={cache_fingerprint!r} "
+                         "differ; give one")
+    given = new_fingerprint if new_fingerprint is not None else cache_fingerprint
+    if given is not None and (not isinstance(given, str) or not given):
+        raise ValueError(f"map: new_fingerprint must be a non-empty string, got {given!r}")
+    if given is None:
+        try:
+            fn_id: Any = {"function": function_identity(function),
+                          "fn_kwargs": {k: value_identity(v, 0) for k, v in fn_kwargs.items()}}
+        except UnhashableFunction as exc:
+            _warn_unhashable(function, exc)
+            fn_id = {"random": uuid.uuid4().hex}
+    else:
+        fn_id = {"given": given}
+    fmt = ds.format
+    inputs = {"source": ds.fingerprint, "map": fn_id, **options, "format": [fmt["type"], fmt["decode"]],
+              "cache_format_version": CACHE_FORMAT_VERSION}
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+            raise ValueError(f"map: seed must be a non-negative int or None, got {seed!r}")
+        inputs["seed"] = int(seed)
+    return inputs
 
 
 def _store_origin(ds) -> RemoteOrigin | None:
@@ -299,6 +306,7 @@ class MapSource(ExampleSource):
         self.function, self.batched, self.batch_size = function, batched, batch_size
         self.with_indices, self.input_columns, self.remove = with_indices, input_columns, remove
         self.given_features, self.fn_kwargs, self.desc = given_features, fn_kwargs, desc
+        self.narrowed: list[str] = []  # set by infer_features in the process writing the part
 
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         batches = max(1, math.ceil(len(self.view) / self.batch_size))
@@ -316,7 +324,12 @@ class MapSource(ExampleSource):
         return user_modules(self.function)
 
     def infer_features(self, examples: list[dict[str, Any]]) -> Features:
-        return _output_features(self.source_features, examples, self.given_features)
+        """The output's features (`_output_features`); the rows held for it, and every later row (`examples`),
+        get whole floats as ints in the columns that keep an integer feature."""
+        features, self.narrowed = _output_features(self.source_features, examples, self.given_features)
+        for example in examples:
+            _narrow(example, self.narrowed)
+        return features
 
     def empty_features(self) -> Features:
         return self.given_features or Features({k: v for k, v in self.source_features.items()
@@ -357,8 +370,16 @@ class MapSource(ExampleSource):
             for r, o in zip(in_rows, out_rows):
                 # an input column keeps its place, also one removed that the function returns anew
                 kept = {k: v for k, v in r.items() if k not in remove or k in o}
-                yield position, {**kept, **o}
+                yield position, _narrow({**kept, **o}, self.narrowed)
                 position += 1
+
+
+def _narrow(row: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """`row` with whole floats made ints in the columns `names` (in place; returned for convenience)."""
+    for name in names:
+        if _is_whole(row.get(name)):
+            row[name] = int(row[name])
+    return row
 
 
 def _without_removed(output: Any, given: dict[str, Any], remove: list[str]) -> Any:
@@ -369,30 +390,82 @@ def _without_removed(output: Any, given: dict[str, Any], remove: list[str]) -> A
     return {k: v for k, v in output.items() if k not in remove}
 
 
-def _output_features(source: Features, rows: list[dict[str, Any]], given: Features | None) -> Features:
-    import pyarrow as pa
-
-    out = Features()
+def _output_features(source: Features, rows: list[dict[str, Any]],
+                     given: Features | None) -> tuple[Features, list[str]]:
+    """The features of a map's output, from its first rows, as Hugging Face decides them: a column named in
+    `given` has that feature; a column of the source keeps its feature when the new values fit it (encode as
+    it encodes them; whole floats fit an integer column or a ClassLabel, as Arrow's safe cast takes them) and
+    is inferred from the values otherwise (a changed struct, a removed column returned anew with another type,
+    fractions in an int column); a new column is inferred. Also the columns whose floats become ints."""
+    out, narrowed = Features(), []
     for name in rows[0]:
+        values = [r.get(name) for r in rows]
         if given is not None and name in given:
             out[name] = given[name]
-        elif name in source:
+        elif name in source and _fits(source[name], values, name):
             out[name] = source[name]
+        elif name in source and _fits_as_whole_numbers(source[name], values, name):
+            out[name] = source[name]
+            narrowed.append(name)
+        elif name in source:  # values of mixed kinds have no type of their own: the encoder names the bad row
+            out[name] = _inferred_or(name, rows, source[name])
         else:
-            lacking = next((i for i, r in enumerate(rows) if name not in r), None)
-            if lacking is not None:
-                raise StableDatasetsError(f"map: the function returned column {name!r} for some rows and not for "
-                                          f"others (one returned {list(rows[lacking])}); return the same columns "
-                                          "for every row")
-            if all(r[name] is None for r in rows):
-                raise StableDatasetsError(f"map: new column {name!r} is None in all of the first {len(rows)} rows, so "
-                                          "its type cannot be inferred; pass features= naming its type")
-            try:
-                out[name] = infer_feature(pa.array([r[name] for r in rows]).type)
-            except (pa.ArrowException, ValueError) as exc:
-                raise StableDatasetsError(f"map: cannot infer the type of new column {name!r} ({exc}); "
-                                          "pass features=") from None
-    return out
+            out[name] = _inferred(name, rows)
+    return out, narrowed
+
+
+def _inferred_or(name: str, rows: list[dict[str, Any]], feature: Any) -> Any:
+    try:
+        return _inferred(name, rows)
+    except StableDatasetsError:
+        return feature
+
+
+def _fits(feature: Any, values: list[Any], name: str) -> bool:
+    """Every value encodes as `feature` (an image or video column is kept: its encoder judges each value)."""
+    if isinstance(feature, (Image, Video)):
+        return True
+    try:
+        for value in values:
+            feature.encode(value, name)
+    except EncodingError:
+        return False
+    return True
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer()
+
+
+def _fits_as_whole_numbers(feature: Any, values: list[Any], name: str) -> bool:
+    """Whole floats (`1.0`) for an integer column or a ClassLabel, which they fit once made ints (a ClassLabel
+    is kept for any ints: an id out of its range is an error, as in Hugging Face)."""
+    integral = isinstance(feature, ClassLabel) or (isinstance(feature, Value) and feature.dtype.startswith(("int",
+                                                                                                            "uint")))
+    if not integral or not all(v is None or _is_whole(v) or isinstance(v, (int, np.integer)) for v in values):
+        return False
+    return isinstance(feature, ClassLabel) or _fits(feature, _as_ints(values), name)
+
+
+def _as_ints(values: list[Any]) -> list[Any]:
+    return [int(v) if _is_whole(v) else v for v in values]
+
+
+def _inferred(name: str, rows: list[dict[str, Any]]) -> Any:
+    """A column's feature inferred from its values in `rows` (the same columns in every row, not all None)."""
+    lacking = next((i for i, r in enumerate(rows) if name not in r), None)
+    if lacking is not None:
+        raise StableDatasetsError(f"map: the function returned column {name!r} for some rows and not for "
+                                  f"others (one returned {list(rows[lacking])}); return the same columns "
+                                  "for every row")
+    if all(r[name] is None for r in rows):
+        raise StableDatasetsError(f"map: new column {name!r} is None in all of the first {len(rows)} rows, so "
+                                  "its type cannot be inferred; pass features= naming its type")
+    try:
+        return infer_feature(pa.array([r[name] for r in rows]).type)
+    except (pa.ArrowException, ValueError) as exc:
+        raise StableDatasetsError(f"map: cannot infer the type of new column {name!r} ({exc}); "
+                                  "pass features=") from None
 
 
 # -- splitting and joining ------------------------------------------------------------------
