@@ -26,6 +26,7 @@ from stable_datasets.dataset import columns, display, formatting, hf_interop, hf
 from stable_datasets.dataset.display import DisplayRow
 from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, format_of, table_output, to_torch
 from stable_datasets.dataset.keyed_shuffle import LAZY_SHUFFLE_ROWS, KeyedShuffle, indices_digest, shuffle_key
+from stable_datasets.dataset.mapping import map_dataset
 from stable_datasets.dataset.saving import save_dataset
 from stable_datasets.dataset.transform_view import (
     check_transform,
@@ -34,7 +35,7 @@ from stable_datasets.dataset.transform_view import (
     transformed_iter,
     transformed_rows,
 )
-from stable_datasets.dataset.transforms import filter_positions, map_dataset, train_test_split
+from stable_datasets.dataset.transforms import filter_positions, train_test_split
 from stable_datasets.errors import ColumnNotFoundError, missing_extra
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
@@ -697,7 +698,7 @@ class StableDataset:
         """Distinct stored values of `column`, in order of first appearance."""
         return columns.unique(self, column)
 
-    # -- transforms (the heavier ones live in dataset/transforms.py) -------------------
+    # -- transforms (the heavier ones live in dataset/transforms.py and mapping.py) -------
     def select(self, indices: Iterable[int] | np.ndarray | range) -> StableDataset:
         """Rows at `indices` (in that order), as a new view; any iterable of ints, a numpy array or a
         pandas Series, as in Hugging Face."""
