@@ -156,7 +156,11 @@ def to_torch(value: Any, dtype: Any = None) -> Any:
 def numpy_row(row: dict[str, Any]) -> dict[str, Any]:
     """A decoded row as Hugging Face's numpy format gives it: a string cell as `np.str_`, a list cell as an
     array (`consolidate`: one array when its items are arrays of one shape, else an object array)."""
-    return {name: np.str_(value) if type(value) is str else _numpy_nested(value) for name, value in row.items()}
+    out = {}
+    for name, value in row.items():  # arrays and numpy scalars (most cells) pass through untouched
+        kind = type(value)
+        out[name] = np.str_(value) if kind is str else _numpy_nested(value) if kind in (list, dict) else value
+    return out
 
 
 def numpy_batch(columns: dict[str, Any]) -> dict[str, Any]:
@@ -198,6 +202,8 @@ def _numpy_column(values: Any) -> Any:
         strings = np.array(values)  # a `<U` array when every cell is a string (numpy's own loop)
         if strings.dtype.kind == "U" and strings.shape == (len(values),):
             return strings
+    if all(type(v) is np.ndarray for v in values):  # numeric lists decode to arrays already
+        return consolidate(values)
     return consolidate([_numpy_nested(v) for v in values])
 
 
