@@ -30,7 +30,9 @@ import numpy as np
 import pyarrow as pa
 
 from stable_datasets.dataset.combine import concatenate
-from stable_datasets.errors import StableDatasetsError
+from stable_datasets.dataset.formatting import formatted_like
+from stable_datasets.dataset.in_memory import infer_column_feature
+from stable_datasets.errors import ExampleError, StableDatasetsError
 from stable_datasets.features import Features
 
 EXPORT_BATCH_ROWS = 1000  # Hugging Face's default batch size for to_parquet/to_csv/to_json
@@ -86,19 +88,34 @@ def cast(ds: Any, features: Mapping[str, Any]) -> Any:
 
 
 def add_item(ds: Any, item: Mapping[str, Any]) -> Any:
-    """The rows with `item` appended (encoded by the dataset's features), as Hugging Face's `add_item`.
+    """The rows with `item` appended, as Hugging Face's `add_item`: a column the dataset lacks is added (its
+    type inferred from the item's value, null in the rows before), a column the item lacks is null in the new
+    row, and a value of another kind is cast to the column's feature as `cast_column` casts (`"2"` to an
+    int64 column is 2). The new row is written as a one-row cache and the result is a view over both caches
+    (new columns are written into a copy of the rows first), in the dataset's format."""
+    new = [c for c in item if c not in ds.features]
+    features = Features({**ds.features, **{c: infer_column_feature(c, [item[c]]) for c in new}})
+    base = ds.with_format("python")
+    for name in new:
+        base = base.add_column(name, pa.nulls(len(ds), features[name].arrow_type()), features[name])
+    both = concatenate([base, _item_row(ds, item, features)])
+    return formatted_like(both, ds)
 
-    The new row is written as a one-row cache and the result is a view over both caches.
-    """
-    missing = [c for c in ds.column_names if c not in item]
-    extra = [c for c in item if c not in ds.features]
-    if missing or extra:
-        raise ValueError(f"add_item: the item must have the dataset's columns {ds.column_names}"
-                         + (f"; missing {missing}" if missing else "") + (f"; unknown {extra}" if extra else ""))
-    row = type(ds).from_list([dict(item)], features=ds.features, split=ds.split or "train")
-    both = concatenate([ds.with_format("python"), row])
-    fmt = ds.format
-    return both.with_format(fmt["type"], fmt["columns"], fmt["decode"])
+
+def _item_row(ds: Any, item: Mapping[str, Any], features: Features) -> Any:
+    """`item` as a one-row dataset of `features`: encoded as it is, else built with its values' own types and
+    each column cast to its feature (a missing or None value is a null)."""
+    split = ds.split or "train"
+    try:
+        return type(ds).from_list([{name: item.get(name) for name in features}], features=features, split=split)
+    except ExampleError:
+        row = type(ds).from_list([{k: v for k, v in item.items() if v is not None}], split=split)
+    for name, feature in features.items():
+        if name not in row.features:
+            row = row.add_column(name, [None], feature)
+        elif row.features[name] != feature:
+            row = row.cast_column(name, feature)
+    return row.select_columns(list(features))
 
 
 class ExportError(StableDatasetsError, ValueError):

@@ -5,7 +5,10 @@ A saved dataset is a folder holding `dataset.json` and the rows as a published c
 (the write path's build folder and its relative link, both inside the folder, so the folder may
 be moved or copied whole). A saved `DatasetDict` holds `dataset_dict.json` and one saved dataset
 per split. Saving again over a saved folder replaces it atomically; any other non-empty folder is
-refused. Nothing here reads the source again once the rows are written.
+refused. Nothing here reads the source again once the rows are written. The output format
+(`set_format` / `with_format`: type, columns, `output_all_columns`, torch's `dtype=`, video decoding) is
+saved with the rows and restored by `load_from_disk`, as Hugging Face does; a `with_transform` function
+is not (it is code, not data: set it again after loading).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION
 from stable_datasets.cache.paths import split_folder_name
 from stable_datasets.dataset.columns import ColumnsSource
 from stable_datasets.dataset.combine import with_split_name
+from stable_datasets.dataset.formatting import format_from_json, format_to_json
 from stable_datasets.dataset.in_memory import COLUMNAR_BATCH_ROWS
 from stable_datasets.errors import CacheError
 from stable_datasets.layouts import arrow_shards
@@ -66,7 +70,8 @@ def save_dataset(ds: StableDataset, path: str | os.PathLike) -> Path:
                      made_by={"kind": "saved", "source": [str(d) for d in ds.cache_dirs],
                               "source_fingerprint": ds.fingerprint, "rows": len(ds)})
     write_split(plan, ColumnsSource(ds, lambda table: {}, ds.features, "save_to_disk"))
-    _write_json(folder / DATASET_FILE, {"format": FORMAT, "split": ds.split, "num_rows": len(ds)})
+    _write_json(folder / DATASET_FILE, {"format": FORMAT, "split": ds.split, "num_rows": len(ds),
+                                        "output_format": format_to_json(ds._format)})
     return folder
 
 
@@ -110,5 +115,11 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def _open_saved(folder: Path, open_cache: Any) -> StableDataset:
     listing = _read_json(folder / DATASET_FILE)
-    ds = open_cache(folder / DATA_FOLDER)
-    return with_split_name(ds, listing.get("split"))
+    ds = with_split_name(open_cache(folder / DATA_FOLDER), listing.get("split"))
+    if "output_format" not in listing:  # saved before formats were saved
+        return ds
+    fmt = format_from_json(listing["output_format"])
+    if fmt.video_decode is not None:
+        ds = ds.with_video_decode(fmt.video_decode)
+    return ds.with_format(fmt.type, fmt.columns, fmt.decode, fmt.output_all_columns,
+                          **({"dtype": fmt.torch_dtype} if fmt.torch_dtype is not None else {}))

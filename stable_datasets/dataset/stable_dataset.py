@@ -20,13 +20,14 @@ import pyarrow as pa
 from stable_datasets.arrow.tables import ordered_gather
 from stable_datasets.cache.builds import published_path
 from stable_datasets.cache.metadata import CacheMetadata
-from stable_datasets.dataset import display, hf_interop, hf_methods, in_memory, summary
+from stable_datasets.dataset import display, formatting, hf_interop, hf_methods, in_memory, summary
 from stable_datasets.dataset.column_methods import ColumnMethods
 from stable_datasets.dataset.display import DisplayRow
 from stable_datasets.dataset.exports import Exports
 from stable_datasets.dataset.formatting import TABLE_FORMATS, Format, format_of, table_output, to_torch
 from stable_datasets.dataset.hf_surface import HuggingFaceNames
 from stable_datasets.dataset.keyed_shuffle import LAZY_SHUFFLE_ROWS, KeyedShuffle, indices_digest, shuffle_key
+from stable_datasets.dataset.mapping import map_dataset
 from stable_datasets.dataset.row_source import DatasetRowSource
 from stable_datasets.dataset.transform_view import (
     check_transform,
@@ -35,7 +36,7 @@ from stable_datasets.dataset.transform_view import (
     transformed_iter,
     transformed_rows,
 )
-from stable_datasets.dataset.transforms import filter_positions, map_dataset, train_test_split
+from stable_datasets.dataset.transforms import filter_positions, train_test_split
 from stable_datasets.dataset.video_views import VideoViews
 from stable_datasets.errors import ColumnNotFoundError
 from stable_datasets.features.features import Features
@@ -261,6 +262,8 @@ class StableDataset(ColumnMethods, HuggingFaceNames, VideoViews, Exports):
         if self._raw_final:
             return raw
         row = {name: raw[name] if fn is None else fn(raw[name]) for name, fn in self._plan}
+        if self._format.type == "numpy":
+            return formatting.numpy_row(row)
         return to_torch(row, self._format.torch_dtype) if self._format.type == "torch" else row
 
     def _format_table(self, table: pa.Table) -> Any:
@@ -283,7 +286,7 @@ class StableDataset(ColumnMethods, HuggingFaceNames, VideoViews, Exports):
                 columns[name] = [v for c in chunks for v in c]
         if fmt.type == "torch":
             return {k: to_torch(v, fmt.torch_dtype) for k, v in columns.items()}
-        return columns
+        return formatting.numpy_batch(columns) if fmt.type == "numpy" else columns
 
     def _rows_of_table(self, table: pa.Table) -> list[dict[str, Any]]:
         if self._format.type in TABLE_FORMATS:
@@ -304,7 +307,7 @@ class StableDataset(ColumnMethods, HuggingFaceNames, VideoViews, Exports):
         rows = [dict(zip(names, cells)) for cells in zip(*columns)]
         if fmt.type == "torch":
             return [to_torch(r, fmt.torch_dtype) for r in rows]
-        return rows
+        return [formatting.numpy_row(r) for r in rows] if fmt.type == "numpy" else rows
 
     # -- access --------------------------------------------------------------------------
     @overload
@@ -464,10 +467,7 @@ class StableDataset(ColumnMethods, HuggingFaceNames, VideoViews, Exports):
                     decode: bool = True, output_all_columns: bool = False, **format_kwargs: Any) -> StableDataset:
         """A view with another output format; `decode=False` returns stored bytes for images;
         `output_all_columns`/`dtype=` as Hugging Face's (see dataset.formatting)."""
-        if columns is not None:
-            unknown = [c for c in columns if c not in self._features]
-            if unknown:
-                raise ColumnNotFoundError(f"no column(s) {unknown}; columns are {list(self._features)}")
+        columns = formatting.format_columns(columns, self._features)
         fmt = format_of(type, columns, decode, self._format.video_decode, output_all_columns, format_kwargs)
         view = self._derive(format=fmt, keep_transform=False)
         view._transform = rest_as_python(fmt)
@@ -506,7 +506,7 @@ class StableDataset(ColumnMethods, HuggingFaceNames, VideoViews, Exports):
         """The layout backends serving this dataset's rows, one per cache (or column view of one)."""
         return list(self._backends)
 
-    # -- transforms (the heavier ones live in dataset/transforms.py) -------------------
+    # -- transforms (the heavier ones live in dataset/transforms.py and mapping.py) -------
     def select(self, indices: Iterable[int] | np.ndarray | range) -> StableDataset:
         """Rows at `indices` (in that order), as a new view; any iterable of ints, a numpy array or a
         pandas Series, as in Hugging Face."""

@@ -89,8 +89,35 @@ def test_add_item(pair):
     item = {"filename": "added", "col_1": 99, "col_2": 0.25}
     assert ours.add_item(item).to_dict() == hf.add_item(item).to_dict()
     assert len(ours.select([3, 1]).add_item(item)) == 3 and ours.select([3, 1]).add_item(item)[2] == item
-    with pytest.raises(ValueError, match=r"add_item: the item must have the dataset's columns .*missing \['col_2'\]"):
-        ours.add_item({"filename": "x", "col_1": 1})
+    lacking = {"filename": "x", "col_1": 1}  # the column the item lacks is null in its row, as in Hugging Face
+    assert ours.add_item(lacking).to_dict() == hf.add_item(lacking).to_dict()
+    assert ours.add_item(lacking)[-1] == {"filename": "x", "col_1": 1, "col_2": None}
+
+
+def test_add_item_with_new_columns_fills_nulls_as_hugging_face_does():
+    """HF's test_dataset_add_item_new_columns, side by side."""
+    theirs = datasets.Dataset.from_dict({"col_1": [0, 1, 2]},
+                                        features=datasets.Features({"col_1": datasets.Value("uint8")}))
+    ours = StableDataset.from_dict({"col_1": [0, 1, 2]}, features=sds.Features({"col_1": sds.Value("uint8")}))
+    theirs, ours = theirs.add_item({"col_1": 3, "col_2": "a"}), ours.add_item({"col_1": 3, "col_2": "a"})
+    assert ours.features == sds.Features({"col_1": sds.Value("uint8"), "col_2": sds.Value("string")})
+    assert ours[:] == theirs[:] == {"col_1": [0, 1, 2, 3], "col_2": [None, None, None, "a"]}
+    theirs, ours = theirs.add_item({"col_3": True}), ours.add_item({"col_3": True})
+    assert list(ours.features) == ["col_1", "col_2", "col_3"] and ours.features["col_3"] == sds.Value("bool")
+    assert ours[:] == theirs[:] == {"col_1": [0, 1, 2, 3, None], "col_2": [None, None, None, "a", None],
+                                    "col_3": [None, None, None, None, True]}
+
+
+@pytest.mark.parametrize("item", [{"col_1": "2", "col_2": 2, "col_3": 2.0}, {"col_1": "2", "col_2": "2", "col_3": "2"},
+                                  {"col_1": 2, "col_2": 2, "col_3": 2}, {"col_1": 2.0, "col_2": 2.0, "col_3": 2.0}])
+def test_add_item_casts_values_of_another_kind_to_the_columns_as_hugging_face_does(item):
+    """HF's test_dataset_add_item items, on its dataset_dict fixture; the format stays."""
+    data = {"col_1": ["0", "1", "2", "3"], "col_2": [0, 1, 2, 3], "col_3": [0.0, 1.0, 2.0, 3.0]}
+    theirs = datasets.Dataset.from_dict(data).add_item(item)
+    ours = StableDataset.from_dict(data).with_format("numpy").add_item(item)
+    assert ours.format["type"] == "numpy" and type(ours[-1]["col_1"]) is np.str_
+    assert ours.with_format("python")[:] == theirs[:]
+    assert ours.with_format("python")[-1] == {"col_1": "2", "col_2": 2, "col_3": 2.0}
 
 
 def test_exports_write_what_hf_writes(pair, tmp_path):

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import gc
+import json
 import shutil
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 import stable_datasets as sds
@@ -82,3 +84,52 @@ def test_a_saved_folder_opens_in_another_process(tmp_path):
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "['row 3', 'row 4']"
+
+
+def _hf():
+    return pytest.importorskip("datasets")
+
+
+def test_load_from_disk_restores_the_saved_format_as_hugging_face_does(tmp_path):
+    """Hugging Face's test_restore_saved_format, with its data: a numpy format of one column with the others as
+    Python values comes back from disk as it was saved, rows included (HF side by side as the oracle)."""
+    hf = _hf()
+    data = {"col_1": [3, 2, 1, 0], "col_2": ["a", "b", "c", "d"], "col_3": [False, True, False, True]}
+    theirs = hf.Dataset.from_dict(data)
+    theirs.set_format(type="numpy", columns=["col_1"], output_all_columns=True)
+    theirs.save_to_disk(str(tmp_path / "hf"))
+    theirs = hf.load_from_disk(str(tmp_path / "hf"))
+    ours = sds.StableDataset.from_dict(data)
+    ours.set_format(type="numpy", columns=["col_1"], output_all_columns=True)
+    ours.save_to_disk(tmp_path / "ours")
+    loaded = sds.load_from_disk(tmp_path / "ours")
+    assert loaded.format == ours.format == {"type": "numpy", "columns": ("col_1",), "decode": True,
+                                            "output_all_columns": True}
+    assert [theirs.format[k] for k in ("type", "columns", "output_all_columns")] == ["numpy", ["col_1"], True]
+    row, their_row = loaded[0], theirs[0]
+    assert list(row) == list(their_row) == ["col_1", "col_2", "col_3"]
+    assert [type(row[k]) for k in row] == [type(their_row[k]) for k in their_row] == [np.int64, str, bool]
+    assert row == {"col_1": 3, "col_2": "a", "col_3": False}
+
+
+def test_load_from_disk_restores_torch_with_its_dtype_and_every_split_of_a_dict(tmp_path):
+    torch = pytest.importorskip("torch")
+    source = _source()
+    dd = sds.DatasetDict({"train": source.with_format("torch", columns=["i"], dtype=torch.float64),
+                          "test": source.select([5, 6]).with_format("numpy")})
+    dd.save_to_disk(tmp_path / "dd")
+    loaded = sds.load_from_disk(tmp_path / "dd")
+    assert loaded["train"].format == {"type": "torch", "columns": ("i",), "decode": True, "output_all_columns": False}
+    assert loaded["train"][:2]["i"].dtype == torch.float64 and loaded["train"][:2]["i"].tolist() == [0.0, 1.0]
+    assert loaded["test"].format["type"] == "numpy"
+    assert loaded["test"]["i"].tolist() == [5, 6]
+
+
+def test_a_folder_saved_before_formats_were_saved_opens_in_python_format(tmp_path):
+    source = _source().with_format("numpy")
+    source.save_to_disk(tmp_path / "saved")
+    listing = json.loads((tmp_path / "saved" / "dataset.json").read_text())
+    del listing["output_format"]
+    (tmp_path / "saved" / "dataset.json").write_text(json.dumps(listing))
+    loaded = sds.load_from_disk(tmp_path / "saved")
+    assert loaded.format["type"] == "python" and loaded[0] == {"i": 0, "t": "row 0", "label": 0}

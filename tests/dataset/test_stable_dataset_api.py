@@ -174,7 +174,8 @@ def test_numpy_format(toy):
     batch = ds[0:4]
     assert isinstance(batch["id"], np.ndarray) and batch["id"].tolist() == [0, 1, 2, 3]
     assert batch["grid"].shape == (4, 2, 3)
-    assert batch["text"] == ["row 0", "row 1", "row 2", "row 3"]
+    assert batch["text"].dtype == np.dtype("<U5") and batch["text"].tolist() == ["row 0", "row 1", "row 2", "row 3"]
+    assert type(row["text"]) is np.str_ and row["text"] == "row 5"  # Hugging Face's numpy strings
     assert isinstance(ds["label"], np.ndarray)
 
 

@@ -6,7 +6,7 @@ import pyarrow as pa
 
 import stable_datasets as sds
 from stable_datasets.dataset.in_memory import TableSource
-from stable_datasets.dataset.transforms import MapSource
+from stable_datasets.dataset.mapping import MapSource
 from stable_datasets.write.sources import ExampleSource
 
 
