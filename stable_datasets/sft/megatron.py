@@ -29,7 +29,7 @@ from stable_datasets.sft.dataset import PackedFilesError, PackedFilesNotFoundErr
 from stable_datasets.sft.validate import row_fault
 
 __all__ = ["GPTSFTPackedParquetDataset", "GPTSFTPackedParquetMultiShardDataset", "REQUIRED_COLUMNS",
-           "create_sft_dataset"]
+           "create_sft_dataset", "is_packed_parquet_file", "resolve_packed_parquet_paths"]
 
 REQUIRED_COLUMNS = {"input_ids", "seq_start_id", "loss_mask"}
 # GPTSFTDataset arguments that shape unpacked JSONL examples; packs are already tokenized and packed
@@ -39,6 +39,13 @@ UNPACKED_ONLY = frozenset({"add_bos", "add_eos", "add_sep", "label_key", "trunca
                            "get_attention_mask_from_fusion", "sanity_check_dist_workers", "output_original_text",
                            "is_test", "special_tokens", "chat", "use_hf_tokenizer_chat_template", "tool_schemas"})
 _SUFFIXES = (".parquet", ".pq")
+_PACKED_SUFFIXES = (".idx.parquet", ".idx.pq")
+
+
+def is_packed_parquet_file(path: str | Path) -> bool:
+    """Megatron-Bridge's name test: a path or glob ending in `.idx.parquet` or `.idx.pq`, in any case (a plain
+    `.parquet` is not a packed file by name, though the readers below take it)."""
+    return str(path).lower().endswith(_PACKED_SUFFIXES)
 
 
 def resolve_parquet_paths(spec: str | Path | Sequence[str | Path]) -> list[str]:
@@ -63,6 +70,10 @@ def resolve_parquet_paths(spec: str | Path | Sequence[str | Path]) -> list[str]:
                                            "with .parquet or .pq")
         return found
     raise PackedFilesNotFoundError(f"Packed Parquet file not found: {text}")
+
+
+#: Megatron-Bridge's public name for the same resolution (`megatron.bridge.data.packing.paths`)
+resolve_packed_parquet_paths = resolve_parquet_paths
 
 
 def _check_files(files: list[str], spec: Any) -> None:

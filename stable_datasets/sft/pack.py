@@ -253,20 +253,36 @@ def metadata_file_text(metadata: dict[str, Any]) -> str:
     return json.dumps([metadata])
 
 
-#: the columns of a packed Parquet file as Megatron-Bridge's reader plan specifies them: the loss mask is
-#: list<uint8> there (our caches keep PACKED_FEATURES' int8, whose values are the same 0 and 1)
-PACKED_PARQUET_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("loss_mask", pa.list_(pa.uint8())),
+#: the columns of a packed Parquet file as Megatron-Bridge's `write_packed_parquet` writes them (2026): the loss
+#: mask is list<int8>, like our caches' PACKED_FEATURES (files with list<uint8> masks, the earlier plan's, still read)
+PACKED_PARQUET_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("loss_mask", pa.list_(pa.int8())),
                                    ("seq_start_id", pa.list_(pa.int32()))])
 
 
-def packed_table(rows: Iterable[dict[str, Any]]) -> pa.Table:
-    """Pack rows as a table of PACKED_PARQUET_SCHEMA (what write_packed_parquet writes)."""
+def binary_loss_mask(mask: Any, row: int) -> np.ndarray:
+    """A loss mask of bools, uint8 or any ints as int8 0/1, as Megatron-Bridge normalises it on write; a value
+    other than 0/1 (or False/True) is a PackInputError naming the row, never written as another weight."""
+    values = np.asarray(mask)
+    if values.size and values.dtype.kind not in "biu":
+        raise PackInputError(f"pack row {row}: field loss_mask holds {values.dtype} values; it takes 0/1 or bools")
+    if values.size and values.dtype != np.bool_ and ((values < 0) | (values > 1)).any():
+        bad = values[(values < 0) | (values > 1)][0]
+        raise PackInputError(f"pack row {row}: field loss_mask holds {bad}; a loss mask is 0/1 (or bools)")
+    return values.astype(np.int8, copy=False)
+
+
+def packed_table(rows: Iterable[dict[str, Any]], first_row: int = 0) -> pa.Table:
+    """Pack rows as a table of PACKED_PARQUET_SCHEMA (what write_packed_parquet writes); `first_row` numbers the
+    rows in errors."""
     rows = list(rows)
     columns = {}
-    for name, dtype in (("input_ids", np.int32), ("loss_mask", np.uint8), ("seq_start_id", np.int32)):
-        values = [np.asarray(r[name], dtype=dtype) for r in rows]
+    for name, dtype in (("input_ids", np.int32), ("loss_mask", np.int8), ("seq_start_id", np.int32)):
+        if name == "loss_mask":
+            values = [binary_loss_mask(r[name], first_row + k) for k, r in enumerate(rows)]
+        else:
+            values = [np.asarray(r[name], dtype=dtype) for r in rows]
         offsets = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int32)
-        flat = np.concatenate(values) if values else np.zeros(0, dtype)
+        flat = np.concatenate(values).astype(dtype, copy=False) if values else np.zeros(0, dtype)
         columns[name] = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat))
     return pa.table(columns, schema=PACKED_PARQUET_SCHEMA)
 
@@ -298,7 +314,7 @@ def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path,
         options["row_group_rows"] = row_group_rows
     parquet_shards.check_options(options)
     path = Path(path)
-    if not path.name.endswith(".parquet"):
+    if not path.name.lower().endswith((".parquet", ".pq")):  # Megatron-Bridge takes .idx.pq too, in any case
         path = path.with_name(path.name + ".idx.parquet")
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(rows, MapStyle) and not isinstance(rows, list):
@@ -323,9 +339,11 @@ def write_packed_parquet(rows: Iterable[dict[str, Any]] | Any, path: str | Path,
         with pq.ParquetWriter(tmp, schema, **settings) as writer:
             rows = iter(rows)
             pending = packed_table(itertools.islice(rows, 256))  # sizes the row groups
+            seen = pending.num_rows
             per_group = parquet_shards.rows_per_group(options, pending.nbytes / max(pending.num_rows, 1))
             while True:
-                more = packed_table(itertools.islice(rows, max(per_group, 1024)))
+                more = packed_table(itertools.islice(rows, max(per_group, 1024)), first_row=seen)
+                seen += more.num_rows
                 if more.num_rows:
                     pending = pa.concat_tables([pending, more])
                 whole = pending.num_rows // per_group * per_group if more.num_rows else pending.num_rows

@@ -69,3 +69,35 @@ def test_pad_cu_seqlens_counts_an_empty_sequence():
     assert out["cu_seqlens_q"].tolist() == [[0, 3, 3, 6, 8]]
     with pytest.raises(ValueError, match="a pack holds 4 sequences, more than max_samples_per_bin allows"):
         _collate(_pack([0, 4, 4, 4, 8]), pad_cu_seqlens=True, pack_metadata=metadata, pad_to_max_length=True)
+
+
+def _cut_at_argmin(row: np.ndarray, argmin: np.ndarray) -> list[int]:
+    """Megatron-Bridge's `get_packed_seq_params` on legacy batches: the boundaries end where the -1 padding starts."""
+    return row[: int(argmin.item())].tolist()
+
+
+def test_legacy_cu_seqlens_are_padded_with_minus_one_as_megatron_bridge_reads_them():
+    # (issue 38 item 5) rows of 3 and 1 sequences: the short row's boundaries are padded with -1, and the
+    # precomputed argmin cuts each row back to its own boundaries
+    out = _collate(_pack([0, 4, 8]), B, legacy_keys=True)
+    assert out["cu_seqlens"].tolist() == [[0, 3, 6, 7, -1], [0, 7, -1, -1, -1]]
+    assert out["cu_seqlens_argmin"].tolist() == [[4], [2]]
+    assert [_cut_at_argmin(r, a) for r, a in zip(out["cu_seqlens"], out["cu_seqlens_argmin"])] == [[0, 3, 6, 7],
+                                                                                                    [0, 7]]
+    assert out["max_seqlen"].tolist() == [[3], [7]]
+    cp = _collate({"input_ids": np.array([10, 11, 12, 2, 2, 20, 21, 2, 2]), "seq_boundaries": [0, 5, 9],
+                   "loss_mask": np.ones(9, np.int8)}, pad_seq_to_mult=4, legacy_keys=True)
+    assert cp["cu_seqlens"].tolist() == [[0, 4, 8, -1]]
+    assert cp["cu_seqlens_unpadded"].tolist() == [[0, 3, 5, -1]]
+    assert cp["cu_seqlens_unpadded_argmin"].tolist() == [[3]]
+
+
+def test_pad_seq_to_mult_uses_the_runtime_length_stored_minus_one():
+    # sequences stored at 17 and 25 tokens (runtime 16 and 24, multiples of 8, as Megatron-Bridge pre-pads them):
+    # the collate keeps 16 and 24, it does not round the stored lengths up to 24 and 32
+    ids = np.concatenate([np.arange(1, 17), [2], np.arange(1, 19), [2] * 7])
+    out = _collate({"input_ids": ids, "seq_boundaries": [0, 17, 42], "loss_mask": np.ones(42, np.int8)},
+                   pad_seq_to_mult=8, max_seq_length=40)
+    assert out["cu_seqlens_q_padded"].tolist() == [[0, 16, 40]]
+    assert out["cu_seqlens_q"].tolist() == [[0, 16, 34]]
+    assert out["token_count"] == [40]

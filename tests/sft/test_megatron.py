@@ -8,6 +8,7 @@ tests/unit_tests/data/packing/test_parquet.py (paths, rows, schema checks, valid
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -19,10 +20,14 @@ from stable_datasets.sft import (
     create_sft_dataset,
     write_packed_parquet,
 )
-from stable_datasets.sft.megatron import resolve_parquet_paths
+from stable_datasets.sft.megatron import is_packed_parquet_file, resolve_packed_parquet_paths, resolve_parquet_paths
+from stable_datasets.sft.pack import PackInputError
 
 PLAN_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("loss_mask", pa.list_(pa.uint8())),
                          ("seq_start_id", pa.list_(pa.int32()))])
+# Megatron-Bridge's write_packed_parquet (2026) writes the loss mask as list<int8>
+BRIDGE_SCHEMA = pa.schema([("input_ids", pa.list_(pa.int32())), ("loss_mask", pa.list_(pa.int8())),
+                           ("seq_start_id", pa.list_(pa.int32()))])
 
 
 class _Tokenizer:
@@ -240,10 +245,10 @@ def test_write_packed_parquet_writes_the_plans_types(tmp_path):
     rows[0]["loss_mask"] = [True, False, 1, 0]
     path = write_packed_parquet(rows, tmp_path / "mixed", pack_ids=False)
     table = pq.read_table(path)
-    assert table.schema == PLAN_SCHEMA
+    assert table.schema == BRIDGE_SCHEMA
     assert table.column("loss_mask").to_pylist() == [[1, 0, 1, 0]]
     with_ids = pq.read_table(write_packed_parquet(rows, tmp_path / "ids"))
-    assert with_ids.schema.field("loss_mask").type == pa.list_(pa.uint8())
+    assert with_ids.schema.field("loss_mask").type == pa.list_(pa.int8())
     read = GPTSFTPackedParquetDataset(str(path), _Tokenizer(), max_seq_length=8)
     assert read[0] == {"input_ids": [1, 2, 3, 4], "seq_boundaries": [0, 4], "loss_mask": [1, 0, 1, 0]}
 
@@ -304,3 +309,47 @@ def test_adopt_is_accepted_by_the_megatron_names(tmp_path):
         assert create_sft_dataset(path, _Tokenizer(), adopt=adopt)[4]["input_ids"] == [4] * 8
         multi = GPTSFTPackedParquetMultiShardDataset([str(path)], _Tokenizer(), adopt=adopt)
         assert multi[2]["input_ids"] == [2] * 8
+
+
+# -- Megatron-Bridge 2026 (issue 38 item 5): names, int8 masks --------------------------------
+@pytest.mark.parametrize(("name", "packed"), [("data.idx.parquet", True), ("data.idx.pq", True),
+                                              ("shard_*.idx.parquet", True), ("data.parquet", False),
+                                              ("DATA.IDX.PARQUET", True), ("Data.Idx.Pq", True)])
+def test_is_packed_parquet_file_as_megatron_bridge(name, packed):
+    assert is_packed_parquet_file(name) is packed
+
+
+def test_packed_names_resolve_sorted_from_a_folder_or_glob_in_any_case(tmp_path):
+    names = ["b.IDX.PQ", "a.idx.parquet", "c.Idx.Parquet", "notes.txt"]
+    for name in names[:3]:
+        write_packed_parquet([_row(4, 1)], tmp_path / name, pack_ids=False)
+    (tmp_path / "notes.txt").write_text("not a pack")
+    expected = [str(tmp_path / n) for n in ("a.idx.parquet", "b.IDX.PQ", "c.Idx.Parquet")]
+    assert resolve_packed_parquet_paths(tmp_path) == expected
+    assert resolve_packed_parquet_paths(str(tmp_path / "*")) == expected
+    assert len(GPTSFTPackedParquetDataset(str(tmp_path), _Tokenizer(), max_seq_length=8)) == 3
+
+
+@pytest.mark.parametrize("mask", [[True, False, True, False], np.array([1, 0, 1, 0], np.uint8),
+                                  np.array([1, 0, 1, 0], np.int64), [1, 0, 1, 0]])
+def test_write_normalises_every_mask_type_to_int8(tmp_path, mask):
+    rows = [{"input_ids": [1, 2, 3, 4], "loss_mask": mask, "seq_start_id": [0]}]
+    table = pq.read_table(write_packed_parquet(rows, tmp_path / "m", pack_ids=False))
+    assert table.schema == BRIDGE_SCHEMA
+    assert table.column("loss_mask").to_pylist() == [[1, 0, 1, 0]]
+
+
+@pytest.mark.parametrize(("mask", "word"), [([1, 2, 0, 1], "holds 2"), ([0.5, 1.0, 0.0, 1.0], "holds float64")])
+def test_write_refuses_a_mask_that_is_not_binary_naming_row_and_field(tmp_path, mask, word):
+    rows = [_row(4, 1), {"input_ids": [1, 2, 3, 4], "loss_mask": mask, "seq_start_id": [0]}]
+    with pytest.raises(PackInputError, match=f"pack row 1: field loss_mask {word}"):
+        write_packed_parquet(rows, tmp_path / "bad", pack_ids=False)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_uint8_masks_of_the_earlier_plan_still_read(tmp_path):
+    path = tmp_path / "old.idx.parquet"
+    pq.write_table(pa.Table.from_pydict({"input_ids": [[1, 2, 3, 4]], "loss_mask": [[0, 1, 1, 0]],
+                                         "seq_start_id": [[0, 2]]}, schema=PLAN_SCHEMA), str(path))
+    assert GPTSFTPackedParquetDataset(str(path), _Tokenizer(), max_seq_length=8)[0] == {
+        "input_ids": [1, 2, 3, 4], "seq_boundaries": [0, 2, 4], "loss_mask": [0, 1, 1, 0]}
