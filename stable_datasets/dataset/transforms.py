@@ -15,14 +15,14 @@ import numpy as np
 from loguru import logger
 
 from stable_datasets.cache.builds import published_path
-from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
-from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.dataset.columns import map_folder_name, stratified_split, stratify_labels
 from stable_datasets.dataset.dataset_dict import DatasetDict
 from stable_datasets.dataset.hf_names import check_concatenable
 from stable_datasets.errors import ColumnNotFoundError, StableDatasetsError, add_note
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
+from stable_datasets.identity.code import UnhashableFunction, function_identity, value_identity
+from stable_datasets.identity.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.layouts import arrow_shards
 from stable_datasets.progress import progress
 from stable_datasets.roots import ObjectStoreRoot
@@ -138,7 +138,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
     `drop_last_batch` (batched only, as in Hugging Face) leaves out a last batch shorter than
     `batch_size`.
 
-    The function's identity covers what it reads (see cache.code_identity); a function reading
+    The function's identity covers what it reads (see identity.code); a function reading
     something that cannot be hashed is run again every time (one warning), unless `new_fingerprint`
     (Hugging Face's name; `cache_fingerprint` is the same) names its result.
 

@@ -12,7 +12,7 @@ import stable_datasets
 from stable_datasets.builder.local_modules import parse_source
 
 PACKAGE = Path(stable_datasets.__file__).resolve().parent
-LOWER_FLOOR = ("storage", "cache", "layouts", "write", "features", "arrow", "streaming")
+LOWER_FLOOR = ("storage", "cache", "identity", "layouts", "write", "features", "arrow", "streaming")
 LAYOUT_NAMES = ("arrow_shards", "lance_rows", "lance_video_frames", "parquet_shards")
 NAMES_LAYOUTS = {"layouts"}
 PRIVATE_STATE = re.compile(r"\._(backends|indices|media)\b")

@@ -14,13 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from stat import S_ISLNK
 from typing import Any
 
 from loguru import logger
 
-from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.cache.content_hashes import ContentHashes
 from stable_datasets.cache.paths import cache_root as default_root
 from stable_datasets.cache.paths import downloads_dir
@@ -32,21 +32,6 @@ from stable_datasets.errors import DownloadError
 IDENTITY_MODES = ("stat", "sha256")
 #: Splits with at most this many files list them in the recorded inputs (`stable-datasets info`).
 LISTED_FILES = 32
-
-
-def input_files_identity(config: Any, cache_root: Path, builder: str,
-                         resolved: dict[str, list[str]] | None = None,
-                         input_options: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
-    """Identity of `config.data_files` and `config.data_dir` (None when the builder reads neither).
-
-    `resolved` is `normalize_data_files(config.data_files)` when the caller has it already;
-    `input_options`: storage options of object-store URLs by scheme (download.inputs.options_for).
-    """
-    data_files = getattr(config, "data_files", None)
-    data_dir = getattr(config, "data_dir", None)
-    if not data_files and not data_dir:
-        return None
-    return identity_of(config, input_entries(config, cache_root, builder, resolved, input_options))
 
 
 def identity_of(config: Any, entries: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -61,12 +46,15 @@ def identity_of(config: Any, entries: dict[str, Any] | None) -> dict[str, Any] |
     return identity
 
 
-def input_entries(config: Any, cache_root: Path, builder: str, resolved: dict[str, list[str]] | None = None,
+def input_entries(config: Any, cache_root: Path, builder: str, resolve: Callable[[], dict[str, list[str]]],
                   input_options: dict[str, dict[str, Any]] | None = None, *, local_only: bool = False
                   ) -> dict[str, Any] | None:
-    """Per-file identity entries ([path, size, mtime or "sha256:..." or validators]) behind
-    `input_files_identity`: {"data_files": {split: entries}, "data_dir": entries}. With `local_only`, remote
-    files are left out (`changed_input` re-checks what is on this disk)."""
+    """Per-file identity entries ([path, size, mtime or "sha256:..." or validators]) of `config.data_files` and
+    `config.data_dir` (None when the builder reads neither): {"data_files": {split: entries}, "data_dir":
+    entries}. `resolve()` gives `config.data_files` resolved to files by split (the builder resolves them:
+    builder.data_files), called only when there are data_files and the mode is valid; `input_options`: storage
+    options of object-store URLs by scheme (download.inputs.options_for). With `local_only`, remote files are
+    left out (`changed_input` re-checks what is on this disk)."""
     data_files = getattr(config, "data_files", None)
     data_dir = getattr(config, "data_dir", None)
     if not data_files and not data_dir:
@@ -77,8 +65,7 @@ def input_entries(config: Any, cache_root: Path, builder: str, resolved: dict[st
     found: dict[str, Any] = {}
     with ContentHashes(cache_root if mode == "sha256" else None) as hashes:
         if data_files:
-            splits = resolved if resolved is not None else normalize_data_files(data_files, builder,
-                                                                                   input_options=input_options)
+            splits = resolve()
             found["data_files"] = {
                 split: _files_identity([p for p in paths if not local_only or _is_local(p)], mode, hashes,
                                        cache_root, input_options)
