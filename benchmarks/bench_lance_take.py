@@ -12,7 +12,7 @@ the table gives the median and range over rounds of:
   the asked order with one Arrow take (what `RowTaker` does) (ms),
 - the 256 rows as Lance blob descriptions (position, size) only, for the blob-encoded variant:
   the bytes would then be read from the data file directly (ms),
-- for the blob-encoded variant, the path `lance_rows` caches take now (layouts/lance_blobs.py):
+- for the blob-encoded variant, the path `lance_rows` caches take now (layouts/lance/blobs.py):
   the descriptions read once at open (`open_ms`), then one row as a slice of the mapped data
   file (µs) and 256 rows as one Arrow take over it (ms), with the label column held in memory,
 - a full scan (s).
@@ -110,7 +110,7 @@ def measure(path: str, rows: int, seed: int, singles: int, batches: int, blob_en
 
 def measure_mapped(dataset, path: Path, one: np.ndarray, many: list[np.ndarray]) -> dict[str, float]:
     """Our blob path: descriptions once, then slices of the mapped data files (see lance_blobs)."""
-    from stable_datasets.layouts import lance_blobs
+    from stable_datasets.layouts.lance import blobs as lance_blobs
 
     started = time.perf_counter()
     layout, descriptions = lance_blobs.blob_descriptions(dataset, ["blob"])

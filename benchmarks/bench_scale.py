@@ -235,7 +235,7 @@ done(seconds=time.perf_counter() - start, shards=len(meta.shards))
 
 
 LANCE_OPEN = PRELUDE + r"""
-from stable_datasets.layouts import lance_blobs
+from stable_datasets.layouts.lance import blobs as lance_blobs
 folder, before = sys.argv[1], sys.argv[2] == "1"
 if before:  # every data file mapped at open, as until now
     os.environ["STABLE_DATASETS_MAX_OPEN_SHARDS"] = "1000000"

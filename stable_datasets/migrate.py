@@ -20,15 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.limit import root_of
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.cache.paths import cache_root
 from stable_datasets.dataset.open import open_cache
 from stable_datasets.errors import CacheError
 from stable_datasets.features import Features
+from stable_datasets.identity.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.layouts import frames_video_column, layout_for, layout_module
-from stable_datasets.layouts.lance_video_frames import STORED_FRAMES, stored_frames_ref
+from stable_datasets.layouts.lance.video_frames import STORED_FRAMES, stored_frames_ref
 from stable_datasets.layouts.upstream import is_upstream
 from stable_datasets.version import __version__
 from stable_datasets.write.engines import JobRunner

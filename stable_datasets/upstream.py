@@ -26,11 +26,11 @@ from typing import Any
 
 import pyarrow as pa
 
-from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, canonical_json, fingerprint
 from stable_datasets.cache.lock import exclusive_lock
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
 from stable_datasets.dataset.open import open_cache as _open_cache
 from stable_datasets.features import Features, Video
+from stable_datasets.identity.fingerprint import CACHE_FORMAT_VERSION, canonical_json, fingerprint
 from stable_datasets.layouts import layout_for, layout_for_storage_format, layout_module
 from stable_datasets.layouts.checked import read_metadata
 from stable_datasets.layouts.upstream import UPSTREAM_FORMATS, UPSTREAM_NAMES, is_upstream

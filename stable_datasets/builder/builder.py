@@ -21,19 +21,11 @@ from stable_datasets.builder.config import BuilderConfig, Version
 from stable_datasets.builder.data_files import normalize_data_files
 from stable_datasets.builder.file_groups import TARGET_BYTES, incremental_groups
 from stable_datasets.builder.info import DatasetInfo, SplitGenerator
-from stable_datasets.builder.input_identity import (
-    changed_input,
-    identity_of,
-    input_entries,
-    local_entries,
-    object_store_versions,
-)
 from stable_datasets.builder.local_modules import local_modules
 from stable_datasets.builder.options import BuildOptions
 from stable_datasets.builder.provenance import absolute_paths, builder_made_by
 from stable_datasets.builder.source_identity import builder_source_text
 from stable_datasets.builder.split_record import record_split_names, recorded_split_names
-from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.paths import downloads_dir, fingerprint_dir, root_errors, split_folder_name
 from stable_datasets.dataset.open import dataset_of
 from stable_datasets.download.inputs import fetch_http_input, fetch_object, is_object_url, options_for
@@ -42,6 +34,14 @@ from stable_datasets.errors import InputChangedError, SplitRowsError, StableData
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features
 from stable_datasets.features.video import has_path_videos
+from stable_datasets.identity.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
+from stable_datasets.identity.inputs import (
+    changed_input,
+    identity_of,
+    input_entries,
+    local_entries,
+    object_store_versions,
+)
 from stable_datasets.layouts import layout_for, layout_module
 from stable_datasets.layouts.base import require_positive_ints
 from stable_datasets.roots import CacheRoot, resolve_root
@@ -103,7 +103,7 @@ class DatasetBuilder:
         self.cache_root: Path = self.root.local_dir
         self._inputs_read: dict[str, Any] | None = None  # local input entries the last fingerprint identified
         #: {url: [size, version]} of the object-store data files the last fingerprint identified: a part reading
-        #: one on its own node checks that it reads that version (input_identity.object_store_versions)
+        #: one on its own node checks that it reads that version (identity.inputs.object_store_versions)
         self.object_versions: dict[str, list[Any]] = {}
         #: storage options of object-store inputs (data_files, downloads) by scheme: `storage_options` serve the
         #: cache root's scheme, or every scheme when the root is local (download.inputs.options_for)
@@ -248,9 +248,9 @@ class DatasetBuilder:
         return config
 
     def input_files_identity(self) -> dict[str, Any] | None:
-        """The identity of the files `data_files`/`data_dir` name (see builder/input_identity.py). The local
+        """The identity of the files `data_files`/`data_dir` name (see identity/inputs.py). The local
         files' entries are kept: `check_inputs_unchanged` compares them again after the build read them."""
-        entries = input_entries(self.config, self.cache_root, self.builder_name(), self._resolved_data_files(),
+        entries = input_entries(self.config, self.cache_root, self.builder_name(), self._input_files_by_split,
                                 self.input_storage_options)
         self._inputs_read = local_entries(entries)
         self.object_versions = object_store_versions(entries)
@@ -259,6 +259,15 @@ class DatasetBuilder:
     def _resolved_data_files(self) -> dict[str, list[str]] | None:
         """Hook: the resolved `data_files` when the builder has them already (else they are resolved)."""
         return None
+
+    def _input_files_by_split(self) -> dict[str, list[str]]:
+        """`data_files` resolved to files by split, for their identity: the builder's own resolution when it has
+        one, else resolved now."""
+        resolved = self._resolved_data_files()
+        if resolved is None:
+            resolved = normalize_data_files(self.config.data_files, self.builder_name(),
+                                            input_options=self.input_storage_options)
+        return resolved
 
     def check_split_rows(self, split: str, num_rows: int) -> None:
         """A split whose row count differs from `info.num_examples` is an error naming both (HF's basic check),
@@ -275,7 +284,7 @@ class DatasetBuilder:
         before = self._inputs_read
         if before is None:
             return
-        after = input_entries(self.config, self.cache_root, self.builder_name(), self._resolved_data_files(),
+        after = input_entries(self.config, self.cache_root, self.builder_name(), self._input_files_by_split,
                               self.input_storage_options, local_only=True)
         change = changed_input(before, after)
         if change is not None:

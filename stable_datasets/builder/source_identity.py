@@ -18,8 +18,8 @@ from pathlib import Path
 from loguru import logger
 
 from stable_datasets.builder.local_modules import local_sources_text
-from stable_datasets.cache.code_identity import UnhashableFunction, class_identity
-from stable_datasets.cache.fingerprint import canonical_json
+from stable_datasets.identity.code import UnhashableFunction, class_identity
+from stable_datasets.identity.fingerprint import canonical_json
 
 
 def _user_classes(cls: type) -> list[type]:

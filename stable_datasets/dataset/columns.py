@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from stable_datasets.cache.builds import published_path
-from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.dataset.column_view import ColumnView
 from stable_datasets.dataset.combine import with_backends
 from stable_datasets.dataset.in_memory import (
@@ -35,6 +34,7 @@ from stable_datasets.features.casting import value_kind
 from stable_datasets.features.columnar import RowEncodingError, as_columns, cast_requested, encode_columns
 from stable_datasets.features.features import Features
 from stable_datasets.features.value import ClassLabel, Value
+from stable_datasets.identity.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.layouts import arrow_shards
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once
 

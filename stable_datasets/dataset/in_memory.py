@@ -5,7 +5,7 @@ column by column (see features.columnar) and name the cache by its content: the 
 encoded columns serialized as Arrow IPC in fixed 65,536-row batches, with the features, storage
 format and layout options. The same data gives the same cache, whatever object holds it;
 changed data gives a new one. `from_generator` names its cache as Hugging Face does: by the
-generator's code, the globals it reads and its `gen_kwargs` (see cache.code_identity), so a
+generator's code, the globals it reads and its `gen_kwargs` (see identity.code), so a
 generator reading a file that changes must be given `fingerprint=` (or the file as a kwarg
 whose value changes).
 
@@ -26,8 +26,6 @@ import numpy as np
 import pyarrow as pa
 from loguru import logger
 
-from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
-from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.cache.paths import cache_root, fingerprint_dir, split_folder_name
 from stable_datasets.errors import EncodingError, ExampleError, StableDatasetsError
 from stable_datasets.features.columnar import (
@@ -41,6 +39,8 @@ from stable_datasets.features.columnar import (
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.features.value import Value
+from stable_datasets.identity.code import UnhashableFunction, function_identity, value_identity
+from stable_datasets.identity.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.layouts import layout_for, layout_module
 from stable_datasets.write import ExampleSource, JobRunner, SplitJobs, WritePlan, build_once
 

@@ -20,8 +20,6 @@ import pyarrow as pa
 from loguru import logger
 
 from stable_datasets.cache.builds import published_path
-from stable_datasets.cache.code_identity import UnhashableFunction, function_identity, value_identity
-from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.dataset.columns import map_folder_name
 from stable_datasets.dataset.formatting import formatted_like
 from stable_datasets.dataset.transforms import batches, call_function, input_view
@@ -31,6 +29,8 @@ from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.features.image import Image
 from stable_datasets.features.value import ClassLabel, Value
 from stable_datasets.features.video import Video
+from stable_datasets.identity.code import UnhashableFunction, function_identity, value_identity
+from stable_datasets.identity.fingerprint import CACHE_FORMAT_VERSION, fingerprint
 from stable_datasets.layouts import arrow_shards
 from stable_datasets.roots import ObjectStoreRoot
 from stable_datasets.storage.remote_cache import RemoteOrigin
@@ -71,7 +71,7 @@ def map_dataset(ds, function: Callable | None = None, *, batched: bool = False, 
     `drop_last_batch` (batched only, as in Hugging Face) leaves out a last batch shorter than
     `batch_size`.
 
-    The function's identity covers what it reads (see cache.code_identity); a function reading
+    The function's identity covers what it reads (see identity.code); a function reading
     something that cannot be hashed is run again every time (one warning), unless `new_fingerprint`
     (Hugging Face's name; `cache_fingerprint` is the same) names its result.
 

@@ -18,13 +18,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION
 from stable_datasets.cache.paths import split_folder_name
 from stable_datasets.dataset.columns import ColumnsSource
 from stable_datasets.dataset.combine import with_split_name
 from stable_datasets.dataset.formatting import format_from_json, format_to_json
 from stable_datasets.dataset.in_memory import COLUMNAR_BATCH_ROWS
 from stable_datasets.errors import CacheError
+from stable_datasets.identity.fingerprint import CACHE_FORMAT_VERSION
 from stable_datasets.layouts import arrow_shards
 from stable_datasets.write import WritePlan, write_split
 

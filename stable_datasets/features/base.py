@@ -33,7 +33,7 @@ class FeatureType:
         raise NotImplementedError
 
     def fingerprint_identity(self) -> dict[str, Any]:
-        """What a config holding this feature hashes (cache.fingerprint.to_jsonable asks for it)."""
+        """What a config holding this feature hashes (identity.fingerprint.to_jsonable asks for it)."""
         return self.to_dict()
 
     @classmethod

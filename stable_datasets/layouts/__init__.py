@@ -1,4 +1,4 @@
-"""Layouts: one module per physical format, each holding its Writer and its Backend."""
+"""Layouts: one module per physical format (the two Lance ones in lance/), each holding its Writer and its Backend."""
 
 from __future__ import annotations
 
@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 STORAGE_FORMATS = {"arrow": "arrow_shards", "lance": "lance_rows", "parquet": "parquet_shards"}
 LAYOUTS = {
     "arrow_shards": "stable_datasets.layouts.arrow_shards",
-    "lance_rows": "stable_datasets.layouts.lance_rows",
-    "lance_video_frames": "stable_datasets.layouts.lance_video_frames",
+    "lance_rows": "stable_datasets.layouts.lance.rows",
+    "lance_video_frames": "stable_datasets.layouts.lance.video_frames",
     "parquet_shards": "stable_datasets.layouts.parquet_shards",
 }
 

@@ -3,7 +3,7 @@ unmapped past `env.max_open_shards()`.
 
 Every map is one of the kernel's `vm.max_map_count` (65,530 by default) for the whole process: a cache of
 70,000 Arrow shards or Lance fragments mapped at once exhausts it. Both the Arrow shard layout
-(arrow_shards._OpenShards) and the Lance blob reader (lance_blobs.BlobReader) keep their maps here.
+(arrow_shards._OpenShards) and the Lance blob reader (lance.blobs.BlobReader) keep their maps here.
 
 Eviction is CLOCK, an approximation of least recently used where a hit costs one attribute store (the item's
 `used`) and no lock: the first item not used since the pool last passed over it is closed. An item the pool

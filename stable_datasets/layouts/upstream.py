@@ -33,7 +33,7 @@ from loguru import logger
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.errors import CacheError
 from stable_datasets.features import Features, Image, Sequence, Value, Video
-from stable_datasets.layouts.lance_access import open_lance
+from stable_datasets.layouts.lance import open_lance
 
 UPSTREAM_LAYOUTS = ("arrow-shards", "lance-rows", "lance-video-frames")
 #: our layouts by upstream's names (stable_datasets.upstream reports them so); parquet has no upstream name

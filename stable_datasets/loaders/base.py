@@ -1,7 +1,7 @@
 """`FileLoader`: the builder behind the generic loaders ("csv", "json", "parquet", ...).
 
 A loader is a builder like any other: its files enter the fingerprint by identity (see
-builder/input_identity.py), its features are given (`features=`) or inferred from the first
+identity/inputs.py), its features are given (`features=`) or inferred from the first
 file, and it writes through the one write path. A split's files become pieces (a whole file,
 or a range of a large one: Parquet row groups, byte ranges of line-based files). A split of
 many files is written in groups of whole files cut where each file's name and size say

@@ -42,13 +42,13 @@ import pyarrow.parquet as pq
 
 from stable_datasets.arrow.cells import table_rows
 from stable_datasets.arrow.tables import ordered_gather
-from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.cache.content_hashes import ContentHashes
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.cache.publish import file_sha256
 from stable_datasets.dataset.row_source import SOURCE_FILES_KEY
 from stable_datasets.errors import EncodingError, ExampleError
 from stable_datasets.features.features import Features
+from stable_datasets.identity.inputs import files_identity
 from stable_datasets.layouts.base import LayoutBackend
 from stable_datasets.loaders.arrow_files import open_ipc
 from stable_datasets.loaders.base import FileLoader

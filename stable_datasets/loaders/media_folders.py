@@ -26,12 +26,12 @@ import pyarrow.json as pajson
 from loguru import logger
 
 from stable_datasets.builder.info import SplitGenerator
-from stable_datasets.builder.input_identity import files_identity
 from stable_datasets.features.base import FeatureType
 from stable_datasets.features.features import Features
 from stable_datasets.features.image import Image
 from stable_datasets.features.value import ClassLabel, Value
 from stable_datasets.features.video import Video
+from stable_datasets.identity.inputs import files_identity
 from stable_datasets.loaders.base import FileLoader, FileLoaderConfig, Piece
 from stable_datasets.loaders.columns import LoaderError, features_from_schema
 from stable_datasets.loaders.csv_input import csv_input

@@ -31,10 +31,10 @@ from typing import Any
 
 from stable_datasets.builder.source_identity import remembering_sources
 from stable_datasets.cache.builds import build_in_use, current_build
-from stable_datasets.cache.fingerprint import fingerprint
 from stable_datasets.cache.inventory import CacheEntry
 from stable_datasets.cache.limit import last_used as local_last_used
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata
+from stable_datasets.identity.fingerprint import fingerprint
 from stable_datasets.layouts.checked import read_metadata
 from stable_datasets.manage.ownership import builder_fingerprint_now, cache_status, is_map_cache
 

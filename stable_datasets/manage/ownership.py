@@ -15,7 +15,6 @@ import importlib
 from pathlib import Path
 from typing import Any
 
-from stable_datasets.cache.fingerprint import canonical_json, to_jsonable
 from stable_datasets.cache.folders import (  # noqa: F401  (map_caches_of, remove_empty_parents: named here before)
     is_map_cache,
     map_caches_of,
@@ -24,6 +23,7 @@ from stable_datasets.cache.folders import (  # noqa: F401  (map_caches_of, remov
 from stable_datasets.cache.inventory import CacheEntry
 from stable_datasets.cache.metadata import CacheMetadata
 from stable_datasets.features.base import feature_from_dict
+from stable_datasets.identity.fingerprint import canonical_json, to_jsonable
 from stable_datasets.registry import load_script, resolve_builder_class
 
 

@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from loguru import logger
 
-from stable_datasets.cache.fingerprint import fingerprint
 from stable_datasets.dataset.stable_dataset import StableDataset
+from stable_datasets.identity.fingerprint import fingerprint
 from stable_datasets.megatron.indexed import IndexedDataset, IndexedWriter, optimal_dtype
 
 #: the record beside the files: what made them (and their sizes), for cache hits

@@ -13,7 +13,7 @@ Rules:
   anything is downloaded, and is the same on every rank and worker.
 - A Lance cache's `_metadata.json` lists its fragments' data files in row order (`fragment_files`).
   Its manifest files (a few KB) are downloaded with the first fragment; a fragment is then read
-  from its local data file through the mapped-blob path (layouts.lance_blobs), one Lance call for
+  from its local data file through the mapped-blob path (layouts.lance.blobs), one Lance call for
   its blob descriptions and one for its other columns. Caches written before `fragment_files` are
   streamed in place by Lance, with ranged GETs.
 - The stream pins its attempt while it lives (shard_cache.StreamPin), so `rm` or `prune` of this

@@ -14,10 +14,8 @@ import multiprocessing.connection
 import pickle
 import re
 import signal
-import site
 import socket
 import sys
-import sysconfig
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +28,7 @@ from loguru import logger
 
 from stable_datasets.env import default_environment, env_text
 from stable_datasets.errors import StableDatasetsError, WorkerDiedError
+from stable_datasets.identity.code import is_user_module
 from stable_datasets.version import __version__
 from stable_datasets.write.seeding import reseed_after_fork
 
@@ -341,19 +340,18 @@ def _stop(ray: ModuleType, pending: list[Any]) -> None:
 
 def user_modules(obj: Any) -> list[ModuleType]:
     """Modules a Ray worker may not be able to import by name: those defining `obj` (a class and its bases,
-    or a function) that are builder scripts or user code, not installed packages or this library, and the
-    modules beside them (on the same sys.path folder) that they use in turn: `from mypkg import utils`."""
+    or a function) that are the user's code by the fingerprint's own rule (identity.code.is_user_module: builder
+    scripts, scripts and the modules beside them; not installed packages, the standard library or this library),
+    and the modules beside them (on the same sys.path folder) that they use in turn: `from mypkg import utils`.
+    `__main__` is left out: cloudpickle sends it by value itself."""
     names = [k.__module__ for k in obj.__mro__] if isinstance(obj, type) else [getattr(obj, "__module__", None)]
-    installed = [p.resolve() for p in {Path(p) for p in (*site.getsitepackages(), site.getusersitepackages(),
-                                                           sysconfig.get_paths()["stdlib"],
-                                                           sysconfig.get_paths()["purelib"])}]
     found: dict[str, ModuleType] = {}
     roots: list[Path] = []  # the sys.path folders the user's modules were imported from
     todo = [(name, True) for name in dict.fromkeys(names)]
     while todo:
         name, defines_obj = todo.pop(0)
         module = sys.modules.get(name or "")
-        if module is None or name in found or not _is_user_module(module, installed, defines_obj):
+        if module is None or name in found or name == "__main__" or not is_user_module(module):
             continue
         file = getattr(module, "__file__", None)
         if defines_obj and file:
@@ -366,14 +364,3 @@ def user_modules(obj: Any) -> list[ModuleType]:
             if isinstance(used, str) and used not in found:
                 todo.append((used, False))
     return list(found.values())
-
-
-def _is_user_module(module: ModuleType, installed: list[Path], defines_obj: bool) -> bool:
-    name = module.__name__
-    if name in ("__main__", "builtins", "stable_datasets") or name.startswith("stable_datasets.") \
-            or name in sys.builtin_module_names:
-        return False  # __main__ goes by value anyway
-    file = getattr(module, "__file__", None)
-    if not file:
-        return defines_obj  # a module made in memory (a builder script's package) is user code; a builtin is not
-    return not any(Path(file).resolve().is_relative_to(p) for p in installed)

@@ -175,15 +175,10 @@ def _all_none_column(pending: list[tuple[Any, Any]]) -> bool:
     return any(all(e.get(name) is None for _, e in pending) for name in pending[0][1])
 
 
-def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num_parts: int,
-               staging: Path) -> PartResult:
-    """Write one job's examples into its part folder (or return the part a previous run finished)."""
-
-    directory = part_dir(staging, index)
-    finished = PartResult.load(directory)
-    if finished is not None:
-        return finished
-    layout = layout_module(plan.layout)
+def _open_part_folder(plan: WritePlan, layout: Any, directory: Path
+                      ) -> tuple[ShardJournal | None, tuple[list[ShardInfo], int] | None]:
+    """The part's folder, ready to write, with its shard journal (when the layout keeps one) and what a stopped
+    run finished in it (its shards and rows) to resume after; anything else a stopped run left is cleared."""
     resume: tuple[list[ShardInfo], int] | None = None
     journal = None
     if plan.resumable and layout.Writer.supports_resume:
@@ -194,87 +189,117 @@ def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num
     if resume is None and directory.exists():
         shutil.rmtree(directory)
     directory.mkdir(parents=True, exist_ok=True)
+    return journal, resume
 
-    keys = KeyLog(directory / KEY_RUNS_DIR)
-    skip = resume[1] if resume else 0
-    features = plan.features
-    encoder: BatchEncoder | None = None
-    writer = None
-    num_rows = skip
-    pending: list[tuple[Any, Any]] = []  # first examples, held until features are inferred
 
-    def start(features: Features) -> None:
-        nonlocal encoder, writer
-        encoder = BatchEncoder(features, batch_rows=plan.batch_rows)
-        writer = layout.Writer(directory, encoder.schema, plan.writer_options)
-        if journal is not None:
-            if resume is not None:
-                writer.resume_from(resume[0], journal)
+class _PartWriter:
+    """The encoder and the layout's Writer of one part, started once the features are known (the plan's, or
+    inferred from the first examples, held until then); `num_rows` counts the rows written, resumed ones too."""
+
+    def __init__(self, plan: WritePlan, source: ExampleSource, layout: Any, directory: Path,
+                 journal: ShardJournal | None, resume: tuple[list[ShardInfo], int] | None) -> None:
+        self.plan, self.source, self.layout, self.directory = plan, source, layout, directory
+        self.journal, self.resume = journal, resume
+        self.encoder: BatchEncoder | None = None
+        self.writer: Any = None
+        self.num_rows = resume[1] if resume else 0
+        self.pending: list[tuple[Any, Any]] = []  # first examples, held until features are inferred
+
+    def start(self, features: Features) -> None:
+        self.encoder = BatchEncoder(features, batch_rows=self.plan.batch_rows)
+        self.writer = self.layout.Writer(self.directory, self.encoder.schema, self.plan.writer_options)
+        if self.journal is not None:
+            if self.resume is not None:
+                self.writer.resume_from(self.resume[0], self.journal)
             else:
-                writer.journal = journal
+                self.writer.journal = self.journal
 
-    def add(key: Any, example: Any) -> None:
-        nonlocal num_rows
+    def add(self, key: Any, example: Any) -> None:
         try:
-            encoder.add(example)
+            self.encoder.add(example)
         except EncodingError as exc:
-            raise ExampleError(plan.builder_name, plan.split, key, exc.field, exc.message + source.encoding_hint) \
-                from None
-        if encoder.full:
-            num_rows += encoder.num_pending
-            writer.write(encoder.flush())
+            raise ExampleError(self.plan.builder_name, self.plan.split, key, exc.field,
+                               exc.message + self.source.encoding_hint) from None
+        if self.encoder.full:
+            self.num_rows += self.encoder.num_pending
+            self.writer.write(self.encoder.flush())
 
-    desc = source.describe() + (f" [part {index + 1}/{num_parts}]" if num_parts > 1 else "")
-    media_root = plan.media_root or plan.target.parent
-    try:
-        with media_store(media_root) as store:
-            if source.columnar:
-                start(features)
-                num_rows += write_record_batches(source.examples(job), writer, encoder.schema, skip, desc,
-                                                 source.expected_rows(job), plan.batch_rows)
-            examples = () if source.columnar else _checked_examples(source, job, plan, keys, desc)
-            for position, (key, example) in enumerate(examples):
-                if position < skip:  # already in a journaled shard; the key still counts for duplicates
+    def _start_with_held(self, features: Features) -> None:
+        self.start(features)
+        for held in self.pending:
+            self.add(*held)
+        self.pending.clear()
+
+    def write_examples(self, examples: Iterator[tuple[Any, Any]], skip: int) -> None:
+        """Write `examples` after the first `skip` (in a journaled shard already; their keys still count)."""
+        for position, (key, example) in enumerate(examples):
+            if position < skip:
+                continue
+            if self.encoder is None:
+                if self.plan.features is None:  # infer from a batch of first examples, then write them
+                    self.pending.append((key, example))
+                    if len(self.pending) % self.plan.batch_rows or (len(self.pending) < INFER_MAX_ROWS
+                                                                    and _all_none_column(self.pending)):
+                        continue  # a column that is None in every example so far: its type is further on
+                    self._start_with_held(self.source.infer_features([e for _, e in self.pending]))
                     continue
-                if encoder is None:
-                    if features is None:  # infer from a batch of first examples, then write them
-                        pending.append((key, example))
-                        if len(pending) % plan.batch_rows or (len(pending) < INFER_MAX_ROWS
-                                                              and _all_none_column(pending)):
-                            continue  # a column that is None in every example so far: its type is further on
-                        start(source.infer_features([e for _, e in pending]))
-                        for held in pending:
-                            add(*held)
-                        pending.clear()
-                        continue
-                    start(features)
-                add(key, example)
-            if encoder is None:
-                if features is None:
-                    features = source.infer_features([e for _, e in pending]) if pending else source.empty_features()
-                start(features)
-                for held in pending:
-                    add(*held)
+                self.start(self.plan.features)
+            self.add(key, example)
+
+    def ensure_started(self) -> None:
+        """Start a part that saw fewer examples than a batch (or none): features from those held, else empty."""
+        if self.encoder is None:
+            features = self.plan.features
+            if features is None:
+                features = self.source.infer_features([e for _, e in self.pending]) if self.pending \
+                    else self.source.empty_features()
+            self._start_with_held(features)
+
+    def close(self) -> list[ShardInfo]:
+        """Flush the last rows (an empty part still writes its empty batch) and close the Writer: its shards."""
+        if self.encoder.num_pending or self.num_rows == 0:
+            self.num_rows += self.encoder.num_pending
+            self.writer.write(self.encoder.flush())
+        return self.writer.close()
+
+
+def write_part(plan: WritePlan, source: ExampleSource, job: Any, index: int, num_parts: int,
+               staging: Path) -> PartResult:
+    """Write one job's examples into its part folder (or return the part a previous run finished)."""
+    directory = part_dir(staging, index)
+    finished = PartResult.load(directory)
+    if finished is not None:
+        return finished
+    layout = layout_module(plan.layout)
+    part = _PartWriter(plan, source, layout, directory, *_open_part_folder(plan, layout, directory))
+    skip = part.num_rows
+    keys = KeyLog(directory / KEY_RUNS_DIR)
+    desc = source.describe() + (f" [part {index + 1}/{num_parts}]" if num_parts > 1 else "")
+    try:
+        with media_store(plan.media_root or plan.target.parent) as store:
+            if source.columnar:
+                part.start(plan.features)
+                part.num_rows += write_record_batches(source.examples(job), part.writer, part.encoder.schema, skip,
+                                                      desc, source.expected_rows(job), plan.batch_rows)
+            else:
+                part.write_examples(_checked_examples(source, job, plan, keys, desc), skip)
+            part.ensure_started()
             has_keys = source.keyed and num_parts > 1  # for the check across parts (write.key_check)
             ranged = RangedKeyWriter(directory / KEY_RANGES_DIR, plan.key_ranges) if has_keys else None
             duplicate = keys.finish(ranged)  # within the part, past the dict
             if duplicate is not None:
                 raise ExampleError(plan.builder_name, plan.split, duplicate, None,
                                    "duplicate example key within the split")
-            features = encoder.features
-            if encoder.num_pending or num_rows == 0:
-                num_rows += encoder.num_pending
-                writer.write(encoder.flush())
-            shards = writer.close()
+            shards = part.close()
     except BaseException:
-        if writer is not None:
-            writer.abort()
+        if part.writer is not None:
+            part.writer.abort()
         raise
     media = [ShardInfo(path=f"../{relative}", num_rows=0, num_bytes=size, sha256=Path(relative).name.split(".")[0])
              for relative, size in sorted(store.used.items())]
-    result = PartResult(index=index, num_rows=num_rows, shards=shards, media=media, extra=writer.extra_metadata(),
-                        features=features.to_dict(), has_keys=has_keys,
-                        key_counts=ranged.counts if ranged is not None else [])
+    result = PartResult(index=index, num_rows=part.num_rows, shards=shards, media=media,
+                        extra=part.writer.extra_metadata(), features=part.encoder.features.to_dict(),
+                        has_keys=has_keys, key_counts=ranged.counts if ranged is not None else [])
     result.save(directory)
     return result
 

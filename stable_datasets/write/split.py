@@ -30,13 +30,13 @@ from typing import Any
 from loguru import logger
 
 from stable_datasets.cache.dedup import share_identical_files
-from stable_datasets.cache.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.cache.index import record_publish
 from stable_datasets.cache.journal import JOURNAL_FILE
 from stable_datasets.cache.limit import configured_limit, evict_over_limit, refuse_if_cannot_fit, root_of
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
 from stable_datasets.cache.publish import OWNER_FILE, STAGING_PREFIX, discard, publish
 from stable_datasets.errors import CacheError, ExampleError, StableDatasetsError, WorkerDiedError
+from stable_datasets.identity.fingerprint import CACHE_FORMAT_VERSION, fingerprint, hash_text, to_jsonable
 from stable_datasets.layouts import layout_module
 from stable_datasets.layouts.part_files import PART_FILES_KEY
 from stable_datasets.version import __version__

@@ -62,3 +62,11 @@ def test_an_input_edited_while_the_build_reads_it_fails_naming_it_and_publishes_
     os.utime(data, ns=(old.st_atime_ns, old.st_mtime_ns))
     ds = sds.load_dataset(script, split="train", data_files=str(data), input_identity=mode)
     assert ds["text"] == [f"record {i}" for i in range(10)]
+
+
+def test_files_identity_still_imports_from_where_the_docs_named_it_first():
+    """Builder scripts written when the docs named builder.input_identity keep building (it moved to identity/)."""
+    from stable_datasets.builder.input_identity import files_identity as before
+    from stable_datasets.identity.inputs import files_identity
+
+    assert before is files_identity

@@ -193,7 +193,7 @@ def test_files_named_by_other_config_fields_via_files_identity(write_builder, tm
     import csv
     from dataclasses import dataclass
     import stable_datasets as sds
-    from stable_datasets.builder.input_identity import files_identity
+    from stable_datasets.identity.inputs import files_identity
 
     @dataclass
     class LabelsConfig(sds.BuilderConfig):

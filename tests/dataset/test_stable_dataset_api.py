@@ -354,7 +354,7 @@ def test_lance_cache_is_a_lance_dataset(toy_builder):
 def test_lance_reads_by_fragment_equal_lance_take(toy_builder):
     import lance
 
-    from stable_datasets.layouts.lance_access import RowTaker
+    from stable_datasets.layouts.lance.access import RowTaker
 
     ds = sds.load_dataset(str(toy_builder), split="train", storage_format="lance", rows=200,
                           layout_options=LAYOUTS["lance"])
@@ -379,7 +379,7 @@ def test_lance_reads_by_fragment_equal_lance_take(toy_builder):
 
 
 def _forked_child_reads(cache_dir, queue):
-    from stable_datasets.layouts.lance_access import LanceProxy
+    from stable_datasets.layouts.lance.access import LanceProxy
 
     ds = sds.open_cache(cache_dir)
     rows = ds.__getitems__([3, 0])
@@ -409,7 +409,7 @@ def test_a_process_that_only_wrote_lance_still_forks_safely(toy_builder, cache_r
     script = textwrap.dedent(f"""
         import multiprocessing
         import stable_datasets as sds
-        from stable_datasets.layouts import lance_access
+        from stable_datasets.layouts.lance import access as lance_access
         builder = sds.load_builder({str(toy_builder)!r}, rows=12)
         directory = builder.prepare("train", "lance")["train"]   # writes, never opens for reading
         assert lance_access._lance_opened

@@ -368,7 +368,7 @@ def test_mapped_arrow_is_gathered_in_place_and_other_layouts_a_window_at_a_time(
 
 
 def test_lance_v2_streams_through_the_mapped_blobs_in_place(caches):
-    from stable_datasets.layouts import lance_blobs
+    from stable_datasets.layouts.lance import blobs as lance_blobs
     from stable_datasets.streaming.reader import make_reader
 
     lance = caches["lance"]

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from loguru import logger
 
-from stable_datasets.cache.fingerprint import fingerprint
 from stable_datasets.cache.metadata import METADATA_FILE, read_published
 from stable_datasets.features.features import Features, Value
+from stable_datasets.identity.fingerprint import fingerprint
 from stable_datasets.layouts import arrow_shards
 from stable_datasets.write import ExampleSource, SplitJobs, WritePlan, build_once
 from stable_datasets.write.once import lock_path, published_matches

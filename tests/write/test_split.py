@@ -291,7 +291,7 @@ def test_parallel_lance_parts_forked_from_a_lance_user_write_through_a_helper(pa
     """Lance's runtime does not survive fork: parts forked after the parent used Lance must not use it."""
     script = textwrap.dedent(f"""
         import stable_datasets as sds
-        from stable_datasets.layouts import lance_rows
+        from stable_datasets.layouts.lance import rows as lance_rows
         one = sds.load_dataset({str(parts_builder)!r}, split="train", storage_format="lance")  # Lance in the parent
         expected = one.to_arrow()
         real = lance_rows.Writer._write_through_helper

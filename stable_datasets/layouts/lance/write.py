@@ -7,7 +7,7 @@ The thread writes fragments (Lance's distributed-write API): each fragment of `m
 fsynced, hashed and journaled, so a killed build resumes after its last fragment. Parts written in parallel
 each write fragments in their own folder; `merge_parts` moves their data files into one dataset and commits
 every fragment once, in order. Where Lance must not run in this process, a helper process writes
-(`python -m stable_datasets.layouts.lance_write`).
+(`python -m stable_datasets.layouts.lance.write`).
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ from stable_datasets.cache.metadata import ShardInfo
 from stable_datasets.cache.publish import file_sha256
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.features.features import Features
-from stable_datasets.layouts import lance_blobs
 from stable_datasets.layouts.base import LayoutWriter, require_positive_ints
-from stable_datasets.layouts.lance_access import lance_module, needs_helper_process, open_lance
-from stable_datasets.layouts.lance_storage import DATASET_DIR
+from stable_datasets.layouts.lance import blobs as lance_blobs
+from stable_datasets.layouts.lance.access import lance_module, needs_helper_process, open_lance
+from stable_datasets.layouts.lance.storage import DATASET_DIR
 from stable_datasets.layouts.part_files import ON_DISK, PartFiles
 
 if TYPE_CHECKING:
@@ -189,7 +189,7 @@ class Writer(LayoutWriter):
     def _write_through_helper(self, uri: str, per_file: int, per_group: int) -> None:
         """In a process forked from a Lance user (a parallel part), Lance runs in a fresh helper
         process: batches go to it as an Arrow IPC stream, finished fragments come back as JSON lines."""
-        process = subprocess.Popen([sys.executable, "-m", "stable_datasets.layouts.lance_write", uri, str(per_file),
+        process = subprocess.Popen([sys.executable, "-m", "stable_datasets.layouts.lance.write", uri, str(per_file),
                                     str(per_group), self.file_version or ""], stdin=subprocess.PIPE,
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         failure: list[BaseException] = []

@@ -198,7 +198,7 @@ def test_video_encoding_keeps_a_bounded_number_of_videos_in_flight():
     import time
     from multiprocessing.pool import ThreadPool
 
-    from stable_datasets.layouts.lance_video_frames import ordered_bounded_map
+    from stable_datasets.layouts.lance.video_frames import ordered_bounded_map
 
     started: list[int] = []
     lock = threading.Lock()

@@ -21,8 +21,8 @@ import types
 from pathlib import Path
 from typing import Any
 
-from stable_datasets.cache.fingerprint import to_jsonable
 from stable_datasets.errors import StableDatasetsError
+from stable_datasets.identity.fingerprint import to_jsonable
 
 #: how many calls deep a chain of user functions is followed (a cycle is cut wherever it closes)
 MAX_DEPTH = 24
@@ -59,8 +59,10 @@ def _installed_roots() -> tuple[Path, ...]:
 
 
 def is_user_module(module: types.ModuleType | None) -> bool:
-    """A module the user wrote (a script, a module beside it, one made in memory); not an installed
-    package, the standard library or this library, which count by name and version."""
+    """A module the user wrote (a script, a module beside it, a builder script, an editable install, one made
+    in memory); not an installed package (site-packages, pure or platform), the standard library or this
+    library. The one rule for both sides of user code: the fingerprint hashes such a module's contents (the
+    rest count by name and version) and the Ray engine sends it to workers by value (write.engines)."""
     if module is None:
         return False
     name = module.__name__

@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from stable_datasets.env import child_environment, env_flag, env_json_object
 from stable_datasets.errors import CacheError, StableDatasetsError
-from stable_datasets.layouts import lance_blobs
+from stable_datasets.layouts.lance import blobs as lance_blobs
 
 _OPTIONS_ENV = "STABLE_DATASETS_LANCE_STORAGE_OPTIONS"  # storage options handed to a LanceProxy helper
 _lance_opened = False  # this process has a Lance runtime (it opened a dataset)
@@ -150,7 +150,7 @@ def _table_bytes(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-_HELPER_MAIN = "import sys; from stable_datasets.layouts.lance_access import _serve; _serve(sys.argv[1])"
+_HELPER_MAIN = "import sys; from stable_datasets.layouts.lance.access import _serve; _serve(sys.argv[1])"
 
 
 class LanceProxy:

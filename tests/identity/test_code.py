@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from stable_datasets.cache.code_identity import UnhashableFunction, function_identity
+from stable_datasets.identity.code import UnhashableFunction, function_identity
 
 MAIN = """
 import json, sys

@@ -38,11 +38,12 @@ from stable_datasets.features.features import Features, binary_array
 from stable_datasets.features.sequence import Sequence
 from stable_datasets.features.value import Value
 from stable_datasets.features.video import VideoRef, VideoWindow, resize_frame
-from stable_datasets.layouts import frames_video_column, lance_rows
+from stable_datasets.layouts import frames_video_column
 from stable_datasets.layouts.arrow_shards import map_shard
 from stable_datasets.layouts.base import LayoutWriter, TableBackend, require_choice
-from stable_datasets.layouts.lance_access import RowTaker, lance_read_errors, open_lance
-from stable_datasets.layouts.lance_storage import LanceStorage
+from stable_datasets.layouts.lance import rows as lance_rows
+from stable_datasets.layouts.lance.access import RowTaker, lance_read_errors, open_lance
+from stable_datasets.layouts.lance.storage import LanceStorage
 from stable_datasets.layouts.part_files import ON_DISK, PartFiles
 
 if TYPE_CHECKING:

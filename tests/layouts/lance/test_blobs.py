@@ -1,5 +1,5 @@
 """Binary columns of Lance caches stored with the blob encoding and read as slices of the mapped
-data files (layouts/lance_blobs.py): the same rows as Lance's own reads, old caches on the take
+data files (layouts/lance/blobs.py): the same rows as Lance's own reads, old caches on the take
 path, damaged descriptions and data files as our CacheError, forked DataLoader workers."""
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import pytest
 
 import stable_datasets as sds
 from stable_datasets.errors import CacheError
-from stable_datasets.layouts import lance_blobs
+from stable_datasets.layouts.lance import blobs as lance_blobs
 
-FIXTURE_V1 = Path(__file__).parents[1] / "fixtures" / "lance_rows_v1"  # written by the writer before blob columns
+FIXTURE_V1 = Path(__file__).parents[2] / "fixtures" / "lance_rows_v1"  # written by the writer before blob columns
 
 BLOBS_BUILDER = """
 import stable_datasets as sds

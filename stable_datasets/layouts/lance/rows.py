@@ -1,6 +1,6 @@
 """`lance_rows`: one Lance dataset per split (`data.lance/` inside the cache directory).
 
-Write: see layouts.lance_write (a thread fed through a bounded queue writes fragments, each fsynced, hashed and
+Write: see layouts.lance.write (a thread fed through a bounded queue writes fragments, each fsynced, hashed and
 journaled; parts are merged by moving their data files and committing every fragment once, in order); this
 module re-exports what the layout contract names. Read: `take` for random and batched access, fragment scans
 for iteration. Lance handles are not fork-safe, so they are opened lazily and reopened in every new process
@@ -21,11 +21,12 @@ from stable_datasets.arrow.tables import index_array
 from stable_datasets.cache.metadata import METADATA_FILE, CacheMetadata, ShardInfo
 from stable_datasets.errors import CacheError
 from stable_datasets.features.features import Features
-from stable_datasets.layouts import base, lance_blobs
+from stable_datasets.layouts import base
 from stable_datasets.layouts.base import StreamUnits, TableBackend
-from stable_datasets.layouts.lance_access import LanceProxy, lance_read_errors
-from stable_datasets.layouts.lance_storage import DATASET_DIR, LanceStorage
-from stable_datasets.layouts.lance_write import (  # the layout contract's writing side
+from stable_datasets.layouts.lance import blobs as lance_blobs
+from stable_datasets.layouts.lance.access import LanceProxy, lance_read_errors
+from stable_datasets.layouts.lance.storage import DATASET_DIR, LanceStorage
+from stable_datasets.layouts.lance.write import (  # the layout contract's writing side
     DATA_FILES,
     DEFAULT_OPTIONS,
     FRAGMENT_FILES_KEY,
@@ -202,7 +203,7 @@ class Backend(LanceStorage, TableBackend):
         """Open a v2 cache on local disk now, in the process that forks DataLoader workers: they keep its maps
         and held columns and never import or call Lance (an import of lance is also one of pandas, 1-2 s per
         worker). Other caches are opened where they are read: a worker forked from a Lance user reads through
-        the helper process of lance_access."""
+        the helper process of lance.access."""
         if self.blob_columns and self.lance_base is None:
             self.ensure_open()
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from stable_datasets.cache.metadata import CacheMetadata, ShardInfo
-from stable_datasets.layouts.lance_access import open_lance
+from stable_datasets.layouts.lance.access import open_lance
 
 DATASET_DIR = "data.lance"
 
