@@ -35,7 +35,7 @@ import pyarrow as pa
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.errors import StableDatasetsError
 from stable_datasets.megatron.indexed import IndexedWriter, merge_indexed, optimal_dtype
-from stable_datasets.write.engines import JobRunner
+from stable_datasets.write.engines import JobRunner, ensure_ray
 
 #: rows tokenized per call of `encode_batch`
 BATCH_ROWS = 2048
@@ -103,10 +103,11 @@ def output_prefix_of(output_prefix: str, key: str) -> str:
 
 
 def preprocess(dataset: StableDataset, json_keys: list[str], tokenizer: TokenizerSpec, output_prefix: str, *,
-               vocab_size: int, append_eod: bool = False, workers: int = 1, engine: str = "process") -> list[str]:
+               vocab_size: int, append_eod: bool = False, workers: int = 1, engine: str = "process",
+               ray_address: str | None = None) -> list[str]:
     """Tokenize the `json_keys` columns of `dataset` into Megatron's indexed files, one pair per key; their
-    prefixes. `workers` processes (or Ray tasks on one node: the parts are files on this disk) each take a
-    contiguous range of rows; their parts are merged in order."""
+    prefixes. `workers` processes (or Ray tasks on one node, of the cluster at `ray_address` or $RAY_ADDRESS: the
+    parts are files on this disk) each take a contiguous range of rows; their parts are merged in order."""
     missing = [k for k in json_keys if k not in dataset.column_names]
     if missing:
         raise PreprocessError(f"--json-keys {missing} not in the input; its columns are {dataset.column_names}")
@@ -122,7 +123,7 @@ def preprocess(dataset: StableDataset, json_keys: list[str], tokenizer: Tokenize
     try:
         calls = [(dataset, json_keys, tokenizer, bounds[j], bounds[j + 1], str(staging / f"part-{j:05d}"),
                   append_eod, dtype.str) for j in range(jobs)]
-        JobRunner(engine=engine, num_proc=jobs)(_encode_part, calls, desc="tokenize")
+        JobRunner(engine=engine, num_proc=jobs, ray_address=ray_address)(_encode_part, calls, desc="tokenize")
         for key, out in zip(json_keys, outputs):
             merge_indexed([f"{staging}/part-{j:05d}_{key}" for j in range(jobs)], out)
     finally:
@@ -209,7 +210,9 @@ def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--append-eod", action="store_true", help="append the end-of-document id to each document")
     parser.add_argument("--output-prefix", required=True, help="writes {prefix}_{key}_document.bin/.idx")
     parser.add_argument("--workers", type=int, default=1, help="processes tokenizing in parallel")
-    parser.add_argument("--engine", default="process", choices=["process", "ray"])
+    parser.add_argument("--engine", default="process", choices=["process", "ray"],
+                        help="tokenize the ranges in forked processes or as Ray tasks (on this node: parts are files)")
+    parser.add_argument("--address", help="the Ray cluster to use (default: $RAY_ADDRESS, else a local one)")
     parser.add_argument("--split", default="train", help="the split of a load_dataset source")
     parser.add_argument("--split-sentences", action="store_true", help="Megatron-LM's NLTK splitting: not supported")
     parser.add_argument("--partitions", type=int, default=1, help="Megatron-LM's; only 1 (the input order is kept)")
@@ -231,10 +234,13 @@ def run_preprocess(args: argparse.Namespace, load: Callable[..., StableDataset])
         raise PreprocessError("--tokenizer (or --tokenizer-model) is required")
     if args.workers < 1:
         raise PreprocessError(f"--workers must be at least 1, got {args.workers}")
+    if args.engine == "ray":  # an address nobody answers fails here, before the input is read into a cache
+        ensure_ray(args.address)
     spec, vocab = tokenizer_spec(source, args.eod_id)
     dataset = open_input(args.input, load, args.workers, args.split)
     return preprocess(dataset, args.json_keys, spec, args.output_prefix, vocab_size=vocab,
-                      append_eod=args.append_eod, workers=args.workers, engine=args.engine)
+                      append_eod=args.append_eod, workers=args.workers, engine=args.engine,
+                      ray_address=args.address)
 
 
 def open_input(source: str, load: Callable[..., StableDataset], workers: int, split: str = "train") -> StableDataset:

@@ -11,6 +11,9 @@ the bytes too.)
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from typing import Any
@@ -215,3 +218,55 @@ def test_options_megatron_lm_has_that_would_change_the_order_are_refused(tmp_pat
     assert "--partitions other than 1" in capsys.readouterr().err
     with pytest.raises(PreprocessError, match="--split-sentences"):
         main([*base, "--split-sentences", "--debug"])
+
+
+@pytest.fixture
+def no_ray_yet():
+    """No Ray in this process before the test (what it uses is the local cluster `--engine ray` starts itself), and
+    none left after it."""
+    ray = pytest.importorskip("ray")
+    if ray.is_initialized() or os.environ.get("RAY_ADDRESS"):
+        pytest.skip("this process is connected to a Ray cluster already")
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.cluster
+@pytest.mark.xdist_group("ray")  # one Ray cluster at a time, in one xdist worker
+def test_the_ray_engine_writes_the_bytes_of_the_process_engine(tmp_path, tokenizer_dir, no_ray_yet):
+    """`--engine ray --workers 2`: the two ranges tokenized as Ray tasks (a local one-node cluster) give the files
+    the default engine gives, whichever task finishes first."""
+    _jsonl(tmp_path / "in.jsonl", ROWS * 3)
+    base = ["megatron-preprocess", "--input", str(tmp_path / "in.jsonl"), "--json-keys", "text", "sentences",
+            "--tokenizer", str(tokenizer_dir), "--append-eod", "--workers", "2", "--cache-dir", str(tmp_path / "c")]
+    assert main([*base, "--output-prefix", str(tmp_path / "forked")]) == 0
+    assert not no_ray_yet.is_initialized()
+    assert main([*base, "--output-prefix", str(tmp_path / "ray"), "--engine", "ray"]) == 0
+    assert no_ray_yet.is_initialized()  # the ranges ran on Ray
+    for key in ("text", "sentences"):
+        _same_files(f"{tmp_path}/ray_{key}_document", f"{tmp_path}/forked_{key}_document")
+    assert IndexedDataset(tmp_path / "ray_text_document").document_count == 3 * len(ROWS)
+    assert not list(tmp_path.glob(".megatron-parts-*"))
+
+
+@pytest.mark.parametrize("how", ["argument", "environment"])
+def test_a_ray_address_nobody_answers_fails_at_once_naming_it(tmp_path, tokenizer_dir, how):
+    """`--engine ray --address` (or $RAY_ADDRESS) that refuses connections: the error load_dataset's engine="ray"
+    gives, on one line, before the input is read, and no output (a subprocess: no Ray cluster of this one's)."""
+    pytest.importorskip("ray")
+    _jsonl(tmp_path / "in.jsonl", ROWS)
+    address = {"argument": "127.0.0.1:1", "environment": "ray://127.0.0.1:1"}[how]
+    args = ["megatron-preprocess", "--input", str(tmp_path / "in.jsonl"), "--tokenizer", str(tokenizer_dir),
+            "--output-prefix", str(tmp_path / "out"), "--workers", "2", "--engine", "ray",
+            "--cache-dir", str(tmp_path / "c"), *(["--address", address] if how == "argument" else [])]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    if how == "environment":
+        env["RAY_ADDRESS"] = address
+    script = f"from stable_datasets.cli import main; raise SystemExit(main({args!r}))"
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, env=env)
+    source = "$RAY_ADDRESS" if how == "environment" else "ray_address"
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert out.stderr.splitlines()[-1].startswith(f"stable-datasets: cannot reach the Ray cluster at {address} "
+                                                  f"({source}): Connection refused; give the head node's address"), \
+        out.stderr[-3000:]
+    assert not list(tmp_path.glob("out*")) and not (tmp_path / "c").exists()
