@@ -6,7 +6,12 @@ Each source gets an exact number of draws per epoch (as mosaicml-streaming's `St
 - `proportion=p`: p / sum(proportions) of `epoch_size` (default: all sources' rows), rounded so that
   the counts add up to `epoch_size` exactly (largest remainders get the spare draws);
 - relative (`proportion`) and absolute (`repeat`/`choose`) cannot be mixed; a source with neither in
-  an absolute mix is read once (`repeat=1`). At most one of the three per source.
+  an absolute mix is read once (`repeat=1`). At most one of the three per source;
+- `epoch_size` alone (no `proportion`, `repeat` or `choose`): each source's share of `epoch_size` by its
+  rows, exactly as mosaicml-streaming's `Stream.apply_weights` derives it: floor(epoch_size x rows / all
+  rows), then the draws still missing go to that many distinct sources picked by
+  `numpy.random.default_rng(seed).choice(sources, missing, replace=False)` (so the same seed gives mosaic's
+  counts; `proportion` keeps its largest-remainder rounding, which needs no seed).
 
 The sources are shuffled together by the seed without a per-row or per-block array: the epoch is cut
 into blocks of 1,000 positions, and how many draws of each source fall in each block comes from a
@@ -45,8 +50,9 @@ def _per_source(values: Any, name: str, count: int) -> list[Any]:
 
 
 def epoch_counts(lengths: Sequence[int], proportion: Any = None, repeat: Any = None, choose: Any = None,
-                 epoch_size: int | None = None) -> np.ndarray:
-    """Each source's number of draws per epoch (see the module docstring), or a clear error."""
+                 epoch_size: int | None = None, seed: int = 0) -> np.ndarray:
+    """Each source's number of draws per epoch (see the module docstring), or a clear error. `seed` picks the
+    sources that get the spare draws of an `epoch_size` given alone (as mosaic's `shuffle_seed` does)."""
     n = len(lengths)
     given = {"proportion": _per_source(proportion, "proportion", n), "repeat": _per_source(repeat, "repeat", n),
              "choose": _per_source(choose, "choose", n)}
@@ -82,9 +88,16 @@ def epoch_counts(lengths: Sequence[int], proportion: Any = None, repeat: Any = N
         counts = np.floor(exact).astype(np.int64)
         spare = total - int(counts.sum())
         counts[np.argsort(-(exact - counts), kind="stable")[:spare]] += 1
+    elif not absolute and epoch_size is not None:
+        if rows.sum() <= 0:
+            raise ValueError(f"epoch_size={epoch_size} is split by the datasets' rows, and they have none")
+        counts = (int(epoch_size) * (rows / rows.sum())).astype(np.int64)  # mosaic's float product, truncated
+        spare = int(epoch_size) - int(counts.sum())
+        counts[np.random.default_rng(seed).choice(n, spare, replace=False)] += 1
     else:
         if epoch_size is not None:
-            raise ValueError("epoch_size goes with proportion; with repeat/choose the epoch size follows from them")
+            raise ValueError("epoch_size goes with proportion (or alone); with repeat/choose the epoch size follows "
+                             "from them")
         counts = rows.copy()
         for i in range(n):
             if given["repeat"][i] is not None:
