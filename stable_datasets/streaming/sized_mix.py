@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from stable_datasets.streaming.bijection import mix_keys
 from stable_datasets.streaming.order import distinct
 from stable_datasets.streaming.seeds import check_seed, fresh_seed
 
@@ -217,6 +218,11 @@ class SizedMixPlan:
         length = np.maximum(self.lengths[source], 1)
         return source, draw // length, draw % length
 
+    def partial_take(self, source: int, pass_: int) -> int | None:
+        """Draws of pass `pass_` of `source` when it reads fewer than the source's rows (None: a whole pass)."""
+        take = int(self.counts[source]) - pass_ * int(self.lengths[source])
+        return take if 0 < take < int(self.lengths[source]) else None
+
     def at(self, positions: Any) -> tuple[np.ndarray, np.ndarray]:
         """(source, row of that source), as `MixPlan.at`."""
         source, _, row = self.at_with_pass(positions)
@@ -226,3 +232,37 @@ class SizedMixPlan:
         """Every position as an index into the sources concatenated (for a map-style view)."""
         source, row = self.at(np.arange(self.length, dtype=np.int64))
         return np.asarray(offsets, dtype=np.int64)[source] + row
+
+
+def partial_pass_rows(seed: int, source: int, epoch: int, rows: int, take: int, draws: Any) -> np.ndarray:
+    """Rows of an unshuffled source's partial pass (`take` of its `rows`, `take` < `rows`) at draws `draws` of that
+    pass: a seeded random subset of the rows, in ascending order, drawn afresh for each (source, epoch), as
+    mosaicml-streaming draws a partial repeat (`rng.choice(rows, take, replace=False)`, sorted, rng seeded by
+    shuffle_seed + epoch) rather than the first `take` rows every epoch. Evaluated lazily: the subset is the
+    positions labelled "chosen" by a two-source `SizedMixPlan` over the rows (take chosen, the rest not), so a
+    read costs a few tree walks and blocks of 1,000 labels, never an array over the rows."""
+    key = int(mix_keys(seed, 3, source, epoch)[()]) % (1 << 63)
+    labels = SizedMixPlan([take, rows - take], [take, rows - take], seed=key)
+    j = np.asarray(draws, dtype=np.int64)
+    out = np.empty_like(j)
+    if not j.size:
+        return out
+    lo, hi = 0, labels.blocks - 1  # the block holding the smallest draw: the last whose chosen-before <= it
+    first = int(j.min())
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if int(labels.block_counts(mid)[0][0]) <= first:
+            lo = mid
+        else:
+            hi = mid - 1
+    block, left = lo, np.ones(j.shape, bool)
+    while left.any():
+        before, inside = labels.block_counts(block)
+        mine = left & (j >= before[0]) & (j < before[0] + inside[0])
+        if mine.any():
+            block_labels = np.random.default_rng([labels.seed, 2, block]).permutation(np.repeat([0, 1], inside))
+            chosen = np.flatnonzero(block_labels == 0)
+            out[mine] = block * BLOCK + chosen[j[mine] - before[0]]
+            left &= ~mine
+        block += 1
+    return out

@@ -204,3 +204,30 @@ def test_a_mix_with_epoch_size_alone_serves_those_counts(sources):
     assert view["src"] == [s for s, _ in rows]
     with pytest.raises(ValueError, match="epoch_size goes with proportion \\(or alone\\)"):
         sds.interleave_datasets(streams, epoch_size=10, repeat=[1, 2, None])
+
+
+# -- issue 37 item 4: an unshuffled partial pass draws afresh each epoch, as mosaicml-streaming does -------------
+def _unshuffled_partial(sources, seed=4):
+    streams = [s.to_iterable() for s in sources[:2]]  # a: 120 rows, b: 80 rows, storage order
+    return sds.interleave_datasets(streams, repeat=[1.5, None], choose=[None, 30], seed=seed)
+
+
+def _rows_of(stream, epoch):
+    stream.set_epoch(epoch)
+    rows = [(r["src"], r["idx"]) for r in stream]
+    return [i for s, i in rows if s == "a"], [i for s, i in rows if s == "b"]
+
+
+def test_an_unshuffled_partial_pass_draws_a_fresh_sorted_subset_each_epoch(sources):
+    """mosaicml-streaming's resample_streams: a partial repeat is rng.choice(rows, shortfall, replace=False),
+    sorted, with rng seeded by shuffle_seed + epoch ('balanced' sampling), shuffled or not. Before: an unshuffled
+    source's partial pass read its first rows every epoch (a: rows 0..59 again, b: rows 0..29)."""
+    a0, b0 = _rows_of(_unshuffled_partial(sources), 0)
+    a1, b1 = _rows_of(_unshuffled_partial(sources), 1)
+    for a, b in ((a0, b0), (a1, b1)):
+        assert a[:120] == list(range(120))  # the whole pass in storage order, then 60 rows of a second pass
+        assert len(a) == 180 and a[120:] == sorted(set(a[120:])) and len(set(a[120:])) == 60
+        assert len(b) == 30 and b == sorted(set(b)) and max(b) < 80  # choose 30 of 80: one partial pass
+    assert a0[120:] != a1[120:] and b0 != b1 and a0[120:] != list(range(60)) and b0 != list(range(30))
+    assert _rows_of(_unshuffled_partial(sources), 1) == (a1, b1)  # deterministic for the seed
+    assert _rows_of(_unshuffled_partial(sources, seed=5), 1)[1] != b1
