@@ -17,10 +17,13 @@ export leaves no file behind.
 
 from __future__ import annotations
 
+import bz2
 import contextlib
+import gzip
 import io
 import itertools
 import json
+import lzma
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -210,19 +213,90 @@ def _json_cells(column: Any) -> list[Any]:
     return [None if value is None else json.dumps(value, default=_plain) for value in column.tolist()]
 
 
+def check_num_proc(num_proc: int | None) -> None:
+    """Hugging Face's check (its words too): `num_proc` is None or a positive int."""
+    if num_proc is not None and (isinstance(num_proc, bool) or not isinstance(num_proc, int) or num_proc <= 0):
+        raise ValueError(f"num_proc {num_proc} must be an integer > 0.")
+
+
+#: pandas' compression names by file suffix (`compression="infer"`), and how each is written
+COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".xz": "xz", ".zst": "zstd"}
+
+
+def compression_method(path_or_buf: Any, compression: Any) -> str | None:
+    """The compression to write with, as pandas resolves it: a name, `{"method": name}`, None, or "infer" (from
+    a path's suffix; a buffer is written plain). Names pandas knows that a stream cannot take are refused."""
+    if isinstance(compression, Mapping):
+        compression = compression.get("method")
+    if compression == "infer":
+        if hasattr(path_or_buf, "write"):
+            return None
+        return COMPRESSION_SUFFIXES.get(os.path.splitext(os.fspath(path_or_buf))[1].lower())
+    if compression is None or compression in COMPRESSION_SUFFIXES.values():
+        return compression
+    raise ValueError(f"compression {compression!r} is not supported for a text export; use one of "
+                     f"{sorted(COMPRESSION_SUFFIXES.values())}, 'infer' (from the file suffix) or None")
+
+
+@contextlib.contextmanager
+def _compressed(fh: IO[bytes], method: str | None) -> Iterator[IO[bytes]]:
+    """`fh` written through `method`'s compressor (closed, so its trailer is written, before `fh` is)."""
+    if method is None:
+        yield fh
+        return
+    if method == "gzip":
+        stream: Any = gzip.GzipFile(fileobj=fh, mode="wb", mtime=0)  # mtime 0: the same rows give the same file
+    elif method == "bz2":
+        stream = bz2.BZ2File(fh, "wb")
+    elif method == "xz":
+        stream = lzma.LZMAFile(fh, "wb")  # noqa: SIM115 (closed by the with below)
+    else:
+        try:
+            import zstandard
+        except ImportError:
+            raise ImportError("compression='zstd' needs the zstandard package (pip install zstandard), as pandas' "
+                              "does") from None
+        stream = zstandard.ZstdCompressor().stream_writer(fh, closefd=False)
+    with stream:
+        yield stream
+
+
+def _text_frames(ds: Any, batch_size: int | None) -> Iterator[Any]:
+    """DataFrames of the stored values, a batch at a time, with an int column holding nulls kept as Python ints
+    (pandas would make it float64, and 2**53 + 1 would be written as 9007199254740992.0: Hugging Face's
+    exporters pass `integer_object_nulls=True` for this), and a fixed-size list column's null cells as None."""
+    try:
+        import pandas  # noqa: F401  (pyarrow's own error would not say which extra installs it)
+    except ImportError:
+        return ds.to_pandas(batch_size=batch_size or EXPORT_BATCH_ROWS, batched=True)  # its error names the extra
+    return (_frame(table) for table in ds._export_batches(batch_size or EXPORT_BATCH_ROWS))
+
+
+def _frame(table: pa.Table) -> Any:
+    frame = table.to_pandas(integer_object_nulls=True)
+    for field, column in zip(table.schema, table.columns):
+        if pa.types.is_fixed_size_list(field.type) and column.null_count:
+            frame[field.name] = column.to_pylist()
+    return frame
+
+
 def _text_export(ds: Any, path_or_buf: Any, batch_size: int | None, storage_options: dict[str, Any] | None,
-                 render: Any, encoding: str, method: str) -> int:
+                 render: Any, encoding: str, method: str, compression: Any = "infer") -> int:
     """Batches of DataFrames rendered to text and written; a text buffer (io.StringIO) gets str, anything
-    else bytes in `encoding`. Returns what was written (characters or bytes). Columns holding bytes are
+    else bytes in `encoding`, compressed as `compression` says (pandas' names and suffixes). Returns what was
+    written before compression (characters or bytes, as Hugging Face counts). Columns holding bytes are
     refused first; for CSV, nested cells become JSON text (module docstring)."""
     schema = ds.features.arrow_schema
     _refuse_bytes(ds, schema, method)
     nested = [f.name for f in schema if _is_nested(f.type)] if method == "to_csv" else []
     written = 0
     as_text = isinstance(path_or_buf, io.TextIOBase)
-    with _sink(path_or_buf, storage_options, "wb") as fh:
-        frames = ds.to_pandas(batch_size=batch_size or EXPORT_BATCH_ROWS, batched=True)
-        for offset, frame in enumerate(frames):
+    codec = compression_method(path_or_buf, compression)
+    if as_text and codec is not None:
+        raise ValueError(f"{method}: compression={codec!r} writes bytes; give a path or a binary buffer, not a "
+                         "text buffer")
+    with _sink(path_or_buf, storage_options, "wb") as raw, _compressed(raw, codec) as fh:
+        for offset, frame in enumerate(_text_frames(ds, batch_size)):
             for name in nested:
                 frame[name] = _json_cells(frame[name])
             text = render(frame, offset == 0)
@@ -235,21 +309,25 @@ def _text_export(ds: Any, path_or_buf: Any, batch_size: int | None, storage_opti
 def to_csv(ds: Any, path_or_buf: Any, batch_size: int | None = None, num_proc: int | None = None,
            storage_options: dict[str, Any] | None = None, **to_csv_kwargs: Any) -> int:
     """The stored values as CSV (pandas' `to_csv`, header once, no index unless asked), in batches;
-    returns the bytes written. `num_proc` is accepted for Hugging Face's signature (one writer here)."""
-    del num_proc
+    returns the bytes written. `num_proc` is checked as Hugging Face checks it (one writer here);
+    `compression=` as pandas takes it ("infer" from the suffix by default: `out.csv.gz` is gzip)."""
+    check_num_proc(num_proc)
+    compression = to_csv_kwargs.pop("compression", "infer")
     header = to_csv_kwargs.pop("header", True)
     kwargs = {"index": False, **to_csv_kwargs}
     encoding = kwargs.pop("encoding", "utf-8")
     return _text_export(ds, path_or_buf, batch_size, storage_options,
                         lambda frame, first: frame.to_csv(None, header=header if first else False, **kwargs),
-                        encoding, "to_csv")
+                        encoding, "to_csv", compression)
 
 
 def to_json(ds: Any, path_or_buf: Any, batch_size: int | None = None, num_proc: int | None = None,
             storage_options: dict[str, Any] | None = None, **to_json_kwargs: Any) -> int:
     """The stored values as JSON (pandas' `to_json`; by default one record per line), in batches;
-    returns the bytes written. `num_proc` is accepted for Hugging Face's signature (one writer here)."""
-    del num_proc
+    returns the bytes written. `num_proc` is checked as Hugging Face checks it (one writer here);
+    `compression=` as pandas takes it ("infer" from the suffix by default: `out.jsonl.gz` is gzip)."""
+    check_num_proc(num_proc)
+    compression = to_json_kwargs.pop("compression", "infer")
     orient = to_json_kwargs.pop("orient", "records")
     lines = to_json_kwargs.pop("lines", orient == "records")
     if not lines and batch_size is None:
@@ -262,4 +340,4 @@ def to_json(ds: Any, path_or_buf: Any, batch_size: int | None = None, num_proc: 
         text = frame.to_json(None, orient=orient, lines=lines, **to_json_kwargs)
         return text if text.endswith("\n") else text + "\n"
 
-    return _text_export(ds, path_or_buf, batch_size, storage_options, render, encoding, "to_json")
+    return _text_export(ds, path_or_buf, batch_size, storage_options, render, encoding, "to_json", compression)

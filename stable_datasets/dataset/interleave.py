@@ -9,7 +9,8 @@ layouts; their features must agree (the error names the column that differs).
 
 Where users want epoch sizes, mosaicml-streaming's spelling: one list per keyword, an entry per source
 (None to leave it unset): `proportion=` (with optional `epoch_size=`), `repeat=` or `choose=`
-(`streaming.sized_mix`). The epoch then takes exactly those per-source counts, shuffled together by
+(`streaming.sized_mix`), or `epoch_size=` alone (split across the sources by their rows, as mosaic
+does). The epoch then takes exactly those per-source counts, shuffled together by
 the seed; a source asked for more than its rows is read in several freshly shuffled passes.
 """
 
@@ -20,6 +21,7 @@ from typing import Any
 
 from stable_datasets.dataset.combine import concatenate
 from stable_datasets.dataset.stable_dataset import StableDataset
+from stable_datasets.streaming.seeds import check_seed, fresh_seed
 
 
 def _streaming() -> Any:
@@ -50,7 +52,8 @@ def _plan(lengths: list[int], probabilities: Any, seed: int | None, stopping_str
     if stopping_strategy != "first_exhausted":
         raise ValueError("stopping_strategy does not apply with proportion=/repeat=/choose=: the epoch size "
                          "follows from them")
-    return sized_mix.SizedMixPlan(lengths, sized_mix.epoch_counts(lengths, **sizes), seed)
+    seed = fresh_seed() if seed is None else check_seed(seed, "interleave_datasets")  # the counts use it too
+    return sized_mix.SizedMixPlan(lengths, sized_mix.epoch_counts(lengths, **sizes, seed=seed), seed)
 
 
 def interleave_datasets(datasets: Sequence[Any], probabilities: Sequence[float] | None = None,
@@ -69,7 +72,8 @@ def interleave_datasets(datasets: Sequence[Any], probabilities: Sequence[float] 
 
     `proportion=`/`repeat=`/`choose=` (one entry per dataset, None to skip; at most one per dataset;
     proportions and repeat/choose not together) fix each source's number of rows per epoch, as
-    mosaicml-streaming's `Stream` does; `epoch_size=` goes with `proportion`."""
+    mosaicml-streaming's `Stream` does; `epoch_size=` goes with `proportion`, or alone (each source's share
+    by its rows, mosaic's rounding)."""
     StreamingDataset = _streaming()[0].StreamingDataset
     datasets = list(datasets)
     sizes = {"proportion": proportion, "repeat": repeat, "choose": choose, "epoch_size": epoch_size}

@@ -64,6 +64,7 @@ from stable_datasets.streaming.state import (
     check_int,
     check_seal,
     check_state,
+    fetching_batch_size,
     files_state,
     last_unit_worker,
     merge_worker_states,
@@ -159,6 +160,7 @@ class StreamingDataset(StreamVerbs, _IterableBase):
         self.consumed = 0
         #: True when a loader counts the batches its loop receives (StreamingDataLoader sets it)
         self.counted_by_loader = False
+        self._fetched_batch: int | None = None  # a worker's loader batch (state.fetching_batch_size)
         #: the lanes the current epoch is served in (None: row stripes); fixed when an epoch's pass begins at its
         #: start, or loaded from a state (then kept to the epoch's end, whatever the topology now)
         self._lanes: Lanes | None = None
@@ -417,7 +419,7 @@ class StreamingDataset(StreamVerbs, _IterableBase):
                              f"{self.world_size} ranks would drop them all; resume on at most {left} ranks, or "
                              "with drop_last=False")
         self._set_position(epoch, consumed, lanes)
-        self._worker_resume = dict(worker) if worker is not None else None
+        self._worker_resume = dict(worker) if worker is not None and worker.get("rows") else None  # (0: none to skip)
         if worker is None:
             self._flag.forget_finished()
         elif self._served_whole(worker, consumed):  # (restored workers may never iterate: say the epoch ended here)
@@ -448,14 +450,12 @@ class StreamingDataset(StreamVerbs, _IterableBase):
         return order.positions_at(self._range[0] + indices)
 
     def _unit(self, num_workers: int, warn: bool = True) -> int:
-        unit = self.batch_size or self.loader_batch_size
-        if unit is None:
-            if warn and num_workers > 1 and not self.counted_by_loader:
-                logger.warning("a StreamingDataset read by {} DataLoader workers without loader_batch_size: rows "
-                               "are dealt one at a time, so batches do not come back in stream order; use "
-                               "StreamingDataLoader, or pass loader_batch_size=", num_workers)
-            return 1
-        return unit
+        unit = self.batch_size or self.loader_batch_size or (None if self._options["lanes"] else self._fetched_batch)
+        if unit is None and warn and num_workers > 1 and not self.counted_by_loader:
+            logger.warning("a StreamingDataset read by {} DataLoader workers without loader_batch_size or a loader "
+                           "batch_size: rows are dealt one at a time, so batches do not come back in stream order; "
+                           "use StreamingDataLoader, or pass loader_batch_size=", num_workers)
+        return unit or 1
 
     def _enter_pass(self, num_workers: int, in_worker: bool) -> None:
         """Where a pass begun now starts: in a DataLoader worker, its copy's pass (`_pass_start`); here, the
@@ -464,6 +464,7 @@ class StreamingDataset(StreamVerbs, _IterableBase):
             self.rank, self.world_size = resolve_rank(None, None)
         if in_worker:
             self._flag.set(num_workers)  # the main process cannot count what this worker serves
+            self._fetched_batch = fetching_batch_size()  # deal whole loader batches, whatever the loader
             self._worker_passes += 1
             self.epoch, self.consumed, self._lanes = self._pass_start()
         else:
@@ -483,9 +484,8 @@ class StreamingDataset(StreamVerbs, _IterableBase):
     def __iter__(self) -> Iterator[Any]:
         worker, num_workers, in_worker = _worker()
         self._enter_pass(num_workers, in_worker)
-        moves = self._moves
+        moves, rank, world = self._moves, self.rank, self.world_size
         epoch, start, n, lo_row, drop_last = self.epoch, self.consumed, self.length, self._range[0], self.drop_last
-        rank, world = self.rank, self.world_size
         count = rows_per_rank(n, world, self.drop_last, start)
         unit = self._unit(num_workers)
         mine = worker_rows(count, unit, worker, num_workers)

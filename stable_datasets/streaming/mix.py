@@ -17,8 +17,9 @@ Nothing is kept per row: the draws are regenerated for the block of 1,000 that h
 (blocks x sources integers), so a position's draw number is one block's count away.
 
 `MixedSource` is the map-style view of a mix of streams that `StreamingDataset` reads: position t
-is row (t-th draw of source s) of source s's own epoch order (with its shuffle). Ranks, workers,
-state and resume then come from `StreamingDataset` unchanged, and the state's identity hashes the
+is row (t-th draw of source s) of source s's own epoch order (with its shuffle); an unshuffled source's
+partial pass (mosaic-style sizes) reads a seeded ascending subset drawn afresh each epoch, as mosaic does.
+Ranks, workers, state and resume then come from `StreamingDataset` unchanged, and the state's identity hashes the
 sources' identities, the probabilities, the seed and the strategy.
 """
 
@@ -34,6 +35,7 @@ import numpy as np
 from stable_datasets.streaming.order import distinct
 from stable_datasets.streaming.reader import make_reader
 from stable_datasets.streaming.seeds import check_seed, fresh_seed
+from stable_datasets.streaming.sized_mix import partial_pass_rows
 
 STRATEGIES = ("first_exhausted", "all_exhausted")
 DRAWS_PER_CALL = 1000  # Hugging Face draws its sources 1,000 at a time
@@ -165,6 +167,10 @@ class MixPlan:
 
     passes = 1  # a source that starts over reads the same order again (as HF does)
 
+    def partial_take(self, source: int, pass_: int) -> int | None:
+        """Draws of a partial pass (None: every pass here reads the source whole, as HF's oversampling does)."""
+        return None
+
     def at_with_pass(self, positions: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(source, pass, row): always pass 0 here (see `passes`)."""
         source, row = self.at(positions)
@@ -246,7 +252,10 @@ class MixedSource:
             where = np.flatnonzero(groups == key)
             s, pass_ = int(source[where[0]]), int(passes[where[0]])
             order, reader = self._reader(s, pass_)
-            rows = reader.rows(order.positions_at(self.streams[s].row_offset + row[where]))
+            picked, take = row[where], self.plan.partial_take(s, pass_)
+            if take is not None and not self.streams[s].order.shuffle:  # a fresh subset each epoch, as mosaic's
+                picked = partial_pass_rows(self.plan.seed, s, self.epoch, int(self.plan.lengths[s]), take, picked)
+            rows = reader.rows(order.positions_at(self.streams[s].row_offset + picked))
             function_chain = self.streams[s].row_maps()
             if function_chain:
                 for k, value in enumerate(rows):

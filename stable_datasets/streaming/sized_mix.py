@@ -6,7 +6,12 @@ Each source gets an exact number of draws per epoch (as mosaicml-streaming's `St
 - `proportion=p`: p / sum(proportions) of `epoch_size` (default: all sources' rows), rounded so that
   the counts add up to `epoch_size` exactly (largest remainders get the spare draws);
 - relative (`proportion`) and absolute (`repeat`/`choose`) cannot be mixed; a source with neither in
-  an absolute mix is read once (`repeat=1`). At most one of the three per source.
+  an absolute mix is read once (`repeat=1`). At most one of the three per source;
+- `epoch_size` alone (no `proportion`, `repeat` or `choose`): each source's share of `epoch_size` by its
+  rows, exactly as mosaicml-streaming's `Stream.apply_weights` derives it: floor(epoch_size x rows / all
+  rows), then the draws still missing go to that many distinct sources picked by
+  `numpy.random.default_rng(seed).choice(sources, missing, replace=False)` (so the same seed gives mosaic's
+  counts; `proportion` keeps its largest-remainder rounding, which needs no seed).
 
 The sources are shuffled together by the seed without a per-row or per-block array: the epoch is cut
 into blocks of 1,000 positions, and how many draws of each source fall in each block comes from a
@@ -26,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from stable_datasets.streaming.bijection import mix_keys
 from stable_datasets.streaming.order import distinct
 from stable_datasets.streaming.seeds import check_seed, fresh_seed
 
@@ -45,8 +51,9 @@ def _per_source(values: Any, name: str, count: int) -> list[Any]:
 
 
 def epoch_counts(lengths: Sequence[int], proportion: Any = None, repeat: Any = None, choose: Any = None,
-                 epoch_size: int | None = None) -> np.ndarray:
-    """Each source's number of draws per epoch (see the module docstring), or a clear error."""
+                 epoch_size: int | None = None, seed: int = 0) -> np.ndarray:
+    """Each source's number of draws per epoch (see the module docstring), or a clear error. `seed` picks the
+    sources that get the spare draws of an `epoch_size` given alone (as mosaic's `shuffle_seed` does)."""
     n = len(lengths)
     given = {"proportion": _per_source(proportion, "proportion", n), "repeat": _per_source(repeat, "repeat", n),
              "choose": _per_source(choose, "choose", n)}
@@ -82,9 +89,16 @@ def epoch_counts(lengths: Sequence[int], proportion: Any = None, repeat: Any = N
         counts = np.floor(exact).astype(np.int64)
         spare = total - int(counts.sum())
         counts[np.argsort(-(exact - counts), kind="stable")[:spare]] += 1
+    elif not absolute and epoch_size is not None:
+        if rows.sum() <= 0:
+            raise ValueError(f"epoch_size={epoch_size} is split by the datasets' rows, and they have none")
+        counts = (int(epoch_size) * (rows / rows.sum())).astype(np.int64)  # mosaic's float product, truncated
+        spare = int(epoch_size) - int(counts.sum())
+        counts[np.random.default_rng(seed).choice(n, spare, replace=False)] += 1
     else:
         if epoch_size is not None:
-            raise ValueError("epoch_size goes with proportion; with repeat/choose the epoch size follows from them")
+            raise ValueError("epoch_size goes with proportion (or alone); with repeat/choose the epoch size follows "
+                             "from them")
         counts = rows.copy()
         for i in range(n):
             if given["repeat"][i] is not None:
@@ -204,6 +218,11 @@ class SizedMixPlan:
         length = np.maximum(self.lengths[source], 1)
         return source, draw // length, draw % length
 
+    def partial_take(self, source: int, pass_: int) -> int | None:
+        """Draws of pass `pass_` of `source` when it reads fewer than the source's rows (None: a whole pass)."""
+        take = int(self.counts[source]) - pass_ * int(self.lengths[source])
+        return take if 0 < take < int(self.lengths[source]) else None
+
     def at(self, positions: Any) -> tuple[np.ndarray, np.ndarray]:
         """(source, row of that source), as `MixPlan.at`."""
         source, _, row = self.at_with_pass(positions)
@@ -213,3 +232,37 @@ class SizedMixPlan:
         """Every position as an index into the sources concatenated (for a map-style view)."""
         source, row = self.at(np.arange(self.length, dtype=np.int64))
         return np.asarray(offsets, dtype=np.int64)[source] + row
+
+
+def partial_pass_rows(seed: int, source: int, epoch: int, rows: int, take: int, draws: Any) -> np.ndarray:
+    """Rows of an unshuffled source's partial pass (`take` of its `rows`, `take` < `rows`) at draws `draws` of that
+    pass: a seeded random subset of the rows, in ascending order, drawn afresh for each (source, epoch), as
+    mosaicml-streaming draws a partial repeat (`rng.choice(rows, take, replace=False)`, sorted, rng seeded by
+    shuffle_seed + epoch) rather than the first `take` rows every epoch. Evaluated lazily: the subset is the
+    positions labelled "chosen" by a two-source `SizedMixPlan` over the rows (take chosen, the rest not), so a
+    read costs a few tree walks and blocks of 1,000 labels, never an array over the rows."""
+    key = int(mix_keys(seed, 3, source, epoch)[()]) % (1 << 63)
+    labels = SizedMixPlan([take, rows - take], [take, rows - take], seed=key)
+    j = np.asarray(draws, dtype=np.int64)
+    out = np.empty_like(j)
+    if not j.size:
+        return out
+    lo, hi = 0, labels.blocks - 1  # the block holding the smallest draw: the last whose chosen-before <= it
+    first = int(j.min())
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if int(labels.block_counts(mid)[0][0]) <= first:
+            lo = mid
+        else:
+            hi = mid - 1
+    block, left = lo, np.ones(j.shape, bool)
+    while left.any():
+        before, inside = labels.block_counts(block)
+        mine = left & (j >= before[0]) & (j < before[0] + inside[0])
+        if mine.any():
+            block_labels = np.random.default_rng([labels.seed, 2, block]).permutation(np.repeat([0, 1], inside))
+            chosen = np.flatnonzero(block_labels == 0)
+            out[mine] = block * BLOCK + chosen[j[mine] - before[0]]
+            left &= ~mine
+        block += 1
+    return out

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import multiprocessing
+import sys
 from multiprocessing import sharedctypes
 from typing import Any
 
@@ -262,15 +263,18 @@ def merge_worker_states(loader_state: dict[str, Any]) -> dict[str, Any]:
     for state in states:  # each as its worker saved it: then its keys are the ones a worker writes
         check_seal(state, "stream worker")
     workers = [s["worker"] for s in states]
-    shared = {k: workers[0][k] for k in ("epoch", "start", "unit", "workers", "world_size")}
+    shared = {k: workers[0][k] for k in ("epoch", "start", "workers", "world_size")}
+    # a worker that served nothing yet saved its state before its first fetch, when it could not know the loader's
+    # batch size (its unit): only the units of workers that served rows must agree
+    units = {w["unit"] for w in workers if int(w["rows"])} or {workers[0]["unit"]}
     if any({k: w[k] for k in shared} != shared for w in workers) or len(workers) != shared["workers"] \
-            or sorted(w["id"] for w in workers) != list(range(len(workers))):
+            or sorted(w["id"] for w in workers) != list(range(len(workers))) or len(units) > 1:
         raise StateError("cannot merge: the worker states disagree on epoch, position, unit or worker count")
     mine = [{k: v for k, v in s.items() if k not in ("worker", "epoch", "consumed", SEAL)} for s in states]
     if any(other != mine[0] for other in mine[1:]):
         raise StateError("cannot merge: the worker states were saved by different streams (their datasets, orders "
                          "or lanes differ)")
-    length, start, unit = states[0]["num_rows"], shared["start"], shared["unit"]
+    length, start, unit = states[0]["num_rows"], shared["start"], units.pop()
     total = sum(int(w["rows"]) for w in workers)
     count = rows_per_rank(length, shared["world_size"], bool(states[0].get("drop_last")), start)
     expected = [worker_rows(min(total, count), unit, w["id"], shared["workers"]) for w in workers]
@@ -281,3 +285,38 @@ def merge_worker_states(loader_state: dict[str, Any]) -> dict[str, Any]:
     merged = {k: v for k, v in states[0].items() if k != "worker"}
     merged["epoch"], merged["consumed"] = shared["epoch"], consumed_after(length, start, shared["world_size"], total)
     return seal(merged)
+
+
+# -- the loader batch size a DataLoader worker's fetch asks for -------------------------------------------------
+# A stream read by DataLoader workers must deal its rows to the workers a whole loader batch at a time, or the
+# batches come back out of the epoch's order and a torchdata StatefulDataLoader checkpoint cannot move to another
+# num_workers (the rows received are then no prefix of the epoch). StreamingDataLoader tells the stream its batch
+# size (loader_batch_size); torchdata's loader and torch's cannot. But a worker's first row is pulled by torch's
+# _IterableDatasetFetcher.fetch(possibly_batched_index), whose index list is one loader batch long (the
+# BatchSampler over _InfiniteConstantSampler both loaders use): the stream reads the batch size from that call,
+# found a few frames up from where its iterator starts. None outside a fetch, for batch_size=None loaders (no
+# auto-collation) and without torch: the stream then deals one row at a time, as before.
+
+#: frames walked up from the caller (the stream's iterator body, then the fetch that asked for its first row)
+DEPTH = 6
+
+
+def fetching_batch_size() -> int | None:
+    """The loader batch size of the torch fetch this call runs inside (see the comment above), or None."""
+    fetchers = sys.modules.get("torch.utils.data._utils.fetch")  # loaded by any DataLoader worker
+    fetcher_type = getattr(fetchers, "_IterableDatasetFetcher", None)
+    if fetcher_type is None:
+        return None
+    frame = sys._getframe(1)
+    for _ in range(DEPTH):
+        if frame is None:
+            return None
+        if frame.f_code.co_name == "fetch":
+            fetcher = frame.f_locals.get("self")
+            index = frame.f_locals.get("possibly_batched_index")
+            if isinstance(fetcher, fetcher_type) and fetcher.auto_collation and isinstance(index, (list, tuple)) \
+                    and index:
+                return len(index)
+            return None
+        frame = frame.f_back
+    return None

@@ -298,3 +298,73 @@ def test_a_failed_export_leaves_no_file_and_keeps_an_older_one(tmp_path):
     with pytest.raises(TypeError):
         ds.to_csv(folder / "c.csv", no_such_option=1)
     assert (folder / "c.csv").read_text() == "older\n" and len(list(folder.iterdir())) == 1
+
+
+# -- issue 37 item 4: num_proc checked, int64 exact with nulls, compression honoured ------------------------------
+@pytest.mark.parametrize("method", ["to_csv", "to_json"])
+@pytest.mark.parametrize("num_proc", [0, -1])
+def test_text_exports_refuse_num_proc_below_one_as_hf_does(pair, method, num_proc):
+    """HF tests/io/test_csv.py::test_dataset_to_csv_invalidproc (and its JSON twin): num_proc=0 is a ValueError.
+    Before: accepted and ignored."""
+    hf, ours = pair
+    with pytest.raises(ValueError, match=rf"^num_proc {num_proc} must be an integer > 0\.$"):
+        getattr(hf, method)(io.BytesIO(), num_proc=num_proc)
+    with pytest.raises(ValueError, match=rf"^num_proc {num_proc} must be an integer > 0\.$"):
+        getattr(ours, method)(io.BytesIO(), num_proc=num_proc)
+    assert getattr(ours, method)(io.BytesIO(), num_proc=2) == getattr(hf, method)(io.BytesIO(), num_proc=2)
+
+
+def test_text_exports_keep_int64_exact_beside_nulls_as_hf_writes_them():
+    """pandas turns an int column with a null into float64: 2**53 + 1 was written as 9007199254740992.0 (a
+    different number) and 3 as 3.0. HF passes integer_object_nulls=True; the files are now HF's, byte for byte."""
+    columns = {"a": [2**53 + 1, None, 3, -(2**63)], "b": ["x", "y", None, "z"]}
+    features = sds.Features({"a": sds.Value("int64"), "b": sds.Value("string")})
+    ours = StableDataset.from_dict(columns, features=features)
+    hf = datasets.Dataset.from_dict(columns, features=datasets.Features({"a": datasets.Value("int64"),
+                                                                         "b": datasets.Value("string")}))
+    for method in ("to_csv", "to_json"):
+        mine, theirs = io.BytesIO(), io.BytesIO()
+        assert getattr(ours, method)(mine) == getattr(hf, method)(theirs)
+        assert mine.getvalue() == theirs.getvalue()
+    csv_out, json_out = io.BytesIO(), io.BytesIO()
+    ours.to_csv(csv_out)
+    ours.to_json(json_out)
+    assert csv_out.getvalue() == b'a,b\n9007199254740993,x\n,y\n3,\n-9223372036854775808,z\n'
+    assert [json.loads(line)["a"] for line in json_out.getvalue().splitlines()] == [2**53 + 1, None, 3, -(2**63)]
+
+
+@pytest.mark.parametrize("suffix, compression, opener", [
+    (".gz", "gzip", "gzip"), (".bz2", "bz2", "bz2"), (".xz", "xz", "lzma")])
+@pytest.mark.parametrize("method", ["to_csv", "to_json"])
+def test_text_exports_compress_as_asked_or_as_the_suffix_says(pair, tmp_path, suffix, compression, opener, method):
+    """HF tests/io/test_json.py::test_dataset_to_json_compression (gzip, bz2, xz): the file decompresses to the
+    plain export. pandas infers the codec from the suffix, and so do we. Before: plain text under a .gz name."""
+    import importlib
+
+    _, ours = pair
+    plain = io.BytesIO()
+    written = getattr(ours, method)(plain)
+    asked, inferred = tmp_path / f"asked.out{suffix}", tmp_path / f"inferred.out{suffix}"
+    assert getattr(ours, method)(asked, compression=compression) == written  # bytes before compression, as HF
+    getattr(ours, method)(inferred)
+    module = importlib.import_module(opener)
+    for path in (asked, inferred):
+        assert module.decompress(path.read_bytes()) == plain.getvalue()
+    read_back = pd.read_csv(asked) if method == "to_csv" else pd.read_json(asked, lines=True)
+    assert read_back.to_dict("list") == COLUMNS
+    unpacked = io.BytesIO()
+    getattr(ours, method)(unpacked, compression={"method": compression})
+    assert module.decompress(unpacked.getvalue()) == plain.getvalue()
+    getattr(ours, method)(tmp_path / f"none.out{suffix}", compression=None)
+    assert (tmp_path / f"none.out{suffix}").read_bytes() == plain.getvalue()
+
+
+def test_text_exports_refuse_a_compression_they_cannot_stream(pair, tmp_path):
+    _, ours = pair
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    with pytest.raises(ValueError, match=r"^compression 'zip' is not supported for a text export; use one of "):
+        ours.to_csv(folder / "a.csv", compression="zip")
+    with pytest.raises(ValueError, match=r"^to_json: compression='gzip' writes bytes; give a path or a binary"):
+        ours.to_json(io.StringIO(), compression="gzip")
+    assert list(folder.iterdir()) == []

@@ -111,6 +111,9 @@ CONFIGS: dict[str, Callable[[Path], Any]] = {
     "mix_sized": lambda d: sds.interleave_datasets(
         [ids_source(10).to_iterable().shuffle(seed=1), ids_source(16, 100).to_iterable().shuffle(seed=2)],
         repeat=[2, None], choose=[None, 6], seed=0),
+    "mix_sized_unshuffled_partial": lambda d: sds.interleave_datasets(  # partial passes: fresh subsets per epoch
+        [ids_source(10).to_iterable(), ids_source(16, 100).to_iterable()], repeat=[1.5, None], choose=[None, 7],
+        seed=3),
     "filter": lambda d: ids_source().to_iterable().shuffle(seed=0).filter(_keep),
     "pack_stream": _packed,
     "pack_stream_shuffled": lambda d: _packed(d).shuffle(seed=1),

@@ -8,7 +8,7 @@ from collections import Counter
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from stable_datasets.streaming import StreamingDataset
@@ -221,13 +221,13 @@ def test_a_stateful_dataloader_state_resumes_a_stream_on_another_cluster_size(ca
         assert resumed.state_dict().get("lanes") == ([2, 2, 6] if lanes else None)
         served += [int(r["idx"]) for r in resumed]
     assert sorted(served) == list(range(ROWS))
-    rows_dealt_one_by_one = cache.to_iterable().shuffle(seed=8)
-    loader = StatefulDataLoader(rows_dealt_one_by_one, batch_size=6, num_workers=2)
+    dealt_in_other_units = cache.to_iterable(loader_batch_size=4).shuffle(seed=8)  # a unit that is not the batch
+    loader = StatefulDataLoader(dealt_in_other_units, batch_size=6, num_workers=2)
     iterator = iter(loader)
     [next(iterator) for _ in range(3)]
     state = loader.state_dict()
     del iterator
-    with pytest.raises(ValueError, match="not a prefix of the rank's rows dealt in units of 1; pass "
+    with pytest.raises(ValueError, match="not a prefix of the rank's rows dealt in units of 4; pass "
                                          "loader_batch_size="):
         cache.to_iterable().shuffle(seed=8).load_state_dict(state)
 
@@ -274,3 +274,54 @@ def test_a_stateful_dataloader_state_moves_to_another_num_workers_through_the_st
     resumed = stream()
     resumed.load_state_dict(saved)
     assert head + ids(StatefulDataLoader(resumed, batch_size=8, num_workers=workers)) == whole
+
+
+@pytest.mark.parametrize(("workers", "batch"), [(0, 8), (1, 5), (3, 8)])
+def test_a_stateful_dataloader_state_moves_to_another_num_workers_with_nothing_chosen_before_saving(cache, workers,
+                                                                                                 batch):
+    """Issue 37 item 7: the stream reads the loader's batch size in its workers (fetch_probe), so a stream given
+    no loader_batch_size= deals whole batches and its torchdata state moves to any num_workers. Before: "cannot
+    merge exactly: ... pass loader_batch_size= equal to the loader's batch_size" (rows were dealt one at a time)."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    def stream():
+        return cache.to_iterable().shuffle(seed=5)
+
+    whole = ids(StatefulDataLoader(stream(), batch_size=batch, num_workers=2))
+    assert sorted(whole) == list(range(ROWS))
+    loader = StatefulDataLoader(stream(), batch_size=batch, num_workers=2)
+    iterator = iter(loader)
+    head = ids(next(iterator) for _ in range(5))
+    saved = json.loads(json.dumps(loader.state_dict()))
+    del iterator
+    resumed = stream()
+    resumed.load_state_dict(saved)
+    assert head + ids(StatefulDataLoader(resumed, batch_size=batch, num_workers=workers)) == whole
+    again = StatefulDataLoader(stream(), batch_size=batch, num_workers=2)  # the same num_workers: torchdata's own
+    again.load_state_dict(saved)
+    assert head + ids(again) == whole
+
+
+@settings(max_examples=6, deadline=None)
+@example(saved_with=2, resumed_with=2, batch=4, steps=1).via("a worker had delivered nothing")
+@given(saved_with=st.integers(1, 3), resumed_with=st.integers(0, 3), batch=st.integers(1, 9), steps=st.integers(0, 12))
+def test_a_stateful_dataloader_state_saved_anywhere_moves_to_any_num_workers(index_cache, saved_with, resumed_with,
+                                                                            batch, steps):
+    """Saved after any number of batches with w workers (none of the stream's settings chosen), resumed through the
+    stream with w' workers: the rows delivered before and after are the epoch, each exactly once."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    source = index_cache(60, layout_options={"batch_rows": 16})
+    loader = StatefulDataLoader(source.to_iterable().shuffle(seed=3), batch_size=batch, num_workers=saved_with)
+    iterator = iter(loader)
+    head = ids(batch_rows for _, batch_rows in zip(range(steps), iterator))
+    saved = json.loads(json.dumps(loader.state_dict()))
+    del iterator
+    resumed = source.to_iterable().shuffle(seed=3)
+    resumed.load_state_dict(saved)
+    tail = ids(StatefulDataLoader(resumed, batch_size=batch, num_workers=resumed_with))
+    assert sorted(head + tail) == list(range(60))
+    same = StatefulDataLoader(source.to_iterable().shuffle(seed=3), batch_size=batch, num_workers=saved_with)
+    same.load_state_dict(saved)  # torchdata's own resume (a worker that served nothing saved before its first fetch)
+    if len(head) < 60:  # (a state saved after the loader ran out: torchdata's own resume serves the next epoch)
+        assert head + ids(same) == head + tail

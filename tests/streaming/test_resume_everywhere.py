@@ -69,7 +69,8 @@ def test_a_sample_of_steps_resumes_in_a_fresh_process(data_dir, tmp_path):
 
 
 # -- the traps of 2026: a state after exhaustion, iter() before load_state_dict --------------------------------
-@pytest.mark.parametrize("config", ["shuffle", "mix_probabilities", "json_files_shuffled", "pack_stream_shuffled"])
+@pytest.mark.parametrize("config", ["shuffle", "mix_probabilities", "json_files_shuffled", "pack_stream_shuffled",
+                                    "mix_sized_unshuffled_partial"])
 def test_a_state_taken_after_exhaustion_resumes_at_the_next_epoch(config, data_dir):
     """After a whole pass the state names the next epoch at its start: a fresh stream that loads it serves
     that epoch whole, as the stream that saved it does, and not the finished epoch again."""

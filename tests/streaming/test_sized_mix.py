@@ -170,3 +170,64 @@ def test_sized_and_drawn_mixes_do_not_combine(sources):
         sds.interleave_datasets(sources, probabilities=[0.2, 0.3, 0.5], proportion=[1, 1, 1])
     with pytest.raises(ValueError, match="stopping_strategy does not apply"):
         sds.interleave_datasets(sources, repeat=[1, 1, 1], stopping_strategy="all_exhausted")
+
+
+# -- issue 37 item 4: epoch_size alone splits the epoch by the sources' rows, as mosaicml-streaming does --------
+# Expected counts from mosaicml-streaming 0.13.0 side by side: StreamingDataset(streams=[Stream(local=...)
+# per source of these sizes], epoch_size=E, shuffle_seed=S, shuffle=False, batch_size=1), then each stream's
+# `choose` (Stream.apply_weights' "weights are unspecified, but epoch size is provided" branch).
+MOSAIC_EPOCH_SIZE_ALONE = [
+    ([100, 50, 10], 77, 9176, [48, 24, 5]),
+    ([100, 50, 10], 77, 5, [48, 24, 5]),
+    ([7, 11, 13, 17], 100, 1, [14, 23, 28, 35]),
+    ([3, 3, 3], 10, 0, [3, 3, 4]),
+    ([1000, 1], 5, 3, [4, 1]),
+    ([100, 50, 10], 1000, 9176, [625, 312, 63]),
+]
+
+
+@pytest.mark.parametrize(("lengths", "epoch_size", "seed", "expected"), MOSAIC_EPOCH_SIZE_ALONE)
+def test_epoch_size_alone_splits_by_source_rows_as_mosaic_does(lengths, epoch_size, seed, expected):
+    """Before: "epoch_size goes with proportion" (a ValueError)."""
+    assert epoch_counts(lengths, epoch_size=epoch_size, seed=seed).tolist() == expected
+
+
+def test_a_mix_with_epoch_size_alone_serves_those_counts(sources):
+    """sources a, b, c have 120, 80 and 100 rows: epoch_size 150 gives mosaic's floor shares 60, 40, 50."""
+    streams = [s.to_iterable() for s in sources]
+    rows = [(r["src"], r["idx"]) for r in sds.interleave_datasets(streams, epoch_size=150, seed=2)]
+    assert Counter(s for s, _ in rows) == Counter({"a": 60, "b": 40, "c": 50})
+    assert len(set(rows)) == 150
+    spare = sds.interleave_datasets(streams, epoch_size=301, seed=2)  # 120.4, 80.27, 100.33: one spare draw
+    assert Counter(r["src"] for r in spare) == Counter({"a": 120, "b": 80, "c": 101})  # mosaic's, shuffle_seed=2
+    view = sds.interleave_datasets(sources, epoch_size=150, seed=2)
+    assert view["src"] == [s for s, _ in rows]
+    with pytest.raises(ValueError, match="epoch_size goes with proportion \\(or alone\\)"):
+        sds.interleave_datasets(streams, epoch_size=10, repeat=[1, 2, None])
+
+
+# -- issue 37 item 4: an unshuffled partial pass draws afresh each epoch, as mosaicml-streaming does -------------
+def _unshuffled_partial(sources, seed=4):
+    streams = [s.to_iterable() for s in sources[:2]]  # a: 120 rows, b: 80 rows, storage order
+    return sds.interleave_datasets(streams, repeat=[1.5, None], choose=[None, 30], seed=seed)
+
+
+def _rows_of(stream, epoch):
+    stream.set_epoch(epoch)
+    rows = [(r["src"], r["idx"]) for r in stream]
+    return [i for s, i in rows if s == "a"], [i for s, i in rows if s == "b"]
+
+
+def test_an_unshuffled_partial_pass_draws_a_fresh_sorted_subset_each_epoch(sources):
+    """mosaicml-streaming's resample_streams: a partial repeat is rng.choice(rows, shortfall, replace=False),
+    sorted, with rng seeded by shuffle_seed + epoch ('balanced' sampling), shuffled or not. Before: an unshuffled
+    source's partial pass read its first rows every epoch (a: rows 0..59 again, b: rows 0..29)."""
+    a0, b0 = _rows_of(_unshuffled_partial(sources), 0)
+    a1, b1 = _rows_of(_unshuffled_partial(sources), 1)
+    for a, b in ((a0, b0), (a1, b1)):
+        assert a[:120] == list(range(120))  # the whole pass in storage order, then 60 rows of a second pass
+        assert len(a) == 180 and a[120:] == sorted(set(a[120:])) and len(set(a[120:])) == 60
+        assert len(b) == 30 and b == sorted(set(b)) and max(b) < 80  # choose 30 of 80: one partial pass
+    assert a0[120:] != a1[120:] and b0 != b1 and a0[120:] != list(range(60)) and b0 != list(range(30))
+    assert _rows_of(_unshuffled_partial(sources), 1) == (a1, b1)  # deterministic for the seed
+    assert _rows_of(_unshuffled_partial(sources, seed=5), 1)[1] != b1
