@@ -26,10 +26,22 @@ def _canonical(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _inside_a_package(entry: str) -> bool:
+    """True for a sys.path entry inside an importable package: a folder a package put there for the copies it
+    vendors (ray/thirdparty_files, once ray is imported in this process), which is not where pip installs."""
+    folder = Path(entry or ".").resolve()
+    return any((parent / "__init__.py").is_file() for parent in folder.parents)
+
+
+def installed_distributions() -> dict[str, metadata.Distribution]:
+    """Canonical name -> the distribution pip installed (a vendored copy's metadata is never it)."""
+    return _distributions()
+
+
 @cache
 def _distributions() -> dict[str, metadata.Distribution]:
     found: dict[str, metadata.Distribution] = {}
-    for dist in metadata.distributions():
+    for dist in metadata.distributions(path=[e for e in sys.path if not _inside_a_package(e)]):
         name = dist.metadata["Name"]
         if name:
             found.setdefault(_canonical(name), dist)
