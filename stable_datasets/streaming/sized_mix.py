@@ -38,7 +38,8 @@ from stable_datasets.streaming.seeds import check_seed, fresh_seed
 BLOCK = 1000
 NODE_CACHE = 4096  # tree nodes kept (the path to a block is about 20 of them)
 HYPERGEOMETRIC_LIMIT = 10**9  # numpy's multivariate hypergeometric refuses more draws than this
-PLAN_VERSION = 2  # 1: a sequential split per block (states saved with it are refused, not reinterpreted)
+PLAN_VERSION = 3  # 1: a sequential split per block; 2: an unshuffled partial pass read the first rows every epoch
+#: (states saved with an older plan are refused, not reinterpreted)
 
 
 def _per_source(values: Any, name: str, count: int) -> list[Any]:
