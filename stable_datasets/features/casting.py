@@ -213,8 +213,7 @@ def _nested(arrow_type: pa.DataType) -> bool:
 
 
 def _leaf_values(array: pa.Array) -> pa.Array:
-    while pa.types.is_list(array.type) or pa.types.is_large_list(array.type) or \
-            pa.types.is_fixed_size_list(array.type):
+    while _is_list(array.type):
         array = array.flatten()
     return array
 
