@@ -70,12 +70,12 @@ class JsonLoader(FileLoader):
         elif self._transcoded():
             lines = file_line_bytes(path, self.config.encoding)
             sample, _ = next(line_blocks(path, None, None, SAMPLE_BYTES, lines=lines), (b"", 0))
-            table = self._parse_block(path, self._utf8(path, sample, 0, lines), 0, None)
+            table, _ = self._parse_block(path, self._utf8(path, sample, 0, lines), 0, None)
         else:
             with open(path, "rb") as fh:
                 sample = fh.read(SAMPLE_BYTES)
                 sample += fh.readline()
-            table = self._parse_block(path, sample, 0, None)
+            table, _ = self._parse_block(path, sample, 0, None)
             return features_from_schema(_exact_integer_schema(path, sample, table.schema, self.config.encoding),
                                          path)
         return features_from_schema(table.schema, path)
@@ -133,12 +133,15 @@ class JsonLoader(FileLoader):
                 row += table.num_rows
             return
         schema = self._explicit_schema()
+        casts = schema is not None
         row = 0
         lines = file_line_bytes(path, self.config.encoding)
         for block, line in line_blocks(path, start, stop, lines=lines):
             if self._transcoded():
                 block = self._utf8(path, block, line, lines)
-            table = self._parse_block(path, block, line, schema)
+            # a column the parser refused in one block is inferred in the next ones too: each block is then parsed
+            # once, not once more per refused column (a file of 0.0s for an int column parsed every block twice)
+            table, schema = self._parse_block(path, block, line, schema, casts)
             line_of = functools.partial(_line_of_record, block, line)
             yield self.conform(table, f"{path} (from line {line + 1})", 0, line_of, path) if conform else table
             row += table.num_rows
@@ -149,8 +152,11 @@ class JsonLoader(FileLoader):
                   if is_columnar(f) and type(f).__name__ != "ClassLabel"]
         return pa.schema(fields) if fields else None
 
-    def _parse_block(self, path: str, block: bytes, first_line: int, schema: pa.Schema | None) -> pa.Table:
-        """The block parsed straight into the features' types (`schema`), the fast way. Where the parser
+    def _parse_block(self, path: str, block: bytes, first_line: int, schema: pa.Schema | None,
+                     casts: bool = False) -> tuple[pa.Table, pa.Schema | None]:
+        """(the block parsed, the explicit schema that parsed it), `casts` when `features=` are cast to.
+
+        The block is parsed straight into the features' types (`schema`), the fast way. Where the parser
         refuses a value the cast accepts (0.0 or true for an int column, a number for a string one, as
         Hugging Face casts them), the block is parsed again with that column's type inferred, for
         `conform` to cast; a string column whose values are of several kinds (1, "x", true) or objects
@@ -158,14 +164,14 @@ class JsonLoader(FileLoader):
         # a field beyond the features is refused by the parser (faster than inferring it, and the
         # cast to the features would refuse it anyway) unless class-name columns are left to inference
         complete = schema is not None and len(schema) == len(self.features)
-        fields = list(self.features) if schema is not None else None
+        fields = list(self.features) if schema is not None or casts else None
         check_depth(path, block, first_line)  # before pyarrow, whose parser overflows the stack on deep values
         data, texts = block, set()
         while True:
             options = pajson.ParseOptions(explicit_schema=schema,
                                           unexpected_field_behavior="error" if complete else "infer")
             try:
-                return _read_json(data, options)
+                return _read_json(data, options), schema
             except pa.ArrowInvalid as exc:
                 looser = self._loosen(schema, texts, exc) if fields is not None else None
                 if looser is not None:
