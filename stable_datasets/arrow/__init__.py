@@ -1,2 +1,2 @@
 """Low-level Arrow helpers shared by features, layouts and datasets: zero-copy cell readers
-(`cells`) and ordered gathers across tables (`tables`)."""
+(`cells`), ordered gathers across tables (`tables`) and type predicates (`types`)."""

@@ -32,6 +32,7 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
+from stable_datasets.arrow.types import is_list_type
 from stable_datasets.dataset.combine import concatenate
 from stable_datasets.dataset.formatting import formatted_like
 from stable_datasets.dataset.in_memory import infer_column_feature
@@ -161,7 +162,7 @@ def _holds_bytes(kind: pa.DataType) -> bool:
     """Whether a stored type holds bytes anywhere (a binary column, an image, a list or struct of them)."""
     if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_fixed_size_binary(kind):
         return True
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+    if is_list_type(kind):
         return _holds_bytes(kind.value_type)
     if pa.types.is_struct(kind):
         return any(_holds_bytes(kind.field(i).type) for i in range(kind.num_fields))
@@ -169,8 +170,7 @@ def _holds_bytes(kind: pa.DataType) -> bool:
 
 
 def _is_nested(kind: pa.DataType) -> bool:
-    return pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind) or \
-        pa.types.is_struct(kind) or pa.types.is_map(kind)
+    return is_list_type(kind) or pa.types.is_struct(kind) or pa.types.is_map(kind)
 
 
 def _refuse_bytes(ds: Any, schema: pa.Schema, method: str) -> None:

@@ -23,11 +23,12 @@ from stable_datasets.cache.builds import published_path
 from stable_datasets.dataset.columns import map_folder_name
 from stable_datasets.dataset.formatting import formatted_like
 from stable_datasets.dataset.transforms import batches, call_function, input_view
+from stable_datasets.dataset.whole_floats import as_column_type, narrow_rows
 from stable_datasets.errors import ColumnNotFoundError, EncodingError, StableDatasetsError
 from stable_datasets.features.encoder import DEFAULT_BATCH_ROWS
 from stable_datasets.features.features import Features, infer_feature
 from stable_datasets.features.image import Image
-from stable_datasets.features.value import ClassLabel, Value
+from stable_datasets.features.value import ClassLabel
 from stable_datasets.features.video import Video
 from stable_datasets.identity.code import UnhashableFunction, function_identity, value_identity
 from stable_datasets.identity.fingerprint import CACHE_FORMAT_VERSION, fingerprint
@@ -246,7 +247,7 @@ class MapSource(ExampleSource):
         self.function, self.batched, self.batch_size = function, batched, batch_size
         self.with_indices, self.input_columns, self.remove = with_indices, input_columns, remove
         self.given_features, self.fn_kwargs, self.desc = given_features, fn_kwargs, desc
-        self.narrowed: list[str] = []  # set by infer_features in the process writing the part
+        self.narrowed: dict[str, pa.DataType] = {}  # set by infer_features in the process writing the part
 
     def plan_jobs(self, num_jobs: int, run: JobRunner, workdir: Path) -> SplitJobs:
         batches = max(1, math.ceil(len(self.view) / self.batch_size))
@@ -268,8 +269,7 @@ class MapSource(ExampleSource):
         """The output's features (`_output_features`); the rows held for it, and every later row (`examples`),
         get whole floats as ints in the columns that keep an integer feature."""
         features, self.narrowed = _output_features(self.source_features, examples, self.given_features)
-        for example in examples:
-            _narrow(example, self.narrowed)
+        narrow_rows(examples, self.narrowed)
         return features
 
     def empty_features(self) -> Features:
@@ -313,10 +313,14 @@ class MapSource(ExampleSource):
                     if record.skips(output, f"row {start + i}"):
                         continue
                     out_rows.extend(_rows_from_output(output, 1, False, f"for row {start + i}"))
-            for r, o in zip(in_rows, out_rows):
+            narrowed = None
+            for j, (r, o) in enumerate(zip(in_rows, out_rows)):
+                if self.narrowed and narrowed is not self.narrowed:  # (set by infer_features, maybe mid-batch)
+                    narrowed = self.narrowed
+                    narrow_rows(out_rows[j:], narrowed)  # the rest of the batch's output, a column at a time
                 # an input column keeps its place, also one removed that the function returns anew
                 kept = {k: v for k, v in r.items() if k not in remove or k in o}
-                yield position, _narrow({**kept, **o}, self.narrowed)
+                yield position, {**kept, **o}
                 position += 1
         record.close()
 
@@ -361,14 +365,6 @@ class _CallRecord:
             (Path(self.folder) / f"{self.lo}.{'none' if self.none else 'rows'}").touch()
 
 
-def _narrow(row: dict[str, Any], names: list[str]) -> dict[str, Any]:
-    """`row` with whole floats made ints in the columns `names` (in place; returned for convenience)."""
-    for name in names:
-        if _is_whole(row.get(name)):
-            row[name] = int(row[name])
-    return row
-
-
 def _without_removed(output: Any, given: dict[str, Any], remove: list[str]) -> Any:
     """As Hugging Face does: when the function hands back the dict it was given (changed in place),
     the columns to remove go too; a dict of its own keeps every column it names."""
@@ -384,16 +380,16 @@ def _output_features(source: Features, rows: list[dict[str, Any]],
     it encodes them; whole floats fit an integer column or a ClassLabel, as Arrow's safe cast takes them) and
     is inferred from the values otherwise (a changed struct, a removed column returned anew with another type,
     fractions in an int column); a new column is inferred. Also the columns whose floats become ints."""
-    out, narrowed = Features(), []
+    out, narrowed = Features(), {}
     for name in rows[0]:
         values = [r.get(name) for r in rows]
         if given is not None and name in given:
             out[name] = given[name]
         elif name in source and _fits(source[name], values, name):
             out[name] = source[name]
-        elif name in source and _fits_as_whole_numbers(source[name], values, name):
+        elif name in source and _fits_as_whole_numbers(source, name, values):
             out[name] = source[name]
-            narrowed.append(name)
+            narrowed[name] = source.arrow_schema.field(name).type
         elif name in source:  # values of mixed kinds have no type of their own: the encoder names the bad row
             out[name] = _inferred_or(name, rows, source[name])
         else:
@@ -420,22 +416,13 @@ def _fits(feature: Any, values: list[Any], name: str) -> bool:
     return True
 
 
-def _is_whole(value: Any) -> bool:
-    return isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer()
-
-
-def _fits_as_whole_numbers(feature: Any, values: list[Any], name: str) -> bool:
-    """Whole floats (`1.0`) for an integer column or a ClassLabel, which they fit once made ints (a ClassLabel
-    is kept for any ints: an id out of its range is an error, as in Hugging Face)."""
-    integral = isinstance(feature, ClassLabel) or (isinstance(feature, Value) and feature.dtype.startswith(("int",
-                                                                                                            "uint")))
-    if not integral or not all(v is None or _is_whole(v) or isinstance(v, (int, np.integer)) for v in values):
-        return False
-    return isinstance(feature, ClassLabel) or _fits(feature, _as_ints(values), name)
-
-
-def _as_ints(values: list[Any]) -> list[Any]:
-    return [int(v) if _is_whole(v) else v for v in values]
+def _fits_as_whole_numbers(source: Features, name: str, values: list[Any]) -> bool:
+    """Whole floats where column `name` holds ints, at any depth (`1.0`, `[1.0, 2.0]`, `{"a": [1.0]}`), which it
+    takes once they are cast (`dataset.whole_floats`); a ClassLabel is kept for any ints (an id out of its range is
+    an error, as in Hugging Face)."""
+    feature = source[name]
+    cast = as_column_type(values, source.arrow_schema.field(name).type)
+    return cast is not None and (isinstance(feature, ClassLabel) or _fits(feature, cast, name))
 
 
 def _inferred(name: str, rows: list[dict[str, Any]]) -> Any:

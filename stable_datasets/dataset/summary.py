@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from stable_datasets.arrow.types import is_list_type
 from stable_datasets.features.image import Image
 from stable_datasets.features.sequence import Sequence
 from stable_datasets.features.value import ClassLabel, Value
@@ -87,8 +88,7 @@ def column_stats(column: pa.ChunkedArray | pa.Array, feature: Any) -> dict[str, 
         return stats | _numeric(present.to_numpy(zero_copy_only=False))
     if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
         return stats | _lengths("text", pc.utf8_length(array))
-    if isinstance(feature, Sequence) or pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) \
-            or pa.types.is_fixed_size_list(arrow_type):
+    if isinstance(feature, Sequence) or is_list_type(arrow_type):
         return stats | _lengths("sequence", pc.list_value_length(array))
     if isinstance(feature, Value) and (pa.types.is_binary(arrow_type) or pa.types.is_large_binary(arrow_type)):
         return stats | _lengths("bytes", pc.binary_length(array))

@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from stable_datasets.arrow.types import is_list_type
 from stable_datasets.features.array import _ArrayND
 from stable_datasets.features.base import FeatureType
 from stable_datasets.features.features import Features
@@ -197,23 +198,19 @@ def dropped_field(column: Any, target: pa.DataType, at: str = "") -> str | None:
                 elif (found := dropped_field(child, wanted[name], path)) is not None:
                     return found
         return None
-    if _is_list(source) and _is_list(target):
+    if is_list_type(source) and is_list_type(target):
         for chunk in chunks:
             if (found := dropped_field(chunk.flatten(), target.value_type, at)) is not None:
                 return found
     return None
 
 
-def _is_list(arrow_type: pa.DataType) -> bool:
-    return pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type) or pa.types.is_fixed_size_list(arrow_type)
-
-
 def _nested(arrow_type: pa.DataType) -> bool:
-    return pa.types.is_struct(arrow_type) or _is_list(arrow_type)
+    return pa.types.is_struct(arrow_type) or is_list_type(arrow_type)
 
 
 def _leaf_values(array: pa.Array) -> pa.Array:
-    while _is_list(array.type):
+    while is_list_type(array.type):
         array = array.flatten()
     return array
 

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from stable_datasets.arrow.types import is_list_type
 from stable_datasets.errors import EncodingError
 from stable_datasets.features.array import _ArrayND
 from stable_datasets.features.base import FeatureType
@@ -155,8 +156,7 @@ def _fixed_from_nested(feature: _ArrayND, column: pa.ChunkedArray) -> pa.Chunked
     for chunk in column.chunks:
         values: pa.Array = chunk
         for size in feature.shape:
-            if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)
-                    or pa.types.is_fixed_size_list(values.type)) or values.null_count:
+            if not is_list_type(values.type) or values.null_count:
                 return None
             lengths = pc.list_value_length(values)
             if len(values) and (pc.min(lengths).as_py() != size or pc.max(lengths).as_py() != size):

@@ -2,16 +2,17 @@
 
 Each source gets an exact number of draws per epoch (as mosaicml-streaming's `Stream` derives them):
 
-- `choose=n`: n draws; `repeat=r`: round(r x the source's rows) draws;
-- `proportion=p`: p / sum(proportions) of `epoch_size` (default: all sources' rows), rounded so that
-  the counts add up to `epoch_size` exactly (largest remainders get the spare draws);
+- `choose=n`: n draws; `repeat=r`: int(r x the source's rows) draws (truncated, as mosaic's `int()`);
+- `proportion=p`: p / sum(proportions) of `epoch_size` (default: all sources' rows);
 - relative (`proportion`) and absolute (`repeat`/`choose`) cannot be mixed; a source with neither in
   an absolute mix is read once (`repeat=1`). At most one of the three per source;
-- `epoch_size` alone (no `proportion`, `repeat` or `choose`): each source's share of `epoch_size` by its
-  rows, exactly as mosaicml-streaming's `Stream.apply_weights` derives it: floor(epoch_size x rows / all
-  rows), then the draws still missing go to that many distinct sources picked by
-  `numpy.random.default_rng(seed).choice(sources, missing, replace=False)` (so the same seed gives mosaic's
-  counts; `proportion` keeps its largest-remainder rounding, which needs no seed).
+- `epoch_size` alone (no `proportion`, `repeat` or `choose`): each source's share of `epoch_size` by its rows;
+- `epoch_size=0` is no epoch size (mosaic's `if epoch_size:`).
+
+A share (of `proportion` or of `epoch_size` alone) is derived exactly as mosaicml-streaming's
+`Stream.apply_weights` derives it: floor(epoch_size x weight / all weights) in float64, then the draws still
+missing go one each to distinct sources picked by `numpy.random.default_rng(seed).choice(sources, missing,
+replace=False)`, so the same seed (mosaic's `shuffle_seed`) gives mosaic's counts.
 
 The sources are shuffled together by the seed without a per-row or per-block array: the epoch is cut
 into blocks of 1,000 positions, and how many draws of each source fall in each block comes from a
@@ -38,8 +39,9 @@ from stable_datasets.streaming.seeds import check_seed, fresh_seed
 BLOCK = 1000
 NODE_CACHE = 4096  # tree nodes kept (the path to a block is about 20 of them)
 HYPERGEOMETRIC_LIMIT = 10**9  # numpy's multivariate hypergeometric refuses more draws than this
-PLAN_VERSION = 3  # 1: a sequential split per block; 2: an unshuffled partial pass read the first rows every epoch
-#: (states saved with an older plan are refused, not reinterpreted)
+PLAN_VERSION = 4  # 1: a sequential split per block; 2: an unshuffled partial pass read the first rows every epoch;
+#: 3: repeat= rounded and proportion= gave its spare draws to the largest remainders (states saved with an older
+#: plan are refused, not reinterpreted)
 
 
 def _per_source(values: Any, name: str, count: int) -> list[Any]:
@@ -51,10 +53,20 @@ def _per_source(values: Any, name: str, count: int) -> list[Any]:
     return values
 
 
+def _shares(total: int, weights: np.ndarray, seed: int) -> np.ndarray:
+    """`total` draws split by `weights` as mosaicml-streaming's `Stream.apply_weights` splits them: each source's
+    float share truncated, then the draws still missing (fewer than the sources) one each to distinct sources
+    picked by `numpy.random.default_rng(seed).choice(sources, missing, replace=False)`."""
+    counts = (total * (weights / weights.sum())).astype(np.int64)
+    spare = total - int(counts.sum())
+    counts[np.random.default_rng(seed).choice(len(weights), spare, replace=False)] += 1
+    return counts
+
+
 def epoch_counts(lengths: Sequence[int], proportion: Any = None, repeat: Any = None, choose: Any = None,
                  epoch_size: int | None = None, seed: int = 0) -> np.ndarray:
     """Each source's number of draws per epoch (see the module docstring), or a clear error. `seed` picks the
-    sources that get the spare draws of an `epoch_size` given alone (as mosaic's `shuffle_seed` does)."""
+    sources that get the spare draws of a relative split (as mosaic's `shuffle_seed` does)."""
     n = len(lengths)
     given = {"proportion": _per_source(proportion, "proportion", n), "repeat": _per_source(repeat, "repeat", n),
              "choose": _per_source(choose, "choose", n)}
@@ -78,6 +90,7 @@ def epoch_counts(lengths: Sequence[int], proportion: Any = None, repeat: Any = N
     if epoch_size is not None and (isinstance(epoch_size, bool) or int(epoch_size) != epoch_size or epoch_size < 0):
         raise ValueError(f"epoch_size must be a whole number >= 0, got {epoch_size!r}")
     rows = np.asarray([int(x) for x in lengths], dtype=np.int64)
+    epoch_size = int(epoch_size) if epoch_size else None  # mosaic's `if epoch_size:`: 0 is no epoch size
     if relative:
         if len(relative) != n:
             missing = [i for i in range(n) if i not in relative]
@@ -85,25 +98,19 @@ def epoch_counts(lengths: Sequence[int], proportion: Any = None, repeat: Any = N
         weights = np.asarray(given["proportion"], dtype=np.float64)
         if weights.sum() <= 0:
             raise ValueError(f"proportions must sum to more than 0, got {weights.tolist()}")
-        total = int(rows.sum() if epoch_size is None else epoch_size)
-        exact = weights / weights.sum() * total
-        counts = np.floor(exact).astype(np.int64)
-        spare = total - int(counts.sum())
-        counts[np.argsort(-(exact - counts), kind="stable")[:spare]] += 1
+        counts = _shares(int(rows.sum()) if epoch_size is None else epoch_size, weights, seed)
     elif not absolute and epoch_size is not None:
         if rows.sum() <= 0:
             raise ValueError(f"epoch_size={epoch_size} is split by the datasets' rows, and they have none")
-        counts = (int(epoch_size) * (rows / rows.sum())).astype(np.int64)  # mosaic's float product, truncated
-        spare = int(epoch_size) - int(counts.sum())
-        counts[np.random.default_rng(seed).choice(n, spare, replace=False)] += 1
+        counts = _shares(epoch_size, rows.astype(np.float64), seed)
     else:
         if epoch_size is not None:
             raise ValueError("epoch_size goes with proportion (or alone); with repeat/choose the epoch size follows "
                              "from them")
         counts = rows.copy()
         for i in range(n):
-            if given["repeat"][i] is not None:
-                counts[i] = round(float(given["repeat"][i]) * int(rows[i]))
+            if given["repeat"][i] is not None:  # mosaic's int(repeat * rows): truncated, in mosaic's arithmetic
+                counts[i] = int(given["repeat"][i] * rows[i])
             elif given["choose"][i] is not None:
                 counts[i] = int(given["choose"][i])
     empty = [i for i in range(n) if counts[i] > 0 and rows[i] == 0]

@@ -251,7 +251,10 @@ def merge_worker_states(loader_state: dict[str, Any]) -> dict[str, Any]:
     Each worker's state counts the rows it served. When the stream dealt units of the loader's batch size
     (`loader_batch_size=` equal to its `batch_size`), the batches the loop received are a prefix of the
     rank's rows, so their sum is the rank's position, and the global position follows (lockstep ranks).
-    Otherwise the rows received are no prefix and the merge is refused, saying why."""
+    Otherwise the rows received are no prefix and the merge is refused, saying why. A state saved after the loop
+    ended (torchdata's `_iterator_finished`: the loader reached StopIteration) is the next epoch at its start, as
+    torchdata resumes it (a fresh loader serves that epoch whole); one saved after the last batch but before the
+    StopIteration is the finished epoch's end, an empty pass, as torchdata's is."""
 
     snapshot = loader_state.get("_snapshot") if isinstance(loader_state, dict) else None
     snapshots = snapshot.get("_worker_snapshots") if isinstance(snapshot, dict) else None
@@ -274,6 +277,11 @@ def merge_worker_states(loader_state: dict[str, Any]) -> dict[str, Any]:
     if any(other != mine[0] for other in mine[1:]):
         raise StateError("cannot merge: the worker states were saved by different streams (their datasets, orders "
                          "or lanes differ)")
+    merged = {k: v for k, v in states[0].items() if k != "worker"}
+    if loader_state.get("_iterator_finished") is True:  # saved after the loop's StopIteration: the next epoch whole
+        merged.pop("lanes", None)  # (an epoch's start names no lanes: any lanes do)
+        merged["epoch"], merged["consumed"] = shared["epoch"] + 1, 0
+        return seal(merged)
     length, start, unit = states[0]["num_rows"], shared["start"], units.pop()
     total = sum(int(w["rows"]) for w in workers)
     count = rows_per_rank(length, shared["world_size"], bool(states[0].get("drop_last")), start)
@@ -282,7 +290,6 @@ def merge_worker_states(loader_state: dict[str, Any]) -> dict[str, Any]:
         raise StateError(f"cannot merge exactly: the workers served {[w['rows'] for w in workers]} rows, which is not "
                          f"a prefix of the rank's rows dealt in units of {unit}; pass loader_batch_size= equal to the "
                          "loader's batch_size to the stream")
-    merged = {k: v for k, v in states[0].items() if k != "worker"}
     merged["epoch"], merged["consumed"] = shared["epoch"], consumed_after(length, start, shared["world_size"], total)
     return seal(merged)
 

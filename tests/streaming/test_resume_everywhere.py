@@ -224,6 +224,104 @@ def test_a_loader_state_taken_after_exhaustion_resumes_at_the_next_epoch(loader,
     assert two != one, "the next pass served the finished epoch's order again"
 
 
+class _TorchdataStyleStream(torch.utils.data.IterableDataset):
+    """A stream written as torchdata's own tests write one (position and epoch in state_dict; a pass that runs to
+    its end moves to the next epoch, shuffled by it): the oracle for what a StatefulDataLoader state means."""
+
+    def __init__(self, n: int = 24):
+        self.n, self.epoch, self.position = n, 0, 0
+
+    def __iter__(self):
+        info = torch.utils.data.get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
+        mine = torch.randperm(self.n, generator=torch.Generator().manual_seed(self.epoch)).tolist()[worker::workers]
+        while self.position < len(mine):
+            self.position += 1
+            yield {"id": mine[self.position - 1]}
+        self.epoch, self.position = self.epoch + 1, 0
+
+    def state_dict(self):
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state):
+        self.epoch, self.position = state["epoch"], state["position"]
+
+
+def _exhausted_states(make_loader):
+    """(the first pass's row ids, the state saved after its last batch, before the StopIteration; the state saved
+    after the loop ended; the same loader's next pass)."""
+    loader = make_loader()
+    first, before_stop = [], None
+    for batch in loader:
+        first += batch_ids(batch)
+        before_stop = json_round_trip(loader.state_dict())
+    after_stop = json_round_trip(loader.state_dict())
+    return first, before_stop, after_stop, [i for batch in loader for i in batch_ids(batch)]
+
+
+@pytest.mark.parametrize("workers", [0, 1, 2])
+def test_a_stateful_loader_state_after_exhaustion_means_what_torchdata_says(workers, data_dir):
+    """torchdata's own TestEndOfEpochBehavior and TestMultiEpochState: a StatefulDataLoader state saved after the
+    loop ended serves the next epoch whole (in that epoch's order); one saved after the last batch, before the
+    StopIteration, serves nothing, then the next epoch. Checked on a stream written as torchdata's tests write one
+    (the oracle) and on ours, each loaded into a fresh StatefulDataLoader of the same num_workers, and ours also
+    into a fresh stream and a fresh StreamingDataLoader (the merged worker states).
+
+    Was a bug with workers (1 and 2): loaded into a stream or a StreamingDataLoader, the state saved after the
+    loop ended served an empty epoch (the workers' states said every row of epoch 0 was served; torchdata's
+    `_iterator_finished` was not read)."""
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+
+    def ours():
+        return _with_loader_batch(CONFIGS["shuffle"](data_dir), 4)
+
+    def ids(loader_or_stream):
+        return [i for item in loader_or_stream for i in (batch_ids(item) if isinstance(item, list) else [row_id(item)])]
+
+    # the oracle keeps its workers (as torchdata's multi-epoch test does): a fresh worker copy would restart epoch 0
+    for make_stream, persistent in ((_TorchdataStyleStream, workers > 0), (ours, False)):
+        def make_loader(make_stream=make_stream, persistent=persistent):
+            return stateful.StatefulDataLoader(make_stream(), batch_size=4, num_workers=workers, collate_fn=list,
+                                               persistent_workers=persistent)
+
+        first, before_stop, after_stop, second = _exhausted_states(make_loader)
+        assert sorted(first) == sorted(second) == list(range(24)) and second != first
+        for state, passes in ((after_stop, [second]), (before_stop, [[], second])):
+            fresh = make_loader()
+            fresh.load_state_dict(state)
+            assert [ids(fresh) for _ in passes] == passes
+            if make_stream is ours:  # the loader's state loaded into a stream, and into our loader
+                stream = ours()
+                stream.load_state_dict(state)
+                assert [ids(stream) for _ in passes] == passes
+                loader = StreamingDataLoader(ours(), batch_size=4, num_workers=workers, collate_fn=list)
+                loader.load_state_dict(state)
+                assert [ids(loader) for _ in passes] == passes
+
+
+@pytest.mark.parametrize("config", ["mix_probabilities", "json_files_shuffled", "mix_sized"])
+def test_a_stateful_loader_state_after_exhaustion_loads_into_a_stream_as_the_next_epoch(config, data_dir):
+    """As above for mixes and file streams, 2 workers: loaded into a fresh stream, the state saved after the loop
+    ended serves epoch 1 whole, row for row as a stream that read epoch 0 to its end serves it (the rows of the
+    loader's next pass; a file stream's workers deal whole files, so the loader's order is its own), and the one
+    saved before the StopIteration an empty pass, then epoch 1."""
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+
+    def make_loader():
+        return stateful.StatefulDataLoader(_with_loader_batch(CONFIGS[config](data_dir), 4), batch_size=4,
+                                           num_workers=2, collate_fn=list)
+
+    first, before_stop, after_stop, loader_second = _exhausted_states(make_loader)
+    reference = CONFIGS[config](data_dir)
+    assert [row_id(r) for r in reference] != []
+    second = [row_id(r) for r in reference]  # epoch 1
+    assert second != first and sorted(second) == sorted(loader_second)
+    for state, passes in ((after_stop, [second]), (before_stop, [[], second])):
+        stream = CONFIGS[config](data_dir)
+        stream.load_state_dict(state)
+        assert [[row_id(r) for r in stream] for _ in passes] == passes
+
+
 def _stateful_states(config, workers, data_dir):
     """Row ids of a StatefulDataLoader's pass (batches of 4) and its state after each batch."""
     stateful = pytest.importorskip("torchdata.stateful_dataloader")
