@@ -33,7 +33,7 @@ import numpy as np
 #: positions each segment records
 SEGMENT = 1024
 #: steps a segment takes from its guessed counts before it records
-WARM_UP = 256
+WARM_UP = 128
 #: segments stepped together (bounds memory: a few sources x WINDOW float64 arrays)
 WINDOW = 16384
 
@@ -56,7 +56,7 @@ def blending_indices(shares: Sequence[float], size: int, *, segment: int = SEGME
     first = int(np.argmax(w))  # position 0: t = max(0, 1) = 1 and no counts, so the largest share (first on a tie)
     dataset_index[0], counts[first] = first, 1.0
     position = 1
-    segment = max(1, min(segment, size // 64))  # small blends: shorter segments, fewer lockstep steps
+    segment = max(1, min(segment, max(64, size // 4096)))  # smaller blends: about 4,096 shorter segments
     while position < size:
         end = min(size, position + window * segment)
         _fill(w, counts, position, end, segment, warm_up, dataset_index, dataset_sample_index)
@@ -109,25 +109,34 @@ def _guess(w: np.ndarray, positions: np.ndarray) -> np.ndarray:
 def _step(w: np.ndarray, counts: np.ndarray, positions: np.ndarray, steps: int, chosen: np.ndarray | None = None,
           taken: np.ndarray | None = None) -> None:
     """`steps` greedy steps of every column of `counts` (sources x segments) at once, from `positions`
-    (all >= 1), in Megatron-Core's float64 arithmetic; choices and samples taken go to row j of `chosen`/`taken`."""
+    (all >= 1), in Megatron-Core's float64 arithmetic; choices and samples taken go to row j of `chosen`/`taken`.
+
+    Dense arithmetic only (masked copies and `np.where` on a random mask cost ~20x a dense operation): the
+    largest error, then each source's hit = (its error is the largest and no source before it was hit), which
+    is Megatron-Core's strict `>` scan with the first source keeping a tie."""
     shares = w[:, None]
     t = positions.astype(np.float64)  # each column's max(k, 1) (positions start at 1; +1.0 stays exact below 2^53)
     error = np.empty_like(counts)
-    best = np.empty(counts.shape[1], dtype=np.float64)
-    pick = np.empty(counts.shape[1], dtype=np.int16)
-    got = np.empty(counts.shape[1], dtype=np.float64)
-    wins = np.empty(counts.shape[1], dtype=bool)
+    best, hit, spare, pick, got, left = (np.empty(counts.shape[1], dtype=np.float64) for _ in range(6))
+    last = len(w) - 1
     for j in range(steps):
         np.multiply(shares, t, out=error)
         np.subtract(error, counts, out=error)
-        best[:], pick[:], got[:] = error[0], 0, counts[0]
-        for d in range(1, len(w)):  # strictly greater replaces: the first source keeps a tie
-            np.greater(error[d], best, out=wins)
-            np.copyto(best, error[d], where=wins)
-            np.copyto(pick, d, where=wins)
-            np.copyto(got, counts[d], where=wins)
+        np.max(error, axis=0, out=best)
+        left.fill(1.0)
+        pick.fill(0.0)
+        got.fill(0.0)
         for d in range(len(w)):
-            np.add(counts[d], pick == d, out=counts[d])
+            np.equal(error[d], best, out=hit)
+            hit *= left  # a source before this one already holds the tie
+            if d < last:
+                left -= hit
+            np.multiply(hit, counts[d], out=spare)
+            got += spare
+            counts[d] += hit
+            if d:
+                np.multiply(hit, float(d), out=spare)
+                pick += spare
         if chosen is not None:
             chosen[j], taken[j] = pick, got
         t += 1.0
