@@ -8,7 +8,7 @@ differ from every largest-remainder rounding at a large share of positions), but
 count vectors at the same position, both summing to the position, choose their way onto the same counts within a
 few to a few hundred steps (the errors live in a bounded region that holds one count vector per position).
 
-So the positions are cut into segments that step together, one numpy operation per step for all of them:
+So the positions are cut into segments that step together, each step a few dense numpy operations over all of them:
 
 - the first segment starts from the exact counts; every other one starts `warm_up` positions before its own start
   from a guess (the largest-remainder rounding of w x position) and steps through the warm-up without recording;
