@@ -62,8 +62,11 @@ class GPTSFTPackedParquetBlendDataset:
 
     def indices(self) -> list[tuple[int, int]]:
         """(source, pack row within the source) of every blend position: what a seed decides."""
-        return [(int(d), int(self.datasets[d].samples_mapping[s]))
-                for d, s in zip(self.dataset_index, self.dataset_sample_index)]
+        rows = np.empty(len(self), dtype=np.int64)
+        for d, dataset in enumerate(self.datasets):  # one numpy gather per source, not a step per position
+            at = self.dataset_index == d
+            rows[at] = dataset.samples_mapping[self.dataset_sample_index[at]]
+        return list(zip(self.dataset_index.tolist(), rows.tolist()))
 
     def __getitem__(self, idx: int) -> dict[str, list[int]]:
         padding = idx < 0

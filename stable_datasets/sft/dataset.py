@@ -1,4 +1,5 @@
-"""`PackedSFTDataset`: packs from our caches, Megatron-Bridge Parquet files or NeMo .npy files.
+"""`PackedSFTDataset`: packs from our caches, Megatron-Bridge Parquet files, packed indexed `.bin`/`.idx` pairs
+(the sign-bit variant, named by prefix) or NeMo .npy files.
 
 `ds[i]` returns `{"input_ids", "seq_boundaries", "loss_mask"}` as numpy arrays: slices of
 decoded row groups or memory-mapped batches, never per-token Python objects. A negative
@@ -28,6 +29,7 @@ from stable_datasets.errors import StableDatasetsError
 from stable_datasets.layouts.parquet_shards import ParquetRowGroups
 from stable_datasets.sft.adopt import adopted, wants_adoption
 from stable_datasets.sft.collate import collate_packed
+from stable_datasets.sft.indexed_packs import PackedIndexedRows, half_pair, indexed_pairs_in, indexed_prefix
 from stable_datasets.sft.parquet_pages import PACK_ID, PAGE_MIN_GROUP_ROWS, PackPages, datafusion_available
 from stable_datasets.sft.validate import BlockChecks, row_fault
 from stable_datasets.streaming.source import block_bounds_of
@@ -62,7 +64,9 @@ class PackedFilesNotFoundError(PackedFilesError, FileNotFoundError):
 
 
 def _resolve_files(paths: Any, storage_options: dict[str, Any] | None = None) -> tuple[str, list[Path]]:
-    """("cache", [dir]) / ("parquet", files) / ("npy", files) from a path, folder, glob or list.
+    """("cache", [dir]) / ("parquet", files) / ("npy", files) / ("indexed", prefixes) from a path, folder, glob or
+    list. A packed indexed pair (sft/indexed_packs.py) is named by its prefix, its `.bin` or its `.idx`; a folder
+    of such pairs (and no Parquet or .npy files) gives them all, sorted.
 
     A path that exists is taken literally even when it has glob characters (`shard_[01].parquet`).
     URLs (`s3://`, `https://`, ...; a prefix or a glob too) are read from local verified copies
@@ -77,28 +81,37 @@ def _resolve_files(paths: Any, storage_options: dict[str, Any] | None = None) ->
     except RemoteInputNotFoundError as exc:
         raise PackedFilesNotFoundError(str(exc)) from None
     files: list[Path] = []
+    prefixes: set[Path] = set()  # packed indexed pairs, named by prefix
     for item in items:
         path = Path(item)
         if (path / "_metadata.json").is_file():
             return "cache", [path]
         if path.is_dir():
             found = sorted(path.glob("*.parquet")) or sorted(path.glob("*.pq")) or sorted(path.glob("*.npy"))
+            if not found and (pairs := [Path(p) for p in indexed_pairs_in(path)]):
+                prefixes.update(pairs)
+                found = pairs
             if not found:
-                raise PackedFilesNotFoundError(f"folder {path} holds no .parquet, .pq or .npy packed files "
-                                               "and no stable-datasets cache")
+                raise PackedFilesNotFoundError(f"folder {path} holds no .parquet, .pq or .npy packed files, no "
+                                               "packed indexed .bin/.idx pair and no stable-datasets cache")
             files.extend(found)
-        elif path.is_file():
+        elif (prefix := indexed_prefix(path)) is not None:
+            prefixes.add(Path(prefix))
+            files.append(Path(prefix))
+        elif path.is_file() and half_pair(path) is None:
             files.append(path)
         elif (matched := glob_pattern(str(item))) is not None:
             if not matched:
                 raise PackedFilesNotFoundError(f"no files match the pattern {item}")
             files.extend(sorted(Path(p) for p in matched))
         else:
-            raise PackedFilesNotFoundError(f"packed file {item} does not exist")
-    kinds = {"npy" if f.suffix == ".npy" else "parquet" for f in files}
+            raise PackedFilesNotFoundError(half_pair(path) or f"packed file {item} does not exist (looked for a file, "
+                                           f"a folder, a pattern and a packed indexed pair {item}.bin + .idx)")
+    kinds = {"indexed" if f in prefixes else "npy" if f.suffix == ".npy" else "parquet" for f in files}
     if len(kinds) != 1:
-        raise PackedFilesError(f"mix of .npy and Parquet files: {[str(f) for f in files]}")
-    return kinds.pop(), files
+        raise PackedFilesError(f"mix of .npy, Parquet and packed indexed files: {[str(f) for f in files]}")
+    kind = kinds.pop()
+    return kind, list(dict.fromkeys(files)) if kind == "indexed" else files  # x.bin and x.idx: one pair
 
 
 def _read_metadata_file(path: Path) -> list[dict[str, Any]] | None:
@@ -265,8 +278,8 @@ class PackedSFTDataset:
             if kind == "cache":
                 self._source = _CacheRows(open_cache(files[0]))
                 found_metadata = self._source.pack_metadata
-            elif kind == "npy":
-                self._source = _NpyPacks(files, allow_pickle)
+            elif kind in ("npy", "indexed"):  # flat arrays, or memory-mapped sign-bit .bin/.idx pairs
+                self._source = _NpyPacks(files, allow_pickle) if kind == "npy" else PackedIndexedRows(files)
             elif wants_adoption(files, adopt):  # large row groups, no pack_id: a cache made once (sft/adopt.py)
                 self._source = _CacheRows(adopted(files))
             else:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import os
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,8 +29,8 @@ from stable_datasets.errors import StableDatasetsError
 from stable_datasets.megatron.indexed import IndexedDataset, IndexedWriter
 from stable_datasets.sft.collate import collate_packed
 
-__all__ = ["PackedIndexedDataset", "PackedIndexedError", "decode_packed_tokens", "encode_packed_tokens",
-           "write_packed_indexed"]
+__all__ = ["PackedIndexedDataset", "PackedIndexedError", "PackedIndexedRows", "decode_packed_tokens",
+           "encode_packed_tokens", "indexed_pairs_in", "indexed_prefix", "write_packed_indexed"]
 
 SIGN_BIT = np.int64(1) << 31
 ID_LIMIT = int(SIGN_BIT)  # ids must stay below the sign bit
@@ -131,12 +132,64 @@ class PackedIndexedDataset:
     def __getitem__(self, idx: int) -> dict[str, np.ndarray]:
         if not -len(self) <= idx < len(self):
             raise IndexError(f"pack {idx} is out of range for {len(self)} packs ({self.indexed.path_prefix})")
-        idx %= len(self)
+        row = self.row(idx % len(self))
+        starts = row["seq_start_id"]
+        return {"input_ids": row["input_ids"], "seq_boundaries": np.append(starts, len(row["input_ids"])),
+                "loss_mask": row["loss_mask"]}
+
+    def row(self, idx: int) -> dict[str, np.ndarray]:
+        """Pack `idx` (0 <= idx < len) as a packed Parquet row stores it: `input_ids`, `loss_mask`,
+        `seq_start_id`."""
         first, last = int(self.indexed.document_indices[idx]), int(self.indexed.document_indices[idx + 1])
         ids, mask = decode_packed_tokens(self.indexed.tokens(first, last))
-        lengths = self.indexed.sequence_lengths[first:last].astype(np.int64)
-        return {"input_ids": ids, "seq_boundaries": np.concatenate([[0], np.cumsum(lengths)]), "loss_mask": mask}
+        starts = np.zeros(last - first, dtype=np.int64)
+        np.cumsum(self.indexed.sequence_lengths[first:last - 1], out=starts[1:])
+        return {"input_ids": ids, "loss_mask": mask, "seq_start_id": starts}
 
     def collate_fn(self, batch: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """`collate_packed(batch, **collate_options)`: the batch the same packs give from Parquet."""
         return collate_packed(batch, **self.collate_options)
+
+
+class PackedIndexedRows:
+    """The packs of one or more packed indexed prefixes, end to end, as the stored rows `PackedSFTDataset` reads
+    (`row(i)`, `num_rows`): so a Megatron-Bridge config naming an indexed prefix opens as packs, the same class
+    and collate as Parquet. Every pack was checked when its files opened (`PackedIndexedDataset`), and the sign-bit
+    encoding admits no other fault, so `bad_packs()` flags none."""
+
+    def __init__(self, prefixes: Sequence[str | os.PathLike]):
+        self.paths = [os.fspath(p) for p in prefixes]
+        self.files = [PackedIndexedDataset(p) for p in self.paths]
+        self.starts = np.cumsum([0] + [len(f) for f in self.files]).astype(np.int64)
+        self.num_rows = int(self.starts[-1])
+
+    def row(self, index: int) -> dict[str, np.ndarray]:
+        f = int(np.searchsorted(self.starts, index, side="right")) - 1
+        return self.files[f].row(index - int(self.starts[f]))
+
+    def bad_packs(self) -> np.ndarray:
+        return np.zeros(self.num_rows, dtype=bool)
+
+
+def indexed_prefix(path: str | os.PathLike) -> str | None:
+    """The prefix of the local packed indexed pair `path` names (`x`, `x.bin` or `x.idx`), or None when there is
+    no such pair."""
+    text = os.fspath(path)
+    stem = text[:-4] if text.lower().endswith((".bin", ".idx")) else text
+    return stem if os.path.isfile(stem + ".bin") and os.path.isfile(stem + ".idx") else None
+
+
+def indexed_pairs_in(folder: str | os.PathLike) -> list[str]:
+    """Prefixes of the `.bin`/`.idx` pairs in `folder`, sorted."""
+    return sorted(p for p in (indexed_prefix(f) for f in Path(folder).glob("*.idx")) if p is not None)
+
+
+def half_pair(path: str | os.PathLike) -> str | None:
+    """What is missing when `path` names half of a pair (`x.bin` without `x.idx`, or the reverse), else None."""
+    text = os.fspath(path)
+    stem = text[:-4] if text.lower().endswith((".bin", ".idx")) else text
+    present = [os.path.isfile(stem + ".bin"), os.path.isfile(stem + ".idx")]
+    if present.count(True) != 1:
+        return None
+    have, missing = (".bin", ".idx") if present[0] else (".idx", ".bin")
+    return f"{stem}{have} exists but {stem}{missing} is missing (a packed indexed pair needs both)"

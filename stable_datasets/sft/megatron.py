@@ -26,6 +26,7 @@ import numpy as np
 
 from stable_datasets.builder.data_files import glob_pattern
 from stable_datasets.sft.dataset import PackedFilesError, PackedFilesNotFoundError, PackedSFTDataset
+from stable_datasets.sft.indexed_packs import half_pair, indexed_pairs_in, indexed_prefix
 from stable_datasets.sft.validate import row_fault
 
 __all__ = ["GPTSFTPackedParquetDataset", "GPTSFTPackedParquetMultiShardDataset", "REQUIRED_COLUMNS",
@@ -106,9 +107,10 @@ class GPTSFTPackedParquetDataset(PackedSFTDataset):
     """Megatron-Bridge's `GPTSFTPackedParquetDataset`: items as Python lists, Megatron's arguments.
 
     `file_path` is a `.parquet`/`.pq` file, a glob, a folder, or a list of them (a `.npy` pack
-    file or one of our caches also works: `PackedSFTDataset` reads them). `tokenizer` needs an
-    `eos_id` (what the collate pads labels with). A negative `idx` is a padding sample: the
-    pack `len(self) + idx` with an all-zero loss mask, also with `max_num_samples`.
+    file, a packed indexed `.bin`/`.idx` prefix or a folder of such pairs, or one of our caches
+    also works: `PackedSFTDataset` reads them). `tokenizer` needs an `eos_id` (what the collate
+    pads labels with). A negative `idx` is a padding sample: the pack `len(self) + idx` with an
+    all-zero loss mask, also with `max_num_samples`.
     """
 
     def __init__(self, file_path: Any, tokenizer: Any, return_cu_seqlen: bool = True, pad_cu_seqlens: bool = False,
@@ -156,13 +158,23 @@ _READER_OPTIONS = frozenset({"allow_pickle", "eos_id", "legacy_keys", "cache_row
 
 
 def _is_special(spec: Any) -> bool:
-    """Specs PackedSFTDataset resolves itself: .npy files, our caches, remote URLs."""
+    """Specs PackedSFTDataset resolves itself: .npy files, our caches, remote URLs, packed indexed pairs (a prefix,
+    its .bin or .idx, or a folder of pairs)."""
     items = spec if isinstance(spec, (list, tuple)) else [spec]
     for item in items:
         text = str(item)
-        if text.endswith(".npy") or "://" in text or (Path(text) / "_metadata.json").is_file():
+        if text.endswith(".npy") or "://" in text or (Path(text) / "_metadata.json").is_file() or _indexed(text):
             return True
     return False
+
+
+def _indexed(text: str) -> bool:
+    """A packed indexed pair or half of one (PackedSFTDataset names what is missing), or a folder holding pairs and
+    no Parquet files."""
+    path = Path(text)
+    if path.is_dir():
+        return not any(p.suffix.lower() in _SUFFIXES for p in path.iterdir()) and bool(indexed_pairs_in(path))
+    return indexed_prefix(path) is not None or half_pair(path) is not None
 
 
 class GPTSFTPackedParquetMultiShardDataset:
@@ -204,9 +216,11 @@ def create_sft_dataset(path: str | Path, tokenizer: Any, seq_length: int = 2048,
     """Megatron-Bridge's factory: packed `.parquet`/`.pq` (file, glob or folder) or `.npy` -> the packed
     dataset with `max_seq_length=seq_length`. Unpacked JSONL is refused with what to use instead."""
     text = str(path)
-    packed = text.lower().endswith((".parquet", ".pq", ".npy")) or Path(text).is_dir() or glob_pattern(text)
+    packed = text.lower().endswith((".parquet", ".pq", ".npy")) or Path(text).is_dir() or glob_pattern(text) \
+        or _indexed(text)
     if not packed:
-        raise ValueError(f"create_sft_dataset: {text} is not packed SFT data (.parquet, .pq or .npy packs); "
+        raise ValueError(f"create_sft_dataset: {text} is not packed SFT data (.parquet, .pq or .npy packs, or a "
+                         "packed indexed .bin/.idx prefix); "
                          "unpacked chat or prompt/completion JSONL is tokenized and packed by this library's 'sft' "
                          "builder: sds.load_dataset('sft', data_files=..., packing=PackingConfig(pack_size=...)), then "
                          "PackedSFTDataset(ds)")

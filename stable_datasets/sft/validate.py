@@ -131,6 +131,13 @@ class FlatPacks(Protocol):
     values: dict[str, np.ndarray]
 
 
+@runtime_checkable
+class CheckedWhole(Protocol):
+    """Packs checked whole when their files opened (packed indexed pairs): one flag per pack already."""
+
+    def bad_packs(self) -> np.ndarray: ...
+
+
 class BlockChecks:
     """Flags of the blocks read so far (per dataset object; a worker process fills its own)."""
 
@@ -141,7 +148,9 @@ class BlockChecks:
         # flags as bytes: indexing bytes gives an int, ~5x cheaper than a numpy bool scalar per pack
         self.blocks: dict[int, bytes] = {}
         self.whole: bytes | None = None
-        if isinstance(source, FlatPacks):  # .npy packs: flat arrays already
+        if isinstance(source, CheckedWhole):
+            self.whole = np.asarray(source.bad_packs(), dtype=bool).tobytes()
+        elif isinstance(source, FlatPacks):  # .npy packs: flat arrays already
             offsets = source.offsets
             self.whole = bad_packs_from_lengths(np.diff(offsets["input_ids"]), np.diff(offsets["loss_mask"]),
                                                 offsets["seq_start_id"], source.values["seq_start_id"]).tobytes()

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import stable_datasets as sds
+from stable_datasets.errors import InputChangedError
 from stable_datasets.megatron import IndexedDataset, IndexedFormatError
 
 #: documents of several sequences, one of none (Megatron-LM's preprocessing writes those for texts without tokens)
@@ -122,3 +123,17 @@ def test_flipped_or_truncated_index_bytes_are_an_error_naming_file_and_offset(tm
         IndexedDataset(tmp_path / "c")
     with pytest.raises(IndexedFormatError, match=message):
         sds.load_dataset("megatron_indexed", data_files=str(tmp_path / "c"), split="train")
+
+
+def test_an_object_changed_while_open_is_an_error_not_a_mix(tmp_path, megatron, s3_env):
+    """docs/megatron.md: reads keep the version the pair had when it opened; a replaced `.bin` is refused."""
+    write_with_megatron_core(megatron, str(tmp_path / "c"))
+    for suffix in (".bin", ".idx"):
+        s3_env.write(f"t/c{suffix}", (tmp_path / f"c{suffix}").read_bytes())
+    remote = IndexedDataset(f"s3://{s3_env.bucket}/t/c")
+    assert remote[0].tolist() == DOCUMENTS[0][0]
+    data = bytearray((tmp_path / "c.bin").read_bytes())
+    data[:4] = np.array([99], np.int32).tobytes()
+    s3_env.write("t/c.bin", bytes(data))  # same size, new content: a new version
+    with pytest.raises(InputChangedError, match=rf"s3://{s3_env.bucket}/t/c\.bin changed since"):
+        remote[0]

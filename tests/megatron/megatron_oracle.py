@@ -77,3 +77,17 @@ def config(m: Any, **options: Any) -> Any:
     """A GPTDatasetConfig with Megatron's defaults for pretraining (no EOD resets or masks, no attention mask)."""
     return m.gpt.GPTDatasetConfig(tokenizer=Tokenizer(), reset_position_ids=False, reset_attention_mask=False,
                                   eod_mask_loss=False, create_attention_mask=False, **options)
+
+
+def megatron_blending_indices(shares: Any, size: int) -> tuple[Any, Any]:
+    """Megatron-Core's own `helpers.build_blending_indices` (its C++ loop, as `BlendedDataset` calls it) on
+    normalised `shares`: (dataset_index int16, dataset_sample_index int64)."""
+    import numpy as np
+
+    megatron_datasets()
+    from megatron.core.datasets import helpers
+
+    dataset_index, dataset_sample_index = np.zeros(size, dtype=np.int16), np.zeros(size, dtype=np.int64)
+    helpers.build_blending_indices(dataset_index, dataset_sample_index, np.asarray(shares, dtype=np.float64),
+                                   len(shares), size, False)
+    return dataset_index, dataset_sample_index

@@ -138,3 +138,15 @@ def test_flipped_bytes_in_a_subprocess_never_crash(tmp_path):
     outcomes = json.loads(done.stdout)
     assert set(map(str, outcomes)) <= {"refused", str([[1, 2], [3, 4, 5], [6]])}
     assert outcomes.count("refused") >= len(outcomes) - 8  # only the header's unused bytes may change nothing
+
+
+def test_a_pickled_reader_carries_its_path_and_maps_the_files_itself(tmp_path):
+    """docs/megatron.md: a pickled IndexedDataset (a DataLoader worker's copy) is its path, not its mapped bytes."""
+    import pickle
+
+    write_indexed_dataset([[1, 2, 3], [4, 5]], tmp_path / "p")
+    ds = IndexedDataset(tmp_path / "p")
+    data = pickle.dumps(ds)
+    assert len(data) < 400 and str(tmp_path / "p").encode() in data
+    again = pickle.loads(data)
+    assert [again[i].tolist() for i in range(2)] == [[1, 2, 3], [4, 5]] and again.dtype == np.uint16

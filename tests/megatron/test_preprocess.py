@@ -270,3 +270,16 @@ def test_a_ray_address_nobody_answers_fails_at_once_naming_it(tmp_path, tokenize
                                                   f"({source}): Connection refused; give the head node's address"), \
         out.stderr[-3000:]
     assert not list(tmp_path.glob("out*")) and not (tmp_path / "c").exists()
+
+
+def test_eod_id_sets_the_end_of_document_id(tmp_path, tokenizer_dir):
+    """docs/megatron.md: `--eod-id` sets the id appended by `--append-eod` (default: the configured eos token)."""
+    _jsonl(tmp_path / "in.jsonl", [{"text": "the cat"}, {"text": "a dog"}])
+    args = ["megatron-preprocess", "--input", str(tmp_path / "in.jsonl"), "--json-keys", "text", "--tokenizer",
+            str(tokenizer_dir), "--append-eod", "--workers", "1"]
+    assert main([*args, "--output-prefix", str(tmp_path / "default")]) == 0
+    assert main([*args, "--output-prefix", str(tmp_path / "set"), "--eod-id", "7"]) == 0
+    default, chosen = IndexedDataset(tmp_path / "default_text_document"), IndexedDataset(tmp_path / "set_text_document")
+    eos = word_level().token_to_id("</s>")
+    assert [default[i].tolist()[-1] for i in range(2)] == [eos, eos]
+    assert [chosen[i].tolist() for i in range(2)] == [[*default[i].tolist()[:-1], 7] for i in range(2)]
