@@ -280,6 +280,22 @@ def part_nodes(ds) -> list[str]:
     return ds.cache_metadata[0].extra["part_nodes"]
 
 
+def import_folders(package: str) -> list[str]:
+    """Every folder a worker node (this machine's Python, this environment) could import `package` from: the
+    `package` folder of each sys.path entry and of the working folder (Ray puts the driver's on its workers'
+    path), and each folder a finder on sys.meta_path would load it from (an editable install's finder maps the
+    name to the checkout it was installed from). A node that must lack the package hides them all: hiding only
+    the folder this process imported it from left, in a worktree of a checkout whose virtualenv holds the
+    editable install, the other checkout's copy importable there (and the node ran every part)."""
+    folders = {Path(entry or os.getcwd(), package) for entry in [*sys.path, os.getcwd()] if isinstance(entry, str)}
+    for finder in sys.meta_path:
+        spec = None
+        with contextlib.suppress(Exception):  # a finder that cannot answer for this name has nothing to hide
+            spec = finder.find_spec(package, None)
+        folders.update(Path(p) for p in getattr(spec, "submodule_search_locations", None) or [])
+    return sorted(str(p.resolve()) for p in folders if p.is_dir())
+
+
 def ran_on_worker_nodes(nodes: list[str], parts: int | None = None) -> bool:
     """Whether every part ran on a worker node of the connected cluster (never on the head, which has no CPUs),
     and there were `parts` of them. Which worker ran which part is Ray's choice: on a busy machine one node can
