@@ -104,6 +104,16 @@ class WorkerNode:
     def raylet_pid(self) -> int | None:
         return next((p for p in _tree(self.process.pid) if _name(p) == "raylet"), None)
 
+    def node_id(self) -> str | None:
+        """The Ray node id of this node (its raylet is started with `--node_id=<hex>`), None while none runs."""
+        pid = self.raylet_pid()
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                args = fh.read().decode(errors="replace").split("\0")
+        except (OSError, TypeError):
+            return None
+        return next((a.split("=", 1)[1] for a in args if a.startswith("--node_id=")), None)
+
     def kill_raylet(self) -> None:
         """SIGKILL the node's raylet: to Ray, the node is lost (its workers die with it)."""
         pid = self.raylet_pid()
@@ -139,6 +149,12 @@ class RayCluster:
         node = WorkerNode(process, log)
         self.workers.append(node)
         return node
+
+    def worker_of(self, node_id: str) -> WorkerNode:
+        """The worker node whose Ray node id is `node_id` (a task reports the node it runs on)."""
+        found = [w for w in self.workers if w.node_id() == node_id]
+        assert len(found) == 1, f"no single worker node has the id {node_id}: {[w.node_id() for w in self.workers]}"
+        return found[0]
 
     def alive_workers(self) -> int:
         import ray
