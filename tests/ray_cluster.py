@@ -104,6 +104,16 @@ class WorkerNode:
     def raylet_pid(self) -> int | None:
         return next((p for p in _tree(self.process.pid) if _name(p) == "raylet"), None)
 
+    def node_id(self) -> str | None:
+        """The Ray node id of this node (its raylet is started with `--node_id=<hex>`), None while none runs."""
+        pid = self.raylet_pid()
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                args = fh.read().decode(errors="replace").split("\0")
+        except (OSError, TypeError):
+            return None
+        return next((a.split("=", 1)[1] for a in args if a.startswith("--node_id=")), None)
+
     def kill_raylet(self) -> None:
         """SIGKILL the node's raylet: to Ray, the node is lost (its workers die with it)."""
         pid = self.raylet_pid()
@@ -139,6 +149,12 @@ class RayCluster:
         node = WorkerNode(process, log)
         self.workers.append(node)
         return node
+
+    def worker_of(self, node_id: str) -> WorkerNode:
+        """The worker node whose Ray node id is `node_id` (a task reports the node it runs on)."""
+        found = [w for w in self.workers if w.node_id() == node_id]
+        assert len(found) == 1, f"no single worker node has the id {node_id}: {[w.node_id() for w in self.workers]}"
+        return found[0]
 
     def alive_workers(self) -> int:
         import ray
@@ -278,6 +294,22 @@ def s3_ray_cluster(moto_endpoint: str, num_workers: int = 2) -> Iterator[RayClus
 def part_nodes(ds) -> list[str]:
     """The Ray node that wrote each part of a dataset's cache (recorded in its metadata)."""
     return ds.cache_metadata[0].extra["part_nodes"]
+
+
+def import_folders(package: str) -> list[str]:
+    """Every folder a worker node (this machine's Python, this environment) could import `package` from: the
+    `package` folder of each sys.path entry and of the working folder (Ray puts the driver's on its workers'
+    path), and each folder a finder on sys.meta_path would load it from (an editable install's finder maps the
+    name to the checkout it was installed from). A node that must lack the package hides them all: hiding only
+    the folder this process imported it from left, in a worktree of a checkout whose virtualenv holds the
+    editable install, the other checkout's copy importable there (and the node ran every part)."""
+    folders = {Path(entry or os.getcwd(), package) for entry in [*sys.path, os.getcwd()] if isinstance(entry, str)}
+    for finder in sys.meta_path:
+        spec = None
+        with contextlib.suppress(Exception):  # a finder that cannot answer for this name has nothing to hide
+            spec = finder.find_spec(package, None)
+        folders.update(Path(p) for p in getattr(spec, "submodule_search_locations", None) or [])
+    return sorted(str(p.resolve()) for p in folders if p.is_dir())
 
 
 def ran_on_worker_nodes(nodes: list[str], parts: int | None = None) -> bool:

@@ -74,11 +74,13 @@ def test_parts_written_on_nodes_that_share_no_disk_have_the_rows_of_one_process(
 
 
 def _store_builder(write_builder, bucket: str, name: str):
-    """Parts 0..3 of 200 rows; every start of a part leaves an object `events/start-<part>-<n>` in the bucket,
-    and a part finds `kill-<part>` there kills its own worker, `slow` makes each row take 20 ms."""
+    """Parts 0..3 of 200 rows; every start of a part leaves an object `events/start-<part>-<node>-<n>` in the
+    bucket (`node`: the Ray node it runs on), and a part finds `kill-<part>` there kills its own worker; while
+    `hold` is there a started part waits before its rows."""
     return write_builder(name, f"""
         import os, signal, time, uuid
         import boto3
+        import ray
         import stable_datasets as sds
 
         def client():
@@ -96,19 +98,25 @@ def _store_builder(write_builder, bucket: str, name: str):
 
             def _generate_examples(self, parts):
                 for part in parts:
-                    client().put_object(Bucket={bucket!r}, Key=f"events/start-{{part}}-{{uuid.uuid4().hex}}", Body=b"")
+                    node = ray.get_runtime_context().get_node_id()
+                    client().put_object(Bucket={bucket!r}, Key=f"events/start-{{part}}-{{node}}-{{uuid.uuid4().hex}}",
+                                        Body=b"")
                     if exists(f"kill-{{part}}"):
                         os.kill(os.getpid(), signal.SIGKILL)
-                    slow = exists("slow")
+                    while exists("hold"):
+                        time.sleep(0.1)
                     for i in range(200):
-                        if slow:
-                            time.sleep(0.02)
                         yield (part, i), {{"part": part, "i": i}}
     """)
 
 
 def _starts(s3_env) -> list[int]:
     return sorted(int(k.split("-")[1]) for k in s3_env.objects("events/"))
+
+
+def _start_nodes(s3_env) -> list[str]:
+    """The Ray node of each start of a part so far."""
+    return [k.split("-")[2] for k in s3_env.objects("events/")]
 
 
 def test_a_part_that_keeps_failing_is_named_and_the_rerun_reuses_the_finished_parts(cluster, s3_env, write_builder):
@@ -129,7 +137,7 @@ def test_a_part_that_keeps_failing_is_named_and_the_rerun_reuses_the_finished_pa
 
 def test_a_worker_node_killed_mid_build_costs_only_its_part(cluster, s3_env, write_builder):
     path = _store_builder(write_builder, s3_env.bucket, "nodekill")
-    s3_env.write("slow", b"")  # 4 s a part: the raylet is killed while both nodes write
+    s3_env.write("hold", b"")  # a started part waits: the node of one is killed while the part runs there
     result: dict = {}
 
     def build():
@@ -140,12 +148,15 @@ def test_a_worker_node_killed_mid_build_costs_only_its_part(cluster, s3_env, wri
 
     thread = threading.Thread(target=build)
     thread.start()
-    deadline = time.monotonic() + 60
-    while len(_starts(s3_env)) < 2 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 120  # a worker process can take seconds to start on a busy machine
+    while not _start_nodes(s3_env) and time.monotonic() < deadline:
         time.sleep(0.1)
-    victim = cluster.workers[0]
+    started = _start_nodes(s3_env)
+    assert started, "no part started"
+    victim = cluster.worker_of(started[0])  # the node of a part that is running (held): not whichever is first
     victim.kill_raylet()
-    thread.join(timeout=120)
+    s3_env.delete("hold")
+    thread.join(timeout=240)
     try:
         assert "error" not in result, result.get("error")
         ds = result["ds"]
@@ -219,10 +230,15 @@ def test_a_stream_of_a_remote_cache_is_read_from_the_store_on_each_node(cluster,
                           layout_options=SMALL_FILES[storage_format])
     stream = sds.load_dataset(str(parts_builder), split="train", storage_format=storage_format,
                               layout_options=SMALL_FILES[storage_format], streaming=True)
-    read = ray.remote(num_cpus=1, scheduling_strategy="SPREAD")(_rows_of)
-    results = ray.get([read.remote(stream) for _ in range(2)])  # the whole stream, on each worker node
-    assert len({node for node, _ in results}) == 2
-    assert ray.get_runtime_context().get_node_id() not in {node for node, _ in results}
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    # one task pinned to each worker node: "SPREAD" is only a preference (with a node's worker slow to start on a
+    # busy machine, the other node may run both), and no test depends on how Ray places tasks
+    workers = sorted(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0)
+    reads = [ray.remote(num_cpus=1, scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False))(_rows_of)
+             for node in workers]
+    results = ray.get([read.remote(stream) for read in reads])  # the whole stream, on each worker node
+    assert len(workers) == 2 and [node for node, _ in results] == workers
     for _, rows in results:
         assert rows == list(zip(ds["part"], ds["i"]))
 

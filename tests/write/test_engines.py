@@ -176,7 +176,7 @@ def test_an_exception_ray_cannot_rebuild_stops_the_other_tasks_and_names_the_exa
     the error names the builder, the split and the last example key, as it does for any exception of the user's."""
     beats = tmp_path / "beats.txt"
     path = write_builder("rebuildless", f"""
-        import time
+        import os, time
         import stable_datasets as sds
 
         class NeedsTwo(Exception):
@@ -194,7 +194,10 @@ def test_an_exception_ray_cannot_rebuild_stops_the_other_tasks_and_names_the_exa
                 for part in parts:
                     for i in range(3000):
                         if part == 0 and i == 3:
-                            time.sleep(1.0)  # part 1 is running by now
+                            # once part 1 runs: its worker can take seconds to start on a busy machine
+                            deadline = time.monotonic() + 120
+                            while not os.path.exists({str(beats)!r}) and time.monotonic() < deadline:
+                                time.sleep(0.01)
                             raise NeedsTwo(1, 2)
                         if part == 1:
                             with open({str(beats)!r}, "a") as fh:

@@ -10,8 +10,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
-import types
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ from stable_datasets.errors import ExampleError, StableDatasetsError
 from stable_datasets.loaders import base as loaders_base
 from stable_datasets.storage.s3 import S3Store
 from tests.http_server import FileServer
-from tests.ray_cluster import part_nodes, ran_on_worker_nodes, s3_ray_cluster
+from tests.ray_cluster import import_folders, part_nodes, ran_on_worker_nodes, s3_ray_cluster
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("moto")
@@ -97,15 +95,18 @@ def test_a_map_of_a_cache_on_the_store_runs_on_the_nodes_and_is_published_there(
     assert again.cache_metadata[0].attempt == mapped.cache_metadata[0].attempt
 
 
-_HOLD = types.FunctionType(compile("__import__('time').sleep(120)", "<hold>", "eval"), {})  # by value: no module
-
-
 @pytest.fixture
 def odd_node(cluster):
     """Adds a third worker node unlike the others (`add(env=..., hide=...)` returns its Ray node id), and holds the
-    CPU of each other node with a sleeping task, so that every task of the build runs on it; after the test the
-    holders are cancelled and the node removed, so the module's cluster has its two nodes again."""
+    CPU of each other node with an actor pinned there, so that every task of the build runs on it. The holders
+    have answered before `add` returns: an actor that answers runs, and keeps its node's one CPU until killed
+    (free CPU counted by Ray does not say whose task holds it). After the test the holders are killed and the
+    node removed, so the module's cluster has its two nodes again."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    class Holder:  # defined in a function, so Ray sends it by value: the nodes need not import the tests
+        def ready(self) -> bool:
+            return True
 
     added, holders = [], []
 
@@ -114,17 +115,14 @@ def odd_node(cluster):
         added.append(cluster.add_worker(resources={"odd_node": 1}, **kwargs))
         cluster.wait_for_workers(3)
         for node in others:
-            holders.append(ray.remote(num_cpus=1, max_retries=0, scheduling_strategy=NodeAffinitySchedulingStrategy(
-                node, soft=False))(_HOLD).remote())
-        deadline = time.monotonic() + 60
-        while ray.available_resources().get("CPU", 0) != 1:  # the holders run: only the odd node's CPU is free
-            assert time.monotonic() < deadline, ray.available_resources()
-            time.sleep(0.2)
+            holders.append(ray.remote(num_cpus=1, scheduling_strategy=NodeAffinitySchedulingStrategy(
+                node, soft=False))(Holder).remote())
+        assert ray.get([holder.ready.remote() for holder in holders]) == [True] * len(others)
         return next(n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("odd_node"))
 
     yield add
     for holder in holders:
-        ray.cancel(holder, force=True)
+        ray.kill(holder)
     for node in added:
         cluster.remove_worker(node)
 
@@ -144,7 +142,7 @@ def test_a_node_that_cannot_reach_the_store_fails_its_part_naming_part_and_node(
 
 
 def test_a_node_without_the_package_fails_its_part_naming_part_and_node(cluster, s3_env, parts_builder, odd_node):
-    odd_node(hide=[str(Path(sds.__file__).parent)])  # stable_datasets cannot be imported there
+    odd_node(hide=import_folders("stable_datasets"))  # stable_datasets cannot be imported there, from any checkout
     with pytest.raises(StableDatasetsError, match=r"^parts 'train' part \d of 5: its Ray worker on \S+ "
                                                   r"\(pid \d+\) cannot import stable_datasets[\w.]*: install "
                                                   r"stable-datasets \(.*, as on the driver\) on every node"):
