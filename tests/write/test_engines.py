@@ -21,7 +21,16 @@ pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.cluster]  # one cluste
 
 @pytest.fixture(scope="module", autouse=True)
 def ray_cluster():
-    ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+    # Ray gives a local node a fixed 30 s to register (ray/_private/node.py): on a machine running other test
+    # processes that can pass; the start is tried again then, instead of failing the module before any test
+    for attempt in range(3):
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, configure_logging=False, log_to_driver=False)
+            break
+        except Exception as exc:
+            ray.shutdown()
+            if "timed out during startup" not in str(exc) or attempt == 2:
+                raise
     yield
     ray.shutdown()
 
