@@ -8,6 +8,7 @@ as Arrow record batches; the tokenizer travels as its JSON. The output equals th
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -80,3 +81,33 @@ def test_a_local_input_is_shipped_to_the_nodes_and_gives_the_process_engine_byte
     assert set(task_nodes.values()) <= _worker_nodes() - {driver}  # the head (the driver's node) has no CPUs
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("ray", "."))) == \
         [f"ray_{k}_document.{s}" for k in ("sentences", "text") for s in ("bin", "idx")]
+
+
+def test_a_cache_on_the_object_store_is_read_on_the_nodes_and_gives_the_process_engine_bytes(cluster, s3_env,
+                                                                                            tmp_path, tokenizer_dir,
+                                                                                            task_nodes):
+    """An `s3://` input read into a cache on the object store (the cache root is `s3://`): each task reads its
+    range there, on its own node, and nothing of the input is shipped."""
+    s3_env.write("raw/in.jsonl", "".join(json.dumps(r) + "\n" for r in ROWS * 3).encode())
+    source = f"s3://{s3_env.bucket}/raw/in.jsonl"
+    assert main(_args(source, tokenizer_dir, tmp_path / "forked")) == 0
+    assert main(_args(source, tokenizer_dir, tmp_path / "ray", "--engine", "ray")) == 0
+    for key in ("text", "sentences"):
+        _same_files(f"{tmp_path}/ray_{key}_document", f"{tmp_path}/forked_{key}_document")
+    assert sorted(task_nodes) == [0, 1, 2]
+    assert set(task_nodes.values()) <= _worker_nodes() - {ray.get_runtime_context().get_node_id()}
+
+
+def test_a_part_that_fails_on_a_node_is_named_with_the_node_and_nothing_is_left_at_the_output(cluster, tmp_path,
+                                                                                             tokenizer_dir, capsys):
+    rows = [dict(r) for r in ROWS * 3]
+    rows[10]["text"] = None  # in part 1 of 3: rows [8, 16)
+    _jsonl(tmp_path / "in.jsonl", rows)
+    args = _args(str(tmp_path / "in.jsonl"), tokenizer_dir, tmp_path / "out", "--cache-dir", str(tmp_path / "c"),
+                 "--engine", "ray")
+    assert main(args) == 1
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    nodes = "|".join(_worker_nodes())
+    assert re.fullmatch(rf"stable-datasets: tokenize part 1 of 3 \(rows \[8, 16\), node ({nodes})\): "
+                                      r"--json-keys text: row 10 has no text \(null\)", error), error
+    assert not [p.name for p in tmp_path.iterdir() if p.name.startswith(("out", "."))]
