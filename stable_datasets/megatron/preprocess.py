@@ -13,8 +13,10 @@ How it is faster: the input is read by our loaders into an Arrow cache (JSON Lin
 readers, in `--workers` parts; any `load_dataset` source too, local or in an object store); the rows are cut into
 `--workers` contiguous ranges, each tokenized in its own process a batch at a time (`encode_batch`, Rust) into a
 part `.bin/.idx`; the parts are merged by appending their `.bin` files and offsetting their indices (no token is
-rewritten). Megatron-LM instead parses each line with `json.loads`, sends every document through a Pool pipe and
-writes it with one `add_document` call in the parent.
+rewritten). With `engine="ray"` the parts instead come back through Ray's object store and are written here in
+order, so the cluster's nodes need share no disk with this machine (`_write_from_ray`). Megatron-LM instead
+parses each line with `json.loads`, sends every document through a Pool pipe and writes it with one
+`add_document` call in the parent.
 """
 
 from __future__ import annotations
@@ -309,7 +311,8 @@ def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-prefix", required=True, help="writes {prefix}_{key}_document.bin/.idx")
     parser.add_argument("--workers", type=int, default=1, help="processes tokenizing in parallel")
     parser.add_argument("--engine", default="process", choices=["process", "ray"],
-                        help="tokenize the ranges in forked processes or as Ray tasks (on this node: parts are files)")
+                        help="tokenize the ranges in forked processes or as Ray tasks (on any nodes: parts "
+                             "come back through the object store)")
     parser.add_argument("--address", help="the Ray cluster to use (default: $RAY_ADDRESS, else a local one)")
     parser.add_argument("--split", default="train", help="the split of a load_dataset source")
     parser.add_argument("--split-sentences", action="store_true", help="Megatron-LM's NLTK splitting: not supported")
