@@ -239,6 +239,20 @@ def _map(path: Path) -> Any:
             from None
 
 
+def fit_tokens(values: np.ndarray, dtype: Any) -> np.ndarray:
+    """Token ids as `dtype`; ids that do not fit it are a ValueError, never a silent wrap (ids of `dtype` already
+    are not looked at)."""
+    dtype = np.dtype(dtype)
+    values = np.asarray(values)
+    if values.dtype == dtype:
+        return values
+    if len(values) and dtype.kind in "iu":
+        info, low, high = np.iinfo(dtype), values.min(), values.max()
+        if low < info.min or high > info.max:
+            raise ValueError(f"token ids [{low}, {high}] do not fit {dtype} (pass a wider dtype)")
+    return values.astype(dtype)
+
+
 class IndexedWriter:
     """Writes one `.bin`/`.idx` pair: `add(tokens)` appends one document of one sequence; `commit()` makes both files
     visible, `.idx` last, after fsync; nothing is visible before. Tokens that do not fit `dtype` are refused."""
@@ -283,11 +297,10 @@ class IndexedWriter:
         """Many sequences at once: their ids back to back (`values`) and how many each has (`lengths`); each one
         document, or `documents[d]` sequences make document d (0: an empty document, as Megatron-LM's
         preprocessing writes a text that has no tokens)."""
-        if len(values) and self._info is not None and (values.min() < self._info.min or values.max() > self._info.max):
-            raise ValueError(f"token ids [{values.min()}, {values.max()}] do not fit {self.dtype} (pass a wider dtype)")
+        values = fit_tokens(values, self.dtype)
         if len(values) and self.narrow:
             self.max_id = max(self.max_id, int(values.max()))
-        self._fh.write(np.ascontiguousarray(values).astype(self.dtype, copy=False).tobytes())
+        self._fh.write(np.ascontiguousarray(values).data)  # its buffer: no copy (a Ray object's, read-only, too)
         self._flush_pending()
         lengths = np.asarray(lengths, dtype=np.int64)
         if documents is not None and int(np.sum(documents)) != len(lengths):

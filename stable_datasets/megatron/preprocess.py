@@ -13,8 +13,10 @@ How it is faster: the input is read by our loaders into an Arrow cache (JSON Lin
 readers, in `--workers` parts; any `load_dataset` source too, local or in an object store); the rows are cut into
 `--workers` contiguous ranges, each tokenized in its own process a batch at a time (`encode_batch`, Rust) into a
 part `.bin/.idx`; the parts are merged by appending their `.bin` files and offsetting their indices (no token is
-rewritten). Megatron-LM instead parses each line with `json.loads`, sends every document through a Pool pipe and
-writes it with one `add_document` call in the parent.
+rewritten). With `engine="ray"` the parts instead come back through Ray's object store and are written here in
+order, so the cluster's nodes need share no disk with this machine (`_write_from_ray`). Megatron-LM instead
+parses each line with `json.loads`, sends every document through a Pool pipe and writes it with one
+`add_document` call in the parent.
 """
 
 from __future__ import annotations
@@ -25,17 +27,18 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+from loguru import logger
 
 from stable_datasets.dataset.stable_dataset import StableDataset
 from stable_datasets.errors import StableDatasetsError
-from stable_datasets.megatron.indexed import IndexedWriter, merge_indexed, optimal_dtype
-from stable_datasets.write.engines import JobRunner, ensure_ray
+from stable_datasets.megatron.indexed import IndexedWriter, fit_tokens, merge_indexed, optimal_dtype
+from stable_datasets.write.engines import JobRunner, ensure_ray, import_ray, ray_node_id, ray_single_node, stream_ray
 
 #: rows tokenized per call of `encode_batch`
 BATCH_ROWS = 2048
@@ -56,10 +59,15 @@ class TokenizerSpec:
 
     source: str  # a tokenizer.json file, a folder holding one, or a Hugging Face name
     eod: int | None = None
+    #: the tokenizer's JSON as the driver loaded it: a Ray task on another node cannot see the driver's file, and
+    #: a node may have no way to Hugging Face (or get another revision); "" loads from `source`
+    text: str = field(default="", repr=False)
 
     def load(self) -> Any:
         from tokenizers import Tokenizer  # local: the [sft] extra's package, needed by this command only
 
+        if self.text:
+            return Tokenizer.from_str(self.text)
         path = Path(self.source)
         if path.is_dir():
             path = path / "tokenizer.json"
@@ -77,7 +85,7 @@ def tokenizer_spec(source: str, eod: int | None = None) -> tuple[TokenizerSpec, 
     tokenizer = spec.load()
     if eod is None:
         eod = _configured_eos(source, tokenizer)
-    return TokenizerSpec(source, eod), int(tokenizer.get_vocab_size(with_added_tokens=True))
+    return TokenizerSpec(source, eod, tokenizer.to_str()), int(tokenizer.get_vocab_size(with_added_tokens=True))
 
 
 def _configured_eos(source: str, tokenizer: Any) -> int | None:
@@ -106,8 +114,9 @@ def preprocess(dataset: StableDataset, json_keys: list[str], tokenizer: Tokenize
                vocab_size: int, append_eod: bool = False, workers: int = 1, engine: str = "process",
                ray_address: str | None = None) -> list[str]:
     """Tokenize the `json_keys` columns of `dataset` into Megatron's indexed files, one pair per key; their
-    prefixes. `workers` processes (or Ray tasks on one node, of the cluster at `ray_address` or $RAY_ADDRESS: the
-    parts are files on this disk) each take a contiguous range of rows; their parts are merged in order."""
+    prefixes. `workers` processes, or Ray tasks (`engine="ray"`: on the cluster at `ray_address` or $RAY_ADDRESS,
+    whose nodes need share no disk, see `_write_from_ray`), each take a contiguous range of rows; their parts are
+    written in order."""
     missing = [k for k in json_keys if k not in dataset.column_names]
     if missing:
         raise PreprocessError(f"--json-keys {missing} not in the input; its columns are {dataset.column_names}")
@@ -119,11 +128,14 @@ def preprocess(dataset: StableDataset, json_keys: list[str], tokenizer: Tokenize
     bounds = [rows * j // jobs for j in range(jobs + 1)]
     outputs = [output_prefix_of(output_prefix, key) for key in json_keys]
     Path(outputs[0]).parent.mkdir(parents=True, exist_ok=True)
+    if engine == "ray":
+        _write_from_ray(dataset, json_keys, tokenizer, bounds, outputs, append_eod, dtype, ray_address)
+        return outputs
     staging = Path(tempfile.mkdtemp(prefix=".megatron-parts-", dir=Path(outputs[0]).parent))
     try:
         calls = [(dataset, json_keys, tokenizer, bounds[j], bounds[j + 1], str(staging / f"part-{j:05d}"),
                   append_eod, dtype.str) for j in range(jobs)]
-        JobRunner(engine=engine, num_proc=jobs, ray_address=ray_address)(_encode_part, calls, desc="tokenize")
+        JobRunner(engine=engine, num_proc=jobs)(_encode_part, calls, desc="tokenize")
         for key, out in zip(json_keys, outputs):
             merge_indexed([f"{staging}/part-{j:05d}_{key}" for j in range(jobs)], out)
     finally:
@@ -149,6 +161,94 @@ def _encode_part(dataset: StableDataset, keys: list[str], spec: TokenizerSpec, s
             writer.discard()
         raise
     return stop - start
+
+
+# -- Ray: parts through the object store ---------------------------------------------------------------------------
+def _write_from_ray(dataset: StableDataset, keys: list[str], spec: TokenizerSpec, bounds: list[int],
+                    outputs: list[str], append_eod: bool, dtype: np.dtype, ray_address: str | None) -> None:
+    """The ranges tokenized as Ray tasks whose parts come back through Ray's object store a batch of rows at a
+    time, written here in order into one IndexedWriter per key (nothing visible until whole, `.idx` last; the
+    bytes `merge_indexed` makes of the same parts): no task needs a disk this process can read, and this
+    process holds one batch's tokens and the index arrays. The tokenizer travels as its JSON; the rows as the
+    tasks can read them (`_ray_calls`). On a cluster of one node the tasks run on it (this process's node)."""
+    jobs = len(bounds) - 1
+    runner = JobRunner(engine="ray", num_proc=jobs, ray_address=ray_address)
+    ray = ensure_ray(ray_address)
+    here = ray_single_node(ray)
+    calls = _ray_calls(ray, dataset, keys, ray.put(spec), bounds, append_eod, dtype, here)
+    writers = {key: IndexedWriter(out, dtype) for key, out in zip(keys, outputs)}
+    documents, nodes = np.zeros(jobs, np.int64), [""] * jobs  # documents written per part (one per row and key)
+    try:
+        for part, node, block in stream_ray(_encode_stream, calls, runner, "tokenize", node=here):
+            if not nodes[part]:
+                nodes[part] = node
+                logger.bind(part=part, node=node).info("tokenize part {} of {}: rows [{}, {}) on Ray node {}", part,
+                                                       jobs, bounds[part], bounds[part + 1], node)
+            for key, (values, lengths, docs) in zip(keys, block):
+                writers[key].add_block(values, lengths, docs)
+            documents[part] += len(block[0][2])
+        for part in np.flatnonzero(documents != np.diff(bounds)):  # a part that came back short is never written
+            raise StableDatasetsError(f"tokenize part {part} of {jobs} (rows [{bounds[part]}, {bounds[part + 1]}), "
+                                      f"node {nodes[part] or 'unknown'}) returned {documents[part]} documents for "
+                                      f"{bounds[part + 1] - bounds[part]} rows; nothing was written")
+        for writer in writers.values():
+            writer.commit()
+    except BaseException:
+        for writer in writers.values():
+            writer.discard()
+        raise
+
+
+def _ray_calls(ray: Any, dataset: StableDataset, keys: list[str], spec: Any, bounds: list[int], append_eod: bool,
+               dtype: np.dtype, here: str | None) -> list[tuple[Any, ...]]:
+    """Each range's task arguments. Its rows: the dataset itself (put once; the task reads its range) when every
+    node can read it (a cache on an object store: each node fetches it into its own shard cache) or the tasks run
+    on this node (`here`); else, a cache on this disk only, the range's rows as Arrow IPC streams put in Ray's
+    object store a batch at a time (spilled to this node's disk when larger than the store), which the task
+    fetches one at a time."""
+    readable = here is not None or all(getattr(b, "origin", None) is not None for b in dataset.backends)
+    whole = ray.put(dataset.select_columns(keys)) if readable else None
+    calls = []
+    for part, (start, stop) in enumerate(itertools.pairwise(bounds)):
+        rows = whole if readable else [ray.put(_ipc(table)) for _, table in _batches(dataset, keys, start, stop)]
+        calls.append((rows, keys, spec, part, len(bounds) - 1, start, stop, append_eod, dtype.str))
+    return calls
+
+
+def _ipc(table: pa.Table) -> pa.Buffer:
+    """`table` as an Arrow IPC stream: pickling a slice of a table would carry its whole buffers."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue()
+
+
+def _encode_stream(rows: Any, keys: list[str], spec: TokenizerSpec, part: int, parts: int, start: int, stop: int,
+                   append_eod: bool, dtype: str) -> Iterator[list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """A Ray task: rows [start, stop) (of a dataset, or shipped as IPC streams) tokenized a batch at a time, each
+    batch yielded as [(token ids as `dtype`, sequence lengths, sequences per document) for each key]. An error
+    names the part, its rows and the node."""
+    where = f"tokenize part {part} of {parts} (rows [{start}, {stop}), node {ray_node_id() or 'unknown'})"
+    try:
+        tokenizer = spec.load()
+        eod = spec.eod if append_eod else None
+        batches = _batches(rows, keys, start, stop) if isinstance(rows, StableDataset) else _shipped(rows, start)
+        for first, table in batches:
+            blocks = [encode_column(table.column(key), tokenizer, eod, key, first) for key in keys]
+            yield [(fit_tokens(values, dtype), lengths, documents) for values, lengths, documents in blocks]
+    except PreprocessError as exc:
+        raise PreprocessError(f"{where}: {exc}") from None
+    except Exception as exc:
+        raise StableDatasetsError(f"{where}: {type(exc).__name__}: {exc}") from None
+
+
+def _shipped(refs: list[Any], start: int) -> Iterator[tuple[int, pa.Table]]:
+    get = import_ray().get
+    row = start
+    for ref in refs:
+        table = pa.ipc.open_stream(get(ref)).read_all()
+        yield row, table
+        row += table.num_rows
 
 
 def _batches(dataset: StableDataset, keys: list[str], start: int, stop: int) -> Iterator[tuple[int, pa.Table]]:
@@ -211,7 +311,8 @@ def add_preprocess_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-prefix", required=True, help="writes {prefix}_{key}_document.bin/.idx")
     parser.add_argument("--workers", type=int, default=1, help="processes tokenizing in parallel")
     parser.add_argument("--engine", default="process", choices=["process", "ray"],
-                        help="tokenize the ranges in forked processes or as Ray tasks (on this node: parts are files)")
+                        help="tokenize the ranges in forked processes or as Ray tasks (on any nodes: parts "
+                             "come back through the object store)")
     parser.add_argument("--address", help="the Ray cluster to use (default: $RAY_ADDRESS, else a local one)")
     parser.add_argument("--split", default="train", help="the split of a load_dataset source")
     parser.add_argument("--split-sentences", action="store_true", help="Megatron-LM's NLTK splitting: not supported")

@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -293,6 +294,115 @@ def run_ray(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], runner: Jo
     if died:
         raise WorkerDiedError("; ".join(died))
     return results
+
+
+def ray_single_node(ray: ModuleType) -> str | None:
+    """This process's Ray node when it is the only node of the cluster with CPUs (its tasks can then read this
+    process's disk, if they are pinned to it), else None (a Ray Client driver is on no node of the cluster)."""
+    if ray.util.client.ray.is_connected():
+        return None
+    here = str(ray.get_runtime_context().get_node_id())
+    cpus = {n["NodeID"] for n in ray.nodes() if n["Alive"] and n["Resources"].get("CPU", 0) > 0}
+    return here if cpus == {here} else None
+
+
+def _streamed(fn: Callable[..., Iterator[Any]], *args: Any) -> Iterator[Any]:
+    """A Ray task of `stream_ray`: the node it runs on, then the items of `fn(*args)`."""
+    yield ray_node_id()
+    yield from fn(*args)
+
+
+_END = object()
+
+
+def stream_ray(fn: Callable[..., Iterator[Any]], calls: Sequence[tuple[Any, ...]], runner: JobRunner,
+               desc: str = "jobs", node: str | None = None) -> Iterator[tuple[int, str, Any]]:
+    """`fn(*call)`, a generator, for every call as a Ray task (one CPU each; on Ray node `node` only when given)
+    whose items travel back through Ray's object store one at a time: yields (call index, the node it ran on,
+    item), every item of call 0 first, then of call 1, ...; the caller holds one item at a time however large
+    the calls' results, and the tasks need no disk the caller can read. A task's exception stops the others and
+    is raised as itself (noticed within a second of it, whichever call is being read); a task whose worker died
+    after the retries, WorkerDiedError naming the call and its node."""
+    ray = ensure_ray(runner.ray_address)
+    options: dict[str, Any] = {"num_cpus": 1, "max_retries": runner.ray_max_retries, "retry_exceptions": False}
+    if node is not None:
+        options["scheduling_strategy"] = ray.util.scheduling_strategies.NodeAffinitySchedulingStrategy(node, False)
+    with _sent_by_value(runner.modules):
+        task = ray.remote(**options)(_streamed)
+        streams = [task.remote(fn, *args) for args in calls]
+    reader = _StreamReader(ray, streams, runner, desc)
+    try:
+        for index in range(len(streams)):
+            reader.nodes[index] = str(reader.next(index))
+            while (item := reader.next(index)) is not _END:
+                yield index, reader.nodes[index], item
+                reader.check_others(index)
+    except BaseException:  # a task's error, the caller stopping early, or Ctrl-C
+        for stream in streams:
+            with contextlib.suppress(Exception):
+                ray.cancel(stream, force=True)
+        with contextlib.suppress(Exception):
+            ray.wait([s.completed() for s in streams], num_returns=len(streams), timeout=120)
+        raise
+
+
+@dataclass
+class _StreamReader:
+    """The items of `stream_ray`'s tasks, their errors turned into the run's."""
+
+    ray: ModuleType
+    streams: list[Any]
+    runner: JobRunner
+    desc: str
+    nodes: dict[int, str] = field(default_factory=dict)
+    checked: float = 0.0
+
+    def next(self, index: int) -> Any:
+        try:
+            ref = next(self.streams[index])
+        except StopIteration:
+            return _END
+        return self.get(ref, index)
+
+    def get(self, ref: Any, index: int) -> Any:
+        ray, name = self.ray, f"{self.desc} {index} of {len(self.streams)}"
+        try:
+            return ray.get(ref)
+        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
+                ray.exceptions.OwnerDiedError) as exc:
+            raise WorkerDiedError(f"{name} (node {self.node(index)}): its Ray worker died and the task failed "
+                                  f"after {self.runner.ray_max_retries} retries ({type(exc).__name__})") from None
+        except ray.exceptions.RayTaskError as exc:
+            missing = _missing_module(exc)
+            if missing is not None:
+                raise StableDatasetsError(f"{name}: its Ray worker{_worker_of(exc)} cannot import {missing}: "
+                                          f"{_install_hint(missing)}") from None
+            if isinstance(exc.cause, Exception):
+                raise exc.cause from None  # the task's own error, without Ray's frames around it
+            raise
+        except ray.exceptions.UnserializableException as exc:
+            raise StableDatasetsError(f"{name} failed in its Ray task:\n"
+                                      f"{getattr(exc, '_original_stack_trace', exc)}") from None
+
+    def node(self, index: int) -> str:
+        """The node call `index` ran on (its first item), else "unknown"."""
+        if index not in self.nodes:
+            try:
+                self.nodes[index] = str(self.ray.get(next(self.streams[index]), timeout=10))
+            except Exception:
+                return "unknown"
+        return self.nodes[index]
+
+    def check_others(self, index: int) -> None:
+        """At most once a second, raise the error of a later call that failed already."""
+        if time.monotonic() - self.checked < 1:
+            return
+        self.checked = time.monotonic()
+        later = {s.completed(): i for i, s in enumerate(self.streams) if i > index}
+        if later:
+            done, _ = self.ray.wait(list(later), num_returns=len(later), timeout=0, fetch_local=False)
+            for ref in done:
+                self.get(ref, later[ref])
 
 
 _NO_MODULE = re.compile(r"No module named '([\w.]+)'")

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stable_datasets.megatron import IndexedDataset, IndexedFormatError, write_indexed_dataset
-from stable_datasets.megatron.indexed import index_bytes
+from stable_datasets.megatron.indexed import IndexedWriter, fit_tokens, index_bytes
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +91,23 @@ def test_ids_that_do_not_fit_are_refused_and_nothing_is_left(tmp_path):
     with pytest.raises(ValueError, match=r"document 1: token ids \[0, 70000\] do not fit uint16"):
         write_indexed_dataset([[1], [0, 70_000]], tmp_path / "x", dtype=np.uint16)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_blocks_of_ids_are_fitted_to_the_dtype_and_read_only_blocks_are_written_as_they_are(tmp_path):
+    """`add_block` as the Ray engine's driver calls it, with arrays Ray hands back read-only (zero-copy)."""
+    with pytest.raises(ValueError, match=r"token ids \[3, 70000\] do not fit uint16"):
+        fit_tokens(np.array([3, 70_000]), np.uint16)
+    assert fit_tokens(np.array([3, 65_535]), np.uint16).dtype == np.uint16
+    block = np.array([5, 6, 7, 8], np.uint16)
+    block.flags.writeable = False
+    writer = IndexedWriter(tmp_path / "x", np.uint16)
+    writer.add_block(block, np.array([2, 2]), np.array([1, 0, 1]))
+    writer.add_block(np.array([9], np.int64), np.array([1]))
+    writer.commit()
+    out = IndexedDataset(tmp_path / "x")
+    assert [out[i].tolist() for i in range(3)] == [[5, 6], [7, 8], [9]]
+    assert out.document_indices.tolist() == [0, 1, 1, 2, 3]
+    assert (tmp_path / "x.bin").read_bytes() == np.array([5, 6, 7, 8, 9], np.uint16).tobytes()
 
 
 @pytest.mark.parametrize("damage, message", [
