@@ -13,6 +13,10 @@ about `num_samples` packs, each source by its weight:
 - order: Megatron-Core's greedy interleaving (`stable_datasets.megatron.blend.blending_indices`),
   no random numbers: pack k comes from the source whose count lags its share the most.
 
+`index_mapping_dir=` (Megatron-Bridge's name for where its datasets keep their index files; `cache_dir=` is the
+same) keeps the blending index there as `.npy` files: the first process computes it, every other (each rank) loads
+it memory-mapped (`stable_datasets.megatron.blend_cache`).
+
 Items are the sources' own (`input_ids`, `seq_boundaries`, `loss_mask` as lists), so `collate_fn`
 (the first source's) batches them as it batches one source. A negative index is a padding
 sample, as in Megatron-Bridge: the pack at `len(self) + idx` with an all-zero loss mask.
@@ -20,7 +24,9 @@ sample, as in Megatron-Bridge: the pack at `len(self) + idx` with an all-zero lo
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,7 +42,8 @@ class GPTSFTPackedParquetBlendDataset:
     `GPTSFTPackedParquetDataset` (`max_seq_length=`, `pad_seq_to_mult=`, ...)."""
 
     def __init__(self, file_paths: Sequence[Any], weights: Sequence[float], num_samples: int, tokenizer: Any, *,
-                 seed: int = 1234, **kwargs: Any):
+                 seed: int = 1234, index_mapping_dir: str | os.PathLike[str] | None = None,
+                 cache_dir: str | os.PathLike[str] | None = None, **kwargs: Any):
         if isinstance(file_paths, (str, bytes)) or len(file_paths) != len(weights):
             raise ValueError(f"a packed blend needs one weight per source: {file_paths!r:.120} with {len(weights)} "
                              "weights")
@@ -45,13 +52,17 @@ class GPTSFTPackedParquetBlendDataset:
         if "max_num_samples" in kwargs:
             raise TypeError("GPTSFTPackedParquetBlendDataset sets each source's max_num_samples from the weights; "
                             "pass num_samples=")
+        if index_mapping_dir is not None and cache_dir is not None and Path(index_mapping_dir) != Path(cache_dir):
+            raise ValueError(f"index_mapping_dir={str(index_mapping_dir)!r} and cache_dir={str(cache_dir)!r} name "
+                             "the same option; pass one")
         # shares rounded to 12 places: weights of one ratio at any scale ([3, 1], [0.3, 0.1]) give the same
         # counts and order (0.1 / 0.4 is 0.25000000000000006 in float64, whose ceil(12 x w) would be 4)
         self.weights = [round(w, 12) for w in normalise(weights)]
         self.counts = samples_per_source(self.weights, num_samples)
         self.datasets = [GPTSFTPackedParquetDataset(path, tokenizer, max_num_samples=count, seed=seed, **kwargs)
                          for path, count in zip(file_paths, self.counts)]
-        self.dataset_index, self.dataset_sample_index = blending_indices(self.weights, sum(self.counts))
+        self.dataset_index, self.dataset_sample_index = blending_indices(
+            self.weights, sum(self.counts), index_mapping_dir if cache_dir is None else cache_dir)
 
     def __len__(self) -> int:
         return len(self.dataset_index)

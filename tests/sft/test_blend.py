@@ -7,6 +7,7 @@ has no blend class, so the rest follows Megatron-Core's BlendedDataset rule it n
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from stable_datasets.sft import write_packed_parquet
@@ -81,3 +82,24 @@ def test_a_blend_refuses_mismatched_weights_and_sizes(sources):
         GPTSFTPackedParquetBlendDataset(sources, [1, 0], 12, _Tokenizer())
     with pytest.raises(ValueError, match="num_samples must be a positive int"):
         GPTSFTPackedParquetBlendDataset(sources, [1, 1], 0, _Tokenizer())
+
+
+@pytest.mark.parametrize("option", ["index_mapping_dir", "cache_dir"])
+def test_the_blending_index_is_kept_in_index_mapping_dir(sources, tmp_path, option):
+    folder = tmp_path / "index"
+    plain = GPTSFTPackedParquetBlendDataset(sources, [3, 1], 12, _Tokenizer(), max_seq_length=8)
+    first = GPTSFTPackedParquetBlendDataset(sources, [3, 1], 12, _Tokenizer(), max_seq_length=8, **{option: folder})
+    saved = sorted(folder.glob("blend-*.npy"))
+    assert [p.name.split(".", 1)[1] for p in saved] == ["dataset_index.npy", "dataset_sample_index.npy"]
+    stamps = [(p.stat().st_ino, p.stat().st_mtime_ns) for p in saved]
+    again = GPTSFTPackedParquetBlendDataset(sources, [3, 1], 12, _Tokenizer(), max_seq_length=8, **{option: folder})
+    assert [(p.stat().st_ino, p.stat().st_mtime_ns) for p in saved] == stamps  # loaded, not written again
+    assert isinstance(again.dataset_index, np.memmap)
+    assert first.indices() == again.indices() == plain.indices()
+    assert [again[k] for k in range(12)] == [plain[k] for k in range(12)]
+
+
+def test_index_mapping_dir_and_cache_dir_are_one_option(sources, tmp_path):
+    with pytest.raises(ValueError, match="index_mapping_dir=.* and cache_dir=.* name the same option"):
+        GPTSFTPackedParquetBlendDataset(sources, [3, 1], 12, _Tokenizer(), max_seq_length=8,
+                                        index_mapping_dir=tmp_path / "a", cache_dir=tmp_path / "b")
