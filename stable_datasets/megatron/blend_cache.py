@@ -58,7 +58,7 @@ def cached_blending_indices(shares: Sequence[float], size: int, cache_dir: str |
         loaded = _load(files, size, warn=True)  # saved while this process waited for the lock, or damaged
         if loaded is not None:
             return loaded
-        logger.info("computing the blending index of {} samples into {}", size, sample_file)
+        logger.info("computing the blending index of {} samples into {}", size, sample_file.name)  # no absolute path
         arrays = dict(zip(_DTYPES, blending_indices(shares, size)))
         for stale in sample_file.parent.glob(f".{sample_file.name.split('.')[0]}.*.tmp"):  # a killed writer's
             stale.unlink(missing_ok=True)
