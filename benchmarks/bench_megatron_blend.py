@@ -21,22 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stable_datasets.megatron.blend import blending_indices, normalise
-
-
-def plain_loop(shares: list[float], size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The loop as it was: one Python step per sample, each comparing every source's error."""
-    counts, chosen, taken = [0] * len(shares), [0] * size, [0] * size
-    others, first = range(1, len(shares)), shares[0]
-    for k in range(size):
-        at = float(k) if k else 1.0
-        best, lag = 0, first * at - counts[0]
-        for d in others:
-            error = shares[d] * at - counts[d]
-            if error > lag:
-                best, lag = d, error
-        chosen[k], taken[k] = best, counts[best]
-        counts[best] += 1
-    return np.array(chosen, dtype=np.int16), np.array(taken, dtype=np.int64)
+from stable_datasets.megatron.blend_index import stepwise_blending_indices
 
 
 def megatron(shares: list[float], size: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -71,7 +56,7 @@ def main() -> None:
         shares = normalise(np.random.default_rng(sources).random(sources) + 0.05)
         for size in args.sizes:
             ours_s, ours = timed(blending_indices, shares, size)
-            loop_s, loop = timed(plain_loop, shares, size) if size <= args.loop_max else (None, None)
+            loop_s, loop = timed(stepwise_blending_indices, shares, size) if size <= args.loop_max else (None, None)
             cpp_s, cpp = timed(megatron, shares, size)
             equal = all(np.array_equal(a, b) for ref in (loop, cpp) if ref is not None for a, b in zip(ours, ref))
             loop_text = f"{loop_s:.2f} s" if loop_s is not None else "-"

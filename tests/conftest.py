@@ -12,6 +12,7 @@ import pytest
 
 import stable_datasets as sds
 from tests.gcs_server import gcs_endpoint, gcs_env  # noqa: F401  (fixtures: a GCS server on 127.0.0.1)
+from tests.ray_cluster import cluster  # noqa: F401  (fixture: Ray nodes that share no disk, started per module)
 from tests.s3_server import moto_endpoint, s3_env, s3_requests  # noqa: F401  (fixtures: an S3 server on 127.0.0.1)
 
 os.environ.setdefault("STABLE_DATASETS_DISABLE_PROGRESS", "1")

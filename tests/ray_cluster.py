@@ -320,3 +320,11 @@ def ran_on_worker_nodes(nodes: list[str], parts: int | None = None) -> bool:
 
     workers = {n["NodeID"] for n in ray.nodes() if n["Resources"].get("CPU", 0) > 0}  # dead ones too: they ran parts
     return bool(nodes) and set(nodes) <= workers and (parts is None or len(nodes) == parts)
+
+
+@pytest.fixture(scope="module")
+def cluster(moto_endpoint: str) -> Iterator[RayCluster]:
+    """A Ray cluster of two worker nodes that share no disk, reaching the S3 server: one per test module that asks
+    (its tests run in one xdist worker: mark the module `xdist_group("ray")`)."""
+    with s3_ray_cluster(moto_endpoint) as started:
+        yield started

@@ -27,6 +27,7 @@ import json
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -147,20 +148,27 @@ def _encode_part(dataset: StableDataset, keys: list[str], spec: TokenizerSpec, s
                  append_eod: bool, dtype: str) -> int:
     """Rows [start, stop) of `dataset` -> `{prefix}_{key}.bin/.idx` for each key (runs in a worker)."""
     tokenizer = spec.load()
-    writers = {key: IndexedWriter(f"{prefix}_{key}", np.dtype(dtype)) for key in keys}
-    try:
+    with _all_or_none({key: IndexedWriter(f"{prefix}_{key}", np.dtype(dtype)) for key in keys}) as writers:
         for first, table in _batches(dataset, keys, start, stop):
             for key in keys:
                 values, lengths, documents = encode_column(table.column(key), tokenizer,
                                                            spec.eod if append_eod else None, key, first)
                 writers[key].add_block(values, lengths, documents)
+    return stop - start
+
+
+@contextmanager
+def _all_or_none(writers: dict[str, IndexedWriter]) -> Iterator[dict[str, IndexedWriter]]:
+    """The writers of one output per key, all committed when the block ends, all discarded if it raises: a failed
+    part or run leaves no key's files half-written."""
+    try:
+        yield writers
         for writer in writers.values():
             writer.commit()
     except BaseException:
         for writer in writers.values():
             writer.discard()
         raise
-    return stop - start
 
 
 # -- Ray: parts through the object store ---------------------------------------------------------------------------
@@ -176,9 +184,8 @@ def _write_from_ray(dataset: StableDataset, keys: list[str], spec: TokenizerSpec
     ray = ensure_ray(ray_address)
     here = ray_single_node(ray)
     calls = _ray_calls(ray, dataset, keys, ray.put(spec), bounds, append_eod, dtype, here)
-    writers = {key: IndexedWriter(out, dtype) for key, out in zip(keys, outputs)}
     documents, nodes = np.zeros(jobs, np.int64), [""] * jobs  # documents written per part (one per row and key)
-    try:
+    with _all_or_none({key: IndexedWriter(out, dtype) for key, out in zip(keys, outputs)}) as writers:
         for part, node, block in stream_ray(_encode_stream, calls, runner, "tokenize", node=here):
             if not nodes[part]:
                 nodes[part] = node
@@ -191,12 +198,6 @@ def _write_from_ray(dataset: StableDataset, keys: list[str], spec: TokenizerSpec
             raise StableDatasetsError(f"tokenize part {part} of {jobs} (rows [{bounds[part]}, {bounds[part + 1]}), "
                                       f"node {nodes[part] or 'unknown'}) returned {documents[part]} documents for "
                                       f"{bounds[part + 1] - bounds[part]} rows; nothing was written")
-        for writer in writers.values():
-            writer.commit()
-    except BaseException:
-        for writer in writers.values():
-            writer.discard()
-        raise
 
 
 def _ray_calls(ray: Any, dataset: StableDataset, keys: list[str], spec: Any, bounds: list[int], append_eod: bool,

@@ -14,19 +14,13 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.errors import WorkerDiedError
 from tests.conftest import SMALL_FILES
-from tests.ray_cluster import part_nodes, ran_on_worker_nodes, s3_ray_cluster
+from tests.ray_cluster import part_nodes, ran_on_worker_nodes
 from tests.s3_server import tag_this_process
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("moto")
 pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.cluster]  # one cluster at a time, in one xdist worker
 
-
-
-@pytest.fixture(scope="module")
-def cluster(moto_endpoint):
-    with s3_ray_cluster(moto_endpoint) as started:
-        yield started
 
 
 #: a data file of a cache, as named in a part or in the cache (the driver must never download one)

@@ -1,6 +1,7 @@
 """Megatron-Core's greedy blending index computed in bulk (stable_datasets.megatron.blend_index): equal, array for
-array and tie for tie, to the plain one-step-per-sample loop (kept here as the reference) and to megatron-core's own
-C++ `build_blending_indices`, whatever the weights (equal, tiny, many sources) and whatever the segment sizes."""
+array and tie for tie, to the plain one-step-per-sample loop (`stepwise_blending_indices`, the reference) and to
+megatron-core's own C++ `build_blending_indices`, whatever the weights (equal, tiny, many sources) and whatever the
+segment sizes."""
 
 from __future__ import annotations
 
@@ -10,25 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from stable_datasets.megatron.blend import blending_indices, normalise
-from stable_datasets.megatron.blend_index import _guess
+from stable_datasets.megatron.blend_index import _guess, stepwise_blending_indices
 from stable_datasets.megatron.blend_index import blending_indices as bulk_indices
 from tests.megatron.megatron_oracle import megatron_blending_indices
 
 
 def plain_loop(weights, size):
-    """The greedy as Megatron-Core's helpers.cpp writes it, one Python step per sample (the reference)."""
-    shares = normalise(weights)
-    counts, chosen, taken = [0] * len(shares), [0] * size, [0] * size
-    for k in range(size):
-        at = float(k) if k else 1.0
-        best, lag = 0, shares[0] * at - counts[0]
-        for d in range(1, len(shares)):
-            error = shares[d] * at - counts[d]
-            if error > lag:
-                best, lag = d, error
-        chosen[k], taken[k] = best, counts[best]
-        counts[best] += 1
-    return np.array(chosen, dtype=np.int16), np.array(taken, dtype=np.int64)
+    """The greedy one Python step per sample (the reference)."""
+    return stepwise_blending_indices(normalise(weights), size)
 
 
 def _assert_same(ours, theirs):

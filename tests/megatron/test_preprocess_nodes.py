@@ -15,17 +15,10 @@ import pytest
 
 from stable_datasets.cli import main
 from tests.megatron.test_preprocess import ROWS, _jsonl, _same_files, word_level
-from tests.ray_cluster import s3_ray_cluster
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("moto")
 pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.cluster]  # one cluster at a time, in one xdist worker
-
-
-@pytest.fixture(scope="module")
-def cluster(moto_endpoint):
-    with s3_ray_cluster(moto_endpoint) as started:
-        yield started
 
 
 @pytest.fixture

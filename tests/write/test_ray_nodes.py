@@ -20,19 +20,13 @@ from stable_datasets.errors import ExampleError, StableDatasetsError
 from stable_datasets.loaders import base as loaders_base
 from stable_datasets.storage.s3 import S3Store
 from tests.http_server import FileServer
-from tests.ray_cluster import import_folders, part_nodes, ran_on_worker_nodes, s3_ray_cluster
+from tests.ray_cluster import import_folders, part_nodes, ran_on_worker_nodes
 
 ray = pytest.importorskip("ray")
 pytest.importorskip("moto")
 pytestmark = [pytest.mark.xdist_group("ray"), pytest.mark.cluster]  # one cluster at a time, in one xdist worker
 
 FEATURES = sds.Features({"i": sds.Value("int64"), "text": sds.Value("string")})
-
-
-@pytest.fixture(scope="module")
-def cluster(moto_endpoint):
-    with s3_ray_cluster(moto_endpoint) as started:
-        yield started
 
 
 def _copies() -> list[str]:
