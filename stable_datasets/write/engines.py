@@ -274,20 +274,14 @@ def run_ray(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]], runner: Jo
             for ref in ready:
                 try:
                     results[index[ref]] = ray.get(ref)
-                except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError,
-                        ray.exceptions.ObjectLostError) as exc:
+                except _worker_died(ray) as exc:
                     died.append(f"{desc} {index[ref]} of {len(calls)}: its Ray worker died and the task failed "
                                 f"after {runner.ray_max_retries} retries ({type(exc).__name__})")
-                except ray.exceptions.RayTaskError as exc:
-                    missing = _missing_module(exc)
-                    if missing is None:
-                        raise
-                    raise StableDatasetsError(
-                        f"{desc} {index[ref]} of {len(calls)}: its Ray worker{_worker_of(exc)} cannot import "
-                        f"{missing}: {_install_hint(missing)}") from None
-                except ray.exceptions.UnserializableException as exc:  # its class cannot be rebuilt here
-                    raise StableDatasetsError(f"{desc} {index[ref]} of {len(calls)} failed in its Ray task:\n"
-                                              f"{getattr(exc, '_original_stack_trace', exc)}") from None
+                except (ray.exceptions.RayTaskError, ray.exceptions.UnserializableException) as exc:
+                    failure = _task_failure(ray, exc, f"{desc} {index[ref]} of {len(calls)}")
+                    if failure is None:
+                        raise  # the task's own error (Ray's error is an instance of its class too: ExampleError...)
+                    raise failure from None
     except BaseException:  # a task's error (raised as its own class: ExampleError, ...), or Ctrl-C in the driver
         _stop(ray, pending)
         raise
@@ -338,11 +332,7 @@ def stream_ray(fn: Callable[..., Iterator[Any]], calls: Sequence[tuple[Any, ...]
                 yield index, reader.nodes[index], item
                 reader.check_others(index)
     except BaseException:  # a task's error, the caller stopping early, or Ctrl-C
-        for stream in streams:
-            with contextlib.suppress(Exception):
-                ray.cancel(stream, force=True)
-        with contextlib.suppress(Exception):
-            ray.wait([s.completed() for s in streams], num_returns=len(streams), timeout=120)
+        _stop(ray, streams, [s.completed() for s in streams])
         raise
 
 
@@ -368,21 +358,16 @@ class _StreamReader:
         ray, name = self.ray, f"{self.desc} {index} of {len(self.streams)}"
         try:
             return ray.get(ref)
-        except (ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError,
-                ray.exceptions.OwnerDiedError) as exc:
+        except _worker_died(ray) as exc:  # (OwnerDiedError is an ObjectLostError)
             raise WorkerDiedError(f"{name} (node {self.node(index)}): its Ray worker died and the task failed "
                                   f"after {self.runner.ray_max_retries} retries ({type(exc).__name__})") from None
-        except ray.exceptions.RayTaskError as exc:
-            missing = _missing_module(exc)
-            if missing is not None:
-                raise StableDatasetsError(f"{name}: its Ray worker{_worker_of(exc)} cannot import {missing}: "
-                                          f"{_install_hint(missing)}") from None
-            if isinstance(exc.cause, Exception):
-                raise exc.cause from None  # the task's own error, without Ray's frames around it
-            raise
-        except ray.exceptions.UnserializableException as exc:
-            raise StableDatasetsError(f"{name} failed in its Ray task:\n"
-                                      f"{getattr(exc, '_original_stack_trace', exc)}") from None
+        except (ray.exceptions.RayTaskError, ray.exceptions.UnserializableException) as exc:
+            failure = _task_failure(ray, exc, name)
+            if failure is None and isinstance(getattr(exc, "cause", None), Exception):
+                failure = exc.cause  # the task's own error, without Ray's frames around it
+            if failure is None:
+                raise
+            raise failure from None
 
     def node(self, index: int) -> str:
         """The node call `index` ran on (its first item), else "unknown"."""
@@ -438,14 +423,32 @@ def _install_hint(module: str) -> str:
             "image or environment, or with ray.init(runtime_env={'pip': [...]}); nothing was published")
 
 
-def _stop(ray: ModuleType, pending: list[Any]) -> None:
-    """Cancel the tasks still pending and wait until they are gone: a task still running could write
-    into a staging folder that the build is about to remove."""
+def _stop(ray: ModuleType, pending: list[Any], finished: list[Any] | None = None) -> None:
+    """Cancel the tasks still pending and wait until they are gone (their `finished` refs, for streamed tasks): a
+    task still running could write into a staging folder that the build is about to remove."""
     for other in pending:
         with contextlib.suppress(Exception):
             ray.cancel(other, force=True)
+    waited = pending if finished is None else finished
     with contextlib.suppress(Exception):
-        ray.wait(pending, num_returns=len(pending), timeout=120)
+        ray.wait(waited, num_returns=len(waited), timeout=120)
+
+
+def _worker_died(ray: ModuleType) -> tuple[type[BaseException], ...]:
+    """Ray's exceptions for a task whose worker (or node, or result) was lost after its retries."""
+    return ray.exceptions.WorkerCrashedError, ray.exceptions.NodeDiedError, ray.exceptions.ObjectLostError
+
+
+def _task_failure(ray: ModuleType, exc: BaseException, name: str) -> StableDatasetsError | None:
+    """The run's error for a Ray task error that Ray could not hand over as the task's own: a module the worker
+    cannot import, or an exception whose class cannot be rebuilt here (its trace instead); None for any other."""
+    if isinstance(exc, ray.exceptions.UnserializableException):
+        return StableDatasetsError(f"{name} failed in its Ray task:\n{getattr(exc, '_original_stack_trace', exc)}")
+    missing = _missing_module(exc)
+    if missing is not None:
+        return StableDatasetsError(f"{name}: its Ray worker{_worker_of(exc)} cannot import {missing}: "
+                                   f"{_install_hint(missing)}")
+    return None
 
 
 def user_modules(obj: Any) -> list[ModuleType]:

@@ -13,6 +13,7 @@ import pytest
 import stable_datasets as sds
 from stable_datasets.errors import CacheError, EncodingError, ExampleError, StableDatasetsError
 from stable_datasets.features.video import count_frames, read_frames, sample_indices
+from tests.stress.readers_during_rebuilds import make_clip
 
 SMALL = {"train_videos": 6, "test_videos": 2}
 
@@ -20,16 +21,7 @@ SMALL = {"train_videos": 6, "test_videos": 2}
 @pytest.fixture
 def video_file(tmp_path):
     """A real 12-frame MP4 whose frame t has a bright square at row/col 2t."""
-    import cv2
-
-    path = tmp_path / "clip.mp4"
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"mp4v"), 10, (48, 32), True)
-    for t in range(12):
-        frame = np.zeros((32, 48, 3), np.uint8)
-        frame[2 * t:2 * t + 6, 2 * t:2 * t + 6] = 255
-        writer.write(frame)
-    writer.release()
-    return path
+    return make_clip(tmp_path / "clip.mp4")
 
 
 def test_read_frames_and_sampling(video_file):
