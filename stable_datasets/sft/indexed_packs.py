@@ -174,8 +174,7 @@ class PackedIndexedRows:
 def indexed_prefix(path: str | os.PathLike) -> str | None:
     """The prefix of the local packed indexed pair `path` names (`x`, `x.bin` or `x.idx`), or None when there is
     no such pair."""
-    text = os.fspath(path)
-    stem = text[:-4] if text.lower().endswith((".bin", ".idx")) else text
+    stem = _stem(path)
     return stem if os.path.isfile(stem + ".bin") and os.path.isfile(stem + ".idx") else None
 
 
@@ -186,10 +185,15 @@ def indexed_pairs_in(folder: str | os.PathLike) -> list[str]:
 
 def half_pair(path: str | os.PathLike) -> str | None:
     """What is missing when `path` names half of a pair (`x.bin` without `x.idx`, or the reverse), else None."""
-    text = os.fspath(path)
-    stem = text[:-4] if text.lower().endswith((".bin", ".idx")) else text
+    stem = _stem(path)
     present = [os.path.isfile(stem + ".bin"), os.path.isfile(stem + ".idx")]
     if present.count(True) != 1:
         return None
     have, missing = (".bin", ".idx") if present[0] else (".idx", ".bin")
     return f"{stem}{have} exists but {stem}{missing} is missing (a packed indexed pair needs both)"
+
+
+def _stem(path: str | os.PathLike) -> str:
+    """The prefix a path names: `x` for `x`, `x.bin` or `x.idx` (any case)."""
+    text = os.fspath(path)
+    return text[:-4] if text.lower().endswith((".bin", ".idx")) else text
