@@ -318,7 +318,8 @@ def ran_on_worker_nodes(nodes: list[str], parts: int | None = None) -> bool:
     take every part, so no test asserts a spread over the nodes (a fresh clone's `make test` under load)."""
     import ray  # local: ray is an optional test dependency, imported by the modules that use this helper
 
-    workers = {n["NodeID"] for n in ray.nodes() if n["Resources"].get("CPU", 0) > 0}  # dead ones too: they ran parts
+    # dead ones too (they ran parts): Ray may report a dead node's resources as empty, and the head never dies here
+    workers = {n["NodeID"] for n in ray.nodes() if n["Resources"].get("CPU", 0) > 0 or not n["Alive"]}
     return bool(nodes) and set(nodes) <= workers and (parts is None or len(nodes) == parts)
 
 
